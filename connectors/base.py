@@ -1,0 +1,120 @@
+"""The one data type that crosses every boundary (:class:`Batch`) and the :class:`Source` protocol.
+
+A source turns some external storage (a file, a directory of files, a message log, an array)
+into a stream of validated ``uint8`` row blocks. Downstream code never sees file formats. Every
+source can report its :meth:`~Source.position` after the last batch it yielded and
+:meth:`~Source.seek` back to such a position, which is how snapshots make a stream resumable.
+Positions are plain JSON-serialisable values (ints, lists, dicts) so that snapshot manifests
+can store them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import numpy as np
+
+from streammn.schema import Schema
+
+DEFAULT_BATCH_SIZE = 65536
+
+
+class SourceError(IOError):
+    """A source cannot be opened or read: missing, truncated or corrupt file, broker gone.
+
+    Rows yielded before the error stay valid; the message names the file or endpoint.
+    """
+
+
+class SourceUnavailable(SourceError):
+    """The source's backing service or file cannot be reached at all (CLI exit code 4)."""
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A block of rows and the source position just after its last row.
+
+    ``rows`` is a C-contiguous ``uint8`` matrix of shape ``(n_rows, n_vars)`` whose values are
+    already validated against the source's schema. ``start`` is the absolute index of the first
+    row in the source (for error messages and prequential bookkeeping); ``end`` the position a
+    resumed source must ``seek`` to in order to continue after this batch.
+    """
+
+    rows: np.ndarray
+    end: Any
+    start: int = 0
+
+    def __post_init__(self):
+        rows = self.rows
+        if rows.dtype != np.uint8 or rows.ndim != 2 or not rows.flags.c_contiguous:
+            raise TypeError("Batch.rows must be a C-contiguous 2-D uint8 array")
+
+    def __len__(self) -> int:
+        return self.rows.shape[0]
+
+    @property
+    def n_rows(self) -> int:
+        return self.rows.shape[0]
+
+    @property
+    def n_vars(self) -> int:
+        return self.rows.shape[1]
+
+
+class Source:
+    """Base class of all sources: iteration over batches, position/seek, context manager.
+
+    Subclasses implement :meth:`_batches` (yield :class:`Batch` from the current position),
+    :meth:`position`, :meth:`seek` and, when they hold resources, :meth:`close`.
+    """
+
+    schema: Schema
+    batch_size: int = DEFAULT_BATCH_SIZE
+
+    def __iter__(self) -> Iterator[Batch]:
+        return self._batches()
+
+    def _batches(self) -> Iterator[Batch]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def position(self) -> Any:  # pragma: no cover - abstract
+        """The position after the last yielded row, suitable for :meth:`seek`."""
+        raise NotImplementedError
+
+    def seek(self, position: Any) -> None:  # pragma: no cover - abstract
+        """Continue the next iteration from ``position`` (as returned by :meth:`position`)."""
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """A short human-readable description, used in errors and snapshot manifests."""
+        return type(self).__name__
+
+    @property
+    def rewindable(self) -> bool:
+        """True when the source can be iterated again from the start (multi-pass learners)."""
+        return True
+
+    def rewind(self) -> None:
+        """Go back to the first row (for multi-pass learning over a finite source)."""
+        self.seek(self.initial_position())
+
+    def initial_position(self) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def read_all(self) -> np.ndarray:
+        """Concatenate every remaining batch into one matrix (small data, tests)."""
+        blocks = [b.rows for b in self]
+        if not blocks:
+            return np.empty((0, self.schema.n_vars), dtype=np.uint8)
+        return np.ascontiguousarray(np.concatenate(blocks, axis=0))

@@ -1,0 +1,59 @@
+"""Dependency networks: one conditional distribution P(X_i | x_-i) per variable.
+
+Each CPD is a :class:`~streammn.features.FeatureSet` whose features are read as a log-linear
+conditional: ``P(X_i = a | x_-i) ∝ exp(sum of the weights of the CPD's features that hold with
+x_i = a)``. A decision-tree CPD written as DEFAULT features (one per leaf and target value,
+weight = log leaf probability) is already normalised, so the sum is the log probability itself.
+DN2MN (:mod:`streammn.dn2mn`) consumes exactly this representation.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from streammn import loglinear
+from streammn.features import FeatureSet
+from streammn.schema import Schema
+
+
+class DependencyNetwork:
+    """A schema and one feature-set CPD per variable."""
+
+    def __init__(self, schema: Schema, cpds: Sequence[FeatureSet]):
+        if len(cpds) != schema.n_vars:
+            raise ValueError(f"expected {schema.n_vars} CPDs, got {len(cpds)}")
+        for i, cpd in enumerate(cpds):
+            if cpd.schema != schema:
+                raise ValueError(f"CPD {i} is over a different schema")
+        self.schema = schema
+        self.cpds = list(cpds)
+        self._all = FeatureSet.concat(schema, self.cpds)
+        sizes = np.array([c.n_features for c in self.cpds], dtype=np.int64)
+        self._index = (np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
+                       np.arange(self._all.n_features, dtype=np.int64))
+
+    @property
+    def n_features(self) -> int:
+        return self._all.n_features
+
+    def log_conditional(self, rows: np.ndarray, i: int) -> np.ndarray:
+        """Normalised ``log P(X_i = a | x_-i)`` for each row and value: shape (n, card_i)."""
+        cpd = self.cpds[i]
+        logits = loglinear.conditional_logits(cpd, rows, i,
+                                              features=np.arange(cpd.n_features))
+        m = logits.max(axis=1, keepdims=True)
+        return logits - m - np.log(np.exp(logits - m).sum(axis=1, keepdims=True))
+
+    def pll_terms(self, rows: np.ndarray) -> np.ndarray:
+        """``log P(x_i | x_-i)`` for every row and variable: shape (n_rows, n_vars)."""
+        return loglinear.pll_terms(self._all, rows, index=self._index)
+
+    def pll(self, rows: np.ndarray) -> float:
+        """Pseudo-log-likelihood per example (mean over rows of the sum over variables)."""
+        terms = self.pll_terms(rows)
+        return float(terms.sum(axis=1).mean()) if terms.shape[0] else float("nan")
+
+    def __repr__(self) -> str:
+        return f"DependencyNetwork({self.schema.n_vars} variables, {self.n_features} features)"

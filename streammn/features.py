@@ -1,0 +1,207 @@
+"""Weighted conjunctive features: the common currency of trees, dependency networks and MNs.
+
+A feature is a conjunction of conditions ``X_v = a`` (``eq=True``) or ``X_v != a``
+(``eq=False``) with a real weight; it contributes its weight to a row's log score when every
+condition holds. Decision-tree CPDs (DTSL), DN2MN output and pairwise MRFs (grafting) are all
+sets of such features, so one flat representation and one set of kernels
+(:mod:`streammn.loglinear`) serve all of them.
+
+:class:`FeatureSet` stores ``F`` features as CSR-style arrays::
+
+    weights[F]                 float64
+    ptr[F+1]                   conditions of feature f are ptr[f]:ptr[f+1]
+    var[C], val[C], eq[C]      int32 / uint8 / bool per condition
+
+Features are kept in canonical form (see :func:`canonical_conditions`): conditions sorted by
+variable, at most the conditions needed, binary negations turned into equalities, so that equal
+features have equal condition lists and :meth:`FeatureSet.merge_duplicates` can sum them.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from streammn.schema import Schema
+
+Condition = tuple[int, int, bool]  # (variable, value, eq)
+
+
+def canonical_conditions(conditions: Iterable[Condition], cardinalities) -> tuple[Condition, ...] | None:
+    """Reduce a conjunction to canonical form, or ``None`` when it can never hold.
+
+    Per variable the conditions define a set of allowed values. All values allowed: the
+    variable is dropped. One value: ``X_v = a``. All but one: ``X_v != b``. Otherwise the
+    ``!=`` conditions that exclude the rest, in increasing value order.
+    """
+    allowed: dict[int, set[int]] = {}
+    for v, a, eq in conditions:
+        v, a = int(v), int(a)
+        card = int(cardinalities[v])
+        if not 0 <= a < card:
+            raise ValueError(f"condition value {a} out of range for variable {v} "
+                             f"(cardinality {card})")
+        cur = allowed.setdefault(v, set(range(card)))
+        if eq:
+            cur.intersection_update((a,))
+        else:
+            cur.discard(a)
+    out: list[Condition] = []
+    for v in sorted(allowed):
+        vals = allowed[v]
+        card = int(cardinalities[v])
+        if not vals:
+            return None
+        if len(vals) == card:
+            continue
+        if len(vals) == 1:
+            out.append((v, next(iter(vals)), True))
+        else:
+            out.extend((v, b, False) for b in range(card) if b not in vals)
+    return tuple(out)
+
+
+class FeatureSet:
+    """A set of weighted conjunctive features over a :class:`~streammn.schema.Schema`."""
+
+    def __init__(self, schema: Schema, weights, ptr, var, val, eq):
+        self.schema = schema
+        self.weights = np.ascontiguousarray(weights, dtype=np.float64)
+        self.ptr = np.ascontiguousarray(ptr, dtype=np.int64)
+        self.var = np.ascontiguousarray(var, dtype=np.int32)
+        self.val = np.ascontiguousarray(val, dtype=np.uint8)
+        self.eq = np.ascontiguousarray(eq, dtype=np.bool_)
+        F = self.weights.shape[0]
+        if self.ptr.shape != (F + 1,) or self.ptr[0] != 0 or self.ptr[-1] != self.var.shape[0]:
+            raise ValueError("ptr must have n_features + 1 entries from 0 to n_conditions")
+        if not (self.var.shape == self.val.shape == self.eq.shape):
+            raise ValueError("var, val and eq must have one entry per condition")
+        if self.var.size:
+            if self.var.min() < 0 or self.var.max() >= schema.n_vars:
+                raise ValueError("condition variable out of range")
+            if (self.val >= schema.cardinalities[self.var]).any():
+                raise ValueError("condition value out of range")
+
+    # construction -------------------------------------------------------------------------
+    @classmethod
+    def from_features(cls, schema: Schema,
+                      features: Iterable[tuple[float, Sequence[Condition]]],
+                      canonical: bool = True) -> "FeatureSet":
+        """Build from ``(weight, [(var, value, eq), ...])`` pairs.
+
+        With ``canonical=True`` (default) each conjunction is canonicalised and features that
+        can never hold are dropped. Duplicates are kept; see :meth:`merge_duplicates`.
+        """
+        weights, ptr, var, val, eq = [], [0], [], [], []
+        for w, conds in features:
+            conds = tuple((int(v), int(a), bool(e)) for v, a, e in conds)
+            if canonical:
+                conds = canonical_conditions(conds, schema.cardinalities)
+                if conds is None:
+                    continue
+            weights.append(float(w))
+            for v, a, e in conds:
+                var.append(v)
+                val.append(a)
+                eq.append(e)
+            ptr.append(len(var))
+        return cls(schema, weights, ptr, var, val, eq)
+
+    @classmethod
+    def empty(cls, schema: Schema) -> "FeatureSet":
+        return cls(schema, [], [0], [], [], [])
+
+    @classmethod
+    def concat(cls, schema: Schema, parts: Sequence["FeatureSet"]) -> "FeatureSet":
+        """All features of ``parts``, in order."""
+        if not parts:
+            return cls.empty(schema)
+        offsets = np.cumsum([0] + [p.var.shape[0] for p in parts[:-1]])
+        ptr = np.concatenate([[0]] + [p.ptr[1:] + o for p, o in zip(parts, offsets)])
+        return cls(schema, np.concatenate([p.weights for p in parts]), ptr,
+                   np.concatenate([p.var for p in parts]), np.concatenate([p.val for p in parts]),
+                   np.concatenate([p.eq for p in parts]))
+
+    # access -------------------------------------------------------------------------------
+    @property
+    def n_features(self) -> int:
+        return self.weights.shape[0]
+
+    def __len__(self) -> int:
+        return self.n_features
+
+    def conditions(self, f: int) -> tuple[Condition, ...]:
+        s, e = self.ptr[f], self.ptr[f + 1]
+        return tuple((int(v), int(a), bool(q))
+                     for v, a, q in zip(self.var[s:e], self.val[s:e], self.eq[s:e]))
+
+    def __iter__(self):
+        for f in range(self.n_features):
+            yield float(self.weights[f]), self.conditions(f)
+
+    def to_list(self) -> list[tuple[float, tuple[Condition, ...]]]:
+        return list(self)
+
+    def scope(self, f: int) -> tuple[int, ...]:
+        """Sorted distinct variables feature ``f`` tests."""
+        return tuple(sorted(set(self.var[self.ptr[f]:self.ptr[f + 1]].tolist())))
+
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.ptr)
+
+    def features_by_variable(self) -> tuple[np.ndarray, np.ndarray]:
+        """CSR index variable -> features that mention it: ``(var_ptr[n+1], var_features)``."""
+        n = self.schema.n_vars
+        f_of_cond = np.repeat(np.arange(self.n_features, dtype=np.int64), self.lengths())
+        pairs = np.unique(np.stack([self.var.astype(np.int64), f_of_cond], axis=1), axis=0) \
+            if self.var.size else np.empty((0, 2), dtype=np.int64)
+        counts = np.bincount(pairs[:, 0], minlength=n)
+        var_ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        return var_ptr, np.ascontiguousarray(pairs[:, 1], dtype=np.int64)
+
+    def with_weights(self, weights) -> "FeatureSet":
+        weights = np.asarray(weights, dtype=np.float64)
+        if weights.shape != self.weights.shape:
+            raise ValueError(f"expected {self.n_features} weights, got {weights.shape}")
+        return FeatureSet(self.schema, weights, self.ptr, self.var, self.val, self.eq)
+
+    def select(self, mask_or_index) -> "FeatureSet":
+        """The features picked by a boolean mask or an index array, in that order."""
+        idx = np.arange(self.n_features)[mask_or_index]
+        lengths = self.lengths()[idx]
+        ptr = np.concatenate([[0], np.cumsum(lengths)])
+        cond_idx = (np.concatenate([np.arange(self.ptr[f], self.ptr[f + 1]) for f in idx])
+                    if idx.size else np.empty(0, dtype=np.int64)).astype(np.int64)
+        return FeatureSet(self.schema, self.weights[idx], ptr, self.var[cond_idx],
+                          self.val[cond_idx], self.eq[cond_idx])
+
+    def merge_duplicates(self, drop_zero: bool = True, tol: float = 0.0) -> "FeatureSet":
+        """Sum the weights of features with identical (canonical) conditions.
+
+        Features whose summed weight is within ``tol`` of zero are dropped when ``drop_zero``.
+        The first occurrence's position decides the order of the result.
+        """
+        keys: dict[tuple, int] = {}
+        order: list[tuple] = []
+        sums: list[float] = []
+        for w, conds in self:
+            k = keys.get(conds)
+            if k is None:
+                keys[conds] = len(order)
+                order.append(conds)
+                sums.append(w)
+            else:
+                sums[k] += w
+        feats = [(w, c) for w, c in zip(sums, order) if not (drop_zero and abs(w) <= tol)]
+        return FeatureSet.from_features(self.schema, feats, canonical=False)
+
+    def equals(self, other: "FeatureSet", atol: float = 0.0) -> bool:
+        return (self.schema == other.schema and np.array_equal(self.ptr, other.ptr)
+                and np.array_equal(self.var, other.var) and np.array_equal(self.val, other.val)
+                and np.array_equal(self.eq, other.eq)
+                and np.allclose(self.weights, other.weights, rtol=0, atol=atol))
+
+    def __repr__(self) -> str:
+        return (f"FeatureSet({self.n_features} features, {self.var.shape[0]} conditions, "
+                f"{self.schema.n_vars} variables)")

@@ -1,0 +1,276 @@
+"""Variables, schemas, and validation of incoming rows.
+
+Every value streammn learns from is a discrete state ``0 .. cardinality-1`` of a named variable.
+A :class:`Schema` is fixed for the life of a stream: it is declared, read from file metadata, or
+inferred once from a first chunk and then never changes. :meth:`Schema.validate` is the single
+gate rows pass through before any learner sees them; it either returns a clean C-contiguous
+``uint8`` matrix or raises :class:`SchemaError` naming the offending row and column, so a rejected
+batch never touches learner state.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import numpy as np
+
+MIN_CARDINALITY = 2
+MAX_CARDINALITY = 255
+
+
+class SchemaError(ValueError):
+    """Rows that do not fit the schema, or a schema that cannot be built.
+
+    ``row`` is the absolute row offset in the source (``None`` when the error is not about a
+    row), ``column`` the column index, ``source`` a description of where the rows came from.
+    """
+
+    def __init__(self, message: str, *, row: int | None = None, column: int | None = None,
+                 source: str | None = None):
+        self.row = row
+        self.column = column
+        self.source = source
+        where = []
+        if source is not None:
+            where.append(str(source))
+        if row is not None:
+            where.append(f"row {row}")
+        if column is not None:
+            where.append(f"column {column}")
+        super().__init__(f"{', '.join(where)}: {message}" if where else message)
+
+
+@dataclass(frozen=True)
+class Variable:
+    """A discrete variable with states ``0 .. cardinality-1``."""
+
+    name: str
+    cardinality: int = 2
+
+    def __post_init__(self):
+        if not isinstance(self.cardinality, (int, np.integer)) or not (
+                MIN_CARDINALITY <= self.cardinality <= MAX_CARDINALITY):
+            raise SchemaError(f"variable {self.name!r}: cardinality must be an integer in "
+                              f"{MIN_CARDINALITY}..{MAX_CARDINALITY}, got {self.cardinality!r}")
+        object.__setattr__(self, "cardinality", int(self.cardinality))
+
+
+class Schema:
+    """An ordered, immutable list of :class:`Variable` with unique names."""
+
+    def __init__(self, variables: Iterable[Variable]):
+        self._variables = tuple(variables)
+        if not self._variables:
+            raise SchemaError("a schema needs at least one variable")
+        names = [v.name for v in self._variables]
+        if len(set(names)) != len(names):
+            dup = next(n for n in names if names.count(n) > 1)
+            raise SchemaError(f"duplicate variable name {dup!r}")
+        self._index = {n: i for i, n in enumerate(names)}
+        self.cardinalities = np.array([v.cardinality for v in self._variables], dtype=np.int64)
+        self.cardinalities.setflags(write=False)
+
+    # construction -------------------------------------------------------------------------
+    @classmethod
+    def from_cardinalities(cls, cardinalities: Sequence[int],
+                           names: Sequence[str] | None = None) -> "Schema":
+        """Schema from a list of cardinalities; names default to ``x0, x1, ...``."""
+        cards = list(cardinalities)
+        if names is None:
+            names = [f"x{i}" for i in range(len(cards))]
+        if len(names) != len(cards):
+            raise SchemaError(f"{len(names)} names for {len(cards)} cardinalities")
+        return cls(Variable(str(n), int(c)) for n, c in zip(names, cards))
+
+    @classmethod
+    def binary(cls, n_vars: int) -> "Schema":
+        """``n_vars`` binary variables named ``x0 ..``."""
+        return cls.from_cardinalities([2] * n_vars)
+
+    @classmethod
+    def from_libra(cls, path: str | os.PathLike) -> "Schema":
+        """Read a Libra ``.schema`` file: one line of comma-separated cardinalities."""
+        with open(path) as f:
+            line = f.readline().strip()
+        return cls.from_libra_line(line, source=str(path))
+
+    @classmethod
+    def from_libra_line(cls, line: str, source: str | None = None) -> "Schema":
+        """Parse the Libra schema line ``2,2,3,...`` (also the first line of .mn/.dn files)."""
+        try:
+            cards = [int(tok) for tok in line.split(",")]
+        except ValueError:
+            raise SchemaError(f"not a Libra schema line: {line[:80]!r}", source=source) from None
+        return cls.from_cardinalities(cards)
+
+    @classmethod
+    def infer(cls, rows: np.ndarray, names: Sequence[str] | None = None,
+              source: str | None = None) -> "Schema":
+        """Infer cardinalities from a first chunk: ``max value + 1``, at least 2.
+
+        The returned schema is then fixed; later rows with larger values are errors.
+        """
+        rows = np.asarray(rows)
+        if rows.ndim != 2 or rows.shape[0] == 0:
+            raise SchemaError("cannot infer a schema from an empty or non-2-D chunk",
+                              source=source)
+        n_cols = rows.shape[1]
+        if names is None:
+            names = [f"x{i}" for i in range(n_cols)]
+        probe = cls.from_cardinalities([MAX_CARDINALITY] * n_cols, names)
+        clean = probe.validate(rows, source=source)
+        cards = np.maximum(clean.max(axis=0).astype(np.int64) + 1, MIN_CARDINALITY)
+        return cls.from_cardinalities(cards.tolist(), names)
+
+    def to_dict(self) -> dict:
+        return {"variables": [{"name": v.name, "cardinality": v.cardinality}
+                              for v in self._variables]}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Schema":
+        try:
+            return cls(Variable(v["name"], v["cardinality"]) for v in d["variables"])
+        except (KeyError, TypeError) as e:
+            raise SchemaError(f"malformed schema description: {e}") from None
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())
+
+    def libra_line(self) -> str:
+        return ",".join(str(c) for c in self.cardinalities)
+
+    # access -------------------------------------------------------------------------------
+    @property
+    def variables(self) -> tuple[Variable, ...]:
+        return self._variables
+
+    @property
+    def names(self) -> list[str]:
+        return [v.name for v in self._variables]
+
+    @property
+    def n_vars(self) -> int:
+        return len(self._variables)
+
+    def index(self, name: str) -> int:
+        try:
+            return self._index[name]
+        except KeyError:
+            raise SchemaError(f"no variable named {name!r}") from None
+
+    def __len__(self) -> int:
+        return len(self._variables)
+
+    def __getitem__(self, i: int) -> Variable:
+        return self._variables[i]
+
+    def __iter__(self):
+        return iter(self._variables)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Schema) and self._variables == other._variables
+
+    def __hash__(self) -> int:
+        return hash(self._variables)
+
+    def __repr__(self) -> str:
+        if self.n_vars <= 6:
+            inner = ", ".join(f"{v.name}:{v.cardinality}" for v in self._variables)
+        else:
+            inner = f"{self.n_vars} variables, cardinalities {sorted(set(self.cardinalities.tolist()))}"
+        return f"Schema({inner})"
+
+    # validation ---------------------------------------------------------------------------
+    def validate(self, values, row_offset: int = 0, source: str | None = None) -> np.ndarray:
+        """Check a 2-D block of rows and return it as a C-contiguous ``uint8`` matrix.
+
+        ``row_offset`` is the absolute position of the first row in its source, so that errors
+        name the row a user can find. Raises :class:`SchemaError` for a wrong number of
+        columns, a null (``None``/NaN), a non-integer value, or a value outside
+        ``0 .. cardinality-1``.
+        """
+        arr = np.asarray(values)
+        if arr.ndim == 1 and arr.size == 0:
+            arr = arr.reshape(0, self.n_vars)
+        if arr.ndim != 2:
+            raise SchemaError(f"expected a 2-D block of rows, got {arr.ndim}-D",
+                              row=row_offset, source=source)
+        if arr.shape[1] != self.n_vars:
+            raise SchemaError(f"expected {self.n_vars} columns, got {arr.shape[1]}",
+                              row=row_offset, source=source)
+        if arr.dtype == np.uint8:
+            data = arr
+        elif arr.dtype == np.bool_:
+            data = arr.view(np.uint8)
+        elif np.issubdtype(arr.dtype, np.integer):
+            data = self._check_integers(arr, row_offset, source)
+        elif np.issubdtype(arr.dtype, np.floating):
+            data = self._check_floats(arr, row_offset, source)
+        elif arr.dtype == object:
+            data = self._check_objects(arr, row_offset, source)
+        else:
+            raise SchemaError(f"values of type {arr.dtype} are not discrete states",
+                              row=row_offset, source=source)
+        return self._check_range(np.ascontiguousarray(data, dtype=np.uint8), arr, row_offset,
+                                 source)
+
+    def _check_integers(self, arr, row_offset, source):
+        bad = arr < 0
+        if bad.any():
+            r, c = np.argwhere(bad)[0]
+            self._raise_range(int(arr[r, c]), r, c, row_offset, source)
+        too_big = arr > MAX_CARDINALITY
+        if too_big.any():
+            r, c = np.argwhere(too_big)[0]
+            self._raise_range(int(arr[r, c]), r, c, row_offset, source)
+        return arr.astype(np.uint8)
+
+    def _check_floats(self, arr, row_offset, source):
+        nan = np.isnan(arr)
+        if nan.any():
+            r, c = np.argwhere(nan)[0]
+            raise SchemaError(f"null value for variable {self[c].name!r}",
+                              row=row_offset + int(r), column=int(c), source=source)
+        frac = arr != np.floor(arr)
+        if frac.any():
+            r, c = np.argwhere(frac)[0]
+            raise SchemaError(f"non-integer value {arr[r, c]!r} for variable {self[c].name!r}",
+                              row=row_offset + int(r), column=int(c), source=source)
+        out_of_range = (arr < 0) | (arr > MAX_CARDINALITY)
+        if out_of_range.any():
+            r, c = np.argwhere(out_of_range)[0]
+            self._raise_range(arr[r, c], r, c, row_offset, source)
+        return arr.astype(np.uint8)
+
+    def _check_objects(self, arr, row_offset, source):
+        out = np.empty(arr.shape, dtype=np.int64)
+        for (r, c), v in np.ndenumerate(arr):  # object input only: slow path by nature
+            if v is None or (isinstance(v, float) and np.isnan(v)):
+                raise SchemaError(f"null value for variable {self[c].name!r}",
+                                  row=row_offset + r, column=c, source=source)
+            if isinstance(v, (bool, np.bool_)):
+                out[r, c] = int(v)
+            elif isinstance(v, (int, np.integer)):
+                out[r, c] = v
+            elif isinstance(v, (float, np.floating)) and float(v).is_integer():
+                out[r, c] = int(v)
+            else:
+                raise SchemaError(f"non-integer value {v!r} for variable {self[c].name!r}",
+                                  row=row_offset + r, column=c, source=source)
+        return self._check_integers(out, row_offset, source)
+
+    def _check_range(self, clean: np.ndarray, original, row_offset, source) -> np.ndarray:
+        if clean.shape[0] and (clean.max(axis=0) >= self.cardinalities).any():
+            r, c = np.argwhere(clean >= self.cardinalities.astype(np.uint16)[None, :])[0]
+            self._raise_range(original[r, c], r, c, row_offset, source)
+        return clean
+
+    def _raise_range(self, value, r, c, row_offset, source):
+        var = self[int(c)]
+        value = value.item() if isinstance(value, np.generic) else value
+        raise SchemaError(f"value {value!r} out of range 0..{var.cardinality - 1} "
+                          f"for variable {var.name!r}",
+                          row=row_offset + int(r), column=int(c), source=source)
