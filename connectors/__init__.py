@@ -2,6 +2,9 @@
 
 from connectors.base import DEFAULT_BATCH_SIZE, Batch, Source, SourceError, SourceUnavailable
 from connectors.array import ArraySource
+from connectors.csv import CsvSource
+from connectors.parquet import ParquetSource, write_parquet
+from connectors.resolve import open_source
 
-__all__ = ["Batch", "Source", "SourceError", "SourceUnavailable", "ArraySource",
-           "DEFAULT_BATCH_SIZE"]
+__all__ = ["Batch", "Source", "SourceError", "SourceUnavailable", "ArraySource", "CsvSource",
+           "ParquetSource", "write_parquet", "open_source", "DEFAULT_BATCH_SIZE"]

@@ -83,7 +83,7 @@ class Schema:
             names = [f"x{i}" for i in range(len(cards))]
         if len(names) != len(cards):
             raise SchemaError(f"{len(names)} names for {len(cards)} cardinalities")
-        return cls(Variable(str(n), int(c)) for n, c in zip(names, cards))
+        return cls(Variable(str(n), c) for n, c in zip(names, cards))
 
     @classmethod
     def binary(cls, n_vars: int) -> "Schema":
@@ -237,7 +237,8 @@ class Schema:
         frac = arr != np.floor(arr)
         if frac.any():
             r, c = np.argwhere(frac)[0]
-            raise SchemaError(f"non-integer value {arr[r, c]!r} for variable {self[c].name!r}",
+            raise SchemaError(f"non-integer value {arr[r, c].item()!r} for variable "
+                              f"{self[c].name!r}",
                               row=row_offset + int(r), column=int(c), source=source)
         out_of_range = (arr < 0) | (arr > MAX_CARDINALITY)
         if out_of_range.any():

@@ -1,0 +1,124 @@
+"""Arrow record batches to validated ``uint8`` rows, and schemas from Arrow metadata.
+
+Parquet and CSV both decode through pyarrow, so both sources turn columns into rows here. The
+conversion works column by column with vectorised checks (nulls, non-integers, range), then
+assembles one C-contiguous row-major matrix; errors name the absolute row and the column.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from streammn.schema import MAX_CARDINALITY, Schema, SchemaError
+
+SCHEMA_METADATA_KEY = b"streammn.schema"
+
+
+def _first_true(mask: np.ndarray) -> int:
+    return int(np.flatnonzero(mask)[0])
+
+
+def column_to_states(col: pa.Array, j: int, schema: Schema, row_offset: int,
+                     source: str | None) -> np.ndarray:
+    """One Arrow column as a ``uint8`` vector of states of variable ``j``, validated."""
+    name = schema[j].name
+    if col.null_count:
+        r = _first_true(col.is_null().to_numpy(zero_copy_only=False))
+        raise SchemaError(f"null value for variable {name!r}", row=row_offset + r, column=j,
+                          source=source)
+    t = col.type
+    if pa.types.is_boolean(t):
+        return col.to_numpy(zero_copy_only=False).view(np.uint8)
+    if pa.types.is_integer(t):
+        values = col.to_numpy(zero_copy_only=False)
+    elif pa.types.is_floating(t):
+        values = col.to_numpy(zero_copy_only=False)
+        frac = (values != np.floor(values)) | np.isnan(values)
+        if frac.any():
+            r = _first_true(frac)
+            raise SchemaError(f"non-integer value {values[r].item()!r} for variable {name!r}",
+                              row=row_offset + r, column=j, source=source)
+    elif pa.types.is_dictionary(t) and pa.types.is_integer(t.value_type):
+        return column_to_states(col.dictionary_decode(), j, schema, row_offset, source)
+    else:
+        raise SchemaError(f"column of type {t} holds no discrete states (variable {name!r})",
+                          row=row_offset, column=j, source=source)
+    if values.size:
+        card = schema[j].cardinality
+        lo, hi = values.min(), values.max()
+        if lo < 0 or hi >= card:
+            r = _first_true((values < 0) | (values >= card))
+            v = values[r].item()
+            raise SchemaError(f"value {v!r} out of range 0..{card - 1} for variable {name!r}",
+                              row=row_offset + r, column=j, source=source)
+    return values.astype(np.uint8, copy=False)
+
+
+def record_batch_to_rows(rb: pa.RecordBatch, schema: Schema, row_offset: int,
+                         source: str | None = None) -> np.ndarray:
+    """A record batch whose columns are the schema's variables, in order, as validated rows."""
+    if rb.num_columns != schema.n_vars:
+        raise SchemaError(f"expected {schema.n_vars} columns, got {rb.num_columns}",
+                          row=row_offset, source=source)
+    out = np.empty((rb.num_rows, schema.n_vars), dtype=np.uint8)
+    for j in range(schema.n_vars):
+        out[:, j] = column_to_states(rb.column(j), j, schema, row_offset, source)
+    return out
+
+
+def schema_to_metadata(schema: Schema) -> dict[bytes, bytes]:
+    """Arrow schema metadata that lets :func:`schema_from_arrow` restore ``schema`` exactly."""
+    return {SCHEMA_METADATA_KEY: json.dumps(schema.to_dict()).encode()}
+
+
+def schema_from_arrow(arrow_schema: pa.Schema, columns: list[str] | None = None,
+                      column_max: dict[str, int] | None = None,
+                      source: str | None = None) -> Schema:
+    """Build a schema from Arrow metadata, column types and known column maxima.
+
+    Order of precedence: a streammn schema stored in the metadata (written by
+    :func:`schema_to_metadata`); otherwise boolean columns are binary and integer columns take
+    ``max + 1`` (at least 2) from ``column_max`` (Parquet statistics or a first chunk).
+    """
+    names = columns if columns is not None else arrow_schema.names
+    meta = arrow_schema.metadata or {}
+    if SCHEMA_METADATA_KEY in meta:
+        stored = Schema.from_dict(json.loads(meta[SCHEMA_METADATA_KEY]))
+        return Schema([stored[stored.index(n)] for n in names])
+    cards = []
+    for name in names:
+        idx = arrow_schema.get_field_index(name)
+        if idx < 0:
+            raise SchemaError(f"no column named {name!r}", source=source)
+        t = arrow_schema.field(idx).type
+        if pa.types.is_boolean(t):
+            cards.append(2)
+        elif pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_dictionary(t):
+            if column_max is None or name not in column_max:
+                raise SchemaError(f"cardinality of column {name!r} unknown: declare a schema",
+                                  source=source)
+            hi = int(column_max[name])
+            if hi >= MAX_CARDINALITY:
+                raise SchemaError(f"column {name!r} has values up to {hi}; at most "
+                                  f"{MAX_CARDINALITY - 1} is supported", source=source)
+            cards.append(max(hi + 1, 2))
+        else:
+            raise SchemaError(f"column {name!r} of type {t} holds no discrete states",
+                              source=source)
+    return Schema.from_cardinalities(cards, names)
+
+
+def table_column_max(table_or_batch, names: list[str]) -> dict[str, int]:
+    """Column maxima of an Arrow table/batch (for schema inference from a first chunk)."""
+    out = {}
+    for name in names:
+        col = table_or_batch.column(name)
+        if pa.types.is_boolean(col.type):
+            continue
+        hi = pc.max(col).as_py()
+        out[name] = 0 if hi is None else int(hi)
+    return out

@@ -1,0 +1,131 @@
+"""Parquet files, directories and globs as a streaming source.
+
+Record batches are streamed through ``pyarrow.parquet.ParquetFile.iter_batches``; a file is never
+read whole. Seeking to a row skips whole row groups using the file footer, without decoding them.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from connectors.arrow import record_batch_to_rows, schema_from_arrow, schema_to_metadata
+from connectors.base import DEFAULT_BATCH_SIZE, SourceError
+from connectors.files import FileSource, resolve_paths
+from streammn.schema import Schema
+
+PARQUET_SUFFIXES = (".parquet", ".pq", ".parq")
+
+
+def _open(path: str) -> pq.ParquetFile:
+    try:
+        return pq.ParquetFile(path)
+    except FileNotFoundError:
+        raise
+    except (pa.ArrowException, OSError) as e:
+        raise SourceError(f"{path}: not a readable Parquet file ({e})") from e
+
+
+def _statistics_max(pf: pq.ParquetFile, names: Sequence[str]) -> dict[str, int]:
+    """Per-column maxima from the footer statistics; columns without statistics are read."""
+    md = pf.metadata
+    leaf_names = md.schema.names
+    out: dict[str, int] = {}
+    missing = []
+    for name in names:
+        j = pf.schema_arrow.get_field_index(name)
+        if j < 0 or pa.types.is_boolean(pf.schema_arrow.field(j).type):
+            continue
+        col_idx = leaf_names.index(name)
+        hi = None
+        for g in range(md.num_row_groups):
+            st = md.row_group(g).column(col_idx).statistics
+            if st is None or not st.has_min_max:
+                hi = None
+                missing.append(name)
+                break
+            hi = st.max if hi is None else max(hi, st.max)
+        if hi is not None:
+            out[name] = int(hi)
+    for name in missing:
+        col = pf.read(columns=[name]).column(0)
+        hi = pc.max(col).as_py()
+        out[name] = 0 if hi is None else int(hi)
+    return out
+
+
+class ParquetSource(FileSource):
+    """Stream the rows of Parquet files (a file, a directory, or a glob) in batches.
+
+    ``schema``: declared, or read from the first file (a streammn schema stored in its metadata
+    by :func:`write_parquet`; otherwise booleans are binary and integer columns take their
+    footer-statistics maximum + 1). ``columns``: names selecting and ordering the variables
+    (default: the schema's names when given and present, else every column). Bool and integer
+    columns are accepted. The position is the file index and the row within that file.
+    """
+
+    def __init__(self, path, batch_size: int = DEFAULT_BATCH_SIZE, schema: Schema | None = None,
+                 columns: Sequence[str] | None = None):
+        super().__init__(resolve_paths(path, PARQUET_SUFFIXES), batch_size)
+        first = _open(self.paths[0])
+        file_names = first.schema_arrow.names
+        if columns is None and schema is not None and set(schema.names) <= set(file_names):
+            columns = schema.names
+        self.columns = list(columns) if columns is not None else list(file_names)
+        if schema is None:
+            schema = schema_from_arrow(first.schema_arrow, self.columns,
+                                       _statistics_max(first, self.columns),
+                                       source=self.paths[0])
+        self.schema = schema
+        self._row_groups: dict[int, np.ndarray] = {}
+
+    def _group_starts(self, index: int, pf: pq.ParquetFile) -> np.ndarray:
+        starts = self._row_groups.get(index)
+        if starts is None:
+            md = pf.metadata
+            sizes = [md.row_group(g).num_rows for g in range(md.num_row_groups)]
+            starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+            self._row_groups[index] = starts
+        return starts
+
+    def _read_file(self, index: int, start_row: int) -> Iterator[np.ndarray]:
+        path = self.paths[index]
+        pf = _open(path)
+        starts = self._group_starts(index, pf)
+        if start_row >= starts[-1]:
+            return
+        group = int(np.searchsorted(starts, start_row, side="right") - 1)
+        skip = start_row - int(starts[group])
+        row = int(starts[group])
+        groups = list(range(group, len(starts) - 1))
+        for rb in pf.iter_batches(batch_size=self.batch_size, row_groups=groups,
+                                  columns=self.columns, use_threads=True):
+            n = rb.num_rows
+            if skip >= n:
+                skip -= n
+                row += n
+                continue
+            if skip:
+                rb = rb.slice(skip)
+                row += skip
+                skip = 0
+            yield record_batch_to_rows(rb, self.schema, row_offset=row, source=path)
+            row += rb.num_rows
+
+    def num_rows(self) -> int:
+        """Total rows of all files, from their footers."""
+        return sum(_open(p).metadata.num_rows for p in self.paths)
+
+
+def write_parquet(path, rows: np.ndarray, schema: Schema, row_group_size: int = 65536,
+                  compression: str = "snappy") -> None:
+    """Write rows as a Parquet file with ``uint8`` columns and the schema in its metadata,
+    so that :class:`ParquetSource` restores the exact schema."""
+    rows = schema.validate(rows)
+    table = pa.table({v.name: pa.array(rows[:, j]) for j, v in enumerate(schema)})
+    table = table.replace_schema_metadata(schema_to_metadata(schema))
+    pq.write_table(table, path, row_group_size=row_group_size, compression=compression)

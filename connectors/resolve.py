@@ -1,0 +1,68 @@
+"""``open_source``: pick a source from a path, a directory's contents, or a URI scheme."""
+
+from __future__ import annotations
+
+import glob
+import os
+from urllib.parse import urlparse
+
+from connectors.base import DEFAULT_BATCH_SIZE, Source, SourceError, SourceUnavailable
+from connectors.csv import CSV_SUFFIXES, CsvSource
+from connectors.files import resolve_paths
+from connectors.parquet import PARQUET_SUFFIXES, ParquetSource
+from streammn.schema import Schema
+
+FILE_SCHEMES = ("", "file")
+
+
+def _kind_of(paths: list[str]) -> str:
+    kinds = {"parquet" if p.endswith(PARQUET_SUFFIXES) else
+             "csv" if p.endswith(CSV_SUFFIXES) else "unknown" for p in paths}
+    if kinds == {"parquet"} or kinds == {"csv"}:
+        return kinds.pop()
+    if "unknown" in kinds:
+        bad = next(p for p in paths if not p.endswith(PARQUET_SUFFIXES + CSV_SUFFIXES))
+        raise SourceError(f"{bad}: unknown file type (expected "
+                          f"{', '.join(PARQUET_SUFFIXES + CSV_SUFFIXES)})")
+    raise SourceError("input mixes Parquet and CSV files; give one kind")
+
+
+def _sibling_libra_schema(path: str) -> Schema | None:
+    """``name.schema`` next to ``name.train.data`` / ``name.data`` (Libra's convention)."""
+    base = os.path.basename(path)
+    stem = base.split(".")[0]
+    candidate = os.path.join(os.path.dirname(path), stem + ".schema")
+    return Schema.from_libra(candidate) if os.path.isfile(candidate) else None
+
+
+def open_source(uri_or_path, batch_size: int = DEFAULT_BATCH_SIZE,
+                schema: Schema | None = None, **options) -> Source:
+    """Open a file, directory, glob or URI as a :class:`Source`.
+
+    - ``*.parquet`` files, directories or globs of them: :class:`ParquetSource`;
+    - ``*.data`` / ``*.csv`` files, directories or globs: :class:`CsvSource` (a Libra
+      ``<name>.schema`` beside a ``.data`` file is used when no schema is given);
+    - ``file://`` URIs as plain paths. Log URIs (``kafka://``, ``redis://``) need their
+      connector extra. Extra keyword ``options`` go to the source's constructor.
+
+    An unknown scheme raises :class:`SourceError`; a missing file :class:`SourceUnavailable`.
+    """
+    spec = os.fspath(uri_or_path)
+    parsed = urlparse(spec)
+    scheme = parsed.scheme.lower() if len(parsed.scheme) > 1 else ""  # C:\ is not a scheme
+    if scheme == "file":
+        spec = parsed.path
+    elif scheme not in FILE_SCHEMES:
+        raise SourceError(f"{spec}: unsupported source scheme {scheme!r} "
+                          f"(supported: plain paths and file://)")
+    if os.path.isdir(spec):
+        has_parquet = any(glob.glob(os.path.join(spec, "**", "*" + s), recursive=True)
+                          for s in PARQUET_SUFFIXES)
+        kind = "parquet" if has_parquet else "csv"
+    else:
+        kind = _kind_of(resolve_paths(spec, PARQUET_SUFFIXES + CSV_SUFFIXES))
+    if kind == "parquet":
+        return ParquetSource(spec, batch_size=batch_size, schema=schema, **options)
+    if schema is None and os.path.isfile(spec):
+        schema = _sibling_libra_schema(spec)
+    return CsvSource(spec, batch_size=batch_size, schema=schema, **options)
