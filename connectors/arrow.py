@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from connectors.layout import columns_to_rows
 from streammn.schema import MAX_CARDINALITY, Schema, SchemaError
 
 SCHEMA_METADATA_KEY = b"streammn.schema"
@@ -64,10 +65,8 @@ def record_batch_to_rows(rb: pa.RecordBatch, schema: Schema, row_offset: int,
     if rb.num_columns != schema.n_vars:
         raise SchemaError(f"expected {schema.n_vars} columns, got {rb.num_columns}",
                           row=row_offset, source=source)
-    out = np.empty((rb.num_rows, schema.n_vars), dtype=np.uint8)
-    for j in range(schema.n_vars):
-        out[:, j] = column_to_states(rb.column(j), j, schema, row_offset, source)
-    return out
+    return columns_to_rows([column_to_states(rb.column(j), j, schema, row_offset, source)
+                            for j in range(schema.n_vars)])
 
 
 def schema_to_metadata(schema: Schema) -> dict[bytes, bytes]:
