@@ -1,0 +1,273 @@
+"""StreamLearner: the loop source -> statistics -> learner -> model -> snapshots.
+
+For every batch the engine (1) scores it prequentially with the learner's current model
+(test-then-train), (2) updates the marginal counts and the learner, and (3) when a snapshot is
+due converts the learner into a Markov network and writes a durable snapshot holding the model
+files, the learner checkpoint, the statistics and the source position. Snapshots are also
+written at the end of a finite source, on SIGINT/SIGTERM, and before a bad batch stops the run,
+so nothing already learned is lost and ``resume`` continues exactly where the last one ended.
+
+A learner is any object with ``schema``, ``partial_fit(batch)``, ``to_bytes()`` / class method
+``from_bytes(data)``, ``get_params()``, and either ``to_markov_network(...)`` or
+``to_dependency_network()`` (converted with DN2MN). Its learning must depend only on the batches
+it sees, which the sources make identical on resume; then a resumed run ends with the same model
+as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import TextIO
+
+import numpy as np
+
+from connectors.base import Source
+from streammn.convert import learner_to_model
+from streammn.model import MarkovNetwork
+from streammn.snapshot import (SnapshotWriter, latest_valid_snapshot, model_files,
+                               model_summary)
+from streammn.stats import MarginalCounts
+
+LEARNER_FILE = "learner.bin"
+STATS_FILE = "marginals.bin"
+ENGINE_KEY = "engine"
+
+
+class EngineError(RuntimeError):
+    """The engine cannot start or resume (e.g. a snapshot of another learner or schema)."""
+
+
+@dataclass
+class Progress:
+    """Counters of a run, checkpointed in every snapshot manifest."""
+
+    rows_seen: int = 0
+    batches_seen: int = 0
+    preq_log_sum: float = 0.0
+    preq_rows: int = 0
+    snapshots_written: int = 0
+    next_snapshot_rows: int | None = None
+    history: list = field(default_factory=list)
+
+    @property
+    def prequential_pll(self) -> float | None:
+        return self.preq_log_sum / self.preq_rows if self.preq_rows else None
+
+    def to_dict(self) -> dict:
+        return {"rows_seen": self.rows_seen, "batches_seen": self.batches_seen,
+                "preq_log_sum": self.preq_log_sum, "preq_rows": self.preq_rows,
+                "snapshots_written": self.snapshots_written,
+                "next_snapshot_rows": self.next_snapshot_rows, "history": self.history}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Progress":
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+
+
+class StreamLearner:
+    """Follow ``source``, learn with ``learner``, publish snapshots into ``snapshot_dir``.
+
+    Parameters
+    ----------
+    every_rows, every_seconds:
+        Snapshot cadence (either, both, or neither: then only at the end / on a signal).
+    keep:
+        Snapshots retained; older ones are removed once a newer one is durable.
+    refine:
+        Continue DN2MN's weights with pseudo-likelihood steps, kept only if the validation PLL
+        improves (needs ``validation``).
+    validation:
+        Rows (a ``uint8`` matrix) scored at every snapshot; also guide ``refine``.
+    prequential_rows:
+        Rows of each batch scored before learning (the first ones); ``None`` scores all.
+    formats:
+        Model files written into each snapshot: any of ``"json"``, ``"mn"``, ``"uai"``.
+    progress:
+        A text stream for progress lines (``None``: silent).
+    """
+
+    def __init__(self, source: Source, learner, snapshot_dir, every_rows: int | None = None,
+                 every_seconds: float | None = None, keep: int = 5, refine: bool = False,
+                 validation: np.ndarray | None = None, prequential_rows: int | None = 4096,
+                 formats=("json", "mn", "uai"), progress: TextIO | None = sys.stderr,
+                 progress_interval: float = 2.0):
+        if every_rows is not None and every_rows < 1:
+            raise ValueError(f"every_rows must be positive, got {every_rows}")
+        if every_seconds is not None and every_seconds <= 0:
+            raise ValueError(f"every_seconds must be positive, got {every_seconds}")
+        if learner.schema != source.schema:
+            raise EngineError(f"learner schema {learner.schema!r} differs from the source's "
+                              f"{source.schema!r}")
+        if refine and validation is None:
+            raise ValueError("refine needs validation rows")
+        self.source = source
+        self.learner = learner
+        self.writer = SnapshotWriter(snapshot_dir, keep=keep)
+        self.every_rows = every_rows
+        self.every_seconds = every_seconds
+        self.refine = refine
+        self.validation = None if validation is None else source.schema.validate(validation)
+        self.prequential_rows = prequential_rows
+        self.formats = tuple(formats)
+        self.progress_stream = progress
+        self.progress_interval = progress_interval
+        self.marginals = MarginalCounts(source.schema)
+        self.state = Progress(next_snapshot_rows=every_rows)
+        self.model: MarkovNetwork | None = None
+        self._stop_signal: int | None = None
+
+    def __repr__(self) -> str:
+        return (f"StreamLearner({self.source.describe()}, {self.learner!r}, "
+                f"every_rows={self.every_rows}, every_seconds={self.every_seconds}, "
+                f"keep={self.writer.keep}, refine={self.refine})")
+
+    # resume -------------------------------------------------------------------------------
+    def resume(self) -> bool:
+        """Restore learner, statistics, counters and source position from the newest valid
+        snapshot. Returns False (and changes nothing) when there is none."""
+        snap = latest_valid_snapshot(self.writer.directory)
+        if snap is None:
+            return False
+        manifest = snap.manifest
+        engine = manifest.get(ENGINE_KEY)
+        if engine is None or LEARNER_FILE not in snap.files:
+            raise EngineError(f"{snap.path}: not a snapshot of a StreamLearner run")
+        learner = type(self.learner).from_bytes(snap.file(LEARNER_FILE).read_bytes())
+        if learner.schema != self.source.schema:
+            raise EngineError(f"{snap.path}: snapshot schema differs from the source's")
+        marginals = MarginalCounts.from_bytes(snap.file(STATS_FILE).read_bytes())
+        self.source.seek(manifest["source"]["position"])
+        self.learner, self.marginals = learner, marginals
+        self.state = Progress.from_dict(engine)
+        return True
+
+    # the loop -----------------------------------------------------------------------------
+    def run(self):
+        """Consume the source until it ends or a signal arrives; returns the last snapshot path.
+
+        A :class:`~streammn.schema.SchemaError` (or any source error) from a batch stops the
+        run after a snapshot of everything learned before that batch, then propagates.
+        """
+        previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            for s in previous:
+                signal.signal(s, self._on_signal)
+        except ValueError:  # not the main thread: signals stay with the caller
+            previous = {}
+        started = time.monotonic()
+        last_snapshot_time = started
+        last_print = started
+        rows_at_start = self.state.rows_seen
+        path = None
+        try:
+            batches = iter(self.source)
+            while self._stop_signal is None:
+                try:
+                    batch = next(batches)
+                except StopIteration:
+                    break
+                except Exception:
+                    if self.state.rows_seen > rows_at_start:
+                        self._snapshot("error")
+                    raise
+                self._score(batch.rows)
+                self.marginals.update(batch.rows)
+                self.learner.partial_fit(batch)
+                self.state.rows_seen += len(batch)
+                self.state.batches_seen += 1
+                now = time.monotonic()
+                if self._due(now, last_snapshot_time):
+                    path = self._snapshot("periodic")
+                    last_snapshot_time = time.monotonic()
+                if self.progress_stream is not None and now - last_print >= self.progress_interval:
+                    self._print_progress(now - started, self.state.rows_seen - rows_at_start)
+                    last_print = now
+            reason = "signal" if self._stop_signal is not None else "end"
+            if path is None or self.state.rows_seen != self._last_snapshot_rows:
+                path = self._snapshot(reason)
+            if self.progress_stream is not None:
+                self._print_progress(time.monotonic() - started,
+                                     self.state.rows_seen - rows_at_start, final=True)
+            return path
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+
+    def _on_signal(self, signum, frame):
+        self._stop_signal = signum
+
+    def _due(self, now: float, last_time: float) -> bool:
+        st = self.state
+        if self.every_rows is not None and st.rows_seen >= st.next_snapshot_rows:
+            return True
+        return self.every_seconds is not None and now - last_time >= self.every_seconds
+
+    def _score(self, rows: np.ndarray) -> None:
+        if self.state.rows_seen == 0:
+            return  # nothing learned yet: no model to test with
+        if self.prequential_rows is not None:
+            rows = rows[:self.prequential_rows]
+        terms = self.learner.to_dependency_network().pll_terms(rows) \
+            if hasattr(self.learner, "to_dependency_network") else self.current_model().pll_terms(rows)
+        self.state.preq_log_sum += float(terms.sum())
+        self.state.preq_rows += rows.shape[0]
+
+    @property
+    def _last_snapshot_rows(self) -> int | None:
+        return self.state.history[-1]["rows_seen"] if self.state.history else None
+
+    def current_model(self) -> MarkovNetwork:
+        """Convert the learner's current state into a Markov network (no snapshot)."""
+        return learner_to_model(self.learner, self.marginals, refine=self.refine,
+                                validation=self.validation)
+
+    def _snapshot(self, reason: str):
+        t0 = time.perf_counter()
+        model = self.current_model()
+        self.model = model
+        convert_seconds = time.perf_counter() - t0
+        st = self.state
+        if self.every_rows is not None:
+            while st.next_snapshot_rows <= st.rows_seen:
+                st.next_snapshot_rows += self.every_rows
+        validation_pll = (model.pll(self.validation) if self.validation is not None
+                          and self.validation.shape[0] else None)
+        st.snapshots_written += 1
+        st.history.append({"rows_seen": st.rows_seen, "reason": reason,
+                           "prequential_pll": _finite(st.prequential_pll),
+                           "validation_pll": _finite(validation_pll)})
+        st.history = st.history[-1000:]
+        files = model_files(model.schema, model.features, formats=self.formats)
+        files[LEARNER_FILE] = self.learner.to_bytes()
+        files[STATS_FILE] = self.marginals.to_bytes()
+        manifest = {
+            "rows_seen": st.rows_seen,
+            "reason": reason,
+            "source": {"description": self.source.describe(), "position": self.source.position()},
+            "learner": {"class": type(self.learner).__name__,
+                        "params": self.learner.get_params()},
+            "scores": {"prequential_pll": _finite(st.prequential_pll),
+                       "validation_pll": _finite(validation_pll)},
+            "model": model_summary(model.schema, model.features),
+            "timings": {"convert_seconds": convert_seconds},
+            ENGINE_KEY: st.to_dict(),
+        }
+        path = self.writer.write(files, manifest)
+        return path
+
+    def _print_progress(self, elapsed: float, rows: int, final: bool = False) -> None:
+        st = self.state
+        rate = rows / elapsed if elapsed > 0 else 0.0
+        preq = st.prequential_pll
+        preq_text = f"{preq:.4f}" if preq is not None else "n/a"
+        line = (f"rows {st.rows_seen:,}  {rate:,.0f} rows/s  prequential PLL {preq_text}  "
+                f"snapshots {st.snapshots_written}")
+        print(("done: " if final else "") + line, file=self.progress_stream, flush=True)
+
+
+def _finite(x):
+    return None if x is None or not math.isfinite(x) else float(x)
