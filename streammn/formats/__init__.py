@@ -58,6 +58,9 @@ def write_model(path: str | os.PathLike, schema: Schema,
     try:
         writer(tmp, schema, features, **options)
         os.replace(tmp, path)
+    except ModelFormatError as e:
+        os.unlink(tmp)
+        raise ModelFormatError(e.reason, path=path, line=e.line) from None
     except BaseException:
         os.unlink(tmp)
         raise

@@ -17,11 +17,13 @@ import numpy as np
 class ModelFormatError(ValueError):
     """A model file that cannot be read or a model that cannot be written in a format.
 
-    ``path`` and ``line`` (1-based, ``None`` when not about a line) say where.
+    ``path`` and ``line`` (1-based, ``None`` when not about a line) say where; ``reason`` is the
+    message without them.
     """
 
     def __init__(self, message: str, *, path: str | os.PathLike | None = None,
                  line: int | None = None):
+        self.reason = message
         self.path = None if path is None else str(path)
         self.line = line
         where = []
@@ -45,5 +47,5 @@ def check_weights(weights: np.ndarray, *, path=None) -> None:
     bad = np.isnan(weights) | (weights == np.inf)
     if bad.any():
         f = int(np.argmax(bad))
-        raise ModelFormatError(f"feature {f} has weight {weights[f]!r}; weights must be finite "
+        raise ModelFormatError(f"feature {f} has weight {float(weights[f])!r}; weights must be finite "
                                f"or -inf", path=path)
