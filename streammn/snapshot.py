@@ -188,6 +188,25 @@ class SnapshotWriter:
         final = self.directory / f"snap-{sequence:06d}"
         tmp = self.directory / f"{TMP_PREFIX}{final.name}-{secrets.token_hex(4)}"
         tmp.mkdir()
+        try:
+            self._fill(tmp, files, sequence, manifest)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)  # best effort; the next writer retries
+            raise
+        os.rename(tmp, final)
+        _fsync_dir(self.directory)
+        self._last = sequence
+
+        latest_tmp = self.directory / f"{TMP_PREFIX}{LATEST}-{secrets.token_hex(4)}"
+        _write_durably(latest_tmp, f"{final.name}\n".encode())
+        os.replace(latest_tmp, self.directory / LATEST)
+        _fsync_dir(self.directory)
+        self._retain()
+        return final
+
+    def _fill(self, tmp: Path, files: Mapping[str, FileContent], sequence: int,
+              manifest: dict) -> None:
+        """Write every file, then the manifest, into ``tmp``, all fsynced."""
         listing = {}
         for name, content in files.items():
             path = tmp / name
@@ -207,16 +226,6 @@ class SnapshotWriter:
         _write_durably(tmp / MANIFEST, (json.dumps(doc, indent=2, allow_nan=False) + "\n")
                        .encode())
         _fsync_dir(tmp)
-        os.rename(tmp, final)
-        _fsync_dir(self.directory)
-        self._last = sequence
-
-        latest_tmp = self.directory / f"{TMP_PREFIX}{LATEST}-{secrets.token_hex(4)}"
-        _write_durably(latest_tmp, f"{final.name}\n".encode())
-        os.replace(latest_tmp, self.directory / LATEST)
-        _fsync_dir(self.directory)
-        self._retain()
-        return final
 
     def _prepare_root(self) -> None:
         """Create the root, and remove what a killed writer left behind (``.tmp-*``)."""
