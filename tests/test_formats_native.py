@@ -55,6 +55,7 @@ GOOD = {"format": "streammn-mn", "version": 1,
     ({"features": {**GOOD["features"], "ptr": [0, 2]}}, "inconsistent features"),
     ({"features": {**GOOD["features"], "val": [2]}}, "inconsistent features"),
     ({"features": {**GOOD["features"], "eq": [3]}}, "eq flags"),
+    ({"features": {**GOOD["features"], "var": [2 ** 32]}}, "conditions need variables 0..0"),
 ])
 def test_malformed_files_are_rejected(tmp_path, change, message):
     path = tmp_path / "bad.json"

@@ -61,8 +61,10 @@ def from_dict(d, *, path=None) -> tuple[Schema, FeatureSet]:
     except (TypeError, ValueError) as e:
         raise ModelFormatError(f"bad feature column: {e}", path=path) from None
     ptr, var, val, eq = ints
-    if np.any((val < 0) | (val > 255)) or not np.isin(eq, (0, 1)).all():
-        raise ModelFormatError("condition values must be 0..255 and eq flags 0 or 1", path=path)
+    if (np.any((var < 0) | (var >= schema.n_vars)) or np.any((val < 0) | (val > 255))
+            or not np.isin(eq, (0, 1)).all()):
+        raise ModelFormatError(f"conditions need variables 0..{schema.n_vars - 1}, values "
+                               f"0..255 and eq flags 0 or 1", path=path)
     for w in weights:
         check_weight(float(w), path=path)
     if ptr.size and np.any(np.diff(ptr) < 0):
