@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from formats_strategies import all_rows, brute_scores, models
 from streammn import Schema
@@ -119,6 +120,47 @@ def test_non_canonical_features_keep_their_scores(tmp_path_factory, model):
     write_libra_mn(path, schema, fs)
     _, fs2 = read_libra_mn(path, schema=schema)
     np.testing.assert_array_equal(brute_scores(fs, schema), brute_scores(fs2, schema))
+
+
+@st.composite
+def trees(draw, cards, depth=3):
+    """A random tree: a leaf weight, or (var, value, subtree if equal, subtree otherwise)."""
+    if depth == 0 or draw(st.booleans()):
+        return draw(st.one_of(st.floats(-5, 5), st.just(-math.inf)))
+    v = draw(st.integers(0, len(cards) - 1))
+    return (v, draw(st.integers(0, cards[v] - 1)), draw(trees(cards, depth - 1)),
+            draw(trees(cards, depth - 1)))
+
+
+def render(tree, indent=0):
+    if not isinstance(tree, tuple):
+        return "%.16e" % tree
+    v, a, yes, no = tree
+    pad = "\n" + " " * (indent + 4)
+    return f"(v{v}_{a}{pad}{render(yes, indent + 4)}{pad}{render(no, indent + 4)})"
+
+
+def evaluate(tree, row):
+    while isinstance(tree, tuple):
+        v, a, yes, no = tree
+        tree = yes if row[v] == a else no
+    return tree
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.integers(2, 4), min_size=1, max_size=3).flatmap(
+    lambda cards: st.tuples(st.just(cards), st.lists(trees(cards), min_size=1, max_size=3))))
+def test_random_trees_read_as_their_leaf_sums(tmp_path_factory, case):
+    cards, forest = case
+    text = ",".join(map(str, cards)) + "\nMN {\n" + "".join(
+        f"tree {{\n{render(t)}\n}}\n" for t in forest) + "}\n"
+    path = tmp_path_factory.mktemp("tree") / "t.mn"
+    path.write_text(text)
+    schema, fs = read_libra_mn(path)
+    expect = np.array([sum(evaluate(t, row) for t in forest) for row in all_rows(schema)])
+    got = brute_scores(fs, schema)
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(expect))
+    np.testing.assert_allclose(got[np.isfinite(got)], expect[np.isfinite(expect)], atol=1e-12)
 
 
 # .dn: the spec's v0 block, a feature-set block, and a 3-valued child's chain tree
