@@ -117,6 +117,14 @@ def test_known_layout_and_hard_zero(tmp_path):
         "6", " 1 1 1 1 2 2", "3", " 1 1 0", "2", " 3.0000000000000004 3.0000000000000004", ""]
 
 
+@pytest.mark.parametrize("conds", [[(0, 1, True)], []])
+def test_overflowing_potentials_are_refused(tmp_path, conds):
+    schema = Schema.binary(2)
+    fs = FeatureSet.from_features(schema, [(800.0, conds)])
+    with pytest.raises(ModelFormatError, match="overflows"):
+        write_uai(tmp_path / "m.uai", schema, fs)
+
+
 def test_table_size_limit(tmp_path):
     schema = Schema.binary(12)
     fs = FeatureSet.from_features(schema, [(1.0, [(v, 1, True) for v in range(12)])])

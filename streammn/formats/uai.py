@@ -29,6 +29,7 @@ from streammn.formats.errors import ModelFormatError, check_weights
 from streammn.schema import Schema, SchemaError
 
 DEFAULT_MAX_ENTRIES = 1 << 24
+_MAX_LOG = math.log(np.finfo(np.float64).max)
 
 
 @nb.njit(cache=True)
@@ -101,14 +102,18 @@ def write_uai(path: str | os.PathLike, schema: Schema, features: FeatureSet, mer
                                f"(max_entries={max_entries}); the largest scope has "
                                f"{max(len(s) for s in scopes)} variables", path=path)
     constant = float(features.weights[features.lengths() == 0].sum())
-    tables = np.exp(_log_tables(
+    log_tables = _log_tables(
         np.cumsum([0] + [len(s) for s in scopes]).astype(np.int64),
         np.array([v for s in scopes for v in s], dtype=np.int64),
         np.cumsum([0] + [len(m) for m in members]).astype(np.int64),
         np.array([f for m in members for f in m], dtype=np.int64),
         np.cumsum([0] + sizes).astype(np.int64), cards,
-        features.weights, features.ptr, features.var, features.val, features.eq))
+        features.weights, features.ptr, features.var, features.val, features.eq)
     has_constant = bool((features.lengths() == 0).any())
+    if max(log_tables.max(initial=-np.inf), constant) > _MAX_LOG:
+        raise ModelFormatError("a potential exp(sum of weights) overflows float64: weights "
+                               "this large cannot be written as UAI potentials", path=path)
+    tables = np.exp(log_tables)
     n_factors = len(scopes) + has_constant
     out = ["MARKOV", str(schema.n_vars), " ".join(str(c) for c in cards), str(n_factors)]
     out += [f"{len(s)} " + " ".join(map(str, s)) for s in scopes]
@@ -200,7 +205,7 @@ def read_uai(path: str | os.PathLike, schema: Schema | None = None) -> tuple[Sch
         expected = math.prod(cards[v] for v in scope)
         if toks.int(f"the number of entries of factor {k}") != expected:
             raise ModelFormatError(f"factor {k} needs {expected} entries", path=path, line=line)
-        for e, assignment in enumerate(np.ndindex(*[cards[v] for v in scope])):
+        for assignment in np.ndindex(*[cards[v] for v in scope]):
             p = toks.potential()
             if p != 1.0:
                 w = math.log(p) if p > 0 else -math.inf
