@@ -1,0 +1,91 @@
+"""Model file formats: streammn JSON, Libra ``.mn`` / ``.dn`` and UAI ``MARKOV``.
+
+Every reader and writer works on a :class:`~streammn.schema.Schema` plus a
+:class:`~streammn.features.FeatureSet` (a Markov network) or a list of per-variable feature sets
+(a dependency network), so the formats do not depend on the model classes built on top of them.
+:func:`write_model` and :func:`read_model` choose the format by file suffix:
+
+========  ================================  =====================================
+suffix    format                            round trip
+========  ================================  =====================================
+.json     streammn JSON (versioned)          identical (names, order, weights)
+.mn       Libra Markov network              identical weights and features in
+                                            canonical form; names not stored
+.uai      UAI MARKOV factor tables          same distribution (table entries)
+.dn       Libra dependency network (read)   one CPD feature set per variable
+========  ================================  =====================================
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+from streammn.features import FeatureSet
+from streammn.formats.errors import ModelFormatError
+from streammn.formats.libra import read_libra_dn, read_libra_mn, write_libra_dn, write_libra_mn
+from streammn.formats.native import read_json, write_json
+from streammn.formats.uai import read_uai, write_uai
+from streammn.schema import Schema
+
+_WRITERS = {".json": write_json, ".mn": write_libra_mn, ".uai": write_uai, ".dn": write_libra_dn}
+_READERS = {".json": read_json, ".mn": read_libra_mn, ".uai": read_uai, ".dn": read_libra_dn}
+
+
+def _suffix(path, table: dict, action: str) -> str:
+    suffix = Path(path).suffix.lower()
+    if suffix not in table:
+        raise ModelFormatError(f"cannot {action} a model with suffix {suffix or '(none)'!r}; "
+                               f"use one of {', '.join(table)}", path=path)
+    return suffix
+
+
+def write_model(path: str | os.PathLike, schema: Schema,
+                features: FeatureSet | Sequence[FeatureSet], **options) -> None:
+    """Write a model in the format named by ``path``'s suffix (.json, .mn, .uai, .dn).
+
+    ``features`` is a FeatureSet, or for ``.dn`` a list of per-variable CPD feature sets.
+    ``options`` go to the format's writer (e.g. ``merge=False`` for .uai). The file is written
+    under a temporary name in the same directory and renamed into place, so an existing file
+    is never left half-overwritten.
+    """
+    writer = _WRITERS[_suffix(path, _WRITERS, "write")]
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=Path(path).suffix, dir=directory)
+    os.close(fd)
+    try:
+        writer(tmp, schema, features, **options)
+        os.replace(tmp, path)
+    except ModelFormatError as e:
+        os.unlink(tmp)
+        raise ModelFormatError(e.reason, path=path, line=e.line) from None
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def read_model(path: str | os.PathLike, schema: Schema | None = None):
+    """Read a model file; the format is chosen by suffix.
+
+    Returns ``(schema, FeatureSet)`` for .json, .mn and .uai, and ``(schema, [FeatureSet per
+    variable])`` for a .dn dependency network. ``schema`` (not for .json, which stores its own)
+    supplies variable names; its cardinalities must match the file (for .json it must equal
+    the stored schema).
+    """
+    suffix = _suffix(path, _READERS, "read")
+    if not os.path.isfile(path):
+        raise ModelFormatError("no such model file", path=path)
+    if suffix != ".json":
+        return _READERS[suffix](path, schema=schema)
+    stored, features = read_json(path)
+    if schema is not None and schema != stored:
+        raise ModelFormatError(f"the file's schema {stored!r} differs from the given {schema!r}",
+                               path=path)
+    return stored, features
+
+
+__all__ = ["ModelFormatError", "read_model", "write_model", "read_json", "write_json",
+           "read_libra_mn", "write_libra_mn", "read_libra_dn", "write_libra_dn",
+           "read_uai", "write_uai"]

@@ -1,0 +1,412 @@
+"""Atomic, checksummed, numbered snapshot directories, and reading them back safely.
+
+A snapshot is a set of files plus ``manifest.json``; this module does not care what the files
+hold. Layout of a snapshot root::
+
+    out/
+      snap-000001/  manifest.json  model.json  model.mn  ...
+      snap-000002/  ...
+      LATEST        "snap-000002\\n": the newest complete snapshot
+      .tmp-...      a snapshot (or a deletion) in progress; ignored by readers
+
+:meth:`SnapshotWriter.write` makes a snapshot durable before anyone can see it:
+
+1. files are written into ``.tmp-snap-<n>-<token>/`` in the root, each one fsynced;
+2. ``manifest.json`` (sizes and SHA-256 of every file) is written last and fsynced, then the
+   temporary directory itself;
+3. the directory is renamed to ``snap-<n>`` (atomic within one file system) and the root
+   fsynced: from here on the snapshot survives a crash;
+4. ``LATEST`` is replaced atomically (written as a temporary file, fsynced, renamed over);
+   a plain file rather than a symlink because it works on every platform and file system;
+5. only then are the oldest snapshots beyond ``keep`` removed, each first renamed to a
+   ``.tmp-`` name so that a crash never leaves a half-deleted ``snap-<n>`` behind.
+
+A writer killed at any moment therefore leaves complete snapshots, possibly a ``.tmp-``
+directory (removed by the next writer) and a ``LATEST`` naming a complete snapshot (possibly one
+older than the newest). Readers check the manifest and every checksum; resume uses
+:func:`latest_valid_snapshot`, which takes the newest complete snapshot whether or not
+``LATEST`` had been updated. One writer per root directory at a time.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import re
+import secrets
+import shutil
+import warnings
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Mapping, Sequence, Union
+
+import numpy as np
+
+from streammn import __version__
+from streammn.features import FeatureSet
+from streammn.formats import read_json, write_json, write_libra_mn, write_uai
+from streammn.schema import Schema
+
+FORMAT = "streammn-snapshot"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+LATEST = "LATEST"
+TMP_PREFIX = ".tmp-"
+_NAME = re.compile(r"snap-([0-9]{6,})")
+_RESERVED = ("format", "format_version", "streammn_version", "created", "sequence", "files")
+
+FileContent = Union[bytes, Callable[[Path], None]]
+
+
+class SnapshotError(Exception):
+    """A snapshot that is missing, partial, corrupt or cannot be written; ``path`` names it."""
+
+    def __init__(self, message: str, path: str | os.PathLike | None = None):
+        self.path = None if path is None else str(path)
+        super().__init__(f"{self.path}: {message}" if self.path else message)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A validated snapshot: its directory and manifest (every listed file checked)."""
+
+    path: Path
+    manifest: dict
+
+    @property
+    def sequence(self) -> int:
+        return int(self.manifest["sequence"])
+
+    @property
+    def files(self) -> dict[str, Path]:
+        """Every file the manifest lists, by name."""
+        return {name: self.path / name for name in self.manifest["files"]}
+
+    def file(self, name: str) -> Path:
+        if name not in self.manifest["files"]:
+            raise SnapshotError(f"the snapshot has no file {name!r} "
+                                f"(it has {', '.join(sorted(self.manifest['files']))})", self.path)
+        return self.path / name
+
+
+# durable writing ----------------------------------------------------------------------------
+def _fsync_dir(path: Path) -> None:
+    if os.name == "nt":  # directories cannot be opened for fsync on Windows; NTFS journals renames
+        return
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_file(path: Path) -> None:
+    with open(path, "rb+") as f:
+        os.fsync(f.fileno())
+
+
+def _write_durably(path: Path, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _digest(path: Path) -> tuple[int, str]:
+    """Size in bytes and SHA-256 hex digest."""
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+            size += len(chunk)
+    return size, h.hexdigest()
+
+
+def _check_name(name: str) -> None:
+    if (not isinstance(name, str) or not name or name in (".", "..", MANIFEST)
+            or name.startswith(TMP_PREFIX) or "/" in name or "\\" in name or os.sep in name):
+        raise ValueError(f"invalid snapshot file name {name!r}: use a plain file name other "
+                         f"than {MANIFEST!r}")
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
+
+
+class SnapshotWriter:
+    """Writes numbered snapshots into ``directory`` atomically, keeping the newest ``keep``.
+
+    Parameters
+    ----------
+    directory
+        The snapshot root; created if missing.
+    keep
+        How many snapshots to retain (default 5, at least 1). Older ones are removed only
+        after a newer one is durable.
+    """
+
+    def __init__(self, directory: str | os.PathLike, keep: int = 5):
+        if not isinstance(keep, int) or keep < 1:
+            raise ValueError(f"keep must be an integer >= 1, got {keep!r}")
+        self.directory = Path(directory)
+        self.keep = keep
+        self._last = 0
+
+    def __repr__(self) -> str:
+        return f"SnapshotWriter(directory={str(self.directory)!r}, keep={self.keep})"
+
+    def write(self, files: Mapping[str, FileContent], manifest: Mapping | None = None) -> Path:
+        """Write one snapshot and return its directory.
+
+        ``files`` maps a plain file name to its bytes or to a callable that writes the file
+        at the path it is given. ``manifest`` holds the caller's JSON-serialisable metadata
+        (rows seen, source position, settings, scores, ...); the keys ``format``,
+        ``format_version``, ``streammn_version``, ``created``, ``sequence`` and ``files`` are
+        added by the writer and may not be passed.
+        """
+        manifest = dict(manifest or {})
+        clash = [k for k in _RESERVED if k in manifest]
+        if clash:
+            raise ValueError(f"manifest keys {clash} are set by the snapshot writer")
+        try:
+            json.dumps(manifest, allow_nan=False)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"the manifest must be JSON-serialisable without NaN/inf: {e}") \
+                from None
+        for name in files:
+            _check_name(name)
+        self._prepare_root()
+
+        sequence = max([self._last] + [_sequence(p) for p in list_snapshots(self.directory)]) + 1
+        final = self.directory / f"snap-{sequence:06d}"
+        tmp = self.directory / f"{TMP_PREFIX}{final.name}-{secrets.token_hex(4)}"
+        tmp.mkdir()
+        try:
+            self._fill(tmp, files, sequence, manifest)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)  # best effort; the next writer retries
+            raise
+        os.rename(tmp, final)
+        _fsync_dir(self.directory)
+        self._last = sequence
+
+        latest_tmp = self.directory / f"{TMP_PREFIX}{LATEST}-{secrets.token_hex(4)}"
+        _write_durably(latest_tmp, f"{final.name}\n".encode())
+        os.replace(latest_tmp, self.directory / LATEST)
+        _fsync_dir(self.directory)
+        self._retain()
+        return final
+
+    def _fill(self, tmp: Path, files: Mapping[str, FileContent], sequence: int,
+              manifest: dict) -> None:
+        """Write every file, then the manifest, into ``tmp``, all fsynced."""
+        listing = {}
+        for name, content in files.items():
+            path = tmp / name
+            if isinstance(content, (bytes, bytearray, memoryview)):
+                _write_durably(path, bytes(content))
+            else:
+                content(path)
+                if not path.is_file():
+                    raise SnapshotError(f"the writer for {name!r} did not create the file", path)
+                _fsync_file(path)
+            size, sha = _digest(path)
+            listing[name] = {"size": size, "sha256": sha}
+        doc = {"format": FORMAT, "format_version": FORMAT_VERSION,
+               "streammn_version": __version__,
+               "created": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
+               "sequence": sequence, **manifest, "files": listing}
+        _write_durably(tmp / MANIFEST, (json.dumps(doc, indent=2, allow_nan=False) + "\n")
+                       .encode())
+        _fsync_dir(tmp)
+
+    def _prepare_root(self) -> None:
+        """Create the root, and remove what a killed writer left behind (``.tmp-*``)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        for entry in self.directory.iterdir():
+            if entry.name.startswith(TMP_PREFIX):
+                _remove(entry)
+
+    def _retain(self) -> None:
+        for old in list_snapshots(self.directory)[:-self.keep]:
+            doomed = self.directory / f"{TMP_PREFIX}del-{old.name}-{secrets.token_hex(4)}"
+            os.rename(old, doomed)
+            _fsync_dir(self.directory)
+            shutil.rmtree(doomed)
+
+
+# reading ------------------------------------------------------------------------------------
+def _sequence(path: Path) -> int:
+    return int(_NAME.fullmatch(path.name).group(1))
+
+
+def list_snapshots(directory: str | os.PathLike) -> list[Path]:
+    """The completed snapshot directories ``snap-<n>`` in ``directory``, oldest first.
+
+    Temporary directories are never listed. The snapshots are not validated here (see
+    :func:`read_snapshot`). A directory that does not exist has no snapshots.
+    """
+    root = Path(directory)
+    if not root.is_dir():
+        return []
+    snaps = [p for p in root.iterdir() if _NAME.fullmatch(p.name) and p.is_dir()]
+    return sorted(snaps, key=_sequence)
+
+
+def _load_manifest(path: Path) -> dict:
+    mpath = path / MANIFEST
+    if not mpath.is_file():
+        raise SnapshotError("missing manifest: the snapshot is partial or not a streammn "
+                            "snapshot", mpath)
+    try:
+        doc = json.loads(mpath.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise SnapshotError(f"unreadable manifest: {e}", mpath) from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise SnapshotError(f"not a streammn snapshot manifest (expected \"format\": "
+                            f"\"{FORMAT}\")", mpath)
+    if doc.get("format_version") != FORMAT_VERSION:
+        raise SnapshotError(f"unsupported snapshot format version {doc.get('format_version')!r} "
+                            f"(this streammn {__version__} reads version {FORMAT_VERSION})", mpath)
+    files = doc.get("files")
+    if (not isinstance(files, dict) or not isinstance(doc.get("sequence"), int)
+            or not all(isinstance(v, dict) and isinstance(v.get("size"), int)
+                       and isinstance(v.get("sha256"), str) for v in files.values())):
+        raise SnapshotError("malformed manifest: needs an integer \"sequence\" and \"files\" "
+                            "mapping names to {\"size\", \"sha256\"}", mpath)
+    for name in files:
+        try:
+            _check_name(name)
+        except ValueError as e:
+            raise SnapshotError(str(e), mpath) from None
+    return doc
+
+
+def read_snapshot(path: str | os.PathLike) -> Snapshot:
+    """Validate the snapshot directory ``path`` (manifest, every file's size and checksum).
+
+    Raises :class:`SnapshotError` naming the offending file for a missing directory, a
+    temporary (unfinished) directory, a missing or malformed manifest, or a file that is
+    missing, truncated or fails its checksum.
+    """
+    path = Path(path)
+    if not path.is_dir():
+        raise SnapshotError("no such snapshot directory", path)
+    if path.name.startswith(TMP_PREFIX):
+        raise SnapshotError("an unfinished snapshot (temporary directory of a writer that did "
+                            "not complete)", path)
+    doc = _load_manifest(path)
+    for name, meta in doc["files"].items():
+        fpath = path / name
+        if not fpath.is_file():
+            raise SnapshotError("file listed in the manifest is missing", fpath)
+        size, sha = _digest(fpath)
+        if size != meta["size"]:
+            raise SnapshotError(f"size {size} bytes, the manifest says {meta['size']}: "
+                                f"truncated or altered", fpath)
+        if sha != meta["sha256"]:
+            raise SnapshotError("checksum mismatch: the file is corrupt or altered", fpath)
+    return Snapshot(path, doc)
+
+
+def _latest_path(root: Path) -> Path:
+    pointer = root / LATEST
+    if not pointer.is_file():
+        raise SnapshotError(f"no {LATEST} file: no snapshot was completed here", root)
+    name = pointer.read_text(encoding="ascii", errors="replace").strip()
+    if not _NAME.fullmatch(name):
+        raise SnapshotError(f"{LATEST} holds {name[:40]!r}, not a snapshot name", pointer)
+    return root / name
+
+
+def latest_snapshot(directory: str | os.PathLike) -> Snapshot:
+    """The validated snapshot that ``directory/LATEST`` names."""
+    return read_snapshot(_latest_path(Path(directory)))
+
+
+def latest_valid_snapshot(directory: str | os.PathLike) -> Snapshot | None:
+    """The newest snapshot that validates, for resuming; ``None`` if there are none at all.
+
+    Invalid newer snapshots are skipped with a warning naming the problem; if snapshots exist
+    but none is valid, :class:`SnapshotError` lists them rather than silently starting over.
+    """
+    errors = []
+    for path in reversed(list_snapshots(directory)):
+        try:
+            snap = read_snapshot(path)
+        except SnapshotError as e:
+            errors.append(str(e))
+            continue
+        for message in errors:
+            warnings.warn(f"skipping invalid snapshot: {message}", stacklevel=2)
+        return snap
+    if errors:
+        raise SnapshotError("no valid snapshot: " + "; ".join(errors), directory)
+    return None
+
+
+def resolve_snapshot(path: str | os.PathLike) -> Path:
+    """Turn a snapshot directory, a snapshot root, or a root's ``LATEST`` file into the
+    snapshot directory it designates (not validated)."""
+    path = Path(path)
+    if path.is_file() and path.name == LATEST:
+        return _latest_path(path.parent)
+    if path.is_dir() and not (path / MANIFEST).exists() and (path / LATEST).is_file():
+        return _latest_path(path)
+    return path
+
+
+# model files --------------------------------------------------------------------------------
+MODEL_FILES = {"json": "model.json", "mn": "model.mn", "uai": "model.uai"}
+
+
+def model_files(schema: Schema, features: FeatureSet,
+                formats: Sequence[str] = ("json", "mn", "uai")) -> dict[str, Callable[[Path], None]]:
+    """Snapshot file entries that write a Markov network in each of ``formats``.
+
+    Merge the result with other entries (e.g. a learner checkpoint) and pass it to
+    :meth:`SnapshotWriter.write`. ``formats`` picks from ``json`` (streammn's own, the one
+    :func:`load_snapshot` reads), ``mn`` (Libra) and ``uai`` (UAI MARKOV).
+    """
+    writers = {"json": write_json, "mn": write_libra_mn, "uai": write_uai}
+    unknown = [f for f in formats if f not in writers]
+    if unknown:
+        raise ValueError(f"unknown model formats {unknown}; choose from {list(writers)}")
+    return {MODEL_FILES[f]: functools.partial(_write_model_file, writers[f], schema, features)
+            for f in formats}
+
+
+def _write_model_file(writer, schema, features, path: Path) -> None:
+    writer(path, schema, features)
+
+
+def model_summary(schema: Schema, features: FeatureSet) -> dict:
+    """Counts for a manifest: variables, features, and edges (variable pairs that appear
+    together in at least one feature)."""
+    f_of_cond = np.repeat(np.arange(features.n_features), features.lengths())
+    fv = np.unique(np.stack([f_of_cond, features.var.astype(np.int64)], axis=1), axis=0) \
+        if features.var.size else np.empty((0, 2), dtype=np.int64)
+    n = schema.n_vars
+    edges = [np.empty(0, dtype=np.int64)]
+    for d in range(1, int(features.lengths().max(initial=0))):  # pairs d apart in one feature
+        same = fv[:-d, 0] == fv[d:, 0]
+        edges.append(fv[:-d, 1][same] * n + fv[d:, 1][same])
+    return {"n_vars": n, "n_features": int(features.n_features),
+            "n_edges": int(np.unique(np.concatenate(edges)).size)}
+
+
+def load_snapshot(path: str | os.PathLike) -> tuple[Schema, FeatureSet]:
+    """Validate a snapshot and return its model as ``(schema, FeatureSet)``.
+
+    ``path`` is a snapshot directory, a snapshot root (its ``LATEST`` is followed) or a
+    ``LATEST`` file. The model is read from ``model.json``.
+    """
+    snap = read_snapshot(resolve_snapshot(path))
+    return read_json(snap.file(MODEL_FILES["json"]))
