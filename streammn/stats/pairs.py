@@ -61,6 +61,7 @@ class PairCounts:
         self._cards = np.ascontiguousarray(cards, dtype=np.int64)
         self._columns = state_offsets(cards - 1)  # first compact column of each variable
         self._width = int(self._columns[-1])
+        self._all_binary = bool((cards == 2).all())
         if chunk_rows is None:
             chunk_rows = min(EXACT_FLOAT32_ROWS, max(1, DEFAULT_CHUNK_BYTES // (4 * self._width)))
         if not 1 <= chunk_rows <= EXACT_FLOAT32_ROWS:
@@ -80,7 +81,10 @@ class PairCounts:
             if self._buffer.shape[0] < m:
                 self._buffer = np.empty((m, self._width), dtype=np.float32)
             z = self._buffer[:m]
-            encode_nonzero_states(chunk, self._columns, self._cards, z)
+            if self._all_binary:  # the encoding is the rows themselves: a plain cast is faster
+                z[...] = chunk
+            else:
+                encode_nonzero_states(chunk, self._columns, self._cards, z)
             self._gram += (z.T @ z).astype(np.int64)
         self.n_rows += rows.shape[0]
         return self
