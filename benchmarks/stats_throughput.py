@@ -34,7 +34,8 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 def machine() -> dict:
     """Where the figures come from."""
-    return {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+    return {"platform": platform.platform(),
+            "processor": platform.processor() or platform.machine(),
             "python": platform.python_version(), "cpu_count": os.cpu_count(),
             "numpy": np.__version__, "numba": numba.__version__, "blas_threads": 1,
             "load_average_1min_at_start": os.getloadavg()[0]}

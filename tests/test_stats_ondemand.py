@@ -61,7 +61,8 @@ def test_late_request_uses_reservoir_then_counts_exactly():
     store.update(rows[700:1500])
     store.update(rows[1500:])
     t = store.table(1, 4)
-    np.testing.assert_array_equal(t.counts, brute_table(sample, 1, 4) + brute_table(rows[700:], 1, 4))
+    expected = brute_table(sample, 1, 4) + brute_table(rows[700:], 1, 4)
+    np.testing.assert_array_equal(t.counts, expected)
     assert (t.n_rows, t.from_reservoir, t.n_missing) == (1400, 100, 600)
     assert t.counts.sum() == t.n_rows
     assert t.probabilities(smoothing=1.0).sum() == pytest.approx(1.0)
@@ -102,7 +103,8 @@ def cases(draw):
     pairs = all_pairs(len(cards))
     chosen = draw(st.lists(st.sampled_from(pairs), min_size=1, max_size=len(pairs), unique=True))
     capacity = draw(st.integers(1, 30))
-    return Schema.from_cardinalities(cards), random_rows(seed, cards, n_rows), split, chosen, capacity
+    schema = Schema.from_cardinalities(cards)
+    return schema, random_rows(seed, cards, n_rows), split, chosen, capacity
 
 
 @settings(max_examples=50, deadline=None)

@@ -185,4 +185,5 @@ class PairCounts:
         return store
 
     def __repr__(self) -> str:
-        return f"PairCounts(schema={self.schema!r}, chunk_rows={self.chunk_rows}, n_rows={self.n_rows})"
+        return (f"PairCounts(schema={self.schema!r}, chunk_rows={self.chunk_rows}, "
+                f"n_rows={self.n_rows})")
