@@ -24,7 +24,7 @@ from streammn.stats.reservoir import RowReservoir
 from streammn.stats.store import check_mergeable, expect, pack, rows_of, unpack
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class PairTable:
     """The joint counts of variables ``i`` and ``j`` as known to an :class:`OnDemandPairCounts`.
 

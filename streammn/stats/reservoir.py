@@ -55,7 +55,10 @@ class RowReservoir:
 
     @property
     def rows(self) -> np.ndarray:
-        """The sample as a read-only ``(size, n_vars)`` uint8 view, in slot order."""
+        """The sample as a read-only ``(size, n_vars)`` uint8 view, in slot order.
+
+        The view follows later updates; copy it to keep a snapshot.
+        """
         view = self._sample[:self.size]
         view.flags.writeable = False
         return view
