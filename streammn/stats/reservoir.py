@@ -5,6 +5,9 @@ from ``0 .. t`` and, when ``j < k``, replaces slot ``j``. After ``n`` rows every
 them is equally likely to be the sample. The draws never depend on the data or on each other, so
 a whole batch's ``j`` are drawn in one call; when several rows of a batch pick the same slot the
 last of them wins, exactly as in the one-row-at-a-time algorithm (same draws, same sample).
+One draw per post-fill row, in row order, also means the sample does not depend on how the
+stream is cut into batches (numpy's Generator draws an array of bounded integers element by
+element; the tests check this).
 """
 
 from __future__ import annotations
