@@ -5,6 +5,10 @@ variables, 1M rows, batches of 65536) against plain float32 ``X.T @ X`` on the s
 already converted to float32, in the same batches and the same run: the floor a one-GEMM design
 is measured against. BLAS runs on one thread so the comparison is about work, not cores.
 
+It also measures Parquet reading: rows/s and MB/s of :class:`connectors.ParquetSource` (uint8
+columns, snappy) against pyarrow's ``iter_batches`` alone on the same file, which yields columns
+and does no validation or row layout: the floor for a source that must deliver validated rows.
+
 Each measurement is one function returning a dict; :func:`main` collects them into
 ``benchmarks/results/stats_throughput.json`` and a Markdown table next to it, together with the
 machine they ran on. Run: ``python benchmarks/stats_throughput.py``.
@@ -23,8 +27,14 @@ import platform  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
+import tempfile  # noqa: E402
+
 import numba  # noqa: E402
 import numpy as np  # noqa: E402
+import pyarrow  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+
+from connectors import ParquetSource, write_parquet  # noqa: E402
 
 from streammn import Schema  # noqa: E402
 from streammn.stats import PairCounts  # noqa: E402
@@ -107,6 +117,42 @@ def pair_counts_section(n_rows: int, n_vars: int, batch_size: int, repeats: int,
             "meets_target": ratio <= 2.0}
 
 
+def parquet_section(n_rows: int, n_vars: int, batch_size: int, repeats: int, seed: int) -> dict:
+    """ParquetSource against pyarrow's iter_batches on one snappy file of uint8 columns."""
+    rows = binary_rows(n_rows, n_vars, seed)
+    schema = Schema.binary(n_vars)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "bench.parquet")
+        write_parquet(path, rows, schema, row_group_size=batch_size)
+        size_mb = os.path.getsize(path) / 1e6
+        del rows
+
+        def raw():
+            n = 0
+            for rb in pq.ParquetFile(path).iter_batches(batch_size=batch_size):
+                n += rb.num_rows
+            assert n == n_rows
+
+        def ours():
+            n = 0
+            for batch in ParquetSource(path, batch_size=batch_size):
+                n += len(batch)
+            assert n == n_rows
+
+        ours()  # load the numba kernels untimed
+        times = {"pyarrow iter_batches": [], "ParquetSource": []}
+        for _ in range(repeats):
+            times["pyarrow iter_batches"].append(_timed(raw))
+            times["ParquetSource"].append(_timed(ours))
+    measurements = [{"name": name, "seconds": ts, "best_seconds": min(ts),
+                     "rows_per_s": n_rows / min(ts), "mb_per_s": size_mb / min(ts)}
+                    for name, ts in times.items()]
+    ratio = min(times["ParquetSource"]) / min(times["pyarrow iter_batches"])
+    return {"n_rows": n_rows, "n_vars": n_vars, "batch_size": batch_size, "repeats": repeats,
+            "file_mb": size_mb, "pyarrow": pyarrow.__version__, "measurements": measurements,
+            "slowdown_vs_pyarrow": ratio, "target": "<= 1.3", "meets_target": ratio <= 1.3}
+
+
 def markdown(results: dict) -> str:
     m = results["machine"]
     lines = ["# stats throughput", "",
@@ -122,6 +168,18 @@ def markdown(results: dict) -> str:
         lines.append(f"| {meas['name']} | {meas['best_seconds']:.3f} | {meas['rows_per_s']:,.0f} |")
     lines += ["", f"PairCounts takes {pc['slowdown_vs_xtx']:.2f}x the time of X.T @ X "
               f"(target {pc['target']}: {'met' if pc['meets_target'] else 'missed'}).", ""]
+    pq_ = results.get("parquet")
+    if pq_:
+        lines += [f"## Parquet read: {pq_['n_vars']} uint8 columns, {pq_['n_rows']:,} rows, "
+                  f"{pq_['file_mb']:.1f} MB snappy, batches of {pq_['batch_size']} "
+                  f"(best of {pq_['repeats']})", "",
+                  "| measurement | best seconds | rows/s | MB/s |", "|---|---:|---:|---:|"]
+        for meas in pq_["measurements"]:
+            lines.append(f"| {meas['name']} | {meas['best_seconds']:.3f} | "
+                         f"{meas['rows_per_s']:,.0f} | {meas['mb_per_s']:.1f} |")
+        lines += ["", f"ParquetSource takes {pq_['slowdown_vs_pyarrow']:.2f}x the time of "
+                  f"pyarrow alone (target {pq_['target']}: "
+                  f"{'met' if pq_['meets_target'] else 'missed'}).", ""]
     return "\n".join(lines)
 
 
@@ -131,12 +189,15 @@ def main(argv=None) -> dict:
     parser.add_argument("--vars", type=int, default=100)
     parser.add_argument("--batch-size", type=int, default=65536)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--parquet-rows", type=int, default=2_000_000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out-dir", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     results = {"machine": machine(),
                "pair_counts": pair_counts_section(args.rows, args.vars, args.batch_size,
-                                                  args.repeats, args.seed)}
+                                                  args.repeats, args.seed),
+               "parquet": parquet_section(args.parquet_rows, args.vars, args.batch_size,
+                                          args.repeats, args.seed)}
     args.out_dir.mkdir(parents=True, exist_ok=True)
     (args.out_dir / "stats_throughput.json").write_text(json.dumps(results, indent=2) + "\n")
     (args.out_dir / "stats_throughput.md").write_text(markdown(results))
