@@ -84,7 +84,7 @@ def _loglik(c, d, alpha, prior):
     return ll
 
 
-@nb.njit(cache=True, parallel=True)
+@nb.njit(cache=True)
 def score_slots(slots, slot_target, tot, stats, cards, offsets, min_count, prior):
     """Best and runner-up split of each listed slot by gain in training log-likelihood.
 
@@ -106,7 +106,7 @@ def score_slots(slots, slot_target, tot, stats, cards, offsets, min_count, prior
     best_gain = np.full(S, -np.inf)
     second_gain = np.full(S, -np.inf)
     true_counts = np.zeros((S, C), dtype=np.int64)
-    for q in nb.prange(S):
+    for q in range(S):
         s = slots[q]
         t = slot_target[s]
         d = cards[t]
