@@ -248,8 +248,7 @@ class DTSL:
         if model.mode == "hoeffding":
             model._grower = HoeffdingGrower(model.forest, model.kappa, model.grace_period,
                                             model.delta, model.tau, model.min_count,
-                                            model.max_depth, model.leaf_budget)
-            model._grower.set_state(arrays)
+                                            model.max_depth, model.leaf_budget, state=arrays)
         return model
 
     def to_bytes(self) -> bytes:

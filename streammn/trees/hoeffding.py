@@ -29,10 +29,15 @@ from streammn.trees.stats import LeafStats, split_penalty
 
 
 class HoeffdingGrower:
-    """Hoeffding-tree growth state for a :class:`Forest` (see module docstring)."""
+    """Hoeffding-tree growth state for a :class:`Forest` (see module docstring).
+
+    ``state`` (from :meth:`get_state`, with the forest restored from the same snapshot) resumes
+    a grower exactly where it was.
+    """
 
     def __init__(self, forest: Forest, kappa: float, grace_period: int, delta: float,
-                 tau: float, min_count: int, max_depth, max_leaves: int):
+                 tau: float, min_count: int, max_depth, max_leaves: int,
+                 state: dict | None = None):
         self.forest = forest
         self.kappa = kappa
         self.grace_period = int(grace_period)
@@ -46,7 +51,12 @@ class HoeffdingGrower:
         self._penalty = split_penalty(kappa, forest.cards)
         self._range = np.log(forest.cards.astype(np.float64))
         self._has_inactive = False  # some eligible leaf was denied statistics by the budget
-        self._enforce_budget(self._eligible(forest.roots))
+        if state is None:
+            self._enforce_budget(self._eligible(forest.roots))
+        else:  # resume: the forest's leaf -> slot links come with it
+            self.stats.set_state(state)
+            self.rows_seen = int(state["rows_seen"])
+            self._has_inactive = bool(state["has_inactive"])
 
     def _eligible(self, leaves: np.ndarray) -> np.ndarray:
         if self.max_depth is None:
@@ -63,7 +73,8 @@ class HoeffdingGrower:
             self.stats.add(rows[start:stop], count_leaves=True)
             self.rows_seen += stop - start
             start = stop
-            self._attempt_splits()
+            if self.rows_seen % g == 0:
+                self._attempt_splits()
 
     def _attempt_splits(self) -> None:
         st = self.stats
@@ -112,11 +123,3 @@ class HoeffdingGrower:
         state["rows_seen"] = np.array(self.rows_seen, dtype=np.int64)
         state["has_inactive"] = np.array(self._has_inactive)
         return state
-
-    def set_state(self, state: dict) -> None:
-        """Restore :meth:`get_state` output; also resets the forest's leaf -> slot links, which
-        this grower's constructor overwrote when it activated the roots."""
-        self.stats.set_state(state)
-        self.forest.slot[:self.forest.n_nodes] = state["node_slot"]
-        self.rows_seen = int(state["rows_seen"])
-        self._has_inactive = bool(state["has_inactive"])
