@@ -28,7 +28,7 @@ from streammn.schema import Schema, SchemaError
 from streammn.trees.exact import grow_level_wise
 from streammn.trees.features import forest_features
 from streammn.trees.forest import Forest
-from streammn.trees.hoeffding import HoeffdingGrower
+from streammn.trees.hoeffding import STATS_DTYPE, HoeffdingGrower
 from streammn.trees.stats import LeafStats
 
 MODES = ("hoeffding", "exact")
@@ -132,7 +132,8 @@ class DTSL:
         """Leaves that may collect split statistics at once (``max_leaves`` or from memory_mb)."""
         if self.max_leaves is not None:
             return self.max_leaves
-        slot = LeafStats.slot_bytes(self.forest)
+        dtype = STATS_DTYPE if self.mode == "hoeffding" else np.int64
+        slot = LeafStats.slot_bytes(self.forest, dtype)
         return max(1, int(self.memory_mb * 2 ** 20 // slot))
 
     def _reset(self) -> None:

@@ -1,9 +1,10 @@
 """A forest of probabilistic decision trees stored as flat node arrays.
 
 One tree per variable ``t`` predicts ``X_t`` from the others. All trees share one set of node
-arrays so that numba kernels route a whole batch through every tree at once::
+arrays so that numba kernels route a whole batch through every tree at once. Routing reads
+``links[node] = (var, val, true, false)``, packed so that one step touches one cache line::
 
-    var[node]      tested variable j, or -1 at a leaf
+    var[node]      tested variable j, or -1 at a leaf          (views of the links columns)
     val[node]      tested value a (the test is X_j = a)
     true[node]     child taken when X_j = a      false[node]   child taken otherwise
     parent[node]   parent node (-1 at a root)    depth[node]   0 at a root
@@ -23,7 +24,8 @@ import numpy as np
 from streammn.schema import Schema
 from streammn.trees import kernels
 
-_NODE_FIELDS = ("var", "val", "true", "false", "parent", "depth", "tree", "slot")
+_LINKS = ("var", "val", "true", "false")
+_NODE_FIELDS = ("parent", "depth", "tree", "slot")
 
 
 class Forest:
@@ -36,10 +38,8 @@ class Forest:
         self.max_card = int(self.cards.max())
         n = schema.n_vars
         capacity = max(capacity, 2 * n)
-        self.var = np.full(capacity, -1, dtype=np.int32)
-        self.val = np.zeros(capacity, dtype=np.int32)
-        self.true = np.full(capacity, -1, dtype=np.int32)
-        self.false = np.full(capacity, -1, dtype=np.int32)
+        self.links = np.full((capacity, 4), -1, dtype=np.int32)
+        self.links[:, 1] = 0
         self.parent = np.full(capacity, -1, dtype=np.int32)
         self.depth = np.zeros(capacity, dtype=np.int32)
         self.tree = np.zeros(capacity, dtype=np.int32)
@@ -49,16 +49,25 @@ class Forest:
         self.roots = np.arange(n, dtype=np.int32)
         self.tree[:n] = self.roots
 
+    var = property(lambda self: self.links[:, 0])
+    val = property(lambda self: self.links[:, 1])
+    true = property(lambda self: self.links[:, 2])
+    false = property(lambda self: self.links[:, 3])
+
     # growth ---------------------------------------------------------------------------------
     def _reserve(self, extra: int) -> None:
         need = self.n_nodes + extra
-        cap = self.var.shape[0]
+        cap = self.links.shape[0]
         if need <= cap:
             return
         new_cap = max(need, 2 * cap)
+        links = np.full((new_cap, 4), -1, dtype=np.int32)
+        links[:, 1] = 0
+        links[:cap] = self.links
+        self.links = links
         for name in _NODE_FIELDS:
             old = getattr(self, name)
-            fill = -1 if name in ("var", "true", "false", "parent", "slot") else 0
+            fill = -1 if name in ("parent", "slot") else 0
             grown = np.full(new_cap, fill, dtype=old.dtype)
             grown[:cap] = old
             setattr(self, name, grown)
@@ -91,10 +100,6 @@ class Forest:
         return t_ids, f_ids
 
     # reading --------------------------------------------------------------------------------
-    def node_arrays(self):
-        """The routing arrays trimmed to the nodes in use (for kernels)."""
-        n = self.n_nodes
-        return self.var[:n], self.val[:n], self.true[:n], self.false[:n]
 
     def leaves(self, t: int | None = None) -> np.ndarray:
         """Leaf node ids, of one tree or of all trees, in increasing id order."""
@@ -117,11 +122,11 @@ class Forest:
 
     def route(self, rows: np.ndarray) -> np.ndarray:
         """Leaf reached by every row in every tree, shape (n_rows, n_trees)."""
-        return kernels.route(rows, self.roots, *self.node_arrays())
+        return kernels.route(rows, self.roots, self.links)
 
     def leaf_log_prob(self, rows: np.ndarray) -> np.ndarray:
         """``log P(x_t | x_-t)`` under every tree ``t``: shape (n_rows, n_vars)."""
-        return kernels.leaf_log_prob(rows, self.roots, *self.node_arrays(), self.log_probs())
+        return kernels.leaf_log_prob(rows, self.roots, self.links, self.log_probs())
 
     def path(self, node: int) -> list[tuple[int, int, bool]]:
         """Test outcomes from the root down to ``node``: ``(var, value, outcome)`` triples."""
@@ -152,7 +157,8 @@ class Forest:
     # state ----------------------------------------------------------------------------------
     def get_state(self) -> dict[str, np.ndarray]:
         n = self.n_nodes
-        state = {f"node_{name}": getattr(self, name)[:n].copy() for name in _NODE_FIELDS}
+        state = {f"node_{name}": getattr(self, name)[:n].copy()
+                 for name in _LINKS + _NODE_FIELDS}
         state["node_counts"] = self.counts[:n].copy()
         return state
 
@@ -160,7 +166,7 @@ class Forest:
     def from_state(cls, schema: Schema, prior: float, state: dict) -> "Forest":
         n = int(state["node_var"].shape[0])
         forest = cls(schema, prior=prior, capacity=max(n, 1024))
-        for name in _NODE_FIELDS:
+        for name in _LINKS + _NODE_FIELDS:
             getattr(forest, name)[:n] = state[f"node_{name}"]
         forest.counts[:n] = state["node_counts"]
         forest.n_nodes = n

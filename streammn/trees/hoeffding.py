@@ -28,6 +28,10 @@ from streammn.trees.forest import Forest
 from streammn.trees.stats import LeafStats, split_penalty
 
 
+STATS_DTYPE = np.int32  # half the memory traffic of int64; see _retire_full_slots
+_FULL = np.iinfo(STATS_DTYPE).max
+
+
 class HoeffdingGrower:
     """Hoeffding-tree growth state for a :class:`Forest` (see module docstring).
 
@@ -47,16 +51,18 @@ class HoeffdingGrower:
         self.max_depth = max_depth
         self.max_leaves = int(max_leaves)
         self.rows_seen = 0
-        self.stats = LeafStats(forest, capacity=self.max_leaves)
+        self.stats = LeafStats(forest, capacity=self.max_leaves, dtype=STATS_DTYPE)
         self._penalty = split_penalty(kappa, forest.cards)
         self._range = np.log(forest.cards.astype(np.float64))
         self._has_inactive = False  # some eligible leaf was denied statistics by the budget
+        self._due = []  # due slots found since the last grace-period boundary
         if state is None:
             self._enforce_budget(self._eligible(forest.roots))
         else:  # resume: the forest's leaf -> slot links come with it
             self.stats.set_state(state)
             self.rows_seen = int(state["rows_seen"])
             self._has_inactive = bool(state["has_inactive"])
+            self._due = [np.asarray(state["pending_due"], dtype=np.int64)]
 
     def _eligible(self, leaves: np.ndarray) -> np.ndarray:
         if self.max_depth is None:
@@ -70,19 +76,21 @@ class HoeffdingGrower:
         n = rows.shape[0]
         while start < n:
             stop = min(n, start + g - self.rows_seen % g)
-            self.stats.add(rows[start:stop], count_leaves=True)
+            due = self.stats.add(rows[start:stop], grace=g)
+            self._due.append(due)
             self.rows_seen += stop - start
             start = stop
             if self.rows_seen % g == 0:
-                self._attempt_splits()
+                self._attempt_splits(np.sort(np.concatenate(self._due)))
+                self._due = []
 
-    def _attempt_splits(self) -> None:
-        st = self.stats
-        f = self.forest
-        n_stat = st.tot.sum(axis=1)
-        due = np.flatnonzero((st.slot_node >= 0) & (n_stat - st.last_attempt >= self.grace_period))
+    def _attempt_splits(self, due: np.ndarray) -> None:
+        """Try to split the leaves of the ``due`` slots (``grace_period`` new rows each)."""
         if due.size == 0:
             return
+        st = self.stats
+        f = self.forest
+        n_stat = st.n
         st.last_attempt[due] = n_stat[due]
         bvar, bval, bgain, sgain, tcounts = st.score(due, self.min_count)
         targets = st.slot_target[due]
@@ -92,12 +100,21 @@ class HoeffdingGrower:
             margin = (bgain - sgain) / n
         confident = (margin > eps) | (eps < self.tau)
         go = (bvar >= 0) & confident & (bgain > self._penalty[targets])
+        self._retire_full_slots(due[~go])
         if not go.any():
             return
         nodes = st.slot_node[due[go]]
         st.release(due[go])
         t_ids, f_ids = f.split(nodes, bvar[go], bval[go], tcounts[go])
         self._enforce_budget(self._eligible(np.concatenate([t_ids, f_ids])))
+
+    def _retire_full_slots(self, slots: np.ndarray) -> None:
+        """Stop collecting statistics at leaves that could overflow int32 before the next
+        attempt (2**31 rows without a split); the budget may later give them fresh ones."""
+        full = slots[self.stats.n[slots] > _FULL - self.grace_period]
+        if full.size:
+            self.stats.release(full)
+            self._has_inactive = True
 
     def _enforce_budget(self, new_leaves: np.ndarray) -> None:
         """Activate ``new_leaves``; past ``max_leaves``, keep only the most promising active."""
@@ -122,4 +139,6 @@ class HoeffdingGrower:
         state = self.stats.get_state()
         state["rows_seen"] = np.array(self.rows_seen, dtype=np.int64)
         state["has_inactive"] = np.array(self._has_inactive)
+        state["pending_due"] = (np.concatenate(self._due) if self._due
+                                else np.zeros(0, dtype=np.int64))
         return state

@@ -20,54 +20,73 @@ import numpy as np
 
 
 @nb.njit(cache=True, inline="always")
-def _leaf_of(row, root, node_var, node_val, node_true, node_false):
+def _leaf_of(row, root, links):
     node = root
-    while node_var[node] >= 0:
-        if row[node_var[node]] == node_val[node]:
-            node = node_true[node]
-        else:
-            node = node_false[node]
+    v = links[node, 0]
+    while v >= 0:  # branch-free step: true child in column 2, false child in column 3
+        node = links[node, 2 + (row[v] != links[node, 1])]
+        v = links[node, 0]
     return node
 
 
 @nb.njit(cache=True, parallel=True)
-def route(rows, roots, node_var, node_val, node_true, node_false):
+def route(rows, roots, links):
     """Leaf node reached by every row in every tree: shape (n_rows, n_trees)."""
     n = rows.shape[0]
     T = roots.shape[0]
     out = np.empty((n, T), dtype=np.int32)
     for r in nb.prange(n):
         for t in range(T):
-            out[r, t] = _leaf_of(rows[r], roots[t], node_var, node_val, node_true, node_false)
+            out[r, t] = _leaf_of(rows[r], roots[t], links)
     return out
 
 
-@nb.njit(cache=True, parallel=True)
-def accumulate(rows, indicators, roots, node_var, node_val, node_true, node_false, node_slot,
-               node_counts, count_leaves, tot, stats):
-    """Route every row through every tree and add its statistics to its leaf's slot.
-
-    ``count_leaves`` also adds each row to ``node_counts[leaf, y]`` (the leaf distribution) for
-    every leaf, active or not (Hoeffding mode). Trees run in parallel: each writes only its own
-    nodes and slots.
-    """
-    n = rows.shape[0]
-    T = roots.shape[0]
+@nb.njit(cache=True, inline="always")
+def _add_rows(rows, indicators, t0, t1, roots, links, node_slot, node_counts, count_leaves,
+              tot, stats, slot_n, slot_last, grace, due):
+    """Add rows to trees t0..t1-1; record in ``due`` the slots reaching ``grace`` new rows."""
     K = indicators.shape[1]
-    for t in nb.prange(T):
-        root = roots[t]
-        for r in range(n):
-            leaf = _leaf_of(rows[r], root, node_var, node_val, node_true, node_false)
-            y = rows[r, t]
+    n_due = 0
+    for r in range(rows.shape[0]):
+        row = rows[r]
+        src = indicators[r]
+        for t in range(t0, t1):
+            leaf = _leaf_of(row, roots[t], links)
+            y = row[t]
             if count_leaves:
                 node_counts[leaf, y] += 1
             s = node_slot[leaf]
             if s >= 0:
                 tot[s, y] += 1
                 dst = stats[s, y]
-                src = indicators[r]
                 for k in range(K):
                     dst[k] += src[k]
+                if grace > 0:
+                    slot_n[s] += 1
+                    if slot_n[s] - slot_last[s] == grace:
+                        due[n_due] = s
+                        n_due += 1
+    return n_due
+
+
+@nb.njit(cache=True, parallel=True)
+def accumulate(rows, indicators, roots, links, node_slot, node_counts, count_leaves, tot, stats,
+               slot_n, slot_last, grace, due, n_due):
+    """Route every row through every tree and add its statistics to its leaf's slot.
+
+    The trees are cut into ``n_blocks = due.shape[0]`` blocks handled in parallel (each writes
+    only its own trees' nodes and slots); within a block rows are outer and trees inner, so a
+    row stays in L1 while the block's nodes stay in cache. With ``count_leaves`` every row also
+    adds to ``node_counts[leaf, y]`` (the leaf distribution), active leaf or not. When
+    ``grace > 0``, slots whose row count since their last split attempt reaches ``grace`` are
+    written to ``due[block, :n_due[block]]`` (Hoeffding mode).
+    """
+    T = roots.shape[0]
+    n_blocks = due.shape[0]
+    for b in nb.prange(n_blocks):
+        n_due[b] = _add_rows(rows, indicators, b * T // n_blocks, (b + 1) * T // n_blocks,
+                             roots, links, node_slot, node_counts, count_leaves, tot, stats,
+                             slot_n, slot_last, grace, due[b])
 
 
 @nb.njit(cache=True, inline="always")
@@ -184,13 +203,13 @@ def indicator_matrix(rows, cards, offsets, K):
 
 
 @nb.njit(cache=True, parallel=True)
-def leaf_log_prob(rows, roots, node_var, node_val, node_true, node_false, node_logp):
+def leaf_log_prob(rows, roots, links, node_logp):
     """``log P(x_t | leaf)`` of every row under every tree: shape (n_rows, n_trees)."""
     n = rows.shape[0]
     T = roots.shape[0]
     out = np.empty((n, T))
     for r in nb.prange(n):
         for t in range(T):
-            leaf = _leaf_of(rows[r], roots[t], node_var, node_val, node_true, node_false)
+            leaf = _leaf_of(rows[r], roots[t], links)
             out[r, t] = node_logp[leaf, rows[r, t]]
     return out
