@@ -5,6 +5,10 @@ conditional: ``P(X_i = a | x_-i) ∝ exp(sum of the weights of the CPD's feature
 x_i = a)``. A decision-tree CPD written as DEFAULT features (one per leaf and target value,
 weight = log leaf probability) is already normalised, so the sum is the log probability itself.
 DN2MN (:mod:`streammn.dn2mn`) consumes exactly this representation.
+
+A DN learned by DTSL also keeps its trees (``trees``, a :class:`~streammn.trees.forest.Forest`
+whose tree ``i`` the DEFAULT features of ``cpds[i]`` were generated from); scoring then routes rows
+through the trees instead of evaluating features, with the same result.
 """
 
 from __future__ import annotations
@@ -19,16 +23,19 @@ from streammn.schema import Schema
 
 
 class DependencyNetwork:
-    """A schema and one feature-set CPD per variable."""
+    """A schema and one feature-set CPD per variable (optionally with the trees behind them)."""
 
-    def __init__(self, schema: Schema, cpds: Sequence[FeatureSet]):
+    def __init__(self, schema: Schema, cpds: Sequence[FeatureSet], trees=None):
         if len(cpds) != schema.n_vars:
             raise ValueError(f"expected {schema.n_vars} CPDs, got {len(cpds)}")
         for i, cpd in enumerate(cpds):
             if cpd.schema != schema:
                 raise ValueError(f"CPD {i} is over a different schema")
+        if trees is not None and trees.schema != schema:
+            raise ValueError("trees are over a different schema")
         self.schema = schema
         self.cpds = list(cpds)
+        self.trees = trees
         self._all = FeatureSet.concat(schema, self.cpds)
         sizes = np.array([c.n_features for c in self.cpds], dtype=np.int64)
         self._index = (np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
@@ -48,6 +55,12 @@ class DependencyNetwork:
 
     def pll_terms(self, rows: np.ndarray) -> np.ndarray:
         """``log P(x_i | x_-i)`` for every row and variable: shape (n_rows, n_vars)."""
+        if self.trees is not None:
+            rows = np.ascontiguousarray(rows, dtype=np.uint8)
+            if rows.ndim != 2 or rows.shape[1] != self.schema.n_vars:
+                raise ValueError(f"expected rows of shape (n, {self.schema.n_vars}), "
+                                 f"got {rows.shape}")
+            return self.trees.leaf_log_prob(rows)
         return loglinear.pll_terms(self._all, rows, index=self._index)
 
     def pll(self, rows: np.ndarray) -> float:

@@ -1,0 +1,177 @@
+"""A forest of probabilistic decision trees stored as flat node arrays.
+
+One tree per variable ``t`` predicts ``X_t`` from the others. All trees share one set of node
+arrays so that numba kernels route a whole batch through every tree at once. Routing reads
+``links[node] = (var, val, true, false)``, packed so that one step touches one cache line::
+
+    var[node]      tested variable j, or -1 at a leaf          (views of the links columns)
+    val[node]      tested value a (the test is X_j = a)
+    true[node]     child taken when X_j = a      false[node]   child taken otherwise
+    parent[node]   parent node (-1 at a root)    depth[node]   0 at a root
+    tree[node]     the tree (= target variable) the node belongs to
+    counts[node, y]  training rows at the node with target value y
+    slot[node]     statistics slot of an active leaf, or -1
+
+Leaves hold a Dirichlet-smoothed multinomial over the target: ``P(y) = (counts[y] + prior/d) /
+(n + prior)`` with ``d`` the target's cardinality; ``prior=1`` is Libra's ``(count + 1/d) /
+(total + 1)``, ``prior=d`` the paper's Dirichlet(alpha=1).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from streammn.schema import Schema
+from streammn.trees import kernels
+
+_LINKS = ("var", "val", "true", "false")
+_NODE_FIELDS = ("parent", "depth", "tree", "slot")
+
+
+class Forest:
+    """All trees of a DTSL model; grows by splitting leaves, never shrinks."""
+
+    def __init__(self, schema: Schema, prior: float = 1.0, capacity: int = 1024):
+        self.schema = schema
+        self.prior = float(prior)
+        self.cards = schema.cardinalities.astype(np.int32)
+        self.max_card = int(self.cards.max())
+        n = schema.n_vars
+        capacity = max(capacity, 2 * n)
+        self.links = np.full((capacity, 4), -1, dtype=np.int32)
+        self.links[:, 1] = 0
+        self.parent = np.full(capacity, -1, dtype=np.int32)
+        self.depth = np.zeros(capacity, dtype=np.int32)
+        self.tree = np.zeros(capacity, dtype=np.int32)
+        self.slot = np.full(capacity, -1, dtype=np.int32)
+        self.counts = np.zeros((capacity, self.max_card), dtype=np.int64)
+        self.n_nodes = n
+        self.roots = np.arange(n, dtype=np.int32)
+        self.tree[:n] = self.roots
+
+    var = property(lambda self: self.links[:, 0])
+    val = property(lambda self: self.links[:, 1])
+    true = property(lambda self: self.links[:, 2])
+    false = property(lambda self: self.links[:, 3])
+
+    # growth ---------------------------------------------------------------------------------
+    def _reserve(self, extra: int) -> None:
+        need = self.n_nodes + extra
+        cap = self.links.shape[0]
+        if need <= cap:
+            return
+        new_cap = max(need, 2 * cap)
+        links = np.full((new_cap, 4), -1, dtype=np.int32)
+        links[:, 1] = 0
+        links[:cap] = self.links
+        self.links = links
+        for name in _NODE_FIELDS:
+            old = getattr(self, name)
+            fill = -1 if name in ("parent", "slot") else 0
+            grown = np.full(new_cap, fill, dtype=old.dtype)
+            grown[:cap] = old
+            setattr(self, name, grown)
+        grown = np.zeros((new_cap, self.max_card), dtype=np.int64)
+        grown[:cap] = self.counts
+        self.counts = grown
+
+    def split(self, nodes, var, val, true_counts) -> tuple[np.ndarray, np.ndarray]:
+        """Split the given leaves on ``X_var = val``; children get their share of the counts.
+
+        ``true_counts[i]`` are the target counts of leaf ``nodes[i]``'s rows with
+        ``X_var = val``; the false child gets the rest. Returns the (true, false) child ids.
+        """
+        nodes = np.asarray(nodes, dtype=np.int32)
+        k = nodes.shape[0]
+        self._reserve(2 * k)
+        t_ids = (self.n_nodes + 2 * np.arange(k)).astype(np.int32)
+        f_ids = t_ids + 1
+        self.n_nodes += 2 * k
+        self.var[nodes] = var
+        self.val[nodes] = val
+        self.true[nodes] = t_ids
+        self.false[nodes] = f_ids
+        tc = np.asarray(true_counts, dtype=np.int64)
+        for ids, counts in ((t_ids, tc), (f_ids, self.counts[nodes] - tc)):
+            self.parent[ids] = nodes
+            self.depth[ids] = self.depth[nodes] + 1
+            self.tree[ids] = self.tree[nodes]
+            self.counts[ids] = counts
+        return t_ids, f_ids
+
+    # reading --------------------------------------------------------------------------------
+
+    def leaves(self, t: int | None = None) -> np.ndarray:
+        """Leaf node ids, of one tree or of all trees, in increasing id order."""
+        n = self.n_nodes
+        mask = self.var[:n] < 0
+        if t is not None:
+            mask &= self.tree[:n] == t
+        return np.flatnonzero(mask).astype(np.int32)
+
+    def log_probs(self) -> np.ndarray:
+        """Smoothed ``log P(y)`` at every node, shape (n_nodes, max_card); -inf past card."""
+        n = self.n_nodes
+        d = self.cards[self.tree[:n]].astype(np.float64)[:, None]
+        c = self.counts[:n].astype(np.float64)
+        tot = c.sum(axis=1, keepdims=True)
+        with np.errstate(divide="ignore"):
+            out = np.log(c + self.prior / d) - np.log(tot + self.prior)
+        out[np.arange(self.max_card)[None, :] >= d] = -np.inf
+        return out
+
+    def route(self, rows: np.ndarray) -> np.ndarray:
+        """Leaf reached by every row in every tree, shape (n_rows, n_trees)."""
+        return kernels.route(rows, self.roots, self.links)
+
+    def leaf_log_prob(self, rows: np.ndarray) -> np.ndarray:
+        """``log P(x_t | x_-t)`` under every tree ``t``: shape (n_rows, n_vars)."""
+        return kernels.leaf_log_prob(rows, self.roots, self.links, self.log_probs())
+
+    def path(self, node: int) -> list[tuple[int, int, bool]]:
+        """Test outcomes from the root down to ``node``: ``(var, value, outcome)`` triples."""
+        out = []
+        while self.parent[node] >= 0:
+            p = self.parent[node]
+            out.append((int(self.var[p]), int(self.val[p]), bool(self.true[p] == node)))
+            node = p
+        out.reverse()
+        return out
+
+    # statistics -----------------------------------------------------------------------------
+    def n_leaves(self) -> np.ndarray:
+        n = self.n_nodes
+        return np.bincount(self.tree[:n][self.var[:n] < 0], minlength=self.schema.n_vars)
+
+    def depths(self) -> np.ndarray:
+        """Depth of each tree (0 for a single leaf)."""
+        n = self.n_nodes
+        out = np.zeros(self.schema.n_vars, dtype=np.int64)
+        np.maximum.at(out, self.tree[:n], self.depth[:n])
+        return out
+
+    def leaf_rows(self, t: int) -> np.ndarray:
+        """Rows counted at each leaf of tree ``t`` (in :meth:`leaves` order)."""
+        return self.counts[self.leaves(t)].sum(axis=1)
+
+    # state ----------------------------------------------------------------------------------
+    def get_state(self) -> dict[str, np.ndarray]:
+        n = self.n_nodes
+        state = {f"node_{name}": getattr(self, name)[:n].copy()
+                 for name in _LINKS + _NODE_FIELDS}
+        state["node_counts"] = self.counts[:n].copy()
+        return state
+
+    @classmethod
+    def from_state(cls, schema: Schema, prior: float, state: dict) -> "Forest":
+        n = int(state["node_var"].shape[0])
+        forest = cls(schema, prior=prior, capacity=max(n, 1024))
+        for name in _LINKS + _NODE_FIELDS:
+            getattr(forest, name)[:n] = state[f"node_{name}"]
+        forest.counts[:n] = state["node_counts"]
+        forest.n_nodes = n
+        return forest
+
+    def equals(self, other: "Forest") -> bool:
+        a, b = self.get_state(), other.get_state()
+        return self.prior == other.prior and all(np.array_equal(a[k], b[k]) for k in a)

@@ -1,0 +1,144 @@
+"""One-pass Hoeffding growth of all trees from a stream of row batches.
+
+Every row updates the target counts of the leaf it reaches in every tree and, when that leaf is
+active, its split statistics. Once ``grace_period`` new rows have reached an active leaf since
+its last attempt, its best and second-best tests (second best: the best test on another
+variable) are compared with the Hoeffding bound on the per-row gain,
+``eps = sqrt(R^2 ln(1/delta) / (2 n))`` with ``R = ln(d)`` the range of the per-row
+log-likelihood gain of a ``d``-valued target and ``n`` the rows in the leaf's statistics. The
+leaf splits when ``best - second > eps`` or ``eps < tau``, and the best gain beats the structure
+prior (:func:`~streammn.trees.stats.split_penalty`), as in exact mode. Children start with the
+target counts the parent saw on their side and empty statistics.
+
+Rows are processed in chunks whose boundaries fall at multiples of ``grace_period`` rows of the
+whole stream, so the model does not depend on how the stream was cut into batches.
+
+A memory budget of ``max_leaves`` active leaves holds: when splits exceed it, all leaves are
+ranked by promise (rows the leaf's majority value misclassifies, as river does) and only the
+most promising keep (or get fresh) statistics; the others still update their target counts.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from streammn.trees.forest import Forest
+from streammn.trees.stats import LeafStats, split_penalty
+
+
+STATS_DTYPE = np.int32  # half the memory traffic of int64; see _retire_full_slots
+_FULL = np.iinfo(STATS_DTYPE).max
+
+
+class HoeffdingGrower:
+    """Hoeffding-tree growth state for a :class:`Forest` (see module docstring).
+
+    ``state`` (from :meth:`get_state`, with the forest restored from the same snapshot) resumes
+    a grower exactly where it was.
+    """
+
+    def __init__(self, forest: Forest, kappa: float, grace_period: int, delta: float,
+                 tau: float, min_count: int, max_depth, max_leaves: int,
+                 state: dict | None = None):
+        self.forest = forest
+        self.kappa = kappa
+        self.grace_period = int(grace_period)
+        self.delta = delta
+        self.tau = tau
+        self.min_count = int(min_count)
+        self.max_depth = max_depth
+        self.max_leaves = int(max_leaves)
+        self.rows_seen = 0
+        self.stats = LeafStats(forest, capacity=self.max_leaves, dtype=STATS_DTYPE)
+        self._penalty = split_penalty(kappa, forest.cards)
+        self._range = np.log(forest.cards.astype(np.float64))
+        self._has_inactive = False  # some eligible leaf was denied statistics by the budget
+        self._due = []  # due slots found since the last grace-period boundary
+        if state is None:
+            self._enforce_budget(self._eligible(forest.roots))
+        else:  # resume: the forest's leaf -> slot links come with it
+            self.stats.set_state(state)
+            self.rows_seen = int(state["rows_seen"])
+            self._has_inactive = bool(state["has_inactive"])
+            self._due = [np.asarray(state["pending_due"], dtype=np.int64)]
+
+    def _eligible(self, leaves: np.ndarray) -> np.ndarray:
+        if self.max_depth is None:
+            return leaves
+        return leaves[self.forest.depth[leaves] < self.max_depth]
+
+    def learn(self, rows: np.ndarray) -> None:
+        """Learn from validated rows, in chunks aligned to multiples of ``grace_period``."""
+        g = self.grace_period
+        start = 0
+        n = rows.shape[0]
+        while start < n:
+            stop = min(n, start + g - self.rows_seen % g)
+            due = self.stats.add(rows[start:stop], grace=g)
+            self._due.append(due)
+            self.rows_seen += stop - start
+            start = stop
+            if self.rows_seen % g == 0:
+                self._attempt_splits(np.sort(np.concatenate(self._due)))
+                self._due = []
+
+    def _attempt_splits(self, due: np.ndarray) -> None:
+        """Try to split the leaves of the ``due`` slots (``grace_period`` new rows each)."""
+        if due.size == 0:
+            return
+        st = self.stats
+        f = self.forest
+        n_stat = st.n
+        st.last_attempt[due] = n_stat[due]
+        bvar, bval, bgain, sgain, tcounts = st.score(due, self.min_count)
+        targets = st.slot_target[due]
+        n = n_stat[due].astype(np.float64)
+        eps = np.sqrt(self._range[targets] ** 2 * math.log(1.0 / self.delta) / (2.0 * n))
+        with np.errstate(invalid="ignore"):
+            margin = (bgain - sgain) / n
+        confident = (margin > eps) | (eps < self.tau)
+        go = (bvar >= 0) & confident & (bgain > self._penalty[targets])
+        self._retire_full_slots(due[~go])
+        if not go.any():
+            return
+        nodes = st.slot_node[due[go]]
+        st.release(due[go])
+        t_ids, f_ids = f.split(nodes, bvar[go], bval[go], tcounts[go])
+        self._enforce_budget(self._eligible(np.concatenate([t_ids, f_ids])))
+
+    def _retire_full_slots(self, slots: np.ndarray) -> None:
+        """Stop collecting statistics at leaves that could overflow int32 before the next
+        attempt (2**31 rows without a split); the budget may later give them fresh ones."""
+        full = slots[self.stats.n[slots] > _FULL - self.grace_period]
+        if full.size:
+            self.stats.release(full)
+            self._has_inactive = True
+
+    def _enforce_budget(self, new_leaves: np.ndarray) -> None:
+        """Activate ``new_leaves``; past ``max_leaves``, keep only the most promising active."""
+        st = self.stats
+        if st.n_active + new_leaves.size <= self.max_leaves and not self._has_inactive:
+            st.activate(new_leaves)
+            return
+        f = self.forest
+        leaves = self._eligible(f.leaves())
+        counts = f.counts[leaves]
+        promise = counts.sum(axis=1) - counts.max(axis=1)
+        order = np.lexsort((leaves, -promise))  # most promising first, ties by node id
+        keep = np.zeros(leaves.size, dtype=bool)
+        keep[order[:self.max_leaves]] = True
+        active = f.slot[leaves] >= 0
+        st.release(f.slot[leaves[active & ~keep]])
+        st.activate(leaves[keep & ~active])
+        self._has_inactive = bool((~keep).any())
+
+    # state ----------------------------------------------------------------------------------
+    def get_state(self) -> dict:
+        state = self.stats.get_state()
+        state["rows_seen"] = np.array(self.rows_seen, dtype=np.int64)
+        state["has_inactive"] = np.array(self._has_inactive)
+        state["pending_due"] = (np.concatenate(self._due) if self._due
+                                else np.zeros(0, dtype=np.int64))
+        return state

@@ -1,0 +1,215 @@
+"""Numba kernels shared by both tree learners: routing, leaf statistics, split scoring.
+
+Layout of the sufficient statistics. Candidate tests are ``X_j = a``. For every variable ``j``
+the *indicator columns* are ``x_j == a`` for ``a = 1 .. card_j - 1`` (value 0 is implied by the
+others), ``K = sum_j (card_j - 1)`` columns in all; for an all-binary schema the indicator matrix
+is the row matrix itself, so no copy is made. An *active leaf* (a frontier leaf in exact mode, a
+leaf still collecting statistics in Hoeffding mode) owns a *slot* ``s`` with
+
+    tot[s, y]        rows counted at the leaf with target value y
+    stats[s, y, k]   of those, rows whose indicator column k is 1
+
+which is everything needed to score every candidate test at the leaf: a row batch adds
+``indicators[r, :]`` to ``stats[s, y_r, :]``, a contiguous vector add.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+
+@nb.njit(cache=True, inline="always")
+def _leaf_of(row, root, links):
+    node = root
+    v = links[node, 0]
+    while v >= 0:  # branch-free step: true child in column 2, false child in column 3
+        node = links[node, 2 + (row[v] != links[node, 1])]
+        v = links[node, 0]
+    return node
+
+
+@nb.njit(cache=True, parallel=True)
+def route(rows, roots, links):
+    """Leaf node reached by every row in every tree: shape (n_rows, n_trees)."""
+    n = rows.shape[0]
+    T = roots.shape[0]
+    out = np.empty((n, T), dtype=np.int32)
+    for r in nb.prange(n):
+        for t in range(T):
+            out[r, t] = _leaf_of(rows[r], roots[t], links)
+    return out
+
+
+@nb.njit(cache=True, inline="always")
+def _add_rows(rows, indicators, t0, t1, roots, links, node_slot, node_counts, count_leaves,
+              tot, stats, slot_n, slot_last, grace, due):
+    """Add rows to trees t0..t1-1; record in ``due`` the slots reaching ``grace`` new rows."""
+    K = indicators.shape[1]
+    n_due = 0
+    for r in range(rows.shape[0]):
+        row = rows[r]
+        src = indicators[r]
+        for t in range(t0, t1):
+            leaf = _leaf_of(row, roots[t], links)
+            y = row[t]
+            if count_leaves:
+                node_counts[leaf, y] += 1
+            s = node_slot[leaf]
+            if s >= 0:
+                tot[s, y] += 1
+                dst = stats[s, y]
+                for k in range(K):
+                    dst[k] += src[k]
+                if grace > 0:
+                    slot_n[s] += 1
+                    if slot_n[s] - slot_last[s] == grace:
+                        due[n_due] = s
+                        n_due += 1
+    return n_due
+
+
+@nb.njit(cache=True, parallel=True)
+def accumulate(rows, indicators, roots, links, node_slot, node_counts, count_leaves, tot, stats,
+               slot_n, slot_last, grace, due, n_due):
+    """Route every row through every tree and add its statistics to its leaf's slot.
+
+    The trees are cut into ``n_blocks = due.shape[0]`` blocks handled in parallel (each writes
+    only its own trees' nodes and slots); within a block rows are outer and trees inner, so a
+    row stays in L1 while the block's nodes stay in cache. With ``count_leaves`` every row also
+    adds to ``node_counts[leaf, y]`` (the leaf distribution), active leaf or not. When
+    ``grace > 0``, slots whose row count since their last split attempt reaches ``grace`` are
+    written to ``due[block, :n_due[block]]`` (Hoeffding mode).
+    """
+    T = roots.shape[0]
+    n_blocks = due.shape[0]
+    for b in nb.prange(n_blocks):
+        n_due[b] = _add_rows(rows, indicators, b * T // n_blocks, (b + 1) * T // n_blocks,
+                             roots, links, node_slot, node_counts, count_leaves, tot, stats,
+                             slot_n, slot_last, grace, due[b])
+
+
+@nb.njit(cache=True, inline="always")
+def _loglik(c, d, alpha, prior):
+    """Training log-likelihood of counts c[0:d] under their own smoothed estimate."""
+    n = 0.0
+    for y in range(d):
+        n += c[y]
+    ll = 0.0
+    denom = np.log(n + prior)
+    for y in range(d):
+        if c[y] > 0:
+            ll += c[y] * (np.log(c[y] + alpha) - denom)
+    return ll
+
+
+@nb.njit(cache=True)
+def score_slots(slots, slot_target, tot, stats, cards, offsets, min_count, prior):
+    """Best and runner-up split of each listed slot by gain in training log-likelihood.
+
+    Candidates are ``X_j = a`` for every variable ``j`` other than the target and, for binary
+    ``j``, only ``a = 1`` (``X_j = 0`` is the same partition); for ``card_j > 2`` every value.
+    They are visited in order of ``j`` then ``a`` and a later candidate wins only with a strictly
+    larger gain, so ties go to the first. A candidate needs ``min_count`` rows on each side.
+    Leaves are smoothed as ``(count + prior/d) / (total + prior)``.
+
+    Returns per slot: best variable (-1 when no candidate qualifies), best value, best gain, the
+    best gain among the other variables (``-inf`` when none), and the target counts on the true
+    side of the best test, shape (n, max_card).
+    """
+    S = slots.shape[0]
+    C = tot.shape[1]
+    n_vars = cards.shape[0]
+    best_var = np.full(S, -1, dtype=np.int32)
+    best_val = np.zeros(S, dtype=np.int32)
+    best_gain = np.full(S, -np.inf)
+    second_gain = np.full(S, -np.inf)
+    true_counts = np.zeros((S, C), dtype=np.int64)
+    for q in range(S):
+        s = slots[q]
+        t = slot_target[s]
+        d = cards[t]
+        alpha = prior / d
+        ct = np.zeros(d)
+        cf = np.zeros(d)
+        parent = np.zeros(d)
+        n_all = 0.0
+        for y in range(d):
+            parent[y] = tot[s, y]
+            n_all += tot[s, y]
+        ll_parent = _loglik(parent, d, alpha, prior)
+        bv = -1
+        ba = 0
+        bg = -np.inf
+        var_best = np.full(n_vars, -np.inf)
+        for j in range(n_vars):
+            if j == t:
+                continue
+            cj = cards[j]
+            a0 = 1 if cj == 2 else 0
+            for a in range(a0, cj):
+                n_true = 0.0
+                for y in range(d):
+                    if a >= 1:
+                        v = stats[s, y, offsets[j] + a - 1]
+                    else:
+                        v = tot[s, y]
+                        for b in range(1, cj):
+                            v -= stats[s, y, offsets[j] + b - 1]
+                    ct[y] = v
+                    cf[y] = parent[y] - v
+                    n_true += v
+                if n_true < min_count or n_all - n_true < min_count:
+                    continue
+                g = _loglik(ct, d, alpha, prior) + _loglik(cf, d, alpha, prior) - ll_parent
+                if g > var_best[j]:
+                    var_best[j] = g
+                if g > bg:
+                    bg = g
+                    bv = j
+                    ba = a
+        best_var[q] = bv
+        best_val[q] = ba
+        best_gain[q] = bg
+        if bv >= 0:
+            sg = -np.inf
+            for j in range(n_vars):
+                if j != bv and var_best[j] > sg:
+                    sg = var_best[j]
+            second_gain[q] = sg
+            cj = cards[bv]
+            for y in range(d):
+                if ba >= 1:
+                    true_counts[q, y] = stats[s, y, offsets[bv] + ba - 1]
+                else:
+                    v = tot[s, y]
+                    for b in range(1, cj):
+                        v -= stats[s, y, offsets[bv] + b - 1]
+                    true_counts[q, y] = v
+    return best_var, best_val, best_gain, second_gain, true_counts
+
+
+@nb.njit(cache=True, parallel=True)
+def indicator_matrix(rows, cards, offsets, K):
+    """The indicator columns ``x_j == a`` (a >= 1) of every row, shape (n_rows, K), uint8."""
+    n, n_vars = rows.shape
+    out = np.zeros((n, K), dtype=np.uint8)
+    for r in nb.prange(n):
+        for j in range(n_vars):
+            v = rows[r, j]
+            if v >= 1:
+                out[r, offsets[j] + v - 1] = 1
+    return out
+
+
+@nb.njit(cache=True, parallel=True)
+def leaf_log_prob(rows, roots, links, node_logp):
+    """``log P(x_t | leaf)`` of every row under every tree: shape (n_rows, n_trees)."""
+    n = rows.shape[0]
+    T = roots.shape[0]
+    out = np.empty((n, T))
+    for r in nb.prange(n):
+        for t in range(T):
+            leaf = _leaf_of(rows[r], roots[t], links)
+            out[r, t] = node_logp[leaf, rows[r, t]]
+    return out

@@ -1,0 +1,143 @@
+"""Per-leaf split statistics and the scoring / decision rule both tree learners share.
+
+:class:`LeafStats` owns the slots of the active leaves (see :mod:`streammn.trees.kernels` for
+the layout) and feeds batches through the accumulation kernel; :func:`split_penalty` is the
+structure prior. A split of a leaf whose target has ``d`` values adds ``d - 1`` free parameters,
+so under ``P(S) ∝ kappa^p`` it pays ``(d - 1) * -ln(kappa)`` nats of training log-likelihood
+(``-ln(kappa)`` for a binary target, Libra's rule).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from streammn.trees import kernels
+from streammn.trees.forest import Forest
+
+
+def split_penalty(kappa: float, card: np.ndarray) -> np.ndarray:
+    """Log-likelihood gain a split must exceed: ``(card - 1) * -ln(kappa)``."""
+    return (np.asarray(card, dtype=np.float64) - 1.0) * -math.log(kappa)
+
+
+class LeafStats:
+    """Statistics slots for up to ``capacity`` active leaves of a :class:`Forest`."""
+
+    def __init__(self, forest: Forest, capacity: int, dtype=np.int64):
+        """``dtype`` of the counts: int64, or int32 when the caller keeps every slot below
+        2**31 rows (Hoeffding mode, half the memory traffic)."""
+        self.forest = forest
+        self.n_threads = numba.get_num_threads()
+        cards = forest.cards
+        self.offsets = np.concatenate([[0], np.cumsum(cards - 1)[:-1]]).astype(np.int64)
+        self.K = int((cards - 1).sum())
+        self.binary = bool((cards == 2).all())
+        self.capacity = int(capacity)
+        self.dtype = np.dtype(dtype)
+        self.tot = np.zeros((0, forest.max_card), dtype=self.dtype)
+        self.stats = np.zeros((0, forest.max_card, self.K), dtype=self.dtype)
+        self.slot_node = np.zeros(0, dtype=np.int32)     # node owning the slot, -1 when free
+        self.slot_target = np.zeros(0, dtype=np.int32)   # that node's tree (target variable)
+        self.n = np.zeros(0, dtype=np.int64)             # rows counted in the slot
+        self.last_attempt = np.zeros(0, dtype=np.int64)  # self.n at the last split attempt
+
+    @staticmethod
+    def slot_bytes(forest: Forest, dtype=np.int64) -> int:
+        """Memory one active leaf's statistics take."""
+        K = int((forest.cards - 1).sum())
+        return np.dtype(dtype).itemsize * forest.max_card * (K + 1) + 24
+
+    @property
+    def n_active(self) -> int:
+        return int((self.slot_node >= 0).sum())
+
+    def indicators(self, rows: np.ndarray) -> np.ndarray:
+        if self.binary:
+            return rows
+        return kernels.indicator_matrix(rows, self.forest.cards, self.offsets, self.K)
+
+    def activate(self, nodes: np.ndarray) -> None:
+        """Give each leaf in ``nodes`` an empty slot (reusing free slots, then growing).
+
+        The caller keeps the number of active leaves within the memory budget.
+        """
+        nodes = np.asarray(nodes, dtype=np.int32)
+        if nodes.size == 0:
+            return
+        free = np.flatnonzero(self.slot_node < 0)
+        if free.size < nodes.size:
+            self._grow(self.slot_node.shape[0] + nodes.size - free.size)
+            free = np.flatnonzero(self.slot_node < 0)
+        slots = free[:nodes.size]
+        self.tot[slots] = 0
+        self.stats[slots] = 0
+        self.n[slots] = 0
+        self.last_attempt[slots] = 0
+        self.slot_node[slots] = nodes
+        self.slot_target[slots] = self.forest.tree[nodes]
+        self.forest.slot[nodes] = slots
+
+    def release(self, slots: np.ndarray) -> None:
+        """Free the given slots; their leaves keep their counts but stop collecting stats."""
+        slots = np.asarray(slots, dtype=np.int64)
+        if slots.size == 0:
+            return
+        self.forest.slot[self.slot_node[slots]] = -1
+        self.slot_node[slots] = -1
+
+    def release_all(self) -> None:
+        self.release(np.flatnonzero(self.slot_node >= 0))
+
+    def _grow(self, size: int) -> None:
+        old = self.slot_node.shape[0]
+        size = min(max(size, 2 * old, 16), max(size, self.capacity))
+        C = self.forest.max_card
+        for name, shape, fill, dtype in (("tot", (size, C), 0, self.dtype),
+                                         ("stats", (size, C, self.K), 0, self.dtype),
+                                         ("slot_node", (size,), -1, np.int32),
+                                         ("slot_target", (size,), 0, np.int32),
+                                         ("n", (size,), 0, np.int64),
+                                         ("last_attempt", (size,), 0, np.int64)):
+            grown = np.full(shape, fill, dtype=dtype)
+            grown[:old] = getattr(self, name)
+            setattr(self, name, grown)
+
+    def add(self, rows: np.ndarray, grace: int = 0, count_leaves: bool = True) -> np.ndarray:
+        """Route ``rows`` through all trees and count them at their leaves (target counts of
+        every leaf when ``count_leaves``, statistics of active leaves); with ``grace > 0``
+        return the slots that reached ``grace`` rows since their last split attempt."""
+        if grace > 0 and rows.shape[0] > grace:  # a slot could come due twice: overflow
+            raise ValueError(f"at most grace={grace} rows per call, got {rows.shape[0]}")
+        f = self.forest
+        if self.tot.shape[0] == 0:  # kernels need at least one (unused) slot row
+            self._grow(1)
+        n_blocks = max(1, min(self.n_threads, f.schema.n_vars))
+        due = np.empty((n_blocks, self.slot_node.shape[0] if grace > 0 else 1), dtype=np.int64)
+        n_due = np.zeros(n_blocks, dtype=np.int64)
+        kernels.accumulate(rows, self.indicators(rows), f.roots, f.links, f.slot, f.counts,
+                           count_leaves, self.tot, self.stats, self.n, self.last_attempt, grace,
+                           due, n_due)
+        return np.concatenate([due[b, :n_due[b]] for b in range(n_blocks)])
+
+    def score(self, slots: np.ndarray, min_count: int):
+        """Best split of each slot: see :func:`kernels.score_slots`."""
+        return kernels.score_slots(np.asarray(slots, dtype=np.int64), self.slot_target,
+                                   self.tot, self.stats, self.forest.cards, self.offsets,
+                                   int(min_count), self.forest.prior)
+
+    # state ----------------------------------------------------------------------------------
+    def get_state(self) -> dict[str, np.ndarray]:
+        return {"slot_tot": self.tot.copy(), "slot_stats": self.stats.copy(),
+                "slot_node": self.slot_node.copy(), "slot_target": self.slot_target.copy(),
+                "slot_n": self.n.copy(), "slot_last_attempt": self.last_attempt.copy()}
+
+    def set_state(self, state: dict) -> None:
+        self.tot = np.array(state["slot_tot"], dtype=self.dtype)
+        self.stats = np.array(state["slot_stats"], dtype=self.dtype)
+        self.slot_node = np.array(state["slot_node"], dtype=np.int32)
+        self.slot_target = np.array(state["slot_target"], dtype=np.int32)
+        self.n = np.array(state["slot_n"], dtype=np.int64)
+        self.last_attempt = np.array(state["slot_last_attempt"], dtype=np.int64)
