@@ -154,11 +154,10 @@ class FeatureSet:
         """CSR index variable -> features that mention it: ``(var_ptr[n+1], var_features)``."""
         n = self.schema.n_vars
         f_of_cond = np.repeat(np.arange(self.n_features, dtype=np.int64), self.lengths())
-        pairs = np.unique(np.stack([self.var.astype(np.int64), f_of_cond], axis=1), axis=0) \
-            if self.var.size else np.empty((0, 2), dtype=np.int64)
-        counts = np.bincount(pairs[:, 0], minlength=n)
+        keys = np.unique(self.var.astype(np.int64) * max(self.n_features, 1) + f_of_cond)
+        counts = np.bincount(keys // max(self.n_features, 1), minlength=n)
         var_ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        return var_ptr, np.ascontiguousarray(pairs[:, 1], dtype=np.int64)
+        return var_ptr, np.ascontiguousarray(keys % max(self.n_features, 1), dtype=np.int64)
 
     def with_weights(self, weights) -> "FeatureSet":
         weights = np.asarray(weights, dtype=np.float64)
@@ -170,9 +169,10 @@ class FeatureSet:
         """The features picked by a boolean mask or an index array, in that order."""
         idx = np.arange(self.n_features)[mask_or_index]
         lengths = self.lengths()[idx]
-        ptr = np.concatenate([[0], np.cumsum(lengths)])
-        cond_idx = (np.concatenate([np.arange(self.ptr[f], self.ptr[f + 1]) for f in idx])
-                    if idx.size else np.empty(0, dtype=np.int64)).astype(np.int64)
+        ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        # condition c of the k-th picked feature is self.ptr[idx[k]] + (c - ptr[k])
+        cond_idx = (np.repeat(self.ptr[idx] - ptr[:-1], lengths)
+                    + np.arange(ptr[-1], dtype=np.int64))
         return FeatureSet(self.schema, self.weights[idx], ptr, self.var[cond_idx],
                           self.val[cond_idx], self.eq[cond_idx])
 
@@ -180,21 +180,18 @@ class FeatureSet:
         """Sum the weights of features with identical (canonical) conditions.
 
         Features whose summed weight is within ``tol`` of zero are dropped when ``drop_zero``.
-        The first occurrence's position decides the order of the result.
+        The first occurrence's position decides the order of the result. Vectorised: features
+        are hashed and sorted, and equal hashes are confirmed by comparing the conditions, so
+        a hash collision never merges different features.
         """
-        keys: dict[tuple, int] = {}
-        order: list[tuple] = []
-        sums: list[float] = []
-        for w, conds in self:
-            k = keys.get(conds)
-            if k is None:
-                keys[conds] = len(order)
-                order.append(conds)
-                sums.append(w)
-            else:
-                sums[k] += w
-        feats = [(w, c) for w, c in zip(sums, order) if not (drop_zero and abs(w) <= tol)]
-        return FeatureSet.from_features(self.schema, feats, canonical=False)
+        from streammn._merge import duplicate_groups  # numba kernels, imported lazily
+
+        group, first = duplicate_groups(self.ptr, self.var, self.val, self.eq)
+        sums = np.bincount(group, weights=self.weights, minlength=first.shape[0])
+        keep = np.argsort(first, kind="stable")
+        if drop_zero:
+            keep = keep[np.abs(sums[keep]) > tol]
+        return self.select(first[keep]).with_weights(sums[keep])
 
     def equals(self, other: "FeatureSet", atol: float = 0.0) -> bool:
         return (self.schema == other.schema and np.array_equal(self.ptr, other.ptr)
