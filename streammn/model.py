@@ -48,6 +48,7 @@ class MarkovNetwork:
         self.max_states = int(max_states)
         self._index = None
         self._log_z = None
+        self.fit_info = None  # set by streammn.weights.fit_weights
 
     # structure ----------------------------------------------------------------------------
     @property
