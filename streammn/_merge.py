@@ -1,8 +1,8 @@
 """Numba kernels that find duplicate features in a flat feature array (for merge_duplicates).
 
-Each feature's condition list is hashed twice; features are sorted by (hash, hash, length) and
-every run of equal keys is split into groups by comparing the conditions themselves, so the
-grouping is exact even if two different features collide.
+Features go into an open-addressing hash table keyed by a 64-bit hash of their condition list;
+a probe that meets an equal hash compares the conditions themselves, so two different features
+are never merged even if their hashes collide. Groups are numbered in order of first occurrence.
 """
 
 from __future__ import annotations
@@ -11,26 +11,16 @@ import numba as nb
 import numpy as np
 
 _M1 = np.uint64(0x9E3779B97F4A7C15)
-_M2 = np.uint64(0xC2B2AE3D27D4EB4F)
 
 
 @nb.njit(cache=True)
-def _hashes(ptr, var, val, eq):
-    F = ptr.shape[0] - 1
-    h1 = np.empty(F, dtype=np.uint64)
-    h2 = np.empty(F, dtype=np.uint64)
-    for f in range(F):
-        a = np.uint64(1469598103934665603)
-        b = np.uint64(7)
-        for c in range(ptr[f], ptr[f + 1]):
-            code = np.uint64((np.int64(var[c]) * 256 + np.int64(val[c])) * 2 + np.int64(eq[c]) + 1)
-            a = (a ^ code) * _M1
-            a ^= a >> np.uint64(29)
-            b = (b + code) * _M2
-            b ^= b >> np.uint64(31)
-        h1[f] = a
-        h2[f] = b
-    return h1, h2
+def _hash(f, ptr, var, val, eq):
+    h = np.uint64(1469598103934665603)
+    for c in range(ptr[f], ptr[f + 1]):
+        code = np.uint64((np.int64(var[c]) * 256 + np.int64(val[c])) * 2 + np.int64(eq[c]) + 1)
+        h = (h ^ code) * _M1
+        h ^= h >> np.uint64(29)
+    return h
 
 
 @nb.njit(cache=True)
@@ -45,37 +35,37 @@ def _same(f, g, ptr, var, val, eq):
 
 
 @nb.njit(cache=True)
-def _groups(order, h1, h2, ptr, var, val, eq):
-    F = order.shape[0]
+def _group(ptr, var, val, eq):
+    F = ptr.shape[0] - 1
+    size = 1
+    while size < 2 * F + 2:
+        size *= 2
+    mask = np.uint64(size - 1)
+    slot_group = np.full(size, -1, dtype=np.int64)
+    slot_hash = np.zeros(size, dtype=np.uint64)
     group = np.empty(F, dtype=np.int64)
     first = np.empty(F, dtype=np.int64)
     n_groups = 0
-    s = 0
-    while s < F:
-        e = s + 1
-        while e < F and h1[order[e]] == h1[order[s]] and h2[order[e]] == h2[order[s]]:
-            e += 1
-        g0 = n_groups
-        for k in range(s, e):
-            f = order[k]
-            found = -1
-            for g in range(g0, n_groups):
-                if _same(first[g], f, ptr, var, val, eq):
-                    found = g
-                    break
-            if found < 0:
-                found = n_groups
-                first[found] = f
+    for f in range(F):
+        h = _hash(f, ptr, var, val, eq)
+        s = h & mask
+        while True:
+            g = slot_group[s]
+            if g < 0:
+                slot_group[s] = n_groups
+                slot_hash[s] = h
+                first[n_groups] = f
+                group[f] = n_groups
                 n_groups += 1
-            elif f < first[found]:
-                first[found] = f
-            group[f] = found
-        s = e
+                break
+            if slot_hash[s] == h and _same(first[g], f, ptr, var, val, eq):
+                group[f] = g
+                break
+            s = (s + np.uint64(1)) & mask
     return group, first[:n_groups].copy()
 
 
 def duplicate_groups(ptr, var, val, eq):
-    """``(group[F], first[G])``: group id of each feature, first feature index of each group."""
-    h1, h2 = _hashes(ptr, var, val, eq)
-    order = np.lexsort((h2, h1))
-    return _groups(order, h1, h2, ptr, var, val, eq)
+    """``(group[F], first[G])``: group id of each feature (groups numbered in order of first
+    occurrence) and the index of each group's first feature."""
+    return _group(ptr, var, val, eq)
