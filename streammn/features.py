@@ -63,9 +63,13 @@ def canonical_conditions(conditions: Iterable[Condition], cardinalities) -> tupl
 
 
 class FeatureSet:
-    """A set of weighted conjunctive features over a :class:`~streammn.schema.Schema`."""
+    """A set of weighted conjunctive features over a :class:`~streammn.schema.Schema`.
 
-    def __init__(self, schema: Schema, weights, ptr, var, val, eq):
+    ``validate=False`` skips the O(conditions) range checks of variables and values; only for
+    arrays derived from an already validated set (selection, merging, DN2MN output).
+    """
+
+    def __init__(self, schema: Schema, weights, ptr, var, val, eq, validate: bool = True):
         self.schema = schema
         self.weights = np.ascontiguousarray(weights, dtype=np.float64)
         self.ptr = np.ascontiguousarray(ptr, dtype=np.int64)
@@ -77,7 +81,7 @@ class FeatureSet:
             raise ValueError("ptr must have n_features + 1 entries from 0 to n_conditions")
         if not (self.var.shape == self.val.shape == self.eq.shape):
             raise ValueError("var, val and eq must have one entry per condition")
-        if self.var.size:
+        if validate and self.var.size:
             if self.var.min() < 0 or self.var.max() >= schema.n_vars:
                 raise ValueError("condition variable out of range")
             if (self.val >= schema.cardinalities[self.var]).any():
@@ -154,47 +158,43 @@ class FeatureSet:
         """CSR index variable -> features that mention it: ``(var_ptr[n+1], var_features)``."""
         n = self.schema.n_vars
         f_of_cond = np.repeat(np.arange(self.n_features, dtype=np.int64), self.lengths())
-        pairs = np.unique(np.stack([self.var.astype(np.int64), f_of_cond], axis=1), axis=0) \
-            if self.var.size else np.empty((0, 2), dtype=np.int64)
-        counts = np.bincount(pairs[:, 0], minlength=n)
+        keys = np.unique(self.var.astype(np.int64) * max(self.n_features, 1) + f_of_cond)
+        counts = np.bincount(keys // max(self.n_features, 1), minlength=n)
         var_ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        return var_ptr, np.ascontiguousarray(pairs[:, 1], dtype=np.int64)
+        return var_ptr, np.ascontiguousarray(keys % max(self.n_features, 1), dtype=np.int64)
 
     def with_weights(self, weights) -> "FeatureSet":
         weights = np.asarray(weights, dtype=np.float64)
         if weights.shape != self.weights.shape:
             raise ValueError(f"expected {self.n_features} weights, got {weights.shape}")
-        return FeatureSet(self.schema, weights, self.ptr, self.var, self.val, self.eq)
+        return FeatureSet(self.schema, weights, self.ptr, self.var, self.val, self.eq,
+                          validate=False)
 
     def select(self, mask_or_index) -> "FeatureSet":
         """The features picked by a boolean mask or an index array, in that order."""
         idx = np.arange(self.n_features)[mask_or_index]
         lengths = self.lengths()[idx]
-        ptr = np.concatenate([[0], np.cumsum(lengths)])
-        cond_idx = (np.concatenate([np.arange(self.ptr[f], self.ptr[f + 1]) for f in idx])
-                    if idx.size else np.empty(0, dtype=np.int64)).astype(np.int64)
+        ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        # condition c of the k-th picked feature is self.ptr[idx[k]] + (c - ptr[k])
+        cond_idx = (np.repeat(self.ptr[idx] - ptr[:-1], lengths)
+                    + np.arange(ptr[-1], dtype=np.int64))
         return FeatureSet(self.schema, self.weights[idx], ptr, self.var[cond_idx],
-                          self.val[cond_idx], self.eq[cond_idx])
+                          self.val[cond_idx], self.eq[cond_idx], validate=False)
 
     def merge_duplicates(self, drop_zero: bool = True, tol: float = 0.0) -> "FeatureSet":
         """Sum the weights of features with identical (canonical) conditions.
 
         Features whose summed weight is within ``tol`` of zero are dropped when ``drop_zero``.
-        The first occurrence's position decides the order of the result.
+        The first occurrence's position decides the order of the result. Vectorised: features
+        go through a hash table and equal hashes are confirmed by comparing the conditions, so
+        a hash collision never merges different features.
         """
-        keys: dict[tuple, int] = {}
-        order: list[tuple] = []
-        sums: list[float] = []
-        for w, conds in self:
-            k = keys.get(conds)
-            if k is None:
-                keys[conds] = len(order)
-                order.append(conds)
-                sums.append(w)
-            else:
-                sums[k] += w
-        feats = [(w, c) for w, c in zip(sums, order) if not (drop_zero and abs(w) <= tol)]
-        return FeatureSet.from_features(self.schema, feats, canonical=False)
+        from streammn._merge import duplicate_groups  # numba kernels, imported lazily
+
+        group, first = duplicate_groups(self.ptr, self.var, self.val, self.eq)
+        sums = np.bincount(group, weights=self.weights, minlength=first.shape[0])
+        keep = np.flatnonzero(np.abs(sums) > tol) if drop_zero else np.arange(first.shape[0])
+        return self.select(first[keep]).with_weights(sums[keep])
 
     def equals(self, other: "FeatureSet", atol: float = 0.0) -> bool:
         return (self.schema == other.schema and np.array_equal(self.ptr, other.ptr)

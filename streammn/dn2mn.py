@@ -1,0 +1,357 @@
+"""DN2MN: closed-form conversion of a dependency network into a Markov network (Lowd, UAI 2012).
+
+For a base instance ``x'`` and a variable order ``o``, equation (4) of the paper writes
+``P(x) / P(x')`` as a product over the variables of ratios of DN conditionals,
+``P(x_i | x^(i)_-i) / P(x'_i | x^(i)_-i)``, where the variables before ``i`` in ``o`` are fixed to
+``x'`` and those after ``i`` keep their values in ``x``. With a log-linear CPD each factor is a
+set of conjunctive features: SIMPLIFYFEATURE (Table 2) conditions every CPD feature on the fixed
+values (a violated fixed test removes it, a satisfied one is dropped), once for the numerator
+(the test on ``X_i`` is kept) and once for the denominator (``X_i`` is also fixed to ``x'_i``,
+weight negated). The CPD's normaliser ``Z(x_-i)`` cancels in the ratio, so the CPDs need **not**
+be normalised: any positive log-linear CPD over conjunctive features (finite weights) works,
+decision-tree leaves written as DEFAULT features included. A CPD feature that does not test
+``X_i`` is constant in ``X_i`` and cancels; it is skipped.
+
+Averaging (Section 5): the geometric mean of the MNs from several ``(x', o)`` is the average of
+their weights. Over a distribution of base instances that factorises over variables (``single``:
+a point mass, ``uniform``: ``1/d_j`` per value, ``marginals``: a product of marginals), a
+conditioned feature's weight is multiplied by the probability that ``x'`` satisfies the tests it
+fixes. Over the ``n`` rotations of an order, a feature of CPD ``i`` whose other variables lie at
+cyclic distances ``d_1 < ... < d_k`` after ``i`` keeps the first ``m`` of them (``m = 0..k``) for
+a fraction ``(d_{m+1} - d_m) / n`` of the rotations (``d_0 = 0``, ``d_{k+1} = n``); see
+:func:`rotation_fractions`. (The paper's Section 5.2 example lists ``5/n`` for the last
+subfeature; counting the rotation that starts at ``X_13`` as well gives ``6/n``, and only then
+do the four fractions sum to one.)
+
+The output is linear in the DN size for bounded feature length: a feature with ``k`` other
+variables gives at most ``2 (k + 1)`` subfeatures per base order. The conversion runs as two numba
+passes (count, then fill in parallel) followed by a hash-based merge of duplicate features.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from streammn.dn import DependencyNetwork
+from streammn.features import FeatureSet
+from streammn.model import MarkovNetwork
+from streammn.schema import Schema
+
+BASES = ("marginals", "single", "uniform")
+ORDERINGS = ("rotations2", "rotations", "two", "one")
+
+
+class DN2MNError(ValueError):
+    """A DN2MN argument is missing or inconsistent (base distribution, order, refine data)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# base-instance distribution and orderings
+# ---------------------------------------------------------------------------------------------
+
+def marginals_from_rows(rows, schema: Schema, smoothing: float = 1.0) -> list[np.ndarray]:
+    """Libra's smoothed training marginals ``(count(x_i = v) + smoothing/d_i) / (N + smoothing)``."""
+    rows = np.asarray(rows)
+    n = rows.shape[0]
+    return [(np.bincount(rows[:, i], minlength=int(d)) + smoothing / d) / (n + smoothing)
+            for i, d in enumerate(schema.cardinalities)]
+
+
+def base_distribution(schema: Schema, base: str, base_instance=None, marginals=None) -> np.ndarray:
+    """The product distribution over base instances as a ``(n_vars, max_card)`` table.
+
+    ``marginals`` may be a list of per-variable vectors (probabilities or counts; each is
+    normalised), a ``(n_vars, max_card)`` array, or a stats object with a
+    ``probabilities(smoothing=...)`` method such as ``MarginalCounts`` (read with Libra's
+    smoothing of 1).
+    """
+    n, cards = schema.n_vars, schema.cardinalities
+    table = np.zeros((n, int(cards.max())))
+    if base == "uniform":
+        for j, d in enumerate(cards):
+            table[j, :d] = 1.0 / d
+    elif base == "single":
+        if base_instance is None:
+            raise DN2MNError("base='single' needs base_instance= (one value per variable)")
+        x = np.asarray(base_instance, dtype=np.int64)
+        if x.shape != (n,) or (x < 0).any() or (x >= cards).any():
+            raise DN2MNError(f"base_instance must hold {n} values within the cardinalities")
+        table[np.arange(n), x] = 1.0
+    elif base == "marginals":
+        if marginals is None:
+            raise DN2MNError("base='marginals' needs marginals= (e.g. marginals_from_rows("
+                             "train_rows, schema), a MarginalCounts) or train= rows")
+        if hasattr(marginals, "probabilities"):
+            marginals = marginals.probabilities(smoothing=1.0)
+        if isinstance(marginals, np.ndarray) and marginals.ndim == 2:
+            marginals = [marginals[j, :d] for j, d in enumerate(cards)]
+        if len(marginals) != n:
+            raise DN2MNError(f"marginals must have one entry per variable ({n})")
+        for j, d in enumerate(cards):
+            m = np.asarray(marginals[j], dtype=np.float64)
+            if m.shape != (d,) or (m < 0).any() or m.sum() <= 0:
+                raise DN2MNError(f"marginals[{j}] must be {d} non-negative numbers, not all 0")
+            table[j, :d] = m / m.sum()
+    else:
+        raise DN2MNError(f"base must be one of {BASES}, got {base!r}")
+    return table
+
+
+def ordering_specs(n: int, orderings: str, order=None):
+    """``(positions[s, j], rotate[s], weight[s])`` for the order specs averaged over.
+
+    ``order`` is the base order (a permutation of ``0..n-1``, default the identity); ``two`` and
+    ``rotations2`` add its reverse. A ``rotate`` spec stands for all ``n`` rotations.
+    """
+    base = np.arange(n) if order is None else np.asarray(order, dtype=np.int64)
+    if sorted(base.tolist()) != list(range(n)):
+        raise DN2MNError(f"order must be a permutation of 0..{n - 1}")
+    if orderings not in ORDERINGS:
+        raise DN2MNError(f"orderings must be one of {ORDERINGS}, got {orderings!r}")
+    orders = [base] if orderings in ("one", "rotations") else [base, base[::-1]]
+    positions = np.empty((len(orders), n), dtype=np.int64)
+    for s, o in enumerate(orders):
+        positions[s, o] = np.arange(n)
+    rotate = np.full(len(orders), orderings.startswith("rotations"))
+    return positions, rotate, np.full(len(orders), 1.0 / len(orders))
+
+
+def rotation_fractions(n: int, distances) -> np.ndarray:
+    """Fraction of the ``n`` rotations in which exactly the ``m`` nearest variables stay free.
+
+    ``distances`` are the cyclic distances ``(pos_j - pos_i) mod n`` of a feature's other
+    variables after its target ``i``. Entry ``m`` (``m = 0..k``) is ``(d_{m+1} - d_m) / n`` with
+    sorted ``d``, ``d_0 = 0`` and ``d_{k+1} = n``.
+    """
+    d = np.concatenate([[0], np.sort(np.asarray(distances, dtype=np.int64)), [n]])
+    return np.diff(d) / n
+
+
+# ---------------------------------------------------------------------------------------------
+# the conversion kernel
+# ---------------------------------------------------------------------------------------------
+
+@nb.njit(cache=True)
+def _convert_one(f, target, weights, ptr, var, val, eq, base, positions, rotate, spec_w, n,
+                 write, fo, co, o_w, o_ptr, o_var, o_val, o_eq, gvar, gs, ge, gp, dist, order,
+                 keep):
+    """Conditioned subfeatures of input feature ``f`` (CPD ``target``).
+
+    Returns ``(n_features, n_conditions)`` produced; with ``write`` they are stored at feature
+    offset ``fo`` and condition offset ``co`` of the output arrays.
+    """
+    # group the conditions by variable; gp[g] = P(x'_j satisfies the group's tests)
+    ng = 0
+    ti = -1
+    c = ptr[f]
+    while c < ptr[f + 1]:
+        j = var[c]
+        gs[ng] = c
+        while c < ptr[f + 1] and var[c] == j:
+            c += 1
+        ge[ng] = c
+        gvar[ng] = j
+        p = 0.0
+        for a in range(base.shape[1]):
+            if base[j, a] == 0.0:
+                continue
+            ok = True
+            for cc in range(gs[ng], ge[ng]):
+                if (a == val[cc]) != eq[cc]:
+                    ok = False
+                    break
+            if ok:
+                p += base[j, a]
+        gp[ng] = p
+        if j == target:
+            ti = ng
+        ng += 1
+    if ti < 0:
+        return 0, 0  # no test on the target: constant in X_i, cancels in the ratio
+    n_f = 0
+    n_c = 0
+    len_t = ge[ti] - gs[ti]
+    for s in range(positions.shape[0]):
+        pos = positions[s]
+        pi = pos[target]
+        # other groups sorted by cyclic distance after the target (insertion sort, k is small)
+        k = 0
+        for g in range(ng):
+            if g == ti:
+                continue
+            d = (pos[gvar[g]] - pi) % n
+            m = k
+            while m > 0 and dist[m - 1] > d:
+                dist[m] = dist[m - 1]
+                order[m] = order[m - 1]
+                m -= 1
+            dist[m] = d
+            order[m] = g
+            k += 1
+        if rotate[s]:
+            m_lo, m_hi = 0, k
+        else:
+            # one fixed order: the groups after the target in the order stay free
+            m_lo = 0
+            while m_lo < k and dist[m_lo] <= (n - 1 - pi):
+                m_lo += 1
+            m_hi = m_lo
+        for m in range(m_lo, m_hi + 1):
+            if rotate[s]:
+                lo = dist[m - 1] if m > 0 else 0
+                hi = dist[m] if m < k else n
+                frac = (hi - lo) / n
+            else:
+                frac = 1.0
+            pf = 1.0
+            for q in range(m, k):
+                pf *= gp[order[q]]
+            wt = weights[f] * spec_w[s] * frac * pf
+            if wt == 0.0:
+                continue
+            for g in range(ng):
+                keep[g] = False
+            len_k = 0
+            for q in range(m):
+                keep[order[q]] = True
+                len_k += ge[order[q]] - gs[order[q]]
+            # numerator: kept groups + the target's tests, in variable order
+            if write:
+                o_w[fo + n_f] = wt
+                cc = co + n_c
+                for g in range(ng):
+                    if keep[g] or g == ti:
+                        for c2 in range(gs[g], ge[g]):
+                            o_var[cc] = var[c2]
+                            o_val[cc] = val[c2]
+                            o_eq[cc] = eq[c2]
+                            cc += 1
+                o_ptr[fo + n_f + 1] = cc
+            n_f += 1
+            n_c += len_k + len_t
+            # denominator: kept groups only, the target fixed to x'_i as well
+            wd = -wt * gp[ti]
+            if m == 0 or wd == 0.0:
+                continue  # a constant feature only shifts log Z
+            if write:
+                o_w[fo + n_f] = wd
+                cc = co + n_c
+                for g in range(ng):
+                    if keep[g]:
+                        for c2 in range(gs[g], ge[g]):
+                            o_var[cc] = var[c2]
+                            o_val[cc] = val[c2]
+                            o_eq[cc] = eq[c2]
+                            cc += 1
+                o_ptr[fo + n_f + 1] = cc
+            n_f += 1
+            n_c += len_k
+    return n_f, n_c
+
+
+@nb.njit(cache=True)
+def _scratch(max_len):
+    return (np.empty(max_len, np.int64), np.empty(max_len, np.int64), np.empty(max_len, np.int64),
+            np.empty(max_len, np.float64), np.empty(max_len, np.int64),
+            np.empty(max_len, np.int64), np.empty(max_len, np.bool_))
+
+
+@nb.njit(cache=True, parallel=True)
+def _convert(targets, weights, ptr, var, val, eq, base, positions, rotate, spec_w, n, max_len):
+    F = weights.shape[0]
+    n_blocks = min(F, 256)
+    nf = np.zeros(F, dtype=np.int64)
+    ncond = np.zeros(F, dtype=np.int64)
+    e_w = np.zeros(0)
+    e_i = np.zeros(1, dtype=np.int64)
+    e_v = np.zeros(0, dtype=np.int32)
+    e_u = np.zeros(0, dtype=np.uint8)
+    e_b = np.zeros(0, dtype=np.bool_)
+    for blk in nb.prange(n_blocks):
+        gvar, gs, ge, gp, dist, order, keep = _scratch(max_len)
+        for f in range(blk, F, n_blocks):
+            nf[f], ncond[f] = _convert_one(f, targets[f], weights, ptr, var, val, eq, base,
+                                           positions, rotate, spec_w, n, False, 0, 0, e_w, e_i,
+                                           e_v, e_u, e_b, gvar, gs, ge, gp, dist, order, keep)
+    f_off = np.zeros(F + 1, dtype=np.int64)
+    c_off = np.zeros(F + 1, dtype=np.int64)
+    for f in range(F):
+        f_off[f + 1] = f_off[f] + nf[f]
+        c_off[f + 1] = c_off[f] + ncond[f]
+    o_w = np.empty(f_off[F])
+    o_ptr = np.zeros(f_off[F] + 1, dtype=np.int64)
+    o_var = np.empty(c_off[F], dtype=np.int32)
+    o_val = np.empty(c_off[F], dtype=np.uint8)
+    o_eq = np.empty(c_off[F], dtype=np.bool_)
+    for blk in nb.prange(n_blocks):
+        gvar, gs, ge, gp, dist, order, keep = _scratch(max_len)
+        for f in range(blk, F, n_blocks):
+            _convert_one(f, targets[f], weights, ptr, var, val, eq, base, positions, rotate,
+                         spec_w, n, True, f_off[f], c_off[f], o_w, o_ptr, o_var, o_val, o_eq,
+                         gvar, gs, ge, gp, dist, order, keep)
+    return o_w, o_ptr, o_var, o_val, o_eq
+
+
+# ---------------------------------------------------------------------------------------------
+# public API
+# ---------------------------------------------------------------------------------------------
+
+def dn2mn(dn: DependencyNetwork, base: str = "marginals", orderings: str = "rotations2",
+          base_instance=None, marginals=None, order=None, merge: bool = True,
+          zero_tol: float = 1e-12, refine: int | None = None, train=None, valid=None,
+          refine_stddev: float = 1.0) -> MarkovNetwork:
+    """Convert a dependency network into a Markov network in closed form.
+
+    Parameters
+    ----------
+    dn:
+        The dependency network; ``dn.cpds[i]`` are log-linear conjunctive features of
+        ``P(X_i | x_-i)`` with finite weights (normalisation not required, see module doc).
+    base:
+        Base-instance distribution: ``'marginals'`` (product of marginals, default; from
+        ``marginals`` or else Libra-smoothed marginals of ``train``), ``'uniform'`` (every
+        instance, ``prod_j 1/d_j``), ``'single'`` (``base_instance``).
+    orderings:
+        ``'rotations2'`` (all rotations of ``order`` and of its reverse; default), ``'rotations'``
+        (all rotations of ``order``), ``'two'`` (``order`` and its reverse), ``'one'``.
+    order:
+        The base variable order (default ``0..n-1``).
+    merge:
+        Merge duplicate features by summing their weights and drop those within ``zero_tol`` of
+        zero (default). ``merge=False`` returns every conditioned feature as produced.
+    refine:
+        Beyond the paper: the number of L-BFGS pseudo-likelihood iterations to continue from the
+        DN2MN weights on ``train`` (Gaussian prior of ``refine_stddev``). The refined model is
+        returned only if its PLL on ``valid`` is higher; otherwise the plain conversion.
+    """
+    schema = dn.schema
+    n = schema.n_vars
+    if base == "marginals" and marginals is None and train is not None:
+        marginals = marginals_from_rows(np.asarray(train), schema)
+    table = base_distribution(schema, base, base_instance, marginals)
+    positions, rotate, spec_w = ordering_specs(n, orderings, order)
+    all_feats = FeatureSet.concat(schema, dn.cpds)
+    targets = np.repeat(np.arange(n, dtype=np.int64), [c.n_features for c in dn.cpds])
+    if not np.isfinite(all_feats.weights).all():
+        raise DN2MNError("DN2MN needs positive conditionals: every CPD weight must be finite")
+    max_len = int(all_feats.lengths().max()) if all_feats.n_features else 1
+    out = _convert(targets, all_feats.weights, all_feats.ptr, all_feats.var, all_feats.val,
+                   all_feats.eq, table, positions, rotate, spec_w, n, max(max_len, 1))
+    features = FeatureSet(schema, *out, validate=False)  # conditions copied from the DN's
+    if merge:
+        features = features.merge_duplicates(drop_zero=True, tol=zero_tol)
+    model = MarkovNetwork(schema, features)
+    if refine:
+        model = _refine(model, refine, train, valid, refine_stddev)
+    return model
+
+
+def _refine(model: MarkovNetwork, iterations: int, train, valid, stddev: float) -> MarkovNetwork:
+    """A few PLL steps from the DN2MN weights, kept only if validation PLL improves."""
+    from streammn.weights import fit_weights
+
+    if train is None or valid is None:
+        raise DN2MNError("refine= needs train= rows to learn on and valid= rows to check on")
+    refined = fit_weights(model, train, stddev=stddev, max_iter=int(iterations))
+    return refined if refined.pll(valid) > model.pll(valid) else model

@@ -1,0 +1,167 @@
+"""MarkovNetwork: a log-linear model over weighted conjunctive features.
+
+``log P(x) = sum of the weights of the features x satisfies - log Z``. The features are a
+:class:`~streammn.features.FeatureSet` (flat arrays feature -> conditions) plus the index
+variable -> features that mention it, so that scoring, conditionals, pseudo-likelihood and Gibbs
+sweeps are numba kernels (:mod:`streammn.loglinear`, :mod:`streammn.inference.gibbs`). Exact
+normalisation by enumeration is offered for small models (tests, toy problems) and refused
+clearly above a configurable number of joint states.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from streammn import loglinear
+from streammn.features import FeatureSet
+from streammn.schema import Schema
+
+DEFAULT_MAX_STATES = 2 ** 20  # 20 binary variables
+
+
+class EnumerationTooLarge(ValueError):
+    """Exact enumeration was asked for a model with more joint states than allowed."""
+
+
+class MarkovNetwork:
+    """A Markov network ``P(x) ∝ exp(sum_f w_f f(x))`` over conjunctive features.
+
+    Parameters
+    ----------
+    schema:
+        The variables.
+    features:
+        A :class:`FeatureSet` over ``schema``; a feature contributes its weight when all its
+        conditions hold. Features need not be merged; constant (empty) features are allowed.
+    max_states:
+        Largest number of joint states that :meth:`log_partition`, :meth:`joint` and
+        :meth:`marginals` will enumerate (default ``2**20``).
+    """
+
+    def __init__(self, schema: Schema, features: FeatureSet, max_states: int = DEFAULT_MAX_STATES):
+        if features.schema != schema:
+            raise ValueError("features are over a different schema than the model")
+        self.schema = schema
+        self.features = features
+        self.max_states = int(max_states)
+        self._index = None
+        self._log_z = None
+        self.fit_info = None  # set by streammn.weights.fit_weights
+
+    # structure ----------------------------------------------------------------------------
+    @property
+    def n_features(self) -> int:
+        return self.features.n_features
+
+    @property
+    def weights(self) -> np.ndarray:
+        return self.features.weights
+
+    def with_weights(self, weights) -> "MarkovNetwork":
+        """The same features with new weights."""
+        return MarkovNetwork(self.schema, self.features.with_weights(weights), self.max_states)
+
+    @property
+    def index(self) -> tuple[np.ndarray, np.ndarray]:
+        """CSR index variable -> features that mention it (computed once)."""
+        if self._index is None:
+            self._index = self.features.features_by_variable()
+        return self._index
+
+    def edges(self) -> set[tuple[int, int]]:
+        """Pairs ``(i, j)``, ``i < j``, of variables that appear together in some feature."""
+        fs = self.features
+        out: set[tuple[int, int]] = set()
+        lengths = fs.lengths()
+        for f in np.flatnonzero(lengths > 1):
+            scope = np.unique(fs.var[fs.ptr[f]:fs.ptr[f + 1]])
+            out.update((int(a), int(b)) for a, b in itertools.combinations(scope, 2))
+        return out
+
+    def markov_blanket(self, i: int) -> set[int]:
+        """Variables sharing a feature with ``X_i``."""
+        var_ptr, var_feats = self.index
+        fs = self.features
+        out = set()
+        for f in var_feats[var_ptr[i]:var_ptr[i + 1]]:
+            out.update(fs.var[fs.ptr[f]:fs.ptr[f + 1]].tolist())
+        out.discard(i)
+        return out
+
+    # scoring ------------------------------------------------------------------------------
+    def log_score(self, rows) -> np.ndarray:
+        """Unnormalised log probability of each row."""
+        return loglinear.log_scores(self.features, rows)
+
+    def log_conditional(self, rows, i: int) -> np.ndarray:
+        """``log P(X_i = a | x_-i)`` for each row and value: shape (n, card_i)."""
+        var_ptr, var_feats = self.index
+        logits = loglinear.conditional_logits(self.features, rows, i,
+                                              features=var_feats[var_ptr[i]:var_ptr[i + 1]])
+        m = logits.max(axis=1, keepdims=True)
+        return logits - m - np.log(np.exp(logits - m).sum(axis=1, keepdims=True))
+
+    def conditional(self, rows, i: int) -> np.ndarray:
+        """``P(X_i = a | x_-i)`` for each row and value: shape (n, card_i)."""
+        return np.exp(self.log_conditional(rows, i))
+
+    def pll_terms(self, rows) -> np.ndarray:
+        """``log P(x_i | x_-i)`` for every row and variable: shape (n_rows, n_vars).
+
+        Uses the row-bitset kernel of :func:`streammn.loglinear.all_conditionals`.
+        """
+        return loglinear.all_conditionals(self.features, rows)[1]
+
+    def pll(self, rows) -> float:
+        """Pseudo-log-likelihood per example: mean over rows of ``sum_i log P(x_i | x_-i)``."""
+        terms = self.pll_terms(rows)
+        return float(terms.sum(axis=1).mean()) if terms.shape[0] else float("nan")
+
+    def conditional_log_likelihoods(self, rows) -> np.ndarray:
+        """Mean over rows of ``log P(x_i | x_-i)`` for each variable i: shape (n_vars,)."""
+        return self.pll_terms(rows).mean(axis=0)
+
+    # exact inference by enumeration ---------------------------------------------------------
+    @property
+    def n_states(self) -> int:
+        return int(np.prod(self.schema.cardinalities.astype(object)))
+
+    def all_states(self) -> np.ndarray:
+        """Every joint state, in lexicographic order (last variable fastest)."""
+        if self.n_states > self.max_states:
+            raise EnumerationTooLarge(
+                f"the model has {self.n_states} joint states, more than max_states="
+                f"{self.max_states}; exact enumeration is for small models (raise max_states "
+                "if you really mean it, or use streammn.inference Gibbs sampling)")
+        return np.array(list(itertools.product(*[range(c) for c in self.schema.cardinalities])),
+                        dtype=np.uint8).reshape(-1, self.schema.n_vars)
+
+    def log_partition(self) -> float:
+        """``log Z`` by enumerating every joint state."""
+        if self._log_z is None:
+            scores = self.log_score(self.all_states())
+            self._log_z = float(np.logaddexp.reduce(scores))
+        return self._log_z
+
+    def log_probability(self, rows) -> np.ndarray:
+        """Exact ``log P(x)`` of each row (enumerates the state space once for ``log Z``)."""
+        return self.log_score(rows) - self.log_partition()
+
+    def joint(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(states, probabilities)`` of the whole joint distribution."""
+        states = self.all_states()
+        scores = self.log_score(states)
+        log_z = float(np.logaddexp.reduce(scores))
+        return states, np.exp(scores - log_z)
+
+    def marginals(self) -> list[np.ndarray]:
+        """Exact single-variable marginals ``[P(X_i = a) for a]`` for every variable i."""
+        states, p = self.joint()
+        return [np.bincount(states[:, i], weights=p, minlength=int(c))
+                for i, c in enumerate(self.schema.cardinalities)]
+
+    def __repr__(self) -> str:
+        return (f"MarkovNetwork({self.schema.n_vars} variables, {self.n_features} features, "
+                f"max_states={self.max_states})")

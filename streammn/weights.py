@@ -1,0 +1,148 @@
+"""Weight learning for Markov networks: maximum pseudo-likelihood with a Gaussian prior.
+
+The objective per example is ``-PLL(w) / N + sum_f (w_f - mu_f)^2 / (2 stddev^2 N)``: the negative
+log posterior of the weights under a ``N(mu, stddev^2)`` prior on each weight, divided by the number
+of rows ``N`` so that step sizes and tolerances do not depend on the data size. PLL and its
+gradient come from the row-bitset numba kernel (:func:`streammn.loglinear.pll_and_gradient`).
+
+* :func:`fit_weights` — scipy's L-BFGS-B on rows in memory (an array, a ``Batch`` or a
+  ``RowReservoir``'s sample), warm-started from any weights (e.g. DN2MN's).
+* :class:`StochasticPLL` — mini-batch AdaGrad steps for streams (``partial_fit``), where the
+  prior is scaled by the number of rows seen so far.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.optimize import minimize
+
+from streammn import loglinear
+from streammn.features import FeatureSet
+from streammn.model import MarkovNetwork
+
+
+class WeightLearningError(ValueError):
+    """Bad weight-learning arguments (no rows, wrong number of initial weights, stddev <= 0)."""
+
+
+def _as_rows(data) -> np.ndarray:
+    """Rows from an array, a ``connectors.Batch`` or a row reservoir (anything with ``.rows``)."""
+    rows = getattr(data, "rows", data)
+    rows = np.ascontiguousarray(rows, dtype=np.uint8)
+    if rows.ndim != 2 or rows.shape[0] == 0:
+        raise WeightLearningError(f"weight learning needs a non-empty 2-D block of rows, "
+                                  f"got shape {rows.shape}")
+    return rows
+
+
+def _as_model(model) -> MarkovNetwork:
+    if isinstance(model, FeatureSet):
+        return MarkovNetwork(model.schema, model)
+    if isinstance(model, MarkovNetwork):
+        return model
+    raise TypeError(f"expected a MarkovNetwork or FeatureSet, got {type(model).__name__}")
+
+
+def _vector(x, size: int, name: str, default: float) -> np.ndarray:
+    if x is None:
+        return np.full(size, default)
+    x = np.asarray(x, dtype=np.float64)
+    if x.shape != (size,):
+        raise WeightLearningError(f"{name} must have one entry per feature ({size}), got {x.shape}")
+    return x.copy()
+
+
+def pll_objective(features: FeatureSet, rows, stddev: float = 1.0,
+                  prior_mean=None) -> tuple[float, np.ndarray]:
+    """Objective and gradient at ``features.weights`` (see module docstring)."""
+    rows = _as_rows(rows)
+    if not stddev > 0:
+        raise WeightLearningError(f"stddev must be positive, got {stddev}")
+    mu = _vector(prior_mean, features.n_features, "prior_mean", 0.0)
+    n = rows.shape[0]
+    value, grad = loglinear.pll_and_gradient(features, rows)
+    d = features.weights - mu
+    return (-value + 0.5 * float(d @ d) / stddev ** 2) / n, (-grad + d / stddev ** 2) / n
+
+
+def fit_weights(model, rows, stddev: float = 1.0, max_iter: int = 100, tol: float = 1e-10,
+                init=None, prior_mean=None) -> MarkovNetwork:
+    """Maximise pseudo-likelihood with a Gaussian prior by L-BFGS-B.
+
+    Parameters
+    ----------
+    model:
+        A :class:`MarkovNetwork` or :class:`FeatureSet`; its features are kept, its weights are
+        the starting point unless ``init`` is given.
+    rows:
+        Training rows (array, ``Batch``, or a ``RowReservoir`` whose ``rows`` are used).
+    stddev:
+        Standard deviation of the zero-mean (or ``prior_mean``) Gaussian prior on each weight.
+    max_iter:
+        L-BFGS iterations at most (default 100, as in the DN2MN paper).
+    tol:
+        Relative objective change at which L-BFGS-B stops.
+    """
+    model = _as_model(model)
+    rows = _as_rows(rows)
+    fs = model.features
+    w0 = _vector(init, fs.n_features, "init", 0.0) if init is not None else fs.weights.copy()
+    if max_iter < 1 or fs.n_features == 0:
+        return model.with_weights(w0)
+
+    def fun(w):
+        return pll_objective(fs.with_weights(w), rows, stddev, prior_mean)
+
+    res = minimize(fun, w0, jac=True, method="L-BFGS-B",
+                   options={"maxiter": int(max_iter), "ftol": tol, "gtol": 1e-10,
+                            "maxcor": 10})
+    out = model.with_weights(res.x)
+    out.fit_info = {"iterations": int(res.nit), "objective": float(res.fun),
+                    "converged": bool(res.success), "message": str(res.message)}
+    return out
+
+
+class StochasticPLL:
+    """Mini-batch AdaGrad on the pseudo-likelihood, for weights that follow a stream.
+
+    Parameters
+    ----------
+    model:
+        The :class:`MarkovNetwork` (or :class:`FeatureSet`) whose weights are learned; its
+        current weights are the warm start.
+    stddev:
+        Gaussian prior standard deviation; the prior counts once for all rows seen so far.
+    learning_rate:
+        AdaGrad step size (default 0.5).
+    eps:
+        AdaGrad's denominator guard.
+
+    ``partial_fit(rows)`` takes one step on the batch's mean gradient; ``model`` holds the
+    current weights.
+    """
+
+    def __init__(self, model, stddev: float = 1.0, learning_rate: float = 0.5,
+                 eps: float = 1e-8):
+        if not stddev > 0 or not learning_rate > 0:
+            raise WeightLearningError("stddev and learning_rate must be positive")
+        self.model = _as_model(model)
+        self.stddev = float(stddev)
+        self.learning_rate = float(learning_rate)
+        self.eps = float(eps)
+        self.n_seen = 0
+        self._g2 = np.zeros(self.model.n_features)
+
+    def partial_fit(self, rows) -> "StochasticPLL":
+        rows = _as_rows(rows)
+        self.n_seen += rows.shape[0]
+        fs = self.model.features
+        value, grad = loglinear.pll_and_gradient(fs, rows)
+        g = -grad / rows.shape[0] + fs.weights / (self.stddev ** 2 * self.n_seen)
+        self._g2 += g * g
+        w = fs.weights - self.learning_rate * g / (np.sqrt(self._g2) + self.eps)
+        self.model = self.model.with_weights(w)
+        return self
+
+    def __repr__(self) -> str:
+        return (f"StochasticPLL(stddev={self.stddev}, learning_rate={self.learning_rate}, "
+                f"eps={self.eps}, n_features={self.model.n_features}, n_seen={self.n_seen})")

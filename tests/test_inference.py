@@ -1,0 +1,98 @@
+"""Gibbs sampling, marginals, CMLL and PLL against exact enumeration."""
+
+import numpy as np
+import pytest
+
+from helpers_mn import all_rows, random_featureset
+from streammn import Schema
+from streammn.dn import DependencyNetwork
+from streammn.inference import (InferenceError, cmll, cmll_terms, gibbs_marginals, pll,
+                                pll_terms, sample, variable_groups)
+from streammn.loglinear import value_offsets
+from streammn.model import MarkovNetwork
+
+
+@pytest.fixture(scope="module")
+def mn():
+    rng = np.random.default_rng(11)
+    schema = Schema.from_cardinalities([2, 3, 2, 2, 3, 2])
+    return MarkovNetwork(schema, random_featureset(rng, schema, 16, max_len=3, scale=0.8))
+
+
+def exact_conditional_marginals(mn, evidence_row):
+    states, p = mn.joint()
+    ok = np.all((evidence_row < 0) | (states == evidence_row), axis=1)
+    p = p * ok
+    p /= p.sum()
+    return np.concatenate([np.bincount(states[:, j], weights=p, minlength=int(c))
+                           for j, c in enumerate(mn.schema.cardinalities)])
+
+
+def test_gibbs_marginals_match_exact(mn):
+    evidence = np.array([[-1, -1, -1, -1, -1, -1],
+                         [1, -1, 0, -1, -1, 1],
+                         [-1, 2, -1, 1, -1, -1]])
+    got = gibbs_marginals(mn, evidence, burn_in=100, samples=3000, chains=4, seed=1)
+    for r, ev in enumerate(evidence):
+        np.testing.assert_allclose(got[r], exact_conditional_marginals(mn, ev), atol=0.02)
+    again = gibbs_marginals(mn, evidence, burn_in=100, samples=3000, chains=4, seed=1)
+    np.testing.assert_array_equal(got, again)
+    offs = value_offsets(mn.schema.cardinalities)
+    assert got[1, offs[0] + 1] == 1.0 and got[1, offs[0]] == 0.0
+
+
+def test_cmll_matches_exact(mn):
+    rows = sample(mn, 40, seed=3)
+    terms = cmll_terms(mn, rows, groups=3, burn_in=50, samples=2000, seed=2)
+    blocks = variable_groups(mn.schema.n_vars, 3)
+    offs = value_offsets(mn.schema.cardinalities)
+    exact = np.empty_like(terms)
+    for r, row in enumerate(rows):
+        for block in blocks:
+            ev = row.astype(int).copy()
+            ev[block] = -1
+            marg = exact_conditional_marginals(mn, ev)
+            exact[r, block] = np.log(marg[offs[block] + row[block]])
+    np.testing.assert_allclose(terms, exact, atol=0.05)
+    assert cmll(mn, rows, groups=3, burn_in=50, samples=2000, seed=2) == \
+        pytest.approx(terms.sum(axis=1).mean())
+
+
+def test_samples_follow_the_joint(mn):
+    x = sample(mn, 30000, seed=5, burn_in=50, thin=2, chains=8)
+    states, p = mn.joint()
+    cards = mn.schema.cardinalities
+    idx = np.ravel_multi_index(x.T.astype(np.int64), cards)
+    freq = np.bincount(idx, minlength=len(p)) / len(x)
+    assert 0.5 * np.abs(freq - p).sum() < 0.03
+    np.testing.assert_array_equal(x[:100], sample(mn, 30000, seed=5, burn_in=50, thin=2,
+                                                  chains=8)[:100])
+
+
+def test_dependency_network_gibbs_and_pll(mn):
+    # the DN of an MN (CPD i = the MN's features mentioning X_i) has the MN as its joint
+    var_ptr, var_feats = mn.index
+    dn = DependencyNetwork(mn.schema, [mn.features.select(var_feats[var_ptr[i]:var_ptr[i + 1]])
+                                       for i in range(mn.schema.n_vars)])
+    ev = np.full((1, mn.schema.n_vars), -1)
+    got = gibbs_marginals(dn, ev, samples=3000, chains=4, seed=0)
+    np.testing.assert_allclose(got[0], exact_conditional_marginals(mn, ev[0]), atol=0.02)
+    rows = all_rows(mn.schema)
+    np.testing.assert_allclose(pll_terms(dn, rows), dn.pll_terms(rows), atol=1e-12)
+    assert pll(mn, rows) == pytest.approx(mn.pll(rows))
+    # an inconsistent DN: PLL still reads each CPD for its own variable only
+    rng = np.random.default_rng(2)
+    dn2 = DependencyNetwork(mn.schema, [random_featureset(rng, mn.schema, 5)
+                                        for _ in range(mn.schema.n_vars)])
+    np.testing.assert_allclose(pll_terms(dn2, rows), dn2.pll_terms(rows), atol=1e-12)
+
+
+def test_bad_arguments(mn):
+    with pytest.raises(InferenceError):
+        gibbs_marginals(mn, np.zeros((1, 3)))
+    with pytest.raises(InferenceError):
+        gibbs_marginals(mn, np.full((1, 6), 5))
+    with pytest.raises(InferenceError):
+        gibbs_marginals(mn, np.full((1, 6), -1), samples=0)
+    with pytest.raises(InferenceError):
+        cmll(mn, np.zeros((2, 6), np.uint8), groups=7)

@@ -1,0 +1,86 @@
+"""MarkovNetwork against brute-force enumeration."""
+
+import numpy as np
+import pytest
+
+from helpers_mn import all_rows, brute_joint, brute_score, random_featureset
+from streammn import Schema, loglinear
+from streammn.features import FeatureSet
+from streammn.model import EnumerationTooLarge, MarkovNetwork
+
+
+@pytest.fixture
+def model():
+    rng = np.random.default_rng(7)
+    schema = Schema.from_cardinalities([2, 3, 2, 4, 2])
+    return MarkovNetwork(schema, random_featureset(rng, schema, 30, max_len=4, p_eq=0.6))
+
+
+def test_scores_conditionals_and_pll(model):
+    rows = all_rows(model.schema)
+    np.testing.assert_allclose(model.log_score(rows), [brute_score(model.features, r) for r in rows])
+    terms = model.pll_terms(rows)
+    for i in range(model.schema.n_vars):
+        cond = model.conditional(rows, i)
+        for r, row in enumerate(rows):
+            s = []
+            for a in range(model.schema.cardinalities[i]):
+                x = row.copy()
+                x[i] = a
+                s.append(brute_score(model.features, x))
+            expect = np.exp(np.array(s) - np.logaddexp.reduce(s))
+            np.testing.assert_allclose(cond[r], expect, atol=1e-12)
+            assert terms[r, i] == pytest.approx(np.log(expect[row[i]]), abs=1e-12)
+    assert model.pll(rows) == pytest.approx(terms.sum(axis=1).mean())
+    np.testing.assert_allclose(model.conditional_log_likelihoods(rows), terms.mean(axis=0))
+
+
+def test_bitset_kernel_matches_row_kernel_on_many_rows():
+    # more rows than one chunk, a partial last word, long features, != conditions
+    rng = np.random.default_rng(3)
+    schema = Schema.from_cardinalities([2, 5, 3, 2, 2, 4, 2, 3])
+    fs = random_featureset(rng, schema, 200, max_len=6, p_eq=0.5)
+    rows = rng.integers(0, schema.cardinalities, size=(1000, 8)).astype(np.uint8)
+    np.testing.assert_allclose(MarkovNetwork(schema, fs).pll_terms(rows),
+                               loglinear.pll_terms(fs, rows), atol=1e-12)
+    # owner: each feature only for one variable's conditional (dependency-network reading)
+    owner = np.array([fs.var[fs.ptr[f]] for f in range(fs.n_features)])
+    cpds = [fs.select(owner == i) for i in range(schema.n_vars)]
+    expect = np.stack([loglinear.log_conditional(cpds[i], rows, i)[np.arange(len(rows)), rows[:, i]]
+                       for i in range(schema.n_vars)], axis=1)
+    _, terms = loglinear.all_conditionals(fs, rows, owner=owner)
+    np.testing.assert_allclose(terms, expect, atol=1e-12)
+
+
+def test_exact_enumeration(model):
+    rows, p = brute_joint(model.features, model.schema)
+    states, q = model.joint()
+    np.testing.assert_array_equal(states, rows)
+    np.testing.assert_allclose(q, p, atol=1e-12)
+    np.testing.assert_allclose(np.exp(model.log_probability(rows)), p, atol=1e-12)
+    marg = model.marginals()
+    for i, m in enumerate(marg):
+        np.testing.assert_allclose(m, [p[rows[:, i] == a].sum()
+                                       for a in range(model.schema.cardinalities[i])])
+
+
+def test_enumeration_refused_above_limit():
+    schema = Schema.binary(21)
+    mn = MarkovNetwork(schema, FeatureSet.from_features(schema, [(1.0, [(0, 1, True)])]))
+    with pytest.raises(EnumerationTooLarge, match="max_states"):
+        mn.log_partition()
+    small = MarkovNetwork(Schema.binary(4), FeatureSet.empty(Schema.binary(4)), max_states=8)
+    with pytest.raises(EnumerationTooLarge):
+        small.marginals()
+
+
+def test_edges_and_repr():
+    schema = Schema.binary(4)
+    fs = FeatureSet.from_features(schema, [(1.0, [(0, 1, True), (2, 0, True)]),
+                                           (0.5, [(1, 1, True)]),
+                                           (0.2, [(3, 1, True), (2, 1, True), (0, 0, True)])])
+    mn = MarkovNetwork(schema, fs)
+    assert mn.edges() == {(0, 2), (0, 3), (2, 3)}
+    assert mn.markov_blanket(0) == {2, 3}
+    assert mn.n_features == 3
+    assert "3 features" in repr(mn)
