@@ -7,12 +7,8 @@ unavailable.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 import textwrap
-
-import numpy as np
 
 EXIT_OK, EXIT_OTHER, EXIT_USAGE, EXIT_BAD_INPUT, EXIT_UNAVAILABLE = 0, 1, 2, 3, 4
 

@@ -216,6 +216,12 @@ class DTSL:
             trees = Forest.from_state(self.schema, self.prior, self.forest.get_state())
         return DependencyNetwork(self.schema, cpds, trees=trees)
 
+    def pll_terms(self, rows) -> np.ndarray:
+        """``log P(x_i | x_-i)`` of the current trees for every row and variable, straight from
+        the leaves (no feature generation): what the engine's prequential score uses."""
+        rows = self.schema.validate(rows)
+        return self.forest.leaf_log_prob(rows)
+
     def tree_stats(self) -> dict:
         """Per-tree sizes: ``n_leaves``, ``depth``, ``n_nodes`` (arrays over variables)."""
         f = self.forest

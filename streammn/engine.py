@@ -7,8 +7,9 @@ files, the learner checkpoint, the statistics and the source position. Snapshots
 written at the end of a finite source, on SIGINT/SIGTERM, and before a bad batch stops the run,
 so nothing already learned is lost and ``resume`` continues exactly where the last one ended.
 
-A learner is any object with ``schema``, ``partial_fit(batch)``, ``to_bytes()`` / class method
-``from_bytes(data)``, ``get_params()``, and either ``to_markov_network(...)`` or
+A learner is any object with ``schema``, ``partial_fit(batch)``, ``pll_terms(rows)`` (its
+current conditionals, for the prequential score), ``to_bytes()`` / class method
+``from_bytes(data)``, ``get_params()``, and either ``to_markov_network()`` or
 ``to_dependency_network()`` (converted with DN2MN). Its learning must depend only on the batches
 it sees, which the sources make identical on resume; then a resumed run ends with the same model
 as an uninterrupted one.
@@ -26,15 +27,34 @@ from typing import TextIO
 import numpy as np
 
 from connectors.base import Source
-from streammn.convert import learner_to_model
+from streammn.dn2mn import dn2mn
 from streammn.model import MarkovNetwork
 from streammn.snapshot import (SnapshotWriter, latest_valid_snapshot, model_files,
                                model_summary)
-from streammn.stats import MarginalCounts
+from streammn.stats import MarginalCounts, RowReservoir
 
 LEARNER_FILE = "learner.bin"
 STATS_FILE = "marginals.bin"
+RESERVOIR_FILE = "reservoir.bin"
 ENGINE_KEY = "engine"
+REFINE_ITERATIONS = 30
+REFINE_ROWS = 20000
+
+
+def learner_to_model(learner, marginals: MarginalCounts, refine: bool = False,
+                     validation: np.ndarray | None = None,
+                     train: np.ndarray | None = None) -> MarkovNetwork:
+    """The learner's current Markov network: its own, or DN2MN of its dependency network
+    (default base and orderings, product of the counted marginals). With ``refine``, DN2MN's
+    weights continue by pseudo-likelihood on ``train`` and are kept only if the validation PLL
+    improves."""
+    if hasattr(learner, "to_markov_network"):
+        return learner.to_markov_network()
+    dn = learner.to_dependency_network()
+    if refine and train is not None and train.shape[0] and validation is not None:
+        return dn2mn(dn, marginals=marginals, refine=REFINE_ITERATIONS, train=train,
+                     valid=validation)
+    return dn2mn(dn, marginals=marginals)
 
 
 class EngineError(RuntimeError):
@@ -116,6 +136,8 @@ class StreamLearner:
         self.progress_stream = progress
         self.progress_interval = progress_interval
         self.marginals = MarginalCounts(source.schema)
+        self.reservoir = RowReservoir(source.schema, capacity=REFINE_ROWS, seed=0) \
+            if refine else None
         self.state = Progress(next_snapshot_rows=every_rows)
         self.model: MarkovNetwork | None = None
         self._stop_signal: int | None = None
@@ -140,6 +162,8 @@ class StreamLearner:
         if learner.schema != self.source.schema:
             raise EngineError(f"{snap.path}: snapshot schema differs from the source's")
         marginals = MarginalCounts.from_bytes(snap.file(STATS_FILE).read_bytes())
+        if self.reservoir is not None and RESERVOIR_FILE in snap.files:
+            self.reservoir = RowReservoir.from_bytes(snap.file(RESERVOIR_FILE).read_bytes())
         self.source.seek(manifest["source"]["position"])
         self.learner, self.marginals = learner, marginals
         self.state = Progress.from_dict(engine)
@@ -176,6 +200,8 @@ class StreamLearner:
                     raise
                 self._score(batch.rows)
                 self.marginals.update(batch.rows)
+                if self.reservoir is not None:
+                    self.reservoir.update(batch.rows)
                 self.learner.partial_fit(batch)
                 self.state.rows_seen += len(batch)
                 self.state.batches_seen += 1
@@ -197,6 +223,30 @@ class StreamLearner:
             for s, handler in previous.items():
                 signal.signal(s, handler)
 
+    def run_multipass(self):
+        """Exact learning over a finite, rewindable source (``learner.fit`` makes its passes),
+        after one pass that counts the marginals; then one snapshot. Returns its path."""
+        if not self.source.rewindable:
+            raise EngineError(f"{self.source.describe()} cannot be read again: multi-pass "
+                              f"learning needs a finite file source")
+        started = time.monotonic()
+        self.source.rewind()
+        for batch in self.source:
+            self.marginals.update(batch.rows)
+            if self.reservoir is not None:
+                self.reservoir.update(batch.rows)
+            self.state.rows_seen += len(batch)
+            self.state.batches_seen += 1
+        self.source.rewind()
+        if self.progress_stream is not None:
+            print(f"counted {self.state.rows_seen:,} rows; growing trees level by level",
+                  file=self.progress_stream, flush=True)
+        self.learner.fit(self.source)
+        path = self._snapshot("end")
+        if self.progress_stream is not None:
+            self._print_progress(time.monotonic() - started, self.state.rows_seen, final=True)
+        return path
+
     def _on_signal(self, signum, frame):
         self._stop_signal = signum
 
@@ -211,8 +261,7 @@ class StreamLearner:
             return  # nothing learned yet: no model to test with
         if self.prequential_rows is not None:
             rows = rows[:self.prequential_rows]
-        terms = self.learner.to_dependency_network().pll_terms(rows) \
-            if hasattr(self.learner, "to_dependency_network") else self.current_model().pll_terms(rows)
+        terms = self.learner.pll_terms(rows)
         self.state.preq_log_sum += float(terms.sum())
         self.state.preq_rows += rows.shape[0]
 
@@ -222,8 +271,9 @@ class StreamLearner:
 
     def current_model(self) -> MarkovNetwork:
         """Convert the learner's current state into a Markov network (no snapshot)."""
+        train = self.reservoir.rows if self.reservoir is not None else None
         return learner_to_model(self.learner, self.marginals, refine=self.refine,
-                                validation=self.validation)
+                                validation=self.validation, train=train)
 
     def _snapshot(self, reason: str):
         t0 = time.perf_counter()
@@ -244,6 +294,8 @@ class StreamLearner:
         files = model_files(model.schema, model.features, formats=self.formats)
         files[LEARNER_FILE] = self.learner.to_bytes()
         files[STATS_FILE] = self.marginals.to_bytes()
+        if self.reservoir is not None:
+            files[RESERVOIR_FILE] = self.reservoir.to_bytes()
         manifest = {
             "rows_seen": st.rows_seen,
             "reason": reason,

@@ -151,6 +151,20 @@ class FeatureSet:
         """Sorted distinct variables feature ``f`` tests."""
         return tuple(sorted(set(self.var[self.ptr[f]:self.ptr[f + 1]].tolist())))
 
+    def variable_pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every pair of distinct variables tested together by a feature, vectorised:
+        ``(i, j, feature)`` arrays with ``i < j``, one entry per (pair, feature)."""
+        f_of_cond = np.repeat(np.arange(self.n_features, dtype=np.int64), self.lengths())
+        fv = np.unique(np.stack([f_of_cond, self.var.astype(np.int64)], axis=1), axis=0) \
+            if self.var.size else np.empty((0, 2), dtype=np.int64)
+        i, j, f = [np.empty(0, np.int64)], [np.empty(0, np.int64)], [np.empty(0, np.int64)]
+        for d in range(1, int(self.lengths().max(initial=0))):  # variables d apart in a feature
+            same = fv[:-d, 0] == fv[d:, 0]
+            i.append(fv[:-d, 1][same])
+            j.append(fv[d:, 1][same])
+            f.append(fv[:-d, 0][same])
+        return np.concatenate(i), np.concatenate(j), np.concatenate(f)
+
     def lengths(self) -> np.ndarray:
         return np.diff(self.ptr)
 

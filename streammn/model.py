@@ -72,13 +72,19 @@ class MarkovNetwork:
 
     def edges(self) -> set[tuple[int, int]]:
         """Pairs ``(i, j)``, ``i < j``, of variables that appear together in some feature."""
-        fs = self.features
-        out: set[tuple[int, int]] = set()
-        lengths = fs.lengths()
-        for f in np.flatnonzero(lengths > 1):
-            scope = np.unique(fs.var[fs.ptr[f]:fs.ptr[f + 1]])
-            out.update((int(a), int(b)) for a, b in itertools.combinations(scope, 2))
-        return out
+        i, j, _ = self.features.variable_pairs()
+        return {(int(a), int(b)) for a, b in zip(i.tolist(), j.tolist())}
+
+    def pair_strengths(self) -> list[tuple[float, int, int]]:
+        """``(strength, i, j)`` for every edge, strongest first; strength is the summed
+        absolute weight of the features that test both variables."""
+        i, j, f = self.features.variable_pairs()
+        n = self.schema.n_vars
+        codes, inverse = np.unique(i * n + j, return_inverse=True)
+        total = np.bincount(inverse, weights=np.abs(self.features.weights[f]),
+                            minlength=codes.size)
+        order = np.argsort(-total, kind="stable")
+        return [(float(total[k]), int(codes[k] // n), int(codes[k] % n)) for k in order]
 
     def markov_blanket(self, i: int) -> set[int]:
         """Variables sharing a feature with ``X_i``."""

@@ -353,10 +353,10 @@ def latest_valid_snapshot(directory: str | os.PathLike) -> Snapshot | None:
 
 
 def resolve_snapshot(path: str | os.PathLike) -> Path:
-    """Turn a snapshot directory, a snapshot root, or a root's ``LATEST`` file into the
-    snapshot directory it designates (not validated)."""
+    """Turn a snapshot directory, a snapshot root, or a root's ``LATEST`` file (also spelled
+    ``latest``) into the snapshot directory it designates (not validated)."""
     path = Path(path)
-    if path.is_file() and path.name == LATEST:
+    if path.name.lower() == LATEST.lower() and not path.is_dir():
         return _latest_path(path.parent)
     if path.is_dir() and not (path / MANIFEST).exists() and (path / LATEST).is_file():
         return _latest_path(path)
@@ -390,23 +390,17 @@ def _write_model_file(writer, schema, features, path: Path) -> None:
 def model_summary(schema: Schema, features: FeatureSet) -> dict:
     """Counts for a manifest: variables, features, and edges (variable pairs that appear
     together in at least one feature)."""
-    f_of_cond = np.repeat(np.arange(features.n_features), features.lengths())
-    fv = np.unique(np.stack([f_of_cond, features.var.astype(np.int64)], axis=1), axis=0) \
-        if features.var.size else np.empty((0, 2), dtype=np.int64)
-    n = schema.n_vars
-    edges = [np.empty(0, dtype=np.int64)]
-    for d in range(1, int(features.lengths().max(initial=0))):  # pairs d apart in one feature
-        same = fv[:-d, 0] == fv[d:, 0]
-        edges.append(fv[:-d, 1][same] * n + fv[d:, 1][same])
-    return {"n_vars": n, "n_features": int(features.n_features),
-            "n_edges": int(np.unique(np.concatenate(edges)).size)}
+    i, j, _ = features.variable_pairs()
+    return {"n_vars": schema.n_vars, "n_features": int(features.n_features),
+            "n_edges": int(np.unique(i * schema.n_vars + j).size)}
 
 
-def load_snapshot(path: str | os.PathLike) -> tuple[Schema, FeatureSet]:
-    """Validate a snapshot and return its model as ``(schema, FeatureSet)``.
+def load_snapshot(path: str | os.PathLike):
+    """Validate a snapshot and return its :class:`~streammn.model.MarkovNetwork`.
 
-    ``path`` is a snapshot directory, a snapshot root (its ``LATEST`` is followed) or a
-    ``LATEST`` file. The model is read from ``model.json``.
+    ``path`` is a snapshot directory, a snapshot root (its ``LATEST`` is followed), a
+    ``LATEST`` file or ``<root>/latest``. The model is read from ``model.json``.
     """
+    from streammn.model import MarkovNetwork
     snap = read_snapshot(resolve_snapshot(path))
-    return read_json(snap.file(MODEL_FILES["json"]))
+    return MarkovNetwork(*read_json(snap.file(MODEL_FILES["json"])))

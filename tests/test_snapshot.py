@@ -168,10 +168,10 @@ def test_model_files_and_load_snapshot(tmp_path):
     snap = read_snapshot(path)
     assert set(snap.files) == {"model.json", "model.mn", "model.uai", "learner.ckpt"}
     assert snap.manifest["n_features"] == 4 and snap.manifest["n_edges"] == 2
-    for where in (path, tmp_path / "out", tmp_path / "out" / LATEST):
+    for where in (path, tmp_path / "out", tmp_path / "out" / LATEST, tmp_path / "out" / "latest"):
         assert resolve_snapshot(where) == path
-        schema2, fs2 = load_snapshot(where)
-        assert schema2 == schema and fs2.equals(fs)
+        model = load_snapshot(where)
+        assert model.schema == schema and model.features.equals(fs)
     assert read_libra_mn(snap.file("model.mn"), schema=schema)[1].equals(fs)
     assert read_uai(snap.file("model.uai"))[0].n_vars == 3
     with pytest.raises(SnapshotError, match="no file 'model.bin'"):

@@ -1,0 +1,201 @@
+"""What each ``streammn`` subcommand does (argument parsing lives in :mod:`streammn.cli`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from connectors import open_source
+from streammn.cli import EXIT_OK, UsageError
+from streammn.dn import DependencyNetwork
+from streammn.formats import read_model, write_model
+from streammn.model import MarkovNetwork
+from streammn.schema import Schema
+from streammn.snapshot import LATEST, read_snapshot, resolve_snapshot
+
+SCORE_BATCH = 65536
+
+
+# models -------------------------------------------------------------------------------------
+def load_model(spec: str):
+    """A model from a snapshot root (its newest), a snapshot directory, ``<root>/latest``, or a
+    model file (.json, .mn, .uai, .dn). Returns ``(model, manifest or None)``."""
+    path = Path(spec)
+    is_snapshot = path.is_dir() or path.name.lower() == LATEST.lower()
+    if is_snapshot:
+        snap = read_snapshot(resolve_snapshot(path))
+        schema, features = read_model(snap.file("model.json"))
+        return MarkovNetwork(schema, features), snap.manifest
+    loaded = read_model(path)
+    schema, body = loaded
+    if isinstance(body, list):
+        return DependencyNetwork(schema, body), None
+    return MarkovNetwork(schema, body), None
+
+
+def _progress(args) -> object | None:
+    return None if getattr(args, "quiet", False) else sys.stderr
+
+
+# learn --------------------------------------------------------------------------------------
+def learn(args) -> int:
+    from streammn.dtsl import DTSL
+    from streammn.engine import StreamLearner
+
+    if args.every_rows is not None and args.every_rows < 1:
+        raise UsageError("--every-rows must be positive")
+    if args.mode == "exact" and args.resume:
+        raise UsageError("--resume continues a streaming (hoeffding) run; exact mode learns in "
+                         "passes over a finite source and snapshots once at the end")
+    if args.refine and not args.validation:
+        raise UsageError("--refine needs --validation rows to decide whether refining helps")
+    formats = tuple(f.strip() for f in args.formats.split(",") if f.strip())
+    schema = Schema.from_libra(args.schema) if args.schema else None
+    source = open_source(args.source, batch_size=args.batch_size, schema=schema)
+    validation = None
+    if args.validation:
+        with open_source(args.validation, schema=source.schema) as v:
+            validation = v.read_all()
+    params = dict(kappa=args.kappa, mode=args.mode, grace_period=args.grace_period,
+                  delta=args.delta, tau=args.tau, seed=args.seed)
+    if args.max_leaves is not None:
+        params["max_leaves"] = args.max_leaves
+    learner = DTSL(source.schema, **params)
+    engine = StreamLearner(source, learner, args.out, every_rows=args.every_rows,
+                           every_seconds=args.every_seconds, keep=args.keep,
+                           refine=args.refine, validation=validation, formats=formats,
+                           progress=_progress(args))
+    with source:
+        if args.mode == "exact":
+            path = engine.run_multipass()
+        else:
+            if args.resume:
+                resumed = engine.resume()
+                if not args.quiet:
+                    print(f"resuming after {engine.state.rows_seen:,} rows" if resumed else
+                          "no snapshot to resume from: starting from the beginning",
+                          file=sys.stderr)
+            path = engine.run()
+    manifest = read_snapshot(path).manifest
+    print(f"snapshot {path}: {manifest['rows_seen']:,} rows, "
+          f"{manifest['model']['n_features']:,} features, {manifest['model']['n_edges']:,} edges")
+    return EXIT_OK
+
+
+# score --------------------------------------------------------------------------------------
+def score(args) -> int:
+    from streammn.inference import cmll_terms
+
+    model, _ = load_model(args.model)
+    want_pll = args.pll or not args.cmll
+    n = 0
+    pll_sum = cmll_sum = 0.0
+    with open_source(args.data, batch_size=SCORE_BATCH, schema=model.schema) as source:
+        for k, batch in enumerate(source):
+            n += len(batch)
+            if want_pll:
+                pll_sum += float(model.pll_terms(batch.rows).sum())
+            if args.cmll:
+                cmll_sum += float(cmll_terms(model, batch.rows, seed=args.seed + k).sum())
+    result = {"rows": n}
+    if want_pll:
+        result["pll"] = pll_sum / n if n else None
+    if args.cmll:
+        result["cmll"] = cmll_sum / n if n else None
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"rows {n:,}")
+        for key in ("pll", "cmll"):
+            if key in result:
+                print(f"{key} {result[key]:.6f} per example")
+    return EXIT_OK
+
+
+# convert, sample, inspect -------------------------------------------------------------------
+def convert(args) -> int:
+    model, _ = load_model(args.model)
+    body = model.cpds if isinstance(model, DependencyNetwork) else model.features
+    write_model(args.out, model.schema, body)
+    print(f"wrote {args.out}")
+    return EXIT_OK
+
+
+def sample(args) -> int:
+    from streammn.inference import sample as gibbs_sample
+
+    if args.n < 0:
+        raise UsageError("-n must be non-negative")
+    model, _ = load_model(args.model)
+    rows = gibbs_sample(model, args.n, seed=args.seed, burn_in=args.burn_in)
+    out = open(args.out, "w") if args.out else sys.stdout
+    try:
+        np.savetxt(out, rows, fmt="%d", delimiter=",")
+    finally:
+        if args.out:
+            out.close()
+    return EXIT_OK
+
+
+def describe(model, manifest: dict | None, top: int) -> dict:
+    """Variables, features, edges and the strongest interactions of a model."""
+    schema = model.schema
+    info = {"n_vars": schema.n_vars,
+            "cardinalities": {str(c): int((schema.cardinalities == c).sum())
+                              for c in np.unique(schema.cardinalities)}}
+    if isinstance(model, DependencyNetwork):
+        info["kind"] = "dependency network"
+        info["n_features"] = model.n_features
+        return info
+    fs = model.features
+    lengths = fs.lengths()
+    info.update(kind="Markov network", n_features=int(fs.n_features),
+                feature_lengths={str(k): int(v) for k, v in
+                                 zip(*np.unique(lengths, return_counts=True))})
+    strengths = model.pair_strengths()
+    info["n_edges"] = len(strengths)
+    info["strongest_interactions"] = [
+        {"a": schema[i].name, "b": schema[j].name, "strength": round(s, 6)}
+        for s, i, j in strengths[:top]]
+    if manifest is not None:
+        info["snapshot"] = {k: manifest.get(k) for k in ("sequence", "created", "rows_seen",
+                                                        "scores", "source")}
+    return info
+
+
+def inspect(args) -> int:
+    model, manifest = load_model(args.model)
+    info = describe(model, manifest, args.top)
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return EXIT_OK
+    print(f"{info['kind']}: {info['n_vars']} variables "
+          f"(cardinality: count {info['cardinalities']}), {info['n_features']:,} features")
+    if "n_edges" in info:
+        print(f"feature lengths: {info['feature_lengths']}")
+        print(f"edges: {info['n_edges']:,}; strongest interactions:")
+        for e in info["strongest_interactions"]:
+            print(f"  {e['a']} - {e['b']}: {e['strength']:.4f}")
+    if "snapshot" in info:
+        snap = info["snapshot"]
+        print(f"snapshot {snap['sequence']} of {snap['created']}: {snap['rows_seen']:,} rows, "
+              f"scores {snap['scores']}")
+    return EXIT_OK
+
+
+# demo ---------------------------------------------------------------------------------------
+def demo(args) -> int:
+    from streammn.demo import run_demo
+
+    out = args.out or tempfile.mkdtemp(prefix="streammn-demo-")
+    os.makedirs(out, exist_ok=True)
+    report = run_demo(out, n_rows=args.rows, n_vars=args.vars, seed=args.seed,
+                      progress=_progress(args))
+    print(report)
+    return EXIT_OK
+
