@@ -8,6 +8,7 @@ assembles one C-contiguous row-major matrix; errors name the absolute row and th
 from __future__ import annotations
 
 import json
+from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -67,6 +68,20 @@ def record_batch_to_rows(rb: pa.RecordBatch, schema: Schema, row_offset: int,
                           row=row_offset, source=source)
     return columns_to_rows([column_to_states(rb.column(j), j, schema, row_offset, source)
                             for j in range(schema.n_vars)])
+
+
+def record_batch_rows(rb: pa.RecordBatch, schema: Schema, row_offset: int,
+                      source: str | None = None) -> Iterator[np.ndarray]:
+    """Yield the record batch as validated rows; if a row is bad, first yield the valid rows
+    before it, then raise its :class:`SchemaError`, so a stream keeps every good row."""
+    try:
+        rows = record_batch_to_rows(rb, schema, row_offset, source)
+    except SchemaError as e:
+        if e.row is not None and e.column is not None and e.row > row_offset:
+            yield record_batch_to_rows(rb.slice(0, e.row - row_offset), schema, row_offset,
+                                       source)
+        raise
+    yield rows
 
 
 def schema_to_metadata(schema: Schema) -> dict[bytes, bytes]:

@@ -6,7 +6,8 @@ default. Libra's unknown value ``*`` and empty cells are nulls, which the schema
 
 When pyarrow fails on a block (wrong column count, a non-numeric token), the source re-reads
 the lines from the last good row with the plain ``csv`` module to name the exact row and
-column in a :class:`~streammn.schema.SchemaError`; only the error path pays for that.
+column in a :class:`~streammn.schema.SchemaError`, and yields the good rows before it first;
+only the error path pays for that.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from connectors.arrow import record_batch_to_rows, table_column_max
+from connectors.arrow import record_batch_rows, record_batch_to_rows, table_column_max
 from connectors.base import DEFAULT_BATCH_SIZE, SourceError
 from connectors.files import FileSource, resolve_paths
 from streammn.schema import Schema, SchemaError
@@ -92,7 +93,7 @@ class CsvSource(FileSource):
         except StopIteration:
             raise SchemaError("no rows to infer a schema from", source=path) from None
         except pa.ArrowInvalid as e:
-            raise self._locate_error(path, 0, None, e) from None
+            raise self._locate_error(path, 0, None, e)[0] from None
         names = first.schema.names
         maxima = table_column_max(first, names)
         cards = [2 if n not in maxima else max(maxima[n] + 1, 2) for n in names]
@@ -121,17 +122,23 @@ class CsvSource(FileSource):
             except StopIteration:
                 return
             except pa.ArrowInvalid as e:
-                raise self._locate_error(path, row, self.schema, e) from None
+                error, good = self._locate_error(path, row, self.schema, e)
+                if good:  # the block's rows before the bad line are fine: keep them
+                    yield self.schema.validate(np.array(good, dtype=np.int64), row_offset=row,
+                                               source=path)
+                raise error from None
             if self.header and self.columns is None and rb.schema.names != self.schema.names:
                 raise SchemaError(f"header {rb.schema.names[:8]} does not match the schema's "
                                   f"variables {self.schema.names[:8]}", row=0, source=path)
-            yield record_batch_to_rows(rb, self.schema, row_offset=row, source=path)
+            yield from record_batch_rows(rb, self.schema, row_offset=row, source=path)
             row += rb.num_rows
 
     def _locate_error(self, path: str, start_row: int, schema: Schema | None,
-                      cause: Exception) -> Exception:
-        """Find the first bad line from ``start_row`` on and describe it as a SchemaError."""
+                      cause: Exception) -> tuple[Exception, list[list[int]]]:
+        """Find the first bad line from ``start_row`` on: a SchemaError describing it, and the
+        parsed good rows before it."""
         width = schema.n_vars if schema is not None else None
+        good: list[list[int]] = []
         with pa.input_stream(path, compression="detect") as f:
             text = io.TextIOWrapper(f, encoding="utf-8", newline="")
             lines = csv.reader(text, delimiter=self.delimiter)
@@ -146,14 +153,17 @@ class CsvSource(FileSource):
                     width = len(tokens)
                 if len(tokens) != width:
                     return SchemaError(f"expected {width} columns, got {len(tokens)} "
-                                       f"(truncated or malformed line)", row=r, source=path)
+                                       f"(truncated or malformed line)", row=r,
+                                       source=path), good
+                values = []
                 for c, tok in enumerate(tokens):
                     tok = tok.strip()
                     if tok in NULL_TOKENS:
-                        return SchemaError("null value", row=r, column=c, source=path)
+                        return SchemaError("null value", row=r, column=c, source=path), good
                     try:
-                        int(tok)
+                        values.append(int(tok))
                     except ValueError:
                         return SchemaError(f"non-integer value {tok!r}", row=r, column=c,
-                                           source=path)
-        return SourceError(f"{path}: cannot parse ({cause})")
+                                           source=path), good
+                good.append(values)
+        return SourceError(f"{path}: cannot parse ({cause})"), []

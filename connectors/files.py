@@ -5,7 +5,8 @@ A file source reads its files in order. Its position is a JSON-friendly dict::
     {"file_index": k, "file": "<path of file k>", "row": r, "offset": rows before this point}
 
 Batch boundaries are a pure function of the files: within each file, batches end at multiples
-of ``batch_size`` rows from the file's start (the file's last batch may be shorter). A source
+of ``batch_size`` rows from the file's start (the file's last batch may be shorter). A bad row
+ends the stream with a shorter batch holding every good row before it, then the error. A source
 that seeks to a batch end therefore cuts the rest of the stream into exactly the same batches as
 an uninterrupted read, which is what makes a resumed run end with the same model.
 """
@@ -104,16 +105,21 @@ class FileSource(Source):
             pending: list[np.ndarray] = []
             pending_n = 0
             boundary = (self._row // bs + 1) * bs
-            for block in self._wrapped_read(self._file_index, self._row):
-                while block.shape[0]:
-                    take = min(block.shape[0], boundary - self._row - pending_n)
-                    pending.append(block[:take])
-                    pending_n += take
-                    block = block[take:]
-                    if self._row + pending_n == boundary:
-                        yield self._emit(pending, pending_n)
-                        pending, pending_n = [], 0
-                        boundary += bs
+            try:
+                for block in self._wrapped_read(self._file_index, self._row):
+                    while block.shape[0]:
+                        take = min(block.shape[0], boundary - self._row - pending_n)
+                        pending.append(block[:take])
+                        pending_n += take
+                        block = block[take:]
+                        if self._row + pending_n == boundary:
+                            yield self._emit(pending, pending_n)
+                            pending, pending_n = [], 0
+                            boundary += bs
+            except (SchemaError, SourceError):
+                if pending_n:  # the good rows before the error: a last, shorter batch
+                    yield self._emit(pending, pending_n)
+                raise
             if pending_n:
                 yield self._emit(pending, pending_n)
             self._file_index += 1

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from connectors.arrow import record_batch_to_rows, schema_from_arrow, schema_to_metadata
+from connectors.arrow import record_batch_rows, schema_from_arrow, schema_to_metadata
 from connectors.base import DEFAULT_BATCH_SIZE, SourceError
 from connectors.files import FileSource, resolve_paths
 from streammn.schema import Schema
@@ -113,7 +113,7 @@ class ParquetSource(FileSource):
                 rb = rb.slice(skip)
                 row += skip
                 skip = 0
-            yield record_batch_to_rows(rb, self.schema, row_offset=row, source=path)
+            yield from record_batch_rows(rb, self.schema, row_offset=row, source=path)
             row += rb.num_rows
 
     def num_rows(self) -> int:

@@ -95,6 +95,10 @@ def _parser() -> argparse.ArgumentParser:
     score.add_argument("--pll", action="store_true", help="pseudo-log-likelihood (default)")
     score.add_argument("--cmll", action="store_true",
                        help="conditional marginal log-likelihood by Gibbs sampling")
+    score.add_argument("--burn-in", type=int, default=100,
+                       help="CMLL: Gibbs sweeps discarded per query (default: 100)")
+    score.add_argument("--samples", type=int, default=1000,
+                       help="CMLL: Gibbs sweeps averaged per query (default: 1000)")
     score.add_argument("--seed", type=int, default=0)
     score.add_argument("--json", action="store_true", help="print one JSON object")
 

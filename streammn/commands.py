@@ -101,7 +101,8 @@ def score(args) -> int:
             if want_pll:
                 pll_sum += float(model.pll_terms(batch.rows).sum())
             if args.cmll:
-                cmll_sum += float(cmll_terms(model, batch.rows, seed=args.seed + k).sum())
+                cmll_sum += float(cmll_terms(model, batch.rows, burn_in=args.burn_in,
+                                             samples=args.samples, seed=args.seed + k).sum())
     result = {"rows": n}
     if want_pll:
         result["pll"] = pll_sum / n if n else None

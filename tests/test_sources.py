@@ -154,16 +154,15 @@ def write_lines(path, lines):
 def test_csv_bad_row_named(tmp_path, bad_line, message, column):
     good = ["0,1,0", "1,1,1"] * 40
     path = write_lines(tmp_path / "bad.data", good + [bad_line] + good)
-    src = CsvSource(path, batch_size=16, schema=Schema.binary(3), block_bytes=64)
+    src = CsvSource(path, batch_size=16, schema=Schema.binary(3), block_bytes=100)
     seen = []
     with pytest.raises(SchemaError, match=message) as e:
         for b in src:
             seen.append(b.rows.copy())
     assert e.value.row == 80 and e.value.column == column and "bad.data" in str(e.value)
-    # rows of the blocks before the bad one were yielded, and are exactly the file's rows
-    assert 48 <= sum(len(s) for s in seen) <= 80
-    n = sum(len(s) for s in seen)
-    np.testing.assert_array_equal(np.concatenate(seen), np.array([[0, 1, 0], [1, 1, 1]] * 40)[:n])
+    # every row before the bad one was yielded (the last batch shorter), exactly the file's
+    assert [len(s) for s in seen] == [16] * 5
+    np.testing.assert_array_equal(np.concatenate(seen), np.array([[0, 1, 0], [1, 1, 1]] * 40))
 
 
 def test_csv_truncated_last_line(tmp_path):
