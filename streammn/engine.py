@@ -28,6 +28,7 @@ import numpy as np
 
 from connectors.base import Source
 from streammn.dn2mn import dn2mn
+from streammn.formats.uai import uai_table_entries
 from streammn.model import MarkovNetwork
 from streammn.snapshot import (SnapshotWriter, latest_valid_snapshot, model_files,
                                model_summary)
@@ -39,6 +40,7 @@ RESERVOIR_FILE = "reservoir.bin"
 ENGINE_KEY = "engine"
 REFINE_ITERATIONS = 30
 REFINE_ROWS = 20000
+UAI_MAX_ENTRIES = 1 << 22
 
 
 def learner_to_model(learner, marginals: MarginalCounts, refine: bool = False,
@@ -291,7 +293,8 @@ class StreamLearner:
                            "prequential_pll": _finite(st.prequential_pll),
                            "validation_pll": _finite(validation_pll)})
         st.history = st.history[-1000:]
-        files = model_files(model.schema, model.features, formats=self.formats)
+        formats, skipped = self._formats_for(model)
+        files = model_files(model.schema, model.features, formats=formats)
         files[LEARNER_FILE] = self.learner.to_bytes()
         files[STATS_FILE] = self.marginals.to_bytes()
         if self.reservoir is not None:
@@ -305,11 +308,28 @@ class StreamLearner:
             "scores": {"prequential_pll": _finite(st.prequential_pll),
                        "validation_pll": _finite(validation_pll)},
             "model": model_summary(model.schema, model.features),
+            "skipped_formats": skipped,
             "timings": {"convert_seconds": convert_seconds},
+            "peak_rss_mb": _peak_rss_mb(),
             ENGINE_KEY: st.to_dict(),
         }
+        t1 = time.perf_counter()
         path = self.writer.write(files, manifest)
+        st.history[-1]["convert_seconds"] = convert_seconds  # kept by the next snapshot
+        st.history[-1]["write_seconds"] = time.perf_counter() - t1
         return path
+
+    def _formats_for(self, model: MarkovNetwork) -> tuple[tuple[str, ...], dict]:
+        """The requested model formats, less UAI when its tables would be too large (a
+        conjunction over k variables needs a full table over them)."""
+        if "uai" not in self.formats:
+            return self.formats, {}
+        entries = uai_table_entries(model.schema, model.features)
+        if entries <= UAI_MAX_ENTRIES:
+            return self.formats, {}
+        reason = (f"the UAI tables would hold {entries:,} potentials (limit "
+                  f"{UAI_MAX_ENTRIES:,}); use the .mn or JSON model")
+        return tuple(f for f in self.formats if f != "uai"), {"uai": reason}
 
     def _print_progress(self, elapsed: float, rows: int, final: bool = False) -> None:
         st = self.state
@@ -319,6 +339,16 @@ class StreamLearner:
         line = (f"rows {st.rows_seen:,}  {rate:,.0f} rows/s  prequential PLL {preq_text}  "
                 f"snapshots {st.snapshots_written}")
         print(("done: " if final else "") + line, file=self.progress_stream, flush=True)
+
+
+def _peak_rss_mb() -> float | None:
+    """Peak resident memory of this process so far, in MB (None where unknown)."""
+    try:
+        import resource
+    except ImportError:  # not on this platform
+        return None
+    scale = 1 if sys.platform == "darwin" else 1024  # bytes on macOS, KiB on Linux
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 1e6
 
 
 def _finite(x):

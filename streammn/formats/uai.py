@@ -85,6 +85,13 @@ def _factors(features: FeatureSet, merge: bool) -> tuple[list[tuple[int, ...]], 
     return scopes, members
 
 
+def uai_table_entries(schema: Schema, features: FeatureSet, merge: bool = True) -> int:
+    """How many potentials the UAI tables of these features hold (before writing them)."""
+    cards = schema.cardinalities.astype(np.int64)
+    scopes, _ = _factors(features, merge)
+    return sum(math.prod(int(cards[v]) for v in s) for s in scopes)
+
+
 def write_uai(path: str | os.PathLike, schema: Schema, features: FeatureSet, merge: bool = True,
               max_entries: int = DEFAULT_MAX_ENTRIES) -> None:
     """Write the model as a UAI ``MARKOV`` file.

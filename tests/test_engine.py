@@ -1,0 +1,134 @@
+"""StreamLearner in process: cadence, signals, resume, bad batches, skipped formats."""
+
+import os
+import signal
+
+import numpy as np
+import pytest
+
+from connectors import ArraySource, Batch, Source
+from streammn import Schema, SchemaError, load_snapshot, read_snapshot
+from streammn import engine as engine_module
+from streammn.dtsl import DTSL
+from streammn.engine import EngineError, StreamLearner
+from streammn.snapshot import list_snapshots
+
+
+def chain_rows(n, n_vars=8, seed=0):
+    rng = np.random.default_rng(seed)
+    x = np.empty((n, n_vars), dtype=np.uint8)
+    x[:, 0] = rng.random(n) < 0.5
+    for j in range(1, n_vars):
+        x[:, j] = x[:, j - 1] ^ (rng.random(n) < 0.2)
+    return x
+
+
+def make(tmp_path, rows, **kw):
+    source = ArraySource(rows, schema=Schema.binary(rows.shape[1]), batch_size=250)
+    learner = DTSL(source.schema, kappa=0.1, grace_period=100)
+    return StreamLearner(source, learner, tmp_path / "out", progress=None, **kw)
+
+
+def test_snapshot_cadence_and_scores(tmp_path):
+    rows = chain_rows(3000)
+    eng = make(tmp_path, rows, every_rows=1000, validation=chain_rows(500, seed=1))
+    path = eng.run()
+    manifests = [read_snapshot(p).manifest for p in list_snapshots(tmp_path / "out")]
+    assert [m["rows_seen"] for m in manifests] == [1000, 2000, 3000]
+    assert [m["reason"] for m in manifests] == ["periodic"] * 3
+    assert path.name == "snap-000003"
+    # the prequential score counts every row after the first batch, scored before learning
+    assert eng.state.preq_rows == 3000 - 250
+    assert manifests[-1]["scores"]["validation_pll"] == pytest.approx(
+        load_snapshot(path).pll(chain_rows(500, seed=1)))
+    assert manifests[-1]["peak_rss_mb"] > 0
+
+
+def test_signal_stops_after_the_batch_with_a_snapshot(tmp_path):
+    rows = chain_rows(3000)
+    eng = make(tmp_path, rows)
+    learner_fit = eng.learner.partial_fit
+    calls = []
+
+    def fit_then_signal(batch):
+        learner_fit(batch)
+        calls.append(len(batch))
+        if len(calls) == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    eng.learner.partial_fit = fit_then_signal
+    path = eng.run()
+    m = read_snapshot(path).manifest
+    assert m["reason"] == "signal" and m["rows_seen"] == 750
+    assert m["source"]["position"] == 750
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # handler restored
+
+
+def test_resume_in_process_equals_one_run(tmp_path):
+    rows = chain_rows(4000)
+    whole = make(tmp_path / "a", rows, every_rows=1000)
+    whole.run()
+    first = make(tmp_path / "b", rows[:2000], every_rows=1000)
+    first.run()
+    second = make(tmp_path / "b", rows, every_rows=1000)
+    assert second.resume() and second.state.rows_seen == 2000
+    second.run()
+    assert second.learner.to_bytes() == whole.learner.to_bytes()
+    assert load_snapshot(tmp_path / "b" / "out").features.equals(
+        load_snapshot(tmp_path / "a" / "out").features)
+
+
+def test_resume_without_snapshots_starts_fresh_and_rejects_other_schemas(tmp_path):
+    eng = make(tmp_path, chain_rows(500))
+    assert not eng.resume()
+    eng.run()
+    other = make(tmp_path, chain_rows(500, n_vars=5))
+    with pytest.raises(EngineError, match="schema"):
+        other.resume()
+
+
+def test_bad_batch_keeps_what_was_learned(tmp_path):
+    rows = chain_rows(1000).astype(np.int64)
+    rows[620, 3] = 7
+
+    class Validating(Source):  # validates per batch, as file sources do
+        schema = Schema.binary(8)
+
+        def __init__(self, raw):
+            self.raw, self._next = raw, 0
+
+        def _batches(self):
+            while self._next < len(self.raw):
+                start = self._next
+                block = self.schema.validate(self.raw[start:start + 250], row_offset=start)
+                self._next = start + len(block)
+                yield Batch(block, end=self._next, start=start)
+
+        def position(self):
+            return self._next
+
+    eng = StreamLearner(Validating(rows), DTSL(Schema.binary(8)), tmp_path / "out",
+                        progress=None)
+    with pytest.raises(SchemaError, match="row 620"):
+        eng.run()
+    m = read_snapshot(list_snapshots(tmp_path / "out")[-1]).manifest
+    assert m["reason"] == "error" and m["rows_seen"] == 500 and m["source"]["position"] == 500
+
+
+def test_oversized_uai_is_skipped_not_fatal(tmp_path, monkeypatch):
+    monkeypatch.setattr(engine_module, "UAI_MAX_ENTRIES", 4)
+    eng = make(tmp_path, chain_rows(1000))
+    path = eng.run()
+    m = read_snapshot(path).manifest
+    assert "model.uai" not in m["files"] and "uai" in m["skipped_formats"]
+    assert "model.mn" in m["files"]
+
+
+def test_schema_mismatch_and_bad_settings(tmp_path):
+    source = ArraySource(chain_rows(10), schema=Schema.binary(8))
+    with pytest.raises(EngineError, match="schema"):
+        StreamLearner(source, DTSL(Schema.binary(7)), tmp_path)
+    with pytest.raises(ValueError, match="every_rows"):
+        StreamLearner(source, DTSL(Schema.binary(8)), tmp_path, every_rows=0)
+    with pytest.raises(ValueError, match="validation"):
+        StreamLearner(source, DTSL(Schema.binary(8)), tmp_path, refine=True)
