@@ -316,9 +316,7 @@ class KafkaSource(Source):
                 if data:
                     rows = self._decode(data, self._rows + pending_n)
                     for m in data:
-                        p = m.partition()
-                        self._offsets.setdefault(p, m.offset())
-                        pending_offsets[p] = m.offset() + 1
+                        pending_offsets[m.partition()] = m.offset() + 1
                     self._fetched.update(pending_offsets)
                     self._rows_per_message = max(1.0, 0.5 * self._rows_per_message
                                                  + 0.5 * rows.shape[0] / len(data))
