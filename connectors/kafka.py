@@ -33,11 +33,11 @@ import logging
 import math
 import time
 from typing import Iterator
-from urllib.parse import parse_qs, unquote, urlparse
 
 import numpy as np
 
 from connectors.base import DEFAULT_BATCH_SIZE, Batch, Source, SourceError, SourceUnavailable
+from connectors.loguri import parse_log_uri
 from connectors.messages import FORMATS, DeadLetterFile, MessageDecoder
 from streammn.schema import Schema
 
@@ -424,53 +424,9 @@ class KafkaSource(Source):
         return f"KafkaSource({', '.join(parts)})"
 
 
-# URIs ---------------------------------------------------------------------------------------
-_BOOL = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
-_OPTION_TYPES = {"group": str, "format": str, "batch_size": int, "poll_timeout": float,
-                 "max_wait": float, "broker_timeout": float, "stop_at_end": "bool",
-                 "dead_letter": str, "start": str, "partitions": "ints", "schema": "schema"}
-
-
-def parse_log_uri(uri: str, scheme: str, types: dict = _OPTION_TYPES) -> tuple[str, str, dict]:
-    """Split ``scheme://host:port/name?key=value&...`` into (host, name, typed options).
-
-    ``schema=`` names a Libra ``.schema`` file or a streammn schema JSON file.
-    """
-    parsed = urlparse(uri)
-    if parsed.scheme.lower() != scheme:
-        raise ValueError(f"{uri}: not a {scheme}:// URI")
-    name = unquote(parsed.path.lstrip("/"))
-    if not parsed.netloc or not name:
-        raise ValueError(f"{uri}: expected {scheme}://host:port/<name>?options")
-    options = {}
-    for key, values in parse_qs(parsed.query, keep_blank_values=True).items():
-        if key not in types:
-            raise ValueError(f"{uri}: unknown option {key!r} (known: {', '.join(types)})")
-        raw = values[-1]
-        kind = types[key]
-        try:
-            if kind == "bool":
-                options[key] = _BOOL[raw.lower()]
-            elif kind == "ints":
-                options[key] = [int(p) for p in raw.split(",") if p.strip()]
-            elif kind == "schema":
-                options[key] = load_schema_file(raw)
-            else:
-                options[key] = kind(raw)
-        except (KeyError, ValueError):
-            raise ValueError(f"{uri}: bad value {raw!r} for option {key!r}") from None
-    return parsed.netloc, name, options
-
-
-def load_schema_file(path: str) -> Schema:
-    """A schema from a Libra ``.schema`` file (one line of cardinalities) or streammn JSON."""
-    with open(path) as f:
-        text = f.read()
-    if text.lstrip().startswith("{"):
-        import json
-
-        return Schema.from_dict(json.loads(text))
-    return Schema.from_libra_line(text.strip(), source=path)
+_KAFKA_OPTIONS = {"group": str, "format": str, "batch_size": int, "poll_timeout": float,
+                  "max_wait": float, "broker_timeout": float, "stop_at_end": "bool",
+                  "dead_letter": str, "start": str, "partitions": "ints", "schema": "schema"}
 
 
 def open_kafka(uri: str, schema: Schema | None = None, **options) -> KafkaSource:
@@ -482,7 +438,7 @@ def open_kafka(uri: str, schema: Schema | None = None, **options) -> KafkaSource
     ``dead_letter``, ``start``, ``schema`` (a schema file). Keyword ``options`` and ``schema``
     override the URI's.
     """
-    bootstrap, topic, uri_options = parse_log_uri(uri, "kafka")
+    bootstrap, topic, uri_options = parse_log_uri(uri, "kafka", _KAFKA_OPTIONS)
     uri_options.update(options)
     if schema is not None:
         uri_options["schema"] = schema
