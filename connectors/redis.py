@@ -77,7 +77,9 @@ class RedisStreamSource(Source):
     db : database number (default 0).
     batch_size, poll_timeout, max_wait, broker_timeout, stop_at_end, dead_letter : as for
         :class:`~connectors.kafka.KafkaSource` (``stop_at_end``: end when a read waited
-        ``poll_timeout`` seconds and found no new entry).
+        ``poll_timeout`` seconds and found no new entry). A batch ends at an entry boundary
+        and may exceed ``batch_size`` by up to one entry per stream (``XREADGROUP``'s
+        ``COUNT`` is per stream), or by the rows of an Arrow entry.
     start : where a newly created group starts: ``"earliest"`` (default, the whole stream)
         or ``"latest"`` (only entries added from now on).
     """
@@ -239,7 +241,8 @@ class RedisStreamSource(Source):
                 if first_at is not None:
                     timeout = max(0.001, min(timeout,
                                              first_at + self.max_wait - time.monotonic()))
-                count = max(1, self.batch_size - pending_n)
+                # COUNT is per stream: share what the batch still needs among the streams
+                count = max(1, (self.batch_size - pending_n) // len(self.streams))
                 reply = self._call("XREADGROUP", self._client.xreadgroup, self.group,
                                    self.consumer, {s: ">" for s in self.streams},
                                    count=count, block=max(1, int(timeout * 1000)))

@@ -1,10 +1,6 @@
 """KafkaSource against a Kafka cluster on loopback: librdkafka's mock cluster in a helper
-process, or a real broker when ``KAFKA_BOOTSTRAP`` is set.
-
-Rows carry their own provenance: column ``part`` is the partition a row was produced to and
-columns ``s0..s9`` the bits of its sequence number within that partition, so every test can
-check per-partition order, completeness and replay points from the rows alone.
-"""
+process, or a real broker when ``KAFKA_BOOTSTRAP`` is set. Rows carry their partition and
+sequence number (tests/logrows.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +12,6 @@ import time
 import uuid
 
 import numpy as np
-import pyarrow as pa
 import pytest
 
 pytest.importorskip("confluent_kafka", reason="the 'kafka' extra (confluent-kafka) is not "
@@ -27,14 +22,11 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from connectors.base import SourceUnavailable  # noqa: E402
 from connectors.kafka import KafkaSource, open_kafka  # noqa: E402
 from connectors.kafka_mock import MockKafkaCluster  # noqa: E402
-from streammn.schema import Schema, SchemaError  # noqa: E402
+from streammn.schema import SchemaError  # noqa: E402
+from logrows import (N_PARTS, SCHEMA, encode, make_rows, read,  # noqa: E402
+                     split_by_partition)
 
 REAL_BOOTSTRAP = os.environ.get("KAFKA_BOOTSTRAP")
-N_PARTS = 3
-SEQ_BITS = 10
-SCHEMA = Schema.from_cardinalities([N_PARTS] + [2] * SEQ_BITS + [3, 2, 5],
-                                   ["part"] + [f"s{i}" for i in range(SEQ_BITS)]
-                                   + ["a", "b", "c"])
 # a real broker enforces a minimum session timeout; the mock lets a restarted member in sooner
 GROUP_CONFIG = {"session.timeout.ms": 6000 if REAL_BOOTSTRAP else 1000,
                 "heartbeat.interval.ms": 500 if REAL_BOOTSTRAP else 200,
@@ -62,37 +54,6 @@ def cluster():
             yield mock
 
 
-def make_rows(n_per_part: int, seed: int) -> list[np.ndarray]:
-    """Rows for each partition: partition id, sequence bits, random payload columns."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for p in range(N_PARTS):
-        seq = np.arange(n_per_part)
-        bits = (seq[:, None] >> np.arange(SEQ_BITS)[None, :]) & 1
-        payload = np.stack([rng.integers(0, 3, n_per_part), rng.integers(0, 2, n_per_part),
-                            rng.integers(0, 5, n_per_part)], axis=1)
-        out.append(np.ascontiguousarray(np.concatenate(
-            [np.full((n_per_part, 1), p), bits, payload], axis=1).astype(np.uint8)))
-    return out
-
-
-def encode(rows: np.ndarray, format: str, rows_per_message: int = 1) -> list[bytes]:
-    if format == "csv":
-        return [",".join(map(str, r)).encode() for r in rows.tolist()]
-    if format == "json":
-        return [json.dumps(dict(zip(SCHEMA.names, r))).encode() for r in rows.tolist()]
-    out = []
-    for i in range(0, rows.shape[0], rows_per_message):
-        chunk = rows[i:i + rows_per_message]
-        table = pa.table({n: pa.array(chunk[:, j], pa.int16()) for j, n in
-                          enumerate(SCHEMA.names)})
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, table.schema) as w:
-            w.write_table(table)
-        out.append(sink.getvalue().to_pybytes())
-    return out
-
-
 def produce(cluster, topic: str, messages_by_part: list[list[bytes]]) -> None:
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 5})
     for p, messages in enumerate(messages_by_part):
@@ -113,21 +74,6 @@ def source(cluster, topic, group=None, **kw) -> KafkaSource:
     kw.setdefault("config", GROUP_CONFIG)
     return KafkaSource(cluster.bootstrap, topic, group or f"g-{uuid.uuid4().hex[:8]}",
                        schema=SCHEMA, **kw)
-
-
-def seq_of(rows: np.ndarray) -> np.ndarray:
-    return (rows[:, 1:1 + SEQ_BITS].astype(np.int64) << np.arange(SEQ_BITS)).sum(axis=1)
-
-
-def split_by_partition(rows: np.ndarray) -> list[np.ndarray]:
-    return [rows[rows[:, 0] == p] for p in range(N_PARTS)]
-
-
-def read(src) -> tuple[np.ndarray, list]:
-    batches = list(src)
-    rows = np.concatenate([b.rows for b in batches]) if batches else \
-        np.empty((0, SCHEMA.n_vars), np.uint8)
-    return rows, batches
 
 
 @pytest.mark.parametrize("format,rows_per_message", [("csv", 1), ("json", 1), ("arrow", 40)])
