@@ -115,14 +115,20 @@ class KafkaSource(Source):
         self._assigned: set[int] = set()
         self._eof: set[int] = set()
         self._rows = 0                       # rows yielded by this source object
-        self._rows_per_message = 1.0
+        # rows per message, to size polls: one row for CSV/JSON; Arrow starts with one message
+        self._rows_per_message = float(self.batch_size if format == "arrow" else 1)
         self._stop = False
         self._needs_rewind = False
         self._down_since: float | None = None
         self._down_error: str | None = None
         self._fatal: str | None = None
         self._consumer = None
-        self._consumer = Consumer(self._client_config())
+        try:
+            self._consumer = Consumer(self._client_config())
+        except KafkaException as e:
+            self.close()
+            raise SourceError(f"{self.describe()}: cannot create a consumer "
+                              f"({e.args[0].str()})") from None
         self.topic_partitions = self._wait_for_topic()
         missing = [p for p in (self.partitions or []) if p not in self.topic_partitions]
         if missing:
@@ -318,8 +324,7 @@ class KafkaSource(Source):
                     for m in data:
                         pending_offsets[m.partition()] = m.offset() + 1
                     self._fetched.update(pending_offsets)
-                    self._rows_per_message = max(1.0, 0.5 * self._rows_per_message
-                                                 + 0.5 * rows.shape[0] / len(data))
+                    self._rows_per_message = max(1.0, rows.shape[0] / len(data))
                     if rows.shape[0]:
                         pending.append(rows)
                         pending_n += rows.shape[0]
