@@ -29,6 +29,10 @@ from connectors.kafka_mock import MockKafkaCluster
 from connectors.messages import MessageDecoder
 from streammn.schema import Schema
 
+#: keep each partition below the mock cluster's ~5 MB retention
+MOCK_PARTITION_BYTES = 4_500_000
+#: rows per partition that fit that budget with 100 binary variables
+DEFAULT_ROWS = {"csv": 20_000, "json": 4_000, "arrow": 20_000}
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 
@@ -85,6 +89,10 @@ def measure(format: str = "csv", n_vars: int = 100, partitions: int = 8,
     rows = rng.integers(0, 2, size=(n_rows, n_vars), dtype=np.uint8)
     values = payloads(rows, format, rows_per_message)
     per_part = len(values) // partitions
+    part_bytes = sum(map(len, values)) / partitions
+    if part_bytes > MOCK_PARTITION_BYTES:
+        raise ValueError(f"{format}: {part_bytes / 1e6:.1f} MB per partition exceeds the mock "
+                         f"cluster's retention; use fewer rows or more partitions")
     with MockKafkaCluster() as mock:
         topic = f"bench-{format}"
         mock.create_topic(topic, partitions)
@@ -128,10 +136,11 @@ def measure(format: str = "csv", n_vars: int = 100, partitions: int = 8,
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--formats", default="csv,json,arrow")
-    ap.add_argument("--rows-per-partition", type=int, default=20_000)
+    ap.add_argument("--rows-per-partition", type=int, default=None,
+                    help=f"default per format: {DEFAULT_ROWS}")
     ap.add_argument("--out", default=os.path.join(RESULTS, "scale_kafka.json"))
     args = ap.parse_args(argv)
-    runs = [measure(f, rows_per_partition=args.rows_per_partition)
+    runs = [measure(f, rows_per_partition=args.rows_per_partition or DEFAULT_ROWS[f])
             for f in args.formats.split(",")]
     machine = {"platform": platform.platform(), "python": platform.python_version(),
                "cpus": os.cpu_count(), "processor": platform.processor() or platform.machine()}
