@@ -19,7 +19,8 @@ pytest.importorskip("confluent_kafka", reason="the 'kafka' extra (confluent-kafk
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from connectors.base import SourceUnavailable  # noqa: E402
+from connectors.base import SourceError, SourceUnavailable  # noqa: E402
+from connectors.resolve import open_source  # noqa: E402
 from connectors.kafka import KafkaSource, open_kafka  # noqa: E402
 from connectors.kafka_mock import MockKafkaCluster  # noqa: E402
 from streammn.schema import SchemaError  # noqa: E402
@@ -255,5 +256,11 @@ def test_open_kafka_uri(cluster, tmp_path):
     assert "KafkaSource(" in repr(src) and "format='json'" in repr(src)
     with pytest.raises(ValueError, match="unknown option"):
         open_kafka(f"kafka://{cluster.bootstrap}/{topic}?colour=red", schema=SCHEMA)
+    with open_source(f"kafka://{cluster.bootstrap}/{topic}?format=json&stop_at_end=yes",
+                     schema=SCHEMA, batch_size=11, config=GROUP_CONFIG) as src:
+        assert isinstance(src, KafkaSource) and src.batch_size == 11
+        assert read(src)[0].shape[0] == 3 * 30
+    with pytest.raises(SourceError, match="needs a schema"):
+        open_source(f"kafka://{cluster.bootstrap}/{topic}")
     with pytest.raises(ValueError, match="needs a schema"):
         open_kafka(f"kafka://{cluster.bootstrap}/{topic}")

@@ -22,6 +22,7 @@ import redis  # noqa: E402
 
 from connectors.base import SourceUnavailable  # noqa: E402
 from connectors.redis import RedisStreamSource, id_before, open_redis, parse_id  # noqa: E402
+from connectors.resolve import open_source  # noqa: E402
 from logrows import (N_PARTS, SCHEMA, encode, make_rows, read,  # noqa: E402
                      split_by_partition)
 from streammn.schema import SchemaError  # noqa: E402
@@ -265,3 +266,7 @@ def test_open_redis_uri(server, tmp_path):
     assert "RedisStreamSource(" in repr(src)
     with pytest.raises(ValueError, match="unknown option"):
         open_redis(f"redis://{server.address}/x?partitions=1", schema=SCHEMA)
+    with open_source(f"redis://{server.address}/{names[2]}?format=json&stop_at_end=1"
+                     f"&batch_size=5&poll_timeout=0.1", schema=SCHEMA, batch_size=100) as src:
+        assert isinstance(src, RedisStreamSource) and src.batch_size == 5  # URI wins
+        np.testing.assert_array_equal(read(src)[0], expected[2])
