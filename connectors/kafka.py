@@ -11,7 +11,9 @@ Delivery contract with the engine:
   in the same group then starts right after everything a durable snapshot covers.
 - :meth:`KafkaSource.seek` restarts from a snapshot's position (more precise than the group's
   commits, which may lag by one snapshot). Partitions absent from a position start at the
-  group's committed offset, or at ``start`` (earliest/latest) when none is committed.
+  group's committed offset, or at ``start`` (earliest/latest) when none is committed. A
+  position or commit whose offset retention has already deleted is a
+  :class:`~connectors.base.SourceError`, never a silent jump over unlearned rows.
 - a bad message raises :class:`~streammn.schema.SchemaError` naming topic/partition/offset
   before any of its batch is yielded; with ``dead_letter`` it is written there and skipped
   (its offset still advances, and the file is fsynced before any commit past it).
@@ -42,8 +44,8 @@ from connectors.messages import FORMATS, DeadLetterFile, MessageDecoder
 from streammn.schema import Schema
 
 try:
-    from confluent_kafka import (OFFSET_STORED, Consumer, KafkaError, KafkaException,
-                                 TopicPartition)
+    from confluent_kafka import (OFFSET_BEGINNING, OFFSET_END, OFFSET_STORED, Consumer,
+                                 KafkaError, KafkaException, TopicPartition)
 except ImportError as _e:  # pragma: no cover - exercised only without the extra
     raise ImportError("KafkaSource needs the 'kafka' extra: pip install 'streammn[kafka]'") \
         from _e
@@ -111,8 +113,9 @@ class KafkaSource(Source):
         self._dead = None if dead_letter is None else DeadLetterFile(dead_letter)
 
         self._offsets: dict[int, int] = {}   # next offset per partition after the last batch
-        self._fetched: dict[int, int] = {}   # next offset per partition the client will return
+        self._fetched: dict[int, int] = {}   # next offset per partition the client returns
         self._assigned: set[int] = set()
+        self._uncommitted: dict[int, int] = {}  # partitions the group never committed
         self._eof: set[int] = set()
         self._rows = 0                       # rows yielded by this source object
         # rows per message, to size polls: one row for CSV/JSON; Arrow starts with one message
@@ -149,7 +152,8 @@ class KafkaSource(Source):
             "client.id": "streammn",
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
-            "auto.offset.reset": self.start,
+            # never jump silently: a missing offset is handled in _on_offset_reset
+            "auto.offset.reset": "error",
             "enable.partition.eof": True,
             "reconnect.backoff.max.ms": 1000,
             "error_cb": self._on_error,
@@ -195,7 +199,40 @@ class KafkaSource(Source):
             return sorted(t.partitions)
 
     def _start_offset(self, p: int) -> int:
-        return self._fetched.get(p, self._offsets.get(p, OFFSET_STORED))
+        """Where the client (re)starts partition ``p``: after what it returned, else the
+        yielded position, else the group's commit (or ``start`` for a group without one)."""
+        if p in self._fetched:
+            return self._fetched[p]
+        if p in self._offsets:
+            return self._offsets[p]
+        return self._uncommitted.get(p, OFFSET_STORED)
+
+    def _on_offset_reset(self, p: int, offset, err) -> None:
+        """The broker has no data where partition ``p`` was to start (``offset``; ``None``
+        when the group has no committed offset).
+
+        Without a committed offset this is a fresh group: start at ``start``. An explicit
+        offset (a position, a commit) that is gone means rows were deleted by retention
+        before they were learned, or the position lies beyond the log: an error, because
+        carrying on would skip rows without anyone noticing. Events about a start the client
+        has already left behind (they can arrive late, after a reassignment) are ignored.
+        """
+        known = p in self._fetched or p in self._offsets
+        if offset is None or offset < 0:
+            if not known and p not in self._uncommitted:
+                self._uncommitted[p] = OFFSET_BEGINNING if self.start == "earliest" \
+                    else OFFSET_END
+                self._assign(sorted(self._assigned))
+            return
+        if known and offset != self._start_offset(p):
+            return
+        low, high = self._consumer.get_watermark_offsets(TopicPartition(self.topic, p),
+                                                         timeout=self.broker_timeout)
+        raise SourceError(
+            f"{self.describe()}: partition {p} has offsets {low}..{high} but reading was to "
+            f"continue at {offset} ({err.str()}); either retention deleted rows before they "
+            f"were learned or the position is not from this topic. Seek to a retained "
+            f"position, or use a new group to accept the gap")
 
     def _assign(self, partitions) -> None:
         self._consumer.assign([TopicPartition(self.topic, p, self._start_offset(p))
@@ -303,9 +340,12 @@ class KafkaSource(Source):
         self._stop = True
 
     def _batches(self) -> Iterator[Batch]:
-        if self._needs_rewind:  # a previous iteration ended holding rows it never yielded
+        if self._needs_rewind or (self.stop_at_end and self._eof):
+            # a previous iteration ended holding rows it never yielded, or a replay ended at
+            # partition ends that new messages may have moved since: fetch from the position
             self._rewind_client()
             self._needs_rewind = False
+            self._eof.clear()
         self._stop = False
         pending: list[np.ndarray] = []
         pending_offsets: dict[int, int] = {}
@@ -318,21 +358,23 @@ class KafkaSource(Source):
                 timeout = self.poll_timeout
                 if first_at is not None:
                     timeout = max(0.0, min(timeout, first_at + self.max_wait - time.monotonic()))
-                data = self._poll(n, timeout)
+                data, ends = self._poll(n, timeout)
+                for p, o in ends.items():  # read to the end: the position moves there too
+                    pending_offsets[p] = max(o, pending_offsets.get(p, o))
                 if data:
                     rows = self._decode(data, self._rows + pending_n)
                     for m in data:
                         pending_offsets[m.partition()] = m.offset() + 1
-                    self._fetched.update(pending_offsets)
                     self._rows_per_message = max(1.0, rows.shape[0] / len(data))
                     if rows.shape[0]:
                         pending.append(rows)
                         pending_n += rows.shape[0]
                         if first_at is None:
                             first_at = time.monotonic()
-                    elif pending_n == 0:  # only dead letters so far: nothing to wait for
-                        self._offsets.update(pending_offsets)
-                        pending_offsets = {}
+                if pending_n == 0 and pending_offsets:
+                    # only dead letters or partition ends so far: nothing to wait for
+                    self._offsets.update(pending_offsets)
+                    pending_offsets = {}
                 at_end = (self.stop_at_end and not data and self._assigned
                           and self._assigned <= self._eof)
                 due = pending_n >= self.batch_size or at_end or self._stop or (
@@ -344,7 +386,8 @@ class KafkaSource(Source):
                 if at_end or self._stop:
                     return
         finally:
-            if pending_offsets:
+            # the client read past what was yielded (an error, an abandoned iteration)
+            if any(self._offsets.get(p) != o for p, o in self._fetched.items()):
                 self._needs_rewind = True
 
     def _emit(self, pending, n, pending_offsets) -> Batch:
@@ -354,31 +397,38 @@ class KafkaSource(Source):
         self._offsets.update(pending_offsets)
         return Batch(rows, end=self.position(), start=start)
 
-    def _poll(self, n: int, timeout: float) -> list:
-        """Up to ``n`` data messages; tracks partition ends and cluster reachability."""
+    def _poll(self, n: int, timeout: float) -> tuple[list, dict]:
+        """Up to ``n`` data messages and ``{partition: end offset}`` of partitions read to
+        their end; tracks cluster reachability."""
         try:
             msgs = self._consumer.consume(n, timeout)
         except KafkaException as e:
             raise SourceError(f"{self.describe()}: {e.args[0].str()}") from None
-        data = []
+        data, ends, resets = [], {}, []
         for m in msgs:
             err = m.error()
             if err is None:
                 data.append(m)
                 self._eof.discard(m.partition())
+                self._fetched[m.partition()] = m.offset() + 1
             elif err.code() == KafkaError._PARTITION_EOF:
                 self._eof.add(m.partition())
+                ends[m.partition()] = self._fetched[m.partition()] = m.offset()
+            elif err.code() == KafkaError._AUTO_OFFSET_RESET:
+                resets.append((m.partition(), m.offset(), err))
             elif err.code() in _UNREACHABLE:
                 self._on_error(err)
             else:
                 raise SourceError(f"{self.describe()}: partition {m.partition()}: {err.str()}")
+        for p, offset, err in resets:  # after the messages above are in _fetched
+            self._on_offset_reset(p, offset, err)
         if self._fatal is not None:
             raise SourceError(f"{self.describe()}: fatal client error: {self._fatal}")
         if data or (msgs and self._down_since is not None):
             self._down_since = None
         elif self._down_since is not None:
             self._probe()
-        return data
+        return data, ends
 
     def _probe(self) -> None:
         """While the cluster seems down: check it with backoff; give up after broker_timeout."""

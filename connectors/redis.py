@@ -235,6 +235,7 @@ class RedisStreamSource(Source):
         pending_ids: dict[str, str] = {}
         pending_n = 0
         first_at = None
+        unyielded = False  # entries delivered to this consumer and not yet in a batch
         try:
             while True:
                 timeout = self.poll_timeout
@@ -249,6 +250,7 @@ class RedisStreamSource(Source):
                 entries = [(name.decode(), eid, fields) for name, chunk in reply or []
                            for eid, fields in chunk]
                 if entries:
+                    unyielded = True
                     rows = self._decode(entries, self._rows + pending_n)
                     for name, eid, _ in entries:
                         pending_ids[name] = eid.decode()
@@ -260,17 +262,19 @@ class RedisStreamSource(Source):
                     elif pending_n == 0:  # only dead letters so far
                         self._ids.update(pending_ids)
                         pending_ids = {}
+                        unyielded = False
                 at_end = self.stop_at_end and not entries
                 due = pending_n >= self.batch_size or at_end or self._stop or (
                     first_at is not None and time.monotonic() - first_at >= self.max_wait)
                 if due and pending_n:
                     batch = self._emit(pending, pending_n, pending_ids)
                     pending, pending_ids, pending_n, first_at = [], {}, 0, None
+                    unyielded = False
                     yield batch
                 if at_end or self._stop:
                     return
         finally:
-            if pending_ids:  # read but never yielded: re-deliver from the position next time
+            if unyielded:  # an error or an abandoned iteration: re-deliver from the position
                 self._prepared = False
 
     def _emit(self, pending, n, pending_ids) -> Batch:

@@ -138,6 +138,37 @@ def test_commit_then_restarted_member_starts_after_committed_offsets(cluster, pa
         np.testing.assert_array_equal(got, expected[p][committed.get(str(p), 0):])
 
 
+def test_offsets_deleted_or_beyond_the_log_are_an_error_not_a_silent_gap(cluster):
+    expected = make_rows(40, seed=9)
+    topic = new_topic(cluster, expected)
+    with source(cluster, topic) as src:
+        src.seek({"0": 5000})
+        with pytest.raises(SourceError, match="partition 0 has offsets 0..40 but reading was "
+                                              "to continue at 5000"):
+            list(src)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    with source(cluster, topic, group, partitions=[1]) as src:
+        src.commit({"1": 7000})  # a commit the log cannot honour
+    with source(cluster, topic, group) as src:
+        with pytest.raises(SourceError, match="partition 1 has offsets 0..40 but reading was "
+                                              "to continue at 7000"):
+            list(src)
+
+
+def test_start_latest_reads_only_new_messages_and_replays_resume_at_the_end(cluster):
+    old = make_rows(20, seed=10)
+    topic = new_topic(cluster, old)
+    with source(cluster, topic, start="latest", partitions=[0, 1, 2]) as src:
+        assert read(src)[0].shape[0] == 0
+        assert src.position() == {"0": 20, "1": 20, "2": 20}  # read to the end, nothing new
+        new = make_rows(15, seed=11)
+        produce(cluster, topic, [encode(r, "csv") for r in new])
+        rows, _ = read(src)  # the next replay picks up what arrived since
+        assert src.position() == {"0": 35, "1": 35, "2": 35}
+    for p, got in enumerate(split_by_partition(rows)):
+        np.testing.assert_array_equal(got, new[p])
+
+
 @pytest.mark.parametrize("format", ["csv", "json", "arrow"])
 def test_bad_message_names_topic_partition_offset(cluster, format):
     rows = make_rows(60, seed=4)
@@ -153,6 +184,9 @@ def test_bad_message_names_topic_partition_offset(cluster, format):
         with pytest.raises(SchemaError) as info:
             list(src)
         assert src.position() == {}  # nothing of the failing batch was delivered
+        with pytest.raises(SchemaError) as again:  # never skipped: the next try fails alike
+            list(src)
+        assert str(again.value) == str(info.value)
     msg = str(info.value)
     assert f"topic '{topic}' partition 1 offset {bad_index}" in msg
     assert "out of range" in msg and info.value.column == SCHEMA.n_vars - 1
