@@ -42,12 +42,14 @@ def _free_port() -> int:
 class RedisServer:
     """A throw-away redis-server: loopback only, no persistence, data dir under tmp."""
 
-    def __init__(self, directory):
-        self.port = _free_port()
+    def __init__(self, directory, port=None, persistent=False):
+        self.directory = directory
+        self.port = port or _free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
             [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--dir",
-             str(directory), "--save", "", "--appendonly", "no", "--protected-mode", "no"],
+             str(directory), "--save", "", "--protected-mode", "no",
+             "--appendonly", "yes" if persistent else "no", "--appendfsync", "always"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.client = redis.Redis(host="127.0.0.1", port=self.port)
         deadline = time.monotonic() + 20
@@ -249,6 +251,37 @@ def test_server_gone_retries_then_source_unavailable(tmp_path):
     with pytest.raises(SourceUnavailable, match="unreachable"):
         RedisStreamSource(f"127.0.0.1:{_free_port()}", "s", "g", schema=SCHEMA,
                           broker_timeout=0.5)
+
+
+def test_server_restart_within_broker_timeout_loses_and_repeats_nothing(tmp_path):
+    """A persistent server goes away and comes back on the same port: the source retries,
+    then continues with the group's state as the server kept it."""
+    srv = RedisServer(tmp_path, persistent=True)
+    expected = make_rows(120, seed=19)
+    names = new_streams(srv, expected)
+    src = source(srv, names, batch_size=40, stop_at_end=False, max_wait=0.2,
+                 broker_timeout=30)
+    it = iter(src)
+    rows = [next(it).rows for _ in range(2)]
+    srv.stop()
+    restarted = []
+    timer = threading.Timer(1.0, lambda: restarted.append(
+        RedisServer(tmp_path, port=srv.port, persistent=True)))
+    timer.start()
+    try:
+        while sum(r.shape[0] for r in rows) < 3 * 120:
+            rows.append(next(it).rows)
+        timer.join()
+        assert restarted  # the rows after the outage came from the restarted server
+        src.stop()
+        assert list(it) == []
+    finally:
+        timer.join()
+        src.close()
+        for r in restarted:
+            r.stop()
+    for p, got in enumerate(split_by_partition(np.concatenate(rows))):
+        np.testing.assert_array_equal(got, expected[p])
 
 
 def test_open_redis_uri(server, tmp_path):
