@@ -297,6 +297,8 @@ class KafkaSource(Source):
         """Commit ``position`` to the consumer group. Call it only after the snapshot that
         covers ``position`` is durable. In subscribe mode only the partitions this member
         currently owns are committed (the others belong to another member now)."""
+        if self._consumer is None:
+            raise SourceError(f"{self.describe()}: cannot commit, the source is closed")
         offsets = {int(p): int(o) for p, o in dict(position).items()}
         if self.partitions is None:
             offsets = {p: o for p, o in offsets.items() if p in self._assigned}
