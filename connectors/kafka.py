@@ -2,7 +2,7 @@
 
 Each message value is one row (a CSV line or a JSON object) or many rows (an Arrow IPC stream);
 see :mod:`connectors.messages`. The source position is ``{"<partition>": next offset}`` over
-the partitions read so far, as JSON-friendly string keys.
+the partitions assigned so far, as JSON-friendly string keys.
 
 Delivery contract with the engine:
 
@@ -44,8 +44,7 @@ from connectors.messages import FORMATS, DeadLetterFile, MessageDecoder
 from streammn.schema import Schema
 
 try:
-    from confluent_kafka import (OFFSET_BEGINNING, OFFSET_END, OFFSET_STORED, Consumer,
-                                 KafkaError, KafkaException, TopicPartition)
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 except ImportError as _e:  # pragma: no cover - exercised only without the extra
     raise ImportError("KafkaSource needs the 'kafka' extra: pip install 'streammn[kafka]'") \
         from _e
@@ -115,8 +114,7 @@ class KafkaSource(Source):
         self._offsets: dict[int, int] = {}   # next offset per partition after the last batch
         self._fetched: dict[int, int] = {}   # next offset per partition the client returns
         self._assigned: set[int] = set()
-        self._uncommitted: dict[int, int] = {}  # partitions the group never committed
-        self._eof: set[int] = set()
+        self._ends: dict[int, int] = {}      # end of each partition when a replay started
         self._rows = 0                       # rows yielded by this source object
         # rows per message, to size polls: one row for CSV/JSON; Arrow starts with one message
         self._rows_per_message = float(self.batch_size if format == "arrow" else 1)
@@ -152,9 +150,9 @@ class KafkaSource(Source):
             "client.id": "streammn",
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
-            # never jump silently: a missing offset is handled in _on_offset_reset
+            # every start offset is explicit (see _start_offsets); one the broker no longer
+            # has must not be replaced silently: see _on_offset_reset
             "auto.offset.reset": "error",
-            "enable.partition.eof": True,
             "reconnect.backoff.max.ms": 1000,
             "error_cb": self._on_error,
             "logger": log,
@@ -198,36 +196,49 @@ class KafkaSource(Source):
                                         f"available ({why})")
             return sorted(t.partitions)
 
-    def _start_offset(self, p: int) -> int:
-        """Where the client (re)starts partition ``p``: after what it returned, else the
-        yielded position, else the group's commit (or ``start`` for a group without one)."""
-        if p in self._fetched:
-            return self._fetched[p]
-        if p in self._offsets:
-            return self._offsets[p]
-        return self._uncommitted.get(p, OFFSET_STORED)
+    def _start_offsets(self, partitions) -> list:
+        """Explicit start offsets for ``partitions``: where the client already is, else the
+        yielded position, else the group's committed offset, else the first (``start`` =
+        earliest) or next (latest) offset of the partition. Resolving them here, rather than
+        leaving logical offsets to the client, gives every partition a known position from
+        the start, so replays know where they end and commits never skip unread rows."""
+        todo = [p for p in partitions if p not in self._fetched and p not in self._offsets]
+        if todo:
+            committed = self._consumer.committed([TopicPartition(self.topic, p) for p in todo],
+                                                 timeout=self.broker_timeout)
+            for tp in committed:
+                if tp.offset >= 0:
+                    self._offsets[tp.partition] = tp.offset
+                else:
+                    low, high = self._watermarks(tp.partition)
+                    self._offsets[tp.partition] = low if self.start == "earliest" else high
+        out = []
+        for p in partitions:
+            self._fetched.setdefault(p, self._offsets[p])
+            if self.stop_at_end and p not in self._ends:
+                self._ends[p] = self._watermarks(p)[1]
+            out.append(TopicPartition(self.topic, p, self._fetched[p]))
+        return out
+
+    def _watermarks(self, p: int) -> tuple[int, int]:
+        try:
+            return self._consumer.get_watermark_offsets(TopicPartition(self.topic, p),
+                                                        timeout=self.broker_timeout)
+        except KafkaException as e:
+            raise SourceUnavailable(f"{self.describe()}: cannot read the offsets of "
+                                    f"partition {p} ({e.args[0].str()})") from None
 
     def _on_offset_reset(self, p: int, offset, err) -> None:
-        """The broker has no data where partition ``p`` was to start (``offset``; ``None``
-        when the group has no committed offset).
+        """The broker has no data at the offset partition ``p`` was to start from.
 
-        Without a committed offset this is a fresh group: start at ``start``. An explicit
-        offset (a position, a commit) that is gone means rows were deleted by retention
-        before they were learned, or the position lies beyond the log: an error, because
-        carrying on would skip rows without anyone noticing. Events about a start the client
-        has already left behind (they can arrive late, after a reassignment) are ignored.
+        Rows there were deleted by retention before they were learned, or the position lies
+        beyond the log (not from this topic): an error, because carrying on elsewhere would
+        skip rows without anyone noticing. A late event about an offset the client has
+        already left behind (after a seek) is ignored.
         """
-        known = p in self._fetched or p in self._offsets
-        if offset is None or offset < 0:
-            if not known and p not in self._uncommitted:
-                self._uncommitted[p] = OFFSET_BEGINNING if self.start == "earliest" \
-                    else OFFSET_END
-                self._assign(sorted(self._assigned))
+        if offset is not None and offset >= 0 and offset != self._fetched.get(p):
             return
-        if known and offset != self._start_offset(p):
-            return
-        low, high = self._consumer.get_watermark_offsets(TopicPartition(self.topic, p),
-                                                         timeout=self.broker_timeout)
+        low, high = self._watermarks(p)
         raise SourceError(
             f"{self.describe()}: partition {p} has offsets {low}..{high} but reading was to "
             f"continue at {offset} ({err.str()}); either retention deleted rows before they "
@@ -235,17 +246,12 @@ class KafkaSource(Source):
             f"position, or use a new group to accept the gap")
 
     def _assign(self, partitions) -> None:
-        self._consumer.assign([TopicPartition(self.topic, p, self._start_offset(p))
-                               for p in partitions])
+        self._consumer.assign(self._start_offsets(partitions))
         self._assigned = set(partitions)
-        self._eof -= self._assigned
 
     def _on_assign(self, consumer, parts) -> None:
-        for tp in parts:
-            tp.offset = self._start_offset(tp.partition)
-        consumer.assign(parts)
+        consumer.assign(self._start_offsets([tp.partition for tp in parts]))
         self._assigned = {tp.partition for tp in parts}
-        self._eof -= self._assigned
 
     def _on_revoke(self, consumer, parts) -> None:
         consumer.unassign()
@@ -278,16 +284,7 @@ class KafkaSource(Source):
     def initial_position(self) -> dict:
         """The earliest retained offset of every partition this source reads."""
         parts = self.partitions if self.partitions is not None else self.topic_partitions
-        out = {}
-        for p in parts:
-            try:
-                low, _ = self._consumer.get_watermark_offsets(
-                    TopicPartition(self.topic, p), timeout=self.broker_timeout)
-            except KafkaException as e:
-                raise SourceUnavailable(f"{self.describe()}: cannot read the offsets of "
-                                        f"partition {p} ({e.args[0].str()})") from None
-            out[str(p)] = low
-        return out
+        return {str(p): self._watermarks(p)[0] for p in parts}
 
     @property
     def rewindable(self) -> bool:
@@ -342,12 +339,11 @@ class KafkaSource(Source):
         self._stop = True
 
     def _batches(self) -> Iterator[Batch]:
-        if self._needs_rewind or (self.stop_at_end and self._eof):
-            # a previous iteration ended holding rows it never yielded, or a replay ended at
-            # partition ends that new messages may have moved since: fetch from the position
+        if self._needs_rewind:  # a previous iteration ended holding rows it never yielded
             self._rewind_client()
             self._needs_rewind = False
-            self._eof.clear()
+        if self.stop_at_end:  # a replay reads what the partitions hold now
+            self._ends = {p: self._watermarks(p)[1] for p in self._assigned}
         self._stop = False
         pending: list[np.ndarray] = []
         pending_offsets: dict[int, int] = {}
@@ -360,9 +356,7 @@ class KafkaSource(Source):
                 timeout = self.poll_timeout
                 if first_at is not None:
                     timeout = max(0.0, min(timeout, first_at + self.max_wait - time.monotonic()))
-                data, ends = self._poll(n, timeout)
-                for p, o in ends.items():  # read to the end: the position moves there too
-                    pending_offsets[p] = max(o, pending_offsets.get(p, o))
+                data = self._poll(n, timeout)
                 if data:
                     rows = self._decode(data, self._rows + pending_n)
                     for m in data:
@@ -374,11 +368,11 @@ class KafkaSource(Source):
                         if first_at is None:
                             first_at = time.monotonic()
                 if pending_n == 0 and pending_offsets:
-                    # only dead letters or partition ends so far: nothing to wait for
+                    # only dead letters so far: nothing to wait for
                     self._offsets.update(pending_offsets)
                     pending_offsets = {}
                 at_end = (self.stop_at_end and not data and self._assigned
-                          and self._assigned <= self._eof)
+                          and all(self._fetched[p] >= self._ends[p] for p in self._assigned))
                 due = pending_n >= self.batch_size or at_end or self._stop or (
                     first_at is not None and time.monotonic() - first_at >= self.max_wait)
                 if due and pending_n:
@@ -399,23 +393,18 @@ class KafkaSource(Source):
         self._offsets.update(pending_offsets)
         return Batch(rows, end=self.position(), start=start)
 
-    def _poll(self, n: int, timeout: float) -> tuple[list, dict]:
-        """Up to ``n`` data messages and ``{partition: end offset}`` of partitions read to
-        their end; tracks cluster reachability."""
+    def _poll(self, n: int, timeout: float) -> list:
+        """Up to ``n`` data messages; tracks cluster reachability."""
         try:
             msgs = self._consumer.consume(n, timeout)
         except KafkaException as e:
             raise SourceError(f"{self.describe()}: {e.args[0].str()}") from None
-        data, ends, resets = [], {}, []
+        data, resets = [], []
         for m in msgs:
             err = m.error()
             if err is None:
                 data.append(m)
-                self._eof.discard(m.partition())
                 self._fetched[m.partition()] = m.offset() + 1
-            elif err.code() == KafkaError._PARTITION_EOF:
-                self._eof.add(m.partition())
-                ends[m.partition()] = self._fetched[m.partition()] = m.offset()
             elif err.code() == KafkaError._AUTO_OFFSET_RESET:
                 resets.append((m.partition(), m.offset(), err))
             elif err.code() in _UNREACHABLE:
@@ -430,7 +419,7 @@ class KafkaSource(Source):
             self._down_since = None
         elif self._down_since is not None:
             self._probe()
-        return data, ends
+        return data
 
     def _probe(self) -> None:
         """While the cluster seems down: check it with backoff; give up after broker_timeout."""
@@ -492,10 +481,14 @@ def open_kafka(uri: str, schema: Schema | None = None, **options) -> KafkaSource
 
     Query options: ``group`` (default ``streammn``), ``format``, ``partitions``,
     ``batch_size``, ``poll_timeout``, ``max_wait``, ``broker_timeout``, ``stop_at_end``,
-    ``dead_letter``, ``start``, ``schema`` (a schema file). Keyword ``options`` and ``schema``
-    override the URI's.
+    ``dead_letter``, ``start``, ``schema`` (a schema file); dotted keys are librdkafka
+    settings (``session.timeout.ms=10000``, ``group.instance.id=learner-1``). Keyword
+    ``options`` and ``schema`` override the URI's.
     """
-    bootstrap, topic, uri_options = parse_log_uri(uri, "kafka", _KAFKA_OPTIONS)
+    bootstrap, topic, uri_options = parse_log_uri(uri, "kafka", _KAFKA_OPTIONS,
+                                                  client_settings=True)
+    if "config" in options and "config" in uri_options:
+        options = dict(options, config={**uri_options["config"], **options["config"]})
     uri_options.update(options)
     if schema is not None:
         uri_options["schema"] = schema

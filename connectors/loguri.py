@@ -10,12 +10,15 @@ from streammn.schema import Schema
 _BOOL = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
 
 
-def parse_log_uri(uri: str, scheme: str, types: dict) -> tuple[str, str, dict]:
+def parse_log_uri(uri: str, scheme: str, types: dict,
+                  client_settings: bool = False) -> tuple[str, str, dict]:
     """Split ``scheme://host:port/name?key=value&...`` into (host, name, typed options).
 
     ``types`` maps each allowed option to ``str``/``int``/``float``, ``"bool"``, ``"ints"``
     (comma-separated) or ``"schema"`` (a Libra ``.schema`` file or a streammn schema JSON file,
-    loaded). Unknown options and malformed values are :class:`ValueError`.
+    loaded). With ``client_settings``, dotted keys (``session.timeout.ms=6000``) are collected
+    as strings into ``options["config"]`` for the client library. Unknown options and
+    malformed values are :class:`ValueError`.
     """
     parsed = urlparse(uri)
     if parsed.scheme.lower() != scheme:
@@ -25,6 +28,9 @@ def parse_log_uri(uri: str, scheme: str, types: dict) -> tuple[str, str, dict]:
         raise ValueError(f"{uri}: expected {scheme}://host:port/<name>?options")
     options = {}
     for key, values in parse_qs(parsed.query, keep_blank_values=True).items():
+        if client_settings and "." in key:
+            options.setdefault("config", {})[key] = values[-1]
+            continue
         if key not in types:
             raise ValueError(f"{uri}: unknown option {key!r} (known: {', '.join(types)})")
         raw = values[-1]
