@@ -51,7 +51,7 @@ except ImportError as _e:  # pragma: no cover - exercised only without the extra
 
 log = logging.getLogger(__name__)
 
-MAX_MESSAGES_PER_POLL = 100_000
+MAX_MESSAGES_PER_POLL = 10000
 #: librdkafka error codes that mean "cannot reach the cluster right now" (retried)
 _UNREACHABLE = {KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._RESOLVE,
                 KafkaError._TIMED_OUT}
@@ -76,8 +76,9 @@ class KafkaSource(Source):
         1.0).
     broker_timeout : seconds to keep retrying an unreachable cluster before
         :class:`~connectors.base.SourceUnavailable` (default 30).
-    stop_at_end : end the iteration once every assigned partition is read to its end (finite
-        replay) instead of following the topic forever (default False).
+    stop_at_end : end the iteration once every assigned partition is read up to the end it
+        had when the iteration started (its high watermark then): a finite replay, instead
+        of following the topic forever (default False).
     dead_letter : path of a JSON-lines file for bad messages (default ``None``: raise).
     start : where partitions without a committed offset start: ``"earliest"`` (default) or
         ``"latest"``.
@@ -115,6 +116,7 @@ class KafkaSource(Source):
         self._fetched: dict[int, int] = {}   # next offset per partition the client returns
         self._assigned: set[int] = set()
         self._ends: dict[int, int] = {}      # end of each partition when a replay started
+        self._replayed = False               # an iteration ran since the ends were taken
         self._rows = 0                       # rows yielded by this source object
         # rows per message, to size polls: one row for CSV/JSON; Arrow starts with one message
         self._rows_per_message = float(self.batch_size if format == "arrow" else 1)
@@ -212,6 +214,7 @@ class KafkaSource(Source):
                 else:
                     low, high = self._watermarks(tp.partition)
                     self._offsets[tp.partition] = low if self.start == "earliest" else high
+                    self._ends.setdefault(tp.partition, high)
         out = []
         for p in partitions:
             self._fetched.setdefault(p, self._offsets[p])
@@ -342,8 +345,9 @@ class KafkaSource(Source):
         if self._needs_rewind:  # a previous iteration ended holding rows it never yielded
             self._rewind_client()
             self._needs_rewind = False
-        if self.stop_at_end:  # a replay reads what the partitions hold now
+        if self.stop_at_end and self._replayed:  # a new replay reads what partitions hold now
             self._ends = {p: self._watermarks(p)[1] for p in self._assigned}
+        self._replayed = True
         self._stop = False
         pending: list[np.ndarray] = []
         pending_offsets: dict[int, int] = {}
@@ -353,14 +357,16 @@ class KafkaSource(Source):
             while True:
                 want = max(self.batch_size - pending_n, 1)
                 n = max(1, min(MAX_MESSAGES_PER_POLL, math.ceil(want / self._rows_per_message)))
+                if self.stop_at_end and self._assigned:  # don't wait for more than is left
+                    n = max(1, min(n, sum(max(0, self._ends[p] - self._fetched[p])
+                                          for p in self._assigned)))
                 timeout = self.poll_timeout
                 if first_at is not None:
                     timeout = max(0.0, min(timeout, first_at + self.max_wait - time.monotonic()))
-                data = self._poll(n, timeout)
+                data, nexts = self._poll(n, timeout)
                 if data:
                     rows = self._decode(data, self._rows + pending_n)
-                    for m in data:
-                        pending_offsets[m.partition()] = m.offset() + 1
+                    pending_offsets.update(nexts)
                     self._rows_per_message = max(1.0, rows.shape[0] / len(data))
                     if rows.shape[0]:
                         pending.append(rows)
@@ -371,7 +377,7 @@ class KafkaSource(Source):
                     # only dead letters so far: nothing to wait for
                     self._offsets.update(pending_offsets)
                     pending_offsets = {}
-                at_end = (self.stop_at_end and not data and self._assigned
+                at_end = (self.stop_at_end and bool(self._assigned)
                           and all(self._fetched[p] >= self._ends[p] for p in self._assigned))
                 due = pending_n >= self.batch_size or at_end or self._stop or (
                     first_at is not None and time.monotonic() - first_at >= self.max_wait)
@@ -393,19 +399,23 @@ class KafkaSource(Source):
         self._offsets.update(pending_offsets)
         return Batch(rows, end=self.position(), start=start)
 
-    def _poll(self, n: int, timeout: float) -> list:
-        """Up to ``n`` data messages; tracks cluster reachability."""
+    def _poll(self, n: int, timeout: float) -> tuple[list, dict]:
+        """Up to ``n`` data messages and the next offset of each partition they come from;
+        tracks cluster reachability."""
         try:
             msgs = self._consumer.consume(n, timeout)
         except KafkaException as e:
             raise SourceError(f"{self.describe()}: {e.args[0].str()}") from None
-        data, resets = [], []
-        for m in msgs:
+        data = [m for m in msgs if m.error() is None]
+        # the last message of each partition wins: the next offsets after this poll
+        nexts = {m.partition(): m.offset() + 1 for m in data}
+        self._fetched.update(nexts)
+        resets = []
+        for m in msgs if len(data) < len(msgs) else ():
             err = m.error()
             if err is None:
-                data.append(m)
-                self._fetched[m.partition()] = m.offset() + 1
-            elif err.code() == KafkaError._AUTO_OFFSET_RESET:
+                continue
+            if err.code() == KafkaError._AUTO_OFFSET_RESET:
                 resets.append((m.partition(), m.offset(), err))
             elif err.code() in _UNREACHABLE:
                 self._on_error(err)
@@ -419,7 +429,7 @@ class KafkaSource(Source):
             self._down_since = None
         elif self._down_since is not None:
             self._probe()
-        return data
+        return data, nexts
 
     def _probe(self) -> None:
         """While the cluster seems down: check it with backoff; give up after broker_timeout."""
