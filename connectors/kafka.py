@@ -206,8 +206,12 @@ class KafkaSource(Source):
         the start, so replays know where they end and commits never skip unread rows."""
         todo = [p for p in partitions if p not in self._fetched and p not in self._offsets]
         if todo:
-            committed = self._consumer.committed([TopicPartition(self.topic, p) for p in todo],
-                                                 timeout=self.broker_timeout)
+            try:
+                committed = self._consumer.committed(
+                    [TopicPartition(self.topic, p) for p in todo], timeout=self.broker_timeout)
+            except KafkaException as e:
+                raise SourceUnavailable(f"{self.describe()}: cannot read the group's "
+                                        f"committed offsets ({e.args[0].str()})") from None
             for tp in committed:
                 if tp.offset >= 0:
                     self._offsets[tp.partition] = tp.offset
