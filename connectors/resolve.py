@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import glob
 import os
-from urllib.parse import urlparse
+from urllib.parse import parse_qs, urlparse
 
 from connectors.base import DEFAULT_BATCH_SIZE, Source, SourceError, SourceUnavailable
 from connectors.csv import CSV_SUFFIXES, CsvSource
@@ -13,6 +13,24 @@ from connectors.parquet import PARQUET_SUFFIXES, ParquetSource
 from streammn.schema import Schema
 
 FILE_SCHEMES = ("", "file")
+LOG_SCHEMES = ("kafka", "redis")
+
+
+def _open_log(scheme: str, uri: str, batch_size: int, schema, options) -> Source:
+    """A log source; its client library is imported only now (optional extras)."""
+    try:
+        if scheme == "kafka":
+            from connectors.kafka import open_kafka as opener
+        else:
+            from connectors.redis import open_redis as opener
+    except ImportError as e:
+        raise SourceError(f"{uri}: {e}") from None
+    if "batch_size" not in parse_qs(urlparse(uri).query):  # the URI's own setting wins
+        options = dict(options, batch_size=batch_size)
+    try:
+        return opener(uri, schema=schema, **options)
+    except ValueError as e:
+        raise SourceError(str(e)) from None
 
 
 def _kind_of(paths: list[str]) -> str:
@@ -42,19 +60,25 @@ def open_source(uri_or_path, batch_size: int = DEFAULT_BATCH_SIZE,
     - ``*.parquet`` files, directories or globs of them: :class:`ParquetSource`;
     - ``*.data`` / ``*.csv`` files, directories or globs: :class:`CsvSource` (a Libra
       ``<name>.schema`` beside a ``.data`` file is used when no schema is given);
-    - ``file://`` URIs as plain paths. Log URIs (``kafka://``, ``redis://``) need their
-      connector extra. Extra keyword ``options`` go to the source's constructor.
+    - ``file://`` URIs as plain paths;
+    - ``kafka://host:port/topic?...`` (:func:`connectors.kafka.open_kafka`, extra ``kafka``)
+      and ``redis://host:port/stream?...`` (:func:`connectors.redis.open_redis`, extra
+      ``redis``); these need a schema (``schema`` or ``?schema=<file>``).
+
+    Extra keyword ``options`` go to the source's constructor.
 
     An unknown scheme raises :class:`SourceError`; a missing file :class:`SourceUnavailable`.
     """
     spec = os.fspath(uri_or_path)
     parsed = urlparse(spec)
     scheme = parsed.scheme.lower() if len(parsed.scheme) > 1 else ""  # C:\ is not a scheme
+    if scheme in LOG_SCHEMES:
+        return _open_log(scheme, spec, batch_size, schema, options)
     if scheme == "file":
         spec = parsed.path
     elif scheme not in FILE_SCHEMES:
         raise SourceError(f"{spec}: unsupported source scheme {scheme!r} "
-                          f"(supported: plain paths and file://)")
+                          f"(supported: plain paths, file://, kafka://, redis://)")
     if os.path.isdir(spec):
         has_parquet = any(glob.glob(os.path.join(spec, "**", "*" + s), recursive=True)
                           for s in PARQUET_SUFFIXES)

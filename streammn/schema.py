@@ -25,11 +25,13 @@ class SchemaError(ValueError):
     """Rows that do not fit the schema, or a schema that cannot be built.
 
     ``row`` is the absolute row offset in the source (``None`` when the error is not about a
-    row), ``column`` the column index, ``source`` a description of where the rows came from.
+    row), ``column`` the column index, ``source`` a description of where the rows came from,
+    ``reason`` the message without that location prefix.
     """
 
     def __init__(self, message: str, *, row: int | None = None, column: int | None = None,
                  source: str | None = None):
+        self.reason = message
         self.row = row
         self.column = column
         self.source = source

@@ -1,0 +1,512 @@
+"""Kafka topics as a :class:`~connectors.base.Source` (extra ``kafka``: confluent-kafka).
+
+Each message value is one row (a CSV line or a JSON object) or many rows (an Arrow IPC stream);
+see :mod:`connectors.messages`. The source position is ``{"<partition>": next offset}`` over
+the partitions assigned so far, as JSON-friendly string keys.
+
+Delivery contract with the engine:
+
+- auto-commit is off. :meth:`KafkaSource.commit` commits a position to the consumer group and
+  must be called only once the snapshot holding that position is durable; a restarted consumer
+  in the same group then starts right after everything a durable snapshot covers.
+- :meth:`KafkaSource.seek` restarts from a snapshot's position (more precise than the group's
+  commits, which may lag by one snapshot). Partitions absent from a position start at the
+  group's committed offset, or at ``start`` (earliest/latest) when none is committed. A
+  position or commit whose offset retention has already deleted is a
+  :class:`~connectors.base.SourceError`, never a silent jump over unlearned rows.
+- a bad message raises :class:`~streammn.schema.SchemaError` naming topic/partition/offset
+  before any of its batch is yielded; with ``dead_letter`` it is written there and skipped
+  (its offset still advances, and the file is fsynced before any commit past it).
+- broker unreachable: the source keeps probing with exponential backoff for
+  ``broker_timeout`` seconds, then raises :class:`~connectors.base.SourceUnavailable`.
+  Batches yielded before stay valid: the position only moves when a batch is yielded.
+
+Without ``partitions`` the source subscribes to the topic with group management, so the group's
+partitions are (re)balanced over its members on every (re)start; with ``partitions`` it assigns
+them directly and uses the group only for committed offsets. A batch ends at a message
+boundary: it holds ``batch_size`` rows (more when the last Arrow message overshoots), or fewer
+when ``max_wait`` seconds passed since its first row, the replay ended (``stop_at_end``) or
+:meth:`~KafkaSource.stop` was called.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from typing import Iterator
+
+import numpy as np
+
+from connectors.base import DEFAULT_BATCH_SIZE, Batch, Source, SourceError, SourceUnavailable
+from connectors.loguri import parse_log_uri
+from connectors.messages import FORMATS, DeadLetterFile, MessageDecoder
+from streammn.schema import Schema
+
+try:
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+except ImportError as _e:  # pragma: no cover - exercised only without the extra
+    raise ImportError("KafkaSource needs the 'kafka' extra: pip install 'streammn[kafka]'") \
+        from _e
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGES_PER_POLL = 10000
+#: librdkafka error codes that mean "cannot reach the cluster right now" (retried)
+_UNREACHABLE = {KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._RESOLVE,
+                KafkaError._TIMED_OUT}
+_MAX_BACKOFF = 2.0
+
+
+class KafkaSource(Source):
+    """Read a Kafka topic into validated row batches.
+
+    Parameters
+    ----------
+    bootstrap : ``host:port[,host:port...]`` of the cluster.
+    topic : the topic to read.
+    group : consumer group id; the durable cursor of this learner (one learner per group).
+    schema : :class:`~streammn.schema.Schema` of the rows (required: a log has no header).
+    partitions : partition numbers to read (default ``None``: all, with group rebalancing).
+    format : ``"csv"`` (default), ``"json"`` or ``"arrow"``; see :mod:`connectors.messages`.
+    batch_size : rows per batch (default 65536).
+    poll_timeout : seconds one poll of the client blocks (default 0.2): the reaction time to
+        :meth:`stop` and to broker trouble.
+    max_wait : seconds a partial batch may wait for more rows before it is yielded (default
+        1.0).
+    broker_timeout : seconds to keep retrying an unreachable cluster before
+        :class:`~connectors.base.SourceUnavailable` (default 30).
+    stop_at_end : end the iteration once every assigned partition is read up to the end it
+        had when the iteration started (its high watermark then): a finite replay, instead
+        of following the topic forever (default False).
+    dead_letter : path of a JSON-lines file for bad messages (default ``None``: raise).
+    start : where partitions without a committed offset start: ``"earliest"`` (default) or
+        ``"latest"``.
+    config : extra librdkafka settings (security, timeouts, ``group.instance.id``...).
+    """
+
+    def __init__(self, bootstrap: str, topic: str, group: str, *, schema: Schema,
+                 partitions=None, format: str = "csv", batch_size: int = DEFAULT_BATCH_SIZE,
+                 poll_timeout: float = 0.2, max_wait: float = 1.0,
+                 broker_timeout: float = 30.0, stop_at_end: bool = False,
+                 dead_letter=None, start: str = "earliest", config: dict | None = None):
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        if format not in FORMATS:
+            raise ValueError(f"format must be one of {FORMATS}, got {format!r}")
+        if start not in ("earliest", "latest"):
+            raise ValueError(f"start must be 'earliest' or 'latest', got {start!r}")
+        if min(poll_timeout, max_wait, broker_timeout) <= 0:
+            raise ValueError("poll_timeout, max_wait and broker_timeout must be positive")
+        self.bootstrap, self.topic, self.group = bootstrap, topic, group
+        self.schema = schema
+        self.partitions = None if partitions is None else sorted({int(p) for p in partitions})
+        self.format = format
+        self.batch_size = int(batch_size)
+        self.poll_timeout, self.max_wait = float(poll_timeout), float(max_wait)
+        self.broker_timeout = float(broker_timeout)
+        self.stop_at_end = bool(stop_at_end)
+        self.start = start
+        self.config = dict(config or {})
+        self.dead_letter = None if dead_letter is None else str(dead_letter)
+        self._decoder = MessageDecoder(format, schema)
+        self._dead = None if dead_letter is None else DeadLetterFile(dead_letter)
+
+        self._offsets: dict[int, int] = {}   # next offset per partition after the last batch
+        self._fetched: dict[int, int] = {}   # next offset per partition the client returns
+        self._assigned: set[int] = set()
+        self._ends: dict[int, int] = {}      # end of each partition when a replay started
+        self._replayed = False               # an iteration ran since the ends were taken
+        self._rows = 0                       # rows yielded by this source object
+        # rows per message, to size polls: one row for CSV/JSON; Arrow starts with one message
+        self._rows_per_message = float(self.batch_size if format == "arrow" else 1)
+        self._stop = False
+        self._needs_rewind = False
+        self._down_since: float | None = None
+        self._down_error: str | None = None
+        self._fatal: str | None = None
+        self._consumer = None
+        try:
+            self._consumer = Consumer(self._client_config())
+        except KafkaException as e:
+            self.close()
+            raise SourceError(f"{self.describe()}: cannot create a consumer "
+                              f"({e.args[0].str()})") from None
+        self.topic_partitions = self._wait_for_topic()
+        missing = [p for p in (self.partitions or []) if p not in self.topic_partitions]
+        if missing:
+            self.close()
+            raise SourceError(f"{self.describe()}: topic has partitions "
+                              f"{self.topic_partitions}, not {missing}")
+        if self.partitions is None:
+            self._consumer.subscribe([topic], on_assign=self._on_assign,
+                                     on_revoke=self._on_revoke, on_lost=self._on_revoke)
+        else:
+            self._assign(self.partitions)
+
+    # client plumbing ----------------------------------------------------------------------
+    def _client_config(self) -> dict:
+        conf = {
+            "bootstrap.servers": self.bootstrap,
+            "group.id": self.group,
+            "client.id": "streammn",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            # every start offset is explicit (see _start_offsets); one the broker no longer
+            # has must not be replaced silently: see _on_offset_reset
+            "auto.offset.reset": "error",
+            "reconnect.backoff.max.ms": 1000,
+            "error_cb": self._on_error,
+            "logger": log,
+        }
+        conf.update(self.config)
+        return conf
+
+    def _on_error(self, err) -> None:
+        if err.fatal():
+            self._fatal = err.str()
+        elif err.code() in _UNREACHABLE:
+            if self._down_since is None:
+                self._down_since = time.monotonic()
+            self._down_error = err.str()
+        else:
+            log.warning("%s: %s", self.describe(), err.str())
+
+    def _wait_for_topic(self) -> list[int]:
+        """Partition numbers of the topic, retrying an unreachable cluster."""
+        deadline = time.monotonic() + self.broker_timeout
+        backoff = 0.1
+        while True:
+            try:
+                md = self._consumer.list_topics(self.topic, timeout=min(
+                    max(backoff, 1.0), max(deadline - time.monotonic(), 0.01)))
+            except KafkaException as e:
+                err = e.args[0]
+                if err.code() not in _UNREACHABLE or time.monotonic() >= deadline:
+                    self.close()
+                    raise SourceUnavailable(f"{self.describe()}: cannot reach the Kafka "
+                                            f"cluster within {self.broker_timeout:g} s "
+                                            f"({err.str()})") from None
+                time.sleep(min(backoff, max(deadline - time.monotonic(), 0)))
+                backoff = min(backoff * 2, _MAX_BACKOFF)
+                continue
+            t = md.topics.get(self.topic)
+            if t is None or t.error is not None:
+                self.close()
+                why = t.error.str() if t is not None and t.error is not None else "not listed"
+                raise SourceUnavailable(f"{self.describe()}: topic {self.topic!r} is not "
+                                        f"available ({why})")
+            return sorted(t.partitions)
+
+    def _start_offsets(self, partitions) -> list:
+        """Explicit start offsets for ``partitions``: where the client already is, else the
+        yielded position, else the group's committed offset, else the first (``start`` =
+        earliest) or next (latest) offset of the partition. Resolving them here, rather than
+        leaving logical offsets to the client, gives every partition a known position from
+        the start, so replays know where they end and commits never skip unread rows."""
+        todo = [p for p in partitions if p not in self._fetched and p not in self._offsets]
+        if todo:
+            try:
+                committed = self._consumer.committed(
+                    [TopicPartition(self.topic, p) for p in todo], timeout=self.broker_timeout)
+            except KafkaException as e:
+                raise SourceUnavailable(f"{self.describe()}: cannot read the group's "
+                                        f"committed offsets ({e.args[0].str()})") from None
+            for tp in committed:
+                if tp.offset >= 0:
+                    self._offsets[tp.partition] = tp.offset
+                else:
+                    low, high = self._watermarks(tp.partition)
+                    self._offsets[tp.partition] = low if self.start == "earliest" else high
+                    self._ends.setdefault(tp.partition, high)
+        out = []
+        for p in partitions:
+            self._fetched.setdefault(p, self._offsets[p])
+            if self.stop_at_end and p not in self._ends:
+                self._ends[p] = self._watermarks(p)[1]
+            out.append(TopicPartition(self.topic, p, self._fetched[p]))
+        return out
+
+    def _watermarks(self, p: int) -> tuple[int, int]:
+        try:
+            return self._consumer.get_watermark_offsets(TopicPartition(self.topic, p),
+                                                        timeout=self.broker_timeout)
+        except KafkaException as e:
+            raise SourceUnavailable(f"{self.describe()}: cannot read the offsets of "
+                                    f"partition {p} ({e.args[0].str()})") from None
+
+    def _on_offset_reset(self, p: int, offset, err) -> None:
+        """The broker has no data at the offset partition ``p`` was to start from.
+
+        Rows there were deleted by retention before they were learned, or the position lies
+        beyond the log (not from this topic): an error, because carrying on elsewhere would
+        skip rows without anyone noticing. A late event about an offset the client has
+        already left behind (after a seek) is ignored.
+        """
+        if offset is not None and offset >= 0 and offset != self._fetched.get(p):
+            return
+        low, high = self._watermarks(p)
+        raise SourceError(
+            f"{self.describe()}: partition {p} has offsets {low}..{high} but reading was to "
+            f"continue at {offset} ({err.str()}); either retention deleted rows before they "
+            f"were learned or the position is not from this topic. Seek to a retained "
+            f"position, or use a new group to accept the gap")
+
+    def _assign(self, partitions) -> None:
+        self._consumer.assign(self._start_offsets(partitions))
+        self._assigned = set(partitions)
+
+    def _on_assign(self, consumer, parts) -> None:
+        consumer.assign(self._start_offsets([tp.partition for tp in parts]))
+        self._assigned = {tp.partition for tp in parts}
+
+    def _on_revoke(self, consumer, parts) -> None:
+        consumer.unassign()
+        self._assigned -= {tp.partition for tp in parts}
+
+    # positions ----------------------------------------------------------------------------
+    def position(self) -> dict:
+        return {str(p): o for p, o in sorted(self._offsets.items())}
+
+    def seek(self, position) -> None:
+        """Continue from ``{partition: next offset}`` (a previous :meth:`position`)."""
+        try:
+            offsets = {int(p): int(o) for p, o in dict(position).items()}
+        except (TypeError, ValueError):
+            raise ValueError(f"not a Kafka position (partition -> offset): {position!r}") \
+                from None
+        bad = [p for p, o in offsets.items() if p not in self.topic_partitions or o < 0]
+        if bad:
+            raise ValueError(f"position {position!r} names partitions or offsets not in topic "
+                             f"{self.topic!r} (partitions {self.topic_partitions})")
+        self._offsets = offsets
+        self._rewind_client()
+
+    def _rewind_client(self) -> None:
+        """Make the client fetch from the yielded position again (after seek or an error)."""
+        self._fetched = {}
+        if self._assigned:
+            self._assign(sorted(self._assigned))
+
+    def initial_position(self) -> dict:
+        """The earliest retained offset of every partition this source reads."""
+        parts = self.partitions if self.partitions is not None else self.topic_partitions
+        return {str(p): self._watermarks(p)[0] for p in parts}
+
+    @property
+    def rewindable(self) -> bool:
+        return self.stop_at_end
+
+    def commit(self, position) -> None:
+        """Commit ``position`` to the consumer group. Call it only after the snapshot that
+        covers ``position`` is durable. In subscribe mode only the partitions this member
+        currently owns are committed (the others belong to another member now)."""
+        if self._consumer is None:
+            raise SourceError(f"{self.describe()}: cannot commit, the source is closed")
+        offsets = {int(p): int(o) for p, o in dict(position).items()}
+        if self.partitions is None:
+            offsets = {p: o for p, o in offsets.items() if p in self._assigned}
+        if not offsets:
+            return
+        if self._dead is not None:
+            self._dead.sync()
+        tps = [TopicPartition(self.topic, p, o) for p, o in sorted(offsets.items())]
+        deadline = time.monotonic() + self.broker_timeout
+        backoff = 0.1
+        while True:
+            try:
+                result = self._consumer.commit(offsets=tps, asynchronous=False)
+            except KafkaException as e:
+                err = e.args[0]
+                if not (err.retriable() or err.code() in _UNREACHABLE) or \
+                        time.monotonic() >= deadline:
+                    cls = SourceUnavailable if err.code() in _UNREACHABLE else SourceError
+                    raise cls(f"{self.describe()}: cannot commit offsets "
+                              f"{self.position()} ({err.str()})") from None
+                time.sleep(backoff)
+                backoff = min(backoff * 2, _MAX_BACKOFF)
+                continue
+            failed = [tp for tp in result or [] if tp.error is not None]
+            if failed:
+                raise SourceError(f"{self.describe()}: commit failed for partition "
+                                  f"{failed[0].partition} ({failed[0].error.str()})")
+            return
+
+    def committed(self) -> dict:
+        """The group's committed offsets ``{partition: offset}`` (partitions with one)."""
+        parts = self.partitions if self.partitions is not None else self.topic_partitions
+        tps = self._consumer.committed([TopicPartition(self.topic, p) for p in parts],
+                                       timeout=self.broker_timeout)
+        return {str(tp.partition): tp.offset for tp in tps if tp.offset >= 0}
+
+    # iteration ----------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Make a running iteration yield its pending rows and end (e.g. from a signal
+        handler); the next iteration continues from there."""
+        self._stop = True
+
+    def _batches(self) -> Iterator[Batch]:
+        if self._needs_rewind:  # a previous iteration ended holding rows it never yielded
+            self._rewind_client()
+            self._needs_rewind = False
+        if self.stop_at_end and self._replayed:  # a new replay reads what partitions hold now
+            self._ends = {p: self._watermarks(p)[1] for p in self._assigned}
+        self._replayed = True
+        self._stop = False
+        pending: list[np.ndarray] = []
+        pending_offsets: dict[int, int] = {}
+        pending_n = 0
+        first_at = None
+        try:
+            while True:
+                want = max(self.batch_size - pending_n, 1)
+                n = max(1, min(MAX_MESSAGES_PER_POLL, math.ceil(want / self._rows_per_message)))
+                if self.stop_at_end and self._assigned:  # don't wait for more than is left
+                    n = max(1, min(n, sum(max(0, self._ends[p] - self._fetched[p])
+                                          for p in self._assigned)))
+                timeout = self.poll_timeout
+                if first_at is not None:
+                    timeout = max(0.0, min(timeout, first_at + self.max_wait - time.monotonic()))
+                data, nexts = self._poll(n, timeout)
+                if data:
+                    rows = self._decode(data, self._rows + pending_n)
+                    pending_offsets.update(nexts)
+                    self._rows_per_message = max(1.0, rows.shape[0] / len(data))
+                    if rows.shape[0]:
+                        pending.append(rows)
+                        pending_n += rows.shape[0]
+                        if first_at is None:
+                            first_at = time.monotonic()
+                if pending_n == 0 and pending_offsets:
+                    # only dead letters so far: nothing to wait for
+                    self._offsets.update(pending_offsets)
+                    pending_offsets = {}
+                at_end = (self.stop_at_end and bool(self._assigned)
+                          and all(self._fetched[p] >= self._ends[p] for p in self._assigned))
+                due = pending_n >= self.batch_size or at_end or self._stop or (
+                    first_at is not None and time.monotonic() - first_at >= self.max_wait)
+                if due and pending_n:
+                    batch = self._emit(pending, pending_n, pending_offsets)
+                    pending, pending_offsets, pending_n, first_at = [], {}, 0, None
+                    yield batch
+                if at_end or self._stop:
+                    return
+        finally:
+            # the client read past what was yielded (an error, an abandoned iteration)
+            if any(self._offsets.get(p) != o for p, o in self._fetched.items()):
+                self._needs_rewind = True
+
+    def _emit(self, pending, n, pending_offsets) -> Batch:
+        rows = pending[0] if len(pending) == 1 else np.ascontiguousarray(np.concatenate(pending))
+        start = self._rows
+        self._rows += n
+        self._offsets.update(pending_offsets)
+        return Batch(rows, end=self.position(), start=start)
+
+    def _poll(self, n: int, timeout: float) -> tuple[list, dict]:
+        """Up to ``n`` data messages and the next offset of each partition they come from;
+        tracks cluster reachability."""
+        try:
+            msgs = self._consumer.consume(n, timeout)
+        except KafkaException as e:
+            raise SourceError(f"{self.describe()}: {e.args[0].str()}") from None
+        data = [m for m in msgs if m.error() is None]
+        # the last message of each partition wins: the next offsets after this poll
+        nexts = {m.partition(): m.offset() + 1 for m in data}
+        self._fetched.update(nexts)
+        resets = []
+        for m in msgs if len(data) < len(msgs) else ():
+            err = m.error()
+            if err is None:
+                continue
+            if err.code() == KafkaError._AUTO_OFFSET_RESET:
+                resets.append((m.partition(), m.offset(), err))
+            elif err.code() in _UNREACHABLE:
+                self._on_error(err)
+            else:
+                raise SourceError(f"{self.describe()}: partition {m.partition()}: {err.str()}")
+        for p, offset, err in resets:  # after the messages above are in _fetched
+            self._on_offset_reset(p, offset, err)
+        if self._fatal is not None:
+            raise SourceError(f"{self.describe()}: fatal client error: {self._fatal}")
+        if data or (msgs and self._down_since is not None):
+            self._down_since = None
+        elif self._down_since is not None:
+            self._probe()
+        return data, nexts
+
+    def _probe(self) -> None:
+        """While the cluster seems down: check it with backoff; give up after broker_timeout."""
+        backoff = 0.1
+        while self._down_since is not None:
+            if time.monotonic() - self._down_since >= self.broker_timeout:
+                raise SourceUnavailable(
+                    f"{self.describe()}: Kafka cluster unreachable for "
+                    f"{self.broker_timeout:g} s ({self._down_error}); batches up to position "
+                    f"{self.position()} were delivered")
+            try:
+                self._consumer.list_topics(self.topic, timeout=backoff)
+            except KafkaException:
+                backoff = min(backoff * 2, _MAX_BACKOFF)
+                continue
+            self._down_since = None
+
+    def _decode(self, data: list, row_offset: int) -> np.ndarray:
+        def where(i):
+            m = data[i]
+            return {"topic": self.topic, "partition": m.partition(), "offset": m.offset()}
+
+        return self._decoder.decode([m.value() for m in data], where, row_offset, self._dead)
+
+    # housekeeping -------------------------------------------------------------------------
+    def close(self) -> None:
+        """Leave the group (so a restarted consumer gets the partitions at once) and close the
+        dead-letter file. Offsets are not committed here: that is the engine's call."""
+        if self._consumer is not None:
+            try:
+                self._consumer.close()
+            except (KafkaException, RuntimeError):
+                pass  # already closed or the cluster is gone: nothing left to release
+            self._consumer = None
+        if getattr(self, "_dead", None) is not None:
+            self._dead.close()
+
+    def describe(self) -> str:
+        return f"kafka://{self.bootstrap}/{self.topic}?group={self.group}"
+
+    def __repr__(self) -> str:
+        parts = [repr(self.bootstrap), repr(self.topic), repr(self.group),
+                 f"schema={self.schema!r}", f"partitions={self.partitions!r}",
+                 f"format={self.format!r}", f"batch_size={self.batch_size}",
+                 f"poll_timeout={self.poll_timeout:g}", f"max_wait={self.max_wait:g}",
+                 f"broker_timeout={self.broker_timeout:g}", f"stop_at_end={self.stop_at_end}",
+                 f"dead_letter={self.dead_letter!r}", f"start={self.start!r}"]
+        return f"KafkaSource({', '.join(parts)})"
+
+
+_KAFKA_OPTIONS = {"group": str, "format": str, "batch_size": int, "poll_timeout": float,
+                  "max_wait": float, "broker_timeout": float, "stop_at_end": "bool",
+                  "dead_letter": str, "start": str, "partitions": "ints", "schema": "schema"}
+
+
+def open_kafka(uri: str, schema: Schema | None = None, **options) -> KafkaSource:
+    """Open ``kafka://host:port[,host:port]/topic?group=...&format=csv&partitions=0,1`` as a
+    :class:`KafkaSource`.
+
+    Query options: ``group`` (default ``streammn``), ``format``, ``partitions``,
+    ``batch_size``, ``poll_timeout``, ``max_wait``, ``broker_timeout``, ``stop_at_end``,
+    ``dead_letter``, ``start``, ``schema`` (a schema file); dotted keys are librdkafka
+    settings (``session.timeout.ms=10000``, ``group.instance.id=learner-1``). Keyword
+    ``options`` and ``schema`` override the URI's.
+    """
+    bootstrap, topic, uri_options = parse_log_uri(uri, "kafka", _KAFKA_OPTIONS,
+                                                  client_settings=True)
+    if "config" in options and "config" in uri_options:
+        options = dict(options, config={**uri_options["config"], **options["config"]})
+    uri_options.update(options)
+    if schema is not None:
+        uri_options["schema"] = schema
+    if uri_options.get("schema") is None:
+        raise ValueError(f"{uri}: a Kafka source needs a schema (schema=<file> or --schema)")
+    group = uri_options.pop("group", "streammn")
+    return KafkaSource(bootstrap, topic, group, **uri_options)

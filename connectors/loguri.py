@@ -1,0 +1,58 @@
+"""``kafka://`` and ``redis://`` source URIs: host, stream name and typed query options."""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import parse_qs, unquote, urlparse
+
+from streammn.schema import Schema
+
+_BOOL = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
+
+
+def parse_log_uri(uri: str, scheme: str, types: dict,
+                  client_settings: bool = False) -> tuple[str, str, dict]:
+    """Split ``scheme://host:port/name?key=value&...`` into (host, name, typed options).
+
+    ``types`` maps each allowed option to ``str``/``int``/``float``, ``"bool"``, ``"ints"``
+    (comma-separated) or ``"schema"`` (a Libra ``.schema`` file or a streammn schema JSON file,
+    loaded). With ``client_settings``, dotted keys (``session.timeout.ms=6000``) are collected
+    as strings into ``options["config"]`` for the client library. Unknown options and
+    malformed values are :class:`ValueError`.
+    """
+    parsed = urlparse(uri)
+    if parsed.scheme.lower() != scheme:
+        raise ValueError(f"{uri}: not a {scheme}:// URI")
+    name = unquote(parsed.path.lstrip("/"))
+    if not parsed.netloc or not name:
+        raise ValueError(f"{uri}: expected {scheme}://host:port/<name>?options")
+    options = {}
+    for key, values in parse_qs(parsed.query, keep_blank_values=True).items():
+        if client_settings and "." in key:
+            options.setdefault("config", {})[key] = values[-1]
+            continue
+        if key not in types:
+            raise ValueError(f"{uri}: unknown option {key!r} (known: {', '.join(types)})")
+        raw = values[-1]
+        kind = types[key]
+        try:
+            if kind == "bool":
+                options[key] = _BOOL[raw.lower()]
+            elif kind == "ints":
+                options[key] = [int(p) for p in raw.split(",") if p.strip()]
+            elif kind == "schema":
+                options[key] = load_schema_file(raw)
+            else:
+                options[key] = kind(raw)
+        except (KeyError, ValueError, OSError) as e:
+            raise ValueError(f"{uri}: bad value {raw!r} for option {key!r} ({e})") from None
+    return parsed.netloc, name, options
+
+
+def load_schema_file(path: str) -> Schema:
+    """A schema from a Libra ``.schema`` file (one line of cardinalities) or streammn JSON."""
+    with open(path) as f:
+        text = f.read()
+    if text.lstrip().startswith("{"):
+        return Schema.from_dict(json.loads(text))
+    return Schema.from_libra_line(text.strip(), source=path)

@@ -1,0 +1,290 @@
+"""Message payloads from logs (Kafka, Redis Streams) to validated rows, and dead letters.
+
+A log delivers many small messages; decoding them one by one would spend its time in Python.
+:class:`MessageDecoder` decodes a whole poll's worth at once:
+
+- ``csv``: one row per message, a line of comma-separated states. The lines are joined and
+  parsed by pyarrow's CSV reader in one call (quoting off, so a message can never spill into
+  the next one); when every cell is a single digit the joined bytes are read as a character
+  matrix by numpy instead, several times faster.
+- ``json``: one row per message, an object ``{column: state}``. Newlines never occur inside
+  JSON strings, so each message is flattened to one line and the lines are parsed together by
+  pyarrow's JSON reader against an explicit ``int64`` schema (unknown keys are errors, missing
+  keys nulls, which validation rejects).
+- ``arrow``: many rows per message, an Arrow IPC stream whose columns are the schema's
+  variables (by name, any order). Messages are read one by one (each holds many rows) and
+  their tables concatenated before one conversion to rows.
+
+Only the error path works message by message: a chunk that fails to parse is bisected to its
+first unparseable message, and a validation error is mapped from its row back to the message
+that holds it. A bad message is then either a :class:`~streammn.schema.SchemaError` naming the
+message (topic/partition/offset or stream/entry id) or, with a :class:`DeadLetterFile`, written
+there while the rest of the chunk flows on. Nothing is skipped silently.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from typing import Callable, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.json as pajson
+
+from connectors.arrow import record_batch_to_rows
+from connectors.csv import NULL_TOKENS
+from streammn.schema import Schema, SchemaError
+
+FORMATS = ("csv", "json", "arrow")
+
+
+class _BadMessage(Exception):
+    """Message ``index`` of a chunk cannot be decoded; ``column`` when known."""
+
+    def __init__(self, index: int, reason: str, column: int | None = None):
+        super().__init__(reason)
+        self.index, self.reason, self.column = index, reason, column
+
+
+class DeadLetterFile:
+    """Append-only JSON-lines file receiving messages that failed to decode.
+
+    Each line holds the message's location (e.g. ``topic``, ``partition``, ``offset``), the
+    ``error`` and the payload: ``value`` when it is UTF-8 text, ``value_base64`` otherwise.
+    :meth:`sync` makes the lines durable; sources call it before committing offsets past them.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = os.fspath(path)
+        self._file = open(self.path, "a", encoding="utf-8")
+        self.count = 0
+
+    def write(self, where: dict, error: str, value: bytes | None) -> None:
+        record = dict(where)
+        record["error"] = error
+        if value is None:
+            record["value"] = None
+        else:
+            try:
+                record["value"] = value.decode("utf-8")
+            except UnicodeDecodeError:
+                record["value_base64"] = base64.b64encode(value).decode("ascii")
+        self._file.write(json.dumps(record) + "\n")
+        self._file.flush()
+        self.count += 1
+
+    def sync(self) -> None:
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        if not self._file.closed:
+            self.sync()
+            self._file.close()
+
+    def __repr__(self) -> str:
+        return f"DeadLetterFile({self.path!r})"
+
+
+def describe_where(where: dict) -> str:
+    """``{"topic": "t", "partition": 0, "offset": 5}`` -> ``topic 't' partition 0 offset 5``."""
+    return " ".join(f"{k} {v!r}" if isinstance(v, str) else f"{k} {v}"
+                    for k, v in where.items())
+
+
+class MessageDecoder:
+    """Decode chunks of message payloads in one ``format`` into rows of ``schema``."""
+
+    def __init__(self, format: str, schema: Schema):
+        if format not in FORMATS:
+            raise ValueError(f"format must be one of {FORMATS}, got {format!r}")
+        if not isinstance(schema, Schema):
+            raise TypeError(f"a log source needs a declared Schema, got {schema!r}")
+        self.format = format
+        self.schema = schema
+        names = schema.names
+        self._int_schema = pa.schema([(n, pa.int64()) for n in names])
+        self._csv_read = pacsv.ReadOptions(column_names=names, use_threads=False)
+        self._csv_parse = pacsv.ParseOptions(quote_char=False, double_quote=False,
+                                             escape_char=False, newlines_in_values=False)
+        self._csv_convert = pacsv.ConvertOptions(column_types=self._int_schema,
+                                                 null_values=NULL_TOKENS,
+                                                 strings_can_be_null=True)
+        self._json_parse = pajson.ParseOptions(explicit_schema=self._int_schema,
+                                               unexpected_field_behavior="error")
+
+    def __repr__(self) -> str:
+        return f"MessageDecoder({self.format!r}, {self.schema!r})"
+
+    # public -------------------------------------------------------------------------------
+    def decode(self, values: Sequence[bytes | None], where: Callable[[int], dict],
+               row_offset: int, dead_letter: DeadLetterFile | None = None) -> np.ndarray:
+        """Rows of all messages in ``values``, in order.
+
+        ``where(i)`` locates message ``i`` for errors and dead letters; ``row_offset`` is the
+        absolute index of the first row (for error messages). A bad message raises
+        :class:`SchemaError` (earliest bad message first) unless ``dead_letter`` is given, in
+        which case it is written there and left out of the result.
+        """
+        blocks = self._decode_range(values, 0, len(values), where, row_offset, dead_letter)
+        if not blocks:
+            return np.empty((0, self.schema.n_vars), dtype=np.uint8)
+        return blocks[0] if len(blocks) == 1 else np.ascontiguousarray(np.concatenate(blocks))
+
+    # recursion over good stretches --------------------------------------------------------
+    def _decode_range(self, values, lo, hi, where, row_offset, dead_letter) -> list[np.ndarray]:
+        if lo >= hi:
+            return []
+        try:
+            return [self._rows(values[lo:hi])]
+        except _BadMessage as e:
+            bad = e
+        i = lo + bad.index
+        left = self._decode_range(values, lo, i, where, row_offset, dead_letter)
+        loc = where(i)
+        if dead_letter is None:
+            raise SchemaError(f"bad message: {bad.reason}", column=bad.column,
+                              row=row_offset + sum(b.shape[0] for b in left),
+                              source=describe_where(loc))
+        dead_letter.write(loc, bad.reason, values[i])
+        right = self._decode_range(values, i + 1, hi, where,
+                                   row_offset + sum(b.shape[0] for b in left), dead_letter)
+        return left + right
+
+    def _rows(self, values) -> np.ndarray:
+        """Rows of a chunk, or :class:`_BadMessage` for (one of) its first bad message(s)."""
+        digits = self._digit_rows(values) if self.format == "csv" else None
+        try:
+            if digits is not None:
+                counts = np.ones(len(values), dtype=np.int64)
+                return self.schema.validate(digits)
+            table, counts = self._parse_chunk(values)
+            return self._table_rows(table)
+        except SchemaError as e:
+            row = e.row if e.row is not None else 0
+            index = int(np.searchsorted(np.cumsum(counts), row, side="right"))
+            raise _BadMessage(index, e.reason, e.column) from None
+
+    def _table_rows(self, table: pa.Table) -> np.ndarray:
+        if table.num_rows == 0:
+            return np.empty((0, self.schema.n_vars), dtype=np.uint8)
+        rb = pa.RecordBatch.from_arrays([c.combine_chunks() for c in table.columns],
+                                        names=table.column_names)
+        return record_batch_to_rows(rb, self.schema, 0)
+
+    # parsing ------------------------------------------------------------------------------
+    def _digit_rows(self, values) -> np.ndarray | None:
+        """Fast path for CSV lines whose cells are all single digits (binary data, any
+        cardinality up to 10): the joined bytes form an ``n x 2d`` character matrix with
+        commas and newlines at fixed places, read with numpy alone. ``None`` when the chunk
+        has any other shape (then pyarrow parses it, and finds any error).
+
+        Exactly ``n`` newlines at the ends of the matrix rows means no message holds a newline,
+        so matrix row ``i`` is message ``i``.
+        """
+        d = self.schema.n_vars
+        if None in values:  # a missing payload: the general path reports it
+            return None
+        buf = b"\n".join(values) + b"\n"
+        if len(buf) != 2 * d * len(values):
+            return None
+        chars = np.frombuffer(buf, dtype=np.uint8).reshape(len(values), 2 * d)
+        seps = chars[:, 1::2]
+        if not ((seps[:, :-1] == ord(",")).all() and (seps[:, -1] == ord("\n")).all()):
+            return None
+        cells = chars[:, 0::2] - np.uint8(ord("0"))
+        if (cells > 9).any():  # a non-digit (uint8 wraps the ones below '0' around)
+            return None
+        return np.ascontiguousarray(cells)
+
+    def _parse_chunk(self, values) -> tuple[pa.Table, np.ndarray]:
+        if self.format == "arrow":
+            return self._parse_arrow(values)
+        try:
+            return self._parse_lines(values), np.ones(len(values), dtype=np.int64)
+        except _BadMessage:
+            raise
+        except (pa.ArrowInvalid, ValueError) as e:
+            if len(values) == 1:
+                raise _BadMessage(0, str(e)) from None
+        return self._bisect(values)
+
+    def _bisect(self, values):
+        """Find the first message of a failing chunk that fails on its own."""
+        offset = 0
+        while len(values) > 1:
+            half = len(values) // 2
+            try:
+                self._parse_lines(values[:half])
+            except (pa.ArrowInvalid, ValueError, _BadMessage):
+                values = values[:half]
+                continue
+            offset += half
+            values = values[half:]
+        try:
+            self._parse_lines(values)
+        except _BadMessage as bad:
+            raise _BadMessage(offset, bad.reason) from None
+        except (pa.ArrowInvalid, ValueError) as e:
+            raise _BadMessage(offset, str(e)) from None
+        raise _BadMessage(offset, "message does not decode together with its neighbours")
+
+    def _parse_lines(self, values) -> pa.Table:
+        """CSV or JSON: one row per message, all messages parsed in one pyarrow call."""
+        for i, v in enumerate(values):
+            if not v:  # an empty line would silently vanish in the joined text
+                raise _BadMessage(i, "empty message")
+        if self.format == "csv":
+            buf = b"\n".join(values)
+            table = pacsv.read_csv(pa.BufferReader(buf), read_options=self._csv_read,
+                                   parse_options=self._csv_parse,
+                                   convert_options=self._csv_convert)
+        else:
+            buf = b"\n".join(v.replace(b"\n", b" ").replace(b"\r", b" ") for v in values)
+            read = pajson.ReadOptions(use_threads=False, block_size=max(len(buf) + 1, 1 << 16))
+            table = pajson.read_json(pa.BufferReader(buf), read_options=read,
+                                     parse_options=self._json_parse)
+        if table.num_rows != len(values):
+            if len(values) == 1:
+                raise _BadMessage(0, f"message holds {table.num_rows} rows, expected one")
+            raise ValueError("row count differs from message count")
+        return table
+
+    def _parse_arrow(self, values) -> tuple[pa.Table, np.ndarray]:
+        names = self.schema.names
+        tables = []
+        for i, v in enumerate(values):
+            if not v:
+                raise _BadMessage(i, "empty message")
+            try:
+                t = pa.ipc.open_stream(v).read_all()
+            except pa.ArrowInvalid as e:
+                raise _BadMessage(i, f"not an Arrow IPC stream ({e})") from None
+            if sorted(t.column_names) != sorted(names):
+                missing = [n for n in names if n not in t.column_names]
+                extra = [n for n in t.column_names if n not in names]
+                raise _BadMessage(i, f"Arrow columns do not match the schema (missing "
+                                     f"{missing[:5]}, unknown {extra[:5]})")
+            tables.append(t.select(names))
+        counts = np.array([t.num_rows for t in tables], dtype=np.int64)
+        if not tables:
+            return self._int_schema.empty_table(), counts
+        try:
+            table = pa.concat_tables(tables, promote_options="permissive")
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            # incompatible column types across messages: convert message by message
+            return self._concat_rows(tables), counts
+        return table, counts
+
+    def _concat_rows(self, tables) -> pa.Table:
+        blocks = []
+        for i, t in enumerate(tables):
+            try:
+                blocks.append(self._table_rows(t))
+            except SchemaError as e:
+                raise _BadMessage(i, e.reason, e.column) from None
+        rows = np.concatenate(blocks)
+        return pa.table({n: rows[:, j] for j, n in enumerate(self.schema.names)})

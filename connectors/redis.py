@@ -1,0 +1,338 @@
+"""Redis Streams as a :class:`~connectors.base.Source` (extra ``redis``: redis-py).
+
+The same delivery contract as :mod:`connectors.kafka`, mapped onto Redis Streams:
+
+- entries are read with ``XREADGROUP`` as one consumer of a consumer group; each entry holds
+  its payload in one field (``field``, default ``data``) as a CSV line, a JSON object or an
+  Arrow IPC stream (:mod:`connectors.messages`);
+- the position is ``{stream: id of the last entry delivered in a yielded batch}``;
+- :meth:`RedisStreamSource.commit` ``XACK``\\ s every pending entry up to a position, and must be
+  called only after the snapshot holding that position is durable. The group's acknowledged
+  prefix is thus its committed offset: a restarted consumer starts right after the oldest entry
+  still pending (delivered but never acknowledged), or after the group's last delivered entry
+  when nothing is pending;
+- :meth:`RedisStreamSource.seek` replays from an entry id by moving the group's cursor
+  (``XGROUP SETID``); streams absent from a position start at the acknowledged prefix.
+
+The group is the durable cursor of one learner: moving it on (re)start is what makes replay
+work, so two learners must not share a group. A bad entry raises
+:class:`~streammn.schema.SchemaError` naming stream and entry id, or goes to ``dead_letter``.
+An unreachable server is retried with exponential backoff for ``broker_timeout`` seconds, then
+:class:`~connectors.base.SourceUnavailable`; batches yielded before stay valid.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Iterator
+
+import numpy as np
+
+from connectors.base import DEFAULT_BATCH_SIZE, Batch, Source, SourceError, SourceUnavailable
+from connectors.loguri import parse_log_uri
+from connectors.messages import FORMATS, DeadLetterFile, MessageDecoder
+from streammn.schema import Schema
+
+try:
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+except ImportError as _e:  # pragma: no cover - exercised only without the extra
+    raise ImportError("RedisStreamSource needs the 'redis' extra: pip install "
+                      "'streammn[redis]'") from _e
+
+_UNREACHABLE = (redis.ConnectionError, redis.TimeoutError)
+_MAX_BACKOFF = 1.0
+_PENDING_PAGE = 1000
+_MAX_SEQ = 2 ** 64 - 1
+
+
+def parse_id(entry_id) -> tuple[int, int]:
+    """``"1700000000000-3"`` -> ``(1700000000000, 3)``; a :class:`ValueError` otherwise."""
+    text = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+    ms, _, seq = text.partition("-")
+    return int(ms), int(seq or 0)
+
+
+def id_before(entry_id: str) -> str:
+    """The largest entry id smaller than ``entry_id`` (``0-0`` stays ``0-0``)."""
+    ms, seq = parse_id(entry_id)
+    if seq:
+        return f"{ms}-{seq - 1}"
+    return f"{ms - 1}-{_MAX_SEQ}" if ms else "0-0"
+
+
+class RedisStreamSource(Source):
+    """Read one or more Redis streams through a consumer group into validated row batches.
+
+    Parameters
+    ----------
+    address : ``host:port`` of the Redis server.
+    streams : a stream key or a list of them.
+    group : consumer group name, created on the streams when missing.
+    schema : :class:`~streammn.schema.Schema` of the rows (required).
+    consumer : consumer name inside the group (default ``streammn``).
+    format : ``"csv"`` (default), ``"json"`` or ``"arrow"``.
+    field : entry field holding the payload (default ``data``).
+    db : database number (default 0).
+    batch_size, poll_timeout, max_wait, broker_timeout, stop_at_end, dead_letter : as for
+        :class:`~connectors.kafka.KafkaSource` (``stop_at_end``: end when a read waited
+        ``poll_timeout`` seconds and found no new entry). A batch ends at an entry boundary
+        and may exceed ``batch_size`` by up to one entry per stream (``XREADGROUP``'s
+        ``COUNT`` is per stream), or by the rows of an Arrow entry.
+    start : where a newly created group starts: ``"earliest"`` (default, the whole stream)
+        or ``"latest"`` (only entries added from now on).
+    """
+
+    def __init__(self, address: str, streams, group: str, *, schema: Schema,
+                 consumer: str = "streammn", format: str = "csv", field: str = "data",
+                 db: int = 0, batch_size: int = DEFAULT_BATCH_SIZE, poll_timeout: float = 0.2,
+                 max_wait: float = 1.0, broker_timeout: float = 30.0,
+                 stop_at_end: bool = False, dead_letter=None, start: str = "earliest"):
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        if format not in FORMATS:
+            raise ValueError(f"format must be one of {FORMATS}, got {format!r}")
+        if start not in ("earliest", "latest"):
+            raise ValueError(f"start must be 'earliest' or 'latest', got {start!r}")
+        if min(poll_timeout, max_wait, broker_timeout) <= 0:
+            raise ValueError("poll_timeout, max_wait and broker_timeout must be positive")
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"address must be host:port, got {address!r}")
+        self.address = address
+        self.streams = [streams] if isinstance(streams, str) else list(streams)
+        if not self.streams or len(set(self.streams)) != len(self.streams):
+            raise ValueError(f"streams must be distinct stream keys, got {streams!r}")
+        self.group, self.consumer = group, consumer
+        self.schema = schema
+        self.format, self.field, self.db = format, field, int(db)
+        self.batch_size = int(batch_size)
+        self.poll_timeout, self.max_wait = float(poll_timeout), float(max_wait)
+        self.broker_timeout = float(broker_timeout)
+        self.stop_at_end = bool(stop_at_end)
+        self.start = start
+        self.dead_letter = None if dead_letter is None else str(dead_letter)
+        self._decoder = MessageDecoder(format, schema)
+        self._field = field.encode()
+        self._client = redis.Redis(
+            host=host, port=int(port), db=self.db, socket_connect_timeout=1.0,
+            socket_timeout=self.poll_timeout + 5.0, retry=Retry(NoBackoff(), 0))
+        self._ids: dict[str, str] = {}      # last entry id per stream in a yielded batch
+        self._prepared = False              # group cursors set for the next read
+        self._rows = 0
+        self._stop = False
+        self._dead = None if dead_letter is None else DeadLetterFile(dead_letter)
+        self._call("connect", self._client.ping)
+
+    # server calls with retry ----------------------------------------------------------------
+    def _call(self, what: str, fn, *args, **kwargs):
+        """``fn(*args)``, retrying connection failures with backoff up to broker_timeout."""
+        deadline = None
+        backoff = 0.05
+        while True:
+            try:
+                return fn(*args, **kwargs)
+            except _UNREACHABLE as e:
+                now = time.monotonic()
+                if deadline is None:
+                    deadline = now + self.broker_timeout
+                if now >= deadline:
+                    raise SourceUnavailable(
+                        f"{self.describe()}: Redis server unreachable for "
+                        f"{self.broker_timeout:g} s during {what} ({e}); batches up to position "
+                        f"{self.position()} were delivered") from None
+                time.sleep(min(backoff, deadline - now))
+                backoff = min(backoff * 2, _MAX_BACKOFF)
+            except redis.ResponseError as e:
+                raise SourceError(f"{self.describe()}: {what} failed: {e}") from None
+
+    def _ensure_group(self, stream: str) -> None:
+        try:
+            self._call("XGROUP CREATE", self._client.xgroup_create, stream, self.group,
+                       id="0" if self.start == "earliest" else "$", mkstream=True)
+        except SourceError as e:
+            if "BUSYGROUP" not in str(e):
+                raise
+
+    def _acked_prefix(self, stream: str) -> str:
+        """The id up to which the group has acknowledged everything it was delivered."""
+        summary = self._call("XPENDING", self._client.xpending, stream, self.group)
+        if summary["pending"]:
+            return id_before(summary["min"].decode())
+        groups = self._call("XINFO GROUPS", self._client.xinfo_groups, stream)
+        for g in groups:
+            if g["name"].decode() == self.group:
+                return g["last-delivered-id"].decode()
+        raise SourceError(f"{self.describe()}: group {self.group!r} vanished from {stream!r}")
+
+    def _prepare(self) -> None:
+        """Point the group's cursor of every stream at where this source continues."""
+        for s in self.streams:
+            self._ensure_group(s)
+            target = self._ids.get(s) or self._acked_prefix(s)
+            self._call("XGROUP SETID", self._client.xgroup_setid, s, self.group, target)
+        self._prepared = True
+
+    # positions ----------------------------------------------------------------------------
+    def position(self) -> dict:
+        return dict(sorted(self._ids.items()))
+
+    def seek(self, position) -> None:
+        """Continue after ``{stream: entry id}`` (a previous :meth:`position`)."""
+        try:
+            ids = {str(s): str(i) for s, i in dict(position).items()}
+            for i in ids.values():
+                parse_id(i)
+        except (TypeError, ValueError):
+            raise ValueError(f"not a Redis stream position (stream -> entry id): "
+                             f"{position!r}") from None
+        unknown = [s for s in ids if s not in self.streams]
+        if unknown:
+            raise ValueError(f"position names streams {unknown} this source does not read "
+                             f"({self.streams})")
+        self._ids = ids
+        self._prepared = False
+
+    def initial_position(self) -> dict:
+        return {s: "0-0" for s in self.streams}
+
+    @property
+    def rewindable(self) -> bool:
+        return self.stop_at_end
+
+    def commit(self, position) -> None:
+        """``XACK`` every pending entry of the group up to ``position`` (call only once the
+        snapshot holding ``position`` is durable)."""
+        if self._dead is not None:
+            self._dead.sync()
+        for stream, last in dict(position).items():
+            while True:
+                page = self._call("XPENDING", self._client.xpending_range, stream, self.group,
+                                  min="-", max=str(last), count=_PENDING_PAGE)
+                if not page:
+                    break
+                self._call("XACK", self._client.xack, stream, self.group,
+                           *[p["message_id"] for p in page])
+                if len(page) < _PENDING_PAGE:
+                    break
+
+    def pending(self) -> dict:
+        """Entries delivered to the group but not acknowledged, per stream."""
+        return {s: self._call("XPENDING", self._client.xpending, s, self.group)["pending"]
+                for s in self.streams}
+
+    # iteration ----------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Make a running iteration yield its pending rows and end."""
+        self._stop = True
+
+    def _batches(self) -> Iterator[Batch]:
+        if not self._prepared:
+            self._prepare()
+        self._stop = False
+        pending: list[np.ndarray] = []
+        pending_ids: dict[str, str] = {}
+        pending_n = 0
+        first_at = None
+        unyielded = False  # entries delivered to this consumer and not yet in a batch
+        try:
+            while True:
+                timeout = self.poll_timeout
+                if first_at is not None:
+                    timeout = max(0.001, min(timeout,
+                                             first_at + self.max_wait - time.monotonic()))
+                # COUNT is per stream: share what the batch still needs among the streams
+                count = max(1, (self.batch_size - pending_n) // len(self.streams))
+                reply = self._call("XREADGROUP", self._client.xreadgroup, self.group,
+                                   self.consumer, {s: ">" for s in self.streams},
+                                   count=count, block=max(1, int(timeout * 1000)))
+                entries = [(name.decode(), eid, fields) for name, chunk in reply or []
+                           for eid, fields in chunk]
+                if entries:
+                    unyielded = True
+                    rows = self._decode(entries, self._rows + pending_n)
+                    for name, eid, _ in entries:
+                        pending_ids[name] = eid.decode()
+                    if rows.shape[0]:
+                        pending.append(rows)
+                        pending_n += rows.shape[0]
+                        if first_at is None:
+                            first_at = time.monotonic()
+                    elif pending_n == 0:  # only dead letters so far
+                        self._ids.update(pending_ids)
+                        pending_ids = {}
+                        unyielded = False
+                at_end = self.stop_at_end and not entries
+                due = pending_n >= self.batch_size or at_end or self._stop or (
+                    first_at is not None and time.monotonic() - first_at >= self.max_wait)
+                if due and pending_n:
+                    batch = self._emit(pending, pending_n, pending_ids)
+                    pending, pending_ids, pending_n, first_at = [], {}, 0, None
+                    unyielded = False
+                    yield batch
+                if at_end or self._stop:
+                    return
+        finally:
+            if unyielded:  # an error or an abandoned iteration: re-deliver from the position
+                self._prepared = False
+
+    def _emit(self, pending, n, pending_ids) -> Batch:
+        rows = pending[0] if len(pending) == 1 else np.ascontiguousarray(np.concatenate(pending))
+        start = self._rows
+        self._rows += n
+        self._ids.update(pending_ids)
+        return Batch(rows, end=self.position(), start=start)
+
+    def _decode(self, entries: list, row_offset: int) -> np.ndarray:
+        def where(i):
+            name, eid, _ = entries[i]
+            return {"stream": name, "id": eid.decode()}
+
+        values = [fields.get(self._field) if fields else None for _, _, fields in entries]
+        return self._decoder.decode(values, where, row_offset, self._dead)
+
+    # housekeeping -------------------------------------------------------------------------
+    def close(self) -> None:
+        self._client.close()
+        if self._dead is not None:
+            self._dead.close()
+
+    def describe(self) -> str:
+        return f"redis://{self.address}/{','.join(self.streams)}?group={self.group}"
+
+    def __repr__(self) -> str:
+        parts = [repr(self.address), repr(self.streams), repr(self.group),
+                 f"schema={self.schema!r}", f"consumer={self.consumer!r}",
+                 f"format={self.format!r}", f"field={self.field!r}", f"db={self.db}",
+                 f"batch_size={self.batch_size}", f"poll_timeout={self.poll_timeout:g}",
+                 f"max_wait={self.max_wait:g}", f"broker_timeout={self.broker_timeout:g}",
+                 f"stop_at_end={self.stop_at_end}", f"dead_letter={self.dead_letter!r}",
+                 f"start={self.start!r}"]
+        return f"RedisStreamSource({', '.join(parts)})"
+
+
+_REDIS_OPTIONS = {"group": str, "consumer": str, "format": str, "field": str, "db": int,
+                  "batch_size": int, "poll_timeout": float, "max_wait": float,
+                  "broker_timeout": float, "stop_at_end": "bool", "dead_letter": str,
+                  "start": str, "schema": "schema"}
+
+
+def open_redis(uri: str, schema: Schema | None = None, **options) -> RedisStreamSource:
+    """Open ``redis://host:port/stream[,stream...]?group=...&format=csv`` as a
+    :class:`RedisStreamSource`.
+
+    Query options: ``group`` (default ``streammn``), ``consumer``, ``format``, ``field``,
+    ``db``, ``batch_size``, ``poll_timeout``, ``max_wait``, ``broker_timeout``,
+    ``stop_at_end``, ``dead_letter``, ``start``, ``schema`` (a schema file). Keyword
+    ``options`` and ``schema`` override the URI's.
+    """
+    address, names, uri_options = parse_log_uri(uri, "redis", _REDIS_OPTIONS)
+    uri_options.update(options)
+    if schema is not None:
+        uri_options["schema"] = schema
+    if uri_options.get("schema") is None:
+        raise ValueError(f"{uri}: a Redis stream source needs a schema (schema=<file> or "
+                         f"--schema)")
+    group = uri_options.pop("group", "streammn")
+    return RedisStreamSource(address, names.split(","), group, **uri_options)
