@@ -6,7 +6,7 @@ import glob
 import os
 from urllib.parse import parse_qs, urlparse
 
-from connectors.base import DEFAULT_BATCH_SIZE, Source, SourceError, SourceUnavailable
+from connectors.base import DEFAULT_BATCH_SIZE, Source, SourceError
 from connectors.csv import CSV_SUFFIXES, CsvSource
 from connectors.files import resolve_paths
 from connectors.parquet import PARQUET_SUFFIXES, ParquetSource

@@ -6,6 +6,9 @@ due converts the learner into a Markov network and writes a durable snapshot hol
 files, the learner checkpoint, the statistics and the source position. Snapshots are also
 written at the end of a finite source, on SIGINT/SIGTERM, and before a bad batch stops the run,
 so nothing already learned is lost and ``resume`` continues exactly where the last one ended.
+Sources with a ``commit(position)`` method (Kafka, Redis Streams) are told to commit a position
+only after the snapshot covering it is durable; on a signal their ``stop()`` is called so a
+source waiting for new messages returns.
 
 A learner is any object with ``schema``, ``partial_fit(batch)``, ``pll_terms(rows)`` (its
 current conditionals, for the prequential score), ``to_bytes()`` / class method
@@ -196,9 +199,12 @@ class StreamLearner:
                     batch = next(batches)
                 except StopIteration:
                     break
-                except Exception:
+                except Exception as error:
                     if self.state.rows_seen > rows_at_start:
-                        self._snapshot("error")
+                        try:
+                            self._snapshot("error")
+                        except Exception as also:  # keep the original error in front
+                            error.add_note(f"the snapshot after it failed too: {also}")
                     raise
                 self._score(batch.rows)
                 self.marginals.update(batch.rows)
@@ -251,6 +257,9 @@ class StreamLearner:
 
     def _on_signal(self, signum, frame):
         self._stop_signal = signum
+        stop = getattr(self.source, "stop", None)
+        if stop is not None:  # a following log source ends its wait for new rows
+            stop()
 
     def _due(self, now: float, last_time: float) -> bool:
         st = self.state
@@ -317,6 +326,9 @@ class StreamLearner:
         path = self.writer.write(files, manifest)
         st.history[-1]["convert_seconds"] = convert_seconds  # kept by the next snapshot
         st.history[-1]["write_seconds"] = time.perf_counter() - t1
+        commit = getattr(self.source, "commit", None)
+        if commit is not None:  # a log's offsets move only once the snapshot is durable
+            commit(manifest["source"]["position"])
         return path
 
     def _formats_for(self, model: MarkovNetwork) -> tuple[tuple[str, ...], dict]:

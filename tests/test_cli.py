@@ -6,17 +6,14 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-import numpy as np
 import pytest
 
 from connectors import CsvSource, write_parquet
 from streammn import Schema, load_snapshot, read_model, read_snapshot
 from streammn.snapshot import list_snapshots, resolve_snapshot
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
+from datasets import DATA, ROOT
 
 
 def run_cli(*args, cwd=None, check=True):

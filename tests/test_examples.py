@@ -1,12 +1,10 @@
 """The scripts in examples/ run and compute what the README says they do."""
 
 import importlib.util
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
+from datasets import DATA, ROOT
 
 
 def load(name):

@@ -12,8 +12,9 @@ from connectors import (ArraySource, Batch, CsvSource, ParquetSource, SourceErro
                         SourceUnavailable, open_source, write_parquet)
 from streammn import Schema, SchemaError
 
-DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
-NLTCS = os.path.join(DATA, "nltcs", "nltcs.valid.data")
+from datasets import DATA
+
+NLTCS = str(DATA / "nltcs" / "nltcs.valid.data")
 
 
 @pytest.fixture(scope="module")
