@@ -180,6 +180,15 @@ def _lowest_bit(x):
 
 
 @nb.njit(cache=True)
+def _popcount(x):
+    """Number of set bits of a uint64 (SWAR)."""
+    x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return (x * np.uint64(0x0101010101010101)) >> np.uint64(56)
+
+
+@nb.njit(cache=True)
 def _chunk_literals(rows, start, n_words, offs, n_slots):
     """Row bitsets of every literal for one chunk of ``64 * n_words`` rows.
 
@@ -300,17 +309,18 @@ def _chunk_pass(rows, start, n_words, offs, cards, max_len, weights, ptr, var, c
                                     local[o + a, 64 * w + _lowest_bit(x)] += wt
                                     x &= x - np.uint64(1)
                 else:
+                    # d/dw_f of log P(x_j | x_-j) = [x_j allowed] - P(allowed | x_-j) on the
+                    # rows where the other groups hold; x_j is allowed exactly on `holds`
                     rest = holds | (vw & ~H[g] & ~two)
-                    x = rest
-                    while x != 0:
-                        r = 64 * w + _lowest_bit(x)
-                        x &= x - np.uint64(1)
-                        xj = np.uint64(rows[start + r, j])
-                        d = 1.0 if (mask >> xj) & np.uint64(1) else 0.0
-                        for a in range(cards[j]):
-                            if (mask >> np.uint64(a)) & np.uint64(1):
-                                d -= local[o + a, r]
-                        grad[f] += d
+                    gsum = float(_popcount(holds))
+                    for a in range(cards[j]):
+                        if (mask >> np.uint64(a)) & np.uint64(1):
+                            pa = local[o + a]
+                            x = rest
+                            while x != 0:
+                                gsum -= pa[64 * w + _lowest_bit(x)]
+                                x &= x - np.uint64(1)
+                    grad[f] += gsum
     if mode == 0:
         for r in range(min(width, n_rows - start)):
             for s in range(n_slots):
