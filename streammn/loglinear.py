@@ -383,13 +383,15 @@ def _normalise(logits, rows, offs, cards):
             m = logits[r, o]
             for a in range(1, cards[j]):
                 m = max(m, logits[r, o + a])
+            lx = logits[r, o + rows[r, j]] - m
             s = 0.0
             for a in range(cards[j]):
-                s += np.exp(logits[r, o + a] - m)
-            lz = m + np.log(s)
-            terms[r, j] = logits[r, o + rows[r, j]] - lz
+                e = np.exp(logits[r, o + a] - m)
+                logits[r, o + a] = e
+                s += e
+            terms[r, j] = lx - np.log(s)  # finite even where the exponential underflows
             for a in range(cards[j]):
-                logits[r, o + a] = np.exp(logits[r, o + a] - lz)
+                logits[r, o + a] /= s
     return terms
 
 
