@@ -413,6 +413,67 @@ def _pll_gradient(rows, probs, offs, cards, max_len, weights, ptr, var, code, ow
     return out
 
 
+# Row-by-row fallbacks for variables with more than 64 values (the bitset kernels keep a
+# variable's allowed values in one 64-bit mask).
+MASK_VALUES = 64
+
+
+@nb.njit(cache=True)
+def _feature_counts_for(f, j, owner):
+    return owner[f] < 0 or owner[f] == j
+
+
+@nb.njit(cache=True, parallel=True)
+def _logits_rows(rows, cards, offs, var_ptr, var_feats, owner, weights, ptr, var, val, eq):
+    n, n_vars = rows.shape
+    max_card = 0
+    for j in range(n_vars):
+        max_card = max(max_card, cards[j])
+    out = np.zeros((n, offs[-1]))
+    for r in nb.prange(n):
+        allowed = np.empty(max_card, dtype=np.bool_)
+        for j in range(n_vars):
+            for k in range(var_ptr[j], var_ptr[j + 1]):
+                f = var_feats[k]
+                if _feature_counts_for(f, j, owner):
+                    _add_feature_logits(rows[r], j, cards[j], f, weights, ptr, var, val, eq,
+                                        out[r, offs[j]:offs[j + 1]], allowed)
+    return out
+
+
+@nb.njit(cache=True, parallel=True)
+def _gradient_rows(rows, probs, cards, offs, var_ptr, var_feats, owner, weights, ptr, var, val,
+                   eq, n_blocks):
+    n, n_vars = rows.shape
+    max_card = 0
+    for j in range(n_vars):
+        max_card = max(max_card, cards[j])
+    grads = np.zeros((n_blocks, weights.shape[0]))
+    unit = np.ones(weights.shape[0])
+    for blk in nb.prange(n_blocks):
+        ind = np.zeros(max_card)
+        allowed = np.empty(max_card, dtype=np.bool_)
+        for r in range(blk, n, n_blocks):
+            for j in range(n_vars):
+                for k in range(var_ptr[j], var_ptr[j + 1]):
+                    f = var_feats[k]
+                    if not _feature_counts_for(f, j, owner):
+                        continue
+                    for a in range(cards[j]):
+                        ind[a] = 0.0
+                    # ind[a] = 1 where feature f holds with x_j replaced by a
+                    _add_feature_logits(rows[r], j, cards[j], f, unit, ptr, var, val, eq, ind,
+                                        allowed)
+                    d = ind[rows[r, j]]
+                    for a in range(cards[j]):
+                        d -= ind[a] * probs[r, offs[j] + a]
+                    grads[blk, f] += d
+    out = np.zeros(weights.shape[0])
+    for blk in range(n_blocks):
+        out += grads[blk]
+    return out
+
+
 def value_offsets(cardinalities) -> np.ndarray:
     """``offs[j]``: the first column of variable j's values in a (rows, sum of cards) table."""
     return np.concatenate([[0], np.cumsum(cardinalities)]).astype(np.int64)
@@ -429,7 +490,8 @@ def _owner(fs: FeatureSet, owner) -> np.ndarray:
 
 
 def all_conditionals(fs: FeatureSet, rows: np.ndarray, owner=None) -> tuple[np.ndarray, np.ndarray]:
-    """Every conditional of every row at once, by the row-bitset kernel.
+    """Every conditional of every row at once, by the row-bitset kernel (row by row when a
+    variable has more than 64 values).
 
     Returns ``(probs, terms)``: ``probs[r, offs[j] + a] = P(X_j = a | x_-j)`` (columns laid out
     by :func:`value_offsets`) and ``terms[r, j] = log P(x_j | x_-j)``. ``owner[f] = j`` makes
@@ -439,9 +501,14 @@ def all_conditionals(fs: FeatureSet, rows: np.ndarray, owner=None) -> tuple[np.n
     rows = _rows(rows, fs)
     cards = np.ascontiguousarray(fs.schema.cardinalities, dtype=np.int64)
     offs = value_offsets(cards)
-    code, allowed = _group_masks(fs.ptr, fs.var, fs.val, fs.eq, cards)
-    logits = _all_logits(rows, offs, cards, _max_len(fs), fs.weights, fs.ptr, fs.var, code,
-                         _owner(fs, owner), allowed)
+    if cards.max() > MASK_VALUES:
+        var_ptr, var_feats = fs.features_by_variable()
+        logits = _logits_rows(rows, cards, offs, var_ptr, var_feats, _owner(fs, owner),
+                              fs.weights, fs.ptr, fs.var, fs.val, fs.eq)
+    else:
+        code, allowed = _group_masks(fs.ptr, fs.var, fs.val, fs.eq, cards)
+        logits = _all_logits(rows, offs, cards, _max_len(fs), fs.weights, fs.ptr, fs.var, code,
+                             _owner(fs, owner), allowed)
     terms = _normalise(logits, rows, offs, cards)
     return logits, terms
 
@@ -451,8 +518,14 @@ def pll_and_gradient(fs: FeatureSet, rows: np.ndarray, owner=None) -> tuple[floa
     rows = _rows(rows, fs)
     probs, terms = all_conditionals(fs, rows, owner)
     cards = np.ascontiguousarray(fs.schema.cardinalities, dtype=np.int64)
-    code, allowed = _group_masks(fs.ptr, fs.var, fs.val, fs.eq, cards)
-    grad = _pll_gradient(rows, probs, value_offsets(cards), cards, _max_len(fs), fs.weights,
-                         fs.ptr, fs.var, code, _owner(fs, owner), allowed,
-                         max(1, nb.get_num_threads()))
+    n_blocks = max(1, nb.get_num_threads())
+    if cards.max() > MASK_VALUES:
+        var_ptr, var_feats = fs.features_by_variable()
+        grad = _gradient_rows(rows, probs, cards, value_offsets(cards), var_ptr, var_feats,
+                              _owner(fs, owner), fs.weights, fs.ptr, fs.var, fs.val, fs.eq,
+                              n_blocks)
+    else:
+        code, allowed = _group_masks(fs.ptr, fs.var, fs.val, fs.eq, cards)
+        grad = _pll_gradient(rows, probs, value_offsets(cards), cards, _max_len(fs), fs.weights,
+                             fs.ptr, fs.var, code, _owner(fs, owner), allowed, n_blocks)
     return float(terms.sum()), grad

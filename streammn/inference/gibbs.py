@@ -349,6 +349,12 @@ def gibbs_marginals(model, evidence, burn_in: int = 100, samples: int = 1000, ch
         acc = _marginals_table(ev, cards, offs, np.asarray(strides, dtype=np.int64), table,
                                int(burn_in), int(samples), seeds)
     else:
+        if cards.max() > loglinear.MASK_VALUES:
+            raise InferenceError(
+                f"the lockstep Gibbs kernel handles variables of at most "
+                f"{loglinear.MASK_VALUES} values; this model has one with {cards.max()} and "
+                f"{n_states} joint states (more than TABLE_STATES={TABLE_STATES} for the "
+                "tabulated method)")
         code, allowed = _group_masks(fs.ptr, fs.var, fs.val, fs.eq, cards)
         acc = _marginals(ev, cards, offs, int(burn_in), int(samples), seeds, var_ptr, var_feats,
                          fs.weights, fs.ptr, fs.var, code, allowed)
