@@ -243,6 +243,7 @@ def _chunk_pass(rows, start, n_words, offs, cards, max_len, weights, ptr, var, c
     gvar = np.empty(max_len, dtype=np.int64)
     gs = np.empty(max_len, dtype=np.int64)
     ge = np.empty(max_len, dtype=np.int64)
+    gslot = np.empty(max_len, dtype=np.int64)
     for f in range(weights.shape[0]):
         ng = 0
         c = ptr[f]
@@ -256,6 +257,17 @@ def _chunk_pass(rows, start, n_words, offs, cards, max_len, weights, ptr, var, c
             ng += 1
         wt = weights[f]
         own = owner[f]
+        for g in range(ng):
+            # column of the value x_j must have where the group holds; -1: several values
+            # possible; -2: the group does not count (dependency network, not the owner)
+            j = gvar[g]
+            m = allowed[gs[g]]
+            if own >= 0 and own != j:
+                gslot[g] = -2
+            elif m & (m - np.uint64(1)) == 0:
+                gslot[g] = offs[j] + _lowest_bit(m)
+            else:
+                gslot[g] = -1
         for w in range(n_words):
             vw = valid[w]
             one = np.uint64(0)
@@ -277,16 +289,18 @@ def _chunk_pass(rows, start, n_words, offs, cards, max_len, weights, ptr, var, c
             holds = vw & ~one
             if mode == 0 and holds != 0:
                 # rows where the feature holds: every group gets the weight at x_j's value
-                # (one pass over the bits, each row's values read once)
+                # (one pass over the bits; gslot is that value's column when it is fixed)
                 x = holds
                 while x != 0:
                     b = _lowest_bit(x)
                     x &= x - np.uint64(1)
                     r = 64 * w + b
                     for g in range(ng):
-                        j = gvar[g]
-                        if own < 0 or own == j:
-                            local[offs[j] + rows[start + r, j], r] += wt
+                        sg = gslot[g]
+                        if sg >= 0:
+                            local[sg, r] += wt
+                        elif sg == -1:
+                            local[offs[gvar[g]] + rows[start + r, gvar[g]], r] += wt
             for g in range(ng):
                 j = gvar[g]
                 if own >= 0 and own != j:
