@@ -4,7 +4,10 @@ A model is read through its conditionals only: for each variable ``j`` a list of
 summed weights at ``x_j = a`` give ``log P(X_j = a | x_-j)`` up to a constant. For a Markov
 network that list is every feature mentioning ``X_j``; for a dependency network it is the
 features of CPD ``j`` (Gibbs sampling on a DN's conditionals defines the DN's joint
-distribution). One numba kernel serves sampling and Rao-Blackwellised marginals.
+distribution). Three numba kernels: independent chains for sampling; and for Rao-Blackwellised
+marginals (CMLL runs one chain per test row and query group), either a lookup table of every
+conditional (small state spaces) or chains run in lockstep, 64 per machine word, so that each
+feature is tested against 64 chains with one AND per condition.
 
 Randomness: each chain owns a splitmix64 stream seeded from a numpy ``SeedSequence`` of the
 caller's seed, so results do not depend on how chains are spread over threads.
@@ -324,6 +327,8 @@ def gibbs_marginals(model, evidence, burn_in: int = 100, samples: int = 1000, ch
     conditional against all chains at once; ``'auto'`` (default) picks the table when it fits.
     """
     _check_counts(burn_in=burn_in, samples=samples, chains=chains)
+    if method not in ("auto", "table", "bitset"):
+        raise InferenceError(f"method must be 'auto', 'table' or 'bitset', got {method!r}")
     fs, var_ptr, var_feats, owner = conditional_structure(model)
     cards = np.ascontiguousarray(fs.schema.cardinalities, dtype=np.int64)
     ev = np.asarray(evidence)
@@ -337,8 +342,9 @@ def gibbs_marginals(model, evidence, burn_in: int = 100, samples: int = 1000, ch
     seeds = chain_seeds(seed, ev.shape[0])
     offs = value_offsets(cards)
     n_states = int(np.prod(cards.astype(object)))
-    if method not in ("auto", "table", "bitset"):
-        raise InferenceError(f"method must be 'auto', 'table' or 'bitset', got {method!r}")
+    if method == "table" and n_states > 16 * TABLE_STATES:
+        raise InferenceError(f"method='table' would tabulate {n_states} joint states; use "
+                             "'bitset' (or 'auto')")
     if method == "table" or (method == "auto" and n_states <= TABLE_STATES):
         # every conditional of every joint state, computed once by the PLL kernel
         states = np.ascontiguousarray(np.stack(np.unravel_index(np.arange(n_states),
