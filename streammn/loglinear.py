@@ -305,17 +305,21 @@ def _chunk_pass(rows, start, n_words, offs, cards, max_len, weights, ptr, var, c
             if mode == 0 and holds != 0:
                 # rows where the feature holds: every group gets the weight at x_j's value
                 # (one pass over the bits; gslot is that value's column when it is fixed)
-                x = holds
-                while x != 0:
-                    b = _lowest_bit(x)
-                    x &= x - np.uint64(1)
-                    r = 64 * w + b
-                    for g in range(ng):
-                        sg = gslot[g]
-                        if sg >= 0:
-                            local[sg, r] += wt
-                        elif sg == -1:
-                            local[offs[gvar[g]] + rows[start + r, gvar[g]], r] += wt
+                for g in range(ng):
+                    sg = gslot[g]
+                    if sg >= 0:
+                        target = local[sg]
+                        x = holds
+                        while x != 0:
+                            target[64 * w + _lowest_bit(x)] += wt
+                            x &= x - np.uint64(1)
+                    elif sg == -1:
+                        j = gvar[g]
+                        x = holds
+                        while x != 0:
+                            r = 64 * w + _lowest_bit(x)
+                            x &= x - np.uint64(1)
+                            local[offs[j] + rows[start + r, j], r] += wt
             for g in range(ng):
                 j = gvar[g]
                 if own >= 0 and own != j:
@@ -326,17 +330,20 @@ def _chunk_pass(rows, start, n_words, offs, cards, max_len, weights, ptr, var, c
                     # rows where only this group fails: the weight goes to its allowed values;
                     # on rows where it holds, to the allowed values other than x_j
                     single = vw & ~H[g] & ~two
+                    if gslot[g] >= 0:  # one allowed value (always so for binary variables)
+                        target = local[gslot[g]]
+                        x = single
+                        while x != 0:
+                            target[64 * w + _lowest_bit(x)] += wt
+                            x &= x - np.uint64(1)
+                        continue
                     for a in range(cards[j]):
                         if (mask >> np.uint64(a)) & np.uint64(1):
-                            x = single
+                            target = local[o + a]
+                            x = single | (holds & ~lits[2 * (o + a), w])
                             while x != 0:
-                                local[o + a, 64 * w + _lowest_bit(x)] += wt
+                                target[64 * w + _lowest_bit(x)] += wt
                                 x &= x - np.uint64(1)
-                            if holds != 0 and cards[j] > 2 and mask != (np.uint64(1) << np.uint64(a)):
-                                x = holds & ~lits[2 * (o + a), w]
-                                while x != 0:
-                                    local[o + a, 64 * w + _lowest_bit(x)] += wt
-                                    x &= x - np.uint64(1)
                 else:
                     # d/dw_f of log P(x_j | x_-j) = [x_j allowed] - P(allowed | x_-j) on the
                     # rows where the other groups hold; x_j is allowed exactly on `holds`
