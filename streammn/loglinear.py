@@ -229,21 +229,20 @@ def _chunk_literals(rows, start, n_words, offs, n_slots):
 
 
 @nb.njit(cache=True)
-def _chunk_pass(rows, start, n_words, offs, cards, max_len, weights, ptr, var, code, owner,
-                allowed, mode, logits, probs, grad):
+def _chunk_pass(rows, start, n_words, offs, cards, weights, gptr, g_start, g_end, g_var, g_mask,
+                g_slot, code, mode, logits, probs, grad):
     """One chunk of ``64 * n_words`` rows against every feature.
 
-    For each word of 64 rows, a feature's variable groups are ANDed in order while tracking the
-    rows where at least one / at least two groups fail; a word where every row fails twice is
-    abandoned at once. Then the feature reaches variable j's conditional on the rows where it
-    holds outright and on the rows where j's group is the only one failing.
+    Feature f's conditions come grouped by variable (see :func:`_group_structure`). For each
+    word of 64 rows the groups are ANDed in order while tracking the rows where at least one /
+    at least two groups fail; a word where every row fails twice is abandoned at once. The
+    feature then reaches variable j's conditional on the rows where it holds outright and on
+    the rows where j's group is the only one failing.
 
-    mode 0: add the weight to ``logits[start + r, offs[j] + a]`` for every allowed value a (all
-    groups, or only the group of ``owner[f]`` when that is >= 0). mode 1: add to ``grad[f]`` the
-    PLL gradient ``[x_j allowed] - P(allowed | x_-j)`` summed over those rows, ``probs`` holding
-    the conditionals. Work happens in a chunk-local slot-major table (adjacent rows adjacent).
-    ``allowed[c]`` is the bit mask of variable values that satisfy the conditions of the group
-    starting at condition c (valid at group starts).
+    mode 0: add the weight to ``logits[start + r, offs[j] + a]`` for every allowed value a.
+    mode 1: add to ``grad[f]`` the PLL gradient ``[x_j allowed] - P(allowed | x_-j)`` summed over
+    those rows, ``probs`` holding the conditionals. Work happens in a chunk-local slot-major
+    table (adjacent rows adjacent).
     """
     n_slots = offs[-1]
     width = 64 * n_words
@@ -254,45 +253,25 @@ def _chunk_pass(rows, start, n_words, offs, cards, max_len, weights, ptr, var, c
         for r in range(min(width, n_rows - start)):
             for s in range(n_slots):
                 local[s, r] = probs[start + r, s]
-    H = np.empty(max_len, dtype=np.uint64)
-    gvar = np.empty(max_len, dtype=np.int64)
-    gs = np.empty(max_len, dtype=np.int64)
-    ge = np.empty(max_len, dtype=np.int64)
-    gslot = np.empty(max_len, dtype=np.int64)
+    max_groups = 0
     for f in range(weights.shape[0]):
-        ng = 0
-        c = ptr[f]
-        while c < ptr[f + 1]:
-            j = var[c]
-            gs[ng] = c
-            while c < ptr[f + 1] and var[c] == j:
-                c += 1
-            gvar[ng] = j
-            ge[ng] = c
-            ng += 1
+        max_groups = max(max_groups, gptr[f + 1] - gptr[f])
+    H = np.empty(max_groups, dtype=np.uint64)
+    for f in range(weights.shape[0]):
+        g0 = gptr[f]
+        ng = gptr[f + 1] - g0
         wt = weights[f]
-        own = owner[f]
-        for g in range(ng):
-            # column of the value x_j must have where the group holds; -1: several values
-            # possible; -2: the group does not count (dependency network, not the owner)
-            j = gvar[g]
-            m = allowed[gs[g]]
-            if own >= 0 and own != j:
-                gslot[g] = -2
-            elif m & (m - np.uint64(1)) == 0:
-                gslot[g] = offs[j] + _lowest_bit(m)
-            else:
-                gslot[g] = -1
         for w in range(n_words):
             vw = valid[w]
             one = np.uint64(0)
             two = np.uint64(0)
             dead = False
-            for g in range(ng):
-                h = lits[code[gs[g]], w]
-                for c in range(gs[g] + 1, ge[g]):
+            for k in range(ng):
+                g = g0 + k
+                h = lits[code[g_start[g]], w]
+                for c in range(g_start[g] + 1, g_end[g]):
                     h &= lits[code[c], w]
-                H[g] = h
+                H[k] = h
                 fail = vw & ~h
                 two |= one & fail
                 one |= fail
@@ -302,53 +281,37 @@ def _chunk_pass(rows, start, n_words, offs, cards, max_len, weights, ptr, var, c
             if dead:
                 continue
             holds = vw & ~one
-            if mode == 0 and holds != 0:
-                # rows where the feature holds: every group gets the weight at x_j's value
-                # (one pass over the bits; gslot is that value's column when it is fixed)
-                for g in range(ng):
-                    sg = gslot[g]
-                    if sg >= 0:
-                        target = local[sg]
-                        x = holds
-                        while x != 0:
-                            target[64 * w + _lowest_bit(x)] += wt
-                            x &= x - np.uint64(1)
-                    elif sg == -1:
-                        j = gvar[g]
-                        x = holds
-                        while x != 0:
-                            r = 64 * w + _lowest_bit(x)
-                            x &= x - np.uint64(1)
-                            local[offs[j] + rows[start + r, j], r] += wt
-            for g in range(ng):
-                j = gvar[g]
-                if own >= 0 and own != j:
-                    continue
-                o = offs[j]
-                mask = allowed[gs[g]]
+            for k in range(ng):
+                g = g0 + k
+                sg = g_slot[g]
+                if sg == -2:
+                    continue  # a dependency-network feature counts only for its own variable
+                j = g_var[g]
+                single = vw & ~H[k] & ~two  # rows where only this group fails
                 if mode == 0:
-                    # rows where only this group fails: the weight goes to its allowed values;
-                    # on rows where it holds, to the allowed values other than x_j
-                    single = vw & ~H[g] & ~two
-                    if gslot[g] >= 0:  # one allowed value (always so for binary variables)
-                        target = local[gslot[g]]
-                        x = single
+                    if sg >= 0:
+                        # one allowed value: rows where the feature holds or only j fails
+                        target = local[sg]
+                        x = holds | single
                         while x != 0:
                             target[64 * w + _lowest_bit(x)] += wt
                             x &= x - np.uint64(1)
                         continue
+                    o = offs[j]
+                    mask = g_mask[g]
                     for a in range(cards[j]):
                         if (mask >> np.uint64(a)) & np.uint64(1):
                             target = local[o + a]
-                            x = single | (holds & ~lits[2 * (o + a), w])
+                            x = holds | single
                             while x != 0:
                                 target[64 * w + _lowest_bit(x)] += wt
                                 x &= x - np.uint64(1)
                 else:
-                    # d/dw_f of log P(x_j | x_-j) = [x_j allowed] - P(allowed | x_-j) on the
-                    # rows where the other groups hold; x_j is allowed exactly on `holds`
-                    rest = holds | (vw & ~H[g] & ~two)
+                    # x_j is allowed exactly on `holds`
                     gsum = float(_popcount(holds))
+                    o = offs[j]
+                    mask = g_mask[g]
+                    rest = holds | single
                     for a in range(cards[j]):
                         if (mask >> np.uint64(a)) & np.uint64(1):
                             pa = local[o + a]
@@ -361,6 +324,65 @@ def _chunk_pass(rows, start, n_words, offs, cards, max_len, weights, ptr, var, c
         for r in range(min(width, n_rows - start)):
             for s in range(n_slots):
                 logits[start + r, s] += local[s, r]
+
+
+@nb.njit(cache=True)
+def _group_structure(ptr, var, val, eq, cards, owner):
+    """Per-variable condition groups of every feature, computed once per call.
+
+    Returns ``(gptr, g_start, g_end, g_var, g_mask, g_slot, code)``: feature f's groups are
+    ``gptr[f]:gptr[f+1]``; group g covers conditions ``g_start[g]:g_end[g]`` on variable
+    ``g_var[g]``; ``g_mask[g]`` has bit a set when value a satisfies them; ``g_slot[g]`` is the
+    column ``offs[j] + a`` when exactly one value does, -1 when several do, -2 when the group
+    does not count (``owner[f]`` is another variable); ``code[c]`` is condition c's literal row.
+    """
+    F = ptr.shape[0] - 1
+    n_vars = cards.shape[0]
+    offs = np.zeros(n_vars + 1, dtype=np.int64)
+    for j in range(n_vars):
+        offs[j + 1] = offs[j] + cards[j]
+    C = var.shape[0]
+    code = np.empty(C, dtype=np.int64)
+    for c in range(C):
+        code[c] = 2 * (offs[var[c]] + val[c]) + (0 if eq[c] else 1)
+    n_groups = 0
+    for f in range(F):
+        for c in range(ptr[f], ptr[f + 1]):
+            if c == ptr[f] or var[c] != var[c - 1]:
+                n_groups += 1
+    gptr = np.zeros(F + 1, dtype=np.int64)
+    g_start = np.empty(n_groups, dtype=np.int64)
+    g_end = np.empty(n_groups, dtype=np.int64)
+    g_var = np.empty(n_groups, dtype=np.int64)
+    g_mask = np.empty(n_groups, dtype=np.uint64)
+    g_slot = np.empty(n_groups, dtype=np.int64)
+    g = 0
+    for f in range(F):
+        c = ptr[f]
+        while c < ptr[f + 1]:
+            j = var[c]
+            g_start[g] = c
+            m = np.uint64(0)
+            for a in range(cards[j]):
+                m |= np.uint64(1) << np.uint64(a)
+            while c < ptr[f + 1] and var[c] == j:
+                if eq[c]:
+                    m &= np.uint64(1) << np.uint64(val[c])
+                else:
+                    m &= ~(np.uint64(1) << np.uint64(val[c]))
+                c += 1
+            g_end[g] = c
+            g_var[g] = j
+            g_mask[g] = m
+            if owner[f] >= 0 and owner[f] != j:
+                g_slot[g] = -2
+            elif m & (m - np.uint64(1)) == 0:
+                g_slot[g] = offs[j] + _lowest_bit(m)
+            else:
+                g_slot[g] = -1
+            g += 1
+        gptr[f + 1] = g
+    return gptr, g_start, g_end, g_var, g_mask, g_slot, code
 
 
 @nb.njit(cache=True)
@@ -394,7 +416,7 @@ def _group_masks(ptr, var, val, eq, cards):
 
 
 @nb.njit(cache=True, parallel=True)
-def _all_logits(rows, offs, cards, max_len, weights, ptr, var, code, owner, allowed):
+def _all_logits(rows, offs, cards, weights, groups):
     n = rows.shape[0]
     n_slots = offs[-1]
     logits = np.zeros((n, n_slots))
@@ -403,8 +425,9 @@ def _all_logits(rows, offs, cards, max_len, weights, ptr, var, code, owner, allo
     dummy_p = np.zeros((0, n_slots))
     dummy_g = np.zeros(0)
     for k in nb.prange(n_chunks):
-        _chunk_pass(rows, k * chunk, CHUNK_WORDS, offs, cards, max_len, weights, ptr, var, code,
-                    owner, allowed, 0, logits, dummy_p, dummy_g)
+        _chunk_pass(rows, k * chunk, CHUNK_WORDS, offs, cards, weights, groups[0], groups[1],
+                    groups[2], groups[3], groups[4], groups[5], groups[6], 0, logits, dummy_p,
+                    dummy_g)
     return logits
 
 
@@ -432,8 +455,7 @@ def _normalise(logits, rows, offs, cards):
 
 
 @nb.njit(cache=True, parallel=True)
-def _pll_gradient(rows, probs, offs, cards, max_len, weights, ptr, var, code, owner, allowed,
-                  n_blocks):
+def _pll_gradient(rows, probs, offs, cards, weights, groups, n_blocks):
     n = rows.shape[0]
     chunk = 64 * CHUNK_WORDS
     n_chunks = (n + chunk - 1) // chunk
@@ -441,8 +463,9 @@ def _pll_gradient(rows, probs, offs, cards, max_len, weights, ptr, var, code, ow
     dummy_l = np.zeros((0, probs.shape[1]))
     for blk in nb.prange(n_blocks):
         for k in range(blk, n_chunks, n_blocks):
-            _chunk_pass(rows, k * chunk, CHUNK_WORDS, offs, cards, max_len, weights, ptr, var,
-                        code, owner, allowed, 1, dummy_l, probs, grads[blk])
+            _chunk_pass(rows, k * chunk, CHUNK_WORDS, offs, cards, weights, groups[0], groups[1],
+                        groups[2], groups[3], groups[4], groups[5], groups[6], 1, dummy_l, probs,
+                        grads[blk])
     out = np.zeros(weights.shape[0])
     for blk in range(n_blocks):
         out += grads[blk]
@@ -515,10 +538,6 @@ def value_offsets(cardinalities) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(cardinalities)]).astype(np.int64)
 
 
-def _max_len(fs: FeatureSet) -> int:
-    return int(fs.lengths().max()) if fs.n_features else 1
-
-
 def _owner(fs: FeatureSet, owner) -> np.ndarray:
     if owner is None:
         return np.full(fs.n_features, -1, dtype=np.int64)
@@ -542,9 +561,8 @@ def all_conditionals(fs: FeatureSet, rows: np.ndarray, owner=None) -> tuple[np.n
         logits = _logits_rows(rows, cards, offs, var_ptr, var_feats, _owner(fs, owner),
                               fs.weights, fs.ptr, fs.var, fs.val, fs.eq)
     else:
-        code, allowed = _group_masks(fs.ptr, fs.var, fs.val, fs.eq, cards)
-        logits = _all_logits(rows, offs, cards, _max_len(fs), fs.weights, fs.ptr, fs.var, code,
-                             _owner(fs, owner), allowed)
+        groups = _group_structure(fs.ptr, fs.var, fs.val, fs.eq, cards, _owner(fs, owner))
+        logits = _all_logits(rows, offs, cards, fs.weights, groups)
     terms = _normalise(logits, rows, offs, cards)
     return logits, terms
 
@@ -561,7 +579,7 @@ def pll_and_gradient(fs: FeatureSet, rows: np.ndarray, owner=None) -> tuple[floa
                               _owner(fs, owner), fs.weights, fs.ptr, fs.var, fs.val, fs.eq,
                               n_blocks)
     else:
-        code, allowed = _group_masks(fs.ptr, fs.var, fs.val, fs.eq, cards)
-        grad = _pll_gradient(rows, probs, value_offsets(cards), cards, _max_len(fs), fs.weights,
-                             fs.ptr, fs.var, code, _owner(fs, owner), allowed, n_blocks)
+        groups = _group_structure(fs.ptr, fs.var, fs.val, fs.eq, cards, _owner(fs, owner))
+        grad = _pll_gradient(rows, probs, value_offsets(cards), cards, fs.weights, groups,
+                             n_blocks)
     return float(terms.sum()), grad
