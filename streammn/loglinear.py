@@ -415,6 +415,49 @@ def _group_masks(ptr, var, val, eq, cards):
     return code, allowed
 
 
+@nb.njit(cache=True)
+def _order_groups(gptr, g_start, g_end, g_var, g_mask, g_slot, code, lit_rate):
+    """Within every feature, put the groups that hold least often first (in place).
+
+    A word of rows is abandoned once every row has failed two groups, so testing the rarest
+    conditions first ends most words after two or three groups. ``lit_rate[code]`` is the
+    fraction of rows satisfying each literal; a group's rate is the product of its literals'.
+    """
+    for f in range(gptr.shape[0] - 1):
+        g0 = gptr[f]
+        ng = gptr[f + 1] - g0
+        rate = np.empty(ng)
+        for k in range(ng):
+            r = 1.0
+            for c in range(g_start[g0 + k], g_end[g0 + k]):
+                r *= lit_rate[code[c]]
+            rate[k] = r
+        for k in range(1, ng):  # insertion sort of the (few) groups by rate
+            m = k
+            while m > 0 and rate[m - 1] > rate[m]:
+                a, b = g0 + m - 1, g0 + m
+                rate[m - 1], rate[m] = rate[m], rate[m - 1]
+                g_start[a], g_start[b] = g_start[b], g_start[a]
+                g_end[a], g_end[b] = g_end[b], g_end[a]
+                g_var[a], g_var[b] = g_var[b], g_var[a]
+                g_mask[a], g_mask[b] = g_mask[b], g_mask[a]
+                g_slot[a], g_slot[b] = g_slot[b], g_slot[a]
+                m -= 1
+
+
+def _groups_for(fs: FeatureSet, rows: np.ndarray, cards: np.ndarray, owner):
+    """Group structure of ``fs`` with each feature's groups ordered rarest first on ``rows``."""
+    groups = _group_structure(fs.ptr, fs.var, fs.val, fs.eq, cards, _owner(fs, owner))
+    offs = value_offsets(cards)
+    counts = np.bincount((rows + offs[:-1].astype(np.int64)).ravel(), minlength=offs[-1])
+    rate_eq = counts / max(rows.shape[0], 1)
+    lit_rate = np.empty(2 * offs[-1])
+    lit_rate[0::2] = rate_eq
+    lit_rate[1::2] = 1.0 - rate_eq
+    _order_groups(*groups, lit_rate)
+    return groups
+
+
 @nb.njit(cache=True, parallel=True)
 def _all_logits(rows, offs, cards, weights, groups):
     n = rows.shape[0]
@@ -561,8 +604,7 @@ def all_conditionals(fs: FeatureSet, rows: np.ndarray, owner=None) -> tuple[np.n
         logits = _logits_rows(rows, cards, offs, var_ptr, var_feats, _owner(fs, owner),
                               fs.weights, fs.ptr, fs.var, fs.val, fs.eq)
     else:
-        groups = _group_structure(fs.ptr, fs.var, fs.val, fs.eq, cards, _owner(fs, owner))
-        logits = _all_logits(rows, offs, cards, fs.weights, groups)
+        logits = _all_logits(rows, offs, cards, fs.weights, _groups_for(fs, rows, cards, owner))
     terms = _normalise(logits, rows, offs, cards)
     return logits, terms
 
@@ -579,7 +621,6 @@ def pll_and_gradient(fs: FeatureSet, rows: np.ndarray, owner=None) -> tuple[floa
                               _owner(fs, owner), fs.weights, fs.ptr, fs.var, fs.val, fs.eq,
                               n_blocks)
     else:
-        groups = _group_structure(fs.ptr, fs.var, fs.val, fs.eq, cards, _owner(fs, owner))
-        grad = _pll_gradient(rows, probs, value_offsets(cards), cards, fs.weights, groups,
-                             n_blocks)
+        grad = _pll_gradient(rows, probs, value_offsets(cards), cards, fs.weights,
+                             _groups_for(fs, rows, cards, owner), n_blocks)
     return float(terms.sum()), grad
