@@ -322,8 +322,9 @@ def dn2mn(dn: DependencyNetwork, base: str = "marginals", orderings: str = "rota
         zero (default). ``merge=False`` returns every conditioned feature as produced.
     refine:
         Beyond the paper: the number of L-BFGS pseudo-likelihood iterations to continue from the
-        DN2MN weights on ``train`` (Gaussian prior of ``refine_stddev``). The refined model is
-        returned only if its PLL on ``valid`` is higher; otherwise the plain conversion.
+        DN2MN weights on ``train``, with a Gaussian prior of ``refine_stddev`` centred on those
+        weights. The refined model is returned only if its PLL on ``valid`` is higher;
+        otherwise the plain conversion.
     """
     schema = dn.schema
     n = schema.n_vars
@@ -353,5 +354,7 @@ def _refine(model: MarkovNetwork, iterations: int, train, valid, stddev: float) 
 
     if train is None or valid is None:
         raise DN2MNError("refine= needs train= rows to learn on and valid= rows to check on")
-    refined = fit_weights(model, train, stddev=stddev, max_iter=int(iterations))
+    # the Gaussian prior is centred on the converted weights: refining means staying near them
+    refined = fit_weights(model, train, stddev=stddev, max_iter=int(iterations),
+                          prior_mean=model.weights)
     return refined if refined.pll(valid) > model.pll(valid) else model

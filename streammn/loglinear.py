@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numba as nb
 import numpy as np
+from numba.core import cgutils, types
+from numba.extending import intrinsic
 
 from streammn.features import FeatureSet
 
@@ -167,16 +169,38 @@ def pll(fs: FeatureSet, rows: np.ndarray) -> float:
 CHUNK_WORDS = 4  # rows are processed in chunks of 64 * CHUNK_WORDS
 
 
-_DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
-_DEBRUIJN_INDEX = np.zeros(64, dtype=np.int64)
-for _i in range(64):
-    _DEBRUIJN_INDEX[((1 << _i) * 0x03F79D71B4CB0A89 % 2 ** 64) >> 58] = _i
+@intrinsic
+def _cttz(typingctx, x):
+    """LLVM count-trailing-zeros of a uint64 (one instruction on x86-64)."""
+    sig = types.uint64(types.uint64)
+
+    def codegen(context, builder, signature, args):
+        return builder.cttz(args[0], cgutils.true_bit)
+
+    return sig, codegen
+
+
+@intrinsic
+def _ctpop(typingctx, x):
+    """LLVM population count of a uint64."""
+    sig = types.uint64(types.uint64)
+
+    def codegen(context, builder, signature, args):
+        return builder.ctpop(args[0])
+
+    return sig, codegen
 
 
 @nb.njit(cache=True)
 def _lowest_bit(x):
-    """Index of the lowest set bit of a non-zero uint64 (de Bruijn multiplication)."""
-    return _DEBRUIJN_INDEX[((x & (~x + np.uint64(1))) * _DEBRUIJN) >> np.uint64(58)]
+    """Index of the lowest set bit of a non-zero uint64."""
+    return np.int64(_cttz(x))
+
+
+@nb.njit(cache=True)
+def _popcount(x):
+    """Number of set bits of a uint64."""
+    return np.int64(_ctpop(x))
 
 
 @nb.njit(cache=True)
@@ -205,21 +229,20 @@ def _chunk_literals(rows, start, n_words, offs, n_slots):
 
 
 @nb.njit(cache=True)
-def _chunk_pass(rows, start, n_words, offs, cards, max_len, weights, ptr, var, code, owner,
-                allowed, mode, logits, probs, grad):
+def _chunk_pass(rows, start, n_words, offs, cards, weights, gptr, g_start, g_end, g_var, g_mask,
+                g_slot, code, mode, logits, probs, grad):
     """One chunk of ``64 * n_words`` rows against every feature.
 
-    For each word of 64 rows, a feature's variable groups are ANDed in order while tracking the
-    rows where at least one / at least two groups fail; a word where every row fails twice is
-    abandoned at once. Then the feature reaches variable j's conditional on the rows where it
-    holds outright and on the rows where j's group is the only one failing.
+    Feature f's conditions come grouped by variable (see :func:`_group_structure`). For each
+    word of 64 rows the groups are ANDed in order while tracking the rows where at least one /
+    at least two groups fail; a word where every row fails twice is abandoned at once. The
+    feature then reaches variable j's conditional on the rows where it holds outright and on
+    the rows where j's group is the only one failing.
 
-    mode 0: add the weight to ``logits[start + r, offs[j] + a]`` for every allowed value a (all
-    groups, or only the group of ``owner[f]`` when that is >= 0). mode 1: add to ``grad[f]`` the
-    PLL gradient ``[x_j allowed] - P(allowed | x_-j)`` summed over those rows, ``probs`` holding
-    the conditionals. Work happens in a chunk-local slot-major table (adjacent rows adjacent).
-    ``allowed[c]`` is the bit mask of variable values that satisfy the conditions of the group
-    starting at condition c (valid at group starts).
+    mode 0: add the weight to ``logits[start + r, offs[j] + a]`` for every allowed value a.
+    mode 1: add to ``grad[f]`` the PLL gradient ``[x_j allowed] - P(allowed | x_-j)`` summed over
+    those rows, ``probs`` holding the conditionals. Work happens in a chunk-local slot-major
+    table (adjacent rows adjacent).
     """
     n_slots = offs[-1]
     width = 64 * n_words
@@ -230,33 +253,25 @@ def _chunk_pass(rows, start, n_words, offs, cards, max_len, weights, ptr, var, c
         for r in range(min(width, n_rows - start)):
             for s in range(n_slots):
                 local[s, r] = probs[start + r, s]
-    H = np.empty(max_len, dtype=np.uint64)
-    gvar = np.empty(max_len, dtype=np.int64)
-    gs = np.empty(max_len, dtype=np.int64)
-    ge = np.empty(max_len, dtype=np.int64)
+    max_groups = 0
     for f in range(weights.shape[0]):
-        ng = 0
-        c = ptr[f]
-        while c < ptr[f + 1]:
-            j = var[c]
-            gs[ng] = c
-            while c < ptr[f + 1] and var[c] == j:
-                c += 1
-            gvar[ng] = j
-            ge[ng] = c
-            ng += 1
+        max_groups = max(max_groups, gptr[f + 1] - gptr[f])
+    H = np.empty(max_groups, dtype=np.uint64)
+    for f in range(weights.shape[0]):
+        g0 = gptr[f]
+        ng = gptr[f + 1] - g0
         wt = weights[f]
-        own = owner[f]
         for w in range(n_words):
             vw = valid[w]
             one = np.uint64(0)
             two = np.uint64(0)
             dead = False
-            for g in range(ng):
-                h = lits[code[gs[g]], w]
-                for c in range(gs[g] + 1, ge[g]):
+            for k in range(ng):
+                g = g0 + k
+                h = lits[code[g_start[g]], w]
+                for c in range(g_start[g] + 1, g_end[g]):
                     h &= lits[code[c], w]
-                H[g] = h
+                H[k] = h
                 fail = vw & ~h
                 two |= one & fail
                 one |= fail
@@ -266,55 +281,108 @@ def _chunk_pass(rows, start, n_words, offs, cards, max_len, weights, ptr, var, c
             if dead:
                 continue
             holds = vw & ~one
-            if mode == 0 and holds != 0:
-                # rows where the feature holds: every group gets the weight at x_j's value
-                # (one pass over the bits, each row's values read once)
-                x = holds
-                while x != 0:
-                    b = _lowest_bit(x)
-                    x &= x - np.uint64(1)
-                    r = 64 * w + b
-                    for g in range(ng):
-                        j = gvar[g]
-                        if own < 0 or own == j:
-                            local[offs[j] + rows[start + r, j], r] += wt
-            for g in range(ng):
-                j = gvar[g]
-                if own >= 0 and own != j:
-                    continue
-                o = offs[j]
-                mask = allowed[gs[g]]
+            for k in range(ng):
+                g = g0 + k
+                sg = g_slot[g]
+                if sg == -2:
+                    continue  # a dependency-network feature counts only for its own variable
+                j = g_var[g]
+                single = vw & ~H[k] & ~two  # rows where only this group fails
                 if mode == 0:
-                    # rows where only this group fails: the weight goes to its allowed values;
-                    # on rows where it holds, to the allowed values other than x_j
-                    single = vw & ~H[g] & ~two
+                    if sg >= 0:
+                        # one allowed value: rows where the feature holds or only j fails
+                        target = local[sg]
+                        x = holds | single
+                        while x != 0:
+                            target[64 * w + _lowest_bit(x)] += wt
+                            x &= x - np.uint64(1)
+                        continue
+                    o = offs[j]
+                    mask = g_mask[g]
                     for a in range(cards[j]):
                         if (mask >> np.uint64(a)) & np.uint64(1):
-                            x = single
+                            target = local[o + a]
+                            x = holds | single
                             while x != 0:
-                                local[o + a, 64 * w + _lowest_bit(x)] += wt
+                                target[64 * w + _lowest_bit(x)] += wt
                                 x &= x - np.uint64(1)
-                            if holds != 0 and cards[j] > 2 and mask != (np.uint64(1) << np.uint64(a)):
-                                x = holds & ~lits[2 * (o + a), w]
-                                while x != 0:
-                                    local[o + a, 64 * w + _lowest_bit(x)] += wt
-                                    x &= x - np.uint64(1)
                 else:
-                    rest = holds | (vw & ~H[g] & ~two)
-                    x = rest
-                    while x != 0:
-                        r = 64 * w + _lowest_bit(x)
-                        x &= x - np.uint64(1)
-                        xj = np.uint64(rows[start + r, j])
-                        d = 1.0 if (mask >> xj) & np.uint64(1) else 0.0
-                        for a in range(cards[j]):
-                            if (mask >> np.uint64(a)) & np.uint64(1):
-                                d -= local[o + a, r]
-                        grad[f] += d
+                    # x_j is allowed exactly on `holds`
+                    gsum = float(_popcount(holds))
+                    o = offs[j]
+                    mask = g_mask[g]
+                    rest = holds | single
+                    for a in range(cards[j]):
+                        if (mask >> np.uint64(a)) & np.uint64(1):
+                            pa = local[o + a]
+                            x = rest
+                            while x != 0:
+                                gsum -= pa[64 * w + _lowest_bit(x)]
+                                x &= x - np.uint64(1)
+                    grad[f] += gsum
     if mode == 0:
         for r in range(min(width, n_rows - start)):
             for s in range(n_slots):
                 logits[start + r, s] += local[s, r]
+
+
+@nb.njit(cache=True)
+def _group_structure(ptr, var, val, eq, cards, owner):
+    """Per-variable condition groups of every feature, computed once per call.
+
+    Returns ``(gptr, g_start, g_end, g_var, g_mask, g_slot, code)``: feature f's groups are
+    ``gptr[f]:gptr[f+1]``; group g covers conditions ``g_start[g]:g_end[g]`` on variable
+    ``g_var[g]``; ``g_mask[g]`` has bit a set when value a satisfies them; ``g_slot[g]`` is the
+    column ``offs[j] + a`` when exactly one value does, -1 when several do, -2 when the group
+    does not count (``owner[f]`` is another variable); ``code[c]`` is condition c's literal row.
+    """
+    F = ptr.shape[0] - 1
+    n_vars = cards.shape[0]
+    offs = np.zeros(n_vars + 1, dtype=np.int64)
+    for j in range(n_vars):
+        offs[j + 1] = offs[j] + cards[j]
+    C = var.shape[0]
+    code = np.empty(C, dtype=np.int64)
+    for c in range(C):
+        code[c] = 2 * (offs[var[c]] + val[c]) + (0 if eq[c] else 1)
+    n_groups = 0
+    for f in range(F):
+        for c in range(ptr[f], ptr[f + 1]):
+            if c == ptr[f] or var[c] != var[c - 1]:
+                n_groups += 1
+    gptr = np.zeros(F + 1, dtype=np.int64)
+    g_start = np.empty(n_groups, dtype=np.int64)
+    g_end = np.empty(n_groups, dtype=np.int64)
+    g_var = np.empty(n_groups, dtype=np.int64)
+    g_mask = np.empty(n_groups, dtype=np.uint64)
+    g_slot = np.empty(n_groups, dtype=np.int64)
+    g = 0
+    for f in range(F):
+        c = ptr[f]
+        while c < ptr[f + 1]:
+            j = var[c]
+            g_start[g] = c
+            m = np.uint64(0)
+            for a in range(cards[j]):
+                m |= np.uint64(1) << np.uint64(a)
+            while c < ptr[f + 1] and var[c] == j:
+                if eq[c]:
+                    m &= np.uint64(1) << np.uint64(val[c])
+                else:
+                    m &= ~(np.uint64(1) << np.uint64(val[c]))
+                c += 1
+            g_end[g] = c
+            g_var[g] = j
+            g_mask[g] = m
+            if owner[f] >= 0 and owner[f] != j:
+                g_slot[g] = -2
+            elif m & (m - np.uint64(1)) == 0:
+                g_slot[g] = offs[j] + _lowest_bit(m)
+            else:
+                g_slot[g] = -1
+            g += 1
+        gptr[f + 1] = g
+    return gptr, g_start, g_end, g_var, g_mask, g_slot, code
 
 
 @nb.njit(cache=True)
@@ -347,8 +415,51 @@ def _group_masks(ptr, var, val, eq, cards):
     return code, allowed
 
 
+@nb.njit(cache=True)
+def _order_groups(gptr, g_start, g_end, g_var, g_mask, g_slot, code, lit_rate):
+    """Within every feature, put the groups that hold least often first (in place).
+
+    A word of rows is abandoned once every row has failed two groups, so testing the rarest
+    conditions first ends most words after two or three groups. ``lit_rate[code]`` is the
+    fraction of rows satisfying each literal; a group's rate is the product of its literals'.
+    """
+    for f in range(gptr.shape[0] - 1):
+        g0 = gptr[f]
+        ng = gptr[f + 1] - g0
+        rate = np.empty(ng)
+        for k in range(ng):
+            r = 1.0
+            for c in range(g_start[g0 + k], g_end[g0 + k]):
+                r *= lit_rate[code[c]]
+            rate[k] = r
+        for k in range(1, ng):  # insertion sort of the (few) groups by rate
+            m = k
+            while m > 0 and rate[m - 1] > rate[m]:
+                a, b = g0 + m - 1, g0 + m
+                rate[m - 1], rate[m] = rate[m], rate[m - 1]
+                g_start[a], g_start[b] = g_start[b], g_start[a]
+                g_end[a], g_end[b] = g_end[b], g_end[a]
+                g_var[a], g_var[b] = g_var[b], g_var[a]
+                g_mask[a], g_mask[b] = g_mask[b], g_mask[a]
+                g_slot[a], g_slot[b] = g_slot[b], g_slot[a]
+                m -= 1
+
+
+def _groups_for(fs: FeatureSet, rows: np.ndarray, cards: np.ndarray, owner):
+    """Group structure of ``fs`` with each feature's groups ordered rarest first on ``rows``."""
+    groups = _group_structure(fs.ptr, fs.var, fs.val, fs.eq, cards, _owner(fs, owner))
+    offs = value_offsets(cards)
+    counts = np.bincount((rows + offs[:-1].astype(np.int64)).ravel(), minlength=offs[-1])
+    rate_eq = counts / max(rows.shape[0], 1)
+    lit_rate = np.empty(2 * offs[-1])
+    lit_rate[0::2] = rate_eq
+    lit_rate[1::2] = 1.0 - rate_eq
+    _order_groups(*groups, lit_rate)
+    return groups
+
+
 @nb.njit(cache=True, parallel=True)
-def _all_logits(rows, offs, cards, max_len, weights, ptr, var, code, owner, allowed):
+def _all_logits(rows, offs, cards, weights, groups):
     n = rows.shape[0]
     n_slots = offs[-1]
     logits = np.zeros((n, n_slots))
@@ -357,8 +468,9 @@ def _all_logits(rows, offs, cards, max_len, weights, ptr, var, code, owner, allo
     dummy_p = np.zeros((0, n_slots))
     dummy_g = np.zeros(0)
     for k in nb.prange(n_chunks):
-        _chunk_pass(rows, k * chunk, CHUNK_WORDS, offs, cards, max_len, weights, ptr, var, code,
-                    owner, allowed, 0, logits, dummy_p, dummy_g)
+        _chunk_pass(rows, k * chunk, CHUNK_WORDS, offs, cards, weights, groups[0], groups[1],
+                    groups[2], groups[3], groups[4], groups[5], groups[6], 0, logits, dummy_p,
+                    dummy_g)
     return logits
 
 
@@ -373,19 +485,20 @@ def _normalise(logits, rows, offs, cards):
             m = logits[r, o]
             for a in range(1, cards[j]):
                 m = max(m, logits[r, o + a])
+            lx = logits[r, o + rows[r, j]] - m
             s = 0.0
             for a in range(cards[j]):
-                s += np.exp(logits[r, o + a] - m)
-            lz = m + np.log(s)
-            terms[r, j] = logits[r, o + rows[r, j]] - lz
+                e = np.exp(logits[r, o + a] - m)
+                logits[r, o + a] = e
+                s += e
+            terms[r, j] = lx - np.log(s)  # finite even where the exponential underflows
             for a in range(cards[j]):
-                logits[r, o + a] = np.exp(logits[r, o + a] - lz)
+                logits[r, o + a] /= s
     return terms
 
 
 @nb.njit(cache=True, parallel=True)
-def _pll_gradient(rows, probs, offs, cards, max_len, weights, ptr, var, code, owner, allowed,
-                  n_blocks):
+def _pll_gradient(rows, probs, offs, cards, weights, groups, n_blocks):
     n = rows.shape[0]
     chunk = 64 * CHUNK_WORDS
     n_chunks = (n + chunk - 1) // chunk
@@ -393,8 +506,70 @@ def _pll_gradient(rows, probs, offs, cards, max_len, weights, ptr, var, code, ow
     dummy_l = np.zeros((0, probs.shape[1]))
     for blk in nb.prange(n_blocks):
         for k in range(blk, n_chunks, n_blocks):
-            _chunk_pass(rows, k * chunk, CHUNK_WORDS, offs, cards, max_len, weights, ptr, var,
-                        code, owner, allowed, 1, dummy_l, probs, grads[blk])
+            _chunk_pass(rows, k * chunk, CHUNK_WORDS, offs, cards, weights, groups[0], groups[1],
+                        groups[2], groups[3], groups[4], groups[5], groups[6], 1, dummy_l, probs,
+                        grads[blk])
+    out = np.zeros(weights.shape[0])
+    for blk in range(n_blocks):
+        out += grads[blk]
+    return out
+
+
+# Row-by-row fallbacks for variables with more than 64 values (the bitset kernels keep a
+# variable's allowed values in one 64-bit mask).
+MASK_VALUES = 64
+
+
+@nb.njit(cache=True)
+def _feature_counts_for(f, j, owner):
+    return owner[f] < 0 or owner[f] == j
+
+
+@nb.njit(cache=True, parallel=True)
+def _logits_rows(rows, cards, offs, var_ptr, var_feats, owner, weights, ptr, var, val, eq):
+    n, n_vars = rows.shape
+    max_card = 0
+    for j in range(n_vars):
+        max_card = max(max_card, cards[j])
+    out = np.zeros((n, offs[-1]))
+    for r in nb.prange(n):
+        allowed = np.empty(max_card, dtype=np.bool_)
+        for j in range(n_vars):
+            for k in range(var_ptr[j], var_ptr[j + 1]):
+                f = var_feats[k]
+                if _feature_counts_for(f, j, owner):
+                    _add_feature_logits(rows[r], j, cards[j], f, weights, ptr, var, val, eq,
+                                        out[r, offs[j]:offs[j + 1]], allowed)
+    return out
+
+
+@nb.njit(cache=True, parallel=True)
+def _gradient_rows(rows, probs, cards, offs, var_ptr, var_feats, owner, weights, ptr, var, val,
+                   eq, n_blocks):
+    n, n_vars = rows.shape
+    max_card = 0
+    for j in range(n_vars):
+        max_card = max(max_card, cards[j])
+    grads = np.zeros((n_blocks, weights.shape[0]))
+    unit = np.ones(weights.shape[0])
+    for blk in nb.prange(n_blocks):
+        ind = np.zeros(max_card)
+        allowed = np.empty(max_card, dtype=np.bool_)
+        for r in range(blk, n, n_blocks):
+            for j in range(n_vars):
+                for k in range(var_ptr[j], var_ptr[j + 1]):
+                    f = var_feats[k]
+                    if not _feature_counts_for(f, j, owner):
+                        continue
+                    for a in range(cards[j]):
+                        ind[a] = 0.0
+                    # ind[a] = 1 where feature f holds with x_j replaced by a
+                    _add_feature_logits(rows[r], j, cards[j], f, unit, ptr, var, val, eq, ind,
+                                        allowed)
+                    d = ind[rows[r, j]]
+                    for a in range(cards[j]):
+                        d -= ind[a] * probs[r, offs[j] + a]
+                    grads[blk, f] += d
     out = np.zeros(weights.shape[0])
     for blk in range(n_blocks):
         out += grads[blk]
@@ -406,10 +581,6 @@ def value_offsets(cardinalities) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(cardinalities)]).astype(np.int64)
 
 
-def _max_len(fs: FeatureSet) -> int:
-    return int(fs.lengths().max()) if fs.n_features else 1
-
-
 def _owner(fs: FeatureSet, owner) -> np.ndarray:
     if owner is None:
         return np.full(fs.n_features, -1, dtype=np.int64)
@@ -417,7 +588,8 @@ def _owner(fs: FeatureSet, owner) -> np.ndarray:
 
 
 def all_conditionals(fs: FeatureSet, rows: np.ndarray, owner=None) -> tuple[np.ndarray, np.ndarray]:
-    """Every conditional of every row at once, by the row-bitset kernel.
+    """Every conditional of every row at once, by the row-bitset kernel (row by row when a
+    variable has more than 64 values).
 
     Returns ``(probs, terms)``: ``probs[r, offs[j] + a] = P(X_j = a | x_-j)`` (columns laid out
     by :func:`value_offsets`) and ``terms[r, j] = log P(x_j | x_-j)``. ``owner[f] = j`` makes
@@ -427,9 +599,12 @@ def all_conditionals(fs: FeatureSet, rows: np.ndarray, owner=None) -> tuple[np.n
     rows = _rows(rows, fs)
     cards = np.ascontiguousarray(fs.schema.cardinalities, dtype=np.int64)
     offs = value_offsets(cards)
-    code, allowed = _group_masks(fs.ptr, fs.var, fs.val, fs.eq, cards)
-    logits = _all_logits(rows, offs, cards, _max_len(fs), fs.weights, fs.ptr, fs.var, code,
-                         _owner(fs, owner), allowed)
+    if cards.max() > MASK_VALUES:
+        var_ptr, var_feats = fs.features_by_variable()
+        logits = _logits_rows(rows, cards, offs, var_ptr, var_feats, _owner(fs, owner),
+                              fs.weights, fs.ptr, fs.var, fs.val, fs.eq)
+    else:
+        logits = _all_logits(rows, offs, cards, fs.weights, _groups_for(fs, rows, cards, owner))
     terms = _normalise(logits, rows, offs, cards)
     return logits, terms
 
@@ -439,8 +614,13 @@ def pll_and_gradient(fs: FeatureSet, rows: np.ndarray, owner=None) -> tuple[floa
     rows = _rows(rows, fs)
     probs, terms = all_conditionals(fs, rows, owner)
     cards = np.ascontiguousarray(fs.schema.cardinalities, dtype=np.int64)
-    code, allowed = _group_masks(fs.ptr, fs.var, fs.val, fs.eq, cards)
-    grad = _pll_gradient(rows, probs, value_offsets(cards), cards, _max_len(fs), fs.weights,
-                         fs.ptr, fs.var, code, _owner(fs, owner), allowed,
-                         max(1, nb.get_num_threads()))
+    n_blocks = max(1, nb.get_num_threads())
+    if cards.max() > MASK_VALUES:
+        var_ptr, var_feats = fs.features_by_variable()
+        grad = _gradient_rows(rows, probs, cards, value_offsets(cards), var_ptr, var_feats,
+                              _owner(fs, owner), fs.weights, fs.ptr, fs.var, fs.val, fs.eq,
+                              n_blocks)
+    else:
+        grad = _pll_gradient(rows, probs, value_offsets(cards), cards, fs.weights,
+                             _groups_for(fs, rows, cards, owner), n_blocks)
     return float(terms.sum()), grad

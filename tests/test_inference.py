@@ -28,22 +28,28 @@ def exact_conditional_marginals(mn, evidence_row):
                            for j, c in enumerate(mn.schema.cardinalities)])
 
 
-def test_gibbs_marginals_match_exact(mn):
+@pytest.mark.parametrize("method", ["table", "bitset"])
+def test_gibbs_marginals_match_exact(mn, method):
     evidence = np.array([[-1, -1, -1, -1, -1, -1],
                          [1, -1, 0, -1, -1, 1],
-                         [-1, 2, -1, 1, -1, -1]])
-    got = gibbs_marginals(mn, evidence, burn_in=100, samples=3000, chains=4, seed=1)
-    for r, ev in enumerate(evidence):
-        np.testing.assert_allclose(got[r], exact_conditional_marginals(mn, ev), atol=0.02)
-    again = gibbs_marginals(mn, evidence, burn_in=100, samples=3000, chains=4, seed=1)
+                         [-1, 2, -1, 1, -1, -1]] * 30)  # 90 rows: more than one 64-chain word
+    got = gibbs_marginals(mn, evidence, burn_in=100, samples=1000, chains=4, seed=1,
+                          method=method)
+    for r, ev in enumerate(evidence[:3]):
+        exact = exact_conditional_marginals(mn, ev)
+        np.testing.assert_allclose(got[r::3].mean(axis=0), exact, atol=0.01)
+        np.testing.assert_allclose(got[r::3], np.broadcast_to(exact, got[r::3].shape), atol=0.05)
+    again = gibbs_marginals(mn, evidence, burn_in=100, samples=1000, chains=4, seed=1,
+                            method=method)
     np.testing.assert_array_equal(got, again)
     offs = value_offsets(mn.schema.cardinalities)
     assert got[1, offs[0] + 1] == 1.0 and got[1, offs[0]] == 0.0
 
 
-def test_cmll_matches_exact(mn):
+@pytest.mark.parametrize("method", ["table", "bitset"])
+def test_cmll_matches_exact(mn, method):
     rows = sample(mn, 40, seed=3)
-    terms = cmll_terms(mn, rows, groups=3, burn_in=50, samples=2000, seed=2)
+    terms = cmll_terms(mn, rows, groups=3, burn_in=50, samples=2000, seed=2, method=method)
     blocks = variable_groups(mn.schema.n_vars, 3)
     offs = value_offsets(mn.schema.cardinalities)
     exact = np.empty_like(terms)
@@ -54,7 +60,7 @@ def test_cmll_matches_exact(mn):
             marg = exact_conditional_marginals(mn, ev)
             exact[r, block] = np.log(marg[offs[block] + row[block]])
     np.testing.assert_allclose(terms, exact, atol=0.05)
-    assert cmll(mn, rows, groups=3, burn_in=50, samples=2000, seed=2) == \
+    assert cmll(mn, rows, groups=3, burn_in=50, samples=2000, seed=2, method=method) == \
         pytest.approx(terms.sum(axis=1).mean())
 
 
@@ -75,8 +81,9 @@ def test_dependency_network_gibbs_and_pll(mn):
     dn = DependencyNetwork(mn.schema, [mn.features.select(var_feats[var_ptr[i]:var_ptr[i + 1]])
                                        for i in range(mn.schema.n_vars)])
     ev = np.full((1, mn.schema.n_vars), -1)
-    got = gibbs_marginals(dn, ev, samples=3000, chains=4, seed=0)
-    np.testing.assert_allclose(got[0], exact_conditional_marginals(mn, ev[0]), atol=0.02)
+    for method in ("table", "bitset"):
+        got = gibbs_marginals(dn, ev, samples=3000, chains=4, seed=0, method=method)
+        np.testing.assert_allclose(got[0], exact_conditional_marginals(mn, ev[0]), atol=0.02)
     rows = all_rows(mn.schema)
     np.testing.assert_allclose(pll_terms(dn, rows), dn.pll_terms(rows), atol=1e-12)
     assert pll(mn, rows) == pytest.approx(mn.pll(rows))
@@ -96,3 +103,5 @@ def test_bad_arguments(mn):
         gibbs_marginals(mn, np.full((1, 6), -1), samples=0)
     with pytest.raises(InferenceError):
         cmll(mn, np.zeros((2, 6), np.uint8), groups=7)
+    with pytest.raises(InferenceError, match="method"):
+        gibbs_marginals(mn, np.full((1, 6), -1), method="exact")

@@ -84,3 +84,41 @@ def test_edges_and_repr():
     assert mn.markov_blanket(0) == {2, 3}
     assert mn.n_features == 3
     assert "3 features" in repr(mn)
+
+
+def test_variables_with_more_than_64_values():
+    # the bitset kernels keep allowed values in a 64-bit mask; wider variables go row by row
+    rng = np.random.default_rng(8)
+    schema = Schema.from_cardinalities([70, 2, 3, 2])
+    fs = random_featureset(rng, schema, 40, max_len=3, p_eq=0.5)
+    rows = rng.integers(0, schema.cardinalities, size=(150, 4)).astype(np.uint8)
+    np.testing.assert_allclose(MarkovNetwork(schema, fs).pll_terms(rows),
+                               loglinear.pll_terms(fs, rows), atol=1e-12)
+    value, grad = loglinear.pll_and_gradient(fs, rows)
+    eps = 1e-6
+    for f in range(0, fs.n_features, 5):
+        w = fs.weights.copy()
+        w[f] += eps
+        up = loglinear.pll_terms(fs.with_weights(w), rows).sum()
+        w[f] -= 2 * eps
+        down = loglinear.pll_terms(fs.with_weights(w), rows).sum()
+        assert grad[f] == pytest.approx((up - down) / (2 * eps), abs=1e-5)
+
+
+def test_merge_duplicates_matches_a_dictionary_reference():
+    rng = np.random.default_rng(9)
+    schema = Schema.from_cardinalities([2, 3, 2, 4])
+    base = random_featureset(rng, schema, 30, max_len=3, p_eq=0.5)
+    # many repeats of few conjunctions, some summing to exactly zero
+    idx = rng.integers(0, base.n_features, size=400)
+    fs = base.select(idx).with_weights(rng.choice([-1.0, 0.5, 1.0, -0.5], size=400))
+    sums, order = {}, []
+    for w, conds in fs:
+        if conds not in sums:
+            order.append(conds)
+            sums[conds] = 0.0
+        sums[conds] += w
+    expect = [(sums[c], c) for c in order if sums[c] != 0.0]
+    assert fs.merge_duplicates().to_list() == expect
+    assert len(fs.merge_duplicates(drop_zero=False)) == len(order)
+    assert fs.select(np.zeros(400, bool)).n_features == 0

@@ -1,5 +1,7 @@
 """Pseudo-likelihood weight learning: gradient, recovery of known weights, streaming, refine."""
 
+import types
+
 import numpy as np
 import pytest
 
@@ -66,6 +68,9 @@ def test_warm_start_and_errors():
     again = fit_weights(truth.with_weights(np.zeros(truth.n_features)), rows, stddev=5.0,
                         init=opt.weights, max_iter=5)
     np.testing.assert_allclose(again.weights, opt.weights, atol=1e-4)
+    # a row reservoir (anything with ``rows``) is read like its rows
+    reservoir = types.SimpleNamespace(rows=rows)
+    np.testing.assert_array_equal(fit_weights(truth, reservoir, stddev=5.0).weights, opt.weights)
     with pytest.raises(WeightLearningError):
         fit_weights(truth, rows, init=np.zeros(3))
     with pytest.raises(WeightLearningError):

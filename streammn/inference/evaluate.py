@@ -29,12 +29,13 @@ def variable_groups(n_vars: int, groups: int) -> list[np.ndarray]:
 
 
 def cmll_terms(model, rows, groups: int = 4, burn_in: int = 100, samples: int = 1000,
-               chains: int = 1, seed: int = 0) -> np.ndarray:
+               chains: int = 1, seed: int = 0, method: str = "auto") -> np.ndarray:
     """``log P(x_i | x_E)`` per row and variable, ``E`` = the variables outside ``X_i``'s group.
 
     The protocol of Davis & Domingos used by the DTSL and DN2MN papers: the variables are split
     into ``groups`` sets; each set in turn is the query with all other variables as evidence;
-    marginals come from the Rao-Blackwellised Gibbs sampler (:func:`gibbs_marginals`).
+    marginals come from the Rao-Blackwellised Gibbs sampler (:func:`gibbs_marginals`, whose
+    ``method`` is passed on).
     """
     rows = np.ascontiguousarray(rows, dtype=np.uint8)
     m, n = rows.shape
@@ -43,7 +44,7 @@ def cmll_terms(model, rows, groups: int = 4, burn_in: int = 100, samples: int = 
     for g, block in enumerate(blocks):
         evidence[g][:, block] = -1
     marg = gibbs_marginals(model, evidence.reshape(-1, n), burn_in=burn_in, samples=samples,
-                           chains=chains, seed=seed).reshape(len(blocks), m, -1)
+                           chains=chains, seed=seed, method=method).reshape(len(blocks), m, -1)
     offs = loglinear.value_offsets(model.schema.cardinalities)
     out = np.empty((m, n))
     for g, block in enumerate(blocks):
@@ -53,7 +54,7 @@ def cmll_terms(model, rows, groups: int = 4, burn_in: int = 100, samples: int = 
 
 
 def cmll(model, rows, groups: int = 4, burn_in: int = 100, samples: int = 1000,
-         chains: int = 1, seed: int = 0) -> float:
+         chains: int = 1, seed: int = 0, method: str = "auto") -> float:
     """Conditional marginal log-likelihood per example (see :func:`cmll_terms`)."""
-    terms = cmll_terms(model, rows, groups, burn_in, samples, chains, seed)
+    terms = cmll_terms(model, rows, groups, burn_in, samples, chains, seed, method)
     return float(terms.sum(axis=1).mean()) if terms.shape[0] else float("nan")

@@ -4,7 +4,10 @@ A model is read through its conditionals only: for each variable ``j`` a list of
 summed weights at ``x_j = a`` give ``log P(X_j = a | x_-j)`` up to a constant. For a Markov
 network that list is every feature mentioning ``X_j``; for a dependency network it is the
 features of CPD ``j`` (Gibbs sampling on a DN's conditionals defines the DN's joint
-distribution). One numba kernel serves sampling and Rao-Blackwellised marginals.
+distribution). Three numba kernels: independent chains for sampling; and for Rao-Blackwellised
+marginals (CMLL runs one chain per test row and query group), either a lookup table of every
+conditional (small state spaces) or chains run in lockstep, 64 per machine word, so that each
+feature is tested against 64 chains with one AND per condition.
 
 Randomness: each chain owns a splitmix64 stream seeded from a numpy ``SeedSequence`` of the
 caller's seed, so results do not depend on how chains are spread over threads.
@@ -15,10 +18,15 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from streammn import loglinear
 from streammn.dn import DependencyNetwork
 from streammn.features import FeatureSet
-from streammn.loglinear import _add_feature_logits, value_offsets
+from streammn.loglinear import _add_feature_logits, _group_masks, _lowest_bit, value_offsets
 from streammn.model import MarkovNetwork
+
+
+BLOCK_WORDS = 4  # lockstep marginal chains run in blocks of 64 * BLOCK_WORDS
+TABLE_STATES = 2 ** 18  # largest state space whose conditionals are tabulated
 
 
 class InferenceError(ValueError):
@@ -90,13 +98,8 @@ def _draw(probs, card, state):
 
 
 @nb.njit(cache=True)
-def _chain(x, free, cards, offs, sweeps, record_from, var_ptr, var_feats, weights, ptr, var, val,
-           eq, state, acc):
-    """Run ``sweeps`` Gibbs sweeps over the ``free`` variables of ``x`` (in place).
-
-    From sweep ``record_from`` on, the conditional of every resampled variable is added to
-    ``acc[offs[j] + a]`` before the new value is drawn (Rao-Blackwellisation).
-    """
+def _chain(x, cards, sweeps, var_ptr, var_feats, weights, ptr, var, val, eq, state):
+    """Run ``sweeps`` Gibbs sweeps over every variable of the state ``x`` (in place)."""
     max_card = 0
     for j in range(cards.shape[0]):
         max_card = max(max_card, cards[j])
@@ -104,53 +107,183 @@ def _chain(x, free, cards, offs, sweeps, record_from, var_ptr, var_feats, weight
     probs = np.empty(max_card)
     allowed = np.empty(max_card, dtype=np.bool_)
     for s in range(sweeps):
-        for k in range(free.shape[0]):
-            j = free[k]
+        for j in range(cards.shape[0]):
             card = cards[j]
             _conditional(x, j, card, var_ptr, var_feats, weights, ptr, var, val, eq, logits,
                          allowed, probs)
-            if s >= record_from:
-                for a in range(card):
-                    acc[offs[j] + a] += probs[a]
             x[j] = _draw(probs, card, state)
 
 
-@nb.njit(cache=True, parallel=True)
-def _marginals(evidence, cards, offs, burn_in, samples, chains, seeds, var_ptr, var_feats,
-               weights, ptr, var, val, eq):
+@nb.njit(cache=True)
+def _next_at(states, i):
+    """splitmix64 on ``states[i]``: a uniform float in [0, 1)."""
+    states[i] += np.uint64(0x9E3779B97F4A7C15)
+    z = states[i]
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z = z ^ (z >> np.uint64(31))
+    return (z >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+
+
+@nb.njit(cache=True)
+def _set_literals(lits, X, j, o, card, valid, n_words, n_chains):
+    """Rebuild the chain bitsets of variable j's literals from the states X[:, j]."""
+    for a in range(card):
+        for w in range(n_words):
+            lits[2 * (o + a), w] = np.uint64(0)
+    for c in range(n_chains):
+        lits[2 * (o + X[c, j]), c >> 6] |= np.uint64(1) << np.uint64(c & 63)
+    for a in range(card):
+        for w in range(n_words):
+            lits[2 * (o + a) + 1, w] = valid[w] & ~lits[2 * (o + a), w]
+
+
+@nb.njit(cache=True)
+def _marginal_block(evidence, c0, n_words, cards, offs, burn_in, samples, seeds, var_ptr,
+                    var_feats, weights, ptr, var, code, allowed, acc):
+    """Gibbs chains ``c0 .. c0 + 64 n_words`` in lockstep, one bit per chain.
+
+    For each variable j, every feature of j's conditional is tested against all chains at once:
+    its conditions on other variables are ANDed over the chains' literal bitsets (stopping at the
+    first empty word) and its weight added to the logits of the values of X_j it allows, on the
+    chains where it survives. Chains where X_j is evidence are masked out.
+    """
     m, n = evidence.shape
-    acc = np.zeros((m * chains, offs[-1]))
-    for job in nb.prange(m * chains):
-        r = job // chains
-        state = np.empty(1, dtype=np.uint64)
-        state[0] = seeds[job]
-        x = np.empty(n, dtype=np.uint8)
-        n_free = 0
+    width = 64 * n_words
+    nc = min(width, m - c0)
+    n_slots = offs[-1]
+    X = np.zeros((width, n), dtype=np.uint8)
+    free = np.zeros((n, n_words), dtype=np.uint64)
+    valid = np.zeros(n_words, dtype=np.uint64)
+    states = seeds[c0:c0 + nc].copy()
+    for c in range(nc):
+        valid[c >> 6] |= np.uint64(1) << np.uint64(c & 63)
         for j in range(n):
-            if evidence[r, j] < 0:
-                n_free += 1
-        free = np.empty(n_free, dtype=np.int64)
-        k = 0
-        for j in range(n):
-            if evidence[r, j] < 0:
-                free[k] = j
-                k += 1
-                x[j] = min(int(_next(state) * cards[j]), cards[j] - 1)
+            e = evidence[c0 + c, j]
+            if e < 0:
+                free[j, c >> 6] |= np.uint64(1) << np.uint64(c & 63)
+                X[c, j] = min(int(_next_at(states, c) * cards[j]), cards[j] - 1)
             else:
-                x[j] = evidence[r, j]
-        _chain(x, free, cards, offs, burn_in + samples, burn_in, var_ptr, var_feats, weights,
-               ptr, var, val, eq, state, acc[job])
-    out = np.zeros((m, offs[-1]))
-    for job in range(m * chains):
-        out[job // chains] += acc[job]
-    for r in range(m):
+                X[c, j] = e
+    lits = np.zeros((2 * n_slots, n_words), dtype=np.uint64)
+    for j in range(n):
+        _set_literals(lits, X, j, offs[j], cards[j], valid, n_words, nc)
+    max_card = 0
+    for j in range(n):
+        max_card = max(max_card, cards[j])
+    logits = np.zeros((max_card, width))
+    p = np.empty(max_card)
+    for s in range(burn_in + samples):
         for j in range(n):
-            if evidence[r, j] < 0:
-                for a in range(cards[j]):
-                    out[r, offs[j] + a] /= samples * chains
-            else:
-                out[r, offs[j] + evidence[r, j]] = 1.0
-    return out
+            any_free = np.uint64(0)
+            for w in range(n_words):
+                any_free |= free[j, w]
+            if any_free == 0:
+                continue
+            card = cards[j]
+            o = offs[j]
+            for a in range(card):
+                for c in range(nc):
+                    logits[a, c] = 0.0
+            for k in range(var_ptr[j], var_ptr[j + 1]):
+                f = var_feats[k]
+                jm = np.uint64(0)
+                for c in range(ptr[f], ptr[f + 1]):
+                    if var[c] == j:
+                        jm = allowed[c]
+                        break
+                if jm == 0:
+                    continue  # no test on X_j: the same for every value, cancels
+                wt = weights[f]
+                for w in range(n_words):
+                    h = free[j, w]
+                    for c in range(ptr[f], ptr[f + 1]):
+                        if h == 0:
+                            break
+                        if var[c] != j:
+                            h &= lits[code[c], w]
+                    if h == 0:
+                        continue
+                    for a in range(card):
+                        if (jm >> np.uint64(a)) & np.uint64(1):
+                            x = h
+                            while x != 0:
+                                logits[a, 64 * w + _lowest_bit(x)] += wt
+                                x &= x - np.uint64(1)
+            for w in range(n_words):
+                x = free[j, w]
+                while x != 0:
+                    c = 64 * w + _lowest_bit(x)
+                    x &= x - np.uint64(1)
+                    mx = logits[0, c]
+                    for a in range(1, card):
+                        mx = max(mx, logits[a, c])
+                    tot = 0.0
+                    for a in range(card):
+                        p[a] = np.exp(logits[a, c] - mx)
+                        tot += p[a]
+                    for a in range(card):
+                        p[a] /= tot
+                    if s >= burn_in:
+                        for a in range(card):
+                            acc[c0 + c, o + a] += p[a]
+                    u = _next_at(states, c)
+                    cum = 0.0
+                    v = card - 1
+                    for a in range(card - 1):
+                        cum += p[a]
+                        if u < cum:
+                            v = a
+                            break
+                    X[c, j] = v
+            _set_literals(lits, X, j, o, card, valid, n_words, nc)
+
+
+@nb.njit(cache=True, parallel=True)
+def _marginals(evidence, cards, offs, burn_in, samples, seeds, var_ptr, var_feats, weights, ptr,
+               var, code, allowed):
+    m = evidence.shape[0]
+    width = 64 * BLOCK_WORDS
+    n_blocks = (m + width - 1) // width
+    acc = np.zeros((m, offs[-1]))
+    for blk in nb.prange(n_blocks):
+        _marginal_block(evidence, blk * width, BLOCK_WORDS, cards, offs, burn_in, samples, seeds,
+                        var_ptr, var_feats, weights, ptr, var, code, allowed, acc)
+    return acc
+
+
+@nb.njit(cache=True, parallel=True)
+def _marginals_table(evidence, cards, offs, strides, table, burn_in, samples, seeds):
+    """Gibbs chains reading every conditional from ``table[state code, offs[j] + a]``."""
+    m, n = evidence.shape
+    acc = np.zeros((m, offs[-1]))
+    for c in nb.prange(m):
+        states = seeds[c:c + 1].copy()
+        x = np.empty(n, dtype=np.int64)
+        code = 0
+        for j in range(n):
+            e = evidence[c, j]
+            x[j] = min(int(_next_at(states, 0) * cards[j]), cards[j] - 1) if e < 0 else e
+            code += x[j] * strides[j]
+        for s in range(burn_in + samples):
+            for j in range(n):
+                if evidence[c, j] >= 0:
+                    continue
+                o = offs[j]
+                if s >= burn_in:
+                    for a in range(cards[j]):
+                        acc[c, o + a] += table[code, o + a]
+                u = _next_at(states, 0)
+                cum = 0.0
+                v = cards[j] - 1
+                for a in range(cards[j] - 1):
+                    cum += table[code, o + a]
+                    if u < cum:
+                        v = a
+                        break
+                code += (v - x[j]) * strides[j]
+                x[j] = v
+    return acc
 
 
 @nb.njit(cache=True, parallel=True)
@@ -158,20 +291,15 @@ def _sample(n_chains, per_chain, burn_in, thin, seeds, cards, var_ptr, var_feats
             var, val, eq):
     n = cards.shape[0]
     out = np.empty((n_chains * per_chain, n), dtype=np.uint8)
-    offs = np.zeros(n + 1, dtype=np.int64)
-    free = np.arange(n)
     for c in nb.prange(n_chains):
         state = np.empty(1, dtype=np.uint64)
         state[0] = seeds[c]
-        dummy = np.zeros(0)
         x = np.empty(n, dtype=np.uint8)
         for j in range(n):
             x[j] = min(int(_next(state) * cards[j]), cards[j] - 1)
-        _chain(x, free, cards, offs, burn_in, burn_in + 1, var_ptr, var_feats, weights, ptr,
-               var, val, eq, state, dummy)
+        _chain(x, cards, burn_in, var_ptr, var_feats, weights, ptr, var, val, eq, state)
         for t in range(per_chain):
-            _chain(x, free, cards, offs, thin, thin + 1, var_ptr, var_feats, weights, ptr, var,
-                   val, eq, state, dummy)
+            _chain(x, cards, thin, var_ptr, var_feats, weights, ptr, var, val, eq, state)
             out[t * n_chains + c] = x
     return out
 
@@ -184,7 +312,7 @@ def _check_counts(**kw):
 
 
 def gibbs_marginals(model, evidence, burn_in: int = 100, samples: int = 1000, chains: int = 1,
-                    seed: int = 0) -> np.ndarray:
+                    seed: int = 0, method: str = "auto") -> np.ndarray:
     """Rao-Blackwellised single-variable marginals given evidence, for each evidence row.
 
     ``evidence`` is an int array ``(m, n_vars)`` with ``-1`` for unobserved variables. Each row
@@ -192,9 +320,16 @@ def gibbs_marginals(model, evidence, burn_in: int = 100, samples: int = 1000, ch
     sweeps then ``samples`` sweeps whose conditionals are averaged. Returns ``(m, sum of
     cardinalities)``: ``out[r, offs[j] + a] = P(X_j = a | evidence_r)`` with ``offs`` from
     :func:`streammn.loglinear.value_offsets` (one-hot for observed variables).
+
+    ``method``: ``'table'`` precomputes every conditional of every joint state once (small
+    models: at most ``TABLE_STATES`` states) so that each Gibbs step is a lookup; ``'bitset'``
+    runs the chains in lockstep, 64 per machine word, evaluating the features of each
+    conditional against all chains at once; ``'auto'`` (default) picks the table when it fits.
     """
     _check_counts(burn_in=burn_in, samples=samples, chains=chains)
-    fs, var_ptr, var_feats, _ = conditional_structure(model)
+    if method not in ("auto", "table", "bitset"):
+        raise InferenceError(f"method must be 'auto', 'table' or 'bitset', got {method!r}")
+    fs, var_ptr, var_feats, owner = conditional_structure(model)
     cards = np.ascontiguousarray(fs.schema.cardinalities, dtype=np.int64)
     ev = np.asarray(evidence)
     if ev.ndim != 2 or ev.shape[1] != cards.shape[0]:
@@ -202,9 +337,39 @@ def gibbs_marginals(model, evidence, burn_in: int = 100, samples: int = 1000, ch
     ev = np.ascontiguousarray(ev, dtype=np.int16)
     if ((ev >= cards) | (ev < -1)).any():
         raise InferenceError("evidence values must be -1 (unobserved) or a valid state")
-    seeds = chain_seeds(seed, ev.shape[0] * chains)
-    return _marginals(ev, cards, value_offsets(cards), int(burn_in), int(samples), int(chains),
-                      seeds, var_ptr, var_feats, fs.weights, fs.ptr, fs.var, fs.val, fs.eq)
+    m = ev.shape[0]
+    ev = np.ascontiguousarray(np.repeat(ev, chains, axis=0))  # chain k of row r at r*chains+k
+    seeds = chain_seeds(seed, ev.shape[0])
+    offs = value_offsets(cards)
+    n_states = int(np.prod(cards.astype(object)))
+    if method == "table" and n_states > 16 * TABLE_STATES:
+        raise InferenceError(f"method='table' would tabulate {n_states} joint states; use "
+                             "'bitset' (or 'auto')")
+    if method == "table" or (method == "auto" and n_states <= TABLE_STATES):
+        # every conditional of every joint state, computed once by the PLL kernel
+        states = np.ascontiguousarray(np.stack(np.unravel_index(np.arange(n_states),
+                                                                 tuple(cards)), axis=1),
+                                      dtype=np.uint8)
+        table = loglinear.all_conditionals(fs, states, owner=owner)[0]
+        strides = np.ravel_multi_index(np.eye(len(cards), dtype=np.int64).T, tuple(cards))
+        acc = _marginals_table(ev, cards, offs, np.asarray(strides, dtype=np.int64), table,
+                               int(burn_in), int(samples), seeds)
+    else:
+        if cards.max() > loglinear.MASK_VALUES:
+            raise InferenceError(
+                f"the lockstep Gibbs kernel handles variables of at most "
+                f"{loglinear.MASK_VALUES} values; this model has one with {cards.max()} and "
+                f"{n_states} joint states (more than TABLE_STATES={TABLE_STATES} for the "
+                "tabulated method)")
+        code, allowed = _group_masks(fs.ptr, fs.var, fs.val, fs.eq, cards)
+        acc = _marginals(ev, cards, offs, int(burn_in), int(samples), seeds, var_ptr, var_feats,
+                         fs.weights, fs.ptr, fs.var, code, allowed)
+    out = acc.reshape(m, chains, -1).sum(axis=1) / (samples * chains)
+    for j in range(cards.shape[0]):  # observed variables: one-hot on their value
+        obs = ev[::chains, j] >= 0
+        out[obs, offs[j]:offs[j + 1]] = 0.0
+        out[np.flatnonzero(obs), offs[j] + ev[::chains, j][obs]] = 1.0
+    return out
 
 
 def sample_chains(model, n: int, chains: int, burn_in: int, thin: int, seeds) -> np.ndarray:
