@@ -5,6 +5,8 @@ from connectors.array import ArraySource
 from connectors.csv import CsvSource
 from connectors.parquet import ParquetSource, write_parquet
 from connectors.resolve import open_source
+from connectors.synthetic import SyntheticSource
 
 __all__ = ["Batch", "Source", "SourceError", "SourceUnavailable", "ArraySource", "CsvSource",
-           "ParquetSource", "write_parquet", "open_source", "DEFAULT_BATCH_SIZE"]
+           "ParquetSource", "write_parquet", "open_source", "SyntheticSource",
+           "DEFAULT_BATCH_SIZE"]

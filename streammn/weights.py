@@ -14,7 +14,6 @@ gradient come from the row-bitset numba kernel (:func:`streammn.loglinear.pll_an
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import minimize
 
 from streammn import loglinear
 from streammn.features import FeatureSet
@@ -92,6 +91,8 @@ def fit_weights(model, rows, stddev: float = 1.0, max_iter: int = 100, tol: floa
 
     def fun(w):
         return pll_objective(fs.with_weights(w), rows, stddev, prior_mean)
+
+    from scipy.optimize import minimize  # imported here: it costs a second at CLI start-up
 
     res = minimize(fun, w0, jac=True, method="L-BFGS-B",
                    options={"maxiter": int(max_iter), "ftol": tol, "gtol": 1e-10,
