@@ -1,22 +1,39 @@
-"""streammn: learn Markov networks from data streams and files too large for memory."""
+"""streammn: learn Markov networks from data streams and files too large for memory.
+
+The names below are imported on first use, so that ``import streammn`` stays cheap and the
+``connectors`` package (which needs :mod:`streammn.schema`) can be imported first.
+"""
+
+from importlib import import_module
+
+from streammn.schema import Schema, SchemaError, Variable
 
 __version__ = "0.1.0"
 
-from streammn.schema import Schema, SchemaError, Variable  # noqa: E402
-from streammn.features import FeatureSet  # noqa: E402
-from streammn.model import EnumerationTooLarge, MarkovNetwork  # noqa: E402
-from streammn.dn import DependencyNetwork  # noqa: E402
-from streammn.dtsl import DTSL, DTSLError  # noqa: E402
-from streammn.dn2mn import DN2MNError, dn2mn, marginals_from_rows  # noqa: E402
-from streammn.weights import StochasticPLL, WeightLearningError, fit_weights  # noqa: E402
-from streammn.formats import ModelFormatError, read_model, write_model  # noqa: E402
-from streammn.snapshot import (SnapshotError, SnapshotWriter, latest_valid_snapshot,  # noqa: E402
-                               load_snapshot, read_snapshot)
-from streammn.engine import EngineError, StreamLearner  # noqa: E402
+_LAZY = {
+    "FeatureSet": "streammn.features",
+    "MarkovNetwork": "streammn.model", "EnumerationTooLarge": "streammn.model",
+    "DependencyNetwork": "streammn.dn",
+    "DTSL": "streammn.dtsl", "DTSLError": "streammn.dtsl",
+    "dn2mn": "streammn.dn2mn", "DN2MNError": "streammn.dn2mn",
+    "marginals_from_rows": "streammn.dn2mn",
+    "fit_weights": "streammn.weights", "StochasticPLL": "streammn.weights",
+    "WeightLearningError": "streammn.weights",
+    "ModelFormatError": "streammn.formats", "read_model": "streammn.formats",
+    "write_model": "streammn.formats",
+    "SnapshotError": "streammn.snapshot", "SnapshotWriter": "streammn.snapshot",
+    "latest_valid_snapshot": "streammn.snapshot", "load_snapshot": "streammn.snapshot",
+    "read_snapshot": "streammn.snapshot",
+    "StreamLearner": "streammn.engine", "EngineError": "streammn.engine",
+}
 
-__all__ = ["Schema", "SchemaError", "Variable", "FeatureSet", "MarkovNetwork",
-           "EnumerationTooLarge", "DependencyNetwork", "DTSL", "DTSLError", "dn2mn",
-           "DN2MNError", "marginals_from_rows", "fit_weights", "StochasticPLL",
-           "WeightLearningError", "ModelFormatError", "read_model", "write_model",
-           "SnapshotError", "SnapshotWriter", "latest_valid_snapshot", "load_snapshot",
-           "read_snapshot", "StreamLearner", "EngineError", "__version__"]
+__all__ = ["Schema", "SchemaError", "Variable", "__version__", *_LAZY]
+
+
+def __getattr__(name):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'streammn' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value

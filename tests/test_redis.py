@@ -7,9 +7,6 @@ Three streams play the role of Kafka's partitions: stream ``s<p>`` holds the row
 from __future__ import annotations
 
 import json
-import shutil
-import socket
-import subprocess
 import threading
 import time
 import uuid
@@ -18,60 +15,18 @@ import numpy as np
 import pytest
 
 pytest.importorskip("redis", reason="the 'redis' extra (redis-py) is not installed")
-import redis  # noqa: E402
 
 from connectors.base import SourceUnavailable  # noqa: E402
 from connectors.redis import RedisStreamSource, id_before, open_redis, parse_id  # noqa: E402
 from connectors.resolve import open_source  # noqa: E402
 from logrows import (N_PARTS, SCHEMA, encode, make_rows, read,  # noqa: E402
                      split_by_partition)
+from redisserver import REDIS_SERVER, RedisServer, free_port  # noqa: E402
 from streammn.schema import SchemaError  # noqa: E402
 
-REDIS_SERVER = shutil.which("redis-server")
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None,
                                 reason="redis-server is not installed (Debian package "
                                        "redis-server)")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class RedisServer:
-    """A throw-away redis-server: loopback only, no persistence, data dir under tmp."""
-
-    def __init__(self, directory, port=None, persistent=False):
-        self.directory = directory
-        self.port = port or _free_port()
-        self.address = f"127.0.0.1:{self.port}"
-        self.proc = subprocess.Popen(
-            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--dir",
-             str(directory), "--save", "", "--protected-mode", "no",
-             "--appendonly", "yes" if persistent else "no", "--appendfsync", "always"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.client = redis.Redis(host="127.0.0.1", port=self.port)
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                self.client.ping()
-                break
-            except redis.ConnectionError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError("redis-server did not start")
-                time.sleep(0.05)
-
-    def stop(self) -> None:
-        self.client.close()
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 @pytest.fixture(scope="module")
@@ -251,7 +206,7 @@ def test_server_gone_retries_then_source_unavailable(tmp_path):
     assert src.position() == delivered[-1].end and str(src.position()) in str(info.value)
     src.close()
     with pytest.raises(SourceUnavailable, match="unreachable"):
-        RedisStreamSource(f"127.0.0.1:{_free_port()}", "s", "g", schema=SCHEMA,
+        RedisStreamSource(f"127.0.0.1:{free_port()}", "s", "g", schema=SCHEMA,
                           broker_timeout=0.5)
 
 
