@@ -70,6 +70,11 @@ class DTSL:
     prior : float, default 1.0
         Total Dirichlet pseudo-count of a leaf, spread evenly over the target's ``d`` values:
         1.0 is Libra's ``(count + 1/d) / (total + 1)``; ``d`` gives the paper's alpha = 1.
+    replay_rows : int, default 0
+        Hoeffding: keep the last ``replay_rows`` rows and seed every new leaf's statistics
+        with those that reach it (0 = off, pure one-pass Hoeffding trees). Bounded memory
+        (``replay_rows * n_vars`` bytes); much better trees on short streams, at a CPU cost
+        that grows with the buffer and the number of splits.
     seed : int or None, default None
         Accepted for uniformity with streammn's other learners; DTSL is deterministic (ties
         go to the first candidate in variable order), so it does not change the result.
@@ -79,7 +84,7 @@ class DTSL:
                  grace_period: int = 200, delta: float = 1e-7, tau: float = 0.05,
                  max_depth: int | None = None, max_leaves: int | None = None,
                  memory_mb: float = 256.0, min_count: int = 10, prior: float = 1.0,
-                 seed: int | None = None):
+                 replay_rows: int = 0, seed: int | None = None):
         if not isinstance(schema, Schema):
             raise DTSLError(f"schema must be a streammn Schema, got {type(schema).__name__}")
         if not 0.0 < kappa <= 1.0:
@@ -102,6 +107,8 @@ class DTSL:
             raise DTSLError(f"min_count must be >= 1, got {min_count!r}")
         if prior <= 0:
             raise DTSLError(f"prior must be positive, got {prior!r}")
+        if replay_rows < 0:
+            raise DTSLError(f"replay_rows must be >= 0, got {replay_rows!r}")
         self.schema = schema
         self.kappa = float(kappa)
         self.mode = mode
@@ -113,6 +120,7 @@ class DTSL:
         self.memory_mb = float(memory_mb)
         self.min_count = int(min_count)
         self.prior = float(prior)
+        self.replay_rows = int(replay_rows)
         self.seed = seed
         self._reset()
 
@@ -121,7 +129,8 @@ class DTSL:
         return {"kappa": self.kappa, "mode": self.mode, "grace_period": self.grace_period,
                 "delta": self.delta, "tau": self.tau, "max_depth": self.max_depth,
                 "max_leaves": self.max_leaves, "memory_mb": self.memory_mb,
-                "min_count": self.min_count, "prior": self.prior, "seed": self.seed}
+                "min_count": self.min_count, "prior": self.prior,
+                "replay_rows": self.replay_rows, "seed": self.seed}
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
@@ -144,7 +153,7 @@ class DTSL:
         if self.mode == "hoeffding":
             self._grower = HoeffdingGrower(self.forest, self.kappa, self.grace_period,
                                            self.delta, self.tau, self.min_count, self.max_depth,
-                                           self.leaf_budget)
+                                           self.leaf_budget, self.replay_rows)
 
     # learning -------------------------------------------------------------------------------
     def _validate(self, batch) -> np.ndarray:
@@ -249,7 +258,8 @@ class DTSL:
         if model.mode == "hoeffding":
             model._grower = HoeffdingGrower(model.forest, model.kappa, model.grace_period,
                                             model.delta, model.tau, model.min_count,
-                                            model.max_depth, model.leaf_budget, state=arrays)
+                                            model.max_depth, model.leaf_budget,
+                                            model.replay_rows, state=arrays)
         return model
 
     def to_bytes(self) -> bytes:

@@ -89,6 +89,26 @@ def accumulate(rows, indicators, roots, links, node_slot, node_counts, count_lea
                              slot_n, slot_last, grace, due[b])
 
 
+@nb.njit(cache=True)
+def replay(rows, indicators, trees, roots, links, replay_slot, tot, stats, slot_n):
+    """Add past rows to the statistics of the slots in ``replay_slot`` (node -> slot, -1 for
+    every other node), routing them through the listed ``trees`` only (Hoeffding replay)."""
+    K = indicators.shape[1]
+    for r in range(rows.shape[0]):
+        row = rows[r]
+        src = indicators[r]
+        for q in range(trees.shape[0]):
+            t = trees[q]
+            s = replay_slot[_leaf_of(row, roots[t], links)]
+            if s >= 0:
+                y = row[t]
+                tot[s, y] += 1
+                dst = stats[s, y]
+                for k in range(K):
+                    dst[k] += src[k]
+                slot_n[s] += 1
+
+
 @nb.njit(cache=True, inline="always")
 def _loglik(c, d, alpha, prior):
     """Training log-likelihood of counts c[0:d] under their own smoothed estimate."""
