@@ -186,3 +186,16 @@ def test_exact_model_round_trip():
     assert restored.equals(model)
     assert restored.forest.equals(model.forest)
     assert "mode='exact'" in repr(restored)
+
+
+@pytest.mark.parametrize("mode", ["hoeffding", "exact"])
+def test_thread_count_does_not_change_the_model(mode):
+    rng = np.random.default_rng(9)
+    rows = sample_chain(rng, 8_000)
+    schema = Schema.binary(rows.shape[1])
+    one = DTSL(schema, kappa=0.1, mode=mode, n_threads=1).fit(rows)
+    two = DTSL(schema, kappa=0.1, mode=mode, n_threads=3).fit(rows)
+    assert one.forest.equals(two.forest)
+    assert one.get_state()[1].keys() == two.get_state()[1].keys()
+    for k, v in one.get_state()[1].items():
+        np.testing.assert_array_equal(v, two.get_state()[1][k])

@@ -27,13 +27,15 @@ def _splittable(forest: Forest, nodes: np.ndarray, min_count: int, max_depth) ->
 
 
 def grow_level_wise(forest: Forest, source, kappa: float, min_count: int, max_depth,
-                    max_leaves: int, on_pass: Callable[[int, int], None] | None = None) -> int:
+                    max_leaves: int, n_threads: int = 1,
+                    on_pass: Callable[[int, int], None] | None = None) -> int:
     """Grow every tree of a fresh ``forest`` to completion from ``source``; return passes made.
 
     ``source`` is a :class:`connectors.base.Source`; it is rewound before each pass.
-    ``on_pass(level, frontier_size)`` is called after each pass (progress reporting).
+    ``n_threads`` blocks of trees are counted in parallel. ``on_pass(level, frontier_size)`` is
+    called after each pass (progress reporting).
     """
-    stats = LeafStats(forest, capacity=max_leaves)
+    stats = LeafStats(forest, capacity=max_leaves, n_threads=n_threads)
     frontier = forest.roots.copy()  # roots go in whatever their size: the pass counts them
     penalty = split_penalty(kappa, forest.cards)
     level = 0

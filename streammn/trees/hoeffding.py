@@ -48,7 +48,7 @@ class HoeffdingGrower:
 
     def __init__(self, forest: Forest, kappa: float, grace_period: int, delta: float,
                  tau: float, min_count: int, max_depth, max_leaves: int,
-                 replay_rows: int = 0, state: dict | None = None):
+                 replay_rows: int = 0, n_threads: int = 1, state: dict | None = None):
         self.forest = forest
         self.kappa = kappa
         self.grace_period = int(grace_period)
@@ -58,7 +58,8 @@ class HoeffdingGrower:
         self.max_depth = max_depth
         self.max_leaves = int(max_leaves)
         self.rows_seen = 0
-        self.stats = LeafStats(forest, capacity=self.max_leaves, dtype=STATS_DTYPE)
+        self.stats = LeafStats(forest, capacity=self.max_leaves, dtype=STATS_DTYPE,
+                               n_threads=n_threads)
         self._penalty = split_penalty(kappa, forest.cards)
         self._range = np.log(forest.cards.astype(np.float64))
         self._has_inactive = False  # some eligible leaf was denied statistics by the budget

@@ -26,11 +26,12 @@ def split_penalty(kappa: float, card: np.ndarray) -> np.ndarray:
 class LeafStats:
     """Statistics slots for up to ``capacity`` active leaves of a :class:`Forest`."""
 
-    def __init__(self, forest: Forest, capacity: int, dtype=np.int64):
+    def __init__(self, forest: Forest, capacity: int, dtype=np.int64, n_threads: int | None = None):
         """``dtype`` of the counts: int64, or int32 when the caller keeps every slot below
-        2**31 rows (Hoeffding mode, half the memory traffic)."""
+        2**31 rows (Hoeffding mode, half the memory traffic). ``n_threads`` blocks of trees are
+        counted in parallel (default: numba's thread count)."""
         self.forest = forest
-        self.n_threads = numba.get_num_threads()
+        self.n_threads = numba.get_num_threads() if n_threads is None else int(n_threads)
         cards = forest.cards
         self.offsets = np.concatenate([[0], np.cumsum(cards - 1)[:-1]]).astype(np.int64)
         self.K = int((cards - 1).sum())
