@@ -170,6 +170,14 @@ def test_replay_with_whole_stream_buffer_gives_full_leaf_statistics():
             sub = at[at[:, t] == y]
             assert st.tot[s, y] == len(sub)
             np.testing.assert_array_equal(st.stats[s, y], sub.sum(axis=0))
+    g = model._grower  # the buffered rows' leaves are kept current through every split
+    np.testing.assert_array_equal(g._buf_leaf[:, :g._buf_len], f.route(g._buf[:g._buf_len]).T)
+    shallow = DTSL(schema, kappa=0.1, grace_period=100, tau=1.0, replay_rows=2_500, max_depth=2)
+    shallow.partial_fit(rows)
+    g = shallow._grower
+    assert shallow.tree_stats()["depth"].max() == 2
+    np.testing.assert_array_equal(g._buf_leaf[:, :g._buf_len],
+                                  shallow.forest.route(g._buf[:g._buf_len]).T)
     # without replay, leaves created mid-stream only count the rows after their creation
     plain = DTSL(schema, kappa=0.1, grace_period=100, tau=1.0).partial_fit(rows)
     pst = plain._grower.stats

@@ -14,8 +14,9 @@ Optional replay (``replay_rows > 0``): the last ``replay_rows`` rows of the stre
 ring buffer; a new leaf's statistics are seeded with the buffered rows that reach it, and a
 seeded leaf with ``grace_period`` rows is attempted at once. Without it a child learns its split
 only from rows arriving after its birth, which on short streams keeps trees shallow. Memory:
-``replay_rows * n_vars`` bytes; cost: each split batch re-routes the buffer through the trees
-that split.
+``replay_rows * n_vars`` bytes plus the current leaf of every buffered row in every tree
+(``4 * replay_rows * n_vars``); cost: one extra routing per row, and a scan of the buffer for
+every tree that split.
 
 Rows are processed in chunks whose boundaries fall at multiples of ``grace_period`` rows of the
 whole stream, so the model does not depend on how the stream was cut into batches.
@@ -31,6 +32,7 @@ import math
 
 import numpy as np
 
+from streammn.trees import kernels
 from streammn.trees.forest import Forest
 from streammn.trees.stats import LeafStats, split_penalty
 
@@ -68,6 +70,8 @@ class HoeffdingGrower:
         self._buf = np.zeros((self.replay_rows, forest.schema.n_vars), dtype=np.uint8)
         self._buf_len = 0   # rows held (at most replay_rows)
         self._buf_pos = 0   # next row to overwrite
+        # current leaf of every buffered row in every tree, kept up to date through splits
+        self._buf_leaf = np.zeros((forest.schema.n_vars, self.replay_rows), dtype=np.int32)
         if state is None:
             self._enforce_budget(self._eligible(forest.roots))
         else:  # resume: the forest's leaf -> slot links come with it
@@ -77,6 +81,9 @@ class HoeffdingGrower:
             self._due = [np.asarray(state["pending_due"], dtype=np.int64)]
             self._buf = np.array(state["replay_buffer"], dtype=np.uint8)
             self._buf_len, self._buf_pos = (int(v) for v in state["replay_len_pos"])
+            if self._buf_len:  # derived, not stored: the rows' leaves in the restored forest
+                kernels.route_into(self._buf[:self._buf_len], forest.roots, forest.links,
+                                   self._buf_leaf, 0)
 
     def _eligible(self, leaves: np.ndarray) -> np.ndarray:
         if self.max_depth is None:
@@ -105,6 +112,8 @@ class HoeffdingGrower:
         rows = rows[-W:] if W else rows[:0]
         for part in (rows[:W - self._buf_pos], rows[W - self._buf_pos:]):
             self._buf[self._buf_pos:self._buf_pos + part.shape[0]] = part
+            f = self.forest
+            kernels.route_into(part, f.roots, f.links, self._buf_leaf, self._buf_pos)
             self._buf_pos = (self._buf_pos + part.shape[0]) % W if W else 0
         self._buf_len = min(W, self._buf_len + rows.shape[0])
 
@@ -117,13 +126,14 @@ class HoeffdingGrower:
             children = self._attempt_splits(due)
             if children.size == 0 or self._buf_len == 0:
                 return
-            st.replay(self._buf[:self._buf_len], children)
+            trees = np.unique(self.forest.tree[self.forest.parent[children]])
+            st.replay(self._buf[:self._buf_len], self._buf_leaf, trees)
             slots = self.forest.slot[children]
             slots = np.sort(slots[slots >= 0]).astype(np.int64)
             due = slots[st.n[slots] - st.last_attempt[slots] >= g]
 
     def _attempt_splits(self, due: np.ndarray) -> np.ndarray:
-        """Try to split the leaves of the ``due`` slots; return the new children."""
+        """Try to split the leaves of the ``due`` slots; return all new children."""
         if due.size == 0:
             return np.zeros(0, dtype=np.int32)
         st = self.stats
@@ -144,8 +154,8 @@ class HoeffdingGrower:
         nodes = st.slot_node[due[go]]
         st.release(due[go])
         t_ids, f_ids = f.split(nodes, bvar[go], bval[go], tcounts[go])
-        children = self._eligible(np.concatenate([t_ids, f_ids]))
-        self._enforce_budget(children)
+        children = np.concatenate([t_ids, f_ids])
+        self._enforce_budget(self._eligible(children))
         return children
 
     def _retire_full_slots(self, slots: np.ndarray) -> None:

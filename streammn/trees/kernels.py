@@ -90,20 +90,38 @@ def accumulate(rows, indicators, roots, links, node_slot, node_counts, count_lea
 
 
 @nb.njit(cache=True)
-def replay(rows, indicators, trees, roots, links, replay_slot, tot, stats, slot_n):
-    """Add past rows to the statistics of the slots in ``replay_slot`` (node -> slot, -1 for
-    every other node), routing them through the listed ``trees`` only (Hoeffding replay)."""
+def route_into(rows, roots, links, out, col):
+    """Write the leaf of ``rows[i]`` in tree ``t`` to ``out[t, col + i]``."""
+    for i in range(rows.shape[0]):
+        for t in range(roots.shape[0]):
+            out[t, col + i] = _leaf_of(rows[i], roots[t], links)
+
+
+@nb.njit(cache=True)
+def replay(rows, indicators, row_leaf, trees, links, node_slot, tot, stats, slot_n):
+    """Move buffered rows whose leaf (``row_leaf[t, i]``) has just been split to the child
+    they belong to, adding them to that child's statistics when it is active.
+
+    Only the listed ``trees`` are scanned; a just-split node's children are leaves, so one step
+    down suffices (Hoeffding replay).
+    """
     K = indicators.shape[1]
-    for r in range(rows.shape[0]):
-        row = rows[r]
-        src = indicators[r]
-        for q in range(trees.shape[0]):
-            t = trees[q]
-            s = replay_slot[_leaf_of(row, roots[t], links)]
+    for q in range(trees.shape[0]):
+        t = trees[q]
+        leaf_t = row_leaf[t]
+        for i in range(rows.shape[0]):
+            node = leaf_t[i]
+            v = links[node, 0]
+            if v < 0:
+                continue
+            child = links[node, 2 + (rows[i, v] != links[node, 1])]
+            leaf_t[i] = child
+            s = node_slot[child]
             if s >= 0:
-                y = row[t]
+                y = rows[i, t]
                 tot[s, y] += 1
                 dst = stats[s, y]
+                src = indicators[i]
                 for k in range(K):
                     dst[k] += src[k]
                 slot_n[s] += 1

@@ -123,17 +123,14 @@ class LeafStats:
                            due, n_due)
         return np.concatenate([due[b, :n_due[b]] for b in range(n_blocks)])
 
-    def replay(self, rows: np.ndarray, nodes: np.ndarray) -> None:
-        """Add past ``rows`` to the statistics of the active leaves among ``nodes`` only."""
-        f = self.forest
-        nodes = nodes[f.slot[nodes] >= 0]
-        if nodes.size == 0 or rows.shape[0] == 0:
+    def replay(self, rows: np.ndarray, row_leaf: np.ndarray, trees: np.ndarray) -> None:
+        """Move past ``rows`` out of the just-split leaves of ``trees`` into the new children,
+        adding them to the children's statistics (see :func:`kernels.replay`)."""
+        if rows.shape[0] == 0 or trees.size == 0:
             return
-        replay_slot = np.full(f.n_nodes, -1, dtype=np.int32)
-        replay_slot[nodes] = f.slot[nodes]
-        trees = np.unique(f.tree[nodes]).astype(np.int64)
-        kernels.replay(rows, self.indicators(rows), trees, f.roots, f.links, replay_slot,
-                       self.tot, self.stats, self.n)
+        f = self.forest
+        kernels.replay(rows, self.indicators(rows), row_leaf, trees.astype(np.int64), f.links,
+                       f.slot, self.tot, self.stats, self.n)
 
     def score(self, slots: np.ndarray, min_count: int):
         """Best split of each slot: see :func:`kernels.score_slots`."""
