@@ -64,7 +64,9 @@ class DTSL:
         promising are deactivated; exact: a level with a larger frontier takes several passes).
         None derives it from ``memory_mb``.
     memory_mb : float, default 256
-        Budget for the split statistics when ``max_leaves`` is None.
+        Budget for the split statistics when ``max_leaves`` is None; in exact mode also for
+        remembering each row's node between passes (4 bytes per row and variable; beyond it
+        every pass routes rows from the roots).
     min_count : int, default 10
         Rows a test needs on each side (Libra's default).
     prior : float, default 1.0
@@ -207,7 +209,8 @@ class DTSL:
             raise DTSLError("exact mode needs a re-iterable connectors Source (one pass per "
                             "tree level), e.g. ArraySource or a file source")
         self.n_passes = grow_level_wise(self.forest, source, self.kappa, self.min_count,
-                                        self.max_depth, self.leaf_budget, self.n_threads)
+                                        self.max_depth, self.leaf_budget, self.n_threads,
+                                        cache_bytes=int(self.memory_mb * 2 ** 20))
         self.rows_seen = int(self.forest.counts[self.forest.roots[0]].sum())
         return self
 

@@ -42,15 +42,17 @@ def route(rows, roots, links):
 
 
 @nb.njit(cache=True, inline="always")
-def _add_rows(rows, indicators, t0, t1, roots, links, node_slot, node_counts, count_leaves,
-              tot, stats, slot_n, slot_last, grace, due):
-    """Add rows to trees t0..t1-1; record in ``due`` the slots reaching ``grace`` new rows."""
+def _add_rows(rows, indicators, trees, q0, q1, roots, links, node_slot, node_counts,
+              count_leaves, tot, stats, slot_n, slot_last, grace, due):
+    """Add rows to trees ``trees[q0:q1]``; record in ``due`` the slots reaching ``grace`` new
+    rows."""
     K = indicators.shape[1]
     n_due = 0
     for r in range(rows.shape[0]):
         row = rows[r]
         src = indicators[r]
-        for t in range(t0, t1):
+        for q in range(q0, q1):
+            t = trees[q]
             leaf = _leaf_of(row, roots[t], links)
             y = row[t]
             if count_leaves:
@@ -70,9 +72,9 @@ def _add_rows(rows, indicators, t0, t1, roots, links, node_slot, node_counts, co
 
 
 @nb.njit(cache=True, parallel=True)
-def accumulate(rows, indicators, roots, links, node_slot, node_counts, count_leaves, tot, stats,
-               slot_n, slot_last, grace, due, n_due):
-    """Route every row through every tree and add its statistics to its leaf's slot.
+def accumulate(rows, indicators, trees, roots, links, node_slot, node_counts, count_leaves, tot,
+               stats, slot_n, slot_last, grace, due, n_due):
+    """Route every row through the listed trees and add its statistics to its leaf's slot.
 
     The trees are cut into ``n_blocks = due.shape[0]`` blocks handled in parallel (each writes
     only its own trees' nodes and slots); within a block rows are outer and trees inner, so a
@@ -81,12 +83,39 @@ def accumulate(rows, indicators, roots, links, node_slot, node_counts, count_lea
     ``grace > 0``, slots whose row count since their last split attempt reaches ``grace`` are
     written to ``due[block, :n_due[block]]`` (Hoeffding mode).
     """
-    T = roots.shape[0]
+    T = trees.shape[0]
     n_blocks = due.shape[0]
     for b in nb.prange(n_blocks):
-        n_due[b] = _add_rows(rows, indicators, b * T // n_blocks, (b + 1) * T // n_blocks,
+        n_due[b] = _add_rows(rows, indicators, trees, b * T // n_blocks, (b + 1) * T // n_blocks,
                              roots, links, node_slot, node_counts, count_leaves, tot, stats,
                              slot_n, slot_last, grace, due[b])
+
+
+@nb.njit(cache=True, parallel=True)
+def accumulate_cached(rows, indicators, trees, links, node_slot, tot, stats, row_node, n_blocks):
+    """:func:`accumulate` for exact mode with every row's current node per tree remembered in
+    ``row_node[r, t]`` (rows of this batch): each level moves a row down from where it was
+    instead of routing it from the root. Statistics of active slots only."""
+    T = trees.shape[0]
+    K = indicators.shape[1]
+    for b in nb.prange(n_blocks):
+        for r in range(rows.shape[0]):
+            row = rows[r]
+            src = indicators[r]
+            for q in range(b * T // n_blocks, (b + 1) * T // n_blocks):
+                t = trees[q]
+                node = row_node[r, t]
+                v = links[node, 0]
+                while v >= 0:
+                    node = links[node, 2 + (row[v] != links[node, 1])]
+                    v = links[node, 0]
+                row_node[r, t] = node
+                s = node_slot[node]
+                if s >= 0:
+                    dst = stats[s, row[t]]
+                    tot[s, row[t]] += 1
+                    for k in range(K):
+                        dst[k] += src[k]
 
 
 @nb.njit(cache=True)

@@ -36,6 +36,7 @@ class LeafStats:
         self.offsets = np.concatenate([[0], np.cumsum(cards - 1)[:-1]]).astype(np.int64)
         self.K = int((cards - 1).sum())
         self.binary = bool((cards == 2).all())
+        self._all_trees = np.arange(forest.schema.n_vars, dtype=np.int64)
         self.capacity = int(capacity)
         self.dtype = np.dtype(dtype)
         self.tot = np.zeros((0, forest.max_card), dtype=self.dtype)
@@ -106,22 +107,35 @@ class LeafStats:
             grown[:old] = getattr(self, name)
             setattr(self, name, grown)
 
-    def add(self, rows: np.ndarray, grace: int = 0, count_leaves: bool = True) -> np.ndarray:
-        """Route ``rows`` through all trees and count them at their leaves (target counts of
-        every leaf when ``count_leaves``, statistics of active leaves); with ``grace > 0``
-        return the slots that reached ``grace`` rows since their last split attempt."""
+    def add(self, rows: np.ndarray, grace: int = 0, count_leaves: bool = True,
+            trees: np.ndarray | None = None) -> np.ndarray:
+        """Route ``rows`` through the given trees (default all) and count them at their leaves
+        (target counts of every leaf when ``count_leaves``, statistics of active leaves); with
+        ``grace > 0`` return the slots that reached ``grace`` rows since their last attempt."""
         if grace > 0 and rows.shape[0] > grace:  # a slot could come due twice: overflow
             raise ValueError(f"at most grace={grace} rows per call, got {rows.shape[0]}")
         f = self.forest
         if self.tot.shape[0] == 0:  # kernels need at least one (unused) slot row
             self._grow(1)
-        n_blocks = max(1, min(self.n_threads, f.schema.n_vars))
+        if trees is None:
+            trees = self._all_trees
+        n_blocks = max(1, min(self.n_threads, trees.shape[0]))
         due = np.empty((n_blocks, self.slot_node.shape[0] if grace > 0 else 1), dtype=np.int64)
         n_due = np.zeros(n_blocks, dtype=np.int64)
-        kernels.accumulate(rows, self.indicators(rows), f.roots, f.links, f.slot, f.counts,
+        kernels.accumulate(rows, self.indicators(rows), trees, f.roots, f.links, f.slot, f.counts,
                            count_leaves, self.tot, self.stats, self.n, self.last_attempt, grace,
                            due, n_due)
         return np.concatenate([due[b, :n_due[b]] for b in range(n_blocks)])
+
+    def add_cached(self, rows: np.ndarray, trees: np.ndarray, row_node: np.ndarray) -> None:
+        """Exact mode: add ``rows`` to the active leaves' statistics, moving each row down
+        from its remembered node ``row_node[r, t]`` (updated in place)."""
+        f = self.forest
+        if self.tot.shape[0] == 0:
+            self._grow(1)
+        n_blocks = max(1, min(self.n_threads, trees.shape[0]))
+        kernels.accumulate_cached(rows, self.indicators(rows), trees, f.links, f.slot,
+                                  self.tot, self.stats, row_node, n_blocks)
 
     def replay(self, rows: np.ndarray, row_leaf: np.ndarray, trees: np.ndarray) -> None:
         """Move past ``rows`` out of the just-split leaves of ``trees`` into the new children,
