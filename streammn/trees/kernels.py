@@ -71,18 +71,25 @@ def _add_rows(rows, indicators, trees, q0, q1, roots, links, node_slot, node_cou
     return n_due
 
 
-@nb.njit(cache=True, parallel=True)
+@nb.njit(cache=True)
 def accumulate(rows, indicators, trees, roots, links, node_slot, node_counts, count_leaves, tot,
                stats, slot_n, slot_last, grace, due, n_due):
     """Route every row through the listed trees and add its statistics to its leaf's slot.
 
-    The trees are cut into ``n_blocks = due.shape[0]`` blocks handled in parallel (each writes
-    only its own trees' nodes and slots); within a block rows are outer and trees inner, so a
-    row stays in L1 while the block's nodes stay in cache. With ``count_leaves`` every row also
-    adds to ``node_counts[leaf, y]`` (the leaf distribution), active leaf or not. When
-    ``grace > 0``, slots whose row count since their last split attempt reaches ``grace`` are
-    written to ``due[block, :n_due[block]]`` (Hoeffding mode).
+    Rows are outer and trees inner, so a row stays in L1 while the trees' nodes stay in cache.
+    With ``count_leaves`` every row also adds to ``node_counts[leaf, y]`` (the leaf
+    distribution), active leaf or not. When ``grace > 0``, slots whose row count since their
+    last split attempt reaches ``grace`` are written to ``due[0, :n_due[0]]`` (Hoeffding mode).
     """
+    n_due[0] = _add_rows(rows, indicators, trees, 0, trees.shape[0], roots, links, node_slot,
+                         node_counts, count_leaves, tot, stats, slot_n, slot_last, grace, due[0])
+
+
+@nb.njit(cache=True, parallel=True)
+def accumulate_parallel(rows, indicators, trees, roots, links, node_slot, node_counts,
+                        count_leaves, tot, stats, slot_n, slot_last, grace, due, n_due):
+    """:func:`accumulate` with the trees cut into ``due.shape[0]`` blocks run in parallel (each
+    block writes only its own trees' nodes and slots, and its own ``due[block]``)."""
     T = trees.shape[0]
     n_blocks = due.shape[0]
     for b in nb.prange(n_blocks):
@@ -91,31 +98,45 @@ def accumulate(rows, indicators, trees, roots, links, node_slot, node_counts, co
                              slot_n, slot_last, grace, due[b])
 
 
-@nb.njit(cache=True, parallel=True)
-def accumulate_cached(rows, indicators, trees, links, node_slot, tot, stats, row_node, n_blocks):
-    """:func:`accumulate` for exact mode with every row's current node per tree remembered in
-    ``row_node[r, t]`` (rows of this batch): each level moves a row down from where it was
-    instead of routing it from the root. Statistics of active slots only."""
-    T = trees.shape[0]
+@nb.njit(cache=True)
+def _advance_rows(rows, indicators, trees, q0, q1, links, node_slot, tot, stats, row_node):
     K = indicators.shape[1]
-    for b in nb.prange(n_blocks):
-        for r in range(rows.shape[0]):
-            row = rows[r]
-            src = indicators[r]
-            for q in range(b * T // n_blocks, (b + 1) * T // n_blocks):
-                t = trees[q]
-                node = row_node[r, t]
+    for r in range(rows.shape[0]):
+        row = rows[r]
+        src = indicators[r]
+        for q in range(q0, q1):
+            t = trees[q]
+            node = row_node[r, t]
+            v = links[node, 0]
+            while v >= 0:
+                node = links[node, 2 + (row[v] != links[node, 1])]
                 v = links[node, 0]
-                while v >= 0:
-                    node = links[node, 2 + (row[v] != links[node, 1])]
-                    v = links[node, 0]
-                row_node[r, t] = node
-                s = node_slot[node]
-                if s >= 0:
-                    dst = stats[s, row[t]]
-                    tot[s, row[t]] += 1
-                    for k in range(K):
-                        dst[k] += src[k]
+            row_node[r, t] = node
+            s = node_slot[node]
+            if s >= 0:
+                dst = stats[s, row[t]]
+                tot[s, row[t]] += 1
+                for k in range(K):
+                    dst[k] += src[k]
+
+
+@nb.njit(cache=True)
+def accumulate_cached(rows, indicators, trees, links, node_slot, tot, stats, row_node):
+    """Exact mode: like :func:`accumulate` (active slots' statistics only), with every row's
+    current node per tree remembered in ``row_node[r, t]`` (rows of this batch), so each level
+    moves a row down from where it was instead of routing it from the root."""
+    _advance_rows(rows, indicators, trees, 0, trees.shape[0], links, node_slot, tot, stats,
+                  row_node)
+
+
+@nb.njit(cache=True, parallel=True)
+def accumulate_cached_parallel(rows, indicators, trees, links, node_slot, tot, stats, row_node,
+                               n_blocks):
+    """:func:`accumulate_cached` over ``n_blocks`` blocks of trees in parallel."""
+    T = trees.shape[0]
+    for b in nb.prange(n_blocks):
+        _advance_rows(rows, indicators, trees, b * T // n_blocks, (b + 1) * T // n_blocks,
+                      links, node_slot, tot, stats, row_node)
 
 
 @nb.njit(cache=True)
@@ -256,12 +277,12 @@ def score_slots(slots, slot_target, tot, stats, cards, offsets, min_count, prior
     return best_var, best_val, best_gain, second_gain, true_counts
 
 
-@nb.njit(cache=True, parallel=True)
+@nb.njit(cache=True)
 def indicator_matrix(rows, cards, offsets, K):
     """The indicator columns ``x_j == a`` (a >= 1) of every row, shape (n_rows, K), uint8."""
     n, n_vars = rows.shape
     out = np.zeros((n, K), dtype=np.uint8)
-    for r in nb.prange(n):
+    for r in range(n):
         for j in range(n_vars):
             v = rows[r, j]
             if v >= 1:

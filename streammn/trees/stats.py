@@ -122,9 +122,9 @@ class LeafStats:
         n_blocks = max(1, min(self.n_threads, trees.shape[0]))
         due = np.empty((n_blocks, self.slot_node.shape[0] if grace > 0 else 1), dtype=np.int64)
         n_due = np.zeros(n_blocks, dtype=np.int64)
-        kernels.accumulate(rows, self.indicators(rows), trees, f.roots, f.links, f.slot, f.counts,
-                           count_leaves, self.tot, self.stats, self.n, self.last_attempt, grace,
-                           due, n_due)
+        kernel = kernels.accumulate if n_blocks == 1 else kernels.accumulate_parallel
+        kernel(rows, self.indicators(rows), trees, f.roots, f.links, f.slot, f.counts,
+               count_leaves, self.tot, self.stats, self.n, self.last_attempt, grace, due, n_due)
         return np.concatenate([due[b, :n_due[b]] for b in range(n_blocks)])
 
     def add_cached(self, rows: np.ndarray, trees: np.ndarray, row_node: np.ndarray) -> None:
@@ -134,8 +134,12 @@ class LeafStats:
         if self.tot.shape[0] == 0:
             self._grow(1)
         n_blocks = max(1, min(self.n_threads, trees.shape[0]))
-        kernels.accumulate_cached(rows, self.indicators(rows), trees, f.links, f.slot,
-                                  self.tot, self.stats, row_node, n_blocks)
+        args = (rows, self.indicators(rows), trees, f.links, f.slot, self.tot, self.stats,
+                row_node)
+        if n_blocks == 1:  # a parallel launch costs milliseconds on a busy machine
+            kernels.accumulate_cached(*args)
+        else:
+            kernels.accumulate_cached_parallel(*args, n_blocks)
 
     def replay(self, rows: np.ndarray, row_leaf: np.ndarray, trees: np.ndarray) -> None:
         """Move past ``rows`` out of the just-split leaves of ``trees`` into the new children,
