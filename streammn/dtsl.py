@@ -64,12 +64,23 @@ class DTSL:
         promising are deactivated; exact: a level with a larger frontier takes several passes).
         None derives it from ``memory_mb``.
     memory_mb : float, default 256
-        Budget for the split statistics when ``max_leaves`` is None.
+        Budget for the split statistics when ``max_leaves`` is None; in exact mode also for
+        remembering each row's node between passes (4 bytes per row and variable; beyond it
+        every pass routes rows from the roots).
     min_count : int, default 10
         Rows a test needs on each side (Libra's default).
     prior : float, default 1.0
         Total Dirichlet pseudo-count of a leaf, spread evenly over the target's ``d`` values:
         1.0 is Libra's ``(count + 1/d) / (total + 1)``; ``d`` gives the paper's alpha = 1.
+    replay_rows : int, default 0
+        Hoeffding: keep the last ``replay_rows`` rows and seed every new leaf's statistics
+        with those that reach it (0 = off, pure one-pass Hoeffding trees). Bounded memory
+        (``replay_rows * n_vars`` bytes); much better trees on short streams, at a CPU cost
+        that grows with the buffer and the number of splits.
+    n_threads : int, default 1
+        Blocks of trees whose statistics are counted in parallel (numba threads). The result
+        does not depend on it. 1 uses the least CPU time and suits a shared machine; raise it
+        on an idle multi-core machine to cut wall time, mostly in exact mode.
     seed : int or None, default None
         Accepted for uniformity with streammn's other learners; DTSL is deterministic (ties
         go to the first candidate in variable order), so it does not change the result.
@@ -79,7 +90,7 @@ class DTSL:
                  grace_period: int = 200, delta: float = 1e-7, tau: float = 0.05,
                  max_depth: int | None = None, max_leaves: int | None = None,
                  memory_mb: float = 256.0, min_count: int = 10, prior: float = 1.0,
-                 seed: int | None = None):
+                 replay_rows: int = 0, n_threads: int = 1, seed: int | None = None):
         if not isinstance(schema, Schema):
             raise DTSLError(f"schema must be a streammn Schema, got {type(schema).__name__}")
         if not 0.0 < kappa <= 1.0:
@@ -102,6 +113,10 @@ class DTSL:
             raise DTSLError(f"min_count must be >= 1, got {min_count!r}")
         if prior <= 0:
             raise DTSLError(f"prior must be positive, got {prior!r}")
+        if n_threads < 1:
+            raise DTSLError(f"n_threads must be >= 1, got {n_threads!r}")
+        if replay_rows < 0:
+            raise DTSLError(f"replay_rows must be >= 0, got {replay_rows!r}")
         self.schema = schema
         self.kappa = float(kappa)
         self.mode = mode
@@ -113,6 +128,8 @@ class DTSL:
         self.memory_mb = float(memory_mb)
         self.min_count = int(min_count)
         self.prior = float(prior)
+        self.replay_rows = int(replay_rows)
+        self.n_threads = int(n_threads)
         self.seed = seed
         self._reset()
 
@@ -121,7 +138,9 @@ class DTSL:
         return {"kappa": self.kappa, "mode": self.mode, "grace_period": self.grace_period,
                 "delta": self.delta, "tau": self.tau, "max_depth": self.max_depth,
                 "max_leaves": self.max_leaves, "memory_mb": self.memory_mb,
-                "min_count": self.min_count, "prior": self.prior, "seed": self.seed}
+                "min_count": self.min_count, "prior": self.prior,
+                "replay_rows": self.replay_rows, "n_threads": self.n_threads,
+                "seed": self.seed}
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
@@ -144,7 +163,7 @@ class DTSL:
         if self.mode == "hoeffding":
             self._grower = HoeffdingGrower(self.forest, self.kappa, self.grace_period,
                                            self.delta, self.tau, self.min_count, self.max_depth,
-                                           self.leaf_budget)
+                                           self.leaf_budget, self.replay_rows, self.n_threads)
 
     # learning -------------------------------------------------------------------------------
     def _validate(self, batch) -> np.ndarray:
@@ -190,7 +209,8 @@ class DTSL:
             raise DTSLError("exact mode needs a re-iterable connectors Source (one pass per "
                             "tree level), e.g. ArraySource or a file source")
         self.n_passes = grow_level_wise(self.forest, source, self.kappa, self.min_count,
-                                        self.max_depth, self.leaf_budget)
+                                        self.max_depth, self.leaf_budget, self.n_threads,
+                                        cache_bytes=int(self.memory_mb * 2 ** 20))
         self.rows_seen = int(self.forest.counts[self.forest.roots[0]].sum())
         return self
 
@@ -255,7 +275,8 @@ class DTSL:
         if model.mode == "hoeffding":
             model._grower = HoeffdingGrower(model.forest, model.kappa, model.grace_period,
                                             model.delta, model.tau, model.min_count,
-                                            model.max_depth, model.leaf_budget, state=arrays)
+                                            model.max_depth, model.leaf_budget,
+                                            model.replay_rows, model.n_threads, state=arrays)
         return model
 
     def to_bytes(self) -> bytes:

@@ -8,6 +8,7 @@ import pytest
 from connectors.array import ArraySource
 from streammn.dtsl import DTSL, DTSLError
 from streammn.schema import Schema
+from streammn.trees import Forest, grow_level_wise
 
 
 # --- independent reference: depth-first LEARNTREE, written plainly --------------------------
@@ -103,6 +104,11 @@ def test_exact_mode_equals_recursive_learntree(case):
         deepest = max(deepest, depth(expected))
         assert model.leaf_rows(t).sum() == len(rows)
     assert model.tree_stats()["depth"].max() == deepest
+    # the same trees when every pass routes rows from the roots (no row -> node cache)
+    uncached = Forest(schema, prior=prior)
+    grow_level_wise(uncached, ArraySource(rows, schema, batch_size=batch), kappa, min_count,
+                    max_depth, max_leaves or 10 ** 6, cache_bytes=0)
+    assert uncached.equals(model.forest)
     if max_leaves is None:  # one pass per level, plus the pass that finds nothing to split
         assert model.n_passes <= deepest + 1
     assert deepest >= 2, "test data should give trees with several levels"

@@ -99,3 +99,13 @@ def test_default_features_reproduce_the_tree_conditional():
         got = dn.log_conditional(r[None, :], X4)[0]
         np.testing.assert_allclose(got, logp[leaf, :2], atol=1e-12)
     np.testing.assert_allclose(dn.pll_terms(rows), forest.leaf_log_prob(rows), atol=1e-12)
+
+
+def test_leaf_paths_and_sizes_are_inspectable():
+    forest = figure1_forest()
+    leaves = forest.leaves(X4)
+    paths = sorted(forest.path(int(n)) for n in leaves)
+    assert paths == sorted([[(X1, T, True)], [(X1, T, False), (X2, T, True)],
+                            [(X1, T, False), (X2, T, False)]])
+    assert forest.n_leaves()[X4] == 3 and forest.depths()[X4] == 2
+    assert sorted(forest.leaf_rows(X4).tolist()) == [25, 30, 45]

@@ -81,12 +81,13 @@ def test_root_split_agrees_with_river():
     assert f"x{ours.forest.var[ours.forest.roots[0]]}" == river_model._root.feature
 
 
-def test_learning_does_not_depend_on_batch_boundaries():
+@pytest.mark.parametrize("replay", [0, 3000])
+def test_learning_does_not_depend_on_batch_boundaries(replay):
     rng = np.random.default_rng(2)
     rows = sample_chain(rng, 20_000)
     schema = Schema.binary(rows.shape[1])
-    a = DTSL(schema, kappa=0.1).fit(ArraySource(rows, schema, batch_size=5000))
-    b = DTSL(schema, kappa=0.1).fit(ArraySource(rows, schema, batch_size=333))
+    a = DTSL(schema, kappa=0.1, replay_rows=replay).fit(ArraySource(rows, schema, batch_size=5000))
+    b = DTSL(schema, kappa=0.1, replay_rows=replay).fit(ArraySource(rows, schema, batch_size=333))
     assert a.equals(b)
     assert a.tree_stats()["n_leaves"].sum() > 10
 
@@ -127,12 +128,12 @@ def test_bad_batch_leaves_state_untouched():
     assert model.rows_seen == 2000
 
 
-@pytest.mark.parametrize("budget", [None, 8])
-def test_state_round_trip_and_identical_continuation(budget):
+@pytest.mark.parametrize("budget,replay", [(None, 0), (8, 0), (None, 2500)])
+def test_state_round_trip_and_identical_continuation(budget, replay):
     rng = np.random.default_rng(5)
     rows = sample_chain(rng, 30_000)
     schema = Schema.binary(rows.shape[1])
-    model = DTSL(schema, kappa=0.05, grace_period=150, max_leaves=budget)
+    model = DTSL(schema, kappa=0.05, grace_period=150, max_leaves=budget, replay_rows=replay)
     model.partial_fit(rows[:12_345])
     restored = DTSL.from_bytes(model.to_bytes())
     assert restored.equals(model)
@@ -143,9 +144,45 @@ def test_state_round_trip_and_identical_continuation(budget):
     assert restored.equals(model)
     np.testing.assert_array_equal(restored.to_dependency_network().pll_terms(rows[:500]),
                                   model.to_dependency_network().pll_terms(rows[:500]))
-    uninterrupted = DTSL(schema, kappa=0.05, grace_period=150, max_leaves=budget)
+    uninterrupted = DTSL(schema, kappa=0.05, grace_period=150, max_leaves=budget,
+                         replay_rows=replay)
     uninterrupted.partial_fit(rows)
     assert uninterrupted.equals(model)
+
+
+def test_replay_with_whole_stream_buffer_gives_full_leaf_statistics():
+    """With a buffer as long as the stream, a new leaf is seeded with every earlier row that
+    reaches it, so every active leaf's statistics equal a recount over all rows."""
+    rng = np.random.default_rng(8)
+    rows = sample_chain(rng, 6_000)
+    schema = Schema.binary(rows.shape[1])
+    model = DTSL(schema, kappa=0.1, grace_period=100, tau=1.0, replay_rows=6_000)
+    for start in range(0, len(rows), 700):
+        model.partial_fit(rows[start:start + 700])
+    f, st = model.forest, model._grower.stats
+    leaves = f.route(rows)
+    active = np.flatnonzero(st.slot_node >= 0)
+    assert f.depths().max() >= 3
+    for s in active:
+        node, t = st.slot_node[s], st.slot_target[s]
+        at = rows[leaves[:, t] == node]
+        for y in (0, 1):
+            sub = at[at[:, t] == y]
+            assert st.tot[s, y] == len(sub)
+            np.testing.assert_array_equal(st.stats[s, y], sub.sum(axis=0))
+    g = model._grower  # the buffered rows' leaves are kept current through every split
+    np.testing.assert_array_equal(g._buf_leaf[:, :g._buf_len], f.route(g._buf[:g._buf_len]).T)
+    shallow = DTSL(schema, kappa=0.1, grace_period=100, tau=1.0, replay_rows=2_500, max_depth=2)
+    shallow.partial_fit(rows)
+    g = shallow._grower
+    assert shallow.tree_stats()["depth"].max() == 2
+    np.testing.assert_array_equal(g._buf_leaf[:, :g._buf_len],
+                                  shallow.forest.route(g._buf[:g._buf_len]).T)
+    # without replay, leaves created mid-stream only count the rows after their creation
+    plain = DTSL(schema, kappa=0.1, grace_period=100, tau=1.0).partial_fit(rows)
+    pst = plain._grower.stats
+    pact = np.flatnonzero(pst.slot_node >= 0)
+    assert (pst.n[pact] < plain.forest.counts[pst.slot_node[pact]].sum(axis=1)).any()
 
 
 def test_exact_model_round_trip():
@@ -157,3 +194,16 @@ def test_exact_model_round_trip():
     assert restored.equals(model)
     assert restored.forest.equals(model.forest)
     assert "mode='exact'" in repr(restored)
+
+
+@pytest.mark.parametrize("mode", ["hoeffding", "exact"])
+def test_thread_count_does_not_change_the_model(mode):
+    rng = np.random.default_rng(9)
+    rows = sample_chain(rng, 8_000)
+    schema = Schema.binary(rows.shape[1])
+    one = DTSL(schema, kappa=0.1, mode=mode, n_threads=1).fit(rows)
+    two = DTSL(schema, kappa=0.1, mode=mode, n_threads=3).fit(rows)
+    assert one.forest.equals(two.forest)
+    assert one.get_state()[1].keys() == two.get_state()[1].keys()
+    for k, v in one.get_state()[1].items():
+        np.testing.assert_array_equal(v, two.get_state()[1][k])

@@ -10,6 +10,14 @@ leaf splits when ``best - second > eps`` or ``eps < tau``, and the best gain bea
 prior (:func:`~streammn.trees.stats.split_penalty`), as in exact mode. Children start with the
 target counts the parent saw on their side and empty statistics.
 
+Optional replay (``replay_rows > 0``): the last ``replay_rows`` rows of the stream are kept in a
+ring buffer; a new leaf's statistics are seeded with the buffered rows that reach it, and a
+seeded leaf with ``grace_period`` rows is attempted at once. Without it a child learns its split
+only from rows arriving after its birth, which on short streams keeps trees shallow. Memory:
+``replay_rows * n_vars`` bytes plus the current leaf of every buffered row in every tree
+(``4 * replay_rows * n_vars``); cost: one extra routing per row, and a scan of the buffer for
+every tree that split.
+
 Rows are processed in chunks whose boundaries fall at multiples of ``grace_period`` rows of the
 whole stream, so the model does not depend on how the stream was cut into batches.
 
@@ -24,6 +32,7 @@ import math
 
 import numpy as np
 
+from streammn.trees import kernels
 from streammn.trees.forest import Forest
 from streammn.trees.stats import LeafStats, split_penalty
 
@@ -41,7 +50,7 @@ class HoeffdingGrower:
 
     def __init__(self, forest: Forest, kappa: float, grace_period: int, delta: float,
                  tau: float, min_count: int, max_depth, max_leaves: int,
-                 state: dict | None = None):
+                 replay_rows: int = 0, n_threads: int = 1, state: dict | None = None):
         self.forest = forest
         self.kappa = kappa
         self.grace_period = int(grace_period)
@@ -51,11 +60,18 @@ class HoeffdingGrower:
         self.max_depth = max_depth
         self.max_leaves = int(max_leaves)
         self.rows_seen = 0
-        self.stats = LeafStats(forest, capacity=self.max_leaves, dtype=STATS_DTYPE)
+        self.stats = LeafStats(forest, capacity=self.max_leaves, dtype=STATS_DTYPE,
+                               n_threads=n_threads)
         self._penalty = split_penalty(kappa, forest.cards)
         self._range = np.log(forest.cards.astype(np.float64))
         self._has_inactive = False  # some eligible leaf was denied statistics by the budget
         self._due = []  # due slots found since the last grace-period boundary
+        self.replay_rows = int(replay_rows)
+        self._buf = np.zeros((self.replay_rows, forest.schema.n_vars), dtype=np.uint8)
+        self._buf_len = 0   # rows held (at most replay_rows)
+        self._buf_pos = 0   # next row to overwrite
+        # current leaf of every buffered row in every tree, kept up to date through splits
+        self._buf_leaf = np.zeros((forest.schema.n_vars, self.replay_rows), dtype=np.int32)
         if state is None:
             self._enforce_budget(self._eligible(forest.roots))
         else:  # resume: the forest's leaf -> slot links come with it
@@ -63,6 +79,11 @@ class HoeffdingGrower:
             self.rows_seen = int(state["rows_seen"])
             self._has_inactive = bool(state["has_inactive"])
             self._due = [np.asarray(state["pending_due"], dtype=np.int64)]
+            self._buf = np.array(state["replay_buffer"], dtype=np.uint8)
+            self._buf_len, self._buf_pos = (int(v) for v in state["replay_len_pos"])
+            if self._buf_len:  # derived, not stored: the rows' leaves in the restored forest
+                kernels.route_into(self._buf[:self._buf_len], forest.roots, forest.links,
+                                   self._buf_leaf, 0)
 
     def _eligible(self, leaves: np.ndarray) -> np.ndarray:
         if self.max_depth is None:
@@ -78,16 +99,43 @@ class HoeffdingGrower:
             stop = min(n, start + g - self.rows_seen % g)
             due = self.stats.add(rows[start:stop], grace=g)
             self._due.append(due)
+            self._remember(rows[start:stop])
             self.rows_seen += stop - start
             start = stop
             if self.rows_seen % g == 0:
-                self._attempt_splits(np.sort(np.concatenate(self._due)))
+                self._grow(np.sort(np.concatenate(self._due)))
                 self._due = []
 
-    def _attempt_splits(self, due: np.ndarray) -> None:
-        """Try to split the leaves of the ``due`` slots (``grace_period`` new rows each)."""
+    def _remember(self, rows: np.ndarray) -> None:
+        """Keep the last ``replay_rows`` rows of the stream in a ring buffer."""
+        W = self.replay_rows
+        rows = rows[-W:] if W else rows[:0]
+        for part in (rows[:W - self._buf_pos], rows[W - self._buf_pos:]):
+            self._buf[self._buf_pos:self._buf_pos + part.shape[0]] = part
+            f = self.forest
+            kernels.route_into(part, f.roots, f.links, self._buf_leaf, self._buf_pos)
+            self._buf_pos = (self._buf_pos + part.shape[0]) % W if W else 0
+        self._buf_len = min(W, self._buf_len + rows.shape[0])
+
+    def _grow(self, due: np.ndarray) -> None:
+        """Attempt the due leaves; seed new children from the replay buffer, attempt those
+        that got ``grace_period`` rows from it, and so on until no leaf splits."""
+        g = self.grace_period
+        st = self.stats
+        while due.size:
+            children = self._attempt_splits(due)
+            if children.size == 0 or self._buf_len == 0:
+                return
+            trees = np.unique(self.forest.tree[self.forest.parent[children]])
+            st.replay(self._buf[:self._buf_len], self._buf_leaf, trees)
+            slots = self.forest.slot[children]
+            slots = np.sort(slots[slots >= 0]).astype(np.int64)
+            due = slots[st.n[slots] - st.last_attempt[slots] >= g]
+
+    def _attempt_splits(self, due: np.ndarray) -> np.ndarray:
+        """Try to split the leaves of the ``due`` slots; return all new children."""
         if due.size == 0:
-            return
+            return np.zeros(0, dtype=np.int32)
         st = self.stats
         f = self.forest
         n_stat = st.n
@@ -102,11 +150,13 @@ class HoeffdingGrower:
         go = (bvar >= 0) & confident & (bgain > self._penalty[targets])
         self._retire_full_slots(due[~go])
         if not go.any():
-            return
+            return np.zeros(0, dtype=np.int32)
         nodes = st.slot_node[due[go]]
         st.release(due[go])
         t_ids, f_ids = f.split(nodes, bvar[go], bval[go], tcounts[go])
-        self._enforce_budget(self._eligible(np.concatenate([t_ids, f_ids])))
+        children = np.concatenate([t_ids, f_ids])
+        self._enforce_budget(self._eligible(children))
+        return children
 
     def _retire_full_slots(self, slots: np.ndarray) -> None:
         """Stop collecting statistics at leaves that could overflow int32 before the next
@@ -141,4 +191,6 @@ class HoeffdingGrower:
         state["has_inactive"] = np.array(self._has_inactive)
         state["pending_due"] = (np.concatenate(self._due) if self._due
                                 else np.zeros(0, dtype=np.int64))
+        state["replay_buffer"] = self._buf.copy()
+        state["replay_len_pos"] = np.array([self._buf_len, self._buf_pos], dtype=np.int64)
         return state

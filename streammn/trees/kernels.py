@@ -29,6 +29,31 @@ def _leaf_of(row, root, links):
     return node
 
 
+@nb.njit(cache=True, inline="always")
+def _leaves4(row, n0, n1, n2, n3, links):
+    """Route one row through four trees in lockstep from nodes n0..n3: the four dependent
+    chains of loads overlap, about 2.5x faster than one tree after another. A leaf has var -1,
+    so the AND of the four vars is negative only when all four reached a leaf."""
+    v0 = links[n0, 0]
+    v1 = links[n1, 0]
+    v2 = links[n2, 0]
+    v3 = links[n3, 0]
+    while (v0 & v1 & v2 & v3) >= 0:
+        if v0 >= 0:
+            n0 = links[n0, 2 + (row[v0] != links[n0, 1])]
+            v0 = links[n0, 0]
+        if v1 >= 0:
+            n1 = links[n1, 2 + (row[v1] != links[n1, 1])]
+            v1 = links[n1, 0]
+        if v2 >= 0:
+            n2 = links[n2, 2 + (row[v2] != links[n2, 1])]
+            v2 = links[n2, 0]
+        if v3 >= 0:
+            n3 = links[n3, 2 + (row[v3] != links[n3, 1])]
+            v3 = links[n3, 0]
+    return n0, n1, n2, n3
+
+
 @nb.njit(cache=True, parallel=True)
 def route(rows, roots, links):
     """Leaf node reached by every row in every tree: shape (n_rows, n_trees)."""
@@ -36,57 +61,172 @@ def route(rows, roots, links):
     T = roots.shape[0]
     out = np.empty((n, T), dtype=np.int32)
     for r in nb.prange(n):
-        for t in range(T):
-            out[r, t] = _leaf_of(rows[r], roots[t], links)
+        row = rows[r]
+        t = 0
+        while t + 4 <= T:
+            out[r, t], out[r, t + 1], out[r, t + 2], out[r, t + 3] = _leaves4(
+                row, roots[t], roots[t + 1], roots[t + 2], roots[t + 3], links)
+            t += 4
+        for t in range(t, T):
+            out[r, t] = _leaf_of(row, roots[t], links)
     return out
 
 
 @nb.njit(cache=True, inline="always")
-def _add_rows(rows, indicators, t0, t1, roots, links, node_slot, node_counts, count_leaves,
-              tot, stats, slot_n, slot_last, grace, due):
-    """Add rows to trees t0..t1-1; record in ``due`` the slots reaching ``grace`` new rows."""
-    K = indicators.shape[1]
+def _count(row, src, t, leaf, node_slot, node_counts, count_leaves, tot, stats, slot_n,
+           slot_last, grace, due, n_due):
+    """Add one row to tree t's leaf; return the updated number of due slots."""
+    y = row[t]
+    if count_leaves:
+        node_counts[leaf, y] += 1
+    s = node_slot[leaf]
+    if s >= 0:
+        tot[s, y] += 1
+        dst = stats[s, y]
+        for k in range(src.shape[0]):
+            dst[k] += src[k]
+        if grace > 0:
+            slot_n[s] += 1
+            if slot_n[s] - slot_last[s] == grace:
+                due[n_due] = s
+                n_due += 1
+    return n_due
+
+
+@nb.njit(cache=True)
+def _add_rows(rows, indicators, trees, q0, q1, roots, links, node_slot, node_counts,
+              count_leaves, tot, stats, slot_n, slot_last, grace, due):
+    """Add rows to trees ``trees[q0:q1]``; record in ``due`` the slots reaching ``grace`` new
+    rows. Trees are routed four at a time (:func:`_leaves4`)."""
     n_due = 0
     for r in range(rows.shape[0]):
         row = rows[r]
         src = indicators[r]
-        for t in range(t0, t1):
-            leaf = _leaf_of(row, roots[t], links)
-            y = row[t]
-            if count_leaves:
-                node_counts[leaf, y] += 1
-            s = node_slot[leaf]
-            if s >= 0:
-                tot[s, y] += 1
-                dst = stats[s, y]
-                for k in range(K):
-                    dst[k] += src[k]
-                if grace > 0:
-                    slot_n[s] += 1
-                    if slot_n[s] - slot_last[s] == grace:
-                        due[n_due] = s
-                        n_due += 1
+        q = q0
+        while q + 4 <= q1:
+            t0, t1, t2, t3 = trees[q], trees[q + 1], trees[q + 2], trees[q + 3]
+            l0, l1, l2, l3 = _leaves4(row, roots[t0], roots[t1], roots[t2], roots[t3], links)
+            n_due = _count(row, src, t0, l0, node_slot, node_counts, count_leaves, tot, stats,
+                           slot_n, slot_last, grace, due, n_due)
+            n_due = _count(row, src, t1, l1, node_slot, node_counts, count_leaves, tot, stats,
+                           slot_n, slot_last, grace, due, n_due)
+            n_due = _count(row, src, t2, l2, node_slot, node_counts, count_leaves, tot, stats,
+                           slot_n, slot_last, grace, due, n_due)
+            n_due = _count(row, src, t3, l3, node_slot, node_counts, count_leaves, tot, stats,
+                           slot_n, slot_last, grace, due, n_due)
+            q += 4
+        while q < q1:
+            t = trees[q]
+            n_due = _count(row, src, t, _leaf_of(row, roots[t], links), node_slot, node_counts,
+                           count_leaves, tot, stats, slot_n, slot_last, grace, due, n_due)
+            q += 1
     return n_due
 
 
-@nb.njit(cache=True, parallel=True)
-def accumulate(rows, indicators, roots, links, node_slot, node_counts, count_leaves, tot, stats,
-               slot_n, slot_last, grace, due, n_due):
-    """Route every row through every tree and add its statistics to its leaf's slot.
+@nb.njit(cache=True)
+def accumulate(rows, indicators, trees, roots, links, node_slot, node_counts, count_leaves, tot,
+               stats, slot_n, slot_last, grace, due, n_due):
+    """Route every row through the listed trees and add its statistics to its leaf's slot.
 
-    The trees are cut into ``n_blocks = due.shape[0]`` blocks handled in parallel (each writes
-    only its own trees' nodes and slots); within a block rows are outer and trees inner, so a
-    row stays in L1 while the block's nodes stay in cache. With ``count_leaves`` every row also
-    adds to ``node_counts[leaf, y]`` (the leaf distribution), active leaf or not. When
-    ``grace > 0``, slots whose row count since their last split attempt reaches ``grace`` are
-    written to ``due[block, :n_due[block]]`` (Hoeffding mode).
+    Rows are outer and trees inner, so a row stays in L1 while the trees' nodes stay in cache.
+    With ``count_leaves`` every row also adds to ``node_counts[leaf, y]`` (the leaf
+    distribution), active leaf or not. When ``grace > 0``, slots whose row count since their
+    last split attempt reaches ``grace`` are written to ``due[0, :n_due[0]]`` (Hoeffding mode).
     """
-    T = roots.shape[0]
+    n_due[0] = _add_rows(rows, indicators, trees, 0, trees.shape[0], roots, links, node_slot,
+                         node_counts, count_leaves, tot, stats, slot_n, slot_last, grace, due[0])
+
+
+@nb.njit(cache=True, parallel=True)
+def accumulate_parallel(rows, indicators, trees, roots, links, node_slot, node_counts,
+                        count_leaves, tot, stats, slot_n, slot_last, grace, due, n_due):
+    """:func:`accumulate` with the trees cut into ``due.shape[0]`` blocks run in parallel (each
+    block writes only its own trees' nodes and slots, and its own ``due[block]``)."""
+    T = trees.shape[0]
     n_blocks = due.shape[0]
     for b in nb.prange(n_blocks):
-        n_due[b] = _add_rows(rows, indicators, b * T // n_blocks, (b + 1) * T // n_blocks,
+        n_due[b] = _add_rows(rows, indicators, trees, b * T // n_blocks, (b + 1) * T // n_blocks,
                              roots, links, node_slot, node_counts, count_leaves, tot, stats,
                              slot_n, slot_last, grace, due[b])
+
+
+@nb.njit(cache=True)
+def _advance_rows(rows, indicators, trees, q0, q1, links, node_slot, tot, stats, row_node):
+    K = indicators.shape[1]
+    for r in range(rows.shape[0]):
+        row = rows[r]
+        src = indicators[r]
+        for q in range(q0, q1):
+            t = trees[q]
+            node = row_node[r, t]
+            v = links[node, 0]
+            while v >= 0:
+                node = links[node, 2 + (row[v] != links[node, 1])]
+                v = links[node, 0]
+            row_node[r, t] = node
+            s = node_slot[node]
+            if s >= 0:
+                dst = stats[s, row[t]]
+                tot[s, row[t]] += 1
+                for k in range(K):
+                    dst[k] += src[k]
+
+
+@nb.njit(cache=True)
+def accumulate_cached(rows, indicators, trees, links, node_slot, tot, stats, row_node):
+    """Exact mode: like :func:`accumulate` (active slots' statistics only), with every row's
+    current node per tree remembered in ``row_node[r, t]`` (rows of this batch), so each level
+    moves a row down from where it was instead of routing it from the root."""
+    _advance_rows(rows, indicators, trees, 0, trees.shape[0], links, node_slot, tot, stats,
+                  row_node)
+
+
+@nb.njit(cache=True, parallel=True)
+def accumulate_cached_parallel(rows, indicators, trees, links, node_slot, tot, stats, row_node,
+                               n_blocks):
+    """:func:`accumulate_cached` over ``n_blocks`` blocks of trees in parallel."""
+    T = trees.shape[0]
+    for b in nb.prange(n_blocks):
+        _advance_rows(rows, indicators, trees, b * T // n_blocks, (b + 1) * T // n_blocks,
+                      links, node_slot, tot, stats, row_node)
+
+
+@nb.njit(cache=True)
+def route_into(rows, roots, links, out, col):
+    """Write the leaf of ``rows[i]`` in tree ``t`` to ``out[t, col + i]``."""
+    for i in range(rows.shape[0]):
+        for t in range(roots.shape[0]):
+            out[t, col + i] = _leaf_of(rows[i], roots[t], links)
+
+
+@nb.njit(cache=True)
+def replay(rows, indicators, row_leaf, trees, links, node_slot, tot, stats, slot_n):
+    """Move buffered rows whose leaf (``row_leaf[t, i]``) has just been split to the child
+    they belong to, adding them to that child's statistics when it is active.
+
+    Only the listed ``trees`` are scanned; a just-split node's children are leaves, so one step
+    down suffices (Hoeffding replay).
+    """
+    K = indicators.shape[1]
+    for q in range(trees.shape[0]):
+        t = trees[q]
+        leaf_t = row_leaf[t]
+        for i in range(rows.shape[0]):
+            node = leaf_t[i]
+            v = links[node, 0]
+            if v < 0:
+                continue
+            child = links[node, 2 + (rows[i, v] != links[node, 1])]
+            leaf_t[i] = child
+            s = node_slot[child]
+            if s >= 0:
+                y = rows[i, t]
+                tot[s, y] += 1
+                dst = stats[s, y]
+                src = indicators[i]
+                for k in range(K):
+                    dst[k] += src[k]
+                slot_n[s] += 1
 
 
 @nb.njit(cache=True, inline="always")
@@ -189,12 +329,12 @@ def score_slots(slots, slot_target, tot, stats, cards, offsets, min_count, prior
     return best_var, best_val, best_gain, second_gain, true_counts
 
 
-@nb.njit(cache=True, parallel=True)
+@nb.njit(cache=True)
 def indicator_matrix(rows, cards, offsets, K):
     """The indicator columns ``x_j == a`` (a >= 1) of every row, shape (n_rows, K), uint8."""
     n, n_vars = rows.shape
     out = np.zeros((n, K), dtype=np.uint8)
-    for r in nb.prange(n):
+    for r in range(n):
         for j in range(n_vars):
             v = rows[r, j]
             if v >= 1:
@@ -205,11 +345,11 @@ def indicator_matrix(rows, cards, offsets, K):
 @nb.njit(cache=True, parallel=True)
 def leaf_log_prob(rows, roots, links, node_logp):
     """``log P(x_t | leaf)`` of every row under every tree: shape (n_rows, n_trees)."""
+    leaves = route(rows, roots, links)
     n = rows.shape[0]
     T = roots.shape[0]
     out = np.empty((n, T))
     for r in nb.prange(n):
         for t in range(T):
-            leaf = _leaf_of(rows[r], roots[t], links)
-            out[r, t] = node_logp[leaf, rows[r, t]]
+            out[r, t] = node_logp[leaves[r, t], rows[r, t]]
     return out

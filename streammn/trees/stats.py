@@ -26,15 +26,17 @@ def split_penalty(kappa: float, card: np.ndarray) -> np.ndarray:
 class LeafStats:
     """Statistics slots for up to ``capacity`` active leaves of a :class:`Forest`."""
 
-    def __init__(self, forest: Forest, capacity: int, dtype=np.int64):
+    def __init__(self, forest: Forest, capacity: int, dtype=np.int64, n_threads: int | None = None):
         """``dtype`` of the counts: int64, or int32 when the caller keeps every slot below
-        2**31 rows (Hoeffding mode, half the memory traffic)."""
+        2**31 rows (Hoeffding mode, half the memory traffic). ``n_threads`` blocks of trees are
+        counted in parallel (default: numba's thread count)."""
         self.forest = forest
-        self.n_threads = numba.get_num_threads()
+        self.n_threads = numba.get_num_threads() if n_threads is None else int(n_threads)
         cards = forest.cards
         self.offsets = np.concatenate([[0], np.cumsum(cards - 1)[:-1]]).astype(np.int64)
         self.K = int((cards - 1).sum())
         self.binary = bool((cards == 2).all())
+        self._all_trees = np.arange(forest.schema.n_vars, dtype=np.int64)
         self.capacity = int(capacity)
         self.dtype = np.dtype(dtype)
         self.tot = np.zeros((0, forest.max_card), dtype=self.dtype)
@@ -105,22 +107,48 @@ class LeafStats:
             grown[:old] = getattr(self, name)
             setattr(self, name, grown)
 
-    def add(self, rows: np.ndarray, grace: int = 0, count_leaves: bool = True) -> np.ndarray:
-        """Route ``rows`` through all trees and count them at their leaves (target counts of
-        every leaf when ``count_leaves``, statistics of active leaves); with ``grace > 0``
-        return the slots that reached ``grace`` rows since their last split attempt."""
+    def add(self, rows: np.ndarray, grace: int = 0, count_leaves: bool = True,
+            trees: np.ndarray | None = None) -> np.ndarray:
+        """Route ``rows`` through the given trees (default all) and count them at their leaves
+        (target counts of every leaf when ``count_leaves``, statistics of active leaves); with
+        ``grace > 0`` return the slots that reached ``grace`` rows since their last attempt."""
         if grace > 0 and rows.shape[0] > grace:  # a slot could come due twice: overflow
             raise ValueError(f"at most grace={grace} rows per call, got {rows.shape[0]}")
         f = self.forest
         if self.tot.shape[0] == 0:  # kernels need at least one (unused) slot row
             self._grow(1)
-        n_blocks = max(1, min(self.n_threads, f.schema.n_vars))
+        if trees is None:
+            trees = self._all_trees
+        n_blocks = max(1, min(self.n_threads, trees.shape[0]))
         due = np.empty((n_blocks, self.slot_node.shape[0] if grace > 0 else 1), dtype=np.int64)
         n_due = np.zeros(n_blocks, dtype=np.int64)
-        kernels.accumulate(rows, self.indicators(rows), f.roots, f.links, f.slot, f.counts,
-                           count_leaves, self.tot, self.stats, self.n, self.last_attempt, grace,
-                           due, n_due)
+        kernel = kernels.accumulate if n_blocks == 1 else kernels.accumulate_parallel
+        kernel(rows, self.indicators(rows), trees, f.roots, f.links, f.slot, f.counts,
+               count_leaves, self.tot, self.stats, self.n, self.last_attempt, grace, due, n_due)
         return np.concatenate([due[b, :n_due[b]] for b in range(n_blocks)])
+
+    def add_cached(self, rows: np.ndarray, trees: np.ndarray, row_node: np.ndarray) -> None:
+        """Exact mode: add ``rows`` to the active leaves' statistics, moving each row down
+        from its remembered node ``row_node[r, t]`` (updated in place)."""
+        f = self.forest
+        if self.tot.shape[0] == 0:
+            self._grow(1)
+        n_blocks = max(1, min(self.n_threads, trees.shape[0]))
+        args = (rows, self.indicators(rows), trees, f.links, f.slot, self.tot, self.stats,
+                row_node)
+        if n_blocks == 1:  # a parallel launch costs milliseconds on a busy machine
+            kernels.accumulate_cached(*args)
+        else:
+            kernels.accumulate_cached_parallel(*args, n_blocks)
+
+    def replay(self, rows: np.ndarray, row_leaf: np.ndarray, trees: np.ndarray) -> None:
+        """Move past ``rows`` out of the just-split leaves of ``trees`` into the new children,
+        adding them to the children's statistics (see :func:`kernels.replay`)."""
+        if rows.shape[0] == 0 or trees.size == 0:
+            return
+        f = self.forest
+        kernels.replay(rows, self.indicators(rows), row_leaf, trees.astype(np.int64), f.links,
+                       f.slot, self.tot, self.stats, self.n)
 
     def score(self, slots: np.ndarray, min_count: int):
         """Best split of each slot: see :func:`kernels.score_slots`."""

@@ -1,0 +1,287 @@
+"""DTSL benchmark: exact (multi-pass) vs one-pass Hoeffding trees as dependency networks.
+
+For every dataset directory ``<data>/<name>/<name>.{train,valid,test}.data``: learn on train with
+every kappa of the grid, pick kappa by validation DN PLL, and report for the chosen kappa the
+training CPU and wall time, rows/s, passes, tree sizes, peak RSS and test DN PLL, for both modes.
+Then: Hoeffding throughput on a synthetic 1M x 100 binary stream sampled from a random sparse
+Bayesian network, and msnbc_stream (first 80,000 rows learn, the rest test; kappa chosen on the
+last 8,000 learning rows), exact vs Hoeffding.
+
+Each (dataset, mode) runs in its own subprocess so that peak RSS is its own. Results go to
+``benchmarks/results/dtsl.json`` and ``dtsl.md``.
+
+    PYTHONPATH=. python benchmarks/dtsl.py                      # everything
+    PYTHONPATH=. python benchmarks/dtsl.py --datasets nltcs --no-synthetic --no-msnbc
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+KAPPAS = (1e-4, 1e-3, 1e-2, 1e-1, 1.0)
+LIBRA = {  # Libra 1.1.2 DN, kappa chosen for the DN (REFERENCE.md): test PLL, learn CPU s
+    "nltcs": (-4.972, 0.12), "plants": (-9.063, 2.56), "jester": (-52.328, 3.32),
+    "accidents": (-12.178, 2.71), "mushrooms": (-0.616, 0.16),
+}
+HERE = os.path.dirname(os.path.abspath(__file__))
+# Learner configurations compared: exact trees; Hoeffding trees with river's defaults; and
+# Hoeffding trees that split on the penalised gain alone (tau above any Hoeffding bound after
+# 100 rows) with a 20,000-row replay buffer seeding new leaves.
+CONFIGS = {
+    "exact": {"mode": "exact"},
+    "hoeffding": {"mode": "hoeffding"},
+    "hoeffding-replay": {"mode": "hoeffding", "grace_period": 100, "tau": 1.0,
+                         "replay_rows": 20_000},
+}
+
+
+def load(path: str) -> np.ndarray:
+    return np.ascontiguousarray(np.loadtxt(path, delimiter=",", dtype=np.uint8, ndmin=2))
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def warm_up(schema_n: int, config: str) -> None:
+    """Load the compiled kernels so that timings exclude JIT/cache loading."""
+    from streammn.dtsl import DTSL
+    from streammn.schema import Schema
+    rng = np.random.default_rng(0)
+    rows = (rng.random((500, schema_n)) < 0.5).astype(np.uint8)
+    model = DTSL(Schema.binary(schema_n), kappa=1.0, **CONFIGS[config]).fit(rows)
+    model.to_dependency_network().pll(rows)
+
+
+def train(rows, kappa, config, batch_size=65536):
+    from connectors.array import ArraySource
+    from streammn.dtsl import DTSL
+    from streammn.schema import Schema
+    schema = Schema.from_cardinalities(np.maximum(rows.max(axis=0) + 1, 2).tolist()) \
+        if rows.max() > 1 else Schema.binary(rows.shape[1])
+    source = ArraySource(rows, schema, batch_size=batch_size)
+    model = DTSL(schema, kappa=kappa, **CONFIGS[config])
+    c0, w0 = time.process_time(), time.perf_counter()
+    model.fit(source)
+    cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+    w1 = time.perf_counter()
+    dn = model.to_dependency_network()
+    dn_s = time.perf_counter() - w1
+    return model, dn, cpu, wall, dn_s
+
+
+def run_config(train_rows, valid_rows, test_rows, config) -> dict:
+    """Kappa by validation PLL, then the chosen model's figures."""
+    warm_up(train_rows.shape[1], config)
+    per_kappa = []
+    best = None
+    for kappa in KAPPAS:
+        model, dn, cpu, wall, dn_s = train(train_rows, kappa, config)
+        valid = dn.pll(valid_rows)
+        stats = model.tree_stats()
+        entry = {"kappa": kappa, "valid_pll": valid, "test_pll": dn.pll(test_rows),
+                 "cpu_s": cpu, "wall_s": wall, "rows_per_s": len(train_rows) / wall,
+                 "passes": model.n_passes, "leaves": int(stats["n_leaves"].sum()),
+                 "max_depth": int(stats["depth"].max()), "dn_features": dn.n_features,
+                 "to_dn_s": dn_s}
+        per_kappa.append(entry)
+        if best is None or valid > best["valid_pll"]:
+            best = entry
+    return {"mode": config, "settings": CONFIGS[config], "chosen": best,
+            "per_kappa": per_kappa, "peak_rss_mb": peak_rss_mb()}
+
+
+def worker_dataset(data_dir: str, name: str, mode: str) -> dict:
+    """One dataset under one CONFIGS entry (``mode``)."""
+    base = os.path.join(data_dir, name, name)
+    tr, va, te = (load(f"{base}.{s}.data") for s in ("train", "valid", "test"))
+    out = run_config(tr, va, te, mode)
+    out.update({"dataset": name, "n_vars": tr.shape[1], "n_train": len(tr)})
+    return out
+
+
+def worker_msnbc(data_dir: str, mode: str) -> dict:
+    rows = load(os.path.join(data_dir, "msnbc_stream", "msnbc_stream.data"))
+    learn, test = rows[:80_000], rows[80_000:]
+    out = run_config(learn[:72_000], learn[72_000:], test, mode)
+    kappa = out["chosen"]["kappa"]
+    model, dn, cpu, wall, dn_s = train(learn, kappa, mode)
+    stats = model.tree_stats()
+    out["final"] = {"kappa": kappa, "n_learn": len(learn), "n_test": len(test),
+                    "test_pll": dn.pll(test), "cpu_s": cpu, "wall_s": wall,
+                    "rows_per_s": len(learn) / wall, "passes": model.n_passes,
+                    "leaves": int(stats["n_leaves"].sum()),
+                    "max_depth": int(stats["depth"].max())}
+    out["peak_rss_mb"] = peak_rss_mb()
+    return out
+
+
+def sample_sparse_bn(rng, n_rows: int, n_vars: int, max_parents: int = 3) -> np.ndarray:
+    """Rows from a random Bayesian network: each variable has up to ``max_parents`` earlier
+    parents and a logistic CPD with weights of either sign in [1, 3]."""
+    X = np.empty((n_rows, n_vars), dtype=np.uint8)
+    for j in range(n_vars):
+        k = min(j, int(rng.integers(0, max_parents + 1)))
+        parents = rng.choice(j, size=k, replace=False) if k else np.empty(0, dtype=np.int64)
+        w = rng.uniform(1, 3, size=k) * rng.choice([-1, 1], size=k)
+        logit = rng.normal(-0.5, 0.5) + X[:, parents].astype(np.float64) @ w
+        X[:, j] = rng.random(n_rows) < 1.0 / (1.0 + np.exp(-logit))
+    return X
+
+
+def worker_synthetic(n_rows: int, n_vars: int, kappa: float, batch_size: int) -> dict:
+    from streammn.dtsl import DTSL
+    from streammn.schema import Schema
+    rng = np.random.default_rng(2024)
+    X = sample_sparse_bn(rng, n_rows + 10_000, n_vars)
+    stream, test = X[:n_rows], X[n_rows:]
+    warm_up(n_vars, "hoeffding")  # river's defaults, no replay
+    model = DTSL(Schema.binary(n_vars), kappa=kappa, mode="hoeffding")
+    progress = []
+    c0, w0 = time.process_time(), time.perf_counter()
+    for start in range(0, n_rows, batch_size):
+        model.partial_fit(stream[start:start + batch_size])
+        if (start // batch_size) % 4 == 3 or start + batch_size >= n_rows:
+            progress.append({"rows": model.rows_seen, "wall_s": time.perf_counter() - w0})
+    cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+    stats = model.tree_stats()
+    return {"n_rows": n_rows, "n_vars": n_vars, "kappa": kappa, "batch_size": batch_size,
+            "cpu_s": cpu, "wall_s": wall, "rows_per_s_wall": n_rows / wall,
+            "rows_per_s_cpu": n_rows / cpu, "leaves": int(stats["n_leaves"].sum()),
+            "max_depth": int(stats["depth"].max()),
+            "test_pll": model.to_dependency_network().pll(test),
+            "progress": progress, "peak_rss_mb": peak_rss_mb()}
+
+
+def run_worker(args_list: list[str]) -> dict:
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", *args_list]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.path.dirname(HERE) + os.pathsep + env.get("PYTHONPATH", "")
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if res.returncode != 0:
+        raise RuntimeError(f"worker {args_list} failed:\n{res.stderr}")
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def fmt(x, nd=3):
+    return "" if x is None else f"{x:,.{nd}f}"
+
+
+def markdown(results: dict) -> str:
+    lines = [f"# DTSL benchmark\n\nMachine: {results['machine']}. Kappa chosen on validation "
+             f"from {list(KAPPAS)}. Times are for learning the trees on the training set with "
+             f"the chosen kappa (CPU = all threads); compiled kernels loaded beforehand. "
+             f"Peak RSS is the worker process (data, all five kappas, interpreter).\n",
+             "Configurations: " + "; ".join(f"`{k}`: {v}" for k, v in CONFIGS.items()) + "\n",
+             "## Datasets\n",
+             "| dataset | mode | kappa | test DN PLL | Libra DN PLL | diff | CPU s | wall s | "
+             "rows/s | passes | leaves | depth | peak RSS MB |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results["datasets"]:
+        c = r["chosen"]
+        libra = LIBRA.get(r["dataset"], (None, None))[0]
+        diff = None if libra is None else c["test_pll"] - libra
+        lines.append(f"| {r['dataset']} | {r['mode']} | {c['kappa']:g} | {fmt(c['test_pll'])} | "
+                     f"{fmt(libra)} | {fmt(diff)} | {fmt(c['cpu_s'], 2)} | "
+                     f"{fmt(c['wall_s'], 2)} | {c['rows_per_s']:,.0f} | {c['passes']} | "
+                     f"{c['leaves']:,} | {c['max_depth']} | {r['peak_rss_mb']:,.0f} |")
+    if results.get("libra_cpu"):
+        lines.append("\nLibra learn-DN CPU s (REFERENCE.md): " + ", ".join(
+            f"{k} {v}" for k, v in results["libra_cpu"].items()))
+    if results.get("synthetic"):
+        s = results["synthetic"]
+        lines += ["\n## Hoeffding throughput, synthetic stream\n",
+                  f"{s['n_rows']:,} rows x {s['n_vars']} binary variables from a random sparse "
+                  f"Bayesian network (up to 3 parents, logistic CPDs), kappa {s['kappa']:g}, "
+                  f"batches of {s['batch_size']:,}: **{s['rows_per_s_wall']:,.0f} rows/s wall**, "
+                  f"{s['rows_per_s_cpu']:,.0f} rows/s per CPU second ({s['wall_s']:.1f} s wall, "
+                  f"{s['cpu_s']:.1f} s CPU), {s['leaves']:,} leaves, max depth "
+                  f"{s['max_depth']}, held-out PLL {s['test_pll']:.3f}, peak RSS "
+                  f"{s['peak_rss_mb']:,.0f} MB."]
+    if results.get("msnbc"):
+        lines += ["\n## msnbc_stream (first 80,000 rows learn, remaining 17,108 test)\n",
+                  "| mode | kappa | test DN PLL | CPU s | wall s | rows/s | passes | leaves | depth |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for r in results["msnbc"]:
+            f = r["final"]
+            lines.append(f"| {r['mode']} | {f['kappa']:g} | {fmt(f['test_pll'])} | "
+                         f"{fmt(f['cpu_s'], 2)} | {fmt(f['wall_s'], 2)} | {f['rows_per_s']:,.0f} | "
+                         f"{f['passes']} | {f['leaves']:,} | {f['max_depth']} |")
+        by_mode = {r["mode"]: r["final"]["test_pll"] for r in results["msnbc"]}
+        for mode in by_mode:
+            if mode != "exact" and "exact" in by_mode:
+                rel = (by_mode["exact"] - by_mode[mode]) / abs(by_mode["exact"])
+                lines.append(f"\n{mode} is {100 * rel:.2f}% below exact (target: within 2%).")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--data", default="/work/shared/data")
+    p.add_argument("--datasets", help="comma-separated subset (default: all with splits)")
+    p.add_argument("--modes", default=",".join(CONFIGS), help="subset of " + ",".join(CONFIGS))
+    p.add_argument("--no-synthetic", action="store_true")
+    p.add_argument("--synthetic-rows", type=int, default=1_000_000)
+    p.add_argument("--synthetic-kappa", type=float, default=0.01)
+    p.add_argument("--no-msnbc", action="store_true")
+    p.add_argument("--out", default=os.path.join(HERE, "results"))
+    p.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+
+    if args.worker:
+        kind, *rest = args.worker
+        if kind == "dataset":
+            out = worker_dataset(args.data, rest[0], rest[1])
+        elif kind == "msnbc":
+            out = worker_msnbc(args.data, rest[0])
+        else:
+            out = worker_synthetic(int(rest[0]), 100, float(rest[1]), 65536)
+        print(json.dumps(out))
+        return
+
+    names = sorted(d for d in os.listdir(args.data)
+                   if all(os.path.exists(os.path.join(args.data, d, f"{d}.{s}.data"))
+                          for s in ("train", "valid", "test")))
+    if args.datasets:
+        wanted = args.datasets.split(",")
+        names = [n for n in names if n in wanted]
+    modes = args.modes.split(",")
+    results = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, "
+                          f"{platform.processor() or platform.platform()}",
+               "kappas": list(KAPPAS), "datasets": [], "libra_cpu": {
+                   k: v[1] for k, v in LIBRA.items() if k in names}}
+    for name in names:
+        for mode in modes:
+            r = run_worker(["dataset", name, mode])
+            c = r["chosen"]
+            print(f"{name:10s} {mode:9s} kappa={c['kappa']:g} test PLL {c['test_pll']:.4f} "
+                  f"cpu {c['cpu_s']:.2f}s wall {c['wall_s']:.2f}s", flush=True)
+            results["datasets"].append(r)
+    if not args.no_msnbc:
+        results["msnbc"] = []
+        for mode in modes:
+            r = run_worker(["msnbc", mode])
+            print(f"msnbc      {mode:9s} test PLL {r['final']['test_pll']:.4f}", flush=True)
+            results["msnbc"].append(r)
+    if not args.no_synthetic:
+        r = run_worker(["synthetic", str(args.synthetic_rows), str(args.synthetic_kappa)])
+        print(f"synthetic  {r['rows_per_s_wall']:,.0f} rows/s", flush=True)
+        results["synthetic"] = r
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "dtsl.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    with open(os.path.join(args.out, "dtsl.md"), "w") as f:
+        f.write(markdown(results))
+
+
+if __name__ == "__main__":
+    main()
