@@ -34,7 +34,7 @@ from streammn.dn2mn import dn2mn
 from streammn.formats.uai import uai_table_entries
 from streammn.model import MarkovNetwork
 from streammn.snapshot import (SnapshotWriter, latest_valid_snapshot, model_files,
-                               model_summary)
+                               model_summary, resolve_snapshot)
 from streammn.stats import MarginalCounts, RowReservoir
 
 LEARNER_FILE = "learner.bin"
@@ -221,8 +221,10 @@ class StreamLearner:
                     self._print_progress(now - started, self.state.rows_seen - rows_at_start)
                     last_print = now
             reason = "signal" if self._stop_signal is not None else "end"
-            if path is None or self.state.rows_seen != self._last_snapshot_rows:
+            if self.state.rows_seen != self._last_snapshot_rows:
                 path = self._snapshot(reason)
+            elif path is None:  # resumed with nothing new: the newest snapshot stands
+                path = resolve_snapshot(self.writer.directory)
             if self.progress_stream is not None:
                 self._print_progress(time.monotonic() - started,
                                      self.state.rows_seen - rows_at_start, final=True)

@@ -74,6 +74,10 @@ def test_resume_in_process_equals_one_run(tmp_path):
     assert second.resume() and second.state.rows_seen == 2000
     second.run()
     assert second.learner.to_bytes() == whole.learner.to_bytes()
+    third = make(tmp_path / "b", rows, every_rows=1000)  # nothing left: no new snapshot
+    assert third.resume()
+    assert third.run().name == "snap-000004"
+    assert len(list_snapshots(tmp_path / "b" / "out")) == 4
     assert load_snapshot(tmp_path / "b" / "out").features.equals(
         load_snapshot(tmp_path / "a" / "out").features)
 
