@@ -40,7 +40,7 @@ import numpy as np
 
 from connectors.base import DEFAULT_BATCH_SIZE, Batch, Source, SourceError, SourceUnavailable
 from connectors.loguri import parse_log_uri
-from connectors.messages import FORMATS, DeadLetterFile, MessageDecoder
+from connectors.messages import DeadLetterFile, MessageDecoder, check_log_settings
 from streammn.schema import Schema
 
 try:
@@ -90,14 +90,7 @@ class KafkaSource(Source):
                  poll_timeout: float = 0.2, max_wait: float = 1.0,
                  broker_timeout: float = 30.0, stop_at_end: bool = False,
                  dead_letter=None, start: str = "earliest", config: dict | None = None):
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be positive, got {batch_size}")
-        if format not in FORMATS:
-            raise ValueError(f"format must be one of {FORMATS}, got {format!r}")
-        if start not in ("earliest", "latest"):
-            raise ValueError(f"start must be 'earliest' or 'latest', got {start!r}")
-        if min(poll_timeout, max_wait, broker_timeout) <= 0:
-            raise ValueError("poll_timeout, max_wait and broker_timeout must be positive")
+        check_log_settings(batch_size, format, start, poll_timeout, max_wait, broker_timeout)
         self.bootstrap, self.topic, self.group = bootstrap, topic, group
         self.schema = schema
         self.partitions = None if partitions is None else sorted({int(p) for p in partitions})

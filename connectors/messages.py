@@ -41,6 +41,19 @@ from streammn.schema import Schema, SchemaError
 FORMATS = ("csv", "json", "arrow")
 
 
+def check_log_settings(batch_size: int, format: str, start: str, poll_timeout: float,
+                       max_wait: float, broker_timeout: float) -> None:
+    """The settings every log source shares; a ValueError names the one out of range."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be positive, got {batch_size}")
+    if format not in FORMATS:
+        raise ValueError(f"format must be one of {FORMATS}, got {format!r}")
+    if start not in ("earliest", "latest"):
+        raise ValueError(f"start must be 'earliest' or 'latest', got {start!r}")
+    if min(poll_timeout, max_wait, broker_timeout) <= 0:
+        raise ValueError("poll_timeout, max_wait and broker_timeout must be positive")
+
+
 class _BadMessage(Exception):
     """Message ``index`` of a chunk cannot be decoded; ``column`` when known."""
 
