@@ -149,14 +149,16 @@ def run(directory: Path, args, log=print) -> dict:
 
     start = leaf_feature_model(dn)
     best, lw_s = None, 0.0
-    for sd in STDDEVS:
-        (fit, secs) = cpu(lambda: fit_weights(start, train, stddev=sd, max_iter=100))
+    for sd in args.stddevs:
+        (fit, secs) = cpu(lambda: fit_weights(start, train, stddev=sd, max_iter=args.lw_iter))
         lw_s += secs
         v = fit.pll(valid)
         log(f"  LW stddev {sd}: valid PLL {v:.4f} ({secs:.1f} s CPU)")
         if best is None or v > best[1]:
             best = (sd, v, fit)
-    out["LW"] = scores(best[2], "LW", {"stddev": best[0], "learn_cpu_s": round(lw_s, 3)})
+    out["LW"] = scores(best[2], "LW", {"stddev": best[0], "learn_cpu_s": round(lw_s, 3),
+                                       "stddevs_tried": list(args.stddevs),
+                                       "max_iter": args.lw_iter})
 
     (refined, secs) = cpu(lambda: dn2mn(dn, train=train, valid=valid, refine=args.refine,
                                         refine_stddev=args.refine_stddev))
@@ -205,6 +207,10 @@ def main(argv=None):
     ap.add_argument("--refine", type=int, default=10, help="refine iterations (default 10)")
     ap.add_argument("--refine-stddev", type=float, default=1.0,
                     help="prior stddev around the DN2MN weights when refining (default 1)")
+    ap.add_argument("--stddevs", type=lambda t: tuple(float(x) for x in t.split(",")),
+                    default=STDDEVS, help="LW prior stddevs tried on validation "
+                                          "(default 0.05,0.1,0.2,0.5,1)")
+    ap.add_argument("--lw-iter", type=int, default=100, help="LW L-BFGS iterations (100)")
     ap.add_argument("--burn-in", type=int, default=100)
     ap.add_argument("--samples", type=int, default=1000)
     ap.add_argument("--cmll-rows", type=int, default=None,
