@@ -88,16 +88,17 @@ def parquet_partitions(data, by: str = "row_group") -> list[Partition]:
 
 
 def group_partitions(partitions: list[Partition], n_groups: int) -> list[list[Partition]]:
-    """Cut the partitions into at most ``n_groups`` contiguous groups of similar row counts."""
-    n_groups = max(1, min(int(n_groups), len(partitions)))
-    rows = np.cumsum([p.n_rows for p in partitions], dtype=np.float64)
-    total = rows[-1] if rows.size else 0.0
-    # group of a partition: which n_groups-quantile of the rows its last row falls in
-    owner = np.minimum((rows - 1e-9) * n_groups // max(total, 1.0), n_groups - 1).astype(int)
-    groups: dict[int, list[Partition]] = {}
-    for p, g in zip(partitions, owner):
-        groups.setdefault(int(g), []).append(p)
-    return [groups[g] for g in sorted(groups)]
+    """Cut the partitions into ``min(n_groups, len(partitions))`` contiguous, non-empty groups
+    of similar row counts."""
+    n = max(1, min(int(n_groups), len(partitions)))
+    cum = np.cumsum([p.n_rows for p in partitions], dtype=np.float64)
+    total = float(cum[-1]) if cum.size else 0.0
+    cuts = [0]
+    for g in range(1, n):  # group g-1 ends with the partition where the g-th n-tile is reached
+        end = int(np.searchsorted(cum, total * g / n, side="left")) + 1
+        cuts.append(min(max(end, cuts[-1] + 1), len(partitions) - (n - g)))
+    cuts.append(len(partitions))
+    return [partitions[a:b] for a, b in zip(cuts[:-1], cuts[1:])]
 
 
 def read_partitions(parts: list[Partition], schema: Schema, columns: list[str],
@@ -262,7 +263,7 @@ def dask_client(spec: str = "local", timeout: float = 10.0):
         if n < 1:
             raise DistributedError(f"{spec}: a local cluster needs at least one worker")
         with LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                          dashboard_address=None, silence_logs=logging.ERROR,
+                          dashboard_address=":0", silence_logs=logging.ERROR,
                           env=PINNED_ENV) as cluster, Client(cluster) as client:
             yield client
         return
