@@ -1,8 +1,8 @@
 """Scale-out on Dask: statistics and exact DTSL passes over a Parquet dataset's partitions.
 
 A Parquet dataset (files, a directory or a glob) is cut into partitions, one per row group or
-per file (:func:`parquet_partitions`), and the partitions into about as many contiguous task
-groups as the cluster has worker threads (twice that by default). Every task reads only its
+per file (:func:`parquet_partitions`), and the partitions into as many contiguous task
+groups as the cluster has worker threads (by default). Every task reads only its
 own row groups and returns something mergeable; results are combined pairwise in a tree
 reduction on the workers, so only one result travels back to the driver.
 
@@ -142,7 +142,9 @@ def _tree_reduce(client, futures: list, combine: Callable):
 
 
 def _default_groups(client) -> int:
-    return 2 * max(1, sum(client.nthreads().values()))
+    # one group per worker thread: every task returns the statistics of the whole frontier,
+    # so more tasks mean more bytes to move and add, not more parallelism
+    return max(1, sum(client.nthreads().values()))
 
 
 # statistics -----------------------------------------------------------------------------------
@@ -165,7 +167,7 @@ def count_statistics(data, store_factory: Callable, client, by: str = "row_group
     ``schema`` or the schema of its first file). ``store_factory(schema)`` makes an empty store
     (a store class such as :class:`~streammn.stats.MarginalCounts`, or a ``functools.partial``
     fixing its settings). ``by``: partition per ``"row_group"`` or per ``"file"``; ``n_tasks``
-    task groups (default: twice the cluster's worker threads). Returns the merged store, equal
+    task groups (default: one per worker thread). Returns the merged store, equal
     to one store updated with every row of the dataset.
     """
     source = _parquet(data, schema)
@@ -208,7 +210,7 @@ class DaskPasses:
     by : {'row_group', 'file'}, default 'row_group'
         Partition granularity.
     n_tasks : int or None, default None
-        Task groups per pass (default: twice the cluster's worker threads).
+        Task groups per pass (default: one per worker thread).
     """
 
     def __init__(self, client, data, by: str = "row_group", n_tasks: int | None = None):
