@@ -18,8 +18,9 @@ from distributed import Client, LocalCluster  # noqa: E402
 from connectors.base import SourceUnavailable  # noqa: E402
 from connectors.parquet import ParquetSource, write_parquet  # noqa: E402
 from streammn.cli import EXIT_OK, EXIT_USAGE, main  # noqa: E402
-from streammn.distributed import (DaskPasses, count_statistics, dask_client,  # noqa: E402
-                                  group_partitions, n_batches, parquet_partitions)
+from streammn.distributed import (PINNED_ENV, DaskPasses, count_statistics,  # noqa: E402
+                                  dask_client, group_partitions, n_batches,
+                                  parquet_partitions)
 from streammn.dtsl import DTSL, DTSLError  # noqa: E402
 from streammn.schema import Schema, SchemaError  # noqa: E402
 from streammn.stats import MarginalCounts, PairCounts, RowReservoir  # noqa: E402
@@ -167,3 +168,10 @@ def test_cli_dask_usage_errors(dataset, tmp_path, capsys):
     assert "Parquet" in capsys.readouterr().err
     assert _learn([path, "--out", out, "--mode", "exact", "--dask", "local[x]"]) == EXIT_USAGE
     assert not os.path.exists(out) or not os.listdir(out)
+
+
+def test_local_cluster_workers_are_single_threaded():
+    with dask_client("local[1]") as c:
+        assert list(c.nthreads().values()) == [1]
+        env = c.run(lambda: {k: os.environ.get(k) for k in PINNED_ENV})
+        assert list(env.values()) == [PINNED_ENV]
