@@ -47,6 +47,7 @@ def _parser() -> argparse.ArgumentParser:
                              "writing snapshots", """
         streammn learn train.parquet --out snaps --every-rows 100000
         streammn learn data/ --out snaps --mode exact --kappa 0.01
+        streammn learn data/ --out snaps --mode exact --dask local[2]
         streammn learn train.data --out snaps --every-seconds 60 --validation valid.data
         streammn learn train.parquet --out snaps --every-rows 100000 --resume
     """)
@@ -77,6 +78,11 @@ def _parser() -> argparse.ArgumentParser:
     learn.add_argument("--validation", help="rows scored at every snapshot (and for --refine)")
     learn.add_argument("--refine", action="store_true",
                        help="refine DN2MN weights by pseudo-likelihood when validation improves")
+    learn.add_argument("--dask", nargs="?", const="local", default=None,
+                       metavar="SCHEDULER_ADDRESS|local[N]",
+                       help="exact mode on a Parquet dataset: run the passes on Dask, on a "
+                            "running scheduler or a local cluster of N single-threaded "
+                            "workers (bare --dask: one per CPU); needs the dask extra")
     learn.add_argument("--batch-size", type=int, default=65536, help="rows per batch")
     learn.add_argument("--schema", help="Libra .schema file declaring the cardinalities")
     learn.add_argument("--formats", default="json,mn,uai",

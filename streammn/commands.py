@@ -52,6 +52,11 @@ def learn(args) -> int:
     if args.mode == "exact" and args.resume:
         raise UsageError("--resume continues a streaming (hoeffding) run; exact mode learns in "
                          "passes over a finite source and snapshots once at the end")
+    if args.dask is not None and args.mode != "exact":
+        raise UsageError("--dask runs the passes of --mode exact; hoeffding mode is one "
+                         "stream read in order")
+    if args.dask is not None and args.refine:
+        raise UsageError("--refine keeps a row sample in this process; drop it with --dask")
     if args.refine and not args.validation:
         raise UsageError("--refine needs --validation rows to decide whether refining helps")
     formats = tuple(f.strip() for f in args.formats.split(",") if f.strip())
@@ -71,7 +76,9 @@ def learn(args) -> int:
                            refine=args.refine, validation=validation, formats=formats,
                            progress=_progress(args))
     with source:
-        if args.mode == "exact":
+        if args.dask is not None:
+            path = _run_on_dask(engine, args.dask)
+        elif args.mode == "exact":
             path = engine.run_multipass()
         else:
             if args.resume:
@@ -85,6 +92,19 @@ def learn(args) -> int:
     print(f"snapshot {path}: {manifest['rows_seen']:,} rows, "
           f"{manifest['model']['n_features']:,} features, {manifest['model']['n_edges']:,} edges")
     return EXIT_OK
+
+
+def _run_on_dask(engine, spec: str):
+    from connectors.parquet import ParquetSource
+    from streammn.distributed import DistributedError, dask_client
+
+    if not isinstance(engine.source, ParquetSource):
+        raise UsageError(f"--dask reads Parquet datasets; {engine.source.describe()} is not one")
+    try:
+        with dask_client(spec) as client:
+            return engine.run_multipass(dask_client=client)
+    except DistributedError as e:
+        raise UsageError(str(e)) from None
 
 
 # score --------------------------------------------------------------------------------------

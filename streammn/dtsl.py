@@ -185,13 +185,17 @@ class DTSL:
         self.rows_seen = self._grower.rows_seen
         return self
 
-    def fit(self, source) -> "DTSL":
+    def fit(self, source, count_pass=None) -> "DTSL":
         """Learn from scratch from ``source`` and return self.
 
         ``source`` is a :class:`~connectors.base.Source`, or a row matrix (wrapped in an
         :class:`~connectors.array.ArraySource`); Hoeffding mode also takes any iterable of
-        batches. Exact mode rewinds the source once per tree level.
+        batches. Exact mode rewinds the source once per tree level, unless ``count_pass``
+        makes the passes elsewhere (:class:`streammn.distributed.DaskPasses`: on a Dask
+        cluster, over the partitions of ``source``'s files); the trees are the same.
         """
+        if count_pass is not None and self.mode != "exact":
+            raise DTSLError("count_pass applies to mode='exact' only")
         if isinstance(source, np.ndarray):
             source = ArraySource(source, schema=self.schema)
         if isinstance(source, Source) and source.schema != self.schema:
@@ -210,7 +214,8 @@ class DTSL:
                             "tree level), e.g. ArraySource or a file source")
         self.n_passes = grow_level_wise(self.forest, source, self.kappa, self.min_count,
                                         self.max_depth, self.leaf_budget, self.n_threads,
-                                        cache_bytes=int(self.memory_mb * 2 ** 20))
+                                        cache_bytes=int(self.memory_mb * 2 ** 20),
+                                        count_pass=count_pass)
         self.rows_seen = int(self.forest.counts[self.forest.roots[0]].sum())
         return self
 

@@ -233,25 +233,44 @@ class StreamLearner:
             for s, handler in previous.items():
                 signal.signal(s, handler)
 
-    def run_multipass(self):
+    def run_multipass(self, dask_client=None):
         """Exact learning over a finite, rewindable source (``learner.fit`` makes its passes),
-        after one pass that counts the marginals; then one snapshot. Returns its path."""
+        after one pass that counts the marginals; then one snapshot. Returns its path.
+
+        With a ``dask_client`` (:func:`streammn.distributed.dask_client`) the marginals and
+        every pass are computed by Dask tasks over the Parquet source's partitions; the
+        snapshot holds the same model.
+        """
         if not self.source.rewindable:
             raise EngineError(f"{self.source.describe()} cannot be read again: multi-pass "
                               f"learning needs a finite file source")
         started = time.monotonic()
-        self.source.rewind()
-        for batch in self.source:
-            self.marginals.update(batch.rows)
+        count_pass = None
+        if dask_client is not None:
+            from streammn.distributed import DaskPasses, count_statistics, n_batches
             if self.reservoir is not None:
-                self.reservoir.update(batch.rows)
-            self.state.rows_seen += len(batch)
-            self.state.batches_seen += 1
-        self.source.rewind()
+                raise EngineError("refine keeps a row sample in this process; it does not "
+                                  "combine with Dask passes")
+            self.marginals.merge(count_statistics(self.source, MarginalCounts, dask_client))
+            self.state.rows_seen += self.marginals.n_rows
+            self.state.batches_seen += n_batches(self.source)
+            count_pass = DaskPasses(dask_client, self.source)
+            # where a local final pass would leave the source (recorded in the manifest)
+            self.source.seek({"file_index": len(self.source.paths), "row": 0,
+                              "offset": self.marginals.n_rows})
+        else:
+            self.source.rewind()
+            for batch in self.source:
+                self.marginals.update(batch.rows)
+                if self.reservoir is not None:
+                    self.reservoir.update(batch.rows)
+                self.state.rows_seen += len(batch)
+                self.state.batches_seen += 1
+            self.source.rewind()
         if self.progress_stream is not None:
             print(f"counted {self.state.rows_seen:,} rows; growing trees level by level",
                   file=self.progress_stream, flush=True)
-        self.learner.fit(self.source)
+        self.learner.fit(self.source, count_pass=count_pass)
         path = self._snapshot("end")
         if self.progress_stream is not None:
             self._print_progress(time.monotonic() - started, self.state.rows_seen, final=True)

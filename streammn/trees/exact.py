@@ -1,4 +1,4 @@
-"""Exact greedy tree growth, level by level, one pass over a re-iterable source per level.
+"""Exact greedy tree growth, level by level, one pass over the data per level.
 
 Greedy DTSL (LEARNTREE, paper Table II) decides each leaf from that leaf's rows alone, so the
 order in which leaves are expanded does not matter: growing every tree breadth-first gives the
@@ -7,10 +7,15 @@ frontier leaf of every tree at once; the frontier's splits are then decided and 
 form the next level's frontier. The data is never held in memory, only the frontier's
 statistics; when the frontier needs more than ``max_leaves`` slots a level takes several passes.
 
-When ``cache_bytes`` allows (4 bytes per row and tree), every row's current node in every tree
-is remembered between passes (rows are identified by their order in the source, which a
-rewound source repeats), so a pass moves each row down one level instead of routing it from
-the root: deep trees then cost no more per level than shallow ones.
+How a pass counts is pluggable: :class:`SourcePasses` reads a re-iterable source in this
+process; :class:`streammn.distributed.DaskPasses` runs the pass as Dask tasks over a Parquet
+dataset's partitions and adds their statistics. Both fill the same :class:`LeafStats` slots, and
+:func:`grow_level_wise` scores and splits them the same way.
+
+When ``cache_bytes`` allows (4 bytes per row and tree), :class:`SourcePasses` remembers every
+row's current node in every tree between passes (rows are identified by their order in the
+source, which a rewound source repeats), so a pass moves each row down one level instead of
+routing it from the root: deep trees then cost no more per level than shallow ones.
 """
 
 from __future__ import annotations
@@ -23,6 +28,10 @@ from connectors.base import SourceError
 from streammn.trees.forest import Forest
 from streammn.trees.stats import LeafStats, split_penalty
 
+# count_pass(forest, stats, chunk, trees): add one pass over the data to the statistics slots
+# that ``stats`` holds for the frontier leaves ``chunk`` (activated and empty) of ``trees``.
+CountPass = Callable[[Forest, LeafStats, np.ndarray, np.ndarray], None]
+
 
 def _splittable(forest: Forest, nodes: np.ndarray, min_count: int, max_depth) -> np.ndarray:
     """Leaves that could still split: enough rows for two sides and below the depth limit."""
@@ -32,22 +41,61 @@ def _splittable(forest: Forest, nodes: np.ndarray, min_count: int, max_depth) ->
     return nodes[ok]
 
 
+class SourcePasses:
+    """Count frontier statistics by reading a rewindable ``source`` in this process.
+
+    ``cache_bytes`` bounds the row -> node cache (see module docstring); the source must yield
+    the same rows in the same order on every pass (checked by row count).
+    """
+
+    def __init__(self, source, cache_bytes: int = 256 * 2 ** 20):
+        self.source = source
+        self.cache_bytes = int(cache_bytes)
+        self.n_passes = 0
+        self.row_node = None  # row -> current node per tree, once the first pass gave the count
+
+    def __call__(self, forest: Forest, stats: LeafStats, chunk: np.ndarray,
+                 trees: np.ndarray) -> None:
+        source, row_node = self.source, self.row_node
+        source.rewind()
+        offset = 0
+        for batch in source:
+            if row_node is None:
+                stats.add(batch.rows, count_leaves=False, trees=trees)
+            else:
+                view = row_node[offset:offset + batch.n_rows]
+                if view.shape[0] != batch.n_rows:
+                    raise SourceError(f"{source.describe()} yielded more rows than in its "
+                                      "first pass; exact mode needs the same rows each pass")
+                stats.add_cached(batch.rows, trees, view)
+            offset += batch.n_rows
+        if row_node is not None and offset != row_node.shape[0]:
+            raise SourceError(f"{source.describe()} yielded {offset} rows, not the "
+                              f"{row_node.shape[0]} of its first pass")
+        self.n_passes += 1
+        if self.n_passes == 1 and offset * forest.schema.n_vars * 4 <= self.cache_bytes:
+            self.row_node = np.tile(forest.roots, (offset, 1))
+
+
 def grow_level_wise(forest: Forest, source, kappa: float, min_count: int, max_depth,
                     max_leaves: int, n_threads: int = 1, cache_bytes: int = 256 * 2 ** 20,
-                    on_pass: Callable[[int, int], None] | None = None) -> int:
-    """Grow every tree of a fresh ``forest`` to completion from ``source``; return passes made.
+                    on_pass: Callable[[int, int], None] | None = None,
+                    count_pass: CountPass | None = None) -> int:
+    """Grow every tree of a fresh ``forest`` to completion; return the passes made.
 
-    ``source`` is a :class:`connectors.base.Source`; it is rewound before each pass.
-    ``n_threads`` blocks of trees are counted in parallel; ``cache_bytes`` bounds the memory of
-    the row -> node cache (see module docstring). ``on_pass(level, frontier_size)`` is called
-    after each pass (progress reporting).
+    ``source`` is a :class:`connectors.base.Source`, rewound before each pass, read through a
+    :class:`SourcePasses` with ``cache_bytes``; or give ``count_pass`` (see :data:`CountPass`,
+    e.g. :class:`streammn.distributed.DaskPasses`) and ``source=None``. ``n_threads`` blocks of
+    trees are counted in parallel by a local pass. ``on_pass(level, frontier_size)`` is called
+    after each level (progress reporting).
     """
+    if count_pass is None:
+        count_pass = SourcePasses(source, cache_bytes)
     stats = LeafStats(forest, capacity=max_leaves, n_threads=n_threads)
     frontier = forest.roots.copy()  # roots go in whatever their size: the pass counts them
     penalty = split_penalty(kappa, forest.cards)
     level = 0
     passes = 0
-    row_node = None  # row -> current node per tree, once the first pass gave the row count
     while frontier.size:
         next_frontier = []
         for start in range(0, frontier.size, max_leaves):
@@ -55,26 +103,8 @@ def grow_level_wise(forest: Forest, source, kappa: float, min_count: int, max_de
             stats.release_all()
             stats.activate(chunk)
             trees = np.unique(forest.tree[chunk]).astype(np.int64)  # finished trees skipped
-            source.rewind()
-            offset = 0
-            for batch in source:
-                if row_node is None:
-                    stats.add(batch.rows, count_leaves=False, trees=trees)
-                else:
-                    view = row_node[offset:offset + batch.n_rows]
-                    if view.shape[0] != batch.n_rows:
-                        raise SourceError(f"{source.describe()} yielded more rows than in its "
-                                          "first pass; exact mode needs the same rows each pass")
-                    stats.add_cached(batch.rows, trees, view)
-                offset += batch.n_rows
-            if row_node is not None and offset != row_node.shape[0]:
-                raise SourceError(f"{source.describe()} yielded {offset} rows, not the "
-                                  f"{row_node.shape[0]} of its first pass")
+            count_pass(forest, stats, chunk, trees)
             passes += 1
-            if passes == 1:
-                n_rows = offset
-                if n_rows * forest.schema.n_vars * 4 <= cache_bytes:
-                    row_node = np.tile(forest.roots, (n_rows, 1))
             slots = forest.slot[chunk].astype(np.int64)
             forest.counts[chunk] = stats.tot[slots]
             cand = np.isin(chunk, _splittable(forest, chunk, min_count, max_depth))

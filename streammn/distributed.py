@@ -1,0 +1,279 @@
+"""Scale-out on Dask: statistics and exact DTSL passes over a Parquet dataset's partitions.
+
+A Parquet dataset (files, a directory or a glob) is cut into partitions, one per row group or
+per file (:func:`parquet_partitions`), and the partitions into as many contiguous task
+groups as the cluster has worker threads (by default). Every task reads only its
+own row groups and returns something mergeable; results are combined pairwise in a tree
+reduction on the workers, so only one result travels back to the driver.
+
+- :func:`count_statistics`: any store of :mod:`streammn.stats` (``update`` / ``merge``) over the
+  whole dataset; counts equal those of one process reading the files in order.
+- :class:`DaskPasses`: the pass of exact level-wise DTSL
+  (:func:`streammn.trees.exact.grow_level_wise`). Once per pass the driver ships the forest,
+  the frontier leaves and their trees to every worker (a broadcast: one copy per worker, not per
+  task); each task routes its rows through the forest and returns the statistics of every
+  frontier leaf; the sums are scored and split by the driver exactly as in a local pass, so the
+  trees are identical to the single-process ones.
+- :func:`dask_client`: ``local[N]`` (a LocalCluster of N single-threaded worker processes, BLAS
+  and numba pinned to one thread each) or a scheduler address.
+
+Dask (``dask`` and ``distributed``, the ``dask`` extra) is imported only when a client is made.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+import re
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from connectors.arrow import record_batch_rows
+from connectors.base import SourceError, SourceUnavailable
+from connectors.parquet import ParquetSource
+from streammn.schema import Schema, SchemaError
+from streammn.trees.forest import Forest
+from streammn.trees.stats import LeafStats
+
+PARTITION_KINDS = ("row_group", "file")
+# One thread per worker process for every threading layer a task might touch.
+PINNED_ENV = {"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+              "MKL_NUM_THREADS": "1"}
+
+
+class DistributedError(ValueError):
+    """Dask is missing, a cluster spec is malformed, or the input cannot be partitioned."""
+
+
+@dataclass(frozen=True)
+class Partition:
+    """Row groups ``row_groups`` of the Parquet file ``path``: ``n_rows`` rows starting at row
+    ``first_row`` of the file (for error messages)."""
+
+    path: str
+    row_groups: tuple[int, ...]
+    first_row: int
+    n_rows: int
+
+
+def _parquet(data, schema: Schema | None = None) -> ParquetSource:
+    if isinstance(data, ParquetSource):
+        return data
+    if hasattr(data, "schema") and hasattr(data, "describe"):  # another kind of Source
+        raise DistributedError(f"{data.describe()}: Dask passes read Parquet datasets only")
+    return ParquetSource(data, schema=schema)
+
+
+def parquet_partitions(data, by: str = "row_group") -> list[Partition]:
+    """The partitions of a Parquet dataset (a :class:`ParquetSource`, file, directory or glob),
+    in the order a single process reads them: one per row group, or one per file."""
+    if by not in PARTITION_KINDS:
+        raise DistributedError(f"by must be one of {PARTITION_KINDS}, got {by!r}")
+    out = []
+    for path in _parquet(data).paths:
+        md = pq.ParquetFile(path).metadata
+        sizes = [md.row_group(g).num_rows for g in range(md.num_row_groups)]
+        starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+        if by == "file":
+            out.append(Partition(path, tuple(range(len(sizes))), 0, int(starts[-1])))
+        else:
+            out.extend(Partition(path, (g,), int(starts[g]), sizes[g]) for g in range(len(sizes)))
+    return out
+
+
+def group_partitions(partitions: list[Partition], n_groups: int) -> list[list[Partition]]:
+    """Cut the partitions into ``min(n_groups, len(partitions))`` contiguous, non-empty groups
+    of similar row counts."""
+    n = max(1, min(int(n_groups), len(partitions)))
+    cum = np.cumsum([p.n_rows for p in partitions], dtype=np.float64)
+    total = float(cum[-1]) if cum.size else 0.0
+    cuts = [0]
+    for g in range(1, n):  # group g-1 ends with the partition where the g-th n-tile is reached
+        end = int(np.searchsorted(cum, total * g / n, side="left")) + 1
+        cuts.append(min(max(end, cuts[-1] + 1), len(partitions) - (n - g)))
+    cuts.append(len(partitions))
+    return [partitions[a:b] for a, b in zip(cuts[:-1], cuts[1:])]
+
+
+def read_partitions(parts: list[Partition], schema: Schema, columns: list[str],
+                    batch_size: int) -> Iterator[np.ndarray]:
+    """Validated ``uint8`` row blocks of the given partitions (what a task reads)."""
+    for part in parts:
+        try:
+            pf = pq.ParquetFile(part.path)
+            row = part.first_row
+            for rb in pf.iter_batches(batch_size=batch_size, row_groups=list(part.row_groups),
+                                      columns=columns, use_threads=False):
+                yield from record_batch_rows(rb, schema, row_offset=row, source=part.path)
+                row += rb.num_rows
+        except (SchemaError, SourceError):
+            raise
+        except FileNotFoundError as e:
+            raise SourceUnavailable(f"{part.path}: file disappeared ({e})") from e
+        except (pa.ArrowException, OSError, EOFError) as e:
+            raise SourceError(f"{part.path}: cannot read ({type(e).__name__}: {e})") from e
+
+
+def n_batches(data) -> int:
+    """Batches a single-process :class:`ParquetSource` yields (batches never span files)."""
+    source = _parquet(data)
+    return sum(-(-pq.ParquetFile(p).metadata.num_rows // source.batch_size)
+               for p in source.paths)
+
+
+# tree reduction -------------------------------------------------------------------------------
+def _tree_reduce(client, futures: list, combine: Callable):
+    """Combine futures pairwise on the workers until one is left; return its result."""
+    if not futures:
+        raise DistributedError("nothing to reduce: the dataset has no partitions")
+    while len(futures) > 1:
+        paired = [client.submit(combine, futures[i], futures[i + 1], pure=False)
+                  for i in range(0, len(futures) - 1, 2)]
+        if len(futures) % 2:
+            paired.append(futures[-1])
+        futures = paired
+    return futures[0].result()
+
+
+def _default_groups(client) -> int:
+    # one group per worker thread: every task returns the statistics of the whole frontier,
+    # so more tasks mean more bytes to move and add, not more parallelism
+    return max(1, sum(client.nthreads().values()))
+
+
+# statistics -----------------------------------------------------------------------------------
+def _count_task(factory, schema, columns, batch_size, parts):
+    store = factory(schema)
+    for rows in read_partitions(parts, schema, columns, batch_size):
+        store.update(rows)
+    return store
+
+
+def _merge_stores(a, b):
+    return copy.deepcopy(a).merge(b)  # inputs stay untouched: a retried task sees them intact
+
+
+def count_statistics(data, store_factory: Callable, client, by: str = "row_group",
+                     n_tasks: int | None = None, schema: Schema | None = None):
+    """Count a statistics store over a Parquet dataset with Dask tasks, merged in a tree.
+
+    ``data``: a :class:`ParquetSource`, or a file, directory or glob of Parquet files (read with
+    ``schema`` or the schema of its first file). ``store_factory(schema)`` makes an empty store
+    (a store class such as :class:`~streammn.stats.MarginalCounts`, or a ``functools.partial``
+    fixing its settings). ``by``: partition per ``"row_group"`` or per ``"file"``; ``n_tasks``
+    task groups (default: one per worker thread). Returns the merged store, equal
+    to one store updated with every row of the dataset.
+    """
+    source = _parquet(data, schema)
+    groups = group_partitions(parquet_partitions(source, by),
+                              n_tasks or _default_groups(client))
+    futures = [client.submit(_count_task, store_factory, source.schema, source.columns,
+                             source.batch_size, parts, pure=False) for parts in groups]
+    return _tree_reduce(client, futures, _merge_stores)
+
+
+# exact DTSL passes ----------------------------------------------------------------------------
+def _frontier_task(shipment, batch_size, parts):
+    """Statistics of the frontier leaves from this task's partitions: (tot, stats) in the
+    order of the shipped ``chunk``."""
+    schema, columns, prior, state, chunk, trees = shipment
+    forest = Forest.from_state(schema, prior, state)
+    forest.slot[:] = -1
+    stats = LeafStats(forest, capacity=chunk.shape[0], n_threads=1)
+    stats.activate(chunk)
+    for rows in read_partitions(parts, schema, columns, batch_size):
+        stats.add(rows, count_leaves=False, trees=trees)
+    slots = forest.slot[chunk].astype(np.int64)
+    return stats.tot[slots], stats.stats[slots]
+
+
+def _add_leaf_stats(a, b):
+    return a[0] + b[0], a[1] + b[1]
+
+
+class DaskPasses:
+    """Exact-DTSL passes on a Dask cluster: ``DTSL(..., mode='exact').fit(source,
+    count_pass=DaskPasses(client, source))`` grows the same trees as ``fit(source)``.
+
+    Parameters
+    ----------
+    client : distributed.Client
+        The cluster to run on (see :func:`dask_client`).
+    data : ParquetSource, path, directory or glob
+        The Parquet dataset (the same rows the learner's source reads).
+    by : {'row_group', 'file'}, default 'row_group'
+        Partition granularity.
+    n_tasks : int or None, default None
+        Task groups per pass (default: one per worker thread).
+    """
+
+    def __init__(self, client, data, by: str = "row_group", n_tasks: int | None = None):
+        self.client = client
+        self.source = _parquet(data)
+        self.by = by
+        self.n_tasks = n_tasks
+        self.groups = group_partitions(parquet_partitions(self.source, by),
+                                       n_tasks or _default_groups(client))
+        self.n_passes = 0
+
+    def __repr__(self) -> str:
+        return (f"DaskPasses({self.source.describe()}, by={self.by!r}, "
+                f"n_tasks={self.n_tasks!r})")
+
+    def __call__(self, forest: Forest, stats: LeafStats, chunk: np.ndarray,
+                 trees: np.ndarray) -> None:
+        src = self.source
+        shipment = (src.schema, src.columns, forest.prior, forest.get_state(),
+                    np.asarray(chunk, dtype=np.int32), np.asarray(trees, dtype=np.int64))
+        [shipped] = self.client.scatter([shipment], broadcast=True, hash=False)
+        futures = [self.client.submit(_frontier_task, shipped, src.batch_size, parts,
+                                      pure=False) for parts in self.groups]
+        tot, leaf_stats = _tree_reduce(self.client, futures, _add_leaf_stats)
+        slots = forest.slot[chunk].astype(np.int64)
+        stats.tot[slots] += tot
+        stats.stats[slots] += leaf_stats
+        self.n_passes += 1
+
+
+# clusters -------------------------------------------------------------------------------------
+_LOCAL = re.compile(r"local(?:\[(\d+)\])?")
+
+
+@contextmanager
+def dask_client(spec: str = "local", timeout: float = 10.0):
+    """A Dask client for ``spec``, closed (with its cluster) on exit.
+
+    ``local[N]`` starts a LocalCluster of ``N`` worker processes with one thread each and
+    numba/BLAS pinned to one thread (``local``: one per CPU); anything else is the address of a
+    running scheduler (``tcp://host:8786``). An unreachable scheduler raises
+    :class:`~connectors.base.SourceUnavailable` after ``timeout`` seconds.
+    """
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise DistributedError("Dask is not installed: pip install 'streammn[dask]' "
+                               "(dask and distributed)") from None
+    m = _LOCAL.fullmatch(spec.strip())
+    if m:
+        n = int(m.group(1)) if m.group(1) else (os.cpu_count() or 1)
+        if n < 1:
+            raise DistributedError(f"{spec}: a local cluster needs at least one worker")
+        with LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                          dashboard_address=":0", silence_logs=logging.ERROR,
+                          env=PINNED_ENV) as cluster, Client(cluster) as client:
+            yield client
+        return
+    if spec.startswith("local"):
+        raise DistributedError(f"{spec!r}: write local or local[N] with N workers")
+    try:
+        client = Client(spec, timeout=timeout)
+    except (OSError, TimeoutError) as e:
+        raise SourceUnavailable(f"Dask scheduler {spec} unreachable ({e})") from e
+    with client:
+        yield client

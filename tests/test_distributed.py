@@ -1,0 +1,177 @@
+"""Dask scale-out: statistics and exact DTSL on a LocalCluster equal the single-process results.
+
+The reference is the single-process path (stores updated by a ParquetSource read in order,
+``DTSL.fit(source)``), itself checked against brute force in test_stats / test_dtsl_exact.
+"""
+
+import functools
+import json
+import os
+
+import numpy as np
+import pytest
+
+pytest.importorskip("distributed", reason="Dask is not installed (extra 'dask': dask, distributed)")
+
+from distributed import Client, LocalCluster  # noqa: E402
+
+from connectors.base import SourceUnavailable  # noqa: E402
+from connectors.parquet import ParquetSource, write_parquet  # noqa: E402
+from streammn.cli import EXIT_OK, EXIT_USAGE, main  # noqa: E402
+from streammn.distributed import (PINNED_ENV, DaskPasses, count_statistics,  # noqa: E402
+                                  dask_client, group_partitions, n_batches,
+                                  parquet_partitions)
+from streammn.dtsl import DTSL, DTSLError  # noqa: E402
+from streammn.schema import Schema, SchemaError  # noqa: E402
+from streammn.stats import MarginalCounts, PairCounts, RowReservoir  # noqa: E402
+
+FILE_ROWS = (2500, 1700, 1800)
+ROW_GROUP = 600
+
+
+def _chain_rows(n: int, cards, seed: int) -> np.ndarray:
+    """Rows of a noisy Markov chain over variables with the given cardinalities."""
+    rng = np.random.default_rng(seed)
+    x = np.zeros((n, len(cards)), dtype=np.uint8)
+    x[:, 0] = rng.integers(0, cards[0], n)
+    for j in range(1, len(cards)):
+        copy = rng.random(n) < 0.75
+        x[:, j] = np.where(copy, x[:, j - 1] % cards[j], rng.integers(0, cards[j], n))
+    return x
+
+
+@pytest.fixture(scope="module")
+def client():
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as cluster, Client(cluster) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    """Three Parquet files of unequal sizes, several row groups each; one 3-valued variable."""
+    cards = [2, 2, 3, 2, 2, 2, 2, 2, 2, 2]
+    schema = Schema.from_cardinalities(cards)
+    rows = _chain_rows(sum(FILE_ROWS), cards, seed=3)
+    d = tmp_path_factory.mktemp("parquet")
+    start = 0
+    for k, n in enumerate(FILE_ROWS):
+        write_parquet(d / f"part-{k}.parquet", rows[start:start + n], schema,
+                      row_group_size=ROW_GROUP)
+        start += n
+    return str(d), schema, rows
+
+
+def test_partitions_cover_the_dataset_in_order(dataset):
+    path, _, rows = dataset
+    parts = parquet_partitions(path)
+    assert len(parts) == sum(-(-n // ROW_GROUP) for n in FILE_ROWS)
+    assert sum(p.n_rows for p in parts) == rows.shape[0]
+    files = parquet_partitions(path, by="file")
+    assert [p.n_rows for p in files] == list(FILE_ROWS)
+    for n_groups in (1, 2, 4, 100):
+        groups = group_partitions(parts, n_groups)
+        assert len(groups) == min(n_groups, len(parts))
+        assert [p for g in groups for p in g] == parts  # contiguous, nothing lost or repeated
+    assert n_batches(ParquetSource(path, batch_size=1000)) == \
+        len(list(ParquetSource(path, batch_size=1000)))
+
+
+@pytest.mark.parametrize("by,n_tasks", [("row_group", None), ("row_group", 5), ("file", 1),
+                                        ("file", None)])
+def test_statistics_equal_single_process(client, dataset, by, n_tasks):
+    path, schema, rows = dataset
+    for factory in (MarginalCounts, PairCounts):
+        single = factory(schema)
+        for batch in ParquetSource(path, batch_size=700):
+            single.update(batch)
+        merged = count_statistics(path, factory, client, by=by, n_tasks=n_tasks)
+        assert merged.to_bytes() == single.to_bytes()
+        assert merged.to_bytes() == factory(schema).update(rows).to_bytes()
+
+
+def test_store_settings_travel_with_the_factory(client, dataset):
+    path, schema, rows = dataset
+    sample = count_statistics(path, functools.partial(RowReservoir, capacity=50, seed=1), client)
+    assert sample.n_seen == rows.shape[0] and sample.size == 50
+    assert {tuple(r) for r in sample.rows} <= {tuple(r) for r in rows}
+
+
+def test_bad_value_in_a_partition_is_a_schema_error(client, tmp_path):
+    schema = Schema.from_cardinalities([2, 2])
+    write_parquet(tmp_path / "a.parquet", np.zeros((10, 2), np.uint8), schema)
+    narrow = Schema.from_cardinalities([2, 2])
+    wide = Schema.from_cardinalities([2, 3])
+    bad = np.zeros((10, 2), np.uint8)
+    bad[7, 1] = 2
+    write_parquet(tmp_path / "b.parquet", bad, wide)
+    with pytest.raises(SchemaError, match="b.parquet"):
+        count_statistics(ParquetSource(tmp_path, schema=narrow), MarginalCounts, client)
+
+
+@pytest.mark.parametrize("params", [dict(kappa=0.3, min_count=5),
+                                    dict(kappa=0.5, min_count=3, max_leaves=7),
+                                    dict(kappa=0.1, min_count=10, max_depth=3)])
+def test_exact_dtsl_on_dask_equals_single_process(client, dataset, params):
+    path, schema, _ = dataset
+    source = ParquetSource(path, batch_size=512)
+    local = DTSL(schema, mode="exact", **params).fit(source)
+    passes = DaskPasses(client, source, n_tasks=3)
+    remote = DTSL(schema, mode="exact", **params).fit(source, count_pass=passes)
+    assert local.forest.n_nodes > 3 * schema.n_vars  # real trees, not stumps
+    assert remote.forest.equals(local.forest)
+    assert remote.to_bytes() == local.to_bytes()
+    assert passes.n_passes == remote.n_passes == local.n_passes
+    if "max_leaves" in params:  # frontiers bigger than the budget took several passes a level
+        assert local.n_passes > int(local.forest.depths().max()) + 1
+
+
+def test_count_pass_is_for_exact_mode(client, dataset):
+    path, schema, _ = dataset
+    source = ParquetSource(path)
+    with pytest.raises(DTSLError, match="exact"):
+        DTSL(schema).fit(source, count_pass=DaskPasses(client, source))
+
+
+def test_unreachable_scheduler_is_source_unavailable():
+    with pytest.raises(SourceUnavailable, match="unreachable"):
+        with dask_client("tcp://127.0.0.1:1", timeout=1):
+            pass
+
+
+def _learn(args) -> int:
+    return main(["learn", *args, "--quiet", "--kappa", "0.3", "--batch-size", "500"])
+
+
+def test_cli_dask_local_cluster_gives_the_same_snapshot(dataset, tmp_path):
+    path, _, _ = dataset
+    assert _learn([path, "--out", str(tmp_path / "one"), "--mode", "exact"]) == EXIT_OK
+    assert _learn([path, "--out", str(tmp_path / "dask"), "--mode", "exact",
+                   "--dask", "local[2]"]) == EXIT_OK
+    one, dask = (tmp_path / name / "snap-000001" for name in ("one", "dask"))
+    for name in ("model.json", "learner.bin", "marginals.bin"):
+        assert (one / name).read_bytes() == (dask / name).read_bytes(), name
+    m1, m2 = (json.loads((d / "manifest.json").read_text()) for d in (one, dask))
+    for key in ("rows_seen", "source", "model"):
+        assert m1[key] == m2[key], key
+
+
+def test_cli_dask_usage_errors(dataset, tmp_path, capsys):
+    path, schema, rows = dataset
+    out = str(tmp_path / "s")
+    assert _learn([path, "--out", out, "--dask", "local[1]"]) == EXIT_USAGE  # hoeffding
+    assert "--mode exact" in capsys.readouterr().err
+    csv = tmp_path / "rows.data"
+    np.savetxt(csv, rows[:100], fmt="%d", delimiter=",")
+    assert _learn([str(csv), "--out", out, "--mode", "exact", "--dask", "local[1]"]) \
+        == EXIT_USAGE
+    assert "Parquet" in capsys.readouterr().err
+    assert _learn([path, "--out", out, "--mode", "exact", "--dask", "local[x]"]) == EXIT_USAGE
+    assert not os.path.exists(out) or not os.listdir(out)
+
+
+def test_local_cluster_workers_are_single_threaded():
+    with dask_client("local[1]") as c:
+        assert list(c.nthreads().values()) == [1]
+        env = c.run(lambda: {k: os.environ.get(k) for k in PINNED_ENV})
+        assert list(env.values()) == [PINNED_ENV]
