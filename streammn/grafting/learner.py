@@ -68,9 +68,9 @@ class EdgeGrafting:
     objective : {"likelihood", "pseudo"}, default "likelihood"
         Data term: likelihood with loopy-BP marginals, or pseudo-likelihood on the row sample.
         Activation scores always use BP node marginals.
-    max_iter : int, default 100
+    max_iter : int, default 50
         L-BFGS iterations per optimisation.
-    bp_damping, bp_tol, bp_max_iter : float, float, int, defaults 0.5, 1e-6, 200
+    bp_damping, bp_tol, bp_max_iter : float, float, int, defaults 0.5, 1e-5, 100
         Loopy BP settings.
     update_every : int, default 10000
         Streaming: rows between two learning phases of :meth:`partial_fit`.
@@ -87,8 +87,8 @@ class EdgeGrafting:
                  strategy: str = "best_choice", alpha: float = 0.5,
                  reservoir_size: int | None = None, t_max: int | None = None, rho0: float = 0.0,
                  hubs: bool = True, c_hat: float = 0.05, max_edges: int | None = None,
-                 objective: str = "likelihood", max_iter: int = 100, bp_damping: float = 0.5,
-                 bp_tol: float = 1e-6, bp_max_iter: int = 200, update_every: int = 10000,
+                 objective: str = "likelihood", max_iter: int = 50, bp_damping: float = 0.5,
+                 bp_tol: float = 1e-5, bp_max_iter: int = 100, update_every: int = 10000,
                  steps_per_update: int | None = None, stats_reservoir: int = 20000,
                  seed: int = 0):
         if strategy not in STRATEGIES:
@@ -284,8 +284,7 @@ class EdgeGrafting:
 
     def pll_terms(self, rows) -> np.ndarray:
         """``log P(x_i | x_-i)`` of the current model for every row and variable."""
-        rows = self.schema.validate(rows) if not isinstance(rows, np.ndarray) else rows
-        return pseudo_loglik(self.layout, self.theta, rows)
+        return pseudo_loglik(self.layout, self.theta, np.ascontiguousarray(rows, np.uint8))
 
     # serialisation ------------------------------------------------------------------------
     def to_bytes(self) -> bytes:
