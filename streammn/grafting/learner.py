@@ -70,7 +70,7 @@ class EdgeGrafting:
         Activation scores always use BP node marginals.
     max_iter : int, default 50
         L-BFGS iterations per optimisation.
-    bp_damping, bp_tol, bp_max_iter : float, float, int, defaults 0.5, 1e-5, 100
+    bp_damping, bp_tol, bp_max_iter : float, float, int, defaults 0.5, 1e-5, 50
         Loopy BP settings.
     update_every : int, default 10000
         Streaming: rows between two learning phases of :meth:`partial_fit`.
@@ -88,7 +88,7 @@ class EdgeGrafting:
                  reservoir_size: int | None = None, t_max: int | None = None, rho0: float = 0.0,
                  hubs: bool = True, c_hat: float = 0.05, max_edges: int | None = None,
                  objective: str = "likelihood", max_iter: int = 50, bp_damping: float = 0.5,
-                 bp_tol: float = 1e-5, bp_max_iter: int = 100, update_every: int = 10000,
+                 bp_tol: float = 1e-5, bp_max_iter: int = 50, update_every: int = 10000,
                  steps_per_update: int | None = None, stats_reservoir: int = 20000,
                  seed: int = 0):
         if strategy not in STRATEGIES:
@@ -155,6 +155,7 @@ class EdgeGrafting:
         self.layout = PairwiseLayout(self.cards, np.empty((0, 2), np.int64))
         self.theta = np.zeros(self.layout.size)
         self._marg: np.ndarray | None = None
+        self._messages: np.ndarray | None = None
         self.objective_value = float("nan")
         self.converged = False
         self.steps = 0
@@ -196,10 +197,12 @@ class EdgeGrafting:
         rows = self.stats.reservoir.rows if self.objective == "pseudo" else None
         obj = GraftingObjective(self.layout, self._data_marginals(), self.lambda_, self.lambda2,
                                 kind=self.objective, rows=rows, damping=self.bp_damping,
-                                tol=self.bp_tol, max_iter=self.bp_max_iter)
+                                tol=self.bp_tol, max_iter=self.bp_max_iter,
+                                messages=self._messages)
         self.theta, self.objective_value, _ = minimise(obj, self.theta, self.max_iter)
-        self._marg = belief_propagation(self.layout, self.theta, self.bp_damping, self.bp_tol,
-                                        self.bp_max_iter).marginals
+        res = belief_propagation(self.layout, self.theta, self.bp_damping, self.bp_tol,
+                                 self.bp_max_iter, messages=obj.messages)
+        self._marg, self._messages = res.marginals, res.messages
         self._model = None
         return self.objective_value
 
@@ -299,6 +302,8 @@ class EdgeGrafting:
                   "stats": np.frombuffer(self.stats.to_bytes(), dtype=np.uint8)}
         if self._marg is not None:
             arrays["marginals"] = self._marg
+        if self._messages is not None:
+            arrays["messages"] = self._messages
         buf = io.BytesIO()
         np.savez(buf, __meta__=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **arrays)
         return buf.getvalue()
@@ -323,6 +328,7 @@ class EdgeGrafting:
         if learner.theta.shape != (learner.layout.size,):
             raise GraftingStateError("weights do not match the active set")
         learner._marg = arrays.get("marginals") if meta["has_marginals"] else None
+        learner._messages = arrays.get("messages")
         learner._strategy.set_state(meta["strategy"])
         learner.objective_value = float(meta["objective_value"])
         learner.converged, learner.steps = bool(meta["converged"]), int(meta["steps"])

@@ -24,6 +24,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 from scipy.optimize import minimize
+from threadpoolctl import threadpool_limits
 
 from streammn.grafting.bp import BPResult, belief_propagation
 from streammn.grafting.mrf import PairwiseLayout
@@ -107,11 +108,14 @@ class GraftingObjective:
     eps : float, default 1e-4
         Smoothing of the group norm at zero.
     damping, tol, max_iter : BP settings.
+    messages : array or None
+        BP messages to warm-start from; every evaluation starts from the previous one's
+        messages (nearby parameters, so BP needs few sweeps).
     """
 
     def __init__(self, layout: PairwiseLayout, data_marginals, lambda_: float, lambda2: float,
                  kind: str = "likelihood", rows=None, eps: float = 1e-4, damping: float = 0.5,
-                 tol: float = 1e-6, max_iter: int = 200):
+                 tol: float = 1e-6, max_iter: int = 200, messages: np.ndarray | None = None):
         if kind not in OBJECTIVES:
             raise ValueError(f"objective must be one of {OBJECTIVES}, got {kind!r}")
         if kind == "pseudo" and (rows is None or len(rows) == 0):
@@ -126,6 +130,7 @@ class GraftingObjective:
         self._scale = lambda_ * sizes.astype(np.float64)          # lambda * d_g
         self._group_of = np.repeat(np.arange(sizes.shape[0]), sizes)
         self.evaluations = 0
+        self.messages = messages  # BP messages, carried from one evaluation to the next
 
     def penalty(self, theta) -> tuple[float, np.ndarray]:
         """Smoothed group-L1 plus squared L2: value and gradient."""
@@ -138,7 +143,8 @@ class GraftingObjective:
     def data_term(self, theta) -> tuple[float, np.ndarray, BPResult | None]:
         """``L(w)`` and its gradient (and the BP result for the likelihood)."""
         if self.kind == "likelihood":
-            res = belief_propagation(self.layout, theta, **self.bp)
+            res = belief_propagation(self.layout, theta, messages=self.messages, **self.bp)
+            self.messages = res.messages
             return res.log_z - float(theta @ self.data), res.marginals - self.data, res
         grad = np.zeros(self.layout.size)
         terms = pseudo_loglik(self.layout, theta, self.rows, grad)
@@ -154,7 +160,12 @@ class GraftingObjective:
 
 def minimise(objective: GraftingObjective, theta0, max_iter: int = 100,
              gtol: float = 1e-5) -> tuple[np.ndarray, float, int]:
-    """Minimise ``objective`` from ``theta0`` with L-BFGS-B; returns ``(theta, value, iters)``."""
-    res = minimize(objective, np.asarray(theta0, dtype=np.float64), jac=True, method="L-BFGS-B",
-                   options={"maxiter": int(max_iter), "gtol": gtol})
+    """Minimise ``objective`` from ``theta0`` with L-BFGS-B; returns ``(theta, value, iters)``.
+
+    BLAS runs single-threaded here: L-BFGS-B's vector operations are far too small to gain from
+    threads, and a threaded BLAS on a busy machine made them 20x slower than the BP runs.
+    """
+    with threadpool_limits(limits=1, user_api="blas"):
+        res = minimize(objective, np.asarray(theta0, dtype=np.float64), jac=True,
+                       method="L-BFGS-B", options={"maxiter": int(max_iter), "gtol": gtol})
     return res.x, float(res.fun), int(res.nit)
