@@ -61,8 +61,8 @@ class EdgeGrafting:
         Default priority of unseen edges.
     hubs : bool, default True
         Best-choice hub heuristic.
-    c_hat : float, default 0.05
-        Degree-centrality threshold of the hub heuristic.
+    c_hat : float, default 0.1
+        Degree-centrality threshold of the hub heuristic (the paper gives no value).
     max_edges : int or None, default None
         Stop after this many active edges (None: 3 * n_vars).
     objective : {"likelihood", "pseudo"}, default "likelihood"
@@ -70,7 +70,7 @@ class EdgeGrafting:
         Activation scores always use BP node marginals.
     max_iter : int, default 50
         L-BFGS iterations per optimisation.
-    bp_damping, bp_tol, bp_max_iter : float, float, int, defaults 0.5, 1e-5, 50
+    bp_damping, bp_tol, bp_max_iter : float, float, int, defaults 0.5, 1e-3, 60
         Loopy BP settings.
     update_every : int, default 10000
         Streaming: rows between two learning phases of :meth:`partial_fit`.
@@ -86,9 +86,9 @@ class EdgeGrafting:
     def __init__(self, schema: Schema, lambda_: float = 0.01, lambda2: float = 0.01,
                  strategy: str = "best_choice", alpha: float = 0.5,
                  reservoir_size: int | None = None, t_max: int | None = None, rho0: float = 0.0,
-                 hubs: bool = True, c_hat: float = 0.05, max_edges: int | None = None,
+                 hubs: bool = True, c_hat: float = 0.1, max_edges: int | None = None,
                  objective: str = "likelihood", max_iter: int = 50, bp_damping: float = 0.5,
-                 bp_tol: float = 1e-5, bp_max_iter: int = 50, update_every: int = 10000,
+                 bp_tol: float = 1e-3, bp_max_iter: int = 60, update_every: int = 10000,
                  steps_per_update: int | None = None, stats_reservoir: int = 20000,
                  seed: int = 0):
         if strategy not in STRATEGIES:

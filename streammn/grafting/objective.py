@@ -158,14 +158,16 @@ class GraftingObjective:
         return value + pv, grad + pg
 
 
-def minimise(objective: GraftingObjective, theta0, max_iter: int = 100,
-             gtol: float = 1e-5) -> tuple[np.ndarray, float, int]:
+def minimise(objective: GraftingObjective, theta0, max_iter: int = 100, gtol: float = 1e-5,
+             ftol: float = 1e-7) -> tuple[np.ndarray, float, int]:
     """Minimise ``objective`` from ``theta0`` with L-BFGS-B; returns ``(theta, value, iters)``.
+    ``ftol`` is the relative decrease below which it stops (each grafting step starts from the
+    previous optimum, so a loose tolerance loses little).
 
     BLAS runs single-threaded here: L-BFGS-B's vector operations are far too small to gain from
     threads, and a threaded BLAS on a busy machine made them 20x slower than the BP runs.
     """
     with threadpool_limits(limits=1, user_api="blas"):
         res = minimize(objective, np.asarray(theta0, dtype=np.float64), jac=True,
-                       method="L-BFGS-B", options={"maxiter": int(max_iter), "gtol": gtol})
+                       method="L-BFGS-B", options={"maxiter": int(max_iter), "gtol": gtol, "ftol": ftol})
     return res.x, float(res.fun), int(res.nit)
