@@ -234,6 +234,15 @@ def test_every_strategy_recovers_strong_planted_edges(planted, strategy):
         assert g.fraction_pairs_counted == 1.0
 
 
+def test_pseudo_likelihood_objective_recovers_planted_edges(planted):
+    mrf, rows = planted
+    g = EdgeGrafting(mrf.schema, lambda_=0.02, lambda2=0.001, objective="pseudo", seed=0)
+    g.fit(rows)
+    assert mrf.edges <= set(g.edges)
+    assert g.to_markov_network().pll(rows) > EdgeGrafting(
+        mrf.schema, lambda_=0.02, max_edges=0).fit(rows).to_markov_network().pll(rows)
+
+
 def test_exhaustive_and_unlimited_best_choice_choose_the_same_first_edge():
     mrf = scale_free_mrf(12, states=3, seed=3)
     rows = mrf.sample(2000, seed=4, burn_in=50, chains=4)

@@ -321,9 +321,12 @@ class BestChoice:
             self.reorganise(ctx)
         t, refilled = 0, False
         while not self._round_done(t):
-            want = max(self.t_max - t, 1)
-            if self.first_round and t >= self.t_max:
+            if t < self.t_max:
+                want = self.t_max - t
+            elif self.first_round:  # fill R exactly to capacity
                 want = max(self.reservoir.capacity - len(self.reservoir), 1)
+            else:  # R still empty: another t_max tests
+                want = self.t_max
             batch = []
             while len(batch) < min(want, 4096):
                 e = self.queue.pop()

@@ -169,5 +169,6 @@ def minimise(objective: GraftingObjective, theta0, max_iter: int = 100, gtol: fl
     """
     with threadpool_limits(limits=1, user_api="blas"):
         res = minimize(objective, np.asarray(theta0, dtype=np.float64), jac=True,
-                       method="L-BFGS-B", options={"maxiter": int(max_iter), "gtol": gtol, "ftol": ftol})
+                       method="L-BFGS-B",
+                       options={"maxiter": int(max_iter), "gtol": gtol, "ftol": ftol})
     return res.x, float(res.fun), int(res.nit)
