@@ -195,7 +195,7 @@ def main(argv=None) -> None:
                    help="training rows, one per size (last one repeats)")
     p.add_argument("--test-rows", type=int, default=1000)
     p.add_argument("--states", type=int, default=5)
-    p.add_argument("--lambda", dest="lambda_", type=float, default=1e-3)
+    p.add_argument("--lambda", dest="lambda_", type=float, default=4e-3)
     p.add_argument("--lambda2", type=float, default=1e-3)
     p.add_argument("--burn-in", type=int, default=200)
     p.add_argument("--thin", type=int, default=2)

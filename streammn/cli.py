@@ -55,9 +55,9 @@ def _parser() -> argparse.ArgumentParser:
     learn.add_argument("--algo", choices=["dtsl", "grafting"], default="dtsl",
                        help="structure learner: dtsl (trees -> DN -> MN) or grafting "
                             "(best-choice edge grafting of a pairwise MRF) (default: dtsl)")
-    learn.add_argument("--lambda", dest="lambda_", type=float, default=0.001,
+    learn.add_argument("--lambda", dest="lambda_", type=float, default=0.005,
                        help="grafting: group-L1 strength and activation threshold "
-                            "(default: 0.001)")
+                            "(default: 0.005)")
     learn.add_argument("--strategy", choices=["best_choice", "first_hit", "exhaustive"],
                        default="best_choice", help="grafting: edge search (default: best_choice)")
     learn.add_argument("--alpha", type=float, default=0.5,

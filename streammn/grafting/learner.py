@@ -45,9 +45,9 @@ class EdgeGrafting:
     ----------
     schema : Schema
         The variables (any cardinalities).
-    lambda_ : float, default 0.01
+    lambda_ : float, default 0.005
         Group-L1 strength (per-row scale); also the activation threshold of test C2.
-    lambda2 : float, default 0.01
+    lambda2 : float, default 0.001
         Squared-L2 strength (per-row scale).
     strategy : {"best_choice", "first_hit", "exhaustive"}, default "best_choice"
         Edge search (see :mod:`streammn.grafting.activation`).
@@ -83,7 +83,7 @@ class EdgeGrafting:
         Randomness (edge sampling, row reservoir).
     """
 
-    def __init__(self, schema: Schema, lambda_: float = 0.01, lambda2: float = 0.01,
+    def __init__(self, schema: Schema, lambda_: float = 0.005, lambda2: float = 0.001,
                  strategy: str = "best_choice", alpha: float = 0.5,
                  reservoir_size: int | None = None, t_max: int | None = None, rho0: float = 0.0,
                  hubs: bool = True, c_hat: float = 0.1, max_edges: int | None = None,
