@@ -232,7 +232,10 @@ class Exhaustive:
             self._counted = True
         pairs, scores = ctx.score(None)
         if ctx.active:
-            keep = np.array([tuple(p) not in ctx.active for p in pairs.tolist()])
+            active = np.zeros((ctx.n_vars, ctx.n_vars), dtype=np.bool_)
+            a = np.array(sorted(ctx.active), dtype=np.int64)
+            active[a[:, 0], a[:, 1]] = True
+            keep = ~active[pairs[:, 0], pairs[:, 1]]
             pairs, scores = pairs[keep], scores[keep]
         if not scores.size or limit < 1:
             return []
