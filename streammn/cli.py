@@ -53,8 +53,18 @@ def _parser() -> argparse.ArgumentParser:
     """)
     learn.add_argument("source", help="Parquet/CSV/.data file, directory or glob")
     learn.add_argument("--out", required=True, help="snapshot directory")
-    learn.add_argument("--algo", choices=["dtsl"], default="dtsl",
-                       help="structure learner (default: dtsl)")
+    learn.add_argument("--algo", choices=["dtsl", "grafting"], default="dtsl",
+                       help="structure learner: dtsl (trees -> DN -> MN) or grafting "
+                            "(best-choice edge grafting of a pairwise MRF) (default: dtsl)")
+    learn.add_argument("--lambda", dest="lambda_", type=float, default=0.005,
+                       help="grafting: group-L1 strength and activation threshold "
+                            "(default: 0.005)")
+    learn.add_argument("--strategy", choices=["best_choice", "first_hit", "exhaustive"],
+                       default="best_choice", help="grafting: edge search (default: best_choice)")
+    learn.add_argument("--alpha", type=float, default=0.5,
+                       help="grafting: best-choice activation threshold in [0, 1] (default: 0.5)")
+    learn.add_argument("--max-edges", type=int, default=None,
+                       help="grafting: edge budget (default: 3 x variables)")
     learn.add_argument("--mode", choices=["hoeffding", "exact"], default="hoeffding",
                        help="hoeffding: one pass, streaming; exact: level-wise passes over a "
                             "finite source (default: hoeffding)")

@@ -43,8 +43,26 @@ def _progress(args) -> object | None:
 
 
 # learn --------------------------------------------------------------------------------------
-def learn(args) -> int:
+def _make_learner(args, schema):
+    """The structure learner named by ``--algo`` with its command-line settings."""
+    if getattr(args, "algo", "dtsl") == "grafting":
+        from streammn.grafting import EdgeGrafting
+
+        if args.mode == "exact":
+            raise UsageError("--mode exact is for dtsl; grafting learns from the stream")
+        return EdgeGrafting(schema, lambda_=args.lambda_, strategy=args.strategy,
+                            alpha=args.alpha, max_edges=args.max_edges,
+                            update_every=args.every_rows or 10000, seed=args.seed)
     from streammn.dtsl import DTSL
+
+    params = dict(kappa=args.kappa, mode=args.mode, grace_period=args.grace_period,
+                  delta=args.delta, tau=args.tau, seed=args.seed)
+    if args.max_leaves is not None:
+        params["max_leaves"] = args.max_leaves
+    return DTSL(schema, **params)
+
+
+def learn(args) -> int:
     from streammn.engine import StreamLearner
 
     if args.every_rows is not None and args.every_rows < 1:
@@ -66,11 +84,7 @@ def learn(args) -> int:
     if args.validation:
         with open_source(args.validation, schema=source.schema) as v:
             validation = v.read_all()
-    params = dict(kappa=args.kappa, mode=args.mode, grace_period=args.grace_period,
-                  delta=args.delta, tau=args.tau, seed=args.seed)
-    if args.max_leaves is not None:
-        params["max_leaves"] = args.max_leaves
-    learner = DTSL(source.schema, **params)
+    learner = _make_learner(args, source.schema)
     engine = StreamLearner(source, learner, args.out, every_rows=args.every_rows,
                            every_seconds=args.every_seconds, keep=args.keep,
                            refine=args.refine, validation=validation, formats=formats,

@@ -158,6 +158,30 @@ class OnDemandPairCounts:
             i, j, counts = j, i, counts.T.copy()
         return PairTable(i, j, counts, exact_rows + sampled_rows, sampled_rows, missing)
 
+    def flat_tables(self, pairs=None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Tables of many pairs at once, as flat arrays (for vectorised scoring).
+
+        ``pairs`` is an ``(k, 2)`` array of pairs with ``i < j`` (untracked ones are requested
+        first), or None for every tracked pair. Returns ``(pairs, counts, offsets, n_rows)``:
+        pair ``p``'s row-major ``card_i x card_j`` table is ``counts[offsets[p]:offsets[p+1]]``
+        and covers ``n_rows[p]`` rows (see :class:`PairTable`).
+        """
+        if pairs is None:
+            idx = np.arange(self._pairs.shape[0], dtype=np.int64)
+        else:
+            pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+            if pairs.size and not bool((pairs[:, 0] < pairs[:, 1]).all()):
+                raise ValueError("flat_tables takes pairs (i, j) with i < j")
+            self.request(pairs.tolist())
+            idx = np.array([self._index[p] for p in map(tuple, pairs.tolist())], dtype=np.int64)
+        sel = self._pairs[idx]
+        sizes = self._cards[sel[:, 0]] * self._cards[sel[:, 1]]
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        flat = _flat_index(self._offsets, idx)
+        counts = self._exact[flat] + self._sampled[flat]
+        n_rows = self.n_rows - self._rows_before[idx] + self._sampled_rows[idx]
+        return sel.copy(), counts, offsets, n_rows
+
     def is_tracked(self, i: int, j: int) -> bool:
         """Whether ``(i, j)`` has been requested (and is counted on every update)."""
         return self._canonical(i, j) in self._index

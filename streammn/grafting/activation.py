@@ -1,0 +1,400 @@
+"""Edge activation: the score of Eq. 5, the test C2, and the three search strategies.
+
+``s_e = ||p_model(e) - p_data(e)||_2 / d_e`` with ``d_e = card_i * card_j``; for an inactive edge
+the model's pairwise marginal is the outer product of its node marginals. C2: ``s_e > lambda``.
+
+A strategy proposes the edges to activate next from a *context* (the learner) that offers
+``n_vars``, ``lambda_``, ``rng``, ``active`` (set of ``(i, j)``, ``i < j``), ``degrees()``,
+and ``score(pairs)`` -> ``(pairs, scores)`` (``pairs=None``: every pair whose statistics are
+already counted). Only ``score`` touches pair statistics, so what a strategy never scores is
+never counted.
+
+- :class:`Exhaustive` (Algorithm 1): counts every pair up front, activates the argmax.
+- :class:`BestChoice` (Algorithms 2-4): a priority queue of edges over implicit default-priority
+  unseen edges, a reservoir of the best-scoring passing edges, a frozen list with violation
+  offsets, ``t_max`` tests per round, the ``tau_alpha`` threshold with non-adjacent activation,
+  re-scoring after each optimisation, and the hub heuristic.
+- ``first_hit`` is :class:`BestChoice` with a reservoir of one edge, one test per round and no
+  hub heuristic: the first edge passing C2 is activated.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+import numba as nb
+import numpy as np
+
+
+@nb.njit(cache=True)
+def _scores(pairs, cards, uoff, node_marg, counts, offsets, n_rows):
+    out = np.empty(pairs.shape[0])
+    for p in range(pairs.shape[0]):
+        i, j = pairs[p, 0], pairs[p, 1]
+        ci, cj = cards[i], cards[j]
+        total = 0.0
+        inv = 1.0 / max(n_rows[p], 1)
+        for a in range(ci):
+            pa = node_marg[uoff[i] + a]
+            for b in range(cj):
+                d = pa * node_marg[uoff[j] + b] - counts[offsets[p] + a * cj + b] * inv
+                total += d * d
+        out[p] = math.sqrt(total) / (ci * cj)
+    return out
+
+
+def activation_scores(pairs, cards, uoff, node_marginals, counts, offsets, n_rows) -> np.ndarray:
+    """Eq. 5 for inactive edges ``pairs`` (k x 2): model = product of node marginals
+    (``node_marginals[uoff[i]:uoff[i+1]]``), data = joint counts (flat tables at ``offsets``)
+    over ``n_rows`` rows."""
+    return _scores(np.ascontiguousarray(pairs, dtype=np.int64),
+                   np.ascontiguousarray(cards, dtype=np.int64),
+                   np.ascontiguousarray(uoff, dtype=np.int64),
+                   np.ascontiguousarray(node_marginals, dtype=np.float64),
+                   np.ascontiguousarray(counts, dtype=np.float64),
+                   np.ascontiguousarray(offsets, dtype=np.int64),
+                   np.ascontiguousarray(n_rows, dtype=np.int64))
+
+
+def passes_c2(score: float, lambda_: float) -> bool:
+    """Test C2 (Eq. 4): the edge violates the optimality condition at zero weight."""
+    return score > lambda_
+
+
+def violation_offset(score: float, lambda_: float) -> float:
+    """``v_e = 1 - s_e / lambda``: the priority a frozen edge gets back on refill (smaller is
+    tested sooner; negative for edges that still pass C2)."""
+    return 1.0 - score / lambda_
+
+
+def edge_key(i: int, j: int) -> tuple[int, int]:
+    return (i, j) if i < j else (j, i)
+
+
+class EdgeQueue:
+    """Min-priority queue over all ``n (n - 1) / 2`` edges, storing only prioritised ones.
+
+    Unseen edges carry the implicit default priority ``rho0``. :meth:`pop` returns the stored
+    edge of smallest priority if it beats ``rho0``, otherwise an unseen edge drawn uniformly at
+    random (rejection sampling against the seen set; an explicit list once most edges are seen).
+    Priorities change by pushing again (lazy deletion of stale heap entries).
+    """
+
+    def __init__(self, n_vars: int, rng: np.random.Generator, rho0: float = 0.0):
+        self.n_vars, self.rng, self.rho0 = n_vars, rng, rho0
+        self.n_pairs = n_vars * (n_vars - 1) // 2
+        self._heap: list[tuple[float, int, int, int]] = []
+        self._prio: dict[tuple[int, int], float] = {}
+        self.seen: set[tuple[int, int]] = set()
+        self._seq = 0
+
+    def __len__(self) -> int:
+        return len(self._prio)
+
+    @property
+    def n_unseen(self) -> int:
+        return self.n_pairs - len(self.seen)
+
+    def push(self, edge, priority: float) -> None:
+        edge = edge_key(*edge)
+        self.seen.add(edge)
+        self._prio[edge] = float(priority)
+        heapq.heappush(self._heap, (float(priority), self._seq, edge[0], edge[1]))
+        self._seq += 1
+
+    def priority(self, edge) -> float | None:
+        """Stored priority, ``None`` if the edge is not in the queue."""
+        return self._prio.get(edge_key(*edge))
+
+    def decrement(self, edge, by: float = 1.0) -> None:
+        """Raise an edge's priority (queue or unseen) by lowering its value by ``by``."""
+        edge = edge_key(*edge)
+        current = self._prio.get(edge, self.rho0 if edge not in self.seen else None)
+        if current is not None:
+            self.push(edge, current - by)
+
+    def _top(self):
+        while self._heap:
+            p, _, i, j = self._heap[0]
+            if self._prio.get((i, j)) == p:
+                return p, (i, j)
+            heapq.heappop(self._heap)
+        return None
+
+    def _sample_unseen(self) -> tuple[int, int]:
+        n = self.n_vars
+        for _ in range(64):
+            i, j = (int(v) for v in self.rng.integers(0, n, size=2))
+            if i != j and edge_key(i, j) not in self.seen:
+                return edge_key(i, j)
+        iu, ju = np.triu_indices(n, 1)
+        left = [e for e in zip(iu.tolist(), ju.tolist()) if e not in self.seen]
+        return left[int(self.rng.integers(len(left)))]
+
+    def pop(self) -> tuple[int, int] | None:
+        """Next edge to test, or None when no stored and no unseen edge remains."""
+        top = self._top()
+        if top is not None and (top[0] < self.rho0 or self.n_unseen == 0):
+            heapq.heappop(self._heap)
+            del self._prio[top[1]]
+            return top[1]
+        if self.n_unseen == 0:
+            return None
+        edge = self._sample_unseen()
+        self.seen.add(edge)
+        return edge
+
+    def get_state(self) -> dict:
+        return {"prio": [[i, j, p] for (i, j), p in self._prio.items()],
+                "seen": [list(e) for e in sorted(self.seen)], "seq": self._seq}
+
+    def set_state(self, state: dict) -> None:
+        self._heap, self._prio, self._seq = [], {}, 0
+        for i, j, p in state["prio"]:
+            self.push((int(i), int(j)), p)
+        self.seen = {(int(i), int(j)) for i, j in state["seen"]}
+        self._seq = max(self._seq, int(state["seq"]))
+
+
+class EdgeReservoir:
+    """The edges passing C2 with the highest scores, at most ``capacity`` of them."""
+
+    def __init__(self, capacity: int):
+        if capacity < 1:
+            raise ValueError(f"reservoir capacity must be >= 1, got {capacity}")
+        self.capacity = int(capacity)
+        self.scores: dict[tuple[int, int], float] = {}
+
+    def __len__(self) -> int:
+        return len(self.scores)
+
+    @property
+    def full(self) -> bool:
+        return len(self.scores) >= self.capacity
+
+    def minimum(self) -> tuple[tuple[int, int], float]:
+        edge = min(self.scores, key=lambda e: (self.scores[e], e))
+        return edge, self.scores[edge]
+
+    def offer(self, edge, score: float):
+        """Keep ``edge`` if there is room or it beats the minimum. Returns the edge that left
+        (the evicted minimum, or ``edge`` itself when rejected), or None."""
+        if not self.full:
+            self.scores[edge] = score
+            return None
+        low, low_score = self.minimum()
+        if score > low_score:
+            del self.scores[low]
+            self.scores[edge] = score
+            return low, low_score
+        return edge, score
+
+    def threshold(self, alpha: float) -> float:
+        """``tau_alpha = (1 - alpha) * mean + alpha * max`` of the reservoir scores."""
+        s = np.fromiter(self.scores.values(), dtype=np.float64)
+        return float((1.0 - alpha) * s.mean() + alpha * s.max())
+
+
+class FrozenList:
+    """Edges set aside with their violation offsets until the queue runs dry (then refill)."""
+
+    def __init__(self):
+        self.offsets: dict[tuple[int, int], float] = {}
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def freeze(self, edge, offset: float) -> None:
+        self.offsets[edge] = float(offset)
+
+    def refill(self, queue: EdgeQueue) -> int:
+        """Move every frozen edge into ``queue`` with its offset as priority; returns how many."""
+        n = len(self.offsets)
+        for edge, off in self.offsets.items():
+            queue.push(edge, off)
+        self.offsets = {}
+        return n
+
+
+class Exhaustive:
+    """Edge grafting (Algorithm 1): every pair's statistics up front, activate the argmax."""
+
+    name = "exhaustive"
+
+    def __init__(self):
+        self._counted = False
+
+    def propose(self, ctx, limit: int) -> list[tuple[int, int]]:
+        if not self._counted:
+            iu, ju = np.triu_indices(ctx.n_vars, 1)
+            ctx.score(np.stack([iu, ju], axis=1))
+            self._counted = True
+        pairs, scores = ctx.score(None)
+        if ctx.active:
+            active = np.zeros((ctx.n_vars, ctx.n_vars), dtype=np.bool_)
+            a = np.array(sorted(ctx.active), dtype=np.int64)
+            active[a[:, 0], a[:, 1]] = True
+            keep = ~active[pairs[:, 0], pairs[:, 1]]
+            pairs, scores = pairs[keep], scores[keep]
+        if not scores.size or limit < 1:
+            return []
+        k = int(np.argmax(scores))
+        return [edge_key(*pairs[k].tolist())] if passes_c2(scores[k], ctx.lambda_) else []
+
+    def after_optimisation(self, ctx) -> None:
+        """Nothing to maintain: every score is recomputed at the next step."""
+
+    def get_state(self) -> dict:
+        return {"counted": self._counted}
+
+    def set_state(self, state: dict) -> None:
+        self._counted = bool(state["counted"])
+
+
+class BestChoice:
+    """Best-choice edge activation (Algorithms 2-4).
+
+    Parameters
+    ----------
+    n_vars : int
+    rng : numpy Generator (shared with the learner)
+    capacity : int
+        Reservoir size |R|.
+    t_max : int
+        Edge tests per round before activation (the first round also fills R to capacity).
+    alpha : float in [0, 1]
+        Activation threshold ``tau_alpha = (1 - alpha) * mean + alpha * max`` over R.
+    rho0 : float, default 0
+        Default priority of unseen edges (smaller is tested sooner).
+    hubs : bool, default True
+        Hub heuristic: edges incident to a node with degree centrality above ``c_hat`` get their
+        priority lowered by one before every round.
+    c_hat : float, default 0.05
+        Centrality threshold ``|N_i| / (n - 1)`` for hubs.
+
+    One refinement over Algorithm 3: when the queue and the unseen edges are exhausted, the
+    frozen edges are refilled once per round even if R is empty, so "no edge passes" is only
+    concluded after every edge has been re-tested against the current model.
+    """
+
+    name = "best_choice"
+
+    def __init__(self, n_vars: int, rng: np.random.Generator, capacity: int, t_max: int,
+                 alpha: float, rho0: float = 0.0, hubs: bool = True, c_hat: float = 0.05):
+        if not 0.0 <= alpha <= 1.0:
+            raise ValueError(f"alpha must be in [0, 1], got {alpha}")
+        if t_max < 1:
+            raise ValueError(f"t_max must be >= 1, got {t_max}")
+        self.alpha, self.t_max, self.hubs, self.c_hat = alpha, int(t_max), hubs, c_hat
+        self.queue = EdgeQueue(n_vars, rng, rho0)
+        self.reservoir = EdgeReservoir(capacity)
+        self.frozen = FrozenList()
+        self.first_round = True
+        self.tests = 0
+
+    def reorganise(self, ctx) -> None:
+        """Algorithm 2: lower the priority of every free edge incident to a hub."""
+        n = ctx.n_vars
+        centrality = ctx.degrees() / max(n - 1, 1)
+        for h in np.flatnonzero(centrality > self.c_hat).tolist():
+            for v in range(n):
+                e = edge_key(h, v)
+                if (v == h or e in ctx.active or e in self.reservoir.scores
+                        or e in self.frozen.offsets):
+                    continue
+                self.queue.decrement(e, 1.0)
+
+    def _record(self, edge, score: float, lambda_: float) -> None:
+        if passes_c2(score, lambda_):
+            out = self.reservoir.offer(edge, score)
+        else:
+            out = (edge, score)
+        if out is not None:
+            self.frozen.freeze(out[0], violation_offset(out[1], lambda_))
+
+    def _round_done(self, t: int) -> bool:
+        if not len(self.reservoir) or t < self.t_max:
+            return False
+        return self.reservoir.full or not self.first_round
+
+    def test_edges(self, ctx) -> None:
+        """Algorithm 3, lines 1-24: test a prioritised stream of edges into R and L."""
+        if self.hubs:
+            self.reorganise(ctx)
+        t, refilled = 0, False
+        while not self._round_done(t):
+            if t < self.t_max:
+                want = self.t_max - t
+            elif self.first_round:  # fill R exactly to capacity
+                want = max(self.reservoir.capacity - len(self.reservoir), 1)
+            else:  # R still empty: another t_max tests
+                want = self.t_max
+            batch = []
+            while len(batch) < min(want, 4096):
+                e = self.queue.pop()
+                if e is None:
+                    break
+                if e not in ctx.active:
+                    batch.append(e)
+            if not batch:
+                if refilled or not len(self.frozen):
+                    break
+                self.frozen.refill(self.queue)
+                refilled = True
+                continue
+            _, scores = ctx.score(np.array(batch, dtype=np.int64))
+            for e, s in zip(batch, scores.tolist()):
+                self._record(e, s, ctx.lambda_)
+            t += len(batch)
+            self.tests += len(batch)
+        self.first_round = False
+
+    def select(self, limit: int) -> list[tuple[int, int]]:
+        """Algorithm 3, lines 25-30: non-adjacent reservoir edges scoring at least tau_alpha,
+        in decreasing score order (at most ``limit``); they leave the reservoir."""
+        if not len(self.reservoir) or limit < 1:
+            return []
+        tau = self.reservoir.threshold(self.alpha)
+        ranked = sorted(self.reservoir.scores.items(), key=lambda kv: (-kv[1], kv[0]))
+        chosen, touched = [], set()
+        for e, s in ranked:
+            if s < tau or len(chosen) >= limit:
+                break
+            if e[0] in touched or e[1] in touched:
+                continue
+            chosen.append(e)
+            touched.update(e)
+        for e in chosen:
+            del self.reservoir.scores[e]
+        return chosen
+
+    def propose(self, ctx, limit: int) -> list[tuple[int, int]]:
+        self.test_edges(ctx)
+        return self.select(limit)
+
+    def after_optimisation(self, ctx) -> None:
+        """Re-score the reservoir against the new model; edges no longer passing C2 freeze."""
+        if not len(self.reservoir):
+            return
+        edges = sorted(self.reservoir.scores)
+        _, scores = ctx.score(np.array(edges, dtype=np.int64))
+        for e, s in zip(edges, scores.tolist()):
+            if passes_c2(s, ctx.lambda_):
+                self.reservoir.scores[e] = s
+            else:
+                del self.reservoir.scores[e]
+                self.frozen.freeze(e, violation_offset(s, ctx.lambda_))
+
+    def get_state(self) -> dict:
+        return {"queue": self.queue.get_state(),
+                "reservoir": [[i, j, s] for (i, j), s in self.reservoir.scores.items()],
+                "frozen": [[i, j, v] for (i, j), v in self.frozen.offsets.items()],
+                "first_round": self.first_round, "tests": self.tests}
+
+    def set_state(self, state: dict) -> None:
+        self.queue.set_state(state["queue"])
+        self.reservoir.scores = {(int(i), int(j)): float(s) for i, j, s in state["reservoir"]}
+        self.frozen.offsets = {(int(i), int(j)): float(v) for i, j, v in state["frozen"]}
+        self.first_round = bool(state["first_round"])
+        self.tests = int(state["tests"])

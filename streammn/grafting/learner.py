@@ -1,0 +1,336 @@
+"""EdgeGrafting: structure learning of a pairwise MRF by (best-choice) edge grafting.
+
+The learner alternates two operations (paper Sections 2-3): minimise the group-sparse objective
+(Eq. 2, :mod:`streammn.grafting.objective`) over the active set (all node tables plus the active
+edges), and activate edges that violate the optimality condition (test C2 on the score of
+Eq. 5, :mod:`streammn.grafting.activation`). Statistics live in an
+:class:`~streammn.stats.OnDemandPairCounts`: exact node marginals, and joint tables only for the
+pairs a strategy actually tests (for the past they are answered from the row reservoir).
+
+Streaming: :meth:`partial_fit` counts each batch; every ``update_every`` rows it re-optimises on
+the current statistics and runs activation steps, so edges are added as data arrives.
+:meth:`fit` counts a finite source, then grafts to the end. The model is a
+:class:`~streammn.model.MarkovNetwork` with pairwise features, so snapshots, scoring and file
+formats work unchanged.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import time
+
+import numpy as np
+
+from streammn.grafting.activation import BestChoice, Exhaustive, activation_scores
+from streammn.grafting.bp import belief_propagation
+from streammn.grafting.mrf import PairwiseLayout, to_markov_network
+from streammn.grafting.objective import OBJECTIVES, GraftingObjective, minimise, pseudo_loglik
+from streammn.schema import Schema
+from streammn.stats import OnDemandPairCounts
+
+STRATEGIES = ("best_choice", "first_hit", "exhaustive")
+FORMAT = "streammn-grafting-1"
+
+
+class GraftingStateError(ValueError):
+    """A serialised EdgeGrafting state could not be read."""
+
+
+class EdgeGrafting:
+    """Edge grafting of a pairwise Markov random field.
+
+    Parameters
+    ----------
+    schema : Schema
+        The variables (any cardinalities).
+    lambda_ : float, default 0.005
+        Group-L1 strength (per-row scale); also the activation threshold of test C2.
+    lambda2 : float, default 0.001
+        Squared-L2 strength (per-row scale).
+    strategy : {"best_choice", "first_hit", "exhaustive"}, default "best_choice"
+        Edge search (see :mod:`streammn.grafting.activation`).
+    alpha : float, default 0.5
+        Best-choice activation threshold between the reservoir's mean (0) and max (1).
+    reservoir_size : int or None, default None
+        Best-choice reservoir capacity |R| (None: n_vars).
+    t_max : int or None, default None
+        Best-choice edge tests per round (None: ``int(sqrt(n_vars))``).
+    rho0 : float, default 0.0
+        Default priority of unseen edges.
+    hubs : bool, default True
+        Best-choice hub heuristic.
+    c_hat : float, default 0.1
+        Degree-centrality threshold of the hub heuristic (the paper gives no value).
+    max_edges : int or None, default None
+        Stop after this many active edges (None: 3 * n_vars).
+    objective : {"likelihood", "pseudo"}, default "likelihood"
+        Data term: likelihood with loopy-BP marginals, or pseudo-likelihood on the row sample.
+        Activation scores always use BP node marginals.
+    max_iter : int, default 50
+        L-BFGS iterations per optimisation.
+    bp_damping, bp_tol, bp_max_iter : float, float, int, defaults 0.5, 1e-3, 60
+        Loopy BP settings.
+    update_every : int, default 10000
+        Streaming: rows between two learning phases of :meth:`partial_fit`.
+    steps_per_update : int or None, default None
+        Streaming: activation steps per learning phase (None: until max_edges or no edge passes).
+    stats_reservoir : int, default 20000
+        Rows kept by the statistics' row reservoir (answers for pairs requested late, and is the
+        sample of the pseudo-likelihood objective).
+    seed : int, default 0
+        Randomness (edge sampling, row reservoir).
+    """
+
+    def __init__(self, schema: Schema, lambda_: float = 0.005, lambda2: float = 0.001,
+                 strategy: str = "best_choice", alpha: float = 0.5,
+                 reservoir_size: int | None = None, t_max: int | None = None, rho0: float = 0.0,
+                 hubs: bool = True, c_hat: float = 0.1, max_edges: int | None = None,
+                 objective: str = "likelihood", max_iter: int = 50, bp_damping: float = 0.5,
+                 bp_tol: float = 1e-3, bp_max_iter: int = 60, update_every: int = 10000,
+                 steps_per_update: int | None = None, stats_reservoir: int = 20000,
+                 seed: int = 0):
+        if strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+        if objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+        if lambda_ <= 0 or lambda2 < 0:
+            raise ValueError(f"need lambda_ > 0 and lambda2 >= 0, got {lambda_}, {lambda2}")
+        if update_every < 1:
+            raise ValueError(f"update_every must be >= 1, got {update_every}")
+        self.schema = schema
+        self.lambda_, self.lambda2 = float(lambda_), float(lambda2)
+        self.strategy, self.alpha = strategy, float(alpha)
+        self.reservoir_size, self.t_max, self.rho0 = reservoir_size, t_max, float(rho0)
+        self.hubs, self.c_hat, self.max_edges = hubs, float(c_hat), max_edges
+        self.objective, self.max_iter = objective, int(max_iter)
+        self.bp_damping, self.bp_tol, self.bp_max_iter = bp_damping, bp_tol, int(bp_max_iter)
+        self.update_every, self.steps_per_update = int(update_every), steps_per_update
+        self.stats_reservoir, self.seed = int(stats_reservoir), seed
+        self._reset()
+
+    # parameters ---------------------------------------------------------------------------
+    def get_params(self) -> dict:
+        return {"lambda_": self.lambda_, "lambda2": self.lambda2, "strategy": self.strategy,
+                "alpha": self.alpha, "reservoir_size": self.reservoir_size, "t_max": self.t_max,
+                "rho0": self.rho0, "hubs": self.hubs, "c_hat": self.c_hat,
+                "max_edges": self.max_edges, "objective": self.objective,
+                "max_iter": self.max_iter, "bp_damping": self.bp_damping, "bp_tol": self.bp_tol,
+                "bp_max_iter": self.bp_max_iter, "update_every": self.update_every,
+                "steps_per_update": self.steps_per_update,
+                "stats_reservoir": self.stats_reservoir, "seed": self.seed}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"EdgeGrafting({self.schema!r}, {args})"
+
+    @property
+    def n_vars(self) -> int:
+        return self.schema.n_vars
+
+    @property
+    def edge_limit(self) -> int:
+        return 3 * self.n_vars if self.max_edges is None else int(self.max_edges)
+
+    def _make_strategy(self):
+        n = self.n_vars
+        if self.strategy == "exhaustive":
+            return Exhaustive()
+        if self.strategy == "first_hit":
+            return BestChoice(n, self.rng, capacity=1, t_max=1, alpha=1.0, rho0=self.rho0,
+                              hubs=False)
+        return BestChoice(n, self.rng,
+                          capacity=self.reservoir_size if self.reservoir_size else max(n, 1),
+                          t_max=self.t_max if self.t_max else max(int(math.sqrt(n)), 1),
+                          alpha=self.alpha, rho0=self.rho0, hubs=self.hubs, c_hat=self.c_hat)
+
+    def _reset(self) -> None:
+        self.rng = np.random.default_rng(self.seed)
+        self.stats = OnDemandPairCounts(self.schema, reservoir_capacity=self.stats_reservoir,
+                                        seed=self.seed)
+        self.cards = np.ascontiguousarray(self.schema.cardinalities, dtype=np.int64)
+        self.edges: list[tuple[int, int]] = []
+        self.active: set[tuple[int, int]] = set()
+        self.layout = PairwiseLayout(self.cards, np.empty((0, 2), np.int64))
+        self.theta = np.zeros(self.layout.size)
+        self._marg: np.ndarray | None = None
+        self._messages: np.ndarray | None = None
+        self.objective_value = float("nan")
+        self.converged = False
+        self.steps = 0
+        self.rows_since_update = 0
+        self.history: list[dict] = []
+        self._strategy = self._make_strategy()
+        self._model = None
+
+    # context offered to the strategies -----------------------------------------------------
+    def degrees(self) -> np.ndarray:
+        return np.diff(self.layout.adj_ptr)
+
+    def score(self, pairs):
+        """Activation scores (Eq. 5) of inactive ``pairs`` (k x 2, i < j), counting their
+        statistics if needed; ``None``: every pair counted so far. Returns ``(pairs, scores)``."""
+        got, counts, offsets, n_rows = self.stats.flat_tables(pairs)
+        return got, activation_scores(got, self.cards, self.layout.uoff, self._marg, counts,
+                                      offsets, n_rows)
+
+    @property
+    def fraction_pairs_counted(self) -> float:
+        """Pairs whose joint statistics were ever computed, over all n (n - 1) / 2 pairs."""
+        return self.stats.fraction_counted
+
+    # learning -----------------------------------------------------------------------------
+    def _data_marginals(self) -> np.ndarray:
+        m = self.stats.marginals
+        node = np.asarray(m.flat, dtype=np.float64) / max(m.n_rows, 1)
+        if not self.edges:
+            return node
+        _, counts, offsets, n_rows = self.stats.flat_tables(np.array(self.edges, np.int64))
+        per_cell = np.repeat(np.maximum(n_rows, 1), np.diff(offsets))
+        return np.concatenate([node, counts / per_cell])
+
+    def optimise(self) -> float:
+        """Minimise Eq. 2 over the active set on the current statistics; returns its value."""
+        if self.stats.n_rows == 0:
+            raise ValueError("EdgeGrafting has seen no rows: call partial_fit or fit first")
+        rows = self.stats.reservoir.rows if self.objective == "pseudo" else None
+        obj = GraftingObjective(self.layout, self._data_marginals(), self.lambda_, self.lambda2,
+                                kind=self.objective, rows=rows, damping=self.bp_damping,
+                                tol=self.bp_tol, max_iter=self.bp_max_iter,
+                                messages=self._messages)
+        self.theta, self.objective_value, _ = minimise(obj, self.theta, self.max_iter)
+        res = belief_propagation(self.layout, self.theta, self.bp_damping, self.bp_tol,
+                                 self.bp_max_iter, messages=obj.messages)
+        self._marg, self._messages = res.marginals, res.messages
+        self._model = None
+        return self.objective_value
+
+    def _activate(self, chosen) -> None:
+        old = self.layout
+        self.edges.extend(chosen)
+        self.active.update(chosen)
+        self.layout = PairwiseLayout(self.cards, np.array(self.edges, dtype=np.int64))
+        theta = np.zeros(self.layout.size)
+        theta[:old.size] = self.theta
+        self.theta = theta
+
+    def step(self) -> bool:
+        """One activation step (choose edges, activate, re-optimise, update the search).
+        Returns False, changing nothing, when max_edges is reached or no edge passes C2."""
+        limit = self.edge_limit - len(self.edges)
+        if limit <= 0 or self.converged:
+            return False
+        if self._marg is None:
+            self.optimise()
+        started = time.perf_counter()
+        chosen = self._strategy.propose(self, limit)
+        if not chosen:
+            self.converged = True
+            return False
+        self._activate(chosen)
+        self.optimise()
+        self._strategy.after_optimisation(self)
+        self.steps += 1
+        self.history.append({"step": self.steps, "added": [list(e) for e in chosen],
+                             "n_edges": len(self.edges), "objective": self.objective_value,
+                             "fraction_pairs_counted": self.fraction_pairs_counted,
+                             "seconds": time.perf_counter() - started})
+        return True
+
+    def graft(self, max_steps: int | None = None, callback=None) -> int:
+        """Run activation steps until none is possible (or ``max_steps``); ``callback(self)``
+        after each. Returns the number of steps taken."""
+        if self._marg is None:
+            self.optimise()
+        done = 0
+        while (max_steps is None or done < max_steps) and self.step():
+            done += 1
+            if callback is not None:
+                callback(self)
+        return done
+
+    def partial_fit(self, batch) -> "EdgeGrafting":
+        """Count a batch (a :class:`~connectors.base.Batch` or a row matrix); every
+        ``update_every`` rows re-optimise and run up to ``steps_per_update`` activation steps."""
+        rows = getattr(batch, "rows", batch)
+        self.stats.update(rows)
+        self.rows_since_update += len(rows)
+        if self.rows_since_update >= self.update_every:
+            self.rows_since_update = 0
+            self.converged = False
+            self.optimise()
+            if self.steps_per_update is None or self.steps_per_update > 0:
+                self._strategy.after_optimisation(self)
+                self.graft(self.steps_per_update)
+        return self
+
+    def fit(self, source, callback=None) -> "EdgeGrafting":
+        """Learn from scratch on a finite source (batches or a row matrix): count, then graft
+        until max_edges or no edge passes."""
+        self._reset()
+        if isinstance(source, np.ndarray):
+            self.stats.update(source)
+        else:
+            for batch in source:
+                self.stats.update(batch.rows)
+        self.optimise()
+        self.graft(callback=callback)
+        return self
+
+    # the model ----------------------------------------------------------------------------
+    def to_markov_network(self):
+        """The current MRF as a :class:`~streammn.model.MarkovNetwork` (pairwise features)."""
+        if self._model is None:
+            self._model = to_markov_network(self.schema, self.layout, self.theta)
+        return self._model
+
+    def pll_terms(self, rows) -> np.ndarray:
+        """``log P(x_i | x_-i)`` of the current model for every row and variable."""
+        return pseudo_loglik(self.layout, self.theta, np.ascontiguousarray(rows, np.uint8))
+
+    # serialisation ------------------------------------------------------------------------
+    def to_bytes(self) -> bytes:
+        """Full state: parameters, statistics, active set, weights, search state, RNG."""
+        meta = {"format": FORMAT, "schema": self.schema.to_dict(), "params": self.get_params(),
+                "edges": [list(e) for e in self.edges], "strategy": self._strategy.get_state(),
+                "rng": self.rng.bit_generator.state, "objective_value": self.objective_value,
+                "converged": self.converged, "steps": self.steps,
+                "rows_since_update": self.rows_since_update,
+                "has_marginals": self._marg is not None}
+        arrays = {"theta": self.theta,
+                  "stats": np.frombuffer(self.stats.to_bytes(), dtype=np.uint8)}
+        if self._marg is not None:
+            arrays["marginals"] = self._marg
+        if self._messages is not None:
+            arrays["messages"] = self._messages
+        buf = io.BytesIO()
+        np.savez(buf, __meta__=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **arrays)
+        return buf.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "EdgeGrafting":
+        try:
+            with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+                arrays = {k: npz[k] for k in npz.files}
+            meta = json.loads(arrays.pop("__meta__").tobytes().decode())
+        except (ValueError, OSError, KeyError) as exc:
+            raise GraftingStateError(f"not an EdgeGrafting state: {exc}") from exc
+        if meta.get("format") != FORMAT:
+            raise GraftingStateError(f"unknown EdgeGrafting state format {meta.get('format')!r}")
+        learner = cls(Schema.from_dict(meta["schema"]), **meta["params"])
+        learner.stats = OnDemandPairCounts.from_bytes(arrays["stats"].tobytes())
+        learner.rng.bit_generator.state = meta["rng"]
+        edges = [(int(i), int(j)) for i, j in meta["edges"]]
+        learner.edges, learner.active = edges, set(edges)
+        learner.layout = PairwiseLayout(learner.cards, np.array(edges, np.int64).reshape(-1, 2))
+        learner.theta = arrays["theta"]
+        if learner.theta.shape != (learner.layout.size,):
+            raise GraftingStateError("weights do not match the active set")
+        learner._marg = arrays.get("marginals") if meta["has_marginals"] else None
+        learner._messages = arrays.get("messages")
+        learner._strategy.set_state(meta["strategy"])
+        learner.objective_value = float(meta["objective_value"])
+        learner.converged, learner.steps = bool(meta["converged"]), int(meta["steps"])
+        learner.rows_since_update = int(meta["rows_since_update"])
+        return learner
