@@ -77,6 +77,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="Hoeffding bound confidence (default: 1e-7)")
     learn.add_argument("--tau", type=float, default=0.05,
                        help="Hoeffding tie threshold (default: 0.05)")
+    learn.add_argument("--max-tree-leaves", type=int, default=64,
+                       help="hoeffding: most leaves per tree, which bounds memory and model "
+                            "size on an endless stream; 0 for no cap (default: 64)")
     learn.add_argument("--max-leaves", type=int, default=None,
                        help="memory budget: active leaves over all trees (default: learner's)")
     learn.add_argument("--every-rows", type=int, default=None, help="snapshot every N rows")

@@ -56,7 +56,8 @@ def _make_learner(args, schema):
     from streammn.dtsl import DTSL
 
     params = dict(kappa=args.kappa, mode=args.mode, grace_period=args.grace_period,
-                  delta=args.delta, tau=args.tau, seed=args.seed)
+                  delta=args.delta, tau=args.tau, seed=args.seed,
+                  max_tree_leaves=args.max_tree_leaves or None)
     if args.max_leaves is not None:
         params["max_leaves"] = args.max_leaves
     return DTSL(schema, **params)

@@ -59,6 +59,12 @@ class DTSL:
         Hoeffding: tie threshold; split anyway once the bound is below it (river's default).
     max_depth : int or None, default None
         Depth limit of every tree; None for none (Libra).
+    max_tree_leaves : int or None, default 64
+        Hoeffding: most leaves a tree grows. On a long stream the split test keeps finding
+        small gains (once the bound drops below ``tau`` any gain above the prior splits), so
+        without a cap trees, the converted model and snapshots grow with the stream. A tree at
+        the cap stops collecting split statistics; its leaves keep updating their
+        distributions. None for no cap. Exact mode (a finite dataset) ignores it.
     max_leaves : int or None, default None
         Memory budget: most leaves collecting split statistics at a time (Hoeffding: the least
         promising are deactivated; exact: a level with a larger frontier takes several passes).
@@ -88,8 +94,8 @@ class DTSL:
 
     def __init__(self, schema: Schema, kappa: float = 0.1, mode: str = "hoeffding",
                  grace_period: int = 200, delta: float = 1e-7, tau: float = 0.05,
-                 max_depth: int | None = None, max_leaves: int | None = None,
-                 memory_mb: float = 256.0, min_count: int = 10, prior: float = 1.0,
+                 max_depth: int | None = None, max_tree_leaves: int | None = 64,
+                 max_leaves: int | None = None, memory_mb: float = 256.0, min_count: int = 10, prior: float = 1.0,
                  replay_rows: int = 0, n_threads: int = 1, seed: int | None = None):
         if not isinstance(schema, Schema):
             raise DTSLError(f"schema must be a streammn Schema, got {type(schema).__name__}")
@@ -107,6 +113,8 @@ class DTSL:
             raise DTSLError(f"max_depth must be None or >= 0, got {max_depth!r}")
         if max_leaves is not None and max_leaves < 1:
             raise DTSLError(f"max_leaves must be None or >= 1, got {max_leaves!r}")
+        if max_tree_leaves is not None and max_tree_leaves < 1:
+            raise DTSLError(f"max_tree_leaves must be None or >= 1, got {max_tree_leaves!r}")
         if memory_mb <= 0:
             raise DTSLError(f"memory_mb must be positive, got {memory_mb!r}")
         if min_count < 1:
@@ -125,6 +133,7 @@ class DTSL:
         self.tau = float(tau)
         self.max_depth = None if max_depth is None else int(max_depth)
         self.max_leaves = None if max_leaves is None else int(max_leaves)
+        self.max_tree_leaves = None if max_tree_leaves is None else int(max_tree_leaves)
         self.memory_mb = float(memory_mb)
         self.min_count = int(min_count)
         self.prior = float(prior)
@@ -137,6 +146,7 @@ class DTSL:
     def get_params(self) -> dict:
         return {"kappa": self.kappa, "mode": self.mode, "grace_period": self.grace_period,
                 "delta": self.delta, "tau": self.tau, "max_depth": self.max_depth,
+                "max_tree_leaves": self.max_tree_leaves,
                 "max_leaves": self.max_leaves, "memory_mb": self.memory_mb,
                 "min_count": self.min_count, "prior": self.prior,
                 "replay_rows": self.replay_rows, "n_threads": self.n_threads,
@@ -163,7 +173,8 @@ class DTSL:
         if self.mode == "hoeffding":
             self._grower = HoeffdingGrower(self.forest, self.kappa, self.grace_period,
                                            self.delta, self.tau, self.min_count, self.max_depth,
-                                           self.leaf_budget, self.replay_rows, self.n_threads)
+                                           self.leaf_budget, self.replay_rows, self.n_threads,
+                                           max_tree_leaves=self.max_tree_leaves)
 
     # learning -------------------------------------------------------------------------------
     def _validate(self, batch) -> np.ndarray:
@@ -281,7 +292,8 @@ class DTSL:
             model._grower = HoeffdingGrower(model.forest, model.kappa, model.grace_period,
                                             model.delta, model.tau, model.min_count,
                                             model.max_depth, model.leaf_budget,
-                                            model.replay_rows, model.n_threads, state=arrays)
+                                            model.replay_rows, model.n_threads, state=arrays,
+                                            max_tree_leaves=model.max_tree_leaves)
         return model
 
     def to_bytes(self) -> bytes:

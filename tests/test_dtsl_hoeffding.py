@@ -207,3 +207,26 @@ def test_thread_count_does_not_change_the_model(mode):
     assert one.get_state()[1].keys() == two.get_state()[1].keys()
     for k, v in one.get_state()[1].items():
         np.testing.assert_array_equal(v, two.get_state()[1][k])
+
+
+def test_max_tree_leaves_bounds_every_tree_on_a_long_noisy_stream():
+    rng = np.random.default_rng(11)
+    schema = Schema.binary(12)
+    capped = DTSL(schema, kappa=1.0, grace_period=50, tau=0.5, max_tree_leaves=4)
+    free = DTSL(schema, kappa=1.0, grace_period=50, tau=0.5, max_tree_leaves=None)
+    for _ in range(20):  # pure noise: an uncapped tree keeps splitting on it
+        rows = (rng.random((5000, 12)) < 0.5).astype(np.uint8)
+        capped.partial_fit(rows)
+        free.partial_fit(rows)
+    assert capped.tree_stats()["n_leaves"].max() <= 4
+    assert capped.tree_stats()["n_leaves"].min() >= 2
+    assert free.tree_stats()["n_leaves"].sum() > 4 * 12
+    assert capped.tree_stats()["active_leaves"] == 0  # capped trees collect no statistics
+    # the leaves keep learning their distributions, and the state round-trips exactly
+    before = capped.forest.counts.sum()
+    rows = (rng.random((1000, 12)) < 0.5).astype(np.uint8)
+    restored = DTSL.from_bytes(capped.to_bytes())
+    capped.partial_fit(rows)
+    restored.partial_fit(rows)
+    assert capped.forest.counts.sum() > before
+    assert restored.to_bytes() == capped.to_bytes()

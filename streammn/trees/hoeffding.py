@@ -21,6 +21,10 @@ every tree that split.
 Rows are processed in chunks whose boundaries fall at multiples of ``grace_period`` rows of the
 whole stream, so the model does not depend on how the stream was cut into batches.
 
+``max_tree_leaves`` caps every tree: splits that would pass it are dropped (the largest gains
+win) and a tree at the cap stops collecting split statistics, so model size and memory stay
+bounded on an endless stream.
+
 A memory budget of ``max_leaves`` active leaves holds: when splits exceed it, all leaves are
 ranked by promise (rows the leaf's majority value misclassifies, as river does) and only the
 most promising keep (or get fresh) statistics; the others still update their target counts.
@@ -50,8 +54,10 @@ class HoeffdingGrower:
 
     def __init__(self, forest: Forest, kappa: float, grace_period: int, delta: float,
                  tau: float, min_count: int, max_depth, max_leaves: int,
-                 replay_rows: int = 0, n_threads: int = 1, state: dict | None = None):
+                 replay_rows: int = 0, n_threads: int = 1, state: dict | None = None,
+                 max_tree_leaves: int | None = None):
         self.forest = forest
+        self.max_tree_leaves = max_tree_leaves
         self.kappa = kappa
         self.grace_period = int(grace_period)
         self.delta = delta
@@ -86,9 +92,13 @@ class HoeffdingGrower:
                                    self._buf_leaf, 0)
 
     def _eligible(self, leaves: np.ndarray) -> np.ndarray:
-        if self.max_depth is None:
-            return leaves
-        return leaves[self.forest.depth[leaves] < self.max_depth]
+        """The leaves that may still split: within the depth limit, in trees below the cap."""
+        f = self.forest
+        if self.max_depth is not None:
+            leaves = leaves[f.depth[leaves] < self.max_depth]
+        if self.max_tree_leaves is not None:
+            leaves = leaves[f.n_leaves()[f.tree[leaves]] < self.max_tree_leaves]
+        return leaves
 
     def learn(self, rows: np.ndarray) -> None:
         """Learn from validated rows, in chunks aligned to multiples of ``grace_period``."""
@@ -148,6 +158,8 @@ class HoeffdingGrower:
             margin = (bgain - sgain) / n
         confident = (margin > eps) | (eps < self.tau)
         go = (bvar >= 0) & confident & (bgain > self._penalty[targets])
+        if self.max_tree_leaves is not None:
+            go &= self._within_tree_cap(st.slot_node[due], bgain, go)
         self._retire_full_slots(due[~go])
         if not go.any():
             return np.zeros(0, dtype=np.int32)
@@ -155,8 +167,31 @@ class HoeffdingGrower:
         st.release(due[go])
         t_ids, f_ids = f.split(nodes, bvar[go], bval[go], tcounts[go])
         children = np.concatenate([t_ids, f_ids])
+        if self.max_tree_leaves is not None:  # trees now at the cap stop collecting statistics
+            full = f.n_leaves() >= self.max_tree_leaves
+            leaves = f.leaves()
+            capped = leaves[full[f.tree[leaves]] & (f.slot[leaves] >= 0)]
+            st.release(f.slot[capped])
         self._enforce_budget(self._eligible(children))
         return children
+
+    def _within_tree_cap(self, nodes: np.ndarray, gain: np.ndarray,
+                         go: np.ndarray) -> np.ndarray:
+        """Which of the splits that passed keep every tree within ``max_tree_leaves`` (each
+        split adds one leaf): per tree, the largest gains first."""
+        f = self.forest
+        trees = f.tree[nodes]
+        room = self.max_tree_leaves - f.n_leaves()
+        order = np.lexsort((-gain, trees))  # by tree, then by decreasing gain
+        ranked = np.zeros(nodes.size, dtype=np.int64)
+        passing = go[order]
+        sorted_trees = trees[order]
+        # rank of each passing split within its tree
+        csum = np.cumsum(passing)
+        first = np.searchsorted(sorted_trees, sorted_trees, side="left")
+        before = np.where(first > 0, csum[first - 1], 0)
+        ranked[order] = csum - before - 1
+        return ranked < room[trees]
 
     def _retire_full_slots(self, slots: np.ndarray) -> None:
         """Stop collecting statistics at leaves that could overflow int32 before the next
