@@ -36,6 +36,7 @@ from streammn.snapshot import list_snapshots  # noqa: E402
 def write_stream(path: Path, n_rows: int, n_vars: int, seed: int, chunk: int = 1_000_000):
     """Chains of 10 variables: each copies its predecessor, flipped with probability 0.15."""
     rng = np.random.default_rng(seed)
+    heads = rng.uniform(0.2, 0.8, size=n_vars)  # one stationary distribution for the stream
     schema = Schema.binary(n_vars)
     arrow_schema = pa.schema([(v.name, pa.uint8()) for v in schema],
                              metadata=schema_to_metadata(schema))
@@ -45,7 +46,7 @@ def write_stream(path: Path, n_rows: int, n_vars: int, seed: int, chunk: int = 1
             x = np.empty((m, n_vars), dtype=np.uint8)
             for j in range(n_vars):
                 if j % 10 == 0:
-                    x[:, j] = rng.random(m) < rng.uniform(0.2, 0.8)
+                    x[:, j] = rng.random(m) < heads[j]
                 else:
                     x[:, j] = x[:, j - 1] ^ (rng.random(m) < 0.15)
             table = pa.table({v.name: x[:, j] for j, v in enumerate(schema)},
