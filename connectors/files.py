@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import glob
 import os
+from contextlib import contextmanager
 from typing import Iterator, Sequence
 
 import numpy as np
@@ -48,6 +49,20 @@ def resolve_paths(spec, suffixes: Sequence[str]) -> list[str]:
             raise SourceUnavailable(f"{spec}: pattern matches no files")
         return found
     raise SourceUnavailable(f"{spec}: no such file or directory")
+
+
+@contextmanager
+def read_errors(path: str):
+    """Turn failures while decoding ``path`` into :class:`SourceError` naming it (a vanished
+    file: :class:`SourceUnavailable`); schema and source errors pass through unchanged."""
+    try:
+        yield
+    except (SchemaError, SourceError):
+        raise
+    except FileNotFoundError as e:
+        raise SourceUnavailable(f"{path}: file disappeared ({e})") from e
+    except (pa.ArrowException, OSError, EOFError) as e:
+        raise SourceError(f"{path}: cannot read ({type(e).__name__}: {e})") from e
 
 
 class FileSource(Source):
@@ -134,15 +149,8 @@ class FileSource(Source):
 
     def _wrapped_read(self, index: int, start_row: int) -> Iterator[np.ndarray]:
         """:meth:`_read_file` with decoding failures turned into :class:`SourceError`."""
-        path = self.paths[index]
-        try:
+        with read_errors(self.paths[index]):
             yield from self._read_file(index, start_row)
-        except (SchemaError, SourceError):
-            raise
-        except FileNotFoundError as e:
-            raise SourceUnavailable(f"{path}: file disappeared ({e})") from e
-        except (pa.ArrowException, OSError, EOFError) as e:
-            raise SourceError(f"{path}: cannot read ({type(e).__name__}: {e})") from e
 
     def describe(self) -> str:
         if len(self.paths) == 1:

@@ -31,13 +31,13 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from connectors.arrow import record_batch_rows
-from connectors.base import SourceError, SourceUnavailable
+from connectors.files import read_errors
+from connectors.base import SourceUnavailable
 from connectors.parquet import ParquetSource
-from streammn.schema import Schema, SchemaError
+from streammn.schema import Schema
 from streammn.trees.forest import Forest
 from streammn.trees.stats import LeafStats
 
@@ -105,19 +105,13 @@ def read_partitions(parts: list[Partition], schema: Schema, columns: list[str],
                     batch_size: int) -> Iterator[np.ndarray]:
     """Validated ``uint8`` row blocks of the given partitions (what a task reads)."""
     for part in parts:
-        try:
+        with read_errors(part.path):
             pf = pq.ParquetFile(part.path)
             row = part.first_row
             for rb in pf.iter_batches(batch_size=batch_size, row_groups=list(part.row_groups),
                                       columns=columns, use_threads=False):
                 yield from record_batch_rows(rb, schema, row_offset=row, source=part.path)
                 row += rb.num_rows
-        except (SchemaError, SourceError):
-            raise
-        except FileNotFoundError as e:
-            raise SourceUnavailable(f"{part.path}: file disappeared ({e})") from e
-        except (pa.ArrowException, OSError, EOFError) as e:
-            raise SourceError(f"{part.path}: cannot read ({type(e).__name__}: {e})") from e
 
 
 def n_batches(data) -> int:

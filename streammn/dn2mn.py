@@ -133,6 +133,20 @@ def rotation_fractions(n: int, distances) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 
 @nb.njit(cache=True)
+def _copy_groups(cc, ng, keep, also, gs, ge, var, val, eq, o_var, o_val, o_eq):
+    """Write the conditions of the kept groups (and of group ``also``, -1 for none) from output
+    position ``cc`` on; returns the position after them."""
+    for g in range(ng):
+        if keep[g] or g == also:
+            for c2 in range(gs[g], ge[g]):
+                o_var[cc] = var[c2]
+                o_val[cc] = val[c2]
+                o_eq[cc] = eq[c2]
+                cc += 1
+    return cc
+
+
+@nb.njit(cache=True)
 def _convert_one(f, target, weights, ptr, var, val, eq, base, positions, rotate, spec_w, n,
                  write, fo, co, o_w, o_ptr, o_var, o_val, o_eq, gvar, gs, ge, gp, dist, order,
                  keep):
@@ -219,15 +233,8 @@ def _convert_one(f, target, weights, ptr, var, val, eq, base, positions, rotate,
             # numerator: kept groups + the target's tests, in variable order
             if write:
                 o_w[fo + n_f] = wt
-                cc = co + n_c
-                for g in range(ng):
-                    if keep[g] or g == ti:
-                        for c2 in range(gs[g], ge[g]):
-                            o_var[cc] = var[c2]
-                            o_val[cc] = val[c2]
-                            o_eq[cc] = eq[c2]
-                            cc += 1
-                o_ptr[fo + n_f + 1] = cc
+                o_ptr[fo + n_f + 1] = _copy_groups(co + n_c, ng, keep, ti, gs, ge, var, val,
+                                                   eq, o_var, o_val, o_eq)
             n_f += 1
             n_c += len_k + len_t
             # denominator: kept groups only, the target fixed to x'_i as well
@@ -236,15 +243,8 @@ def _convert_one(f, target, weights, ptr, var, val, eq, base, positions, rotate,
                 continue  # a constant feature only shifts log Z
             if write:
                 o_w[fo + n_f] = wd
-                cc = co + n_c
-                for g in range(ng):
-                    if keep[g]:
-                        for c2 in range(gs[g], ge[g]):
-                            o_var[cc] = var[c2]
-                            o_val[cc] = val[c2]
-                            o_eq[cc] = eq[c2]
-                            cc += 1
-                o_ptr[fo + n_f + 1] = cc
+                o_ptr[fo + n_f + 1] = _copy_groups(co + n_c, ng, keep, -1, gs, ge, var, val,
+                                                   eq, o_var, o_val, o_eq)
             n_f += 1
             n_c += len_k
     return n_f, n_c

@@ -327,6 +327,36 @@ def _chunk_pass(rows, start, n_words, offs, cards, weights, gptr, g_start, g_end
 
 
 @nb.njit(cache=True)
+def _literal_codes(var, val, eq, cards):
+    """``(offs, code)``: value offsets of the variables, and for every condition its literal
+    index ``2 * (offs[var] + val) + (0 for '=' | 1 for '!=')``."""
+    offs = np.zeros(cards.shape[0] + 1, dtype=np.int64)
+    for j in range(cards.shape[0]):
+        offs[j + 1] = offs[j] + cards[j]
+    code = np.empty(var.shape[0], dtype=np.int64)
+    for c in range(var.shape[0]):
+        code[c] = 2 * (offs[var[c]] + val[c]) + (0 if eq[c] else 1)
+    return offs, code
+
+
+@nb.njit(cache=True)
+def _group_mask(c, end, var, val, eq, cards):
+    """The conditions from ``c`` on that test ``var[c]`` (a feature's conditions are sorted by
+    variable): returns ``(first condition after them, bit mask of the values satisfying all)``."""
+    j = var[c]
+    m = np.uint64(0)
+    for a in range(cards[j]):
+        m |= np.uint64(1) << np.uint64(a)
+    while c < end and var[c] == j:
+        if eq[c]:
+            m &= np.uint64(1) << np.uint64(val[c])
+        else:
+            m &= ~(np.uint64(1) << np.uint64(val[c]))
+        c += 1
+    return c, m
+
+
+@nb.njit(cache=True)
 def _group_structure(ptr, var, val, eq, cards, owner):
     """Per-variable condition groups of every feature, computed once per call.
 
@@ -337,14 +367,7 @@ def _group_structure(ptr, var, val, eq, cards, owner):
     does not count (``owner[f]`` is another variable); ``code[c]`` is condition c's literal row.
     """
     F = ptr.shape[0] - 1
-    n_vars = cards.shape[0]
-    offs = np.zeros(n_vars + 1, dtype=np.int64)
-    for j in range(n_vars):
-        offs[j + 1] = offs[j] + cards[j]
-    C = var.shape[0]
-    code = np.empty(C, dtype=np.int64)
-    for c in range(C):
-        code[c] = 2 * (offs[var[c]] + val[c]) + (0 if eq[c] else 1)
+    offs, code = _literal_codes(var, val, eq, cards)
     n_groups = 0
     for f in range(F):
         for c in range(ptr[f], ptr[f + 1]):
@@ -362,15 +385,7 @@ def _group_structure(ptr, var, val, eq, cards, owner):
         while c < ptr[f + 1]:
             j = var[c]
             g_start[g] = c
-            m = np.uint64(0)
-            for a in range(cards[j]):
-                m |= np.uint64(1) << np.uint64(a)
-            while c < ptr[f + 1] and var[c] == j:
-                if eq[c]:
-                    m &= np.uint64(1) << np.uint64(val[c])
-                else:
-                    m &= ~(np.uint64(1) << np.uint64(val[c]))
-                c += 1
+            c, m = _group_mask(c, ptr[f + 1], var, val, eq, cards)
             g_end[g] = c
             g_var[g] = j
             g_mask[g] = m
@@ -389,29 +404,13 @@ def _group_structure(ptr, var, val, eq, cards, owner):
 def _group_masks(ptr, var, val, eq, cards):
     """(code[c], allowed[c]): literal index of each condition, and at the first condition of
     each per-variable group the bit mask of the values satisfying the whole group."""
-    C = var.shape[0]
-    offs = np.zeros(cards.shape[0] + 1, dtype=np.int64)
-    for j in range(cards.shape[0]):
-        offs[j + 1] = offs[j] + cards[j]
-    code = np.empty(C, dtype=np.int64)
-    allowed = np.zeros(C, dtype=np.uint64)
-    for c in range(C):
-        code[c] = 2 * (offs[var[c]] + val[c]) + (0 if eq[c] else 1)
+    _, code = _literal_codes(var, val, eq, cards)
+    allowed = np.zeros(var.shape[0], dtype=np.uint64)
     for f in range(ptr.shape[0] - 1):
         c = ptr[f]
         while c < ptr[f + 1]:
-            j = var[c]
             s = c
-            m = np.uint64(0)
-            for a in range(cards[j]):
-                m |= np.uint64(1) << np.uint64(a)
-            while c < ptr[f + 1] and var[c] == j:
-                if eq[c]:
-                    m &= np.uint64(1) << np.uint64(val[c])
-                else:
-                    m &= ~(np.uint64(1) << np.uint64(val[c]))
-                c += 1
-            allowed[s] = m
+            c, allowed[s] = _group_mask(c, ptr[f + 1], var, val, eq, cards)
     return code, allowed
 
 
