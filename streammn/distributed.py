@@ -13,7 +13,8 @@ reduction on the workers, so only one result travels back to the driver.
   the frontier leaves and their trees to every worker (a broadcast: one copy per worker, not per
   task); each task routes its rows through the forest and returns the statistics of every
   frontier leaf; the sums are scored and split by the driver exactly as in a local pass, so the
-  trees are identical to the single-process ones.
+  trees are identical to the single-process ones. Workers remember their rows' nodes between
+  passes (within a memory budget), so deep trees cost no more per level than shallow ones.
 - :func:`dask_client`: ``local[N]`` (a LocalCluster of N single-threaded worker processes, BLAS
   and numba pinned to one thread each) or a scheduler address.
 
@@ -26,6 +27,8 @@ import copy
 import logging
 import os
 import re
+import threading
+import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator
@@ -35,7 +38,7 @@ import pyarrow.parquet as pq
 
 from connectors.arrow import record_batch_rows
 from connectors.files import read_errors
-from connectors.base import SourceUnavailable
+from connectors.base import SourceError, SourceUnavailable
 from connectors.parquet import ParquetSource
 from streammn.schema import Schema
 from streammn.trees.forest import Forest
@@ -173,16 +176,50 @@ def count_statistics(data, store_factory: Callable, client, by: str = "row_group
 
 
 # exact DTSL passes ----------------------------------------------------------------------------
-def _frontier_task(shipment, batch_size, parts):
+# Each worker process remembers, per task group of the latest DaskPasses, every row's current node
+# in every tree ({(token, group): row_node}), so a pass moves rows down one level instead of
+# routing them from the roots (as SourcePasses does in one process). Nodes are only ever split,
+# so a remembered node is an ancestor of the row's leaf, however stale: a task that finds no
+# entry (another worker ran it before, or the budget is spent) still counts the same statistics.
+_ROW_NODES: dict[tuple[str, int], np.ndarray] = {}
+_ROW_NODES_LOCK = threading.Lock()
+
+
+def _remembered_nodes(key: tuple[str, int], n_rows: int, roots: np.ndarray,
+                      cache_bytes: int) -> np.ndarray | None:
+    """This worker's row -> node table for task group ``key``, made (at the roots) if the
+    worker's tables stay within ``cache_bytes``; None when they would not."""
+    with _ROW_NODES_LOCK:
+        for old in [k for k in _ROW_NODES if k[0] != key[0]]:  # an earlier learner's tables
+            del _ROW_NODES[old]
+        table = _ROW_NODES.get(key)
+        if table is None:
+            used = sum(t.nbytes for t in _ROW_NODES.values())
+            if used + n_rows * roots.shape[0] * 4 > cache_bytes:
+                return None
+            table = _ROW_NODES[key] = np.tile(roots, (n_rows, 1))
+        return table
+
+
+def _frontier_task(shipment, batch_size, parts, key, cache_bytes):
     """Statistics of the frontier leaves from this task's partitions: (tot, stats) in the
     order of the shipped ``chunk``."""
-    schema, columns, prior, state, chunk, trees = shipment
+    schema, columns, prior, state, chunk, trees, dtype = shipment
     forest = Forest.from_state(schema, prior, state)
     forest.slot[:] = -1
-    stats = LeafStats(forest, capacity=chunk.shape[0], n_threads=1)
+    stats = LeafStats(forest, capacity=chunk.shape[0], dtype=dtype, n_threads=1)
     stats.activate(chunk)
+    row_node = _remembered_nodes(key, sum(p.n_rows for p in parts), forest.roots, cache_bytes)
+    offset = 0
     for rows in read_partitions(parts, schema, columns, batch_size):
-        stats.add(rows, count_leaves=False, trees=trees)
+        if row_node is None:
+            stats.add(rows, count_leaves=False, trees=trees)
+        else:
+            view = row_node[offset:offset + rows.shape[0]]
+            if view.shape[0] != rows.shape[0]:
+                raise SourceError(f"{parts[-1].path}: more rows than its metadata declares")
+            stats.add_cached(rows, trees, view)
+        offset += rows.shape[0]
     slots = forest.slot[chunk].astype(np.int64)
     return stats.tot[slots], stats.stats[slots]
 
@@ -205,15 +242,25 @@ class DaskPasses:
         Partition granularity.
     n_tasks : int or None, default None
         Task groups per pass (default: one per worker thread).
+    cache_bytes : int, default 256 MiB
+        Per worker process: memory for remembering each row's node between passes (4 bytes
+        per row and variable), so deep trees cost no more per level than shallow ones. Group
+        ``i`` is sent to the same worker every pass so that it finds its table there.
     """
 
-    def __init__(self, client, data, by: str = "row_group", n_tasks: int | None = None):
+    def __init__(self, client, data, by: str = "row_group", n_tasks: int | None = None,
+                 cache_bytes: int = 256 * 2 ** 20):
         self.client = client
         self.source = _parquet(data)
         self.by = by
         self.n_tasks = n_tasks
+        self.cache_bytes = int(cache_bytes)
         self.groups = group_partitions(parquet_partitions(self.source, by),
                                        n_tasks or _default_groups(client))
+        workers = sorted(client.scheduler_info()["workers"])
+        self.homes = [[workers[i % len(workers)]] if workers else None
+                      for i in range(len(self.groups))]
+        self.token = uuid.uuid4().hex
         self.n_passes = 0
 
     def __repr__(self) -> str:
@@ -224,10 +271,13 @@ class DaskPasses:
                  trees: np.ndarray) -> None:
         src = self.source
         shipment = (src.schema, src.columns, forest.prior, forest.get_state(),
-                    np.asarray(chunk, dtype=np.int32), np.asarray(trees, dtype=np.int64))
+                    np.asarray(chunk, dtype=np.int32), np.asarray(trees, dtype=np.int64),
+                    stats.dtype)
         [shipped] = self.client.scatter([shipment], broadcast=True, hash=False)
         futures = [self.client.submit(_frontier_task, shipped, src.batch_size, parts,
-                                      pure=False) for parts in self.groups]
+                                      (self.token, i), self.cache_bytes, pure=False,
+                                      workers=self.homes[i], allow_other_workers=True)
+                   for i, parts in enumerate(self.groups)]
         tot, leaf_stats = _tree_reduce(self.client, futures, _add_leaf_stats)
         slots = forest.slot[chunk].astype(np.int64)
         stats.tot[slots] += tot

@@ -71,8 +71,8 @@ class DTSL:
         None derives it from ``memory_mb``.
     memory_mb : float, default 256
         Budget for the split statistics when ``max_leaves`` is None; in exact mode also for
-        remembering each row's node between passes (4 bytes per row and variable; beyond it
-        every pass routes rows from the roots).
+        remembering each row's node between passes (4 bytes per row and variable, in this
+        process or in each Dask worker; beyond it every pass routes rows from the roots).
     min_count : int, default 10
         Rows a test needs on each side (Libra's default).
     prior : float, default 1.0

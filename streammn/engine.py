@@ -254,7 +254,8 @@ class StreamLearner:
             self.marginals.merge(count_statistics(self.source, MarginalCounts, dask_client))
             self.state.rows_seen += self.marginals.n_rows
             self.state.batches_seen += n_batches(self.source)
-            count_pass = DaskPasses(dask_client, self.source)
+            count_pass = DaskPasses(dask_client, self.source,
+                                    cache_bytes=int(self.learner.memory_mb * 2 ** 20))
             # where a local final pass would leave the source (recorded in the manifest)
             self.source.seek({"file_index": len(self.source.paths), "row": 0,
                               "offset": self.marginals.n_rows})

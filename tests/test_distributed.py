@@ -126,6 +126,30 @@ def test_exact_dtsl_on_dask_equals_single_process(client, dataset, params):
         assert local.n_passes > int(local.forest.depths().max()) + 1
 
 
+@pytest.mark.parametrize("room", ["none", "one group", "all"])
+def test_remembered_nodes_do_not_change_the_trees(client, dataset, room):
+    """Workers' row -> node tables (none, room for one task group only, all) are a speed-up
+    only: the trees equal the single-process ones whichever tasks find a table."""
+    from streammn import distributed
+    path, schema, _ = dataset
+    source = ParquetSource(path, batch_size=512)
+    table_bytes = [sum(p.n_rows for p in g) * schema.n_vars * 4
+                   for g in group_partitions(parquet_partitions(path), 3)]
+    cache_bytes = {"none": 0, "one group": max(table_bytes), "all": 2 ** 30}[room]
+    params = dict(kappa=0.2, min_count=5)
+    local = DTSL(schema, mode="exact", **params).fit(source)
+    passes = DaskPasses(client, source, n_tasks=3, cache_bytes=cache_bytes)
+    remote = DTSL(schema, mode="exact", **params).fit(source, count_pass=passes)
+    assert remote.to_bytes() == local.to_bytes()
+    # the cluster runs its workers as threads of this process, sharing one table store
+    tables = {k: t for k, t in distributed._ROW_NODES.items() if k[0] == passes.token}
+    assert len(tables) == {"none": 0, "one group": 1, "all": 3}[room]
+    for (_, i), table in tables.items():  # rows moved down their trees, each in its own
+        assert table.shape == (table_bytes[i] // (4 * schema.n_vars), schema.n_vars)
+        assert (local.forest.tree[table] == np.arange(schema.n_vars)).all()
+        assert (local.forest.depth[table] > 1).mean() > 0.5
+
+
 def test_count_pass_is_for_exact_mode(client, dataset):
     path, schema, _ = dataset
     source = ParquetSource(path)
