@@ -58,7 +58,23 @@ def payloads(rows: np.ndarray, format: str, rows_per_message: int) -> list[bytes
     return out
 
 
-def _raw_consume(bootstrap: str, topic: str, partitions: int,
+def fill_topic(mock: MockKafkaCluster, topic: str, values: list[bytes], partitions: int) -> None:
+    """Create ``topic`` on the mock cluster and produce ``values`` in order, the first
+    ``len(values) // partitions`` to partition 0, the next to partition 1, and so on."""
+    mock.create_topic(topic, partitions)
+    per_part = max(1, len(values) // partitions)
+    producer = Producer({"bootstrap.servers": mock.bootstrap, "linger.ms": 20, "log_level": 0})
+    for i, v in enumerate(values):
+        while True:
+            try:
+                producer.produce(topic, v, partition=min(i // per_part, partitions - 1))
+                break
+            except BufferError:
+                producer.poll(0.05)
+    producer.flush(120)
+
+
+def raw_consume(bootstrap: str, topic: str, partitions: int,
                  expected: int) -> tuple[int, int, float]:
     """Messages and bytes read by a bare consumer from offset 0 until all ``expected``
     messages arrived (the same stopping rule a finite replay has, without its bookkeeping)."""
@@ -86,26 +102,15 @@ def measure(format: str = "csv", n_vars: int = 100, partitions: int = 8,
     n_rows = partitions * rows_per_partition
     rows = rng.integers(0, 2, size=(n_rows, n_vars), dtype=np.uint8)
     values = payloads(rows, format, rows_per_message)
-    per_part = len(values) // partitions
     part_bytes = sum(map(len, values)) / partitions
     if part_bytes > MOCK_PARTITION_BYTES:
         raise ValueError(f"{format}: {part_bytes / 1e6:.1f} MB per partition exceeds the mock "
                          f"cluster's retention; use fewer rows or more partitions")
     with MockKafkaCluster() as mock:
         topic = f"bench-{format}"
-        mock.create_topic(topic, partitions)
-        producer = Producer({"bootstrap.servers": mock.bootstrap, "linger.ms": 20,
-                             "log_level": 0})
-        for i, v in enumerate(values):
-            while True:
-                try:
-                    producer.produce(topic, v, partition=min(i // per_part, partitions - 1))
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-        producer.flush(120)
+        fill_topic(mock, topic, values, partitions)
 
-        n_msgs, n_bytes, raw_s = _raw_consume(mock.bootstrap, topic, partitions, len(values))
+        n_msgs, n_bytes, raw_s = raw_consume(mock.bootstrap, topic, partitions, len(values))
         src = KafkaSource(mock.bootstrap, topic, "bench", schema=schema, format=format,
                           partitions=range(partitions), batch_size=batch_size,
                           stop_at_end=True, config={"log_level": 0})

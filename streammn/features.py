@@ -62,6 +62,18 @@ def canonical_conditions(conditions: Iterable[Condition], cardinalities) -> tupl
     return tuple(out)
 
 
+def distinct_sorted(keys: np.ndarray) -> np.ndarray:
+    """The distinct values of an integer array, sorted: ``np.unique`` by sorting, which for
+    millions of int64 keys is an order of magnitude faster than numpy 2's hash-based path."""
+    keys = np.sort(keys)
+    if keys.size == 0:
+        return keys
+    keep = np.empty(keys.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(keys[1:], keys[:-1], out=keep[1:])
+    return keys[keep]
+
+
 class FeatureSet:
     """A set of weighted conjunctive features over a :class:`~streammn.schema.Schema`.
 
@@ -155,8 +167,9 @@ class FeatureSet:
         """Every pair of distinct variables tested together by a feature, vectorised:
         ``(i, j, feature)`` arrays with ``i < j``, one entry per (pair, feature)."""
         f_of_cond = np.repeat(np.arange(self.n_features, dtype=np.int64), self.lengths())
-        fv = np.unique(np.stack([f_of_cond, self.var.astype(np.int64)], axis=1), axis=0) \
-            if self.var.size else np.empty((0, 2), dtype=np.int64)
+        n_vars = self.schema.n_vars
+        keys = distinct_sorted(f_of_cond * n_vars + self.var)  # distinct (feature, var)
+        fv = np.stack([keys // n_vars, keys % n_vars], axis=1)
         i, j, f = [np.empty(0, np.int64)], [np.empty(0, np.int64)], [np.empty(0, np.int64)]
         for d in range(1, int(self.lengths().max(initial=0))):  # variables d apart in a feature
             same = fv[:-d, 0] == fv[d:, 0]
@@ -172,7 +185,8 @@ class FeatureSet:
         """CSR index variable -> features that mention it: ``(var_ptr[n+1], var_features)``."""
         n = self.schema.n_vars
         f_of_cond = np.repeat(np.arange(self.n_features, dtype=np.int64), self.lengths())
-        keys = np.unique(self.var.astype(np.int64) * max(self.n_features, 1) + f_of_cond)
+        keys = distinct_sorted(self.var.astype(np.int64) * max(self.n_features, 1)
+                               + f_of_cond)
         counts = np.bincount(keys // max(self.n_features, 1), minlength=n)
         var_ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         return var_ptr, np.ascontiguousarray(keys % max(self.n_features, 1), dtype=np.int64)

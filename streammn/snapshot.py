@@ -46,7 +46,7 @@ from typing import Callable, Mapping, Sequence, Union
 import numpy as np
 
 from streammn import __version__
-from streammn.features import FeatureSet
+from streammn.features import FeatureSet, distinct_sorted
 from streammn.formats import read_json, write_json, write_libra_mn, write_uai
 from streammn.schema import Schema
 
@@ -392,7 +392,7 @@ def model_summary(schema: Schema, features: FeatureSet) -> dict:
     together in at least one feature)."""
     i, j, _ = features.variable_pairs()
     return {"n_vars": schema.n_vars, "n_features": int(features.n_features),
-            "n_edges": int(np.unique(i * schema.n_vars + j).size)}
+            "n_edges": int(distinct_sorted(i * schema.n_vars + j).size)}
 
 
 def load_snapshot(path: str | os.PathLike):

@@ -21,6 +21,8 @@ import os
 import re
 from typing import Sequence
 
+import numpy as np
+
 from streammn.features import Condition, FeatureSet
 from streammn.formats.errors import ModelFormatError, check_weight, check_weights
 from streammn.schema import Schema, SchemaError
@@ -236,13 +238,25 @@ def read_libra_dn(path: str | os.PathLike,
 
 # writing ------------------------------------------------------------------------------------
 def _feature_lines(features: FeatureSet) -> list[str]:
-    out = []
-    for w, conds in features:
-        text = "%.16e" % w
-        if conds:
-            text += " " + " ".join(f"{'+' if eq else '-'}v{v}_{a}" for v, a, eq in conds)
-        out.append(text)
-    return out
+    """``weight [+|-]v<var>_<value> ...`` per feature, built without a Python loop over
+    conditions: each condition's text comes from a table of every (var, value, sign), and the
+    pieces are laid out in file order and joined once per feature."""
+    n, ptr = features.n_features, features.ptr
+    if n == 0:
+        return []
+    cards = features.schema.cardinalities.astype(np.int64)
+    start = np.concatenate([[0], np.cumsum(cards)[:-1]])
+    tokens = np.array([f" {sign}v{v}_{a}" for v in range(cards.size) for a in range(cards[v])
+                       for sign in "-+"], dtype=object)
+    codes = 2 * (start[features.var] + features.val) + features.eq.astype(np.int64)
+    pieces = np.empty(n + codes.size, dtype=object)
+    first = ptr[:-1] + np.arange(n)  # feature f's weight, then its conditions
+    pieces[first] = ["%.16e" % w for w in features.weights.tolist()]
+    is_cond = np.ones(pieces.size, dtype=bool)
+    is_cond[first] = False
+    pieces[is_cond] = tokens[codes]
+    bounds = np.append(first, pieces.size).tolist()
+    return ["".join(pieces[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
 def _write(path, text_lines: list[str]) -> None:
