@@ -24,7 +24,7 @@ import re
 import numba as nb
 import numpy as np
 
-from streammn.features import FeatureSet
+from streammn.features import FeatureSet, distinct_sorted
 from streammn.formats.errors import ModelFormatError, check_weights
 from streammn.schema import Schema, SchemaError
 
@@ -67,13 +67,18 @@ def _log_tables(scope_ptr, scope_var, fac_ptr, fac_feat, tab_ptr, cards,
 
 def _factors(features: FeatureSet, merge: bool) -> tuple[list[tuple[int, ...]], list[list[int]]]:
     """Scopes and the features of each factor, in order of first appearance."""
+    n_vars = features.schema.n_vars
+    f_of_cond = np.repeat(np.arange(features.n_features, dtype=np.int64), features.lengths())
+    keys = distinct_sorted(f_of_cond * n_vars + features.var)  # each feature's sorted scope
+    scope_vars = (keys % n_vars).tolist()
+    bounds = np.searchsorted(keys // n_vars, np.arange(features.n_features + 1)).tolist()
     scopes: list[tuple[int, ...]] = []
     members: list[list[int]] = []
     index: dict[tuple[int, ...], int] = {}
     for f in range(features.n_features):
-        scope = features.scope(f)
-        if not scope:
+        if bounds[f] == bounds[f + 1]:
             continue
+        scope = tuple(scope_vars[bounds[f]:bounds[f + 1]])
         g = index.get(scope) if merge else None
         if g is None:
             g = len(scopes)
