@@ -77,8 +77,8 @@ def _add_rows(rows, indicators, trees, q0, q1, roots, links, node_slot, node_cou
               count_leaves, tot, stats, slot_n, slot_last, grace, due):
     """Add rows to trees ``trees[q0:q1]``; record in ``due`` the slots reaching ``grace`` new
     rows. Each row is first routed through all the trees, four at a time (:func:`_leaves4`),
-    then counted tree by tree: kept apart, the counting loop vectorises (2-3x faster than
-    counting each tree as soon as it is routed)."""
+    then counted tree by tree. The count is written out here over the hoisted width ``K``: so
+    LLVM vectorises the row add (as a separate inlined helper it did not, 2.5x slower)."""
     n_due = 0
     K = indicators.shape[1]
     leaves = np.empty(q1 - q0, dtype=np.int32)
@@ -150,7 +150,7 @@ def _advance_rows(rows, indicators, trees, q0, q1, links, node_slot, tot, stats,
         row = rows[r]
         src = indicators[r]
         nodes = row_node[r]
-        for q in range(q0, q1):  # move down first, count after: the counting loop vectorises
+        for q in range(q0, q1):  # move every tree down first, then count in a tight loop
             t = trees[q]
             node = nodes[t]
             v = links[node, 0]
