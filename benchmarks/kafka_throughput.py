@@ -7,8 +7,8 @@ once by ``KafkaSource`` producing validated ``uint8`` batches. A third figure ti
 :class:`~connectors.messages.MessageDecoder` alone on the same payloads held in memory.
 
 The mock keeps about 5 MB per partition, so rows are spread over ``partitions`` partitions and
-each partition stays below that. This is section (1) of the scale benchmark's building blocks;
-``python -m benchmarks.kafka_throughput`` writes ``benchmarks/results/scale_kafka.json`` and a
+each partition stays below that. It breaks the reading side of ``benchmarks.scale kafka`` down
+by format; ``python -m benchmarks.kafka_throughput`` writes ``benchmarks/results/scale_kafka.json`` and a
 Markdown table next to it.
 """
 
