@@ -257,9 +257,10 @@ class DaskPasses:
         self.cache_bytes = int(cache_bytes)
         self.groups = group_partitions(parquet_partitions(self.source, by),
                                        n_tasks or _default_groups(client))
-        workers = sorted(client.scheduler_info()["workers"])
-        self.homes = [[workers[i % len(workers)]] if workers else None
-                      for i in range(len(self.groups))]
+        workers = sorted(client.nthreads())  # asks the scheduler, like _default_groups
+        # where group i goes every pass ({} when no worker is known yet: anywhere)
+        self.homes = [{"workers": [workers[i % len(workers)]], "allow_other_workers": True}
+                      if workers else {} for i in range(len(self.groups))]
         self.token = uuid.uuid4().hex
         self.n_passes = 0
 
@@ -276,7 +277,7 @@ class DaskPasses:
         [shipped] = self.client.scatter([shipment], broadcast=True, hash=False)
         futures = [self.client.submit(_frontier_task, shipped, src.batch_size, parts,
                                       (self.token, i), self.cache_bytes, pure=False,
-                                      workers=self.homes[i], allow_other_workers=True)
+                                      **self.homes[i])
                    for i, parts in enumerate(self.groups)]
         tot, leaf_stats = _tree_reduce(self.client, futures, _add_leaf_stats)
         slots = forest.slot[chunk].astype(np.int64)
