@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from connectors.base import DEFAULT_BATCH_SIZE, Batch, Source
+from connectors.base import DEFAULT_BATCH_SIZE, Batch, NumberedRows
 from streammn.schema import Schema
 
 
-class ArraySource(Source):
+class ArraySource(NumberedRows):
     """Yield the rows of a 2-D array in batches; the position is the next row index.
 
     The whole array is validated against ``schema`` (inferred when omitted) up front, so a bad
@@ -33,17 +33,8 @@ class ArraySource(Source):
             self._next = stop
             yield Batch(self.rows[start:stop], end=stop, start=start)
 
-    def position(self) -> int:
-        return self._next
-
-    def initial_position(self) -> int:
-        return 0
-
-    def seek(self, position) -> None:
-        position = int(position)
-        if not 0 <= position <= self.rows.shape[0]:
-            raise ValueError(f"position {position} outside 0..{self.rows.shape[0]}")
-        self._next = position
+    def _n_rows(self) -> int:
+        return self.rows.shape[0]
 
     def describe(self) -> str:
         return f"{self.name} ({self.rows.shape[0]} rows)"

@@ -118,3 +118,25 @@ class Source:
         if not blocks:
             return np.empty((0, self.schema.n_vars), dtype=np.uint8)
         return np.ascontiguousarray(np.concatenate(blocks, axis=0))
+
+
+class NumberedRows(Source):
+    """A source whose rows are numbered from 0 (a matrix, a generator): the position is the
+    number of the next row, ``_next``; ``_n_rows()`` is the last valid position (None: no end)."""
+
+    _next: int
+
+    def _n_rows(self) -> int | None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def position(self) -> int:
+        return self._next
+
+    def initial_position(self) -> int:
+        return 0
+
+    def seek(self, position) -> None:
+        position, n = int(position), self._n_rows()
+        if position < 0 or (n is not None and position > n):
+            raise ValueError(f"position {position} outside 0..{n}")
+        self._next = position

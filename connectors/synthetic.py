@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from connectors.base import Batch, Source
+from connectors.base import Batch, NumberedRows
 
 
-class SyntheticSource(Source):
+class SyntheticSource(NumberedRows):
     """Stream rows drawn by Gibbs sampling from a Markov network (or dependency network).
 
     Parameters
@@ -70,17 +70,8 @@ class SyntheticSource(Source):
             self._next = stop
             yield Batch(rows, end=stop, start=start)
 
-    def position(self) -> int:
-        return self._next
-
-    def initial_position(self) -> int:
-        return 0
-
-    def seek(self, position) -> None:
-        position = int(position)
-        if position < 0 or (self.n_rows is not None and position > self.n_rows):
-            raise ValueError(f"position {position} outside 0..{self.n_rows}")
-        self._next = position
+    def _n_rows(self) -> int | None:
+        return self.n_rows
 
     def describe(self) -> str:
         total = "unbounded" if self.n_rows is None else f"{self.n_rows} rows"
