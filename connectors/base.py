@@ -15,20 +15,23 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from streammn.errors import EXIT_UNAVAILABLE, DataError, UnavailableError
 from streammn.schema import Schema
 
 DEFAULT_BATCH_SIZE = 65536
 
 
-class SourceError(IOError):
+class SourceError(DataError, OSError):
     """A source cannot be opened or read: missing, truncated or corrupt file, broker gone.
 
     Rows yielded before the error stay valid; the message names the file or endpoint.
     """
 
 
-class SourceUnavailable(SourceError):
+class SourceUnavailable(SourceError, UnavailableError):
     """The source's backing service or file cannot be reached at all (CLI exit code 4)."""
+
+    exit_code = EXIT_UNAVAILABLE
 
 
 @dataclass(frozen=True)

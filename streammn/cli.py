@@ -10,10 +10,10 @@ import argparse
 import sys
 import textwrap
 
-EXIT_OK, EXIT_OTHER, EXIT_USAGE, EXIT_BAD_INPUT, EXIT_UNAVAILABLE = 0, 1, 2, 3, 4
+from streammn.errors import EXIT_OK, EXIT_USAGE, SettingsError, exit_code  # noqa: F401 (EXIT_OK)
 
 
-class UsageError(Exception):
+class UsageError(SettingsError):
     """Arguments that parse but do not make sense together (exit code 2)."""
 
 
@@ -177,20 +177,6 @@ def main(argv=None) -> int:
         code = exit_code(e)
         print(f"streammn {args.command}: error: {e}", file=sys.stderr)
         return code
-
-
-def exit_code(error: BaseException) -> int:
-    from connectors.base import SourceError, SourceUnavailable
-    from streammn.formats import ModelFormatError
-    from streammn.schema import SchemaError
-    from streammn.snapshot import SnapshotError
-    if isinstance(error, SourceUnavailable):
-        return EXIT_UNAVAILABLE
-    if isinstance(error, (SchemaError, SourceError, ModelFormatError, SnapshotError)):
-        return EXIT_BAD_INPUT
-    if isinstance(error, KeyboardInterrupt):
-        return 130
-    return EXIT_OTHER
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ from connectors.parquet import ParquetSource
 from streammn.schema import Schema
 from streammn.trees.forest import Forest
 from streammn.trees.stats import LeafStats
+from streammn.errors import SettingsError
 
 PARTITION_KINDS = ("row_group", "file")
 # One thread per worker process for every threading layer a task might touch.
@@ -50,7 +51,7 @@ PINNED_ENV = {"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_TH
               "MKL_NUM_THREADS": "1"}
 
 
-class DistributedError(ValueError):
+class DistributedError(SettingsError):
     """Dask is missing, a cluster spec is malformed, or the input cannot be partitioned."""
 
 

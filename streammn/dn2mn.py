@@ -37,12 +37,13 @@ from streammn.dn import DependencyNetwork
 from streammn.features import FeatureSet
 from streammn.model import MarkovNetwork
 from streammn.schema import Schema
+from streammn.errors import SettingsError
 
 BASES = ("marginals", "single", "uniform")
 ORDERINGS = ("rotations2", "rotations", "two", "one")
 
 
-class DN2MNError(ValueError):
+class DN2MNError(SettingsError):
     """A DN2MN argument is missing or inconsistent (base distribution, order, refine data)."""
 
 

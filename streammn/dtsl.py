@@ -30,12 +30,13 @@ from streammn.trees.features import forest_features
 from streammn.trees.forest import Forest
 from streammn.trees.hoeffding import STATS_DTYPE, HoeffdingGrower
 from streammn.trees.stats import LeafStats
+from streammn.errors import SettingsError
 
 MODES = ("hoeffding", "exact")
 STATE_FORMAT = 1
 
 
-class DTSLError(ValueError):
+class DTSLError(SettingsError):
     """A DTSL setting or call that cannot work (bad parameter, wrong mode, unusable source)."""
 
 

@@ -36,6 +36,7 @@ from streammn.model import MarkovNetwork
 from streammn.snapshot import (SnapshotWriter, latest_valid_snapshot, model_files,
                                model_summary, resolve_snapshot)
 from streammn.stats import MarginalCounts, RowReservoir
+from streammn.errors import SettingsError
 
 LEARNER_FILE = "learner.bin"
 STATS_FILE = "marginals.bin"
@@ -62,7 +63,7 @@ def learner_to_model(learner, marginals: MarginalCounts, refine: bool = False,
     return dn2mn(dn, marginals=marginals)
 
 
-class EngineError(RuntimeError):
+class EngineError(SettingsError):
     """The engine cannot start or resume (e.g. a snapshot of another learner or schema)."""
 
 

@@ -17,11 +17,12 @@ import numpy as np
 from streammn import loglinear
 from streammn.features import FeatureSet
 from streammn.schema import Schema
+from streammn.errors import SettingsError
 
 DEFAULT_MAX_STATES = 2 ** 20  # 20 binary variables
 
 
-class EnumerationTooLarge(ValueError):
+class EnumerationTooLarge(SettingsError):
     """Exact enumeration was asked for a model with more joint states than allowed."""
 
 

@@ -16,12 +16,13 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 import numpy as np
+from streammn.errors import DataError
 
 MIN_CARDINALITY = 2
 MAX_CARDINALITY = 255
 
 
-class SchemaError(ValueError):
+class SchemaError(DataError):
     """Rows that do not fit the schema, or a schema that cannot be built.
 
     ``row`` is the absolute row offset in the source (``None`` when the error is not about a

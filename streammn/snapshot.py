@@ -49,6 +49,7 @@ from streammn import __version__
 from streammn.features import FeatureSet, distinct_sorted
 from streammn.formats import read_json, write_json, write_libra_mn, write_uai
 from streammn.schema import Schema
+from streammn.errors import DataError
 
 FORMAT = "streammn-snapshot"
 FORMAT_VERSION = 1
@@ -61,7 +62,7 @@ _RESERVED = ("format", "format_version", "streammn_version", "created", "sequenc
 FileContent = Union[bytes, Callable[[Path], None]]
 
 
-class SnapshotError(Exception):
+class SnapshotError(DataError):
     """A snapshot that is missing, partial, corrupt or cannot be written; ``path`` names it."""
 
     def __init__(self, message: str, path: str | os.PathLike | None = None):

@@ -18,9 +18,10 @@ import numpy as np
 from streammn import loglinear
 from streammn.features import FeatureSet
 from streammn.model import MarkovNetwork
+from streammn.errors import SettingsError
 
 
-class WeightLearningError(ValueError):
+class WeightLearningError(SettingsError):
     """Bad weight-learning arguments (no rows, wrong number of initial weights, stddev <= 0)."""
 
 

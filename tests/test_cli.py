@@ -209,3 +209,11 @@ def test_demo_recovers_the_planted_structure(tmp_path):
     recall = int(proc.stdout.split("recall ")[1].split("%")[0])
     assert recall >= 80
     assert len(list_snapshots(tmp_path / "demo")) == 5
+
+
+def test_learner_settings_errors_exit_2(tmp_path):
+    """A learner option out of range is a usage error (exit 2) via the error root's exit code."""
+    proc = run_cli("learn", DATA / "nltcs" / "nltcs.train.data", "--out", tmp_path / "s",
+                   "--kappa", "2", "--quiet", check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert "kappa must be in (0, 1]" in proc.stderr

@@ -12,9 +12,10 @@ import math
 import os
 
 import numpy as np
+from streammn.errors import DataError
 
 
-class ModelFormatError(ValueError):
+class ModelFormatError(DataError):
     """A model file that cannot be read or a model that cannot be written in a format.
 
     ``path`` and ``line`` (1-based, ``None`` when not about a line) say where; ``reason`` is the

@@ -29,12 +29,13 @@ from streammn.grafting.mrf import PairwiseLayout, to_markov_network
 from streammn.grafting.objective import OBJECTIVES, GraftingObjective, minimise, pseudo_loglik
 from streammn.schema import Schema
 from streammn.stats import OnDemandPairCounts
+from streammn.errors import DataError
 
 STRATEGIES = ("best_choice", "first_hit", "exhaustive")
 FORMAT = "streammn-grafting-1"
 
 
-class GraftingStateError(ValueError):
+class GraftingStateError(DataError):
     """A serialised EdgeGrafting state could not be read."""
 
 

@@ -23,13 +23,14 @@ from streammn.dn import DependencyNetwork
 from streammn.features import FeatureSet
 from streammn.loglinear import _add_feature_logits, _group_masks, _lowest_bit, value_offsets
 from streammn.model import MarkovNetwork
+from streammn.errors import SettingsError
 
 
 BLOCK_WORDS = 4  # lockstep marginal chains run in blocks of 64 * BLOCK_WORDS
 TABLE_STATES = 2 ** 18  # largest state space whose conditionals are tabulated
 
 
-class InferenceError(ValueError):
+class InferenceError(SettingsError):
     """Bad inference arguments (evidence shape or values, sample counts)."""
 
 

@@ -30,17 +30,18 @@ import zlib
 import numpy as np
 
 from streammn.schema import Schema, SchemaError
+from streammn.errors import DataError, SettingsError
 
 MAGIC = b"SMNSTATS"
 FORMAT_VERSION = 1
 _PREFIX = struct.Struct("<8sHIQI")
 
 
-class StatsFormatError(ValueError):
+class StatsFormatError(DataError):
     """A byte string is not a valid serialised store of the requested kind."""
 
 
-class StatsMergeError(ValueError):
+class StatsMergeError(SettingsError):
     """Two stores cannot be merged: different kinds, schemas or settings."""
 
 

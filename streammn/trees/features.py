@@ -25,11 +25,12 @@ import re
 
 from streammn.features import FeatureSet
 from streammn.trees.forest import Forest
+from streammn.errors import SettingsError
 
 METHODS = ("default", "prune", "prune-5", "prune-10", "nonzero")
 
 
-class FeatureMethodError(ValueError):
+class FeatureMethodError(SettingsError):
     """An unknown feature-generation method name."""
 
 
