@@ -57,11 +57,11 @@ import numpy as np
 
 from connectors.base import Batch, Source
 from streammn.dn2mn import dn2mn
-from streammn.formats.uai import uai_table_entries
+from streammn.formats.uai import UaiFactors, write_uai
 from streammn.model import MarkovNetwork
 from streammn.publishing import Publisher, SnapshotWriteFailed
-from streammn.snapshot import (SnapshotWriter, latest_valid_snapshot, model_files,
-                               model_summary, resolve_snapshot)
+from streammn.snapshot import (MODEL_FILES, SnapshotWriter, latest_valid_snapshot,
+                               model_files, model_summary, resolve_snapshot)
 from streammn.stats import MarginalCounts, RowReservoir
 from streammn.errors import SettingsError
 
@@ -440,8 +440,11 @@ class StreamLearner:
         self.model = model
         st = self.state
         st.history[-1]["validation_pll"] = validation_pll
-        formats, skipped = self._formats_for(model)
+        formats, skipped, factors = self._formats_for(model)
         files = model_files(model.schema, model.features, formats=formats)
+        if factors is not None:  # grouped once, for the size check and the file
+            files[MODEL_FILES["uai"]] = functools.partial(
+                _write_uai, model.schema, model.features, factors)
         files[LEARNER_FILE] = self.learner.to_bytes()
         files[STATS_FILE] = self.marginals.to_bytes()
         if self.reservoir is not None:
@@ -501,17 +504,18 @@ class StreamLearner:
         return (f"writing the snapshot at row {entry['rows_seen']:,} into "
                 f"{self.writer.directory} failed: {error}; {last}")
 
-    def _formats_for(self, model: MarkovNetwork) -> tuple[tuple[str, ...], dict]:
+    def _formats_for(self, model: MarkovNetwork):
         """The requested model formats, less UAI when its tables would be too large (a
-        conjunction over k variables needs a full table over them)."""
+        conjunction over k variables needs a full table over them); the reasons for what is
+        skipped; the UAI factors when UAI stays."""
         if "uai" not in self.formats:
-            return self.formats, {}
-        entries = uai_table_entries(model.schema, model.features)
-        if entries <= UAI_MAX_ENTRIES:
-            return self.formats, {}
-        reason = (f"the UAI tables would hold {entries:,} potentials (limit "
+            return self.formats, {}, None
+        factors = UaiFactors(model.schema, model.features, merge=True)
+        if factors.total <= UAI_MAX_ENTRIES:
+            return self.formats, {}, factors
+        reason = (f"the UAI tables would hold {int(factors.total):,} potentials (limit "
                   f"{UAI_MAX_ENTRIES:,}); use the .mn or JSON model")
-        return tuple(f for f in self.formats if f != "uai"), {"uai": reason}
+        return tuple(f for f in self.formats if f != "uai"), {"uai": reason}, None
 
     def _print_progress(self, elapsed: float, rows: int, final: bool = False) -> None:
         st = self.state
@@ -521,6 +525,10 @@ class StreamLearner:
         line = (f"rows {st.rows_seen:,}  {rate:,.0f} rows/s  prequential PLL {preq_text}  "
                 f"snapshots {st.snapshots_written}")
         print(("done: " if final else "") + line, file=self.progress_stream, flush=True)
+
+
+def _write_uai(schema, features, factors, path) -> None:
+    write_uai(path, schema, features, factors=factors)
 
 
 def _peak_rss_mb() -> float | None:

@@ -112,7 +112,7 @@ def _scope_groups(bounds, scope_var, merge):
     return group, n_groups
 
 
-class _Factors:
+class UaiFactors:
     """The factor tables of a feature set, as flat arrays: each factor's scope (its distinct
     variables, increasing) in ``scope_ptr``/``scope_var``, its features in ``fac_ptr``/
     ``fac_feat`` (in feature order), and its table size (entries) in ``sizes``."""
@@ -147,20 +147,23 @@ class _Factors:
 
 def uai_table_entries(schema: Schema, features: FeatureSet, merge: bool = True) -> int:
     """How many potentials the UAI tables of these features hold (before writing them)."""
-    return int(_Factors(schema, features, merge).total)
+    return int(UaiFactors(schema, features, merge).total)
 
 
 def write_uai(path: str | os.PathLike, schema: Schema, features: FeatureSet, merge: bool = True,
-              max_entries: int = DEFAULT_MAX_ENTRIES) -> None:
+              max_entries: int = DEFAULT_MAX_ENTRIES, factors: UaiFactors | None = None) -> None:
     """Write the model as a UAI ``MARKOV`` file.
 
     ``merge``: one table per distinct scope (default) instead of one per feature.
     ``max_entries``: refuse (``ModelFormatError``) to write more table entries than this in
     total, since a feature over k variables needs a table of the product of their cardinalities.
+    ``factors``: these features' :class:`UaiFactors` (with the same ``merge``), when the caller
+    already grouped them to check the table size.
     """
     check_weights(features.weights, path=path)
     cards = schema.cardinalities.astype(np.int64)
-    factors = _Factors(schema, features, merge)
+    if factors is None:
+        factors = UaiFactors(schema, features, merge)
     if factors.total > max_entries:
         raise ModelFormatError(f"the UAI tables would hold {int(factors.total)} entries "
                                f"(max_entries={max_entries}); the largest scope has "
