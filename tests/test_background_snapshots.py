@@ -112,7 +112,7 @@ def test_every_rows_cuts_batches_at_exact_multiples(tmp_path):
 
 
 def test_a_slow_disk_does_not_stall_learning(tmp_path, monkeypatch):
-    slow_writes(monkeypatch, 0.3)
+    slow_writes(monkeypatch, 0.1)
     rows = chain_rows(4000)
     skipping = make(tmp_path / "skip", rows, every_rows=500, when_busy="skip")
     skipping.run()
@@ -185,13 +185,13 @@ from test_background_snapshots import chain_rows, make
 
 def slow(step):
     def slowly(*args):
-        time.sleep(0.2)
+        time.sleep(0.1)
         return step(*args)
     return slowly
 
 for name in ("_write_durably", "_fsync_file", "_fsync_dir"):  # a slow disk
     setattr(snapshot, name, slow(getattr(snapshot, name)))
-make({out!r}, chain_rows(4000), every_rows=1000).run()
+make({out!r}, chain_rows(3000), every_rows=1000, formats=("json",)).run()
 """
 
 
@@ -219,8 +219,8 @@ def _killed_at(out: Path):
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc and PDEATHSIG")
 @pytest.mark.parametrize("point", list(_killed_at(Path("."))))
 def test_kill_9_while_a_background_snapshot_is_written(tmp_path, point):
-    rows = chain_rows(4000)
-    whole = make(tmp_path / "whole", rows, every_rows=1000)
+    rows = chain_rows(3000)
+    whole = make(tmp_path / "whole", rows, every_rows=1000, formats=("json",))
     whole.run()
 
     out = tmp_path / "killed"
@@ -248,7 +248,7 @@ def test_kill_9_while_a_background_snapshot_is_written(tmp_path, point):
     assert survivor.manifest["rows_seen"] == 2000 or point != "renamed, LATEST not updated"
     load_snapshot(survivor.path)  # readable
 
-    resumed = make(out, rows, every_rows=1000)
+    resumed = make(out, rows, every_rows=1000, formats=("json",))
     assert resumed.resume()
     resumed.run()
     assert resumed.learner.to_bytes() == whole.learner.to_bytes()

@@ -35,31 +35,65 @@ _MAX_LOG = math.log(np.finfo(np.float64).max)
 @nb.njit(cache=True)
 def _log_tables(scope_ptr, scope_var, fac_ptr, fac_feat, tab_ptr, cards,
                 weights, ptr, var, val, eq):
-    """Summed weights of each factor's features at every joint assignment of its scope."""
+    """Summed weights of each factor's features at every joint assignment of its scope.
+
+    A factor's features test only variables of its scope, so each one holds on the product of
+    the values its conditions allow per scope variable: those entries are enumerated directly
+    (one entry for a feature that fixes every variable) and get its weight added, features in
+    factor order, so every entry sums its weights in the same order as a scan would."""
     out = np.zeros(tab_ptr[-1])
     position = np.full(cards.shape[0], -1, dtype=np.int64)
-    assign = np.empty(cards.shape[0], dtype=np.int64)
+    max_scope = 1
+    for g in range(scope_ptr.shape[0] - 1):
+        max_scope = max(max_scope, scope_ptr[g + 1] - scope_ptr[g])
+    allowed = np.empty((max_scope, cards.max()), dtype=np.bool_)
+    choices = np.empty((max_scope, cards.max()), dtype=np.int64)
+    n_choices = np.empty(max_scope, dtype=np.int64)
+    digit = np.empty(max_scope, dtype=np.int64)
+    stride = np.empty(max_scope, dtype=np.int64)
     for g in range(scope_ptr.shape[0] - 1):
         s0, s1 = scope_ptr[g], scope_ptr[g + 1]
-        for j in range(s0, s1):
-            position[scope_var[j]] = j - s0
-        for e in range(tab_ptr[g + 1] - tab_ptr[g]):
-            rem = e
-            for j in range(s1 - 1, s0 - 1, -1):  # last variable changes fastest
-                c = cards[scope_var[j]]
-                assign[j - s0] = rem % c
-                rem //= c
-            total = 0.0
-            for t in range(fac_ptr[g], fac_ptr[g + 1]):
-                f = fac_feat[t]
-                ok = True
-                for c in range(ptr[f], ptr[f + 1]):
-                    if (assign[position[var[c]]] == val[c]) != eq[c]:
-                        ok = False
+        k = s1 - s0
+        step = 1
+        for j in range(k - 1, -1, -1):  # last variable changes fastest
+            position[scope_var[s0 + j]] = j
+            stride[j] = step
+            step *= cards[scope_var[s0 + j]]
+        for t in range(fac_ptr[g], fac_ptr[g + 1]):
+            f = fac_feat[t]
+            for j in range(k):
+                allowed[j, :cards[scope_var[s0 + j]]] = True
+            for c in range(ptr[f], ptr[f + 1]):
+                j = position[var[c]]
+                if eq[c]:
+                    for b in range(cards[var[c]]):
+                        if b != val[c]:
+                            allowed[j, b] = False
+                else:
+                    allowed[j, val[c]] = False
+            empty = False
+            for j in range(k):
+                n = 0
+                for b in range(cards[scope_var[s0 + j]]):
+                    if allowed[j, b]:
+                        choices[j, n] = b
+                        n += 1
+                n_choices[j] = n
+                digit[j] = 0
+                empty = empty or n == 0
+            while not empty:  # an odometer over the allowed values, last variable fastest
+                e = 0
+                for j in range(k):
+                    e += choices[j, digit[j]] * stride[j]
+                out[tab_ptr[g] + e] += weights[f]
+                j = k - 1
+                while j >= 0:
+                    digit[j] += 1
+                    if digit[j] < n_choices[j]:
                         break
-                if ok:
-                    total += weights[f]
-            out[tab_ptr[g] + e] = total
+                    digit[j] = 0
+                    j -= 1
+                empty = j < 0
         for j in range(s0, s1):
             position[scope_var[j]] = -1
     return out
@@ -188,21 +222,70 @@ def write_uai(path: str | os.PathLike, schema: Schema, features: FeatureSet, mer
     if has_constant:
         tail = (f"\n{cards[0]}\n " + " ".join(["%.17g" % math.exp(constant)] * int(cards[0]))
                 + "\n")
-    with open(path, "w", encoding="ascii", newline="\n") as f:
-        f.write("\n".join(head))
-        f.write(scopes)
-        f.write(_table_text(np.exp(log_tables), tab_ptr))
-        f.write(tail)
+    with open(path, "wb") as f:
+        f.write(("\n".join(head) + scopes).encode("ascii"))
+        f.write(_table_text(np.exp(log_tables), tab_ptr).tobytes())
+        f.write(tail.encode("ascii"))
 
 
-def _table_text(potentials: np.ndarray, tab_ptr: np.ndarray) -> str:
-    """Every table as ``"\\n<size>\\n p p p..."``, potentials as ``%.17g``. Most entries of a
-    model's tables are exactly 1 (no feature holds there), so only the others are formatted."""
-    entries = [" 1"] * potentials.size
-    other = np.flatnonzero(potentials != 1.0)
-    for at, p in zip(other.tolist(), potentials[other].tolist()):
-        entries[at] = " %.17g" % p
-    return _interleave([f"\n{size}\n" for size in np.diff(tab_ptr).tolist()], tab_ptr, entries)
+def _table_text(potentials: np.ndarray, tab_ptr: np.ndarray) -> np.ndarray:
+    """Every table as ``"\\n<size>\\n p p p..."`` (ASCII bytes), potentials as ``%.17g``. Most
+    entries of a model's tables are exactly 1 (no feature holds there): only the others are
+    formatted, in Python, and a kernel lays out the text."""
+    other = potentials[potentials != 1.0]
+    numbers = ["%.17g" % p for p in other.tolist()]
+    number_ptr = np.concatenate([[0], np.cumsum([len(t) for t in numbers])]).astype(np.int64)
+    text = np.frombuffer("".join(numbers).encode("ascii"), dtype=np.uint8)
+    return _lay_out_tables(tab_ptr, potentials == 1.0, text, number_ptr)
+
+
+@nb.njit(cache=True)
+def _digits(x):
+    n = 1
+    while x >= 10:
+        x //= 10
+        n += 1
+    return n
+
+
+@nb.njit(cache=True)
+def _put_int(out, at, x):
+    """Write the decimal digits of ``x >= 0`` at ``out[at:]``; returns the end."""
+    end = at + _digits(x)
+    for k in range(end - 1, at - 1, -1):
+        out[k] = 48 + x % 10
+        x //= 10
+    return end
+
+
+@nb.njit(cache=True)
+def _lay_out_tables(tab_ptr, is_one, text, number_ptr):
+    n_tables = tab_ptr.shape[0] - 1
+    size = 0
+    for g in range(n_tables):
+        size += 2 + _digits(tab_ptr[g + 1] - tab_ptr[g])
+    n_other = number_ptr.shape[0] - 1
+    size += 2 * (is_one.shape[0] - n_other) + n_other + number_ptr[n_other]
+    out = np.empty(size, dtype=np.uint8)
+    at = 0
+    k = 0  # next preformatted number
+    for g in range(n_tables):
+        out[at] = 10  # "\n"
+        at = _put_int(out, at + 1, tab_ptr[g + 1] - tab_ptr[g])
+        out[at] = 10
+        at += 1
+        for e in range(tab_ptr[g], tab_ptr[g + 1]):
+            out[at] = 32  # " "
+            at += 1
+            if is_one[e]:
+                out[at] = 49  # "1"
+                at += 1
+            else:
+                for c in range(number_ptr[k], number_ptr[k + 1]):
+                    out[at] = text[c]
+                    at += 1
+                k += 1
+    return out
 
 
 def _interleave(heads: list[str], ptr: np.ndarray, items: list[str]) -> str:
