@@ -25,7 +25,14 @@ the state on the learning thread, and a process start. The fork needs care:
   ``os._exit`` so that no inherited ``atexit`` handler, buffered stream or client ``close()``
   runs twice;
 - the result (snapshot path, timings, or the error) comes back as one small JSON message on a
-  pipe; the parent reads it without blocking while it learns, or waits for it.
+  pipe; the parent reads it without blocking while it learns, or waits for it;
+- the child runs at a lower CPU priority (``nice`` +10): the learner's numba kernels run on a
+  thread per core and a parallel loop waits for its slowest thread, so a writer competing on
+  equal terms would slow learning by more than the CPU time it takes. Deprioritised, it takes
+  the cycles learning leaves idle (while a batch is read and decoded, say). When learning
+  has to wait for it, the parent gives it its normal priority back where the system lets a
+  process raise a priority again (root, or an ``RLIMIT_NICE``); elsewhere it keeps the lower
+  one.
 
 Where ``os.fork`` does not exist (Windows) the work runs in the calling thread, as it does when
 background publishing is switched off: the snapshot is then written before learning continues.
@@ -43,6 +50,7 @@ from typing import Callable
 from streammn.errors import StreamMNError
 
 CAN_FORK = hasattr(os, "fork")
+WRITER_NICENESS = 10
 _PR_SET_PDEATHSIG = 1
 
 if sys.platform.startswith("linux"):
@@ -110,6 +118,11 @@ class Publisher:
 
     def wait(self) -> dict | None:
         """Block until the job in flight (if any) is done; its result, or ``None``."""
+        if self._pid is not None:
+            try:  # learning waits for the writer: it need not yield to learning any more
+                os.setpriority(os.PRIO_PROCESS, self._pid, os.getpriority(os.PRIO_PROCESS, 0))
+            except OSError:  # not allowed to raise a priority here, or the child is gone
+                pass
         return self._collect(block=True)
 
     def _collect(self, block: bool) -> dict | None:
@@ -161,6 +174,7 @@ def _child(work: Callable[[], dict], write_fd: int, parent: int) -> None:
             _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if os.getppid() != parent:  # the parent died before the line above took effect
             os._exit(1)
+        os.nice(WRITER_NICENESS)
         result = _run(work)
         data = json.dumps(result).encode()
         while data:
