@@ -417,6 +417,8 @@ class StreamLearner:
         t0 = time.perf_counter()
         self._finish_in_flight()
         waited = time.perf_counter() - t0
+        if background and self._stop_signal is not None:
+            return None  # stopped while waiting: the final snapshot is cut next, here
         st = self.state
         self._advance_cadence()
         st.snapshots_written += 1
@@ -496,6 +498,12 @@ class StreamLearner:
             result = self.publisher.wait() if block else self.publisher.poll()
         except SnapshotWriteFailed as error:
             self._in_flight = None
+            if self._stop_signal is not None and error.killed_by == self._stop_signal:
+                # the signal that stops this run reached the writer too (a process group or
+                # cgroup was signalled): that snapshot is lost, the final one is written next
+                self.state.history.remove(entry)
+                self.state.snapshots_written -= 1
+                return
             raise SnapshotWriteFailed(self._failure(entry, error)) from None
         if result is not None:
             self._in_flight = None

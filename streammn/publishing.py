@@ -20,7 +20,9 @@ the state on the learning thread, and a process start. The fork needs care:
   nothing on the publishing path may call one (the DN2MN conversion, the model formats and the
   pseudo-likelihood kernels are serial); a child that dies anyway is reported as a failed
   snapshot, never silently;
-- the child ignores SIGINT/SIGTERM (the parent decides when to stop, and waits for it), dies
+- the child ignores SIGINT (Ctrl-C reaches the whole process group; the parent decides when
+  to stop, and waits for the child), keeps SIGTERM's default action (numba's OpenMP guard
+  ends a misbehaving child with it, which must fail the snapshot, never let it go on), dies
   with the parent where the platform allows (Linux ``PR_SET_PDEATHSIG``), and leaves through
   ``os._exit`` so that no inherited ``atexit`` handler, buffered stream or client ``close()``
   runs twice;
@@ -66,7 +68,12 @@ else:  # pragma: no cover - other platforms
 
 class SnapshotWriteFailed(StreamMNError):
     """Writing a snapshot failed (disk full, permissions, a writer process killed): the run
-    stops with exit code 1; the snapshots written before stay valid and resumable."""
+    stops with exit code 1; the snapshots written before stay valid and resumable.
+    ``killed_by`` is the signal that ended a writer process, if one did."""
+
+    def __init__(self, message: str, killed_by: int | None = None):
+        super().__init__(message)
+        self.killed_by = killed_by
 
 
 class Publisher:
@@ -141,7 +148,7 @@ class Publisher:
             self._pid = self._fd = None
         done, self._done = self._done, None
         if done is not None and not done["ok"]:
-            raise SnapshotWriteFailed(done["error"])
+            raise SnapshotWriteFailed(done["error"], done.get("killed_by"))
         return done
 
     def abandon(self) -> None:
@@ -168,8 +175,8 @@ def _run(work: Callable[[], dict]) -> dict:
 def _child(work: Callable[[], dict], write_fd: int, parent: int) -> None:
     code = 1
     try:
-        for s in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(s, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         if _LIBC is not None:
             _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if os.getppid() != parent:  # the parent died before the line above took effect
@@ -191,9 +198,8 @@ def _decode(data: bytes, status: int, pid: int) -> dict:
         result = None
     if isinstance(result, dict) and "ok" in result:
         return result
-    if os.WIFSIGNALED(status):
-        how = f"was killed by signal {os.WTERMSIG(status)}"
-    else:
-        how = f"exited with code {os.WEXITSTATUS(status)}"
-    return {"ok": False, "error": f"the snapshot writer process {pid} {how} before it reported "
-                                  f"a result"}
+    killed_by = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+    how = (f"was killed by signal {killed_by}" if killed_by is not None
+           else f"exited with code {os.WEXITSTATUS(status)}")
+    return {"ok": False, "killed_by": killed_by,
+            "error": f"the snapshot writer process {pid} {how} before it reported a result"}

@@ -260,3 +260,44 @@ def _state(pid):
         return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
     except OSError:
         return "gone"
+
+
+def test_a_writer_that_starts_numba_threads_fails_loudly(tmp_path, monkeypatch):
+    """numba's OpenMP pool cannot run in a forked child; a writer that tries is killed and the
+    run stops with a clear error instead of writing whatever the kernel left behind."""
+    from streammn import dn2mn
+    monkeypatch.setattr(dn2mn, "_convert_serial", dn2mn._convert)
+    eng = make(tmp_path / "out", chain_rows(3000), every_rows=1000)
+    with pytest.raises(SnapshotWriteFailed, match="killed by signal"):
+        eng.run()
+    assert not list_snapshots(tmp_path / "out")
+
+
+SIGNALLED_RUN = KILLED_RUN.replace("make(", "print('started', flush=True)\nmake(")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")
+def test_sigterm_to_the_process_group_ends_with_a_final_snapshot(tmp_path):
+    rows = chain_rows(3000)
+    whole = make(tmp_path / "whole", rows, every_rows=1000, formats=("json",))
+    whole.run()
+    out = tmp_path / "stopped"
+    script = SIGNALLED_RUN.format(root=str(ROOT), tests=str(Path(__file__).parent), out=str(out))
+    proc = subprocess.Popen([sys.executable, "-c", script], start_new_session=True,
+                            stderr=subprocess.PIPE)
+    writing = _killed_at(out)["first file written"]
+    deadline = time.monotonic() + 300
+    while not writing():
+        assert proc.poll() is None, proc.stderr.read().decode()
+        assert time.monotonic() < deadline
+        time.sleep(0.002)
+    os.killpg(proc.pid, signal.SIGTERM)  # the learner and its writer alike
+    assert proc.wait() == 0, proc.stderr.read().decode()
+    last = latest_valid_snapshot(out)
+    assert last.manifest["reason"] == "signal" and last.manifest["rows_seen"] >= 2000
+    history = last.manifest["engine"]["history"]
+    assert [h["rows_seen"] for h in history] == [1000, last.manifest["rows_seen"]]
+    resumed = make(out, rows, every_rows=1000, formats=("json",))
+    assert resumed.resume()
+    resumed.run()
+    assert resumed.learner.to_bytes() == whole.learner.to_bytes()
