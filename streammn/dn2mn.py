@@ -353,8 +353,9 @@ def dn2mn(dn: DependencyNetwork, base: str = "marginals", orderings: str = "rota
     if not np.isfinite(all_feats.weights).all():
         raise DN2MNError("DN2MN needs positive conditionals: every CPD weight must be finite")
     max_len = int(all_feats.lengths().max()) if all_feats.n_features else 1
-    out = (_convert if parallel else _convert_serial)(targets, all_feats.weights, all_feats.ptr, all_feats.var, all_feats.val,
-                   all_feats.eq, table, positions, rotate, spec_w, n, max(max_len, 1))
+    convert = _convert if parallel else _convert_serial
+    out = convert(targets, all_feats.weights, all_feats.ptr, all_feats.var, all_feats.val,
+                  all_feats.eq, table, positions, rotate, spec_w, n, max(max_len, 1))
     features = FeatureSet(schema, *out, validate=False)  # conditions copied from the DN's
     if merge:
         features = features.merge_duplicates(drop_zero=True, tol=zero_tol)
