@@ -3,8 +3,10 @@
 Generates a Parquet file of ``--rows`` rows (default 10M) over 100 binary variables from a
 structured generative process (chains of noisy copies, so trees have something to find), runs
 ``streammn learn FILE --out DIR --every-rows 1M`` in a subprocess, and reports rows/s end to end,
-convert and write time per snapshot, peak RSS at the first and last snapshot (memory must not
-grow with stream length), and snapshot size. Results: ``benchmarks/results/stream.json`` and
+per snapshot the time taken from the learning thread (the cut: a fork; and any wait for the
+previous snapshot) and the convert and write time in the background writer, peak RSS of the
+learning process at the first and last snapshot (memory must not grow with stream length), and
+snapshot size. Results: ``benchmarks/results/stream.json`` and
 ``stream.md``. Run: ``python benchmarks/stream.py [--rows N]``.
 """
 
@@ -73,16 +75,25 @@ def run(n_rows: int, every: int, n_vars: int, seed: int) -> dict:
         per_snapshot = [{"rows_seen": m["rows_seen"], "peak_rss_mb": m["peak_rss_mb"],
                          "convert_seconds": m["timings"]["convert_seconds"],
                          "write_seconds": h.get("write_seconds"),
+                         "pause_seconds": h.get("pause_seconds"),
+                         "wait_seconds": h.get("wait_seconds"),
                          "n_features": m["model"]["n_features"], "bytes": size,
                          "prequential_pll": m["scores"]["prequential_pll"]}
                         for m, h, size in zip(manifests, history[-len(manifests):], sizes)]
     writes = [s["write_seconds"] for s in per_snapshot if s["write_seconds"] is not None]
     converts = [s["convert_seconds"] for s in per_snapshot]
+    pauses = [s["pause_seconds"] for s in per_snapshot if s["pause_seconds"] is not None]
+    waits = [s["wait_seconds"] for s in per_snapshot if s["wait_seconds"] is not None]
     return {"n_rows": n_rows, "n_vars": n_vars, "every_rows": every,
             "generate_seconds": generate_seconds, "wall_seconds": wall,
             "rows_per_s_end_to_end": n_rows / wall,
             "mean_convert_seconds": float(np.mean(converts)),
             "mean_write_seconds": float(np.mean(writes)) if writes else None,
+            "max_pause_seconds": max(pauses) if pauses else None,
+            "mean_pause_seconds": float(np.mean(pauses)) if pauses else None,
+            "mean_wait_seconds": float(np.mean(waits)) if waits else None,
+            "rss_last_over_first": per_snapshot[-1]["peak_rss_mb"]
+            / per_snapshot[0]["peak_rss_mb"],
             "peak_rss_mb_first_snapshot": per_snapshot[0]["peak_rss_mb"],
             "peak_rss_mb_last_snapshot": per_snapshot[-1]["peak_rss_mb"],
             "last_snapshot_bytes": per_snapshot[-1]["bytes"], "snapshots": per_snapshot}
@@ -96,22 +107,30 @@ def machine() -> dict:
 def markdown(r: dict, m: dict) -> str:
     lines = ["# streaming benchmark: `streammn learn` with snapshots", "",
              f"Machine: {m['platform']}, {m['cpu_count']} CPUs, Python {m['python']} "
-             f"(load average {m['load_average_1min_at_start']:.2f} at start).", "",
+             f"(load average {m['load_average_1min_at_start']:.2f} at start; a machine shared "
+             f"with other jobs).", "",
              f"{r['n_rows']:,} rows x {r['n_vars']} binary variables (Parquet), Hoeffding DTSL "
              f"defaults, a snapshot (DN2MN + JSON, Libra .mn, UAI, checkpoint) every "
              f"{r['every_rows']:,} rows.", "",
              f"- end to end: {r['wall_seconds']:.1f} s, **{r['rows_per_s_end_to_end']:,.0f} "
              f"rows/s** (process start and every snapshot included)",
-             f"- per snapshot: convert {r['mean_convert_seconds']:.2f} s, write "
-             f"{(r['mean_write_seconds'] or 0):.2f} s (means)",
-             f"- peak RSS: {r['peak_rss_mb_first_snapshot']:.0f} MB at the first snapshot, "
-             f"{r['peak_rss_mb_last_snapshot']:.0f} MB at the last",
+             f"- per periodic snapshot, on the learning thread: the cut (fork) "
+             f"{(r['mean_pause_seconds'] or 0):.3f} s mean, {(r['max_pause_seconds'] or 0):.3f} s "
+             f"max; waiting for the previous snapshot {(r['mean_wait_seconds'] or 0):.3f} s mean",
+             f"- per snapshot, in the background writer: convert "
+             f"{r['mean_convert_seconds']:.2f} s, write {(r['mean_write_seconds'] or 0):.2f} s "
+             f"(means)",
+             f"- peak RSS of the learning process: {r['peak_rss_mb_first_snapshot']:.0f} MB at "
+             f"the first snapshot, {r['peak_rss_mb_last_snapshot']:.0f} MB at the last "
+             f"({r['rss_last_over_first']:.2f}x)",
              f"- last snapshot: {r['last_snapshot_bytes'] / 1e6:.1f} MB", "",
-             "| rows seen | peak RSS MB | convert s | write s | features | snapshot MB | "
-             "prequential PLL |", "|---:|---:|---:|---:|---:|---:|---:|"]
+             "| rows seen | peak RSS MB | cut s | waited s | convert s | write s | features | "
+             "snapshot MB | prequential PLL |", "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for s in r["snapshots"]:
         write = "" if s["write_seconds"] is None else f"{s['write_seconds']:.2f}"
-        lines.append(f"| {s['rows_seen']:,} | {s['peak_rss_mb']:.0f} | "
+        pause = "" if s["pause_seconds"] is None else f"{s['pause_seconds']:.3f}"
+        wait = "" if s["wait_seconds"] is None else f"{s['wait_seconds']:.3f}"
+        lines.append(f"| {s['rows_seen']:,} | {s['peak_rss_mb']:.0f} | {pause} | {wait} | "
                      f"{s['convert_seconds']:.2f} | {write} | {s['n_features']:,} | "
                      f"{s['bytes'] / 1e6:.1f} | {s['prequential_pll']:.4f} |")
     return "\n".join(lines) + "\n"

@@ -89,6 +89,13 @@ class Source:
         """Continue the next iteration from ``position`` (as returned by :meth:`position`)."""
         raise NotImplementedError
 
+    def position_after(self, batch: Batch, k: int) -> Any:
+        """The position after the first ``k`` rows of ``batch`` (a batch this source just
+        yielded), or ``None`` when the source can only resume at batch ends. The engine cuts
+        batches at snapshot rows with it; seeking there must continue with the rest of
+        ``batch`` and then the batches an uninterrupted read would have yielded."""
+        return None
+
     def describe(self) -> str:
         """A short human-readable description, used in errors and snapshot manifests."""
         return type(self).__name__
@@ -137,6 +144,9 @@ class NumberedRows(Source):
 
     def initial_position(self) -> int:
         return 0
+
+    def position_after(self, batch: Batch, k: int) -> int:
+        return batch.start + k
 
     def seek(self, position) -> None:
         position, n = int(position), self._n_rows()

@@ -93,6 +93,16 @@ class FileSource(Source):
     def initial_position(self) -> dict:
         return {"file_index": 0, "file": self.paths[0], "row": 0, "offset": 0}
 
+    def position_after(self, batch: Batch, k: int) -> dict | None:
+        """A batch lies within one file, so the rows before its end are rows of that file;
+        seeking there yields the rest of the batch as one batch (it ends at the same multiple
+        of ``batch_size``), then the same batches as before. A position that holds more than
+        row numbers (a byte offset, say) cannot be derived for a row inside the batch: None."""
+        if set(batch.end) != {"file_index", "file", "row", "offset"}:
+            return None
+        back = len(batch) - k
+        return {**batch.end, "row": batch.end["row"] - back, "offset": batch.end["offset"] - back}
+
     def seek(self, position: dict) -> None:
         try:
             i, row, offset = int(position["file_index"]), int(position["row"]), \

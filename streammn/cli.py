@@ -86,6 +86,12 @@ def _parser() -> argparse.ArgumentParser:
     learn.add_argument("--every-seconds", type=float, default=None,
                        help="snapshot every T seconds")
     learn.add_argument("--keep", type=int, default=5, help="snapshots to keep (default: 5)")
+    learn.add_argument("--when-busy", choices=("wait", "skip"), default="wait",
+                       help="a snapshot due while the previous one is still being written: "
+                            "wait for it (default) or skip this one")
+    learn.add_argument("--foreground-snapshots", action="store_true",
+                       help="write snapshots before learning continues instead of from a "
+                            "forked background process")
     learn.add_argument("--resume", action="store_true",
                        help="continue from the newest valid snapshot in --out")
     learn.add_argument("--validation", help="rows scored at every snapshot (and for --refine)")

@@ -89,7 +89,8 @@ def learn(args) -> int:
     engine = StreamLearner(source, learner, args.out, every_rows=args.every_rows,
                            every_seconds=args.every_seconds, keep=args.keep,
                            refine=args.refine, validation=validation, formats=formats,
-                           progress=_progress(args))
+                           progress=_progress(args), when_busy=args.when_busy,
+                           background=not args.foreground_snapshots)
     with source:
         if args.dask is not None:
             path = _run_on_dask(engine, args.dask)

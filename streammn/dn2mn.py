@@ -258,40 +258,52 @@ def _scratch(max_len):
             np.empty(max_len, np.int64), np.empty(max_len, np.bool_))
 
 
-@nb.njit(cache=True, parallel=True)
-def _convert(targets, weights, ptr, var, val, eq, base, positions, rotate, spec_w, n, max_len):
-    F = weights.shape[0]
-    n_blocks = min(F, 256)
-    nf = np.zeros(F, dtype=np.int64)
-    ncond = np.zeros(F, dtype=np.int64)
-    e_w = np.zeros(0)
-    e_i = np.zeros(1, dtype=np.int64)
-    e_v = np.zeros(0, dtype=np.int32)
-    e_u = np.zeros(0, dtype=np.uint8)
-    e_b = np.zeros(0, dtype=np.bool_)
-    for blk in nb.prange(n_blocks):
-        gvar, gs, ge, gp, dist, order, keep = _scratch(max_len)
-        for f in range(blk, F, n_blocks):
-            nf[f], ncond[f] = _convert_one(f, targets[f], weights, ptr, var, val, eq, base,
-                                           positions, rotate, spec_w, n, False, 0, 0, e_w, e_i,
-                                           e_v, e_u, e_b, gvar, gs, ge, gp, dist, order, keep)
-    f_off = np.zeros(F + 1, dtype=np.int64)
-    c_off = np.zeros(F + 1, dtype=np.int64)
-    for f in range(F):
-        f_off[f + 1] = f_off[f] + nf[f]
-        c_off[f + 1] = c_off[f] + ncond[f]
-    o_w = np.empty(f_off[F])
-    o_ptr = np.zeros(f_off[F] + 1, dtype=np.int64)
-    o_var = np.empty(c_off[F], dtype=np.int32)
-    o_val = np.empty(c_off[F], dtype=np.uint8)
-    o_eq = np.empty(c_off[F], dtype=np.bool_)
-    for blk in nb.prange(n_blocks):
-        gvar, gs, ge, gp, dist, order, keep = _scratch(max_len)
-        for f in range(blk, F, n_blocks):
-            _convert_one(f, targets[f], weights, ptr, var, val, eq, base, positions, rotate,
-                         spec_w, n, True, f_off[f], c_off[f], o_w, o_ptr, o_var, o_val, o_eq,
-                         gvar, gs, ge, gp, dist, order, keep)
-    return o_w, o_ptr, o_var, o_val, o_eq
+def _block_conversion(loop):
+    """The conversion kernel, its loops over blocks of features run by ``loop``: ``nb.prange``
+    in numba's thread pool, ``range`` in a process that must not start the pool (a forked
+    snapshot writer: numba's OpenMP layer aborts a child that does). One body, two kernels;
+    numba caches both, as their closures differ."""
+
+    def convert(targets, weights, ptr, var, val, eq, base, positions, rotate, spec_w, n,
+                max_len):
+        F = weights.shape[0]
+        n_blocks = min(F, 256)
+        nf = np.zeros(F, dtype=np.int64)
+        ncond = np.zeros(F, dtype=np.int64)
+        e_w = np.zeros(0)
+        e_i = np.zeros(1, dtype=np.int64)
+        e_v = np.zeros(0, dtype=np.int32)
+        e_u = np.zeros(0, dtype=np.uint8)
+        e_b = np.zeros(0, dtype=np.bool_)
+        for blk in loop(n_blocks):
+            gvar, gs, ge, gp, dist, order, keep = _scratch(max_len)
+            for f in range(blk, F, n_blocks):
+                nf[f], ncond[f] = _convert_one(f, targets[f], weights, ptr, var, val, eq,
+                                               base, positions, rotate, spec_w, n, False, 0, 0,
+                                               e_w, e_i, e_v, e_u, e_b, gvar, gs, ge, gp, dist,
+                                               order, keep)
+        f_off = np.zeros(F + 1, dtype=np.int64)
+        c_off = np.zeros(F + 1, dtype=np.int64)
+        for f in range(F):
+            f_off[f + 1] = f_off[f] + nf[f]
+            c_off[f + 1] = c_off[f] + ncond[f]
+        o_w = np.empty(f_off[F])
+        o_ptr = np.zeros(f_off[F] + 1, dtype=np.int64)
+        o_var = np.empty(c_off[F], dtype=np.int32)
+        o_val = np.empty(c_off[F], dtype=np.uint8)
+        o_eq = np.empty(c_off[F], dtype=np.bool_)
+        for blk in loop(n_blocks):
+            gvar, gs, ge, gp, dist, order, keep = _scratch(max_len)
+            for f in range(blk, F, n_blocks):
+                _convert_one(f, targets[f], weights, ptr, var, val, eq, base, positions,
+                             rotate, spec_w, n, True, f_off[f], c_off[f], o_w, o_ptr, o_var, o_val,
+                             o_eq, gvar, gs, ge, gp, dist, order, keep)
+        return o_w, o_ptr, o_var, o_val, o_eq
+    return convert
+
+
+_convert = nb.njit(cache=True, parallel=True)(_block_conversion(nb.prange))
+_convert_serial = nb.njit(cache=True)(_block_conversion(range))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -301,7 +313,7 @@ def _convert(targets, weights, ptr, var, val, eq, base, positions, rotate, spec_
 def dn2mn(dn: DependencyNetwork, base: str = "marginals", orderings: str = "rotations2",
           base_instance=None, marginals=None, order=None, merge: bool = True,
           zero_tol: float = 1e-12, refine: int | None = None, train=None, valid=None,
-          refine_stddev: float = 1.0) -> MarkovNetwork:
+          refine_stddev: float = 1.0, parallel: bool = True) -> MarkovNetwork:
     """Convert a dependency network into a Markov network in closed form.
 
     Parameters
@@ -326,6 +338,9 @@ def dn2mn(dn: DependencyNetwork, base: str = "marginals", orderings: str = "rota
         DN2MN weights on ``train``, with a Gaussian prior of ``refine_stddev`` centred on those
         weights. The refined model is returned only if its PLL on ``valid`` is higher;
         otherwise the plain conversion.
+    parallel:
+        Convert on numba's thread pool (default); ``False`` in a process forked from one that
+        has used the pool (a background snapshot writer), where it must not be started.
     """
     schema = dn.schema
     n = schema.n_vars
@@ -338,8 +353,9 @@ def dn2mn(dn: DependencyNetwork, base: str = "marginals", orderings: str = "rota
     if not np.isfinite(all_feats.weights).all():
         raise DN2MNError("DN2MN needs positive conditionals: every CPD weight must be finite")
     max_len = int(all_feats.lengths().max()) if all_feats.n_features else 1
-    out = _convert(targets, all_feats.weights, all_feats.ptr, all_feats.var, all_feats.val,
-                   all_feats.eq, table, positions, rotate, spec_w, n, max(max_len, 1))
+    convert = _convert if parallel else _convert_serial
+    out = convert(targets, all_feats.weights, all_feats.ptr, all_feats.var, all_feats.val,
+                  all_feats.eq, table, positions, rotate, spec_w, n, max(max_len, 1))
     features = FeatureSet(schema, *out, validate=False)  # conditions copied from the DN's
     if merge:
         features = features.merge_duplicates(drop_zero=True, tol=zero_tol)

@@ -6,6 +6,30 @@ due converts the learner into a Markov network and writes a durable snapshot hol
 files, the learner checkpoint, the statistics and the source position. Snapshots are also
 written at the end of a finite source, on SIGINT/SIGTERM, and before a bad batch stops the run,
 so nothing already learned is lost and ``resume`` continues exactly where the last one ended.
+
+Snapshots cost the stream a ``fork()``: at the cut, the state after the snapshot's last row, a
+child process converts and writes the snapshot from its copy-on-write image of the learner while
+the parent keeps learning (:mod:`streammn.publishing` says why a fork rather than a writer thread
+or a serialised copy, and what the child must not touch). The snapshot holds exactly the state at
+the cut, so it equals the one a blocking writer would produce and resume stays byte-identical.
+At most one snapshot is in flight; when the next one is due before the previous one is durable,
+``when_busy`` decides: ``"wait"`` (default) blocks learning until it is, so every due snapshot is
+written; ``"skip"`` drops the due one and keeps learning (with ``every_rows`` the next snapshot is
+at the next multiple of N; with ``every_seconds`` at the first batch end after the one in flight
+is durable). Coalescing a late snapshot into a later row would break the exact row cadence, so it
+is not offered. A failed write (disk full, a killed writer) ends the run with
+:class:`~streammn.publishing.SnapshotWriteFailed` (exit code 1); the snapshots before it stay
+valid. The final snapshot (end of source, signal, bad batch) is written in the foreground.
+With ``validation`` rows or ``refine`` the model is converted and scored on the learning thread
+(pseudo-likelihood runs numba's parallel kernels, which a forked child must not start); only
+the files are written in the background then.
+
+With ``every_rows=N`` snapshots fall on rows N, 2N, 3N... exactly: a batch that crosses a
+multiple of N is learned in two pieces, cut at the multiple, when the source can name the
+position after any row of a batch (``position_after``: files, arrays, generators); the learners
+do not depend on how the stream is cut into batches, so the model is the same. Message logs
+(Kafka, Redis) resume only at message boundaries: there the snapshot falls at the first batch
+end at or after each multiple.
 Sources with a ``commit(position)`` method (Kafka, Redis Streams) are told to commit a position
 only after the snapshot covering it is durable; on a signal their ``stop()`` is called so a
 source waiting for new messages returns.
@@ -20,21 +44,25 @@ as an uninterrupted one.
 
 from __future__ import annotations
 
+import functools
 import math
 import signal
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TextIO
 
 import numpy as np
 
-from connectors.base import Source
+from connectors.base import Batch, Source
 from streammn.dn2mn import dn2mn
-from streammn.formats.uai import uai_table_entries
+from streammn.formats.uai import UaiFactors, write_uai
 from streammn.model import MarkovNetwork
-from streammn.snapshot import (SnapshotWriter, latest_valid_snapshot, model_files,
-                               model_summary, resolve_snapshot)
+from streammn.publishing import Publisher, SnapshotWriteFailed
+from streammn.snapshot import (MODEL_FILES, SnapshotWriter, latest_valid_snapshot,
+                               model_files, model_summary, resolve_snapshot)
 from streammn.stats import MarginalCounts, RowReservoir
 from streammn.errors import SettingsError
 
@@ -45,22 +73,23 @@ ENGINE_KEY = "engine"
 REFINE_ITERATIONS = 30
 REFINE_ROWS = 20000
 UAI_MAX_ENTRIES = 1 << 22
+WHEN_BUSY = ("wait", "skip")
 
 
 def learner_to_model(learner, marginals: MarginalCounts, refine: bool = False,
                      validation: np.ndarray | None = None,
-                     train: np.ndarray | None = None) -> MarkovNetwork:
+                     train: np.ndarray | None = None, parallel: bool = True) -> MarkovNetwork:
     """The learner's current Markov network: its own, or DN2MN of its dependency network
     (default base and orderings, product of the counted marginals). With ``refine``, DN2MN's
     weights continue by pseudo-likelihood on ``train`` and are kept only if the validation PLL
-    improves."""
+    improves. ``parallel=False`` keeps DN2MN off numba's thread pool (in a forked writer)."""
     if hasattr(learner, "to_markov_network"):
         return learner.to_markov_network()
     dn = learner.to_dependency_network()
     if refine and train is not None and train.shape[0] and validation is not None:
         return dn2mn(dn, marginals=marginals, refine=REFINE_ITERATIONS, train=train,
-                     valid=validation)
-    return dn2mn(dn, marginals=marginals)
+                     valid=validation, parallel=parallel)
+    return dn2mn(dn, marginals=marginals, parallel=parallel)
 
 
 class EngineError(SettingsError):
@@ -114,13 +143,20 @@ class StreamLearner:
         Model files written into each snapshot: any of ``"json"``, ``"mn"``, ``"uai"``.
     progress:
         A text stream for progress lines (``None``: silent).
+    background:
+        Write periodic snapshots from a forked child while learning continues (default; falls
+        back to writing in this thread where the platform cannot fork).
+    when_busy:
+        ``"wait"`` (default) or ``"skip"``: what happens when a snapshot is due while the
+        previous one is still being written (see the module docstring).
     """
 
     def __init__(self, source: Source, learner, snapshot_dir, every_rows: int | None = None,
                  every_seconds: float | None = None, keep: int = 5, refine: bool = False,
                  validation: np.ndarray | None = None, prequential_rows: int | None = 4096,
                  formats=("json", "mn", "uai"), progress: TextIO | None = sys.stderr,
-                 progress_interval: float = 2.0):
+                 progress_interval: float = 2.0, background: bool = True,
+                 when_busy: str = "wait"):
         if every_rows is not None and every_rows < 1:
             raise ValueError(f"every_rows must be positive, got {every_rows}")
         if every_seconds is not None and every_seconds <= 0:
@@ -130,6 +166,9 @@ class StreamLearner:
                               f"{source.schema!r}")
         if refine and validation is None:
             raise ValueError("refine needs validation rows")
+        if when_busy not in WHEN_BUSY:
+            raise EngineError(f"when_busy must be one of {', '.join(WHEN_BUSY)}, "
+                              f"got {when_busy!r}")
         self.source = source
         self.learner = learner
         self.writer = SnapshotWriter(snapshot_dir, keep=keep)
@@ -146,12 +185,19 @@ class StreamLearner:
             if refine else None
         self.state = Progress(next_snapshot_rows=every_rows)
         self.model: MarkovNetwork | None = None
+        self.when_busy = when_busy
+        self.publisher = Publisher(background)
+        self.published: list[dict] = []  # this run's durable snapshots, in order
+        self._in_flight: tuple[dict, object] | None = None  # (history entry, position)
+        self._position = None  # the source position after the last row learned
+        self._last_path: Path | None = None
         self._stop_signal: int | None = None
 
     def __repr__(self) -> str:
         return (f"StreamLearner({self.source.describe()}, {self.learner!r}, "
                 f"every_rows={self.every_rows}, every_seconds={self.every_seconds}, "
-                f"keep={self.writer.keep}, refine={self.refine})")
+                f"keep={self.writer.keep}, refine={self.refine}, "
+                f"background={self.publisher.background}, when_busy={self.when_busy!r})")
 
     # resume -------------------------------------------------------------------------------
     def resume(self) -> bool:
@@ -192,7 +238,10 @@ class StreamLearner:
         last_snapshot_time = started
         last_print = started
         rows_at_start = self.state.rows_seen
-        path = None
+        self._position = self.source.position()
+        self._last_path = None
+        if self.publisher.background and (self.every_rows or self.every_seconds):
+            self._load_writer_kernels()
         try:
             batches = iter(self.source)
             while self._stop_signal is None:
@@ -201,36 +250,40 @@ class StreamLearner:
                 except StopIteration:
                     break
                 except Exception as error:
-                    if self.state.rows_seen > rows_at_start:
-                        try:
+                    try:
+                        self._finish_in_flight()
+                        if self.state.rows_seen > rows_at_start:
                             self._snapshot("error")
-                        except Exception as also:  # keep the original error in front
-                            error.add_note(f"the snapshot after it failed too: {also}")
+                    except Exception as also:  # keep the original error in front
+                        error.add_note(f"the snapshot after it failed too: {also}")
                     raise
-                self._score(batch.rows)
-                self.marginals.update(batch.rows)
-                if self.reservoir is not None:
-                    self.reservoir.update(batch.rows)
-                self.learner.partial_fit(batch)
-                self.state.rows_seen += len(batch)
-                self.state.batches_seen += 1
                 now = time.monotonic()
-                if self._due(now, last_snapshot_time):
-                    path = self._snapshot("periodic")
-                    last_snapshot_time = time.monotonic()
+                for piece in self._pieces(batch):
+                    self._learn(piece)
+                    self._finish_in_flight(block=False)
+                    now = time.monotonic()
+                    if self._due(now, last_snapshot_time):
+                        if self.publisher.busy and self.when_busy == "skip":
+                            self._advance_cadence()
+                        else:
+                            self._snapshot("periodic", background=True)
+                            last_snapshot_time = time.monotonic()
                 if self.progress_stream is not None and now - last_print >= self.progress_interval:
                     self._print_progress(now - started, self.state.rows_seen - rows_at_start)
                     last_print = now
             reason = "signal" if self._stop_signal is not None else "end"
+            self._finish_in_flight()
             if self.state.rows_seen != self._last_snapshot_rows:
-                path = self._snapshot(reason)
-            elif path is None:  # resumed with nothing new: the newest snapshot stands
+                self._snapshot(reason)
+            path = self._last_path
+            if path is None:  # resumed with nothing new: the newest snapshot stands
                 path = resolve_snapshot(self.writer.directory)
             if self.progress_stream is not None:
                 self._print_progress(time.monotonic() - started,
                                      self.state.rows_seen - rows_at_start, final=True)
             return path
         finally:
+            self.publisher.abandon()  # only a run ending on an unexpected error has one left
             for s, handler in previous.items():
                 signal.signal(s, handler)
 
@@ -273,6 +326,7 @@ class StreamLearner:
             print(f"counted {self.state.rows_seen:,} rows; growing trees level by level",
                   file=self.progress_stream, flush=True)
         self.learner.fit(self.source, count_pass=count_pass)
+        self._position = self.source.position()
         path = self._snapshot("end")
         if self.progress_stream is not None:
             self._print_progress(time.monotonic() - started, self.state.rows_seen, final=True)
@@ -283,6 +337,54 @@ class StreamLearner:
         stop = getattr(self.source, "stop", None)
         if stop is not None:  # a following log source ends its wait for new rows
             stop()
+
+    def _load_writer_kernels(self) -> None:
+        """Convert and write the current model once here, into a scratch directory, with the
+        kernels a forked writer runs: numba loads them into this process once and every writer
+        inherits them, instead of each loading them from numba's cache again (0.2 s of CPU per
+        snapshot). Cheap at the start of a run, when the model is small."""
+        model = self.current_model(parallel=False)
+        formats, _, factors = self._formats_for(model)
+        files = model_files(model.schema, model.features, formats=formats)
+        if factors is not None:
+            files[MODEL_FILES["uai"]] = functools.partial(_write_uai, model.schema,
+                                                          model.features, factors)
+        with tempfile.TemporaryDirectory(prefix="streammn-") as scratch:
+            for name, write in files.items():
+                write(Path(scratch) / name)
+
+    def _pieces(self, batch: Batch):
+        """``batch``, cut at every multiple of ``every_rows`` it crosses (when the source can
+        say where each piece ends), as batches learned one after the other."""
+        n, start = len(batch), 0
+        position_after = getattr(self.source, "position_after", None)
+        while start < n:
+            stop, end = n, batch.end
+            room = (self.state.next_snapshot_rows - self.state.rows_seen
+                    if self.every_rows is not None else 0)
+            if 0 < room < n - start and position_after is not None:
+                cut = position_after(batch, start + room)
+                if cut is not None:
+                    stop, end = start + room, cut
+            yield batch if stop - start == n else Batch(batch.rows[start:stop], end=end,
+                                                        start=batch.start + start)
+            start = stop
+
+    def _learn(self, batch: Batch) -> None:
+        self._score(batch.rows)
+        self.marginals.update(batch.rows)
+        if self.reservoir is not None:
+            self.reservoir.update(batch.rows)
+        self.learner.partial_fit(batch)
+        self.state.rows_seen += len(batch)
+        self.state.batches_seen += 1
+        self._position = batch.end
+
+    def _advance_cadence(self) -> None:
+        st = self.state
+        if self.every_rows is not None:
+            while st.next_snapshot_rows <= st.rows_seen:
+                st.next_snapshot_rows += self.every_rows
 
     def _due(self, now: float, last_time: float) -> bool:
         st = self.state
@@ -303,30 +405,67 @@ class StreamLearner:
     def _last_snapshot_rows(self) -> int | None:
         return self.state.history[-1]["rows_seen"] if self.state.history else None
 
-    def current_model(self) -> MarkovNetwork:
+    def current_model(self, parallel: bool = True) -> MarkovNetwork:
         """Convert the learner's current state into a Markov network (no snapshot)."""
         train = self.reservoir.rows if self.reservoir is not None else None
         return learner_to_model(self.learner, self.marginals, refine=self.refine,
-                                validation=self.validation, train=train)
+                                validation=self.validation, train=train, parallel=parallel)
 
-    def _snapshot(self, reason: str):
+    def _snapshot(self, reason: str, background: bool = False) -> Path | None:
+        """Cut a snapshot of the state now: written by the publisher's child (``background``,
+        returns None) or here (returns its path). Any snapshot in flight is finished first."""
         t0 = time.perf_counter()
-        model = self.current_model()
-        self.model = model
-        convert_seconds = time.perf_counter() - t0
+        self._finish_in_flight()
+        waited = time.perf_counter() - t0
+        if background and self._stop_signal is not None:
+            return None  # stopped while waiting: the final snapshot is cut next, here
         st = self.state
-        if self.every_rows is not None:
-            while st.next_snapshot_rows <= st.rows_seen:
-                st.next_snapshot_rows += self.every_rows
-        validation_pll = (model.pll(self.validation) if self.validation is not None
-                          and self.validation.shape[0] else None)
+        self._advance_cadence()
         st.snapshots_written += 1
-        st.history.append({"rows_seen": st.rows_seen, "reason": reason,
-                           "prequential_pll": _finite(st.prequential_pll),
-                           "validation_pll": _finite(validation_pll)})
+        entry = {"rows_seen": st.rows_seen, "reason": reason,
+                 "prequential_pll": _finite(st.prequential_pll), "validation_pll": None}
+        st.history.append(entry)
         st.history = st.history[-1000:]
-        formats, skipped = self._formats_for(model)
+        scored = None
+        if background and (self.validation is not None or self.refine):
+            scored = self._convert()  # numba's parallel kernels: not in a forked child
+        work = functools.partial(self._publish, reason, self._position, _peak_rss_mb(), scored,
+                                 parallel=not (background and self.publisher.background))
+        if background:
+            self.publisher.start(work)
+            self._in_flight = (entry, self._position)
+            entry["wait_seconds"] = waited  # learning held up by the previous snapshot
+            entry["pause_seconds"] = time.perf_counter() - t0 - waited  # the cut itself
+            return None
+        try:
+            result = work()
+        except OSError as error:
+            raise SnapshotWriteFailed(self._failure(entry, error)) from error
+        self._published(entry, self._position, result)
+        return self._last_path
+
+    def _convert(self, parallel: bool = True) -> tuple[MarkovNetwork, float, float | None]:
+        """The current model, the seconds its conversion took, and its validation PLL."""
+        t0 = time.perf_counter()
+        model = self.current_model(parallel)
+        convert_seconds = time.perf_counter() - t0
+        validation_pll = _finite(model.pll(self.validation) if self.validation is not None
+                                 and self.validation.shape[0] else None)
+        return model, convert_seconds, validation_pll
+
+    def _publish(self, reason: str, position, peak_rss_mb, scored=None,
+                 parallel: bool = True) -> dict:
+        """Write the snapshot (in the publisher's child, or here); the model is converted
+        here unless ``scored`` (from :meth:`_convert`) already holds it."""
+        model, convert_seconds, validation_pll = scored or self._convert(parallel)
+        self.model = model
+        st = self.state
+        st.history[-1]["validation_pll"] = validation_pll
+        formats, skipped, factors = self._formats_for(model)
         files = model_files(model.schema, model.features, formats=formats)
+        if factors is not None:  # grouped once, for the size check and the file
+            files[MODEL_FILES["uai"]] = functools.partial(
+                _write_uai, model.schema, model.features, factors)
         files[LEARNER_FILE] = self.learner.to_bytes()
         files[STATS_FILE] = self.marginals.to_bytes()
         if self.reservoir is not None:
@@ -334,37 +473,76 @@ class StreamLearner:
         manifest = {
             "rows_seen": st.rows_seen,
             "reason": reason,
-            "source": {"description": self.source.describe(), "position": self.source.position()},
+            "source": {"description": self.source.describe(), "position": position},
             "learner": {"class": type(self.learner).__name__,
                         "params": self.learner.get_params()},
             "scores": {"prequential_pll": _finite(st.prequential_pll),
-                       "validation_pll": _finite(validation_pll)},
+                       "validation_pll": validation_pll},
             "model": model_summary(model.schema, model.features),
             "skipped_formats": skipped,
             "timings": {"convert_seconds": convert_seconds},
-            "peak_rss_mb": _peak_rss_mb(),
+            "peak_rss_mb": peak_rss_mb,
             ENGINE_KEY: st.to_dict(),
         }
         t1 = time.perf_counter()
         path = self.writer.write(files, manifest)
-        st.history[-1]["convert_seconds"] = convert_seconds  # kept by the next snapshot
-        st.history[-1]["write_seconds"] = time.perf_counter() - t1
+        return {"path": str(path), "validation_pll": validation_pll,
+                "convert_seconds": convert_seconds, "write_seconds": time.perf_counter() - t1}
+
+    def _finish_in_flight(self, block: bool = True) -> None:
+        """Take the result of the snapshot in flight (waiting for it with ``block``)."""
+        if self._in_flight is None:
+            return
+        entry, position = self._in_flight
+        try:
+            result = self.publisher.wait() if block else self.publisher.poll()
+        except SnapshotWriteFailed as error:
+            self._in_flight = None
+            if self._stop_signal is not None and error.killed_by == self._stop_signal:
+                # the signal that stops this run reached the writer too (a process group or
+                # cgroup was signalled): that snapshot is lost, the final one is written next
+                self.state.history.remove(entry)
+                self.state.snapshots_written -= 1
+                return
+            raise SnapshotWriteFailed(self._failure(entry, error)) from None
+        if result is not None:
+            self._in_flight = None
+            self._published(entry, position, result)
+
+    def _published(self, entry: dict, position, result: dict) -> None:
+        """A snapshot is durable: record it, then let a log commit the offsets it covers."""
+        entry["validation_pll"] = result["validation_pll"]
+        entry["convert_seconds"] = result["convert_seconds"]  # kept by the next snapshot
+        entry["write_seconds"] = result["write_seconds"]
+        self._last_path = Path(result["path"])
+        self.published.append({"rows_seen": entry["rows_seen"], "path": self._last_path,
+                               "durable_at_rows": self.state.rows_seen})
         commit = getattr(self.source, "commit", None)
         if commit is not None:  # a log's offsets move only once the snapshot is durable
-            commit(manifest["source"]["position"])
-        return path
+            commit(position)
 
-    def _formats_for(self, model: MarkovNetwork) -> tuple[tuple[str, ...], dict]:
+    def _failure(self, entry: dict, error) -> str:
+        durable = self.published[-1]["path"] if self.published else None
+        if durable is None:
+            snap = latest_valid_snapshot(self.writer.directory)
+            durable = snap.path if snap is not None else None
+        last = (f"the last durable snapshot is {durable}; --resume continues from it"
+                if durable is not None else "no snapshot was completed")
+        return (f"writing the snapshot at row {entry['rows_seen']:,} into "
+                f"{self.writer.directory} failed: {error}; {last}")
+
+    def _formats_for(self, model: MarkovNetwork):
         """The requested model formats, less UAI when its tables would be too large (a
-        conjunction over k variables needs a full table over them)."""
+        conjunction over k variables needs a full table over them); the reasons for what is
+        skipped; the UAI factors when UAI stays."""
         if "uai" not in self.formats:
-            return self.formats, {}
-        entries = uai_table_entries(model.schema, model.features)
-        if entries <= UAI_MAX_ENTRIES:
-            return self.formats, {}
-        reason = (f"the UAI tables would hold {entries:,} potentials (limit "
+            return self.formats, {}, None
+        factors = UaiFactors(model.schema, model.features, merge=True)
+        if factors.total <= UAI_MAX_ENTRIES:
+            return self.formats, {}, factors
+        reason = (f"the UAI tables would hold {int(factors.total):,} potentials (limit "
                   f"{UAI_MAX_ENTRIES:,}); use the .mn or JSON model")
-        return tuple(f for f in self.formats if f != "uai"), {"uai": reason}
+        return tuple(f for f in self.formats if f != "uai"), {"uai": reason}, None
 
     def _print_progress(self, elapsed: float, rows: int, final: bool = False) -> None:
         st = self.state
@@ -374,6 +552,10 @@ class StreamLearner:
         line = (f"rows {st.rows_seen:,}  {rate:,.0f} rows/s  prequential PLL {preq_text}  "
                 f"snapshots {st.snapshots_written}")
         print(("done: " if final else "") + line, file=self.progress_stream, flush=True)
+
+
+def _write_uai(schema, features, factors, path) -> None:
+    write_uai(path, schema, features, factors=factors)
 
 
 def _peak_rss_mb() -> float | None:

@@ -64,8 +64,10 @@ def canonical_conditions(conditions: Iterable[Condition], cardinalities) -> tupl
 
 def distinct_sorted(keys: np.ndarray) -> np.ndarray:
     """The distinct values of an integer array, sorted: ``np.unique`` by sorting, which for
-    millions of int64 keys is an order of magnitude faster than numpy 2's hash-based path."""
-    keys = np.sort(keys)
+    millions of int64 keys is an order of magnitude faster than numpy 2's hash-based path. The
+    stable sort is numpy's radix/merge sort: 2x faster on random keys than the default, and
+    close to linear on the nearly sorted keys the callers build (feature-major)."""
+    keys = np.sort(keys, kind="stable")
     if keys.size == 0:
         return keys
     keep = np.empty(keys.size, dtype=bool)

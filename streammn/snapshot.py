@@ -212,13 +212,15 @@ class SnapshotWriter:
         for name, content in files.items():
             path = tmp / name
             if isinstance(content, (bytes, bytearray, memoryview)):
-                _write_durably(path, bytes(content))
+                content = bytes(content)
+                _write_durably(path, content)
             else:
                 content(path)
                 if not path.is_file():
                     raise SnapshotError(f"the writer for {name!r} did not create the file", path)
                 _fsync_file(path)
-            size, sha = _digest(path)
+            size, sha = ((len(content), hashlib.sha256(content).hexdigest())  # one pass
+                         if isinstance(content, bytes) else _digest(path))
             listing[name] = {"size": size, "sha256": sha}
         doc = {"format": FORMAT, "format_version": FORMAT_VERSION,
                "streammn_version": __version__,

@@ -238,9 +238,10 @@ def read_libra_dn(path: str | os.PathLike,
 
 # writing ------------------------------------------------------------------------------------
 def _feature_lines(features: FeatureSet) -> list[str]:
-    """``weight [+|-]v<var>_<value> ...`` per feature, built without a Python loop over
-    conditions: each condition's text comes from a table of every (var, value, sign), and the
-    pieces are laid out in file order and joined once per feature."""
+    """``weight [+|-]v<var>_<value> ...`` per feature, as one string of lines (in a list, empty
+    without features), built without a Python loop over conditions: each condition's text
+    comes from a table of every (var, value, sign), and the pieces are laid out in file order
+    and joined once."""
     n, ptr = features.n_features, features.ptr
     if n == 0:
         return []
@@ -251,12 +252,11 @@ def _feature_lines(features: FeatureSet) -> list[str]:
     codes = 2 * (start[features.var] + features.val) + features.eq.astype(np.int64)
     pieces = np.empty(n + codes.size, dtype=object)
     first = ptr[:-1] + np.arange(n)  # feature f's weight, then its conditions
-    pieces[first] = ["%.16e" % w for w in features.weights.tolist()]
+    pieces[first] = ["\n%.16e" % w for w in features.weights.tolist()]
     is_cond = np.ones(pieces.size, dtype=bool)
     is_cond[first] = False
     pieces[is_cond] = tokens[codes]
-    bounds = np.append(first, pieces.size).tolist()
-    return ["".join(pieces[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+    return ["".join(pieces.tolist())[1:]]
 
 
 def _write(path, text_lines: list[str]) -> None:

@@ -9,7 +9,9 @@
 The features are stored column-wise, exactly as :class:`~streammn.features.FeatureSet` holds
 them (no canonicalisation on read, order kept), so a round trip gives an identical model.
 Weights are JSON numbers written with Python's shortest round-tripping ``repr``; the hard-zero
-weight ``-inf``, which strict JSON cannot express, is the string ``"-inf"``.
+weight ``-inf``, which strict JSON cannot express, is the string ``"-inf"``. The writer prints
+the integer columns (millions of entries in a large model) with a numba kernel, byte for byte
+what ``json.dumps`` would write.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import json
 import math
 import os
 
+import numba as nb
 import numpy as np
 
 from streammn.features import FeatureSet
@@ -83,11 +86,47 @@ def _weight(w) -> float:
     return float(w)
 
 
+@nb.njit(cache=True)
+def _ascii_ints(values):
+    """Non-negative integers as comma-separated decimal ASCII."""
+    n = values.shape[0]
+    size = max(n - 1, 0)
+    for i in range(n):
+        v = values[i]
+        size += 1
+        while v >= 10:
+            v //= 10
+            size += 1
+    out = np.empty(size, dtype=np.uint8)
+    end = size
+    for i in range(n - 1, -1, -1):
+        v = values[i]
+        while True:
+            end -= 1
+            out[end] = 48 + v % 10
+            v //= 10
+            if v == 0:
+                break
+        if i:
+            end -= 1
+            out[end] = 44  # ","
+    return out
+
+
 def write_json(path: str | os.PathLike, schema: Schema, features: FeatureSet) -> None:
     """Write the model to ``path`` in the native JSON format."""
-    text = json.dumps(to_dict(schema, features), allow_nan=False, separators=(",", ":"))
-    with open(path, "w", encoding="utf-8", newline="\n") as f:
-        f.write(text + "\n")
+    check_weights(features.weights)
+    compact = {"allow_nan": False, "separators": (",", ":")}
+    head = json.dumps({"format": FORMAT, "version": VERSION, "schema": schema.to_dict()},
+                      **compact)
+    weights = ["-inf" if w == -math.inf else w for w in features.weights.tolist()]
+    with open(path, "wb") as f:
+        f.write(f'{head[:-1]},"features":{{"weights":{json.dumps(weights, **compact)}'.encode())
+        for name in ("ptr", "var", "val", "eq"):
+            f.write(f',"{name}":['.encode())
+            f.write(_ascii_ints(getattr(features, name).astype(np.int64)).tobytes())
+            f.write(b"]")
+        f.write(b"}}\n")
 
 
 def read_json(path: str | os.PathLike) -> tuple[Schema, FeatureSet]:

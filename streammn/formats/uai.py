@@ -35,110 +35,267 @@ _MAX_LOG = math.log(np.finfo(np.float64).max)
 @nb.njit(cache=True)
 def _log_tables(scope_ptr, scope_var, fac_ptr, fac_feat, tab_ptr, cards,
                 weights, ptr, var, val, eq):
-    """Summed weights of each factor's features at every joint assignment of its scope."""
+    """Summed weights of each factor's features at every joint assignment of its scope.
+
+    A factor's features test only variables of its scope, so each one holds on the product of
+    the values its conditions allow per scope variable: those entries are enumerated directly
+    (one entry for a feature that fixes every variable) and get its weight added, features in
+    factor order, so every entry sums its weights in the same order as a scan would."""
     out = np.zeros(tab_ptr[-1])
     position = np.full(cards.shape[0], -1, dtype=np.int64)
-    assign = np.empty(cards.shape[0], dtype=np.int64)
+    max_scope = 1
+    for g in range(scope_ptr.shape[0] - 1):
+        max_scope = max(max_scope, scope_ptr[g + 1] - scope_ptr[g])
+    allowed = np.empty((max_scope, cards.max()), dtype=np.bool_)
+    choices = np.empty((max_scope, cards.max()), dtype=np.int64)
+    n_choices = np.empty(max_scope, dtype=np.int64)
+    digit = np.empty(max_scope, dtype=np.int64)
+    stride = np.empty(max_scope, dtype=np.int64)
     for g in range(scope_ptr.shape[0] - 1):
         s0, s1 = scope_ptr[g], scope_ptr[g + 1]
-        for j in range(s0, s1):
-            position[scope_var[j]] = j - s0
-        for e in range(tab_ptr[g + 1] - tab_ptr[g]):
-            rem = e
-            for j in range(s1 - 1, s0 - 1, -1):  # last variable changes fastest
-                c = cards[scope_var[j]]
-                assign[j - s0] = rem % c
-                rem //= c
-            total = 0.0
-            for t in range(fac_ptr[g], fac_ptr[g + 1]):
-                f = fac_feat[t]
-                ok = True
-                for c in range(ptr[f], ptr[f + 1]):
-                    if (assign[position[var[c]]] == val[c]) != eq[c]:
-                        ok = False
+        k = s1 - s0
+        step = 1
+        for j in range(k - 1, -1, -1):  # last variable changes fastest
+            position[scope_var[s0 + j]] = j
+            stride[j] = step
+            step *= cards[scope_var[s0 + j]]
+        for t in range(fac_ptr[g], fac_ptr[g + 1]):
+            f = fac_feat[t]
+            for j in range(k):
+                allowed[j, :cards[scope_var[s0 + j]]] = True
+            for c in range(ptr[f], ptr[f + 1]):
+                j = position[var[c]]
+                if eq[c]:
+                    for b in range(cards[var[c]]):
+                        if b != val[c]:
+                            allowed[j, b] = False
+                else:
+                    allowed[j, val[c]] = False
+            empty = False
+            for j in range(k):
+                n = 0
+                for b in range(cards[scope_var[s0 + j]]):
+                    if allowed[j, b]:
+                        choices[j, n] = b
+                        n += 1
+                n_choices[j] = n
+                digit[j] = 0
+                empty = empty or n == 0
+            while not empty:  # an odometer over the allowed values, last variable fastest
+                e = 0
+                for j in range(k):
+                    e += choices[j, digit[j]] * stride[j]
+                out[tab_ptr[g] + e] += weights[f]
+                j = k - 1
+                while j >= 0:
+                    digit[j] += 1
+                    if digit[j] < n_choices[j]:
                         break
-                if ok:
-                    total += weights[f]
-            out[tab_ptr[g] + e] = total
+                    digit[j] = 0
+                    j -= 1
+                empty = j < 0
         for j in range(s0, s1):
             position[scope_var[j]] = -1
     return out
 
 
-def _factors(features: FeatureSet, merge: bool) -> tuple[list[tuple[int, ...]], list[list[int]]]:
-    """Scopes and the features of each factor, in order of first appearance."""
-    n_vars = features.schema.n_vars
-    f_of_cond = np.repeat(np.arange(features.n_features, dtype=np.int64), features.lengths())
-    keys = distinct_sorted(f_of_cond * n_vars + features.var)  # each feature's sorted scope
-    scope_vars = (keys % n_vars).tolist()
-    bounds = np.searchsorted(keys // n_vars, np.arange(features.n_features + 1)).tolist()
-    scopes: list[tuple[int, ...]] = []
-    members: list[list[int]] = []
-    index: dict[tuple[int, ...], int] = {}
-    for f in range(features.n_features):
-        if bounds[f] == bounds[f + 1]:
+@nb.njit(cache=True)
+def _scope_groups(bounds, scope_var, merge):
+    """Factor of every feature (-1 without conditions): features whose scopes (``scope_var``
+    between ``bounds``) are equal share one with ``merge``. Factors are numbered in order of
+    first appearance; an open-addressing table keyed by a hash of the scope finds them."""
+    n = bounds.shape[0] - 1
+    group = np.full(n, -1, dtype=np.int64)
+    size = 1
+    while size < 2 * n + 2:
+        size *= 2
+    slot_group = np.full(size, -1, dtype=np.int64)
+    slot_feature = np.empty(size, dtype=np.int64)
+    n_groups = 0
+    for f in range(n):
+        b0, b1 = bounds[f], bounds[f + 1]
+        if b0 == b1:
             continue
-        scope = tuple(scope_vars[bounds[f]:bounds[f + 1]])
-        g = index.get(scope) if merge else None
-        if g is None:
-            g = len(scopes)
-            scopes.append(scope)
-            members.append([])
-            if merge:
-                index[scope] = g
-        members[g].append(f)
-    return scopes, members
+        if not merge:
+            group[f] = n_groups
+            n_groups += 1
+            continue
+        h = np.uint64(1469598103934665603)
+        for j in range(b0, b1):
+            h = (h ^ np.uint64(scope_var[j])) * np.uint64(1099511628211)
+        s = np.int64(h & np.uint64(size - 1))
+        while True:
+            g = slot_group[s]
+            if g < 0:
+                slot_group[s] = n_groups
+                slot_feature[s] = f
+                group[f] = n_groups
+                n_groups += 1
+                break
+            r = slot_feature[s]
+            r0 = bounds[r]
+            same = bounds[r + 1] - r0 == b1 - b0
+            j = 0
+            while same and j < b1 - b0:
+                same = scope_var[r0 + j] == scope_var[b0 + j]
+                j += 1
+            if same:
+                group[f] = g
+                break
+            s = (s + 1) & (size - 1)
+    return group, n_groups
+
+
+class UaiFactors:
+    """The factor tables of a feature set, as flat arrays: each factor's scope (its distinct
+    variables, increasing) in ``scope_ptr``/``scope_var``, its features in ``fac_ptr``/
+    ``fac_feat`` (in feature order), and its table size (entries) in ``sizes``."""
+
+    def __init__(self, schema: Schema, features: FeatureSet, merge: bool):
+        n_vars = schema.n_vars
+        f_of_cond = np.repeat(np.arange(features.n_features, dtype=np.int64), features.lengths())
+        keys = distinct_sorted(f_of_cond * n_vars + features.var)  # each feature's sorted scope
+        scope_var = keys % n_vars
+        bounds = np.searchsorted(keys // n_vars, np.arange(features.n_features + 1))
+        group, n_groups = _scope_groups(bounds, scope_var, merge)
+        members = np.argsort(group, kind="stable")[int((group < 0).sum()):]
+        first = members[np.searchsorted(group[members], np.arange(n_groups))]
+        lengths = bounds[first + 1] - bounds[first]
+        self.scope_ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        take = np.repeat(bounds[first] - self.scope_ptr[:-1], lengths) + np.arange(
+            int(self.scope_ptr[-1]))
+        self.scope_var = scope_var[take].astype(np.int64)
+        self.fac_ptr = np.concatenate([[0], np.cumsum(np.bincount(group[members],
+                                                                  minlength=n_groups))])
+        self.fac_feat = members.astype(np.int64)
+        cards = schema.cardinalities.astype(np.float64)
+        sizes = (np.multiply.reduceat(cards[self.scope_var], self.scope_ptr[:-1])
+                 if n_groups else np.zeros(0))
+        self.total = float(sizes.sum())  # a float: products of many cardinalities are huge
+        self.sizes = sizes.astype(np.int64) if self.total <= 2.0 ** 62 else None
+
+    @property
+    def n_factors(self) -> int:
+        return self.scope_ptr.size - 1
 
 
 def uai_table_entries(schema: Schema, features: FeatureSet, merge: bool = True) -> int:
     """How many potentials the UAI tables of these features hold (before writing them)."""
-    cards = schema.cardinalities.astype(np.int64)
-    scopes, _ = _factors(features, merge)
-    return sum(math.prod(int(cards[v]) for v in s) for s in scopes)
+    return int(UaiFactors(schema, features, merge).total)
 
 
 def write_uai(path: str | os.PathLike, schema: Schema, features: FeatureSet, merge: bool = True,
-              max_entries: int = DEFAULT_MAX_ENTRIES) -> None:
+              max_entries: int = DEFAULT_MAX_ENTRIES, factors: UaiFactors | None = None) -> None:
     """Write the model as a UAI ``MARKOV`` file.
 
     ``merge``: one table per distinct scope (default) instead of one per feature.
     ``max_entries``: refuse (``ModelFormatError``) to write more table entries than this in
     total, since a feature over k variables needs a table of the product of their cardinalities.
+    ``factors``: these features' :class:`UaiFactors` (with the same ``merge``), when the caller
+    already grouped them to check the table size.
     """
     check_weights(features.weights, path=path)
     cards = schema.cardinalities.astype(np.int64)
-    scopes, members = _factors(features, merge)
-    sizes = [math.prod(int(cards[v]) for v in s) for s in scopes]
-    if sum(sizes) > max_entries:
-        raise ModelFormatError(f"the UAI tables would hold {sum(sizes)} entries "
+    if factors is None:
+        factors = UaiFactors(schema, features, merge)
+    if factors.total > max_entries:
+        raise ModelFormatError(f"the UAI tables would hold {int(factors.total)} entries "
                                f"(max_entries={max_entries}); the largest scope has "
-                               f"{max(len(s) for s in scopes)} variables", path=path)
+                               f"{int(np.diff(factors.scope_ptr).max())} variables", path=path)
     constant = float(features.weights[features.lengths() == 0].sum())
-    log_tables = _log_tables(
-        np.cumsum([0] + [len(s) for s in scopes]).astype(np.int64),
-        np.array([v for s in scopes for v in s], dtype=np.int64),
-        np.cumsum([0] + [len(m) for m in members]).astype(np.int64),
-        np.array([f for m in members for f in m], dtype=np.int64),
-        np.cumsum([0] + sizes).astype(np.int64), cards,
-        features.weights, features.ptr, features.var, features.val, features.eq)
+    tab_ptr = np.concatenate([[0], np.cumsum(factors.sizes)]).astype(np.int64)
+    log_tables = _log_tables(factors.scope_ptr, factors.scope_var, factors.fac_ptr,
+                             factors.fac_feat, tab_ptr, cards, features.weights, features.ptr,
+                             features.var, features.val, features.eq)
     has_constant = bool((features.lengths() == 0).any())
     if max(log_tables.max(initial=-np.inf), constant) > _MAX_LOG:
         raise ModelFormatError("a potential exp(sum of weights) overflows float64: weights "
                                "this large cannot be written as UAI potentials", path=path)
-    tables = np.exp(log_tables)
-    n_factors = len(scopes) + has_constant
-    out = ["MARKOV", str(schema.n_vars), " ".join(str(c) for c in cards), str(n_factors)]
-    out += [f"{len(s)} " + " ".join(map(str, s)) for s in scopes]
+    head = ["MARKOV", str(schema.n_vars), " ".join(str(c) for c in cards),
+            str(factors.n_factors + has_constant)]
+    names = [f" {v}" for v in range(schema.n_vars)]
+    scopes = _interleave([f"\n{k}" for k in np.diff(factors.scope_ptr).tolist()],
+                         factors.scope_ptr, [names[v] for v in factors.scope_var.tolist()])
     if has_constant:
-        out.append("1 0")
-    start = 0
-    for size in sizes:
-        out += [str(size), " " + " ".join("%.17g" % p for p in tables[start:start + size])]
-        start += size
+        scopes += "\n1 0"
+    tail = "\n"
     if has_constant:
-        out += [str(cards[0]), " " + " ".join(["%.17g" % math.exp(constant)] * int(cards[0]))]
-    with open(path, "w", encoding="ascii", newline="\n") as f:
-        f.write("\n".join(out) + "\n")
+        tail = (f"\n{cards[0]}\n " + " ".join(["%.17g" % math.exp(constant)] * int(cards[0]))
+                + "\n")
+    with open(path, "wb") as f:
+        f.write(("\n".join(head) + scopes).encode("ascii"))
+        f.write(_table_text(np.exp(log_tables), tab_ptr).tobytes())
+        f.write(tail.encode("ascii"))
+
+
+def _table_text(potentials: np.ndarray, tab_ptr: np.ndarray) -> np.ndarray:
+    """Every table as ``"\\n<size>\\n p p p..."`` (ASCII bytes), potentials as ``%.17g``. Most
+    entries of a model's tables are exactly 1 (no feature holds there): only the others are
+    formatted, in Python, and a kernel lays out the text."""
+    other = potentials[potentials != 1.0]
+    numbers = ["%.17g" % p for p in other.tolist()]
+    number_ptr = np.concatenate([[0], np.cumsum([len(t) for t in numbers])]).astype(np.int64)
+    text = np.frombuffer("".join(numbers).encode("ascii"), dtype=np.uint8)
+    return _lay_out_tables(tab_ptr, potentials == 1.0, text, number_ptr)
+
+
+@nb.njit(cache=True)
+def _digits(x):
+    n = 1
+    while x >= 10:
+        x //= 10
+        n += 1
+    return n
+
+
+@nb.njit(cache=True)
+def _put_int(out, at, x):
+    """Write the decimal digits of ``x >= 0`` at ``out[at:]``; returns the end."""
+    end = at + _digits(x)
+    for k in range(end - 1, at - 1, -1):
+        out[k] = 48 + x % 10
+        x //= 10
+    return end
+
+
+@nb.njit(cache=True)
+def _lay_out_tables(tab_ptr, is_one, text, number_ptr):
+    n_tables = tab_ptr.shape[0] - 1
+    size = 0
+    for g in range(n_tables):
+        size += 2 + _digits(tab_ptr[g + 1] - tab_ptr[g])
+    n_other = number_ptr.shape[0] - 1
+    size += 2 * (is_one.shape[0] - n_other) + n_other + number_ptr[n_other]
+    out = np.empty(size, dtype=np.uint8)
+    at = 0
+    k = 0  # next preformatted number
+    for g in range(n_tables):
+        out[at] = 10  # "\n"
+        at = _put_int(out, at + 1, tab_ptr[g + 1] - tab_ptr[g])
+        out[at] = 10
+        at += 1
+        for e in range(tab_ptr[g], tab_ptr[g + 1]):
+            out[at] = 32  # " "
+            at += 1
+            if is_one[e]:
+                out[at] = 49  # "1"
+                at += 1
+            else:
+                for c in range(number_ptr[k], number_ptr[k + 1]):
+                    out[at] = text[c]
+                    at += 1
+                k += 1
+    return out
+
+
+def _interleave(heads: list[str], ptr: np.ndarray, items: list[str]) -> str:
+    """``heads[g]`` followed by ``items[ptr[g]:ptr[g + 1]]``, for every ``g``, as one string."""
+    pieces: list[str] = []
+    bounds = ptr.tolist()
+    for g, head in enumerate(heads):
+        pieces.append(head)
+        pieces.extend(items[bounds[g]:bounds[g + 1]])
+    return "".join(pieces)
 
 
 class _Tokens:

@@ -23,6 +23,9 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
+from streammn._canonical import canonical_flat
 from streammn.features import FeatureSet
 from streammn.trees.forest import Forest
 from streammn.errors import SettingsError
@@ -70,13 +73,45 @@ def tree_features(forest: Forest, t: int, method: str = "default", log_probs=Non
             leaves.append((node, path))
         elif kind == "prune" and node != root:
             interior.append((node, path))
-    feats = [(logp[node, y], path + ((t, y, True),))
-             for node, path in leaves + interior for y in range(d)]
     if kind == "nonzero":
+        feats = [(logp[node, y], path + ((t, y, True),)) for node, path in leaves
+                 for y in range(d)]
         feats = [(w, tuple(c for c in conds if c[2] and c[1] != 0)) for w, conds in feats]
         feats = [(w, conds) for w, conds in feats if conds]
         return FeatureSet.from_features(forest.schema, feats).merge_duplicates(drop_zero=False)
-    return FeatureSet.from_features(forest.schema, feats)
+    return _path_features(forest, t, leaves + interior, logp)
+
+
+def _path_features(forest: Forest, t: int, nodes, logp) -> FeatureSet:
+    """For every ``(node, path)`` and value ``y`` of ``X_t`` in turn, the feature ``path and
+    X_t = y`` weighted ``logp[node, y]``, canonicalised (as ``FeatureSet.from_features`` does)
+    by one kernel call over flat arrays rather than per feature in Python."""
+    d = int(forest.cards[t])
+    paths = [path for _, path in nodes]
+    lengths = np.array([len(p) for p in paths], dtype=np.int64)
+    flat = np.array([c for p in paths for c in p], dtype=np.int64).reshape(-1, 3)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    # conjunction k * d + y: the conditions of path k, then X_t = y
+    path_of = np.repeat(np.arange(len(paths)), d)
+    sizes = lengths[path_of] + 1
+    ptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    within = np.arange(ptr[-1]) - np.repeat(ptr[:-1], sizes)
+    target = within == np.repeat(sizes - 1, sizes)
+    source = np.where(target, 0, np.repeat(starts[path_of], sizes) + within)
+    values = np.repeat(np.tile(np.arange(d), len(paths)), sizes)
+    if flat.size:
+        var, val, eq = flat[source, 0], flat[source, 1], flat[source, 2].astype(bool)
+    else:
+        var = val = np.zeros(ptr[-1], dtype=np.int64)
+        eq = np.zeros(ptr[-1], dtype=bool)
+    var = np.where(target, t, var).astype(np.int32)
+    val = np.where(target, values, val).astype(np.uint8)
+    eq = np.where(target, True, eq)
+    keep, ptr, var, val, eq = canonical_flat(ptr, var, val, eq,
+                                             forest.schema.cardinalities.astype(np.int64))
+    node_ids = np.array([node for node, _ in nodes], dtype=np.int64)
+    weights = logp[np.repeat(node_ids, d), np.tile(np.arange(d), len(paths))][keep]
+    return FeatureSet(forest.schema, weights, ptr, var, val, eq, validate=False)
 
 
 def forest_features(forest: Forest, method: str = "default") -> list[FeatureSet]:
