@@ -216,4 +216,4 @@ def test_learner_settings_errors_exit_2(tmp_path):
     proc = run_cli("learn", DATA / "nltcs" / "nltcs.train.data", "--out", tmp_path / "s",
                    "--kappa", "2", "--quiet", check=False)
     assert proc.returncode == 2, proc.stderr
-    assert "kappa must be in (0, 1]" in proc.stderr
+    assert "kappa must be" in proc.stderr

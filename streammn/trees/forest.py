@@ -139,6 +139,12 @@ class Forest:
         return out
 
     # statistics -----------------------------------------------------------------------------
+    @property
+    def nbytes(self) -> int:
+        """Memory held by the node arrays (their allocated capacity)."""
+        return sum(a.nbytes for a in (self.links, self.parent, self.depth, self.tree, self.slot,
+                                      self.counts))
+
     def n_leaves(self) -> np.ndarray:
         n = self.n_nodes
         return np.bincount(self.tree[:n][self.var[:n] < 0], minlength=self.schema.n_vars)

@@ -2,32 +2,39 @@
 
 Every row updates the target counts of the leaf it reaches in every tree and, when that leaf is
 active, its split statistics. Once ``grace_period`` new rows have reached an active leaf since
-its last attempt, its best and second-best tests (second best: the best test on another
-variable) are compared with the Hoeffding bound on the per-row gain,
-``eps = sqrt(R^2 ln(1/delta) / (2 n))`` with ``R = ln(d)`` the range of the per-row
-log-likelihood gain of a ``d``-valued target and ``n`` the rows in the leaf's statistics. The
-leaf splits when ``best - second > eps`` or ``eps < tau``, and the best gain beats the structure
-prior (:func:`~streammn.trees.stats.split_penalty`), as in exact mode. Children start with the
-target counts the parent saw on their side and empty statistics.
+its last attempt, its best split is tested:
 
-Optional replay (``replay_rows > 0``): the last ``replay_rows`` rows of the stream are kept in a
-ring buffer; a new leaf's statistics are seeded with the buffered rows that reach it, and a
-seeded leaf with ``grace_period`` rows is attempted at once. Without it a child learns its split
-only from rows arriving after its birth, which on short streams keeps trees shallow. Memory:
+- *whether* to split: the best gain must pass the split criterion
+  (:mod:`streammn.trees.criterion`). With ``kappa='auto'`` (the default) that is a
+  likelihood-ratio test corrected for the candidates tried and for the looks already taken at
+  the leaf, so noise splits stay rare however long the stream; with a number it is the fixed
+  structure prior of exact mode.
+- *on what*: the best and second-best tests (second best: the best test on another variable) are
+  compared with the Hoeffding bound on the per-row gain, ``eps = sqrt(R^2 ln(1/delta) / (2 n))``
+  with ``R = ln(d)`` the range of the per-row log-likelihood gain of a ``d``-valued target and
+  ``n`` the rows in the leaf's statistics: the leaf splits when ``best - second > eps`` or
+  ``eps < tau``, as river's Hoeffding trees do.
+
+Statistics inheritance (``replay_rows > 0``): the last ``replay_rows`` rows of the stream are kept
+in a ring buffer; a new leaf's statistics are seeded with the buffered rows that reach it, and a
+seeded leaf with ``grace_period`` rows is attempted at once, so children do not start blind and a
+finite stream that fits in the buffer grows trees close to exact ones. Memory:
 ``replay_rows * n_vars`` bytes plus the current leaf of every buffered row in every tree
 (``4 * replay_rows * n_vars``); cost: one extra routing per row, and a scan of the buffer for
-every tree that split.
+every tree that split (frequent while trees grow, rare once they have converged).
 
 Rows are processed in chunks whose boundaries fall at multiples of ``grace_period`` rows of the
 whole stream, so the model does not depend on how the stream was cut into batches.
 
-``max_tree_leaves`` caps every tree: splits that would pass it are dropped (the largest gains
-win) and a tree at the cap stops collecting split statistics, so model size and memory stay
-bounded on an endless stream.
+Memory budget: ``memory_bytes`` covers the forest, the replay buffer and the split statistics.
+Whatever the forest and buffer leave is given to statistics slots (or ``max_leaves`` slots when
+set): when splits want more, all leaves are ranked by promise (rows the leaf's majority value
+misclassifies, as river does) and only the most promising keep (or get fresh) statistics; the
+others still update their target counts. As the forest grows the slots shrink, and a forest that
+fills the budget on its own stops growing. The statistics arrays keep their high-water size.
 
-A memory budget of ``max_leaves`` active leaves holds: when splits exceed it, all leaves are
-ranked by promise (rows the leaf's majority value misclassifies, as river does) and only the
-most promising keep (or get fresh) statistics; the others still update their target counts.
+``max_tree_leaves`` (off by default) optionally caps every tree: splits that would pass it are
+dropped (the largest gains win) and a tree at the cap stops collecting split statistics.
 """
 
 from __future__ import annotations
@@ -38,7 +45,9 @@ import numpy as np
 
 from streammn.trees import kernels
 from streammn.trees.forest import Forest
-from streammn.trees.stats import LeafStats, split_penalty
+from streammn.trees.criterion import (AUTO, DEFAULT_ALPHA, n_candidates,
+                                     significance_threshold, split_penalty)
+from streammn.trees.stats import LeafStats
 
 
 STATS_DTYPE = np.int32  # half the memory traffic of int64; see _retire_full_slots
@@ -52,23 +61,31 @@ class HoeffdingGrower:
     a grower exactly where it was.
     """
 
-    def __init__(self, forest: Forest, kappa: float, grace_period: int, delta: float,
-                 tau: float, min_count: int, max_depth, max_leaves: int,
+    def __init__(self, forest: Forest, kappa, grace_period: int, delta: float,
+                 tau: float, min_count: int, max_depth, max_leaves: int | None,
                  replay_rows: int = 0, n_threads: int = 1, state: dict | None = None,
-                 max_tree_leaves: int | None = None):
+                 max_tree_leaves: int | None = None, alpha: float = DEFAULT_ALPHA,
+                 memory_bytes: int = 256 * 2 ** 20):
+        """``kappa`` is a fixed structure prior or ``'auto'`` (significance test at level
+        ``alpha``); ``max_leaves`` a fixed number of statistics slots, or None to give the
+        slots whatever ``memory_bytes`` leaves after the forest and the replay buffer."""
         self.forest = forest
         self.max_tree_leaves = max_tree_leaves
         self.kappa = kappa
+        self.alpha = float(alpha)
         self.grace_period = int(grace_period)
         self.delta = delta
         self.tau = tau
         self.min_count = int(min_count)
         self.max_depth = max_depth
-        self.max_leaves = int(max_leaves)
+        self.max_leaves = None if max_leaves is None else int(max_leaves)
+        self.memory_bytes = int(memory_bytes)
+        self._slot_bytes = LeafStats.slot_bytes(forest, STATS_DTYPE)
         self.rows_seen = 0
-        self.stats = LeafStats(forest, capacity=self.max_leaves, dtype=STATS_DTYPE,
-                               n_threads=n_threads)
-        self._penalty = split_penalty(kappa, forest.cards)
+        if kappa == AUTO:
+            self._candidates = n_candidates(forest.cards)
+        else:
+            self._penalty = split_penalty(kappa, forest.cards)
         self._range = np.log(forest.cards.astype(np.float64))
         self._has_inactive = False  # some eligible leaf was denied statistics by the budget
         self._due = []  # due slots found since the last grace-period boundary
@@ -78,6 +95,8 @@ class HoeffdingGrower:
         self._buf_pos = 0   # next row to overwrite
         # current leaf of every buffered row in every tree, kept up to date through splits
         self._buf_leaf = np.zeros((forest.schema.n_vars, self.replay_rows), dtype=np.int32)
+        self.stats = LeafStats(forest, capacity=self.leaf_budget, dtype=STATS_DTYPE,
+                               n_threads=n_threads)
         if state is None:
             self._enforce_budget(self._eligible(forest.roots))
         else:  # resume: the forest's leaf -> slot links come with it
@@ -90,6 +109,14 @@ class HoeffdingGrower:
             if self._buf_len:  # derived, not stored: the rows' leaves in the restored forest
                 kernels.route_into(self._buf[:self._buf_len], forest.roots, forest.links,
                                    self._buf_leaf, 0)
+
+    @property
+    def leaf_budget(self) -> int:
+        """Statistics slots allowed now: ``max_leaves``, or what the memory budget leaves."""
+        if self.max_leaves is not None:
+            return self.max_leaves
+        free = self.memory_bytes - self.forest.nbytes - self._buf.nbytes - self._buf_leaf.nbytes
+        return max(0, free // self._slot_bytes)
 
     def _eligible(self, leaves: np.ndarray) -> np.ndarray:
         """The leaves that may still split: within the depth limit, in trees below the cap."""
@@ -150,6 +177,7 @@ class HoeffdingGrower:
         f = self.forest
         n_stat = st.n
         st.last_attempt[due] = n_stat[due]
+        st.attempts[due] += 1
         bvar, bval, bgain, sgain, tcounts = st.score(due, self.min_count)
         targets = st.slot_target[due]
         n = n_stat[due].astype(np.float64)
@@ -157,7 +185,7 @@ class HoeffdingGrower:
         with np.errstate(invalid="ignore"):
             margin = (bgain - sgain) / n
         confident = (margin > eps) | (eps < self.tau)
-        go = (bvar >= 0) & confident & (bgain > self._penalty[targets])
+        go = (bvar >= 0) & confident & (bgain > self._threshold(targets, st.attempts[due]))
         if self.max_tree_leaves is not None:
             go &= self._within_tree_cap(st.slot_node[due], bgain, go)
         self._retire_full_slots(due[~go])
@@ -174,6 +202,13 @@ class HoeffdingGrower:
             st.release(f.slot[capped])
         self._enforce_budget(self._eligible(children))
         return children
+
+    def _threshold(self, targets: np.ndarray, attempts: np.ndarray) -> np.ndarray:
+        """Gain each attempted split must exceed (see :mod:`streammn.trees.criterion`)."""
+        if self.kappa == AUTO:
+            return significance_threshold(self.alpha, self.forest.cards[targets],
+                                          self._candidates[targets], attempts)
+        return self._penalty[targets]
 
     def _within_tree_cap(self, nodes: np.ndarray, gain: np.ndarray,
                          go: np.ndarray) -> np.ndarray:
@@ -204,7 +239,8 @@ class HoeffdingGrower:
     def _enforce_budget(self, new_leaves: np.ndarray) -> None:
         """Activate ``new_leaves``; past ``max_leaves``, keep only the most promising active."""
         st = self.stats
-        if st.n_active + new_leaves.size <= self.max_leaves and not self._has_inactive:
+        budget = self.leaf_budget
+        if st.n_active + new_leaves.size <= budget and not self._has_inactive:
             st.activate(new_leaves)
             return
         f = self.forest
@@ -213,7 +249,7 @@ class HoeffdingGrower:
         promise = counts.sum(axis=1) - counts.max(axis=1)
         order = np.lexsort((leaves, -promise))  # most promising first, ties by node id
         keep = np.zeros(leaves.size, dtype=bool)
-        keep[order[:self.max_leaves]] = True
+        keep[order[:budget]] = True
         active = f.slot[leaves] >= 0
         st.release(f.slot[leaves[active & ~keep]])
         st.activate(leaves[keep & ~active])

@@ -1,26 +1,17 @@
-"""Per-leaf split statistics and the scoring / decision rule both tree learners share.
+"""Per-leaf split statistics both tree learners share.
 
 :class:`LeafStats` owns the slots of the active leaves (see :mod:`streammn.trees.kernels` for
-the layout) and feeds batches through the accumulation kernel; :func:`split_penalty` is the
-structure prior. A split of a leaf whose target has ``d`` values adds ``d - 1`` free parameters,
-so under ``P(S) ∝ kappa^p`` it pays ``(d - 1) * -ln(kappa)`` nats of training log-likelihood
-(``-ln(kappa)`` for a binary target, Libra's rule).
+the layout), feeds batches through the accumulation kernel and scores each slot's best split;
+:mod:`streammn.trees.criterion` decides whether that split's gain is enough.
 """
 
 from __future__ import annotations
-
-import math
 
 import numba
 import numpy as np
 
 from streammn.trees import kernels
 from streammn.trees.forest import Forest
-
-
-def split_penalty(kappa: float, card: np.ndarray) -> np.ndarray:
-    """Log-likelihood gain a split must exceed: ``(card - 1) * -ln(kappa)``."""
-    return (np.asarray(card, dtype=np.float64) - 1.0) * -math.log(kappa)
 
 
 class LeafStats:
@@ -45,6 +36,7 @@ class LeafStats:
         self.slot_target = np.zeros(0, dtype=np.int32)   # that node's tree (target variable)
         self.n = np.zeros(0, dtype=np.int64)             # rows counted in the slot
         self.last_attempt = np.zeros(0, dtype=np.int64)  # self.n at the last split attempt
+        self.attempts = np.zeros(0, dtype=np.int64)      # split attempts on this slot's rows
 
     @staticmethod
     def slot_bytes(forest: Forest, dtype=np.int64) -> int:
@@ -78,6 +70,7 @@ class LeafStats:
         self.stats[slots] = 0
         self.n[slots] = 0
         self.last_attempt[slots] = 0
+        self.attempts[slots] = 0
         self.slot_node[slots] = nodes
         self.slot_target[slots] = self.forest.tree[nodes]
         self.forest.slot[nodes] = slots
@@ -102,7 +95,8 @@ class LeafStats:
                                          ("slot_node", (size,), -1, np.int32),
                                          ("slot_target", (size,), 0, np.int32),
                                          ("n", (size,), 0, np.int64),
-                                         ("last_attempt", (size,), 0, np.int64)):
+                                         ("last_attempt", (size,), 0, np.int64),
+                                         ("attempts", (size,), 0, np.int64)):
             grown = np.full(shape, fill, dtype=dtype)
             grown[:old] = getattr(self, name)
             setattr(self, name, grown)
@@ -160,7 +154,8 @@ class LeafStats:
     def get_state(self) -> dict[str, np.ndarray]:
         return {"slot_tot": self.tot.copy(), "slot_stats": self.stats.copy(),
                 "slot_node": self.slot_node.copy(), "slot_target": self.slot_target.copy(),
-                "slot_n": self.n.copy(), "slot_last_attempt": self.last_attempt.copy()}
+                "slot_n": self.n.copy(), "slot_last_attempt": self.last_attempt.copy(),
+                "slot_attempts": self.attempts.copy()}
 
     def set_state(self, state: dict) -> None:
         self.tot = np.array(state["slot_tot"], dtype=self.dtype)
@@ -169,3 +164,6 @@ class LeafStats:
         self.slot_target = np.array(state["slot_target"], dtype=np.int32)
         self.n = np.array(state["slot_n"], dtype=np.int64)
         self.last_attempt = np.array(state["slot_last_attempt"], dtype=np.int64)
+        # states written before attempts were counted: one attempt per ``last_attempt`` > 0
+        self.attempts = np.array(state.get("slot_attempts", self.last_attempt > 0),
+                                 dtype=np.int64)
