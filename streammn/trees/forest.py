@@ -141,9 +141,12 @@ class Forest:
     # statistics -----------------------------------------------------------------------------
     @property
     def nbytes(self) -> int:
-        """Memory held by the node arrays (their allocated capacity)."""
-        return sum(a.nbytes for a in (self.links, self.parent, self.depth, self.tree, self.slot,
-                                      self.counts))
+        """Memory the nodes take (``n_nodes`` of them, not the allocated capacity, so that a
+        budget computed from it does not depend on the order in which the arrays grew)."""
+        per_node = sum(a.itemsize * (a.size // a.shape[0])
+                       for a in (self.links, self.parent, self.depth, self.tree, self.slot,
+                                 self.counts))
+        return self.n_nodes * per_node
 
     def n_leaves(self) -> np.ndarray:
         n = self.n_nodes
