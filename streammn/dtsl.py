@@ -30,7 +30,7 @@ from connectors.array import ArraySource
 from connectors.base import Batch, Source
 from streammn.dn import DependencyNetwork
 from streammn.schema import Schema, SchemaError
-from streammn.trees.criterion import AUTO, DEFAULT_ALPHA
+from streammn.trees.criterion import AUTO, DEFAULT_ALPHA, DEFAULT_MIN_GAIN_PER_ROW
 from streammn.trees.exact import grow_level_wise
 from streammn.trees.features import forest_features
 from streammn.trees.forest import Forest
@@ -63,6 +63,11 @@ class DTSL:
     split_alpha : float, default 0.05
         With ``kappa='auto'``: the chance that a leaf whose target depends on none of the
         candidates ever splits (over the whole stream in Hoeffding mode).
+    min_gain_per_row : float, default 1e-5
+        With ``kappa='auto'``: the least a split must add to the average log-likelihood per row
+        of the data seen so far (nats): its gain per row at the leaf times the share of rows
+        reaching the leaf. Never binding on small data; on a long stream it lets trees converge
+        instead of adding ever smaller significant splits.
     mode : {'hoeffding', 'exact'}, default 'hoeffding'
         One-pass streaming trees, or exact multi-pass level-wise trees (``fit`` only).
     grace_period : int, default 200
@@ -114,13 +119,16 @@ class DTSL:
                  max_depth: int | None = None, max_tree_leaves: int | None = None,
                  max_leaves: int | None = None, memory_mb: float = 256.0, min_count: int = 10,
                  prior: float = 1.0, replay_rows: int | str = AUTO, n_threads: int = 1,
-                 seed: int | None = None, split_alpha: float = DEFAULT_ALPHA):
+                 seed: int | None = None, split_alpha: float = DEFAULT_ALPHA,
+                 min_gain_per_row: float = DEFAULT_MIN_GAIN_PER_ROW):
         if not isinstance(schema, Schema):
             raise DTSLError(f"schema must be a streammn Schema, got {type(schema).__name__}")
         if kappa != AUTO and not (isinstance(kappa, numbers.Real) and 0.0 < kappa <= 1.0):
             raise DTSLError(f"kappa must be 'auto' or in (0, 1], got {kappa!r}")
         if not 0.0 < split_alpha < 0.5:
             raise DTSLError(f"split_alpha must be in (0, 0.5), got {split_alpha!r}")
+        if min_gain_per_row < 0:
+            raise DTSLError(f"min_gain_per_row must be >= 0, got {min_gain_per_row!r}")
         if mode not in MODES:
             raise DTSLError(f"mode must be one of {MODES}, got {mode!r}")
         if grace_period < 1:
@@ -143,11 +151,13 @@ class DTSL:
             raise DTSLError(f"prior must be positive, got {prior!r}")
         if n_threads < 1:
             raise DTSLError(f"n_threads must be >= 1, got {n_threads!r}")
-        if replay_rows != AUTO and not (isinstance(replay_rows, numbers.Integral) and replay_rows >= 0):
+        if replay_rows != AUTO and not (isinstance(replay_rows, numbers.Integral)
+                                        and replay_rows >= 0):
             raise DTSLError(f"replay_rows must be 'auto' or >= 0, got {replay_rows!r}")
         self.schema = schema
         self.kappa = AUTO if kappa == AUTO else float(kappa)
         self.split_alpha = float(split_alpha)
+        self.min_gain_per_row = float(min_gain_per_row)
         self.mode = mode
         self.grace_period = int(grace_period)
         self.delta = float(delta)
@@ -165,7 +175,9 @@ class DTSL:
 
     # parameters -----------------------------------------------------------------------------
     def get_params(self) -> dict:
-        return {"kappa": self.kappa, "split_alpha": self.split_alpha, "mode": self.mode, "grace_period": self.grace_period,
+        return {"kappa": self.kappa, "split_alpha": self.split_alpha,
+                "min_gain_per_row": self.min_gain_per_row, "mode": self.mode,
+                "grace_period": self.grace_period,
                 "delta": self.delta, "tau": self.tau, "max_depth": self.max_depth,
                 "max_tree_leaves": self.max_tree_leaves,
                 "max_leaves": self.max_leaves, "memory_mb": self.memory_mb,
@@ -201,7 +213,8 @@ class DTSL:
                                self.tau, self.min_count, self.max_depth, self.max_leaves,
                                self.replay_size, self.n_threads, state=state,
                                max_tree_leaves=self.max_tree_leaves, alpha=self.split_alpha,
-                               memory_bytes=int(self.memory_mb * 2 ** 20))
+                               memory_bytes=int(self.memory_mb * 2 ** 20),
+                               min_gain_per_row=self.min_gain_per_row)
 
     def _reset(self) -> None:
         self.forest = Forest(self.schema, prior=self.prior)
@@ -261,7 +274,8 @@ class DTSL:
         self.n_passes = grow_level_wise(self.forest, source, self.kappa, self.min_count,
                                         self.max_depth, self.leaf_budget, self.n_threads,
                                         cache_bytes=int(self.memory_mb * 2 ** 20),
-                                        count_pass=count_pass, alpha=self.split_alpha)
+                                        count_pass=count_pass, alpha=self.split_alpha,
+                                        min_gain_per_row=self.min_gain_per_row)
         self.rows_seen = int(self.forest.counts[self.forest.roots[0]].sum())
         return self
 

@@ -45,8 +45,8 @@ import numpy as np
 
 from streammn.trees import kernels
 from streammn.trees.forest import Forest
-from streammn.trees.criterion import (AUTO, DEFAULT_ALPHA, n_candidates,
-                                     significance_threshold, split_penalty)
+from streammn.trees.criterion import (AUTO, DEFAULT_ALPHA, DEFAULT_MIN_GAIN_PER_ROW,
+                                     n_candidates, significance_threshold, split_penalty)
 from streammn.trees.stats import LeafStats
 
 
@@ -65,14 +65,17 @@ class HoeffdingGrower:
                  tau: float, min_count: int, max_depth, max_leaves: int | None,
                  replay_rows: int = 0, n_threads: int = 1, state: dict | None = None,
                  max_tree_leaves: int | None = None, alpha: float = DEFAULT_ALPHA,
-                 memory_bytes: int = 256 * 2 ** 20):
+                 memory_bytes: int = 256 * 2 ** 20,
+                 min_gain_per_row: float = DEFAULT_MIN_GAIN_PER_ROW):
         """``kappa`` is a fixed structure prior or ``'auto'`` (significance test at level
-        ``alpha``); ``max_leaves`` a fixed number of statistics slots, or None to give the
-        slots whatever ``memory_bytes`` leaves after the forest and the replay buffer."""
+        ``alpha``, and relevance ``min_gain_per_row``); ``max_leaves`` a fixed number of
+        statistics slots, or None to give the slots whatever ``memory_bytes`` leaves after the
+        forest and the replay buffer."""
         self.forest = forest
         self.max_tree_leaves = max_tree_leaves
         self.kappa = kappa
         self.alpha = float(alpha)
+        self.min_gain_per_row = float(min_gain_per_row)
         self.grace_period = int(grace_period)
         self.delta = delta
         self.tau = tau
@@ -186,6 +189,9 @@ class HoeffdingGrower:
             margin = (bgain - sgain) / n
         confident = (margin > eps) | (eps < self.tau)
         go = (bvar >= 0) & confident & (bgain > self._threshold(targets, st.attempts[due]))
+        if self.kappa == AUTO:  # relevance: the split's share of the stream's log-likelihood
+            leaf_rows = f.counts[st.slot_node[due]].sum(axis=1)
+            go &= bgain / n * leaf_rows >= self.min_gain_per_row * self.rows_seen
         if self.max_tree_leaves is not None:
             go &= self._within_tree_cap(st.slot_node[due], bgain, go)
         self._retire_full_slots(due[~go])
