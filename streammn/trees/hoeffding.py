@@ -1,19 +1,24 @@
 """One-pass Hoeffding growth of all trees from a stream of row batches.
 
 Every row updates the target counts of the leaf it reaches in every tree and, when that leaf is
-active, its split statistics. Once ``grace_period`` new rows have reached an active leaf since
-its last attempt, its best split is tested:
+active, its split statistics. Active leaves are looked at on a schedule, and at a look the best
+split is tested.
 
-- *whether* to split: the best gain must pass the split criterion
-  (:mod:`streammn.trees.criterion`). With ``kappa='auto'`` (the default) that is a
-  likelihood-ratio test corrected for the candidates tried and for the looks already taken at
-  the leaf, so noise splits stay rare however long the stream; with a number it is the fixed
-  structure prior of exact mode.
-- *on what*: the best and second-best tests (second best: the best test on another variable) are
-  compared with the Hoeffding bound on the per-row gain, ``eps = sqrt(R^2 ln(1/delta) / (2 n))``
-  with ``R = ln(d)`` the range of the per-row log-likelihood gain of a ``d``-valued target and
-  ``n`` the rows in the leaf's statistics: the leaf splits when ``best - second > eps`` or
-  ``eps < tau``, as river's Hoeffding trees do.
+With ``kappa='auto'`` (the default) a leaf is first looked at when its statistics hold
+``2 * min_count`` rows and then whenever they have grown by half (``LOOK_GROWTH``): small leaves
+early, so finite streams reach the resolution of exact trees, and a leaf of ``n`` rows has had
+only ``O(log n)`` looks. At a look the best candidate splits when its gain passes the split
+criterion (:mod:`streammn.trees.criterion`): a likelihood-ratio test corrected for the
+candidates tried and for the looks taken, plus a relevance floor, so noise splits stay rare
+however long the stream and the trees converge. Which of two near-tied candidates is taken does
+not matter for the Markov network the trees become, so there is no best-vs-second test.
+
+With a fixed ``kappa`` (river's Hoeffding trees, kept bit-identical): a leaf is looked at every
+``grace_period`` new rows; its best and second-best tests (second best: the best test on another
+variable) are compared with the Hoeffding bound on the per-row gain, ``eps = sqrt(R^2
+ln(1/delta) / (2 n))`` with ``R = ln(d)`` the range of the per-row log-likelihood gain of a
+``d``-valued target and ``n`` the rows in the leaf's statistics; the leaf splits when ``best -
+second > eps`` or ``eps < tau``, and the best gain beats the structure prior.
 
 Statistics inheritance (``replay_rows > 0``): the last ``replay_rows`` rows of the stream are kept
 in a ring buffer; a new leaf's statistics are seeded with the buffered rows that reach it, and a
@@ -24,7 +29,8 @@ finite stream that fits in the buffer grows trees close to exact ones. Memory:
 every tree that split (frequent while trees grow, rare once they have converged).
 
 Rows are processed in chunks whose boundaries fall at multiples of ``grace_period`` rows of the
-whole stream, so the model does not depend on how the stream was cut into batches.
+whole stream, and the leaves that came due within a chunk are looked at at its end, so the model
+does not depend on how the stream was cut into batches.
 
 Memory budget: ``memory_bytes`` covers the forest, the replay buffer and the split statistics.
 Whatever the forest and buffer leave is given to statistics slots (or ``max_leaves`` slots when
@@ -50,6 +56,7 @@ from streammn.trees.criterion import (AUTO, DEFAULT_ALPHA, DEFAULT_MIN_GAIN_PER_
 from streammn.trees.stats import LeafStats
 
 
+LOOK_GROWTH = 1.5  # 'auto': a leaf is looked at again when its rows have grown by half
 STATS_DTYPE = np.int32  # half the memory traffic of int64; see _retire_full_slots
 _FULL = np.iinfo(STATS_DTYPE).max
 
@@ -77,6 +84,10 @@ class HoeffdingGrower:
         self.alpha = float(alpha)
         self.min_gain_per_row = float(min_gain_per_row)
         self.grace_period = int(grace_period)
+        # the accumulation kernel reports a slot as due when its rows since ``last_attempt``
+        # reach this gap: every grace_period rows (fixed kappa), or at the scheduled look
+        # (``last_attempt = next_look - 1``) of the geometric schedule ('auto')
+        self._look_gap = 1 if kappa == AUTO else self.grace_period
         self.delta = delta
         self.tau = tau
         self.min_count = int(min_count)
@@ -137,7 +148,7 @@ class HoeffdingGrower:
         n = rows.shape[0]
         while start < n:
             stop = min(n, start + g - self.rows_seen % g)
-            due = self.stats.add(rows[start:stop], grace=g)
+            due = self.stats.add(rows[start:stop], grace=self._look_gap)
             self._due.append(due)
             self._remember(rows[start:stop])
             self.rows_seen += stop - start
@@ -170,7 +181,7 @@ class HoeffdingGrower:
             st.replay(self._buf[:self._buf_len], self._buf_leaf, trees)
             slots = self.forest.slot[children]
             slots = np.sort(slots[slots >= 0]).astype(np.int64)
-            due = slots[st.n[slots] - st.last_attempt[slots] >= g]
+            due = slots[st.n[slots] - st.last_attempt[slots] >= self._look_gap]
 
     def _attempt_splits(self, due: np.ndarray) -> np.ndarray:
         """Try to split the leaves of the ``due`` slots; return all new children."""
@@ -179,7 +190,7 @@ class HoeffdingGrower:
         st = self.stats
         f = self.forest
         n_stat = st.n
-        st.last_attempt[due] = n_stat[due]
+        self._schedule(due)
         st.attempts[due] += 1
         bvar, bval, bgain, sgain, tcounts = st.score(due, self.min_count)
         targets = st.slot_target[due]
@@ -187,7 +198,7 @@ class HoeffdingGrower:
         eps = np.sqrt(self._range[targets] ** 2 * math.log(1.0 / self.delta) / (2.0 * n))
         with np.errstate(invalid="ignore"):
             margin = (bgain - sgain) / n
-        confident = (margin > eps) | (eps < self.tau)
+        confident = (margin > eps) | (eps < self.tau) | (self.kappa == AUTO)
         go = (bvar >= 0) & confident & (bgain > self._threshold(targets, st.attempts[due]))
         if self.kappa == AUTO:  # relevance: the split's share of the stream's log-likelihood
             leaf_rows = f.counts[st.slot_node[due]].sum(axis=1)
@@ -208,6 +219,23 @@ class HoeffdingGrower:
             st.release(f.slot[capped])
         self._enforce_budget(self._eligible(children))
         return children
+
+    def _schedule(self, slots: np.ndarray) -> None:
+        """Set when each slot is next looked at. Fixed kappa: after ``grace_period`` more rows.
+        'auto': when its rows have grown by half (``LOOK_GROWTH``), and first at
+        ``2 * min_count`` rows: small leaves are looked at early, large ones rarely, so a leaf
+        of ``n`` rows has had ``O(log n)`` looks and the alpha spent on them stays small."""
+        st = self.stats
+        n = st.n[slots]
+        if self.kappa != AUTO:
+            st.last_attempt[slots] = n
+            return
+        following = np.maximum(np.ceil(n * LOOK_GROWTH).astype(np.int64), n + 1)
+        st.last_attempt[slots] = np.maximum(following, 2 * self.min_count) - 1
+
+    def _activate(self, leaves: np.ndarray) -> None:
+        self.stats.activate(leaves)
+        self._schedule(self.forest.slot[leaves].astype(np.int64))
 
     def _threshold(self, targets: np.ndarray, attempts: np.ndarray) -> np.ndarray:
         """Gain each attempted split must exceed (see :mod:`streammn.trees.criterion`)."""
@@ -247,7 +275,7 @@ class HoeffdingGrower:
         st = self.stats
         budget = self.leaf_budget
         if st.n_active + new_leaves.size <= budget and not self._has_inactive:
-            st.activate(new_leaves)
+            self._activate(new_leaves)
             return
         f = self.forest
         leaves = self._eligible(f.leaves())
@@ -258,7 +286,7 @@ class HoeffdingGrower:
         keep[order[:budget]] = True
         active = f.slot[leaves] >= 0
         st.release(f.slot[leaves[active & ~keep]])
-        st.activate(leaves[keep & ~active])
+        self._activate(leaves[keep & ~active])
         self._has_inactive = bool((~keep).any())
 
     # state ----------------------------------------------------------------------------------

@@ -105,9 +105,8 @@ class LeafStats:
             trees: np.ndarray | None = None) -> np.ndarray:
         """Route ``rows`` through the given trees (default all) and count them at their leaves
         (target counts of every leaf when ``count_leaves``, statistics of active leaves); with
-        ``grace > 0`` return the slots that reached ``grace`` rows since their last attempt."""
-        if grace > 0 and rows.shape[0] > grace:  # a slot could come due twice: overflow
-            raise ValueError(f"at most grace={grace} rows per call, got {rows.shape[0]}")
+        ``grace > 0`` return the slots whose rows since ``last_attempt`` reached exactly
+        ``grace`` during the call (each slot at most once, as the count passes it once)."""
         f = self.forest
         if self.tot.shape[0] == 0:  # kernels need at least one (unused) slot row
             self._grow(1)
