@@ -16,7 +16,7 @@ Markdown table ``convergence.md``):
 - ``throughput``: one pass over 1M x 100 binary rows, defaults vs the previous defaults (kappa
   0.1, 64 leaves per tree, no replay), in the same run.
 
-    PYTHONPATH=. python -m benchmarks.convergence [planted|gibbs|datasets|wide|throughput ...]
+    PYTHONPATH=. python -m benchmarks.convergence [planted60|planted200|gibbs|datasets|wide|throughput]
 """
 
 from __future__ import annotations
@@ -114,24 +114,21 @@ def bn_chunks(bn: LogisticBN, seed: int, total: int, chunk: int = 1_000_000):
         yield bn.sample(min(chunk, total - start), rng)
 
 
-def section_planted() -> dict:
-    out = {}
-    for n_vars, exact_upto in ((60, 1_000_000), (200, 100_000)):
-        bn = LogisticBN(n_vars, seed=1)
-        test = bn.sample(20_000, np.random.default_rng(99))
-        valid = bn.sample(20_000, np.random.default_rng(98))
-        truth = bn.pll(test)
-        print(f"planted {n_vars} variables, true test PLL {truth:.4f}", file=sys.stderr)
-        stream = one_pass(bn_chunks(bn, 5, CHECKPOINTS[-1]), test, CHECKPOINTS, truth)
-        exact = []
-        prefix = bn.sample(exact_upto, np.random.default_rng(5))  # the stream's first rows
-        for rows in (c for c in CHECKPOINTS if c <= exact_upto):
-            best = best_exact(prefix[:rows], valid, test)
-            best.update(rows=rows, gap_pct=100.0 * (truth - best["test_pll"]) / abs(truth))
-            exact.append(best)
-            print(f"  exact {rows:,}: {best}", file=sys.stderr, flush=True)
-        out[str(n_vars)] = {"true_pll": truth, "one_pass": stream, "exact_best_kappa": exact}
-    return out
+def section_planted(n_vars: int, exact_upto: int) -> dict:
+    bn = LogisticBN(n_vars, seed=1)
+    test = bn.sample(20_000, np.random.default_rng(99))
+    valid = bn.sample(20_000, np.random.default_rng(98))
+    truth = bn.pll(test)
+    print(f"planted {n_vars} variables, true test PLL {truth:.4f}", file=sys.stderr)
+    stream = one_pass(bn_chunks(bn, 5, CHECKPOINTS[-1]), test, CHECKPOINTS, truth)
+    exact = []
+    prefix = next(bn_chunks(bn, 5, CHECKPOINTS[-1]))[:exact_upto]  # the stream's first rows
+    for rows in (c for c in CHECKPOINTS if c <= exact_upto):
+        best = best_exact(prefix[:rows], valid, test)
+        best.update(rows=rows, gap_pct=100.0 * (truth - best["test_pll"]) / abs(truth))
+        exact.append(best)
+        print(f"  exact {rows:,}: {best}", file=sys.stderr, flush=True)
+    return {"true_pll": truth, "one_pass": stream, "exact_best_kappa": exact}
 
 
 def section_gibbs() -> dict:
@@ -207,7 +204,8 @@ def section_throughput() -> dict:
     return out
 
 
-SECTIONS = {"planted": section_planted, "gibbs": section_gibbs, "datasets": section_datasets,
+SECTIONS = {"planted60": lambda: section_planted(60, 1_000_000),
+            "planted200": lambda: section_planted(200, 100_000), "gibbs": section_gibbs, "datasets": section_datasets,
             "wide": section_wide, "throughput": section_throughput}
 
 
@@ -220,7 +218,10 @@ def markdown(r: dict) -> str:
              f"Machine: {r['machine']}. Defaults: `kappa='auto'` (split_alpha 0.05), replay "
              "buffer 'auto', no leaf cap, memory_mb 256. Gap = (true PLL - learned PLL) / |true "
              "PLL|. rows/s counts learning only (scoring excluded).", ""]
-    for n_vars, p in r.get("planted", {}).items():
+    for n_vars in (60, 200):
+        p = r.get(f"planted{n_vars}")
+        if p is None:
+            continue
         lines += [f"## Planted logistic BN, {n_vars} variables (true test PLL "
                   f"{p['true_pll']:.4f})", "",
                   "| rows | one-pass gap % | leaves | features | depth | rows/s | exact best-kappa"

@@ -148,25 +148,36 @@ class HoeffdingGrower:
         n = rows.shape[0]
         while start < n:
             stop = min(n, start + g - self.rows_seen % g)
-            due = self.stats.add(rows[start:stop], grace=self._look_gap)
+            dest = self._buffer_positions(stop - start)
+            due = self.stats.add(rows[start:stop], grace=self._look_gap, dest=dest,
+                                 row_leaf=self._buf_leaf)
             self._due.append(due)
-            self._remember(rows[start:stop])
+            self._remember(rows[start:stop], dest)
             self.rows_seen += stop - start
             start = stop
             if self.rows_seen % g == 0:
                 self._grow(np.sort(np.concatenate(self._due)))
                 self._due = []
 
-    def _remember(self, rows: np.ndarray) -> None:
-        """Keep the last ``replay_rows`` rows of the stream in a ring buffer."""
+    def _buffer_positions(self, n_rows: int) -> np.ndarray:
+        """Where the next ``n_rows`` rows go in the replay ring buffer (-1: not kept, when
+        more rows arrive than it holds)."""
         W = self.replay_rows
-        rows = rows[-W:] if W else rows[:0]
-        for part in (rows[:W - self._buf_pos], rows[W - self._buf_pos:]):
-            self._buf[self._buf_pos:self._buf_pos + part.shape[0]] = part
-            f = self.forest
-            kernels.route_into(part, f.roots, f.links, self._buf_leaf, self._buf_pos)
-            self._buf_pos = (self._buf_pos + part.shape[0]) % W if W else 0
-        self._buf_len = min(W, self._buf_len + rows.shape[0])
+        dest = np.full(n_rows, -1, dtype=np.int64)
+        kept = min(W, n_rows)
+        if kept:
+            dest[n_rows - kept:] = (self._buf_pos + np.arange(kept)) % W
+        return dest
+
+    def _remember(self, rows: np.ndarray, dest: np.ndarray) -> None:
+        """Keep the last ``replay_rows`` rows of the stream in a ring buffer (their leaves were
+        written to ``_buf_leaf`` by the accumulation kernel, at the same ``dest``)."""
+        kept = dest >= 0
+        if not kept.any():
+            return
+        self._buf[dest[kept]] = rows[kept]
+        self._buf_pos = int(dest[-1] + 1) % self.replay_rows
+        self._buf_len = min(self.replay_rows, self._buf_len + int(kept.sum()))
 
     def _grow(self, due: np.ndarray) -> None:
         """Attempt the due leaves; seed new children from the replay buffer, attempt those

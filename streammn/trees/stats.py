@@ -13,6 +13,8 @@ import numpy as np
 from streammn.trees import kernels
 from streammn.trees.forest import Forest
 
+_NO_LEAVES = np.zeros((0, 0), dtype=np.int32)  # row_leaf when no row's leaves are kept
+
 
 class LeafStats:
     """Statistics slots for up to ``capacity`` active leaves of a :class:`Forest`."""
@@ -102,11 +104,14 @@ class LeafStats:
             setattr(self, name, grown)
 
     def add(self, rows: np.ndarray, grace: int = 0, count_leaves: bool = True,
-            trees: np.ndarray | None = None) -> np.ndarray:
+            trees: np.ndarray | None = None, dest: np.ndarray | None = None,
+            row_leaf: np.ndarray | None = None) -> np.ndarray:
         """Route ``rows`` through the given trees (default all) and count them at their leaves
         (target counts of every leaf when ``count_leaves``, statistics of active leaves); with
         ``grace > 0`` return the slots whose rows since ``last_attempt`` reached exactly
-        ``grace`` during the call (each slot at most once, as the count passes it once)."""
+        ``grace`` during the call (each slot at most once, as the count passes it once).
+        ``dest``/``row_leaf``: also write row ``r``'s leaf in tree ``t`` to ``row_leaf[t,
+        dest[r]]`` where ``dest[r] >= 0`` (the replay buffer's leaves, routed once)."""
         f = self.forest
         if self.tot.shape[0] == 0:  # kernels need at least one (unused) slot row
             self._grow(1)
@@ -116,8 +121,11 @@ class LeafStats:
         due = np.empty((n_blocks, self.slot_node.shape[0] if grace > 0 else 1), dtype=np.int64)
         n_due = np.zeros(n_blocks, dtype=np.int64)
         kernel = kernels.accumulate if n_blocks == 1 else kernels.accumulate_parallel
+        if dest is None:
+            dest, row_leaf = np.full(rows.shape[0], -1, dtype=np.int64), _NO_LEAVES
         kernel(rows, self.indicators(rows), trees, f.roots, f.links, f.slot, f.counts,
-               count_leaves, self.tot, self.stats, self.n, self.last_attempt, grace, due, n_due)
+               count_leaves, self.tot, self.stats, self.n, self.last_attempt, grace, due, n_due,
+               dest, row_leaf)
         return np.concatenate([due[b, :n_due[b]] for b in range(n_blocks)])
 
     def add_cached(self, rows: np.ndarray, trees: np.ndarray, row_node: np.ndarray) -> None:
