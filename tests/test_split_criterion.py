@@ -106,3 +106,24 @@ def test_defaults_do_not_depend_on_batch_boundaries_and_resume_exactly(batch):
         cut.partial_fit(rows[start:start + batch])
     assert whole.equals(cut)
     assert whole.tree_stats()["n_leaves"].sum() > 12
+
+
+def test_memory_budget_covers_forest_replay_and_statistics():
+    """A small budget: the replay buffer takes its quarter, the statistics what the forest
+    leaves, and learning goes on with fewer collecting leaves instead of failing."""
+    from streammn.trees.stats import LeafStats
+    bn = LogisticBN(40, seed=6)
+    schema = Schema.binary(40)
+    rows = bn.sample(60_000, np.random.default_rng(4))
+    small, large = DTSL(schema, memory_mb=0.3), DTSL(schema)
+    for start in range(0, len(rows), 10_000):
+        small.partial_fit(rows[start:start + 10_000])
+        large.partial_fit(rows[start:start + 10_000])
+        g = small._grower
+        slot = LeafStats.slot_bytes(small.forest, np.int32)
+        used = (small.forest.nbytes + g._buf.nbytes + g._buf_leaf.nbytes
+                + g.stats.n_active * slot)
+        assert used <= small.memory_mb * 2 ** 20
+    assert small.replay_size < large.replay_size
+    assert 0 < small.tree_stats()["active_leaves"] < large.tree_stats()["active_leaves"]
+    assert small.tree_stats()["n_leaves"].sum() > 40  # it still learned structure
