@@ -21,6 +21,16 @@ def _examples(text: str) -> str:
     return "examples:\n" + textwrap.indent(textwrap.dedent(text).strip(), "  ")
 
 
+def _kappa(text: str):
+    """``--kappa``: 'auto' or a number."""
+    if text == "auto":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected 'auto' or a number in (0, 1], got {text!r}")
+
+
 def _parser() -> argparse.ArgumentParser:
     from streammn import __version__
     p = argparse.ArgumentParser(
@@ -46,7 +56,7 @@ def _parser() -> argparse.ArgumentParser:
     learn = command("learn", "learn a Markov network from a file, directory or stream, "
                              "writing snapshots", """
         streammn learn train.parquet --out snaps --every-rows 100000
-        streammn learn data/ --out snaps --mode exact --kappa 0.01
+        streammn learn data/ --out snaps --mode exact
         streammn learn data/ --out snaps --mode exact --dask local[2]
         streammn learn train.data --out snaps --every-seconds 60 --validation valid.data
         streammn learn train.parquet --out snaps --every-rows 100000 --resume
@@ -68,18 +78,28 @@ def _parser() -> argparse.ArgumentParser:
     learn.add_argument("--mode", choices=["hoeffding", "exact"], default="hoeffding",
                        help="hoeffding: one pass, streaming; exact: level-wise passes over a "
                             "finite source (default: hoeffding)")
-    learn.add_argument("--kappa", type=float, default=0.1,
-                       help="structure prior per added parameter, in (0, 1]; smaller gives "
-                            "smaller trees (default: 0.1)")
+    learn.add_argument("--kappa", type=_kappa, default="auto",
+                       help="split criterion: 'auto' tests each split for significance, "
+                            "corrected for the candidates and the looks at a leaf, so trees "
+                            "grow with the evidence and stop on noise at any data size; a "
+                            "number in (0, 1] is Libra's fixed structure prior per added "
+                            "parameter (smaller gives smaller trees) (default: auto)")
+    learn.add_argument("--split-alpha", type=float, default=0.05,
+                       help="with --kappa auto: chance that a leaf with nothing to learn ever "
+                            "splits (default: 0.05)")
+    learn.add_argument("--memory-mb", type=float, default=256.0,
+                       help="dtsl: memory budget for the trees, replay buffer and split "
+                            "statistics; when it binds, fewer (the most promising) leaves "
+                            "collect statistics (default: 256)")
     learn.add_argument("--grace-period", type=int, default=200,
                        help="Hoeffding: rows reaching a leaf between split attempts (default: 200)")
     learn.add_argument("--delta", type=float, default=1e-7,
                        help="Hoeffding bound confidence (default: 1e-7)")
     learn.add_argument("--tau", type=float, default=0.05,
                        help="Hoeffding tie threshold (default: 0.05)")
-    learn.add_argument("--max-tree-leaves", type=int, default=64,
-                       help="hoeffding: most leaves per tree, which bounds memory and model "
-                            "size on an endless stream; 0 for no cap (default: 64)")
+    learn.add_argument("--max-tree-leaves", type=int, default=0,
+                       help="hoeffding: optional cap on the leaves of every tree; not needed "
+                            "with --kappa auto (default: 0, no cap)")
     learn.add_argument("--max-leaves", type=int, default=None,
                        help="memory budget: active leaves over all trees (default: learner's)")
     learn.add_argument("--every-rows", type=int, default=None, help="snapshot every N rows")

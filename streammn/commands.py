@@ -55,8 +55,9 @@ def _make_learner(args, schema):
                             update_every=args.every_rows or 10000, seed=args.seed)
     from streammn.dtsl import DTSL
 
-    params = dict(kappa=args.kappa, mode=args.mode, grace_period=args.grace_period,
-                  delta=args.delta, tau=args.tau, seed=args.seed,
+    params = dict(kappa=args.kappa, split_alpha=args.split_alpha, mode=args.mode,
+                  grace_period=args.grace_period, delta=args.delta, tau=args.tau,
+                  memory_mb=args.memory_mb, seed=args.seed,
                   max_tree_leaves=args.max_tree_leaves or None)
     if args.max_leaves is not None:
         params["max_leaves"] = args.max_leaves

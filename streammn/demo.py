@@ -65,7 +65,7 @@ def run_demo(out: str, n_rows: int = 100_000, n_vars: int = 16, seed: int = 0,
     planted, truth = planted_network(n_vars, seed=seed)
     validation = sample(planted, 5000, seed=seed + 1)
     source = SyntheticSource(planted, n_rows=n_rows, batch_size=4096, seed=seed)
-    learner = DTSL(source.schema, kappa=0.01, mode="hoeffding", seed=seed)
+    learner = DTSL(source.schema, mode="hoeffding", seed=seed)
     engine = StreamLearner(source, learner, out, every_rows=max(n_rows // 5, 1), keep=10,
                            validation=validation, progress=progress)
     engine.run()

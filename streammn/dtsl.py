@@ -9,26 +9,32 @@ conjunctive features. :class:`DTSL` grows all trees at once, either
 - ``mode='hoeffding'``: one pass over a stream, splits decided by the Hoeffding bound
   (:mod:`streammn.trees.hoeffding`); ``partial_fit`` takes one batch at a time.
 
-Split rule (both modes, Libra's DTSL defaults): the gain is the increase in the training
-log-likelihood of the target at the leaf, leaves smoothed as ``(count + prior/d) / (total +
-prior)``; a test needs ``min_count`` rows on each side; a split is taken when the gain exceeds
-``(d - 1) * -ln(kappa)``, the structure prior ``P(S) ∝ kappa^parameters``.
+Split rule (both modes): the gain is the increase in the training log-likelihood of the target
+at the leaf, leaves smoothed as ``(count + prior/d) / (total + prior)`` (Libra's DTSL); a test
+needs ``min_count`` rows on each side. Whether the gain is enough is decided by
+:mod:`streammn.trees.criterion`: by default (``kappa='auto'``) a likelihood-ratio test corrected
+for the candidates tried and, on a stream, for the looks already taken at the leaf, so the rule
+needs no tuning to the data size and trees stop growing on noise; with a number, Libra's fixed
+structure prior ``P(S) ∝ kappa^parameters`` (gain above ``(d - 1) * -ln(kappa)``).
 """
 
 from __future__ import annotations
 
 import io
 import json
+import numbers
+
 import numpy as np
 
 from connectors.array import ArraySource
 from connectors.base import Batch, Source
 from streammn.dn import DependencyNetwork
 from streammn.schema import Schema, SchemaError
+from streammn.trees.criterion import AUTO, DEFAULT_ALPHA, DEFAULT_MIN_GAIN_PER_ROW
 from streammn.trees.exact import grow_level_wise
 from streammn.trees.features import forest_features
 from streammn.trees.forest import Forest
-from streammn.trees.hoeffding import STATS_DTYPE, HoeffdingGrower
+from streammn.trees.hoeffding import HoeffdingGrower
 from streammn.trees.stats import LeafStats
 from streammn.errors import SettingsError
 
@@ -47,9 +53,21 @@ class DTSL:
     ----------
     schema : Schema
         The variables; one tree is learned per variable.
-    kappa : float, default 0.1
-        Structure prior in (0, 1]: a split must gain more than ``(d-1) * -ln(kappa)`` nats of
-        training log-likelihood. Smaller means smaller trees (Libra: 1e-4 .. 1).
+    kappa : 'auto' or float, default 'auto'
+        Split criterion. ``'auto'``: a split must pass a likelihood-ratio test at level
+        ``split_alpha``, corrected for the candidates tried (and on a stream for the earlier
+        looks at the leaf), so the penalty grows with the evidence needed and nothing has to be
+        tuned to the data size (:mod:`streammn.trees.criterion`). A number in (0, 1]: Libra's
+        fixed structure prior, a split must gain more than ``(d-1) * -ln(kappa)`` nats of
+        training log-likelihood (smaller means smaller trees; Libra: 1e-4 .. 1).
+    split_alpha : float, default 0.05
+        With ``kappa='auto'``: the chance that a leaf whose target depends on none of the
+        candidates ever splits (over the whole stream in Hoeffding mode).
+    min_gain_per_row : float, default 1e-5
+        With ``kappa='auto'``: the least a split must add to the average log-likelihood per row
+        of the data seen so far (nats): its gain per row at the leaf times the share of rows
+        reaching the leaf. Never binding on small data; on a long stream it lets trees converge
+        instead of adding ever smaller significant splits.
     mode : {'hoeffding', 'exact'}, default 'hoeffding'
         One-pass streaming trees, or exact multi-pass level-wise trees (``fit`` only).
     grace_period : int, default 200
@@ -60,18 +78,20 @@ class DTSL:
         Hoeffding: tie threshold; split anyway once the bound is below it (river's default).
     max_depth : int or None, default None
         Depth limit of every tree; None for none (Libra).
-    max_tree_leaves : int or None, default 64
-        Hoeffding: most leaves a tree grows. On a long stream the split test keeps finding
-        small gains (once the bound drops below ``tau`` any gain above the prior splits), so
-        without a cap trees, the converted model and snapshots grow with the stream. A tree at
-        the cap stops collecting split statistics; its leaves keep updating their
-        distributions. None for no cap. Exact mode (a finite dataset) ignores it.
+    max_tree_leaves : int or None, default None
+        Hoeffding: optional cap on the leaves of every tree (a tree at the cap stops collecting
+        split statistics). Not needed to keep a model sane with ``kappa='auto'``; with a fixed
+        ``kappa`` on a long stream it is, since that rule keeps finding small gains. Exact mode
+        ignores it.
     max_leaves : int or None, default None
-        Memory budget: most leaves collecting split statistics at a time (Hoeffding: the least
-        promising are deactivated; exact: a level with a larger frontier takes several passes).
-        None derives it from ``memory_mb``.
+        Most leaves collecting split statistics at a time (Hoeffding: the least promising are
+        deactivated; exact: a level with a larger frontier takes several passes). None derives
+        it from ``memory_mb``.
     memory_mb : float, default 256
-        Budget for the split statistics when ``max_leaves`` is None; in exact mode also for
+        Memory budget of the learner. Hoeffding: the forest, the replay buffer and the split
+        statistics together; whatever the forest and buffer leave goes to statistics, so as the
+        trees grow fewer leaves (the most promising) keep collecting, and a forest that fills
+        the budget stops growing. Exact: the split statistics of a pass, and the memory for
         remembering each row's node between passes (4 bytes per row and variable, in this
         process or in each Dask worker; beyond it every pass routes rows from the roots).
     min_count : int, default 10
@@ -79,11 +99,12 @@ class DTSL:
     prior : float, default 1.0
         Total Dirichlet pseudo-count of a leaf, spread evenly over the target's ``d`` values:
         1.0 is Libra's ``(count + 1/d) / (total + 1)``; ``d`` gives the paper's alpha = 1.
-    replay_rows : int, default 0
+    replay_rows : 'auto' or int, default 'auto'
         Hoeffding: keep the last ``replay_rows`` rows and seed every new leaf's statistics
-        with those that reach it (0 = off, pure one-pass Hoeffding trees). Bounded memory
-        (``replay_rows * n_vars`` bytes); much better trees on short streams, at a CPU cost
-        that grows with the buffer and the number of splits.
+        with those that reach it, so children do not start blind (0 = off, pure one-pass
+        Hoeffding trees). ``'auto'``: up to 100,000 rows within a quarter of ``memory_mb``
+        (5 bytes per row and variable). Much better trees on short streams, at a CPU cost that
+        grows with the buffer and the number of splits.
     n_threads : int, default 1
         Blocks of trees whose statistics are counted in parallel (numba threads). The result
         does not depend on it. 1 uses the least CPU time and suits a shared machine; raise it
@@ -93,15 +114,21 @@ class DTSL:
         go to the first candidate in variable order), so it does not change the result.
     """
 
-    def __init__(self, schema: Schema, kappa: float = 0.1, mode: str = "hoeffding",
+    def __init__(self, schema: Schema, kappa: float | str = AUTO, mode: str = "hoeffding",
                  grace_period: int = 200, delta: float = 1e-7, tau: float = 0.05,
-                 max_depth: int | None = None, max_tree_leaves: int | None = 64,
-                 max_leaves: int | None = None, memory_mb: float = 256.0, min_count: int = 10, prior: float = 1.0,
-                 replay_rows: int = 0, n_threads: int = 1, seed: int | None = None):
+                 max_depth: int | None = None, max_tree_leaves: int | None = None,
+                 max_leaves: int | None = None, memory_mb: float = 256.0, min_count: int = 10,
+                 prior: float = 1.0, replay_rows: int | str = AUTO, n_threads: int = 1,
+                 seed: int | None = None, split_alpha: float = DEFAULT_ALPHA,
+                 min_gain_per_row: float = DEFAULT_MIN_GAIN_PER_ROW):
         if not isinstance(schema, Schema):
             raise DTSLError(f"schema must be a streammn Schema, got {type(schema).__name__}")
-        if not 0.0 < kappa <= 1.0:
-            raise DTSLError(f"kappa must be in (0, 1], got {kappa!r}")
+        if kappa != AUTO and not (isinstance(kappa, numbers.Real) and 0.0 < kappa <= 1.0):
+            raise DTSLError(f"kappa must be 'auto' or in (0, 1], got {kappa!r}")
+        if not 0.0 < split_alpha < 0.5:
+            raise DTSLError(f"split_alpha must be in (0, 0.5), got {split_alpha!r}")
+        if min_gain_per_row < 0:
+            raise DTSLError(f"min_gain_per_row must be >= 0, got {min_gain_per_row!r}")
         if mode not in MODES:
             raise DTSLError(f"mode must be one of {MODES}, got {mode!r}")
         if grace_period < 1:
@@ -124,10 +151,13 @@ class DTSL:
             raise DTSLError(f"prior must be positive, got {prior!r}")
         if n_threads < 1:
             raise DTSLError(f"n_threads must be >= 1, got {n_threads!r}")
-        if replay_rows < 0:
-            raise DTSLError(f"replay_rows must be >= 0, got {replay_rows!r}")
+        if replay_rows != AUTO and not (isinstance(replay_rows, numbers.Integral)
+                                        and replay_rows >= 0):
+            raise DTSLError(f"replay_rows must be 'auto' or >= 0, got {replay_rows!r}")
         self.schema = schema
-        self.kappa = float(kappa)
+        self.kappa = AUTO if kappa == AUTO else float(kappa)
+        self.split_alpha = float(split_alpha)
+        self.min_gain_per_row = float(min_gain_per_row)
         self.mode = mode
         self.grace_period = int(grace_period)
         self.delta = float(delta)
@@ -138,14 +168,16 @@ class DTSL:
         self.memory_mb = float(memory_mb)
         self.min_count = int(min_count)
         self.prior = float(prior)
-        self.replay_rows = int(replay_rows)
+        self.replay_rows = replay_rows if replay_rows == AUTO else int(replay_rows)
         self.n_threads = int(n_threads)
         self.seed = seed
         self._reset()
 
     # parameters -----------------------------------------------------------------------------
     def get_params(self) -> dict:
-        return {"kappa": self.kappa, "mode": self.mode, "grace_period": self.grace_period,
+        return {"kappa": self.kappa, "split_alpha": self.split_alpha,
+                "min_gain_per_row": self.min_gain_per_row, "mode": self.mode,
+                "grace_period": self.grace_period,
                 "delta": self.delta, "tau": self.tau, "max_depth": self.max_depth,
                 "max_tree_leaves": self.max_tree_leaves,
                 "max_leaves": self.max_leaves, "memory_mb": self.memory_mb,
@@ -160,11 +192,29 @@ class DTSL:
     @property
     def leaf_budget(self) -> int:
         """Leaves that may collect split statistics at once (``max_leaves`` or from memory_mb)."""
+        if self._grower is not None:
+            return self._grower.leaf_budget
         if self.max_leaves is not None:
             return self.max_leaves
-        dtype = STATS_DTYPE if self.mode == "hoeffding" else np.int64
-        slot = LeafStats.slot_bytes(self.forest, dtype)
+        slot = LeafStats.slot_bytes(self.forest, np.int64)
         return max(1, int(self.memory_mb * 2 ** 20 // slot))
+
+    @property
+    def replay_size(self) -> int:
+        """Rows the replay buffer holds: ``replay_rows``, or for ``'auto'`` up to 100,000 rows
+        within a quarter of the memory budget (a row costs 5 bytes per variable)."""
+        if self.replay_rows != AUTO:
+            return int(self.replay_rows)
+        per_row = 5 * self.schema.n_vars
+        return int(min(100_000, self.memory_mb * 2 ** 20 / 4 // per_row))
+
+    def _make_grower(self, state: dict | None = None) -> HoeffdingGrower:
+        return HoeffdingGrower(self.forest, self.kappa, self.grace_period, self.delta,
+                               self.tau, self.min_count, self.max_depth, self.max_leaves,
+                               self.replay_size, self.n_threads, state=state,
+                               max_tree_leaves=self.max_tree_leaves, alpha=self.split_alpha,
+                               memory_bytes=int(self.memory_mb * 2 ** 20),
+                               min_gain_per_row=self.min_gain_per_row)
 
     def _reset(self) -> None:
         self.forest = Forest(self.schema, prior=self.prior)
@@ -172,10 +222,7 @@ class DTSL:
         self.n_passes = 0
         self._grower = None
         if self.mode == "hoeffding":
-            self._grower = HoeffdingGrower(self.forest, self.kappa, self.grace_period,
-                                           self.delta, self.tau, self.min_count, self.max_depth,
-                                           self.leaf_budget, self.replay_rows, self.n_threads,
-                                           max_tree_leaves=self.max_tree_leaves)
+            self._grower = self._make_grower()
 
     # learning -------------------------------------------------------------------------------
     def _validate(self, batch) -> np.ndarray:
@@ -227,7 +274,8 @@ class DTSL:
         self.n_passes = grow_level_wise(self.forest, source, self.kappa, self.min_count,
                                         self.max_depth, self.leaf_budget, self.n_threads,
                                         cache_bytes=int(self.memory_mb * 2 ** 20),
-                                        count_pass=count_pass)
+                                        count_pass=count_pass, alpha=self.split_alpha,
+                                        min_gain_per_row=self.min_gain_per_row)
         self.rows_seen = int(self.forest.counts[self.forest.roots[0]].sum())
         return self
 
@@ -290,11 +338,7 @@ class DTSL:
         model.rows_seen = int(meta["rows_seen"])
         model.n_passes = int(meta["n_passes"])
         if model.mode == "hoeffding":
-            model._grower = HoeffdingGrower(model.forest, model.kappa, model.grace_period,
-                                            model.delta, model.tau, model.min_count,
-                                            model.max_depth, model.leaf_budget,
-                                            model.replay_rows, model.n_threads, state=arrays,
-                                            max_tree_leaves=model.max_tree_leaves)
+            model._grower = model._make_grower(state=arrays)
         return model
 
     def to_bytes(self) -> bytes:

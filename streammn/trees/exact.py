@@ -26,7 +26,8 @@ import numpy as np
 
 from connectors.base import SourceError
 from streammn.trees.forest import Forest
-from streammn.trees.stats import LeafStats, split_penalty
+from streammn.trees.criterion import DEFAULT_ALPHA, DEFAULT_MIN_GAIN_PER_ROW, exact_threshold
+from streammn.trees.stats import LeafStats
 
 # count_pass(forest, stats, chunk, trees): add one pass over the data to the statistics slots
 # that ``stats`` holds for the frontier leaves ``chunk`` (activated and empty) of ``trees``.
@@ -77,23 +78,26 @@ class SourcePasses:
             self.row_node = np.tile(forest.roots, (offset, 1))
 
 
-def grow_level_wise(forest: Forest, source, kappa: float, min_count: int, max_depth,
+def grow_level_wise(forest: Forest, source, kappa, min_count: int, max_depth,
                     max_leaves: int, n_threads: int = 1, cache_bytes: int = 256 * 2 ** 20,
                     on_pass: Callable[[int, int], None] | None = None,
-                    count_pass: CountPass | None = None) -> int:
+                    count_pass: CountPass | None = None, alpha: float = DEFAULT_ALPHA,
+                    min_gain_per_row: float = DEFAULT_MIN_GAIN_PER_ROW) -> int:
     """Grow every tree of a fresh ``forest`` to completion; return the passes made.
 
     ``source`` is a :class:`connectors.base.Source`, rewound before each pass, read through a
     :class:`SourcePasses` with ``cache_bytes``; or give ``count_pass`` (see :data:`CountPass`,
     e.g. :class:`streammn.distributed.DaskPasses`) and ``source=None``. ``n_threads`` blocks of
     trees are counted in parallel by a local pass. ``on_pass(level, frontier_size)`` is called
-    after each level (progress reporting).
+    after each level (progress reporting). ``kappa`` is a fixed structure prior or ``'auto'``
+    for the significance test at level ``alpha`` with the relevance floor ``min_gain_per_row``
+    (:mod:`streammn.trees.criterion`).
     """
     if count_pass is None:
         count_pass = SourcePasses(source, cache_bytes)
     stats = LeafStats(forest, capacity=max_leaves, n_threads=n_threads)  # int64: rows unknown
     frontier = forest.roots.copy()  # roots go in whatever their size: the pass counts them
-    penalty = split_penalty(kappa, forest.cards)
+    penalty = None  # the relevance floor needs the row count: known after the first pass
     level = 0
     passes = 0
     while frontier.size:
@@ -109,6 +113,9 @@ def grow_level_wise(forest: Forest, source, kappa: float, min_count: int, max_de
             forest.counts[chunk] = stats.tot[slots]
             cand = np.isin(chunk, _splittable(forest, chunk, min_count, max_depth))
             bvar, bval, bgain, _, tcounts = stats.score(slots, min_count)
+            if penalty is None:
+                n_rows = int(forest.counts[forest.roots[0]].sum())
+                penalty = exact_threshold(kappa, alpha, forest.cards, n_rows, min_gain_per_row)
             go = cand & (bvar >= 0) & (bgain > penalty[forest.tree[chunk]])
             t_ids, f_ids = forest.split(chunk[go], bvar[go], bval[go], tcounts[go])
             children = np.concatenate([t_ids, f_ids])

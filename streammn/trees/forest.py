@@ -139,6 +139,15 @@ class Forest:
         return out
 
     # statistics -----------------------------------------------------------------------------
+    @property
+    def nbytes(self) -> int:
+        """Memory the nodes take (``n_nodes`` of them, not the allocated capacity, so that a
+        budget computed from it does not depend on the order in which the arrays grew)."""
+        per_node = sum(a.itemsize * (a.size // a.shape[0])
+                       for a in (self.links, self.parent, self.depth, self.tree, self.slot,
+                                 self.counts))
+        return self.n_nodes * per_node
+
     def n_leaves(self) -> np.ndarray:
         n = self.n_nodes
         return np.bincount(self.tree[:n][self.var[:n] < 0], minlength=self.schema.n_vars)

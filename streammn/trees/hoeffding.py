@@ -1,33 +1,46 @@
 """One-pass Hoeffding growth of all trees from a stream of row batches.
 
 Every row updates the target counts of the leaf it reaches in every tree and, when that leaf is
-active, its split statistics. Once ``grace_period`` new rows have reached an active leaf since
-its last attempt, its best and second-best tests (second best: the best test on another
-variable) are compared with the Hoeffding bound on the per-row gain,
-``eps = sqrt(R^2 ln(1/delta) / (2 n))`` with ``R = ln(d)`` the range of the per-row
-log-likelihood gain of a ``d``-valued target and ``n`` the rows in the leaf's statistics. The
-leaf splits when ``best - second > eps`` or ``eps < tau``, and the best gain beats the structure
-prior (:func:`~streammn.trees.stats.split_penalty`), as in exact mode. Children start with the
-target counts the parent saw on their side and empty statistics.
+active, its split statistics. Active leaves are looked at on a schedule, and at a look the best
+split is tested.
 
-Optional replay (``replay_rows > 0``): the last ``replay_rows`` rows of the stream are kept in a
-ring buffer; a new leaf's statistics are seeded with the buffered rows that reach it, and a
-seeded leaf with ``grace_period`` rows is attempted at once. Without it a child learns its split
-only from rows arriving after its birth, which on short streams keeps trees shallow. Memory:
+With ``kappa='auto'`` (the default) a leaf is first looked at when its statistics hold
+``2 * min_count`` rows and then whenever they have grown by half (``LOOK_GROWTH``): small leaves
+early, so finite streams reach the resolution of exact trees, and a leaf of ``n`` rows has had
+only ``O(log n)`` looks. At a look the best candidate splits when its gain passes the split
+criterion (:mod:`streammn.trees.criterion`): a likelihood-ratio test corrected for the
+candidates tried and for the looks taken, plus a relevance floor, so noise splits stay rare
+however long the stream and the trees converge. Which of two near-tied candidates is taken does
+not matter for the Markov network the trees become, so there is no best-vs-second test.
+
+With a fixed ``kappa`` (river's Hoeffding trees, kept bit-identical): a leaf is looked at every
+``grace_period`` new rows; its best and second-best tests (second best: the best test on another
+variable) are compared with the Hoeffding bound on the per-row gain, ``eps = sqrt(R^2
+ln(1/delta) / (2 n))`` with ``R = ln(d)`` the range of the per-row log-likelihood gain of a
+``d``-valued target and ``n`` the rows in the leaf's statistics; the leaf splits when ``best -
+second > eps`` or ``eps < tau``, and the best gain beats the structure prior.
+
+Statistics inheritance (``replay_rows > 0``): the last ``replay_rows`` rows of the stream are kept
+in a ring buffer; a new leaf's statistics are seeded with the buffered rows that reach it, and a
+seeded leaf with ``grace_period`` rows is attempted at once, so children do not start blind and a
+finite stream that fits in the buffer grows trees close to exact ones. Memory:
 ``replay_rows * n_vars`` bytes plus the current leaf of every buffered row in every tree
 (``4 * replay_rows * n_vars``); cost: one extra routing per row, and a scan of the buffer for
-every tree that split.
+every tree that split (frequent while trees grow, rare once they have converged).
 
 Rows are processed in chunks whose boundaries fall at multiples of ``grace_period`` rows of the
-whole stream, so the model does not depend on how the stream was cut into batches.
+whole stream, and the leaves that came due within a chunk are looked at at its end, so the model
+does not depend on how the stream was cut into batches.
 
-``max_tree_leaves`` caps every tree: splits that would pass it are dropped (the largest gains
-win) and a tree at the cap stops collecting split statistics, so model size and memory stay
-bounded on an endless stream.
+Memory budget: ``memory_bytes`` covers the forest, the replay buffer and the split statistics.
+Whatever the forest and buffer leave is given to statistics slots (or ``max_leaves`` slots when
+set): when splits want more, all leaves are ranked by promise (rows the leaf's majority value
+misclassifies, as river does) and only the most promising keep (or get fresh) statistics; the
+others still update their target counts. As the forest grows the slots shrink, and a forest that
+fills the budget on its own stops growing. The statistics arrays keep their high-water size.
 
-A memory budget of ``max_leaves`` active leaves holds: when splits exceed it, all leaves are
-ranked by promise (rows the leaf's majority value misclassifies, as river does) and only the
-most promising keep (or get fresh) statistics; the others still update their target counts.
+``max_tree_leaves`` (off by default) optionally caps every tree: splits that would pass it are
+dropped (the largest gains win) and a tree at the cap stops collecting split statistics.
 """
 
 from __future__ import annotations
@@ -38,9 +51,12 @@ import numpy as np
 
 from streammn.trees import kernels
 from streammn.trees.forest import Forest
-from streammn.trees.stats import LeafStats, split_penalty
+from streammn.trees.criterion import (AUTO, DEFAULT_ALPHA, DEFAULT_MIN_GAIN_PER_ROW,
+                                     n_candidates, significance_threshold, split_penalty)
+from streammn.trees.stats import LeafStats
 
 
+LOOK_GROWTH = 1.5  # 'auto': a leaf is looked at again when its rows have grown by half
 STATS_DTYPE = np.int32  # half the memory traffic of int64; see _retire_full_slots
 _FULL = np.iinfo(STATS_DTYPE).max
 
@@ -52,23 +68,38 @@ class HoeffdingGrower:
     a grower exactly where it was.
     """
 
-    def __init__(self, forest: Forest, kappa: float, grace_period: int, delta: float,
-                 tau: float, min_count: int, max_depth, max_leaves: int,
+    def __init__(self, forest: Forest, kappa, grace_period: int, delta: float,
+                 tau: float, min_count: int, max_depth, max_leaves: int | None,
                  replay_rows: int = 0, n_threads: int = 1, state: dict | None = None,
-                 max_tree_leaves: int | None = None):
+                 max_tree_leaves: int | None = None, alpha: float = DEFAULT_ALPHA,
+                 memory_bytes: int = 256 * 2 ** 20,
+                 min_gain_per_row: float = DEFAULT_MIN_GAIN_PER_ROW):
+        """``kappa`` is a fixed structure prior or ``'auto'`` (significance test at level
+        ``alpha``, and relevance ``min_gain_per_row``); ``max_leaves`` a fixed number of
+        statistics slots, or None to give the slots whatever ``memory_bytes`` leaves after the
+        forest and the replay buffer."""
         self.forest = forest
         self.max_tree_leaves = max_tree_leaves
         self.kappa = kappa
+        self.alpha = float(alpha)
+        self.min_gain_per_row = float(min_gain_per_row)
         self.grace_period = int(grace_period)
+        # the accumulation kernel reports a slot as due when its rows since ``last_attempt``
+        # reach this gap: every grace_period rows (fixed kappa), or at the scheduled look
+        # (``last_attempt = next_look - 1``) of the geometric schedule ('auto')
+        self._look_gap = 1 if kappa == AUTO else self.grace_period
         self.delta = delta
         self.tau = tau
         self.min_count = int(min_count)
         self.max_depth = max_depth
-        self.max_leaves = int(max_leaves)
+        self.max_leaves = None if max_leaves is None else int(max_leaves)
+        self.memory_bytes = int(memory_bytes)
+        self._slot_bytes = LeafStats.slot_bytes(forest, STATS_DTYPE)
         self.rows_seen = 0
-        self.stats = LeafStats(forest, capacity=self.max_leaves, dtype=STATS_DTYPE,
-                               n_threads=n_threads)
-        self._penalty = split_penalty(kappa, forest.cards)
+        if kappa == AUTO:
+            self._candidates = n_candidates(forest.cards)
+        else:
+            self._penalty = split_penalty(kappa, forest.cards)
         self._range = np.log(forest.cards.astype(np.float64))
         self._has_inactive = False  # some eligible leaf was denied statistics by the budget
         self._due = []  # due slots found since the last grace-period boundary
@@ -78,6 +109,8 @@ class HoeffdingGrower:
         self._buf_pos = 0   # next row to overwrite
         # current leaf of every buffered row in every tree, kept up to date through splits
         self._buf_leaf = np.zeros((forest.schema.n_vars, self.replay_rows), dtype=np.int32)
+        self.stats = LeafStats(forest, capacity=self.leaf_budget, dtype=STATS_DTYPE,
+                               n_threads=n_threads)
         if state is None:
             self._enforce_budget(self._eligible(forest.roots))
         else:  # resume: the forest's leaf -> slot links come with it
@@ -90,6 +123,14 @@ class HoeffdingGrower:
             if self._buf_len:  # derived, not stored: the rows' leaves in the restored forest
                 kernels.route_into(self._buf[:self._buf_len], forest.roots, forest.links,
                                    self._buf_leaf, 0)
+
+    @property
+    def leaf_budget(self) -> int:
+        """Statistics slots allowed now: ``max_leaves``, or what the memory budget leaves."""
+        if self.max_leaves is not None:
+            return self.max_leaves
+        free = self.memory_bytes - self.forest.nbytes - self._buf.nbytes - self._buf_leaf.nbytes
+        return max(0, free // self._slot_bytes)
 
     def _eligible(self, leaves: np.ndarray) -> np.ndarray:
         """The leaves that may still split: within the depth limit, in trees below the cap."""
@@ -107,25 +148,36 @@ class HoeffdingGrower:
         n = rows.shape[0]
         while start < n:
             stop = min(n, start + g - self.rows_seen % g)
-            due = self.stats.add(rows[start:stop], grace=g)
+            dest = self._buffer_positions(stop - start)
+            due = self.stats.add(rows[start:stop], grace=self._look_gap, dest=dest,
+                                 row_leaf=self._buf_leaf)
             self._due.append(due)
-            self._remember(rows[start:stop])
+            self._remember(rows[start:stop], dest)
             self.rows_seen += stop - start
             start = stop
             if self.rows_seen % g == 0:
                 self._grow(np.sort(np.concatenate(self._due)))
                 self._due = []
 
-    def _remember(self, rows: np.ndarray) -> None:
-        """Keep the last ``replay_rows`` rows of the stream in a ring buffer."""
+    def _buffer_positions(self, n_rows: int) -> np.ndarray:
+        """Where the next ``n_rows`` rows go in the replay ring buffer (-1: not kept, when
+        more rows arrive than it holds)."""
         W = self.replay_rows
-        rows = rows[-W:] if W else rows[:0]
-        for part in (rows[:W - self._buf_pos], rows[W - self._buf_pos:]):
-            self._buf[self._buf_pos:self._buf_pos + part.shape[0]] = part
-            f = self.forest
-            kernels.route_into(part, f.roots, f.links, self._buf_leaf, self._buf_pos)
-            self._buf_pos = (self._buf_pos + part.shape[0]) % W if W else 0
-        self._buf_len = min(W, self._buf_len + rows.shape[0])
+        dest = np.full(n_rows, -1, dtype=np.int64)
+        kept = min(W, n_rows)
+        if kept:
+            dest[n_rows - kept:] = (self._buf_pos + np.arange(kept)) % W
+        return dest
+
+    def _remember(self, rows: np.ndarray, dest: np.ndarray) -> None:
+        """Keep the last ``replay_rows`` rows of the stream in a ring buffer (their leaves were
+        written to ``_buf_leaf`` by the accumulation kernel, at the same ``dest``)."""
+        kept = dest >= 0
+        if not kept.any():
+            return
+        self._buf[dest[kept]] = rows[kept]
+        self._buf_pos = int(dest[-1] + 1) % self.replay_rows
+        self._buf_len = min(self.replay_rows, self._buf_len + int(kept.sum()))
 
     def _grow(self, due: np.ndarray) -> None:
         """Attempt the due leaves; seed new children from the replay buffer, attempt those
@@ -140,7 +192,7 @@ class HoeffdingGrower:
             st.replay(self._buf[:self._buf_len], self._buf_leaf, trees)
             slots = self.forest.slot[children]
             slots = np.sort(slots[slots >= 0]).astype(np.int64)
-            due = slots[st.n[slots] - st.last_attempt[slots] >= g]
+            due = slots[st.n[slots] - st.last_attempt[slots] >= self._look_gap]
 
     def _attempt_splits(self, due: np.ndarray) -> np.ndarray:
         """Try to split the leaves of the ``due`` slots; return all new children."""
@@ -149,15 +201,19 @@ class HoeffdingGrower:
         st = self.stats
         f = self.forest
         n_stat = st.n
-        st.last_attempt[due] = n_stat[due]
+        self._schedule(due)
+        st.attempts[due] += 1
         bvar, bval, bgain, sgain, tcounts = st.score(due, self.min_count)
         targets = st.slot_target[due]
         n = n_stat[due].astype(np.float64)
         eps = np.sqrt(self._range[targets] ** 2 * math.log(1.0 / self.delta) / (2.0 * n))
         with np.errstate(invalid="ignore"):
             margin = (bgain - sgain) / n
-        confident = (margin > eps) | (eps < self.tau)
-        go = (bvar >= 0) & confident & (bgain > self._penalty[targets])
+        confident = (margin > eps) | (eps < self.tau) | (self.kappa == AUTO)
+        go = (bvar >= 0) & confident & (bgain > self._threshold(targets, st.attempts[due]))
+        if self.kappa == AUTO:  # relevance: the split's share of the stream's log-likelihood
+            leaf_rows = f.counts[st.slot_node[due]].sum(axis=1)
+            go &= bgain / n * leaf_rows >= self.min_gain_per_row * self.rows_seen
         if self.max_tree_leaves is not None:
             go &= self._within_tree_cap(st.slot_node[due], bgain, go)
         self._retire_full_slots(due[~go])
@@ -174,6 +230,30 @@ class HoeffdingGrower:
             st.release(f.slot[capped])
         self._enforce_budget(self._eligible(children))
         return children
+
+    def _schedule(self, slots: np.ndarray) -> None:
+        """Set when each slot is next looked at. Fixed kappa: after ``grace_period`` more rows.
+        'auto': when its rows have grown by half (``LOOK_GROWTH``), and first at
+        ``2 * min_count`` rows: small leaves are looked at early, large ones rarely, so a leaf
+        of ``n`` rows has had ``O(log n)`` looks and the alpha spent on them stays small."""
+        st = self.stats
+        n = st.n[slots]
+        if self.kappa != AUTO:
+            st.last_attempt[slots] = n
+            return
+        following = np.maximum(np.ceil(n * LOOK_GROWTH).astype(np.int64), n + 1)
+        st.last_attempt[slots] = np.maximum(following, 2 * self.min_count) - 1
+
+    def _activate(self, leaves: np.ndarray) -> None:
+        self.stats.activate(leaves)
+        self._schedule(self.forest.slot[leaves].astype(np.int64))
+
+    def _threshold(self, targets: np.ndarray, attempts: np.ndarray) -> np.ndarray:
+        """Gain each attempted split must exceed (see :mod:`streammn.trees.criterion`)."""
+        if self.kappa == AUTO:
+            return significance_threshold(self.alpha, self.forest.cards[targets],
+                                          self._candidates[targets], attempts)
+        return self._penalty[targets]
 
     def _within_tree_cap(self, nodes: np.ndarray, gain: np.ndarray,
                          go: np.ndarray) -> np.ndarray:
@@ -204,8 +284,9 @@ class HoeffdingGrower:
     def _enforce_budget(self, new_leaves: np.ndarray) -> None:
         """Activate ``new_leaves``; past ``max_leaves``, keep only the most promising active."""
         st = self.stats
-        if st.n_active + new_leaves.size <= self.max_leaves and not self._has_inactive:
-            st.activate(new_leaves)
+        budget = self.leaf_budget
+        if st.n_active + new_leaves.size <= budget and not self._has_inactive:
+            self._activate(new_leaves)
             return
         f = self.forest
         leaves = self._eligible(f.leaves())
@@ -213,10 +294,10 @@ class HoeffdingGrower:
         promise = counts.sum(axis=1) - counts.max(axis=1)
         order = np.lexsort((leaves, -promise))  # most promising first, ties by node id
         keep = np.zeros(leaves.size, dtype=bool)
-        keep[order[:self.max_leaves]] = True
+        keep[order[:budget]] = True
         active = f.slot[leaves] >= 0
         st.release(f.slot[leaves[active & ~keep]])
-        st.activate(leaves[keep & ~active])
+        self._activate(leaves[keep & ~active])
         self._has_inactive = bool((~keep).any())
 
     # state ----------------------------------------------------------------------------------

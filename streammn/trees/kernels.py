@@ -74,9 +74,11 @@ def route(rows, roots, links):
 
 @nb.njit(cache=True)
 def _add_rows(rows, indicators, trees, q0, q1, roots, links, node_slot, node_counts,
-              count_leaves, tot, stats, slot_n, slot_last, grace, due):
+              count_leaves, tot, stats, slot_n, slot_last, grace, due, dest, row_leaf):
     """Add rows to trees ``trees[q0:q1]``; record in ``due`` the slots reaching ``grace`` new
-    rows. Each row is first routed through all the trees, four at a time (:func:`_leaves4`),
+    rows; write the leaf of row ``r`` in tree ``t`` to ``row_leaf[t, dest[r]]`` where
+    ``dest[r] >= 0`` (the replay buffer's positions, so buffered rows need no second routing).
+    Each row is first routed through all the trees, four at a time (:func:`_leaves4`),
     then counted tree by tree. The count is written out here over the hoisted width ``K``: so
     LLVM vectorises the row add (as a separate inlined helper it did not, 2.5x slower)."""
     n_due = 0
@@ -95,10 +97,13 @@ def _add_rows(rows, indicators, trees, q0, q1, roots, links, node_slot, node_cou
         while q < q1:
             leaves[q - q0] = _leaf_of(row, roots[trees[q]], links)
             q += 1
+        keep = dest[r]
         for q in range(q0, q1):
             t = trees[q]
             leaf = leaves[q - q0]
             y = row[t]
+            if keep >= 0:
+                row_leaf[t, keep] = leaf
             if count_leaves:
                 node_counts[leaf, y] += 1
             s = node_slot[leaf]
@@ -118,29 +123,33 @@ def _add_rows(rows, indicators, trees, q0, q1, roots, links, node_slot, node_cou
 
 @nb.njit(cache=True)
 def accumulate(rows, indicators, trees, roots, links, node_slot, node_counts, count_leaves, tot,
-               stats, slot_n, slot_last, grace, due, n_due):
+               stats, slot_n, slot_last, grace, due, n_due, dest, row_leaf):
     """Route every row through the listed trees and add its statistics to its leaf's slot.
 
     Rows are outer and trees inner, so a row stays in L1 while the trees' nodes stay in cache.
     With ``count_leaves`` every row also adds to ``node_counts[leaf, y]`` (the leaf
     distribution), active leaf or not. When ``grace > 0``, slots whose row count since their
     last split attempt reaches ``grace`` are written to ``due[0, :n_due[0]]`` (Hoeffding mode).
+    Rows with ``dest[r] >= 0`` have their leaves written to ``row_leaf[:, dest[r]]``.
     """
     n_due[0] = _add_rows(rows, indicators, trees, 0, trees.shape[0], roots, links, node_slot,
-                         node_counts, count_leaves, tot, stats, slot_n, slot_last, grace, due[0])
+                         node_counts, count_leaves, tot, stats, slot_n, slot_last, grace, due[0],
+                         dest, row_leaf)
 
 
 @nb.njit(cache=True, parallel=True)
 def accumulate_parallel(rows, indicators, trees, roots, links, node_slot, node_counts,
-                        count_leaves, tot, stats, slot_n, slot_last, grace, due, n_due):
+                        count_leaves, tot, stats, slot_n, slot_last, grace, due, n_due, dest,
+                        row_leaf):
     """:func:`accumulate` with the trees cut into ``due.shape[0]`` blocks run in parallel (each
-    block writes only its own trees' nodes and slots, and its own ``due[block]``)."""
+    block writes only its own trees' nodes, slots and ``row_leaf`` rows, and its own
+    ``due[block]``)."""
     T = trees.shape[0]
     n_blocks = due.shape[0]
     for b in nb.prange(n_blocks):
         n_due[b] = _add_rows(rows, indicators, trees, b * T // n_blocks, (b + 1) * T // n_blocks,
                              roots, links, node_slot, node_counts, count_leaves, tot, stats,
-                             slot_n, slot_last, grace, due[b])
+                             slot_n, slot_last, grace, due[b], dest, row_leaf)
 
 
 @nb.njit(cache=True)

@@ -1,15 +1,11 @@
-"""Per-leaf split statistics and the scoring / decision rule both tree learners share.
+"""Per-leaf split statistics both tree learners share.
 
 :class:`LeafStats` owns the slots of the active leaves (see :mod:`streammn.trees.kernels` for
-the layout) and feeds batches through the accumulation kernel; :func:`split_penalty` is the
-structure prior. A split of a leaf whose target has ``d`` values adds ``d - 1`` free parameters,
-so under ``P(S) ∝ kappa^p`` it pays ``(d - 1) * -ln(kappa)`` nats of training log-likelihood
-(``-ln(kappa)`` for a binary target, Libra's rule).
+the layout), feeds batches through the accumulation kernel and scores each slot's best split;
+:mod:`streammn.trees.criterion` decides whether that split's gain is enough.
 """
 
 from __future__ import annotations
-
-import math
 
 import numba
 import numpy as np
@@ -17,10 +13,7 @@ import numpy as np
 from streammn.trees import kernels
 from streammn.trees.forest import Forest
 
-
-def split_penalty(kappa: float, card: np.ndarray) -> np.ndarray:
-    """Log-likelihood gain a split must exceed: ``(card - 1) * -ln(kappa)``."""
-    return (np.asarray(card, dtype=np.float64) - 1.0) * -math.log(kappa)
+_NO_LEAVES = np.zeros((0, 0), dtype=np.int32)  # row_leaf when no row's leaves are kept
 
 
 class LeafStats:
@@ -45,6 +38,7 @@ class LeafStats:
         self.slot_target = np.zeros(0, dtype=np.int32)   # that node's tree (target variable)
         self.n = np.zeros(0, dtype=np.int64)             # rows counted in the slot
         self.last_attempt = np.zeros(0, dtype=np.int64)  # self.n at the last split attempt
+        self.attempts = np.zeros(0, dtype=np.int64)      # split attempts on this slot's rows
 
     @staticmethod
     def slot_bytes(forest: Forest, dtype=np.int64) -> int:
@@ -78,6 +72,7 @@ class LeafStats:
         self.stats[slots] = 0
         self.n[slots] = 0
         self.last_attempt[slots] = 0
+        self.attempts[slots] = 0
         self.slot_node[slots] = nodes
         self.slot_target[slots] = self.forest.tree[nodes]
         self.forest.slot[nodes] = slots
@@ -102,18 +97,21 @@ class LeafStats:
                                          ("slot_node", (size,), -1, np.int32),
                                          ("slot_target", (size,), 0, np.int32),
                                          ("n", (size,), 0, np.int64),
-                                         ("last_attempt", (size,), 0, np.int64)):
+                                         ("last_attempt", (size,), 0, np.int64),
+                                         ("attempts", (size,), 0, np.int64)):
             grown = np.full(shape, fill, dtype=dtype)
             grown[:old] = getattr(self, name)
             setattr(self, name, grown)
 
     def add(self, rows: np.ndarray, grace: int = 0, count_leaves: bool = True,
-            trees: np.ndarray | None = None) -> np.ndarray:
+            trees: np.ndarray | None = None, dest: np.ndarray | None = None,
+            row_leaf: np.ndarray | None = None) -> np.ndarray:
         """Route ``rows`` through the given trees (default all) and count them at their leaves
         (target counts of every leaf when ``count_leaves``, statistics of active leaves); with
-        ``grace > 0`` return the slots that reached ``grace`` rows since their last attempt."""
-        if grace > 0 and rows.shape[0] > grace:  # a slot could come due twice: overflow
-            raise ValueError(f"at most grace={grace} rows per call, got {rows.shape[0]}")
+        ``grace > 0`` return the slots whose rows since ``last_attempt`` reached exactly
+        ``grace`` during the call (each slot at most once, as the count passes it once).
+        ``dest``/``row_leaf``: also write row ``r``'s leaf in tree ``t`` to ``row_leaf[t,
+        dest[r]]`` where ``dest[r] >= 0`` (the replay buffer's leaves, routed once)."""
         f = self.forest
         if self.tot.shape[0] == 0:  # kernels need at least one (unused) slot row
             self._grow(1)
@@ -123,8 +121,11 @@ class LeafStats:
         due = np.empty((n_blocks, self.slot_node.shape[0] if grace > 0 else 1), dtype=np.int64)
         n_due = np.zeros(n_blocks, dtype=np.int64)
         kernel = kernels.accumulate if n_blocks == 1 else kernels.accumulate_parallel
+        if dest is None:
+            dest, row_leaf = np.full(rows.shape[0], -1, dtype=np.int64), _NO_LEAVES
         kernel(rows, self.indicators(rows), trees, f.roots, f.links, f.slot, f.counts,
-               count_leaves, self.tot, self.stats, self.n, self.last_attempt, grace, due, n_due)
+               count_leaves, self.tot, self.stats, self.n, self.last_attempt, grace, due, n_due,
+               dest, row_leaf)
         return np.concatenate([due[b, :n_due[b]] for b in range(n_blocks)])
 
     def add_cached(self, rows: np.ndarray, trees: np.ndarray, row_node: np.ndarray) -> None:
@@ -160,7 +161,8 @@ class LeafStats:
     def get_state(self) -> dict[str, np.ndarray]:
         return {"slot_tot": self.tot.copy(), "slot_stats": self.stats.copy(),
                 "slot_node": self.slot_node.copy(), "slot_target": self.slot_target.copy(),
-                "slot_n": self.n.copy(), "slot_last_attempt": self.last_attempt.copy()}
+                "slot_n": self.n.copy(), "slot_last_attempt": self.last_attempt.copy(),
+                "slot_attempts": self.attempts.copy()}
 
     def set_state(self, state: dict) -> None:
         self.tot = np.array(state["slot_tot"], dtype=self.dtype)
@@ -169,3 +171,6 @@ class LeafStats:
         self.slot_target = np.array(state["slot_target"], dtype=np.int32)
         self.n = np.array(state["slot_n"], dtype=np.int64)
         self.last_attempt = np.array(state["slot_last_attempt"], dtype=np.int64)
+        # states written before attempts were counted: one attempt per ``last_attempt`` > 0
+        self.attempts = np.array(state.get("slot_attempts", self.last_attempt > 0),
+                                 dtype=np.int64)

@@ -1,0 +1,129 @@
+"""The significance split criterion (kappa='auto'): consistent on endless streams, small on wide
+data, and exact where it can be checked by hand."""
+
+import numpy as np
+import pytest
+from scipy.stats import chi2
+
+from streammn.dtsl import DTSL
+from streammn.planted import LogisticBN
+from streammn.schema import Schema
+from streammn.trees.criterion import n_candidates, significance_threshold
+
+
+def test_threshold_is_the_corrected_chi_square_quantile():
+    cards = np.array([2, 3, 2, 4])
+    m = n_candidates(cards)
+    # X_j = a tests: one per binary variable, one per value otherwise
+    np.testing.assert_array_equal(m, [3 + 1 + 4, 1 + 1 + 4, 1 + 3 + 4, 1 + 3 + 1])
+    k = np.array([1, 2, 10, 1000])
+    got = significance_threshold(0.05, cards, m, k)
+    want = 0.5 * chi2.isf(0.05 / (m * k * (k + 1)), cards - 1)
+    np.testing.assert_allclose(got, want, rtol=1e-10)
+    # one look (exact growth): plain Bonferroni over the candidates
+    np.testing.assert_allclose(significance_threshold(0.05, cards, m),
+                               0.5 * chi2.isf(0.05 / m, cards - 1), rtol=1e-10)
+    # the spending sequence sums to alpha however many looks
+    looks = np.arange(1, 10 ** 6, dtype=np.float64)
+    assert (1.0 / (looks * (looks + 1))).sum() < 1.0
+
+
+def _split_variables(model: DTSL) -> list[set[int]]:
+    f = model.forest
+    n = f.n_nodes
+    tested = [set() for _ in range(model.schema.n_vars)]
+    for node in np.flatnonzero(f.var[:n] >= 0):
+        tested[int(f.tree[node])].add(int(f.var[node]))
+    return tested
+
+
+def test_noise_leaves_stay_unsplit_however_many_looks():
+    """30 independent coins, 600k rows, a look at every root every 200 rows (3,000 looks):
+    the fixed prior ends up splitting almost every tree on noise, the test almost none, and
+    more looks do not add false splits."""
+    rng = np.random.default_rng(0)
+    schema = Schema.binary(30)
+    auto, fixed = DTSL(schema), DTSL(schema, kappa=0.1, replay_rows=0)
+    splits_after = []
+    for _ in range(10):
+        rows = (rng.random((60_000, 30)) < 0.5).astype(np.uint8)
+        auto.partial_fit(rows)
+        fixed.partial_fit(rows)
+        splits_after.append(int((auto.tree_stats()["n_leaves"] - 1).sum()))
+    assert splits_after[-1] <= 3            # expected at most 30 * 0.05 / 0.9 = 1.7
+    assert splits_after[-1] - splits_after[0] <= 2
+    assert (fixed.tree_stats()["n_leaves"] > 1).sum() >= 20
+
+
+def test_planted_stream_of_ten_million_rows_finds_every_parent_and_no_noise_split():
+    bn = LogisticBN(6, seed=4, max_parents=2, weight_low=1.0, weight_high=2.0, noise_vars=4)
+    schema = Schema.binary(bn.n_vars)
+    model = DTSL(schema)
+    rng = np.random.default_rng(1)
+    for _ in range(10):
+        model.partial_fit(bn.sample(1_000_000, rng))
+    assert model.rows_seen == 10_000_000
+    tested = _split_variables(model)
+    noise = set(range(bn.n_signal, bn.n_vars))
+    false_splits = sum(len(t & noise) for t in tested) + sum(len(tested[i]) for i in noise)
+    assert false_splits <= 1
+    for i in range(bn.n_signal):
+        neighbours = set(map(int, bn.parents[i])) | set(bn.children[i])
+        assert neighbours <= tested[i], (i, neighbours, tested[i])
+
+
+def test_exact_auto_stays_small_on_wide_data():
+    """1,000 variables, 2,000 rows (nips-like width): one test per leaf at level 0.05 / 999
+    keeps the trees near the planted structure and beats both an empty model and kappa 0.1."""
+    bn = LogisticBN(1000, seed=3, max_parents=2)
+    train = bn.sample(2000, np.random.default_rng(1))
+    test = bn.sample(2000, np.random.default_rng(2))
+    schema = Schema.binary(1000)
+    auto = DTSL(schema, mode="exact").fit(train)
+    empty = DTSL(schema, mode="exact", max_depth=0).fit(train)
+    fixed = DTSL(schema, mode="exact", kappa=0.1, max_depth=2).fit(train)
+    leaves = auto.tree_stats()["n_leaves"].sum()
+    assert leaves <= 1000 + 4 * len(bn.edges())
+    pll = {name: m.pll_terms(test).sum(axis=1).mean()
+           for name, m in (("auto", auto), ("empty", empty), ("fixed", fixed))}
+    assert pll["auto"] > pll["empty"] + 50
+    assert pll["auto"] > pll["fixed"]
+
+
+@pytest.mark.parametrize("batch", [333, 5000])
+def test_defaults_do_not_depend_on_batch_boundaries_and_resume_exactly(batch):
+    bn = LogisticBN(12, seed=2)
+    rows = bn.sample(30_000, np.random.default_rng(3))
+    schema = Schema.binary(12)
+    whole = DTSL(schema)
+    for start in range(0, len(rows), 4096):
+        whole.partial_fit(rows[start:start + 4096])
+    cut = DTSL(schema)
+    for start in range(0, 14_000, batch):
+        cut.partial_fit(rows[start:min(start + batch, 14_000)])
+    cut = DTSL.from_bytes(cut.to_bytes())  # checkpoint and restore mid-stream
+    for start in range(14_000, len(rows), batch):
+        cut.partial_fit(rows[start:start + batch])
+    assert whole.equals(cut)
+    assert whole.tree_stats()["n_leaves"].sum() > 12
+
+
+def test_memory_budget_covers_forest_replay_and_statistics():
+    """A small budget: the replay buffer takes its quarter, the statistics what the forest
+    leaves, and learning goes on with fewer collecting leaves instead of failing."""
+    from streammn.trees.stats import LeafStats
+    bn = LogisticBN(40, seed=6)
+    schema = Schema.binary(40)
+    rows = bn.sample(60_000, np.random.default_rng(4))
+    small, large = DTSL(schema, memory_mb=0.3), DTSL(schema)
+    for start in range(0, len(rows), 10_000):
+        small.partial_fit(rows[start:start + 10_000])
+        large.partial_fit(rows[start:start + 10_000])
+        g = small._grower
+        slot = LeafStats.slot_bytes(small.forest, np.int32)
+        used = (small.forest.nbytes + g._buf.nbytes + g._buf_leaf.nbytes
+                + g.stats.n_active * slot)
+        assert used <= small.memory_mb * 2 ** 20
+    assert small.replay_size < large.replay_size
+    assert 0 < small.tree_stats()["active_leaves"] < large.tree_stats()["active_leaves"]
+    assert small.tree_stats()["n_leaves"].sum() > 40  # it still learned structure
