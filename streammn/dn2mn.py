@@ -54,9 +54,13 @@ class DN2MNError(SettingsError):
 def marginals_from_rows(rows, schema: Schema, smoothing: float = 1.0) -> list[np.ndarray]:
     """Libra's smoothed training marginals ``(count(x_i = v) + smoothing/d_i) / (N + smoothing)``."""
     rows = np.asarray(rows)
-    n = rows.shape[0]
-    return [(np.bincount(rows[:, i], minlength=int(d)) + smoothing / d) / (n + smoothing)
-            for i, d in enumerate(schema.cardinalities)]
+    return smoothed([np.bincount(rows[:, i], minlength=int(d))
+                     for i, d in enumerate(schema.cardinalities)], smoothing)
+
+
+def smoothed(counts, smoothing: float = 1.0) -> list[np.ndarray]:
+    """Libra's smoothing ``(count + smoothing/d) / (N + smoothing)`` of per-variable counts."""
+    return [(c + smoothing / c.size) / (c.sum() + smoothing) for c in counts]
 
 
 def base_distribution(schema: Schema, base: str, base_instance=None, marginals=None) -> np.ndarray:
@@ -82,7 +86,8 @@ def base_distribution(schema: Schema, base: str, base_instance=None, marginals=N
     elif base == "marginals":
         if marginals is None:
             raise DN2MNError("base='marginals' needs marginals= (e.g. marginals_from_rows("
-                             "train_rows, schema), a MarginalCounts) or train= rows")
+                             "train_rows, schema), a MarginalCounts), train= rows, or a DN "
+                             "with its trees (as DTSL gives)")
         if hasattr(marginals, "probabilities"):
             marginals = marginals.probabilities(smoothing=1.0)
         if isinstance(marginals, np.ndarray) and marginals.ndim == 2:
@@ -311,7 +316,8 @@ def dn2mn(dn: DependencyNetwork, base: str = "marginals", orderings: str = "rota
         ``P(X_i | x_-i)`` with finite weights (normalisation not required, see module doc).
     base:
         Base-instance distribution: ``'marginals'`` (product of marginals, default; from
-        ``marginals`` or else Libra-smoothed marginals of ``train``), ``'uniform'`` (every
+        ``marginals``, else Libra-smoothed marginals of ``train``, else of the counts in the
+        DN's trees, as in every DN that DTSL learned), ``'uniform'`` (every
         instance, ``prod_j 1/d_j``), ``'single'`` (``base_instance``).
     orderings:
         ``'rotations2'`` (all rotations of ``order`` and of its reverse; default), ``'rotations'``
@@ -329,8 +335,11 @@ def dn2mn(dn: DependencyNetwork, base: str = "marginals", orderings: str = "rota
     """
     schema = dn.schema
     n = schema.n_vars
-    if base == "marginals" and marginals is None and train is not None:
-        marginals = marginals_from_rows(np.asarray(train), schema)
+    if base == "marginals" and marginals is None:
+        if train is not None:
+            marginals = marginals_from_rows(np.asarray(train), schema)
+        elif dn.trees is not None:
+            marginals = smoothed(dn.marginal_counts())
     table = base_distribution(schema, base, base_instance, marginals)
     positions, rotate, spec_w = ordering_specs(n, orderings, order)
     all_feats = FeatureSet.concat(schema, dn.cpds)
@@ -345,12 +354,13 @@ def dn2mn(dn: DependencyNetwork, base: str = "marginals", orderings: str = "rota
         features = features.merge_duplicates(drop_zero=True, tol=zero_tol)
     model = MarkovNetwork(schema, features)
     if refine:
-        model = _refine(model, refine, train, valid, refine_stddev)
+        model = refine_weights(model, refine, train, valid, refine_stddev)
     return model
 
 
-def _refine(model: MarkovNetwork, iterations: int, train, valid, stddev: float) -> MarkovNetwork:
-    """A few PLL steps from the DN2MN weights, kept only if validation PLL improves."""
+def refine_weights(model: MarkovNetwork, iterations: int, train, valid,
+                   stddev: float = 1.0) -> MarkovNetwork:
+    """A few PLL steps from the model's weights, kept only if validation PLL improves."""
     from streammn.weights import fit_weights
 
     if train is None or valid is None:

@@ -24,6 +24,7 @@ import numpy as np
 from connectors.array import ArraySource
 from connectors.base import Batch, Source
 from streammn.dn import DependencyNetwork
+from streammn.dn2mn import dn2mn
 from streammn.schema import Schema, SchemaError
 from streammn.trees.exact import grow_level_wise
 from streammn.trees.features import forest_features
@@ -31,6 +32,8 @@ from streammn.trees.forest import Forest
 from streammn.trees.hoeffding import STATS_DTYPE, HoeffdingGrower
 from streammn.trees.stats import LeafStats
 from streammn.errors import SettingsError
+from streammn.learner import Estimator
+from streammn.model import MarkovNetwork
 
 MODES = ("hoeffding", "exact")
 STATE_FORMAT = 1
@@ -40,7 +43,7 @@ class DTSLError(SettingsError):
     """A DTSL setting or call that cannot work (bad parameter, wrong mode, unusable source)."""
 
 
-class DTSL:
+class DTSL(Estimator):
     """Decision-tree structure learner producing a dependency network.
 
     Parameters
@@ -143,20 +146,6 @@ class DTSL:
         self.seed = seed
         self._reset()
 
-    # parameters -----------------------------------------------------------------------------
-    def get_params(self) -> dict:
-        return {"kappa": self.kappa, "mode": self.mode, "grace_period": self.grace_period,
-                "delta": self.delta, "tau": self.tau, "max_depth": self.max_depth,
-                "max_tree_leaves": self.max_tree_leaves,
-                "max_leaves": self.max_leaves, "memory_mb": self.memory_mb,
-                "min_count": self.min_count, "prior": self.prior,
-                "replay_rows": self.replay_rows, "n_threads": self.n_threads,
-                "seed": self.seed}
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
-        return f"DTSL({self.schema!r}, {args})"
-
     @property
     def leaf_budget(self) -> int:
         """Leaves that may collect split statistics at once (``max_leaves`` or from memory_mb)."""
@@ -252,6 +241,11 @@ class DTSL:
         if features.lower() == "default":
             trees = Forest.from_state(self.schema, self.prior, self.forest.get_state())
         return DependencyNetwork(self.schema, cpds, trees=trees)
+
+    def to_markov_network(self) -> MarkovNetwork:
+        """DN2MN of the current trees with the default base and orderings (product of the
+        marginals counted in the trees, all rotations of two opposite orders)."""
+        return dn2mn(self.to_dependency_network())
 
     def pll_terms(self, rows) -> np.ndarray:
         """``log P(x_i | x_-i)`` of the current trees for every row and variable, straight from

@@ -10,12 +10,10 @@ Sources with a ``commit(position)`` method (Kafka, Redis Streams) are told to co
 only after the snapshot covering it is durable; on a signal their ``stop()`` is called so a
 source waiting for new messages returns.
 
-A learner is any object with ``schema``, ``partial_fit(batch)``, ``pll_terms(rows)`` (its
-current conditionals, for the prequential score), ``to_bytes()`` / class method
-``from_bytes(data)``, ``get_params()``, and either ``to_markov_network()`` or
-``to_dependency_network()`` (converted with DN2MN). Its learning must depend only on the batches
-it sees, which the sources make identical on resume; then a resumed run ends with the same model
-as an uninterrupted one.
+A learner is any :class:`~streammn.learner.StructureLearner` (``partial_fit``, ``fit``,
+``pll_terms`` for the prequential score, ``to_markov_network``, ``to_bytes`` / ``from_bytes``,
+``get_params``). Its learning must depend only on the batches it sees, which the sources make
+identical on resume; then a resumed run ends with the same model as an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -30,8 +28,9 @@ from typing import TextIO
 import numpy as np
 
 from connectors.base import Source
-from streammn.dn2mn import dn2mn
+from streammn.dn2mn import refine_weights
 from streammn.formats.uai import uai_table_entries
+from streammn.learner import StructureLearner
 from streammn.model import MarkovNetwork
 from streammn.snapshot import (SnapshotWriter, latest_valid_snapshot, model_files,
                                model_summary, resolve_snapshot)
@@ -47,20 +46,15 @@ REFINE_ROWS = 20000
 UAI_MAX_ENTRIES = 1 << 22
 
 
-def learner_to_model(learner, marginals: MarginalCounts, refine: bool = False,
+def learner_to_model(learner: StructureLearner, refine: bool = False,
                      validation: np.ndarray | None = None,
                      train: np.ndarray | None = None) -> MarkovNetwork:
-    """The learner's current Markov network: its own, or DN2MN of its dependency network
-    (default base and orderings, product of the counted marginals). With ``refine``, DN2MN's
-    weights continue by pseudo-likelihood on ``train`` and are kept only if the validation PLL
-    improves."""
-    if hasattr(learner, "to_markov_network"):
-        return learner.to_markov_network()
-    dn = learner.to_dependency_network()
+    """The learner's current Markov network. With ``refine``, its weights continue by
+    pseudo-likelihood on ``train`` and are kept only if the validation PLL improves."""
+    model = learner.to_markov_network()
     if refine and train is not None and train.shape[0] and validation is not None:
-        return dn2mn(dn, marginals=marginals, refine=REFINE_ITERATIONS, train=train,
-                     valid=validation)
-    return dn2mn(dn, marginals=marginals)
+        return refine_weights(model, REFINE_ITERATIONS, train, validation)
+    return model
 
 
 class EngineError(SettingsError):
@@ -116,8 +110,8 @@ class StreamLearner:
         A text stream for progress lines (``None``: silent).
     """
 
-    def __init__(self, source: Source, learner, snapshot_dir, every_rows: int | None = None,
-                 every_seconds: float | None = None, keep: int = 5, refine: bool = False,
+    def __init__(self, source: Source, learner: StructureLearner, snapshot_dir,
+                 every_rows: int | None = None, every_seconds: float | None = None, keep: int = 5, refine: bool = False,
                  validation: np.ndarray | None = None, prequential_rows: int | None = 4096,
                  formats=("json", "mn", "uai"), progress: TextIO | None = sys.stderr,
                  progress_interval: float = 2.0):
@@ -125,6 +119,9 @@ class StreamLearner:
             raise ValueError(f"every_rows must be positive, got {every_rows}")
         if every_seconds is not None and every_seconds <= 0:
             raise ValueError(f"every_seconds must be positive, got {every_seconds}")
+        if not isinstance(learner, StructureLearner):
+            raise EngineError(f"{type(learner).__name__} is not a structure learner (see "
+                              f"streammn.learner.StructureLearner)")
         if learner.schema != source.schema:
             raise EngineError(f"learner schema {learner.schema!r} differs from the source's "
                               f"{source.schema!r}")
@@ -272,7 +269,10 @@ class StreamLearner:
         if self.progress_stream is not None:
             print(f"counted {self.state.rows_seen:,} rows; growing trees level by level",
                   file=self.progress_stream, flush=True)
-        self.learner.fit(self.source, count_pass=count_pass)
+        if count_pass is None:
+            self.learner.fit(self.source)
+        else:  # DTSL's exact passes on Dask
+            self.learner.fit(self.source, count_pass=count_pass)
         path = self._snapshot("end")
         if self.progress_stream is not None:
             self._print_progress(time.monotonic() - started, self.state.rows_seen, final=True)
@@ -306,7 +306,7 @@ class StreamLearner:
     def current_model(self) -> MarkovNetwork:
         """Convert the learner's current state into a Markov network (no snapshot)."""
         train = self.reservoir.rows if self.reservoir is not None else None
-        return learner_to_model(self.learner, self.marginals, refine=self.refine,
+        return learner_to_model(self.learner, refine=self.refine,
                                 validation=self.validation, train=train)
 
     def _snapshot(self, reason: str):
