@@ -169,6 +169,21 @@ class MarkovNetwork:
         return [np.bincount(states[:, i], weights=p, minlength=int(c))
                 for i, c in enumerate(self.schema.cardinalities)]
 
+    # other toolkits ------------------------------------------------------------------------
+    def to_pgmpy(self):
+        """The model as a ``pgmpy.models.DiscreteMarkovNetwork`` with equal factors (needs the
+        ``pgmpy`` extra; see :mod:`streammn.pgmpy_bridge`)."""
+        from streammn.pgmpy_bridge import to_pgmpy
+
+        return to_pgmpy(self)
+
+    @classmethod
+    def from_pgmpy(cls, net) -> "MarkovNetwork":
+        """A pgmpy ``DiscreteMarkovNetwork`` as a MarkovNetwork (same distribution)."""
+        from streammn.pgmpy_bridge import from_pgmpy
+
+        return cls(*from_pgmpy(net))
+
     def __repr__(self) -> str:
         return (f"MarkovNetwork({self.schema.n_vars} variables, {self.n_features} features, "
                 f"max_states={self.max_states})")

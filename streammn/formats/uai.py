@@ -97,20 +97,22 @@ def uai_table_entries(schema: Schema, features: FeatureSet, merge: bool = True) 
     return sum(math.prod(int(cards[v]) for v in s) for s in scopes)
 
 
-def write_uai(path: str | os.PathLike, schema: Schema, features: FeatureSet, merge: bool = True,
-              max_entries: int = DEFAULT_MAX_ENTRIES) -> None:
-    """Write the model as a UAI ``MARKOV`` file.
+def log_factor_tables(schema: Schema, features: FeatureSet, merge: bool = True,
+                      max_entries: int = DEFAULT_MAX_ENTRIES, path=None):
+    """The model as factor tables: ``(scopes, sizes, log_tables, constant)``.
 
-    ``merge``: one table per distinct scope (default) instead of one per feature.
-    ``max_entries``: refuse (``ModelFormatError``) to write more table entries than this in
-    total, since a feature over k variables needs a table of the product of their cardinalities.
+    ``scopes[k]`` are the sorted variables of table ``k``, ``sizes[k]`` its number of entries,
+    and ``log_tables`` all tables' summed feature weights one after the other (last variable
+    of a scope fastest); ``constant`` is the summed weight of the features without conditions.
+    Refuses (``ModelFormatError``) more than ``max_entries`` entries in total or potentials
+    ``exp(...)`` that overflow float64.
     """
     check_weights(features.weights, path=path)
     cards = schema.cardinalities.astype(np.int64)
     scopes, members = _factors(features, merge)
     sizes = [math.prod(int(cards[v]) for v in s) for s in scopes]
     if sum(sizes) > max_entries:
-        raise ModelFormatError(f"the UAI tables would hold {sum(sizes)} entries "
+        raise ModelFormatError(f"the factor tables would hold {sum(sizes)} entries "
                                f"(max_entries={max_entries}); the largest scope has "
                                f"{max(len(s) for s in scopes)} variables", path=path)
     constant = float(features.weights[features.lengths() == 0].sum())
@@ -121,10 +123,24 @@ def write_uai(path: str | os.PathLike, schema: Schema, features: FeatureSet, mer
         np.array([f for m in members for f in m], dtype=np.int64),
         np.cumsum([0] + sizes).astype(np.int64), cards,
         features.weights, features.ptr, features.var, features.val, features.eq)
-    has_constant = bool((features.lengths() == 0).any())
     if max(log_tables.max(initial=-np.inf), constant) > _MAX_LOG:
         raise ModelFormatError("a potential exp(sum of weights) overflows float64: weights "
-                               "this large cannot be written as UAI potentials", path=path)
+                               "this large cannot be written as potentials", path=path)
+    return scopes, sizes, log_tables, constant
+
+
+def write_uai(path: str | os.PathLike, schema: Schema, features: FeatureSet, merge: bool = True,
+              max_entries: int = DEFAULT_MAX_ENTRIES) -> None:
+    """Write the model as a UAI ``MARKOV`` file.
+
+    ``merge``: one table per distinct scope (default) instead of one per feature.
+    ``max_entries``: refuse (``ModelFormatError``) to write more table entries than this in
+    total, since a feature over k variables needs a table of the product of their cardinalities.
+    """
+    cards = schema.cardinalities.astype(np.int64)
+    scopes, sizes, log_tables, constant = log_factor_tables(schema, features, merge,
+                                                            max_entries, path)
+    has_constant = bool((features.lengths() == 0).any())
     tables = np.exp(log_tables)
     n_factors = len(scopes) + has_constant
     out = ["MARKOV", str(schema.n_vars), " ".join(str(c) for c in cards), str(n_factors)]
