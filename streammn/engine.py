@@ -133,7 +133,8 @@ class StreamLearner:
     """
 
     def __init__(self, source: Source, learner: StructureLearner, snapshot_dir,
-                 every_rows: int | None = None, every_seconds: float | None = None, keep: int = 5, refine: bool = False,
+                 every_rows: int | None = None, every_seconds: float | None = None,
+                 keep: int = 5, refine: bool = False,
                  validation: np.ndarray | None = None, prequential_rows: int | None = 4096,
                  formats=("json", "mn", "uai"), progress: TextIO | None = sys.stderr,
                  progress_interval: float = 2.0):

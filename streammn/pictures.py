@@ -118,7 +118,8 @@ def draw_network(model, out, title: str | None = None, seed: int = 0) -> dict:
     if ordered:
         rel = np.array([w for _, _, w in ordered])
         nx.draw_networkx_edges(graph, pos, ax=ax, edgelist=[(a, b) for a, b, _ in ordered],
-                               width=thickness * (0.4 + 4.0 * rel), edge_color=rel, edge_cmap=_cmap(),
+                               width=thickness * (0.4 + 4.0 * rel), edge_color=rel,
+                               edge_cmap=_cmap(),
                                edge_vmin=0.0, edge_vmax=1.0, alpha=0.85, node_size=node_size)
     nx.draw_networkx_nodes(graph, pos, ax=ax, node_size=node_size, node_color="#f4a259",
                            edgecolors="#5b3a1a", linewidths=0.8)

@@ -96,6 +96,7 @@ class MarkovNetworkLearner(base.MiniBatchTransformer):
         self.batch_size = batch_size
         self.learner_ = learner.clone()
         self.names = learner.schema.names
+        self._cards = learner.schema.cardinalities
         self._buffer = np.empty((batch_size, len(self.names)), dtype=np.uint8)
         self._n_buffered = 0
         self.n_rows_learned_ = 0
@@ -121,6 +122,9 @@ class MarkovNetworkLearner(base.MiniBatchTransformer):
         except KeyError as e:
             raise RiverRowError(f"row {position}: feature {e.args[0]!r} of the schema is "
                                 f"missing (the row has {sorted(map(str, x))})") from None
+        row = np.array(values)
+        if row.dtype.kind in "iub" and ((row >= 0) & (row < self._cards)).all():
+            return row.astype(np.uint8).reshape(1, -1)  # the common case, without a copy loop
         return self.learner_.schema.validate(np.array([values], dtype=object),
                                              row_offset=position, source="river row")
 
@@ -278,5 +282,5 @@ class MarkovNetworkAnomalyDetector(base.AnomalyDetector):
         return float((below + 0.5 * ties) / ref.size)
 
     def to_markov_network(self):
-        """The Markov network learned so far (see :meth:`MarkovNetworkLearner.to_markov_network`)."""
+        """The Markov network learned from every row so far (the buffer is learned first)."""
         return self.rows_.to_markov_network()
