@@ -68,6 +68,17 @@ def open_source(uri_or_path, batch_size: int = DEFAULT_BATCH_SIZE,
     Extra keyword ``options`` go to the source's constructor.
 
     An unknown scheme raises :class:`SourceError`; a missing file :class:`SourceUnavailable`.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from connectors import open_source
+    >>> path = os.path.join(tempfile.mkdtemp(), "rows.csv")
+    >>> with open(path, "w") as f:
+    ...     _ = f.write("rain,wet\\n1,1\\n0,0\\n1,1\\n0,1\\n")
+    >>> with open_source(path, batch_size=3) as source:
+    ...     print(source.schema, [batch.rows.tolist() for batch in source])
+    Schema(rain:2, wet:2) [[[1, 1], [0, 0], [1, 1]], [[0, 1]]]
     """
     spec = os.fspath(uri_or_path)
     parsed = urlparse(spec)

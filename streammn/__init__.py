@@ -25,6 +25,7 @@ _LAZY = {
     "latest_valid_snapshot": "streammn.snapshot", "load_snapshot": "streammn.snapshot",
     "read_snapshot": "streammn.snapshot",
     "StreamLearner": "streammn.engine", "EngineError": "streammn.engine",
+    "StructureLearner": "streammn.learner",
 }
 
 __all__ = ["Schema", "SchemaError", "Variable", "__version__", *_LAZY]

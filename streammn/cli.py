@@ -1,4 +1,4 @@
-"""The ``streammn`` command: learn, score, convert, sample, inspect, demo.
+"""The ``streammn`` command: learn, score, convert, sample, inspect, report, demo.
 
 Exit codes: 0 ok, 1 other failure, 2 usage, 3 bad input (data or model file), 4 source
 unavailable.
@@ -169,10 +169,22 @@ def _parser() -> argparse.ArgumentParser:
                                  "interactions", """
         streammn inspect snaps
         streammn inspect model.mn --top 20 --json
+        streammn inspect snaps --graph network.svg
     """)
     inspect.add_argument("model")
     inspect.add_argument("--top", type=int, default=10, help="interactions listed")
     inspect.add_argument("--json", action="store_true")
+    inspect.add_argument("--graph", metavar="OUT.svg|png|html",
+                         help="also draw the network: nodes sized by degree, edges by "
+                              "interaction strength (needs the viz extra)")
+
+    report = command("report", "draw a run over time from its snapshot manifests: PLL, "
+                               "rows/s, model size, snapshot times (needs the viz extra)", """
+        streammn report snaps --out report.html
+        streammn report snaps --out report.png
+    """)
+    report.add_argument("snapshots", help="snapshot directory of a run")
+    report.add_argument("--out", required=True, help="report.html, .png or .svg")
 
     demo = command("demo", "stream rows from a planted Markov network, learn online, and "
                            "report how well the structure was recovered", """

@@ -209,6 +209,11 @@ def describe(model, manifest: dict | None, top: int) -> dict:
 def inspect(args) -> int:
     model, manifest = load_model(args.model)
     info = describe(model, manifest, args.top)
+    if args.graph:
+        if isinstance(model, DependencyNetwork):
+            raise UsageError("--graph draws a Markov network; convert the DN first")
+        from streammn.pictures import draw_network
+        info["graph"] = {"out": args.graph, **draw_network(model, args.graph)}
     if args.json:
         print(json.dumps(info, indent=2))
         return EXIT_OK
@@ -219,10 +224,20 @@ def inspect(args) -> int:
         print(f"edges: {info['n_edges']:,}; strongest interactions:")
         for e in info["strongest_interactions"]:
             print(f"  {e['a']} - {e['b']}: {e['strength']:.4f}")
+    if "graph" in info:
+        print(f"drew {info['graph']['edges_drawn']:,} edges into {args.graph}")
     if "snapshot" in info:
         snap = info["snapshot"]
         print(f"snapshot {snap['sequence']} of {snap['created']}: {snap['rows_seen']:,} rows, "
               f"scores {snap['scores']}")
+    return EXIT_OK
+
+
+def report(args) -> int:
+    from streammn.pictures import draw_report
+
+    drawn = draw_report(args.snapshots, args.out)
+    print(f"wrote {args.out} ({drawn['snapshots']} snapshots, {drawn['history']} scores)")
     return EXIT_OK
 
 

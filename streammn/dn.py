@@ -8,7 +8,10 @@ DN2MN (:mod:`streammn.dn2mn`) consumes exactly this representation.
 
 A DN learned by DTSL also keeps its trees (``trees``, a :class:`~streammn.trees.forest.Forest`
 whose tree ``i`` the DEFAULT features of ``cpds[i]`` were generated from); scoring then routes rows
-through the trees instead of evaluating features, with the same result.
+through the trees instead of evaluating features, with the same result. The trees also carry the
+marginals: the leaves of tree ``i`` partition every row it counted, so their target counts summed
+are the counts of ``X_i`` (:meth:`DependencyNetwork.marginal_counts`), which is what DN2MN's
+product-of-marginals base distribution needs when no training rows are at hand (a stream).
 """
 
 from __future__ import annotations
@@ -44,6 +47,15 @@ class DependencyNetwork:
     @property
     def n_features(self) -> int:
         return self._all.n_features
+
+    def marginal_counts(self) -> list[np.ndarray] | None:
+        """Counts of each variable's values summed over its tree's leaves (``None`` without
+        trees, e.g. a DN read from a Libra ``.dn`` file)."""
+        if self.trees is None:
+            return None
+        counts = self.trees.counts
+        return [counts[self.trees.leaves(i), :d].sum(axis=0)
+                for i, d in enumerate(self.schema.cardinalities)]
 
     def log_conditional(self, rows: np.ndarray, i: int) -> np.ndarray:
         """Normalised ``log P(X_i = a | x_-i)`` for each row and value: shape (n, card_i)."""

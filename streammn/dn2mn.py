@@ -38,6 +38,7 @@ from streammn.features import FeatureSet
 from streammn.model import MarkovNetwork
 from streammn.schema import Schema
 from streammn.errors import SettingsError
+from streammn.publishing import serial_kernels_only
 
 BASES = ("marginals", "single", "uniform")
 ORDERINGS = ("rotations2", "rotations", "two", "one")
@@ -54,9 +55,13 @@ class DN2MNError(SettingsError):
 def marginals_from_rows(rows, schema: Schema, smoothing: float = 1.0) -> list[np.ndarray]:
     """Libra's smoothed training marginals ``(count(x_i = v) + smoothing/d_i) / (N + smoothing)``."""
     rows = np.asarray(rows)
-    n = rows.shape[0]
-    return [(np.bincount(rows[:, i], minlength=int(d)) + smoothing / d) / (n + smoothing)
-            for i, d in enumerate(schema.cardinalities)]
+    return smoothed([np.bincount(rows[:, i], minlength=int(d))
+                     for i, d in enumerate(schema.cardinalities)], smoothing)
+
+
+def smoothed(counts, smoothing: float = 1.0) -> list[np.ndarray]:
+    """Libra's smoothing ``(count + smoothing/d) / (N + smoothing)`` of per-variable counts."""
+    return [(c + smoothing / c.size) / (c.sum() + smoothing) for c in counts]
 
 
 def base_distribution(schema: Schema, base: str, base_instance=None, marginals=None) -> np.ndarray:
@@ -82,7 +87,8 @@ def base_distribution(schema: Schema, base: str, base_instance=None, marginals=N
     elif base == "marginals":
         if marginals is None:
             raise DN2MNError("base='marginals' needs marginals= (e.g. marginals_from_rows("
-                             "train_rows, schema), a MarginalCounts) or train= rows")
+                             "train_rows, schema), a MarginalCounts), train= rows, or a DN "
+                             "with its trees (as DTSL gives)")
         if hasattr(marginals, "probabilities"):
             marginals = marginals.probabilities(smoothing=1.0)
         if isinstance(marginals, np.ndarray) and marginals.ndim == 2:
@@ -313,7 +319,7 @@ _convert_serial = nb.njit(cache=True)(_block_conversion(range))
 def dn2mn(dn: DependencyNetwork, base: str = "marginals", orderings: str = "rotations2",
           base_instance=None, marginals=None, order=None, merge: bool = True,
           zero_tol: float = 1e-12, refine: int | None = None, train=None, valid=None,
-          refine_stddev: float = 1.0, parallel: bool = True) -> MarkovNetwork:
+          refine_stddev: float = 1.0, parallel: bool | None = None) -> MarkovNetwork:
     """Convert a dependency network into a Markov network in closed form.
 
     Parameters
@@ -323,7 +329,8 @@ def dn2mn(dn: DependencyNetwork, base: str = "marginals", orderings: str = "rota
         ``P(X_i | x_-i)`` with finite weights (normalisation not required, see module doc).
     base:
         Base-instance distribution: ``'marginals'`` (product of marginals, default; from
-        ``marginals`` or else Libra-smoothed marginals of ``train``), ``'uniform'`` (every
+        ``marginals``, else Libra-smoothed marginals of ``train``, else of the counts in the
+        DN's trees, as in every DN that DTSL learned), ``'uniform'`` (every
         instance, ``prod_j 1/d_j``), ``'single'`` (``base_instance``).
     orderings:
         ``'rotations2'`` (all rotations of ``order`` and of its reverse; default), ``'rotations'``
@@ -339,13 +346,35 @@ def dn2mn(dn: DependencyNetwork, base: str = "marginals", orderings: str = "rota
         weights. The refined model is returned only if its PLL on ``valid`` is higher;
         otherwise the plain conversion.
     parallel:
-        Convert on numba's thread pool (default); ``False`` in a process forked from one that
-        has used the pool (a background snapshot writer), where it must not be started.
+        Convert on numba's thread pool (``True``), or serially (``False``: in a process forked
+        from one that has used the pool, where it must not be started). Default: serially in a
+        background snapshot writer (:func:`streammn.publishing.serial_kernels_only`), on the
+        pool elsewhere.
+
+    Examples
+    --------
+    >>> from streammn.demo import planted_network
+    >>> from streammn.dn2mn import dn2mn
+    >>> from streammn.dtsl import DTSL
+    >>> from streammn.inference import sample
+    >>> planted, _ = planted_network(8, seed=0)
+    >>> rows = sample(planted, 2000, seed=1)
+    >>> dn = DTSL(planted.schema, mode="exact", kappa=0.01).fit(rows).to_dependency_network()
+    >>> mn = dn2mn(dn)  # base distribution: the marginals counted in the DN's trees
+    >>> mn
+    MarkovNetwork(8 variables, 285 features, max_states=1048576)
+    >>> round(dn.pll(rows), 3), round(mn.pll(rows), 3)
+    (-4.065, -4.058)
+    >>> dn2mn(dn, base="uniform", orderings="one").n_features
+    78
     """
     schema = dn.schema
     n = schema.n_vars
-    if base == "marginals" and marginals is None and train is not None:
-        marginals = marginals_from_rows(np.asarray(train), schema)
+    if base == "marginals" and marginals is None:
+        if train is not None:
+            marginals = marginals_from_rows(np.asarray(train), schema)
+        elif dn.trees is not None:
+            marginals = smoothed(dn.marginal_counts())
     table = base_distribution(schema, base, base_instance, marginals)
     positions, rotate, spec_w = ordering_specs(n, orderings, order)
     all_feats = FeatureSet.concat(schema, dn.cpds)
@@ -353,6 +382,8 @@ def dn2mn(dn: DependencyNetwork, base: str = "marginals", orderings: str = "rota
     if not np.isfinite(all_feats.weights).all():
         raise DN2MNError("DN2MN needs positive conditionals: every CPD weight must be finite")
     max_len = int(all_feats.lengths().max()) if all_feats.n_features else 1
+    if parallel is None:
+        parallel = not serial_kernels_only()
     convert = _convert if parallel else _convert_serial
     out = convert(targets, all_feats.weights, all_feats.ptr, all_feats.var, all_feats.val,
                   all_feats.eq, table, positions, rotate, spec_w, n, max(max_len, 1))
@@ -361,12 +392,13 @@ def dn2mn(dn: DependencyNetwork, base: str = "marginals", orderings: str = "rota
         features = features.merge_duplicates(drop_zero=True, tol=zero_tol)
     model = MarkovNetwork(schema, features)
     if refine:
-        model = _refine(model, refine, train, valid, refine_stddev)
+        model = refine_weights(model, refine, train, valid, refine_stddev)
     return model
 
 
-def _refine(model: MarkovNetwork, iterations: int, train, valid, stddev: float) -> MarkovNetwork:
-    """A few PLL steps from the DN2MN weights, kept only if validation PLL improves."""
+def refine_weights(model: MarkovNetwork, iterations: int, train, valid,
+                   stddev: float = 1.0) -> MarkovNetwork:
+    """A few PLL steps from the model's weights, kept only if validation PLL improves."""
     from streammn.weights import fit_weights
 
     if train is None or valid is None:

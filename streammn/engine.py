@@ -34,12 +34,10 @@ Sources with a ``commit(position)`` method (Kafka, Redis Streams) are told to co
 only after the snapshot covering it is durable; on a signal their ``stop()`` is called so a
 source waiting for new messages returns.
 
-A learner is any object with ``schema``, ``partial_fit(batch)``, ``pll_terms(rows)`` (its
-current conditionals, for the prequential score), ``to_bytes()`` / class method
-``from_bytes(data)``, ``get_params()``, and either ``to_markov_network()`` or
-``to_dependency_network()`` (converted with DN2MN). Its learning must depend only on the batches
-it sees, which the sources make identical on resume; then a resumed run ends with the same model
-as an uninterrupted one.
+A learner is any :class:`~streammn.learner.StructureLearner` (``partial_fit``, ``fit``,
+``pll_terms`` for the prequential score, ``to_markov_network``, ``to_bytes`` / ``from_bytes``,
+``get_params``). Its learning must depend only on the batches it sees, which the sources make
+identical on resume; then a resumed run ends with the same model as an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -57,8 +55,10 @@ from typing import TextIO
 import numpy as np
 
 from connectors.base import Batch, Source
-from streammn.dn2mn import dn2mn
+from streammn.dn2mn import refine_weights
 from streammn.formats.uai import UaiFactors, write_uai
+from streammn.learner import StructureLearner
+from streammn.publishing import serial_kernels
 from streammn.model import MarkovNetwork
 from streammn.publishing import Publisher, SnapshotWriteFailed
 from streammn.snapshot import (MODEL_FILES, SnapshotWriter, latest_valid_snapshot,
@@ -76,20 +76,15 @@ UAI_MAX_ENTRIES = 1 << 22
 WHEN_BUSY = ("wait", "skip")
 
 
-def learner_to_model(learner, marginals: MarginalCounts, refine: bool = False,
+def learner_to_model(learner: StructureLearner, refine: bool = False,
                      validation: np.ndarray | None = None,
-                     train: np.ndarray | None = None, parallel: bool = True) -> MarkovNetwork:
-    """The learner's current Markov network: its own, or DN2MN of its dependency network
-    (default base and orderings, product of the counted marginals). With ``refine``, DN2MN's
-    weights continue by pseudo-likelihood on ``train`` and are kept only if the validation PLL
-    improves. ``parallel=False`` keeps DN2MN off numba's thread pool (in a forked writer)."""
-    if hasattr(learner, "to_markov_network"):
-        return learner.to_markov_network()
-    dn = learner.to_dependency_network()
+                     train: np.ndarray | None = None) -> MarkovNetwork:
+    """The learner's current Markov network. With ``refine``, its weights continue by
+    pseudo-likelihood on ``train`` and are kept only if the validation PLL improves."""
+    model = learner.to_markov_network()
     if refine and train is not None and train.shape[0] and validation is not None:
-        return dn2mn(dn, marginals=marginals, refine=REFINE_ITERATIONS, train=train,
-                     valid=validation, parallel=parallel)
-    return dn2mn(dn, marginals=marginals, parallel=parallel)
+        return refine_weights(model, REFINE_ITERATIONS, train, validation)
+    return model
 
 
 class EngineError(SettingsError):
@@ -149,10 +144,33 @@ class StreamLearner:
     when_busy:
         ``"wait"`` (default) or ``"skip"``: what happens when a snapshot is due while the
         previous one is still being written (see the module docstring).
+
+    Examples
+    --------
+    Follow a synthetic stream of 4,000 rows, with a snapshot every 2,000:
+
+    >>> import tempfile
+    >>> from connectors.synthetic import SyntheticSource
+    >>> from streammn.demo import planted_network
+    >>> from streammn.dtsl import DTSL
+    >>> from streammn.engine import StreamLearner
+    >>> from streammn.snapshot import load_snapshot
+    >>> planted, _ = planted_network(8, seed=0)
+    >>> source = SyntheticSource(planted, n_rows=4000, batch_size=1000, seed=0)
+    >>> engine = StreamLearner(source, DTSL(source.schema, kappa=0.01), tempfile.mkdtemp(),
+    ...                        every_rows=2000, progress=None)
+    >>> path = engine.run()
+    >>> path.name, [h["rows_seen"] for h in engine.state.history]
+    ('snap-000002', [2000, 4000])
+    >>> [round(h["prequential_pll"], 3) for h in engine.state.history]
+    [-5.314, -4.906]
+    >>> load_snapshot(path)
+    MarkovNetwork(8 variables, 77 features, max_states=1048576)
     """
 
-    def __init__(self, source: Source, learner, snapshot_dir, every_rows: int | None = None,
-                 every_seconds: float | None = None, keep: int = 5, refine: bool = False,
+    def __init__(self, source: Source, learner: StructureLearner, snapshot_dir,
+                 every_rows: int | None = None, every_seconds: float | None = None,
+                 keep: int = 5, refine: bool = False,
                  validation: np.ndarray | None = None, prequential_rows: int | None = 4096,
                  formats=("json", "mn", "uai"), progress: TextIO | None = sys.stderr,
                  progress_interval: float = 2.0, background: bool = True,
@@ -161,6 +179,9 @@ class StreamLearner:
             raise ValueError(f"every_rows must be positive, got {every_rows}")
         if every_seconds is not None and every_seconds <= 0:
             raise ValueError(f"every_seconds must be positive, got {every_seconds}")
+        if not isinstance(learner, StructureLearner):
+            raise EngineError(f"{type(learner).__name__} is not a structure learner (see "
+                              f"streammn.learner.StructureLearner)")
         if learner.schema != source.schema:
             raise EngineError(f"learner schema {learner.schema!r} differs from the source's "
                               f"{source.schema!r}")
@@ -325,7 +346,10 @@ class StreamLearner:
         if self.progress_stream is not None:
             print(f"counted {self.state.rows_seen:,} rows; growing trees level by level",
                   file=self.progress_stream, flush=True)
-        self.learner.fit(self.source, count_pass=count_pass)
+        if count_pass is None:
+            self.learner.fit(self.source)
+        else:  # DTSL's exact passes on Dask
+            self.learner.fit(self.source, count_pass=count_pass)
         self._position = self.source.position()
         path = self._snapshot("end")
         if self.progress_stream is not None:
@@ -343,7 +367,8 @@ class StreamLearner:
         kernels a forked writer runs: numba loads them into this process once and every writer
         inherits them, instead of each loading them from numba's cache again (0.2 s of CPU per
         snapshot). Cheap at the start of a run, when the model is small."""
-        model = self.current_model(parallel=False)
+        with serial_kernels():
+            model = self.current_model()
         formats, _, factors = self._formats_for(model)
         files = model_files(model.schema, model.features, formats=formats)
         if factors is not None:
@@ -405,11 +430,11 @@ class StreamLearner:
     def _last_snapshot_rows(self) -> int | None:
         return self.state.history[-1]["rows_seen"] if self.state.history else None
 
-    def current_model(self, parallel: bool = True) -> MarkovNetwork:
+    def current_model(self) -> MarkovNetwork:
         """Convert the learner's current state into a Markov network (no snapshot)."""
         train = self.reservoir.rows if self.reservoir is not None else None
-        return learner_to_model(self.learner, self.marginals, refine=self.refine,
-                                validation=self.validation, train=train, parallel=parallel)
+        return learner_to_model(self.learner, refine=self.refine,
+                                validation=self.validation, train=train)
 
     def _snapshot(self, reason: str, background: bool = False) -> Path | None:
         """Cut a snapshot of the state now: written by the publisher's child (``background``,
@@ -429,8 +454,7 @@ class StreamLearner:
         scored = None
         if background and (self.validation is not None or self.refine):
             scored = self._convert()  # numba's parallel kernels: not in a forked child
-        work = functools.partial(self._publish, reason, self._position, _peak_rss_mb(), scored,
-                                 parallel=not (background and self.publisher.background))
+        work = functools.partial(self._publish, reason, self._position, _peak_rss_mb(), scored)
         if background:
             self.publisher.start(work)
             self._in_flight = (entry, self._position)
@@ -444,20 +468,19 @@ class StreamLearner:
         self._published(entry, self._position, result)
         return self._last_path
 
-    def _convert(self, parallel: bool = True) -> tuple[MarkovNetwork, float, float | None]:
+    def _convert(self) -> tuple[MarkovNetwork, float, float | None]:
         """The current model, the seconds its conversion took, and its validation PLL."""
         t0 = time.perf_counter()
-        model = self.current_model(parallel)
+        model = self.current_model()
         convert_seconds = time.perf_counter() - t0
         validation_pll = _finite(model.pll(self.validation) if self.validation is not None
                                  and self.validation.shape[0] else None)
         return model, convert_seconds, validation_pll
 
-    def _publish(self, reason: str, position, peak_rss_mb, scored=None,
-                 parallel: bool = True) -> dict:
+    def _publish(self, reason: str, position, peak_rss_mb, scored=None) -> dict:
         """Write the snapshot (in the publisher's child, or here); the model is converted
         here unless ``scored`` (from :meth:`_convert`) already holds it."""
-        model, convert_seconds, validation_pll = scored or self._convert(parallel)
+        model, convert_seconds, validation_pll = scored or self._convert()
         self.model = model
         st = self.state
         st.history[-1]["validation_pll"] = validation_pll

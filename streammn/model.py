@@ -39,6 +39,26 @@ class MarkovNetwork:
     max_states:
         Largest number of joint states that :meth:`log_partition`, :meth:`joint` and
         :meth:`marginals` will enumerate (default ``2**20``).
+
+    Examples
+    --------
+    Rain makes the grass wet: a feature rewarding both, and one penalising rain:
+
+    >>> import numpy as np
+    >>> from streammn import FeatureSet, MarkovNetwork, Schema
+    >>> schema = Schema.from_cardinalities([2, 2], names=["rain", "wet"])
+    >>> features = FeatureSet.from_features(schema, [
+    ...     (2.0, [(0, 1, True), (1, 1, True)]),  # weight 2 when rain = 1 and wet = 1
+    ...     (-1.0, [(0, 1, True)])])              # weight -1 when rain = 1
+    >>> model = MarkovNetwork(schema, features)
+    >>> model.log_score(np.array([[1, 1], [1, 0]], dtype=np.uint8))
+    array([ 1., -1.])
+    >>> model.conditional(np.array([[1, 0]], dtype=np.uint8), 1).round(3)  # P(wet | rain)
+    array([[0.119, 0.881]])
+    >>> np.exp(model.log_probability(model.all_states())).round(3)  # 00, 01, 10, 11
+    array([0.197, 0.197, 0.072, 0.534])
+    >>> model.edges()
+    {(0, 1)}
     """
 
     def __init__(self, schema: Schema, features: FeatureSet, max_states: int = DEFAULT_MAX_STATES):
@@ -168,6 +188,21 @@ class MarkovNetwork:
         states, p = self.joint()
         return [np.bincount(states[:, i], weights=p, minlength=int(c))
                 for i, c in enumerate(self.schema.cardinalities)]
+
+    # other toolkits ------------------------------------------------------------------------
+    def to_pgmpy(self):
+        """The model as a ``pgmpy.models.DiscreteMarkovNetwork`` with equal factors (needs the
+        ``pgmpy`` extra; see :mod:`streammn.pgmpy_bridge`)."""
+        from streammn.pgmpy_bridge import to_pgmpy
+
+        return to_pgmpy(self)
+
+    @classmethod
+    def from_pgmpy(cls, net) -> "MarkovNetwork":
+        """A pgmpy ``DiscreteMarkovNetwork`` as a MarkovNetwork (same distribution)."""
+        from streammn.pgmpy_bridge import from_pgmpy
+
+        return cls(*from_pgmpy(net))
 
     def __repr__(self) -> str:
         return (f"MarkovNetwork({self.schema.n_vars} variables, {self.n_features} features, "

@@ -47,11 +47,13 @@ import os
 import select
 import signal
 import sys
+from contextlib import contextmanager
 from typing import Callable
 
 from streammn.errors import StreamMNError
 
 CAN_FORK = hasattr(os, "fork")
+_serial_only = False  # True in a writer child, whose numba kernels must not use a thread pool
 WRITER_NICENESS = 10
 _PR_SET_PDEATHSIG = 1
 
@@ -64,6 +66,23 @@ if sys.platform.startswith("linux"):
         _LIBC = None
 else:  # pragma: no cover - other platforms
     _LIBC = None
+
+
+def serial_kernels_only() -> bool:
+    """Whether numba's parallel kernels are off limits here (a forked writer child, or code
+    loading the writer's kernels under :func:`serial_kernels`)."""
+    return _serial_only
+
+
+@contextmanager
+def serial_kernels():
+    """Run the enclosed code with the serial kernels a writer child uses."""
+    global _serial_only
+    before, _serial_only = _serial_only, True
+    try:
+        yield
+    finally:
+        _serial_only = before
 
 
 class SnapshotWriteFailed(StreamMNError):
@@ -182,6 +201,8 @@ def _child(work: Callable[[], dict], write_fd: int, parent: int) -> None:
         if os.getppid() != parent:  # the parent died before the line above took effect
             os._exit(1)
         os.nice(WRITER_NICENESS)
+        global _serial_only
+        _serial_only = True
         result = _run(work)
         data = json.dumps(result).encode()
         while data:

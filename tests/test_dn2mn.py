@@ -288,3 +288,31 @@ def test_errors_and_marginals():
     m = marginals_from_rows(rows, schema)
     np.testing.assert_allclose(m[0], [(1 + 0.5) / 4, (2 + 0.5) / 4])
     np.testing.assert_allclose(m[1], [0.5 / 4, 3.5 / 4])
+
+
+def test_a_learned_dn_carries_its_marginals():
+    """dn2mn(dn) on DTSL's DN (Hoeffding, which streams, and exact) takes the base
+    distribution from the counts in the trees: equal to passing the training rows, and
+    marginals= / train= still override it."""
+    from streammn.demo import planted_network
+    from streammn.dtsl import DTSL
+    from streammn.inference import sample
+
+    planted, _ = planted_network(6, seed=2)
+    rows = sample(planted, 2000, seed=3)
+    for mode in ("hoeffding", "exact"):
+        dn = DTSL(planted.schema, kappa=0.01, mode=mode, grace_period=100).fit(rows) \
+            .to_dependency_network()
+        counts = dn.marginal_counts()
+        for i, c in enumerate(counts):
+            np.testing.assert_array_equal(c, np.bincount(rows[:, i], minlength=2))
+        from_trees = dn2mn(dn)
+        assert from_trees.features.equals(dn2mn(dn, train=rows).features, atol=1e-12)
+        uniform = [np.ones(2)] * 6
+        assert dn2mn(dn, marginals=uniform).features.equals(dn2mn(dn, base="uniform").features,
+                                                             atol=1e-12)
+        assert not from_trees.features.equals(dn2mn(dn, base="uniform").features, atol=1e-6)
+    bare = DependencyNetwork(dn.schema, dn.cpds)  # e.g. read from a Libra .dn file
+    assert bare.marginal_counts() is None
+    with pytest.raises(DN2MNError, match="train= rows, or a DN with its trees"):
+        dn2mn(bare)

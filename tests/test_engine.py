@@ -136,3 +136,20 @@ def test_schema_mismatch_and_bad_settings(tmp_path):
         StreamLearner(source, DTSL(Schema.binary(8)), tmp_path, every_rows=0)
     with pytest.raises(ValueError, match="validation"):
         StreamLearner(source, DTSL(Schema.binary(8)), tmp_path, refine=True)
+
+
+def test_refined_snapshots_equal_dn2mn_refine_and_the_engine_needs_a_learner(tmp_path):
+    """With refine, the snapshot model is DTSL's DN2MN (marginals from the trees, which equal
+    the engine's counts) refined on the row sample and kept only if validation improves."""
+    from streammn.dn2mn import dn2mn
+
+    rows, valid = chain_rows(2000), chain_rows(300, seed=1)
+    eng = make(tmp_path, rows, refine=True, validation=valid)
+    eng.run()
+    expected = dn2mn(eng.learner.to_dependency_network(), marginals=eng.marginals,
+                     refine=engine_module.REFINE_ITERATIONS, train=eng.reservoir.rows,
+                     valid=valid)
+    assert eng.model.features.equals(expected.features, atol=1e-9)
+    source = ArraySource(rows, schema=Schema.binary(8))
+    with pytest.raises(EngineError, match="not a structure learner"):
+        StreamLearner(source, object(), tmp_path / "x", progress=None)

@@ -184,6 +184,47 @@ def uai_table_entries(schema: Schema, features: FeatureSet, merge: bool = True) 
     return int(UaiFactors(schema, features, merge).total)
 
 
+def _checked_log_tables(schema: Schema, features: FeatureSet, merge: bool, max_entries: int,
+                        path, factors: UaiFactors | None):
+    """Group the features into factors and sum their weights into log tables, refusing more
+    than ``max_entries`` entries or potentials that overflow float64. Returns the factors, the
+    tables' offsets, the log tables and the weight of the features without conditions."""
+    check_weights(features.weights, path=path)
+    cards = schema.cardinalities.astype(np.int64)
+    if factors is None:
+        factors = UaiFactors(schema, features, merge)
+    if factors.total > max_entries:
+        raise ModelFormatError(f"the factor tables would hold {int(factors.total)} entries "
+                               f"(max_entries={max_entries}); the largest scope has "
+                               f"{int(np.diff(factors.scope_ptr).max())} variables", path=path)
+    constant = float(features.weights[features.lengths() == 0].sum())
+    tab_ptr = np.concatenate([[0], np.cumsum(factors.sizes)]).astype(np.int64)
+    log_tables = _log_tables(factors.scope_ptr, factors.scope_var, factors.fac_ptr,
+                             factors.fac_feat, tab_ptr, cards, features.weights, features.ptr,
+                             features.var, features.val, features.eq)
+    if max(log_tables.max(initial=-np.inf), constant) > _MAX_LOG:
+        raise ModelFormatError("a potential exp(sum of weights) overflows float64: weights "
+                               "this large cannot be written as potentials", path=path)
+    return factors, tab_ptr, log_tables, constant
+
+
+def log_factor_tables(schema: Schema, features: FeatureSet, merge: bool = True,
+                      max_entries: int = DEFAULT_MAX_ENTRIES, path=None):
+    """The model as factor tables: ``(scopes, sizes, log_tables, constant)``.
+
+    ``scopes[k]`` are the sorted variables of table ``k``, ``sizes[k]`` its number of entries,
+    and ``log_tables`` all tables' summed feature weights one after the other (last variable
+    of a scope fastest); ``constant`` is the summed weight of the features without conditions.
+    Refuses (``ModelFormatError``) more than ``max_entries`` entries in total or potentials
+    ``exp(...)`` that overflow float64.
+    """
+    factors, tab_ptr, log_tables, constant = _checked_log_tables(schema, features, merge,
+                                                                 max_entries, path, None)
+    ptr = factors.scope_ptr
+    scopes = [factors.scope_var[a:b].tolist() for a, b in zip(ptr[:-1], ptr[1:])]
+    return scopes, np.diff(tab_ptr).tolist(), log_tables, constant
+
+
 def write_uai(path: str | os.PathLike, schema: Schema, features: FeatureSet, merge: bool = True,
               max_entries: int = DEFAULT_MAX_ENTRIES, factors: UaiFactors | None = None) -> None:
     """Write the model as a UAI ``MARKOV`` file.
@@ -194,23 +235,10 @@ def write_uai(path: str | os.PathLike, schema: Schema, features: FeatureSet, mer
     ``factors``: these features' :class:`UaiFactors` (with the same ``merge``), when the caller
     already grouped them to check the table size.
     """
-    check_weights(features.weights, path=path)
     cards = schema.cardinalities.astype(np.int64)
-    if factors is None:
-        factors = UaiFactors(schema, features, merge)
-    if factors.total > max_entries:
-        raise ModelFormatError(f"the UAI tables would hold {int(factors.total)} entries "
-                               f"(max_entries={max_entries}); the largest scope has "
-                               f"{int(np.diff(factors.scope_ptr).max())} variables", path=path)
-    constant = float(features.weights[features.lengths() == 0].sum())
-    tab_ptr = np.concatenate([[0], np.cumsum(factors.sizes)]).astype(np.int64)
-    log_tables = _log_tables(factors.scope_ptr, factors.scope_var, factors.fac_ptr,
-                             factors.fac_feat, tab_ptr, cards, features.weights, features.ptr,
-                             features.var, features.val, features.eq)
+    factors, tab_ptr, log_tables, constant = _checked_log_tables(schema, features, merge,
+                                                                 max_entries, path, factors)
     has_constant = bool((features.lengths() == 0).any())
-    if max(log_tables.max(initial=-np.inf), constant) > _MAX_LOG:
-        raise ModelFormatError("a potential exp(sum of weights) overflows float64: weights "
-                               "this large cannot be written as UAI potentials", path=path)
     head = ["MARKOV", str(schema.n_vars), " ".join(str(c) for c in cards),
             str(factors.n_factors + has_constant)]
     names = [f" {v}" for v in range(schema.n_vars)]

@@ -5,7 +5,7 @@ Modules: :mod:`.mrf` (flat table layout, MarkovNetwork export), :mod:`.bp` (loop
 :mod:`.learner` (EdgeGrafting), :mod:`.synthetic` (Appendix C generator).
 """
 
-from streammn.grafting.learner import EdgeGrafting, GraftingStateError
+from streammn.grafting.learner import EdgeGrafting, GraftingError, GraftingStateError
 from streammn.grafting.synthetic import SyntheticMRF, scale_free_mrf
 
-__all__ = ["EdgeGrafting", "GraftingStateError", "SyntheticMRF", "scale_free_mrf"]
+__all__ = ["EdgeGrafting", "GraftingError", "GraftingStateError", "SyntheticMRF", "scale_free_mrf"]

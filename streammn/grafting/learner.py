@@ -23,23 +23,29 @@ import time
 
 import numpy as np
 
+from connectors.base import Batch
 from streammn.grafting.activation import BestChoice, Exhaustive, activation_scores
 from streammn.grafting.bp import belief_propagation
 from streammn.grafting.mrf import PairwiseLayout, to_markov_network
 from streammn.grafting.objective import OBJECTIVES, GraftingObjective, minimise, pseudo_loglik
 from streammn.schema import Schema
 from streammn.stats import OnDemandPairCounts
-from streammn.errors import DataError
+from streammn.errors import DataError, SettingsError
+from streammn.learner import Estimator
 
 STRATEGIES = ("best_choice", "first_hit", "exhaustive")
 FORMAT = "streammn-grafting-1"
+
+
+class GraftingError(SettingsError):
+    """An EdgeGrafting setting or call that cannot work (bad parameter, no rows yet)."""
 
 
 class GraftingStateError(DataError):
     """A serialised EdgeGrafting state could not be read."""
 
 
-class EdgeGrafting:
+class EdgeGrafting(Estimator):
     """Edge grafting of a pairwise Markov random field.
 
     Parameters
@@ -82,6 +88,19 @@ class EdgeGrafting:
         sample of the pseudo-likelihood objective).
     seed : int, default 0
         Randomness (edge sampling, row reservoir).
+
+    Examples
+    --------
+    >>> from streammn.demo import planted_network
+    >>> from streammn.grafting import EdgeGrafting
+    >>> from streammn.inference import sample
+    >>> planted, planted_edges = planted_network(8, seed=0)
+    >>> rows = sample(planted, 2000, seed=1)
+    >>> learner = EdgeGrafting(planted.schema, lambda_=0.01).fit(rows)
+    >>> len(learner.edges), len(set(learner.edges) & planted_edges), len(planted_edges)
+    (17, 9, 9)
+    >>> round(learner.to_markov_network().pll(rows), 3)
+    -4.204
     """
 
     def __init__(self, schema: Schema, lambda_: float = 0.005, lambda2: float = 0.001,
@@ -93,13 +112,13 @@ class EdgeGrafting:
                  steps_per_update: int | None = None, stats_reservoir: int = 20000,
                  seed: int = 0):
         if strategy not in STRATEGIES:
-            raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+            raise GraftingError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
         if objective not in OBJECTIVES:
-            raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+            raise GraftingError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
         if lambda_ <= 0 or lambda2 < 0:
-            raise ValueError(f"need lambda_ > 0 and lambda2 >= 0, got {lambda_}, {lambda2}")
+            raise GraftingError(f"need lambda_ > 0 and lambda2 >= 0, got {lambda_}, {lambda2}")
         if update_every < 1:
-            raise ValueError(f"update_every must be >= 1, got {update_every}")
+            raise GraftingError(f"update_every must be >= 1, got {update_every}")
         self.schema = schema
         self.lambda_, self.lambda2 = float(lambda_), float(lambda2)
         self.strategy, self.alpha = strategy, float(alpha)
@@ -112,20 +131,6 @@ class EdgeGrafting:
         self._reset()
 
     # parameters ---------------------------------------------------------------------------
-    def get_params(self) -> dict:
-        return {"lambda_": self.lambda_, "lambda2": self.lambda2, "strategy": self.strategy,
-                "alpha": self.alpha, "reservoir_size": self.reservoir_size, "t_max": self.t_max,
-                "rho0": self.rho0, "hubs": self.hubs, "c_hat": self.c_hat,
-                "max_edges": self.max_edges, "objective": self.objective,
-                "max_iter": self.max_iter, "bp_damping": self.bp_damping, "bp_tol": self.bp_tol,
-                "bp_max_iter": self.bp_max_iter, "update_every": self.update_every,
-                "steps_per_update": self.steps_per_update,
-                "stats_reservoir": self.stats_reservoir, "seed": self.seed}
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
-        return f"EdgeGrafting({self.schema!r}, {args})"
-
     @property
     def n_vars(self) -> int:
         return self.schema.n_vars
@@ -194,7 +199,7 @@ class EdgeGrafting:
     def optimise(self) -> float:
         """Minimise Eq. 2 over the active set on the current statistics; returns its value."""
         if self.stats.n_rows == 0:
-            raise ValueError("EdgeGrafting has seen no rows: call partial_fit or fit first")
+            raise GraftingError("EdgeGrafting has seen no rows: call partial_fit or fit first")
         rows = self.stats.reservoir.rows if self.objective == "pseudo" else None
         obj = GraftingObjective(self.layout, self._data_marginals(), self.lambda_, self.lambda2,
                                 kind=self.objective, rows=rows, damping=self.bp_damping,
@@ -252,26 +257,40 @@ class EdgeGrafting:
         return done
 
     def partial_fit(self, batch) -> "EdgeGrafting":
-        """Count a batch (a :class:`~connectors.base.Batch` or a row matrix); every
-        ``update_every`` rows re-optimise and run up to ``steps_per_update`` activation steps."""
-        rows = getattr(batch, "rows", batch)
-        self.stats.update(rows)
-        self.rows_since_update += len(rows)
-        if self.rows_since_update >= self.update_every:
-            self.rows_since_update = 0
-            self.converged = False
-            self.optimise()
-            if self.steps_per_update is None or self.steps_per_update > 0:
-                self._strategy.after_optimisation(self)
-                self.graft(self.steps_per_update)
+        """Count a batch (a :class:`~connectors.base.Batch` or a row matrix, validated first);
+        every ``update_every`` rows re-optimise and run up to ``steps_per_update`` activation
+        steps. A batch is counted up to each ``update_every`` boundary before the learning
+        phase there, so the model does not depend on how the stream was cut into batches."""
+        rows = self._validate(batch)
+        start = 0
+        while start < rows.shape[0]:
+            take = min(rows.shape[0] - start, self.update_every - self.rows_since_update)
+            self.stats.update(rows[start:start + take])
+            self.rows_since_update += take
+            start += take
+            if self.rows_since_update >= self.update_every:
+                self.rows_since_update = 0
+                self._learning_phase()
         return self
+
+    def _learning_phase(self) -> None:
+        self.converged = False
+        self.optimise()
+        if self.steps_per_update is None or self.steps_per_update > 0:
+            self._strategy.after_optimisation(self)
+            self.graft(self.steps_per_update)
+
+    def _validate(self, batch) -> np.ndarray:
+        if isinstance(batch, Batch):
+            return batch.rows  # validated by its source
+        return self.schema.validate(batch, row_offset=self.stats.n_rows)
 
     def fit(self, source, callback=None) -> "EdgeGrafting":
         """Learn from scratch on a finite source (batches or a row matrix): count, then graft
         until max_edges or no edge passes."""
         self._reset()
         if isinstance(source, np.ndarray):
-            self.stats.update(source)
+            self.stats.update(self.schema.validate(source))
         else:
             for batch in source:
                 self.stats.update(batch.rows)
@@ -288,7 +307,7 @@ class EdgeGrafting:
 
     def pll_terms(self, rows) -> np.ndarray:
         """``log P(x_i | x_-i)`` of the current model for every row and variable."""
-        return pseudo_loglik(self.layout, self.theta, np.ascontiguousarray(rows, np.uint8))
+        return pseudo_loglik(self.layout, self.theta, self.schema.validate(rows))
 
     # serialisation ------------------------------------------------------------------------
     def to_bytes(self) -> bytes:

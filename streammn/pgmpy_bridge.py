@@ -1,0 +1,99 @@
+"""Markov networks to and from pgmpy's ``DiscreteMarkovNetwork`` (optional extra ``pgmpy``).
+
+streammn learns the structure; pgmpy offers exact and approximate inference, independence
+queries and plotting on a fixed model. The bridge writes the model as factor tables, exactly as
+the UAI writer does (:func:`streammn.formats.uai.log_factor_tables`): one ``DiscreteFactor``
+per distinct feature scope holding ``exp(summed weights)`` of the features that hold at each
+assignment, an edge between every two variables sharing a scope, and a uniform factor for a
+variable in no scope, so pgmpy knows every cardinality. Features without conditions only scale
+the model; their ``exp(sum)`` multiplies the first factor, so pgmpy's unnormalised probability
+of every row, and its partition function, equal streammn's.
+
+Reading back gives one feature per factor entry whose potential is not 1 (weight its log, all
+the scope's values as conditions): the same distribution, not the same features. The file route
+is UAI, which pgmpy reads and writes (``pgmpy.readwrite.UAIReader``): ``streammn convert MODEL
+model.uai``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from streammn.errors import DataError, UnavailableError
+from streammn.features import FeatureSet
+from streammn.formats.uai import log_factor_tables
+from streammn.schema import Schema, Variable
+
+
+class PgmpyMissing(UnavailableError):
+    """pgmpy is not installed (``pip install 'streammn[pgmpy]'``)."""
+
+
+class PgmpyModelError(DataError):
+    """A pgmpy model that has no streammn counterpart."""
+
+
+def _pgmpy():
+    try:
+        from pgmpy.factors.discrete import DiscreteFactor
+        from pgmpy.models import DiscreteMarkovNetwork
+    except ImportError as e:
+        raise PgmpyMissing(f"pgmpy is needed for this ({e}); install the extra: "
+                           f"pip install 'streammn[pgmpy]'") from None
+    return DiscreteMarkovNetwork, DiscreteFactor
+
+
+def to_pgmpy(model):
+    """A ``pgmpy.models.DiscreteMarkovNetwork`` with the same factors as ``model`` (a
+    :class:`~streammn.model.MarkovNetwork`); nodes are the variable names."""
+    DiscreteMarkovNetwork, DiscreteFactor = _pgmpy()
+    schema = model.schema
+    names, cards = schema.names, schema.cardinalities.astype(int)
+    scopes, sizes, log_tables, constant = log_factor_tables(schema, model.features)
+    net = DiscreteMarkovNetwork()
+    net.add_nodes_from(names)
+    factors = []
+    start = 0
+    for scope, size in zip(scopes, sizes):
+        values = np.exp(log_tables[start:start + size])
+        start += size
+        net.add_edges_from((names[a], names[b]) for k, a in enumerate(scope)
+                           for b in scope[k + 1:])
+        factors.append(DiscreteFactor([names[v] for v in scope], [cards[v] for v in scope],
+                                      values))
+    covered = {v for s in scopes for v in s}
+    for v in range(schema.n_vars):
+        if v not in covered:
+            factors.append(DiscreteFactor([names[v]], [cards[v]], np.ones(cards[v])))
+    if constant:
+        factors[0].values = factors[0].values * math.exp(constant)
+    net.add_factors(*factors)
+    return net
+
+
+def from_pgmpy(net) -> tuple[Schema, FeatureSet]:
+    """Schema and features of a pgmpy Markov network (variables in ``net.nodes()`` order,
+    states in each factor's order)."""
+    _pgmpy()
+    nodes = list(net.nodes())
+    index = {n: i for i, n in enumerate(nodes)}
+    try:
+        cards = [int(net.get_cardinality(n)) for n in nodes]
+    except (ValueError, KeyError) as e:  # pgmpy: a node without a factor has no cardinality
+        raise PgmpyModelError(f"pgmpy model: {e}") from None
+    schema = Schema(Variable(str(n), c) for n, c in zip(nodes, cards))
+    feats = []
+    for k, factor in enumerate(net.get_factors()):
+        scope = [index[v] for v in factor.scope()]
+        values = np.asarray(factor.values, dtype=np.float64)
+        if (values < 0).any() or not np.isfinite(values).all():
+            raise PgmpyModelError(f"pgmpy factor {k} over {factor.scope()} has a negative or "
+                                  f"non-finite potential")
+        for assignment in np.ndindex(*values.shape):
+            p = float(values[assignment])
+            if p != 1.0:
+                w = math.log(p) if p > 0 else -math.inf
+                feats.append((w, [(v, int(a), True) for v, a in zip(scope, assignment)]))
+    return schema, FeatureSet.from_features(schema, feats)

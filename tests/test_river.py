@@ -1,0 +1,147 @@
+"""streammn.river: river's own estimator checks, pipelines, evaluation, and row errors."""
+
+import importlib.util
+
+import numpy as np
+import pytest
+from river import compose, evaluate, metrics
+from river.checks import anomaly as anomaly_checks
+from river.checks import common as common_checks
+from river.checks import yield_checks
+
+from streammn.demo import planted_network
+from streammn.dtsl import DTSL
+from streammn.grafting import EdgeGrafting
+from streammn.inference import sample
+from streammn.river import MarkovNetworkAnomalyDetector, MarkovNetworkLearner, RiverRowError
+from streammn.errors import SettingsError
+from streammn.schema import SchemaError
+
+# river's dataset checks run on this discrete stream instead of river's numeric datasets; the
+# ones about features appearing or disappearing do not apply: a row must fit the schema
+# (learn_many against learn_one on a fixed schema is tested below).
+DATASET_CHECKS = {"check_learn_one", "check_pickling", "check_shuffle_features_no_impact",
+                  "check_predict_one_pure", "check_predict_one_before_any_learn",
+                  "check_no_state_aliasing_with_input", "check_clone_is_independent",
+                  "check_roc_auc", "check_transform_one",
+                  "check_transform_many_matches_transform_one"}
+NOT_APPLICABLE = {"check_emerging_features", "check_disappearing_features",
+                  "check_radically_disappearing_features", "check_bounded_memory_growth",
+                  "check_learn_many_matches_learn_one"}
+NEEDS = {"check_roc_auc": "sklearn", "check_transform_many_matches_transform_one": "pandas"}
+
+
+@pytest.fixture(scope="module")
+def stream():
+    """(row dict, is_anomaly) pairs: a planted network's rows, 5% replaced by random bits."""
+    planted, _ = planted_network(8, seed=1, coupling=2.0)
+    rows = sample(planted, 1200, seed=2)
+    rng = np.random.default_rng(3)
+    odd = rng.random(len(rows)) < 0.05
+    rows[odd] = rng.integers(0, 2, (odd.sum(), 8))
+    names = planted.schema.names
+    return planted.schema, [(dict(zip(names, r.tolist())), bool(y)) for r, y in zip(rows, odd)]
+
+
+def river_checks(model):
+    """river's checks for ``model``: (name, function, whether it takes a dataset). river makes
+    its numeric datasets with scikit-learn; without it (as on CI) the dataset checks are taken
+    from river's check modules by name."""
+    try:
+        for check in yield_checks(model):
+            yield (check.__name__, getattr(check, "func", check),
+                   "dataset" in getattr(check, "keywords", {}))
+    except ImportError:
+        for name in sorted(DATASET_CHECKS):
+            yield name, getattr(common_checks, name, None) or getattr(anomaly_checks, name), True
+
+
+@pytest.mark.parametrize("estimator", [MarkovNetworkLearner, MarkovNetworkAnomalyDetector])
+def test_river_checks(estimator, stream):
+    schema, data = stream
+    model = estimator(DTSL(schema, kappa=0.01), batch_size=100)
+    ran = set()
+    for name, check, takes_dataset in river_checks(model):
+        if name in ran or name in NOT_APPLICABLE:
+            continue
+        if takes_dataset:
+            assert name in DATASET_CHECKS, f"river has a new check {name}: decide if it applies"
+            if name in NEEDS and importlib.util.find_spec(NEEDS[name]) is None:
+                continue  # CI installs neither scikit-learn nor pandas
+            check(model.clone(), dataset=data)
+        else:
+            check(model.clone())
+        ran.add(name)
+    assert {"check_get_params_matches_signature", "check_learn_one",
+            "check_clone_is_independent"} <= ran
+
+
+def test_learn_one_equals_learn_many_and_one_batch(stream):
+    """The buffer size does not change the model (learners are batch-cut independent)."""
+    schema, data = stream
+    rows = np.array([[x[n] for n in schema.names] for x, _ in data], dtype=np.uint8)
+    by_row = MarkovNetworkLearner(DTSL(schema, kappa=0.01), batch_size=97)
+    for x, _ in data:
+        by_row.learn_one(x)
+    at_once = DTSL(schema, kappa=0.01).partial_fit(rows)
+    assert by_row.to_markov_network().features.equals(at_once.to_markov_network().features)
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame(rows[:, ::-1], columns=schema.names[::-1])  # columns by name
+    by_frame = MarkovNetworkLearner(DTSL(schema, kappa=0.01))
+    by_frame.learn_many(frame.iloc[:500])
+    by_frame.learn_many(frame.iloc[500:])
+    assert by_frame.to_markov_network().features.equals(at_once.to_markov_network().features)
+    out = by_frame.transform_many(frame.iloc[:5])
+    np.testing.assert_allclose(out.to_numpy(), at_once.pll_terms(rows[:5]))
+    assert list(out.columns) == schema.names
+
+
+def rank_auc(scores, labels) -> float:
+    """P(an anomaly scores above a normal row), ties counted half (Mann-Whitney)."""
+    scores, labels = np.asarray(scores), np.asarray(labels)
+    pos, neg = scores[labels], scores[~labels]
+    return float(((pos[:, None] > neg).sum() + 0.5 * (pos[:, None] == neg).sum())
+                 / (pos.size * neg.size))
+
+
+def test_detector_in_a_pipeline_with_evaluate(stream):
+    """Inside a river pipeline and progressive validation, with any learner: anomalies rank
+    above normal rows once a batch is learned, and the calibrated score is a rank in [0, 1]."""
+    schema, data = stream
+    for learner in (DTSL(schema, kappa=0.01, grace_period=50, delta=1e-3),  # a short stream
+                    EdgeGrafting(schema, update_every=200, steps_per_update=2, max_iter=20)):
+        detector = MarkovNetworkAnomalyDetector(learner, batch_size=200)
+        pipeline = compose.Select(*schema.names) | detector
+        with_noise = [({**x, "ignored": 7}, y) for x, y in data]
+        auc = evaluate.progressive_val_score(with_noise, pipeline, metrics.ROCAUC()).get()
+        assert auc > 0.6, (learner, auc)  # the first batch scores 0 (no model yet)
+        detector = MarkovNetworkAnomalyDetector(learner, batch_size=200)
+        scores = []
+        for x, _ in data:
+            scores.append(detector.score_one(x))
+            detector.learn_one(x)
+        assert 0.0 <= min(scores) and max(scores) <= 1.0
+        assert rank_auc(scores[200:], [y for _, y in data[200:]]) > 0.8, learner
+        raw = MarkovNetworkAnomalyDetector(learner, batch_size=200, calibrate=False)
+        for x, _ in data[:400]:
+            raw.learn_one(x)
+        rows = np.array([[data[0][0][n] for n in schema.names]], dtype=np.uint8)
+        expected = -raw.rows_.learner_.pll_terms(rows).sum()  # 400 rows: two whole batches
+        assert raw.score_one(data[0][0]) == pytest.approx(expected)
+
+
+def test_rows_that_do_not_fit_name_the_place(stream):
+    schema, data = stream
+    model = MarkovNetworkLearner(DTSL(schema), batch_size=10)
+    for x, _ in data[:3]:
+        model.learn_one(x)
+    with pytest.raises(RiverRowError, match="row 3: feature 'x2'"):
+        model.learn_one({k: v for k, v in data[0][0].items() if k != "x2"})
+    with pytest.raises(SchemaError, match="row 3"):
+        model.learn_one({**data[0][0], "x5": 2})
+    assert model.n_rows_learned_ == 0 and model._n_buffered == 3
+    with pytest.raises(SettingsError, match="structure learner"):
+        MarkovNetworkLearner(object())
+    pd = pytest.importorskip("pandas")
+    with pytest.raises(RiverRowError, match=r"lacks the schema's columns \['x7'\]"):
+        model.learn_many(pd.DataFrame({n: [0] for n in schema.names[:7]}))
