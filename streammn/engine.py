@@ -163,7 +163,7 @@ class StreamLearner:
     >>> path.name, [h["rows_seen"] for h in engine.state.history]
     ('snap-000002', [2000, 4000])
     >>> [round(h["prequential_pll"], 3) for h in engine.state.history]
-    [-5.314, -4.906]
+    [-5.314, -4.808]
     >>> load_snapshot(path)
     MarkovNetwork(8 variables, 77 features, max_states=1048576)
     """

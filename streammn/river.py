@@ -234,7 +234,7 @@ class MarkovNetworkAnomalyDetector(base.AnomalyDetector):
     >>> detector = MarkovNetworkAnomalyDetector(DTSL(planted.schema, kappa=0.01),
     ...                                         batch_size=250)
     >>> evaluate.progressive_val_score(stream, detector, metrics.ROCAUC())
-    ROCAUC: 74.51%
+    ROCAUC: 74.59%
 
     Scores are ranks among recent rows: a typical row scores low, a random one high.
 
