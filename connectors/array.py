@@ -31,7 +31,7 @@ class ArraySource(NumberedRows):
             start = self._next
             stop = min(start + self.batch_size, n)
             self._next = stop
-            yield Batch(self.rows[start:stop], end=stop, start=start)
+            yield Batch(self.rows[start:stop], end=stop, start=start, schema=self.schema)
 
     def _n_rows(self) -> int:
         return self.rows.shape[0]

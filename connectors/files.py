@@ -145,7 +145,8 @@ class FileSource(Source):
         start = self._offset
         self._row += n
         self._offset += n
-        return Batch(np.ascontiguousarray(rows), end=self.position(), start=start)
+        return Batch(np.ascontiguousarray(rows), end=self.position(), start=start,
+                     schema=self.schema)
 
     def _wrapped_read(self, index: int, start_row: int) -> Iterator[np.ndarray]:
         """:meth:`_read_file` with decoding failures turned into :class:`SourceError`."""

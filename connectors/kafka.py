@@ -394,7 +394,7 @@ class KafkaSource(Source):
         start = self._rows
         self._rows += n
         self._offsets.update(pending_offsets)
-        return Batch(rows, end=self.position(), start=start)
+        return Batch(rows, end=self.position(), start=start, schema=self.schema)
 
     def _poll(self, n: int, timeout: float) -> tuple[list, dict]:
         """Up to ``n`` data messages and the next offset of each partition they come from;

@@ -275,7 +275,7 @@ class RedisStreamSource(Source):
         start = self._rows
         self._rows += n
         self._ids.update(pending_ids)
-        return Batch(rows, end=self.position(), start=start)
+        return Batch(rows, end=self.position(), start=start, schema=self.schema)
 
     def _decode(self, entries: list, row_offset: int) -> np.ndarray:
         def where(i):

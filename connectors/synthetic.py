@@ -68,7 +68,7 @@ class SyntheticSource(NumberedRows):
                 stop = min(stop, self.n_rows)
             rows = np.ascontiguousarray(self._batch_rows(b)[offset:offset + stop - start])
             self._next = stop
-            yield Batch(rows, end=stop, start=start)
+            yield Batch(rows, end=stop, start=start, schema=self.schema)
 
     def _n_rows(self) -> int | None:
         return self.n_rows

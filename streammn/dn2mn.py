@@ -53,7 +53,7 @@ class DN2MNError(SettingsError):
 
 def marginals_from_rows(rows, schema: Schema, smoothing: float = 1.0) -> list[np.ndarray]:
     """Libra's smoothed training marginals ``(count(x_i = v) + smoothing/d_i) / (N + smoothing)``."""
-    rows = np.asarray(rows)
+    rows = schema.rows_of(rows)
     n = rows.shape[0]
     return [(np.bincount(rows[:, i], minlength=int(d)) + smoothing / d) / (n + smoothing)
             for i, d in enumerate(schema.cardinalities)]

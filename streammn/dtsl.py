@@ -22,7 +22,7 @@ import json
 import numpy as np
 
 from connectors.array import ArraySource
-from connectors.base import Batch, Source
+from connectors.base import Source
 from streammn.dn import DependencyNetwork
 from streammn.schema import Schema, SchemaError
 from streammn.trees.exact import grow_level_wise
@@ -179,9 +179,7 @@ class DTSL:
 
     # learning -------------------------------------------------------------------------------
     def _validate(self, batch) -> np.ndarray:
-        if isinstance(batch, Batch):
-            return self.schema.validate(batch.rows, row_offset=batch.start)
-        return self.schema.validate(batch, row_offset=self.rows_seen)
+        return self.schema.rows_of(batch, row_offset=self.rows_seen)
 
     def partial_fit(self, batch) -> "DTSL":
         """Learn from one batch (Hoeffding mode): a :class:`~connectors.base.Batch` or a matrix.
@@ -256,8 +254,7 @@ class DTSL:
     def pll_terms(self, rows) -> np.ndarray:
         """``log P(x_i | x_-i)`` of the current trees for every row and variable, straight from
         the leaves (no feature generation): what the engine's prequential score uses."""
-        rows = self.schema.validate(rows)
-        return self.forest.leaf_log_prob(rows)
+        return self.forest.leaf_log_prob(self.schema.rows_of(rows))
 
     def tree_stats(self) -> dict:
         """Per-tree sizes: ``n_leaves``, ``depth``, ``n_nodes`` (arrays over variables)."""

@@ -207,10 +207,10 @@ class StreamLearner:
                         except Exception as also:  # keep the original error in front
                             error.add_note(f"the snapshot after it failed too: {also}")
                     raise
-                self._score(batch.rows)
-                self.marginals.update(batch.rows)
+                self._score(batch)  # a source's batch is validated once, by the source
+                self.marginals.update(batch)
                 if self.reservoir is not None:
-                    self.reservoir.update(batch.rows)
+                    self.reservoir.update(batch)
                 self.learner.partial_fit(batch)
                 self.state.rows_seen += len(batch)
                 self.state.batches_seen += 1
@@ -263,9 +263,9 @@ class StreamLearner:
         else:
             self.source.rewind()
             for batch in self.source:
-                self.marginals.update(batch.rows)
+                self.marginals.update(batch)
                 if self.reservoir is not None:
-                    self.reservoir.update(batch.rows)
+                    self.reservoir.update(batch)
                 self.state.rows_seen += len(batch)
                 self.state.batches_seen += 1
             self.source.rewind()
@@ -290,14 +290,14 @@ class StreamLearner:
             return True
         return self.every_seconds is not None and now - last_time >= self.every_seconds
 
-    def _score(self, rows: np.ndarray) -> None:
+    def _score(self, batch) -> None:
         if self.state.rows_seen == 0:
             return  # nothing learned yet: no model to test with
         if self.prequential_rows is not None:
-            rows = rows[:self.prequential_rows]
-        terms = self.learner.pll_terms(rows)
+            batch = batch.head(self.prequential_rows)
+        terms = self.learner.pll_terms(batch)
         self.state.preq_log_sum += float(terms.sum())
-        self.state.preq_rows += rows.shape[0]
+        self.state.preq_rows += len(batch)
 
     @property
     def _last_snapshot_rows(self) -> int | None:

@@ -61,6 +61,15 @@ class Variable:
         object.__setattr__(self, "cardinality", int(self.cardinality))
 
 
+@dataclass(frozen=True)
+class Validated:
+    """Rows already validated against ``schema``, handed from one store or learner to another
+    so that :meth:`Schema.rows_of` trusts them (as it trusts a source's ``Batch``)."""
+
+    rows: np.ndarray
+    schema: "Schema"
+
+
 class Schema:
     """An ordered, immutable list of :class:`Variable` with unique names."""
 
@@ -187,6 +196,21 @@ class Schema:
         return f"Schema({inner})"
 
     # validation ---------------------------------------------------------------------------
+    def rows_of(self, data, row_offset: int = 0, source: str | None = None) -> np.ndarray:
+        """The row matrix of ``data``, checked once: the single door of every public entry.
+
+        ``data`` is a :class:`~connectors.base.Batch` or a raw block of rows. A batch whose
+        ``schema`` is this one was validated by its source and is trusted as is; any other
+        batch (numbered from its ``start``) and any raw block go through :meth:`validate`.
+        """
+        rows = getattr(data, "rows", None)  # duck-typed Batch: the schema knows no connectors
+        if isinstance(rows, np.ndarray):
+            if getattr(data, "schema", None) is self or getattr(data, "schema", None) == self:
+                return rows
+            return self.validate(rows, row_offset=getattr(data, "start", row_offset),
+                                 source=source)
+        return self.validate(data, row_offset=row_offset, source=source)
+
     def validate(self, values, row_offset: int = 0, source: str | None = None) -> np.ndarray:
         """Check a 2-D block of rows and return it as a C-contiguous ``uint8`` matrix.
 

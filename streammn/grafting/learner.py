@@ -254,9 +254,9 @@ class EdgeGrafting:
     def partial_fit(self, batch) -> "EdgeGrafting":
         """Count a batch (a :class:`~connectors.base.Batch` or a row matrix); every
         ``update_every`` rows re-optimise and run up to ``steps_per_update`` activation steps."""
-        rows = getattr(batch, "rows", batch)
-        self.stats.update(rows)
-        self.rows_since_update += len(rows)
+        n_before = self.stats.n_rows
+        self.stats.update(batch)  # validated there (a source's Batch is trusted)
+        self.rows_since_update += self.stats.n_rows - n_before
         if self.rows_since_update >= self.update_every:
             self.rows_since_update = 0
             self.converged = False
@@ -274,7 +274,7 @@ class EdgeGrafting:
             self.stats.update(source)
         else:
             for batch in source:
-                self.stats.update(batch.rows)
+                self.stats.update(batch)
         self.optimise()
         self.graft(callback=callback)
         return self
@@ -288,7 +288,7 @@ class EdgeGrafting:
 
     def pll_terms(self, rows) -> np.ndarray:
         """``log P(x_i | x_-i)`` of the current model for every row and variable."""
-        return pseudo_loglik(self.layout, self.theta, np.ascontiguousarray(rows, np.uint8))
+        return pseudo_loglik(self.layout, self.theta, self.schema.rows_of(rows))
 
     # serialisation ------------------------------------------------------------------------
     def to_bytes(self) -> bytes:
