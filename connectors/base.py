@@ -149,5 +149,5 @@ class NumberedRows(Source):
     def seek(self, position) -> None:
         position, n = int(position), self._n_rows()
         if position < 0 or (n is not None and position > n):
-            raise ValueError(f"position {position} outside 0..{n}")
+            raise DataError(f"position {position} outside 0..{n}")
         self._next = position

@@ -32,6 +32,7 @@ from connectors.base import DEFAULT_BATCH_SIZE, Batch, Source, SourceError, Sour
 from connectors.loguri import parse_log_uri
 from connectors.messages import DeadLetterFile, MessageDecoder, check_log_settings
 from streammn.schema import Schema
+from streammn.errors import DataError, SettingsError
 
 try:
     import redis
@@ -92,11 +93,11 @@ class RedisStreamSource(Source):
         check_log_settings(batch_size, format, start, poll_timeout, max_wait, broker_timeout)
         host, _, port = address.rpartition(":")
         if not host or not port.isdigit():
-            raise ValueError(f"address must be host:port, got {address!r}")
+            raise SettingsError(f"address must be host:port, got {address!r}")
         self.address = address
         self.streams = [streams] if isinstance(streams, str) else list(streams)
         if not self.streams or len(set(self.streams)) != len(self.streams):
-            raise ValueError(f"streams must be distinct stream keys, got {streams!r}")
+            raise SettingsError(f"streams must be distinct stream keys, got {streams!r}")
         self.group, self.consumer = group, consumer
         self.schema = schema
         self.format, self.field, self.db = format, field, int(db)
@@ -178,11 +179,11 @@ class RedisStreamSource(Source):
             for i in ids.values():
                 parse_id(i)
         except (TypeError, ValueError):
-            raise ValueError(f"not a Redis stream position (stream -> entry id): "
+            raise DataError(f"not a Redis stream position (stream -> entry id): "
                              f"{position!r}") from None
         unknown = [s for s in ids if s not in self.streams]
         if unknown:
-            raise ValueError(f"position names streams {unknown} this source does not read "
+            raise DataError(f"position names streams {unknown} this source does not read "
                              f"({self.streams})")
         self._ids = ids
         self._prepared = False
@@ -325,7 +326,7 @@ def open_redis(uri: str, schema: Schema | None = None, **options) -> RedisStream
     if schema is not None:
         uri_options["schema"] = schema
     if uri_options.get("schema") is None:
-        raise ValueError(f"{uri}: a Redis stream source needs a schema (schema=<file> or "
+        raise SettingsError(f"{uri}: a Redis stream source needs a schema (schema=<file> or "
                          f"--schema)")
     group = uri_options.pop("group", "streammn")
     return RedisStreamSource(address, names.split(","), group, **uri_options)

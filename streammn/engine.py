@@ -122,14 +122,14 @@ class StreamLearner:
                  formats=("json", "mn", "uai"), progress: TextIO | None = sys.stderr,
                  progress_interval: float = 2.0):
         if every_rows is not None and every_rows < 1:
-            raise ValueError(f"every_rows must be positive, got {every_rows}")
+            raise EngineError(f"every_rows must be positive, got {every_rows}")
         if every_seconds is not None and every_seconds <= 0:
-            raise ValueError(f"every_seconds must be positive, got {every_seconds}")
+            raise EngineError(f"every_seconds must be positive, got {every_seconds}")
         if learner.schema != source.schema:
             raise EngineError(f"learner schema {learner.schema!r} differs from the source's "
                               f"{source.schema!r}")
         if refine and validation is None:
-            raise ValueError("refine needs validation rows")
+            raise EngineError("refine needs validation rows")
         self.source = source
         self.learner = learner
         self.writer = SnapshotWriter(snapshot_dir, keep=keep)
@@ -277,6 +277,11 @@ class StreamLearner:
         if self.progress_stream is not None:
             self._print_progress(time.monotonic() - started, self.state.rows_seen, final=True)
         return path
+
+    @property
+    def stop_signal(self) -> int | None:
+        """The signal (SIGINT, SIGTERM) that ended the last :meth:`run`, or None."""
+        return self._stop_signal
 
     def _on_signal(self, signum, frame):
         self._stop_signal = signum

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 import numpy as np
-from streammn.errors import DataError
+from streammn.errors import DataError, UnavailableError
 
 MIN_CARDINALITY = 2
 MAX_CARDINALITY = 255
@@ -44,6 +44,10 @@ class SchemaError(DataError):
         if column is not None:
             where.append(f"column {column}")
         super().__init__(f"{', '.join(where)}: {message}" if where else message)
+
+
+class SchemaFileUnavailable(UnavailableError):
+    """A declared schema file that is missing or cannot be opened (exit code 4, like a source)."""
 
 
 @dataclass(frozen=True)
@@ -105,8 +109,15 @@ class Schema:
     @classmethod
     def from_libra(cls, path: str | os.PathLike) -> "Schema":
         """Read a Libra ``.schema`` file: one line of comma-separated cardinalities."""
-        with open(path) as f:
-            line = f.readline().strip()
+        try:
+            with open(path, "rb") as f:
+                line = f.readline().decode("utf-8").strip()
+        except UnicodeDecodeError:
+            raise SchemaError("not a Libra schema file (not UTF-8 text)", source=str(path)) \
+                from None
+        except OSError as e:
+            raise SchemaFileUnavailable(f"{path}: cannot read the schema file ({e.strerror})") \
+                from None
         return cls.from_libra_line(line, source=str(path))
 
     @classmethod

@@ -49,7 +49,7 @@ from streammn import __version__
 from streammn.features import FeatureSet, distinct_sorted
 from streammn.formats import read_json, write_json, write_libra_mn, write_uai
 from streammn.schema import Schema
-from streammn.errors import DataError
+from streammn.errors import DataError, SettingsError
 
 FORMAT = "streammn-snapshot"
 FORMAT_VERSION = 1
@@ -155,7 +155,7 @@ class SnapshotWriter:
 
     def __init__(self, directory: str | os.PathLike, keep: int = 5):
         if not isinstance(keep, int) or keep < 1:
-            raise ValueError(f"keep must be an integer >= 1, got {keep!r}")
+            raise SettingsError(f"keep must be an integer >= 1, got {keep!r}")
         self.directory = Path(directory)
         self.keep = keep
         self._last = 0
@@ -175,11 +175,11 @@ class SnapshotWriter:
         manifest = dict(manifest or {})
         clash = [k for k in _RESERVED if k in manifest]
         if clash:
-            raise ValueError(f"manifest keys {clash} are set by the snapshot writer")
+            raise SettingsError(f"manifest keys {clash} are set by the snapshot writer")
         try:
             json.dumps(manifest, allow_nan=False)
         except (TypeError, ValueError) as e:
-            raise ValueError(f"the manifest must be JSON-serialisable without NaN/inf: {e}") \
+            raise SettingsError(f"the manifest must be JSON-serialisable without NaN/inf: {e}") \
                 from None
         for name in files:
             _check_name(name)
@@ -379,7 +379,7 @@ def model_files(schema: Schema, features: FeatureSet,
     writers = {"json": write_json, "mn": write_libra_mn, "uai": write_uai}
     unknown = [f for f in formats if f not in writers]
     if unknown:
-        raise ValueError(f"unknown model formats {unknown}; choose from {list(writers)}")
+        raise SettingsError(f"unknown model formats {unknown}; choose from {list(writers)}")
     return {MODEL_FILES[f]: functools.partial(_write_model_file, writers[f], schema, features)
             for f in formats}
 

@@ -29,7 +29,7 @@ from streammn.grafting.mrf import PairwiseLayout, to_markov_network
 from streammn.grafting.objective import OBJECTIVES, GraftingObjective, minimise, pseudo_loglik
 from streammn.schema import Schema
 from streammn.stats import OnDemandPairCounts
-from streammn.errors import DataError
+from streammn.errors import DataError, SettingsError
 
 STRATEGIES = ("best_choice", "first_hit", "exhaustive")
 FORMAT = "streammn-grafting-1"
@@ -93,13 +93,13 @@ class EdgeGrafting:
                  steps_per_update: int | None = None, stats_reservoir: int = 20000,
                  seed: int = 0):
         if strategy not in STRATEGIES:
-            raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+            raise SettingsError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
         if objective not in OBJECTIVES:
-            raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+            raise SettingsError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
         if lambda_ <= 0 or lambda2 < 0:
-            raise ValueError(f"need lambda_ > 0 and lambda2 >= 0, got {lambda_}, {lambda2}")
+            raise SettingsError(f"need lambda_ > 0 and lambda2 >= 0, got {lambda_}, {lambda2}")
         if update_every < 1:
-            raise ValueError(f"update_every must be >= 1, got {update_every}")
+            raise SettingsError(f"update_every must be >= 1, got {update_every}")
         self.schema = schema
         self.lambda_, self.lambda2 = float(lambda_), float(lambda2)
         self.strategy, self.alpha = strategy, float(alpha)
@@ -194,7 +194,7 @@ class EdgeGrafting:
     def optimise(self) -> float:
         """Minimise Eq. 2 over the active set on the current statistics; returns its value."""
         if self.stats.n_rows == 0:
-            raise ValueError("EdgeGrafting has seen no rows: call partial_fit or fit first")
+            raise SettingsError("EdgeGrafting has seen no rows: call partial_fit or fit first")
         rows = self.stats.reservoir.rows if self.objective == "pseudo" else None
         obj = GraftingObjective(self.layout, self._data_marginals(), self.lambda_, self.lambda2,
                                 kind=self.objective, rows=rows, damping=self.bp_damping,
