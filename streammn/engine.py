@@ -156,7 +156,9 @@ class StreamLearner:
     # resume -------------------------------------------------------------------------------
     def resume(self) -> bool:
         """Restore learner, statistics, counters and source position from the newest valid
-        snapshot. Returns False (and changes nothing) when there is none."""
+        snapshot. Returns False (and changes nothing) when there is none. Takes the snapshot
+        directory's writer lock, which the following :meth:`run` keeps until it ends."""
+        self.writer.acquire()
         snap = latest_valid_snapshot(self.writer.directory)
         if snap is None:
             return False
@@ -182,6 +184,7 @@ class StreamLearner:
         A :class:`~streammn.schema.SchemaError` (or any source error) from a batch stops the
         run after a snapshot of everything learned before that batch, then propagates.
         """
+        self.writer.acquire()  # one run per snapshot directory, refused at once
         previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
             for s in previous:
@@ -233,6 +236,7 @@ class StreamLearner:
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)
+            self.writer.release()
 
     def run_multipass(self, dask_client=None):
         """Exact learning over a finite, rewindable source (``learner.fit`` makes its passes),
@@ -245,6 +249,10 @@ class StreamLearner:
         if not self.source.rewindable:
             raise EngineError(f"{self.source.describe()} cannot be read again: multi-pass "
                               f"learning needs a finite file source")
+        with self.writer.holding():
+            return self._run_multipass(dask_client)
+
+    def _run_multipass(self, dask_client):
         started = time.monotonic()
         count_pass = None
         if dask_client is not None:
