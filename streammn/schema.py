@@ -18,7 +18,8 @@ from typing import Iterable, Sequence
 import numpy as np
 from streammn.errors import DataError, UnavailableError
 
-MIN_CARDINALITY = 2
+MIN_CARDINALITY = 1  # a one-state variable is a constant (Libra's msweb.mn has them)
+MIN_INFERRED_CARDINALITY = 2  # inferred from data: a column seen constant may vary later
 MAX_CARDINALITY = 255
 
 
@@ -145,7 +146,7 @@ class Schema:
             names = [f"x{i}" for i in range(n_cols)]
         probe = cls.from_cardinalities([MAX_CARDINALITY] * n_cols, names)
         clean = probe.validate(rows, source=source)
-        cards = np.maximum(clean.max(axis=0).astype(np.int64) + 1, MIN_CARDINALITY)
+        cards = np.maximum(clean.max(axis=0).astype(np.int64) + 1, MIN_INFERRED_CARDINALITY)
         return cls.from_cardinalities(cards.tolist(), names)
 
     def to_dict(self) -> dict:

@@ -6,9 +6,20 @@ weight ``w`` over scope ``S`` (its distinct variables, in increasing order) into
 ``merge=True`` (the default) the features sharing a scope become one table, the product of their
 potentials. Entries are listed with the last variable of the scope changing fastest. A weight of
 ``-inf`` (hard zero) gives the potential 0. Features without conditions (constants) only scale
-the model: their summed weight becomes one extra factor over variable 0 whose entries all equal
-``exp(sum)``, so the written model's partition function equals ours, and no reader has to
-accept an empty scope.
+the model: their summed weight multiplies the first table (or, without any, becomes one factor
+over variable 0 whose entries all equal ``exp(sum)``), so the written model's partition
+function equals ours, and no reader has to accept an empty scope.
+
+Written for every reader, not only ours:
+
+- potentials are plain decimals, never exponent notation (``0.0000061442``, not
+  ``6.1442e-06``): pgmpy's UAI grammar (digits, an optional point and digits) rejects an
+  exponent mid-file and silently misreads one as the last token;
+- every variable is in some table over two or more variables. Readers that build the graph from
+  the tables' scopes (pgmpy) cannot place a variable that has only a one-variable table (a
+  constant column, a variable independent of the rest) or none; such a variable's table is
+  written over it and a neighbour (the next variable, or the previous for the last), constant
+  along the neighbour, which leaves the distribution unchanged.
 
 Reading gives one feature per table entry whose potential is not 1: the entry's full
 assignment of the scope, weight ``log(potential)`` (``-inf`` for 0). The log score of every
@@ -121,24 +132,61 @@ def write_uai(path: str | os.PathLike, schema: Schema, features: FeatureSet, mer
         np.array([f for m in members for f in m], dtype=np.int64),
         np.cumsum([0] + sizes).astype(np.int64), cards,
         features.weights, features.ptr, features.var, features.val, features.eq)
-    has_constant = bool((features.lengths() == 0).any())
-    if max(log_tables.max(initial=-np.inf), constant) > _MAX_LOG:
+    bounds = np.cumsum([0] + sizes)
+    tables = [log_tables[bounds[g]:bounds[g + 1]] for g in range(len(scopes))]
+    scopes, tables = _placed(scopes, tables, cards)
+    if not scopes and (features.lengths() == 0).any():  # constants only: a table over X_0
+        scopes, tables = [(0,)], [np.zeros(int(cards[0]))]
+    if scopes:
+        tables[0] = tables[0] + constant
+    if max([t.max(initial=-np.inf) for t in tables] + [constant]) > _MAX_LOG:
         raise ModelFormatError("a potential exp(sum of weights) overflows float64: weights "
                                "this large cannot be written as UAI potentials", path=path)
-    tables = np.exp(log_tables)
-    n_factors = len(scopes) + has_constant
-    out = ["MARKOV", str(schema.n_vars), " ".join(str(c) for c in cards), str(n_factors)]
+    out = ["MARKOV", str(schema.n_vars), " ".join(str(c) for c in cards), str(len(scopes))]
     out += [f"{len(s)} " + " ".join(map(str, s)) for s in scopes]
-    if has_constant:
-        out.append("1 0")
-    start = 0
-    for size in sizes:
-        out += [str(size), " " + " ".join("%.17g" % p for p in tables[start:start + size])]
-        start += size
-    if has_constant:
-        out += [str(cards[0]), " " + " ".join(["%.17g" % math.exp(constant)] * int(cards[0]))]
+    for table in tables:
+        out += [str(table.size), " " + " ".join(map(_decimal, np.exp(table).tolist()))]
     with open(path, "w", encoding="ascii", newline="\n") as f:
         f.write("\n".join(out) + "\n")
+
+
+def _decimal(p: float) -> str:
+    """A potential in plain decimal notation that reads back to the same float."""
+    text = "%.17g" % p
+    return text if "e" not in text else np.format_float_positional(p, unique=True, trim="-")
+
+
+def _placed(scopes: list[tuple[int, ...]], tables: list[np.ndarray], cards: np.ndarray):
+    """The tables with every variable in some scope of two or more (see the module notes):
+    a variable with only one-variable log tables, or none, gets their sum as a table over it and
+    a neighbour, constant along the neighbour."""
+    n_vars = cards.shape[0]
+    if n_vars < 2:
+        return scopes, tables
+    placed = np.zeros(n_vars, dtype=bool)
+    unary = [np.zeros(int(c)) for c in cards]
+    keep_scopes, keep_tables = [], []
+    for scope, table in zip(scopes, tables):
+        if len(scope) == 1:
+            unary[scope[0]] = unary[scope[0]] + table
+            continue
+        placed[list(scope)] = True
+        keep_scopes.append(scope)
+        keep_tables.append(table)
+    for i in range(n_vars):
+        if placed[i]:
+            continue
+        j = i + 1 if i + 1 < n_vars else i - 1
+        c_j = int(cards[j])  # last variable of the scope changes fastest
+        keep_scopes.append((i, j) if i < j else (j, i))
+        keep_tables.append(np.repeat(unary[i], c_j) if i < j else np.tile(unary[i], c_j))
+        unary[i] = None
+        placed[[i, j]] = True
+    for i in range(n_vars):  # placed variables keep their one-variable tables
+        if unary[i] is not None and placed[i] and (unary[i] != 0).any():
+            keep_scopes.append((i,))
+            keep_tables.append(unary[i])
+    return keep_scopes, keep_tables
 
 
 class _Tokens:

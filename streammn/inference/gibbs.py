@@ -358,8 +358,8 @@ def gibbs_marginals(model, evidence, burn_in: int = 100, samples: int = 1000, ch
                                                                  tuple(cards)), axis=1),
                                       dtype=np.uint8)
         table = loglinear.all_conditionals(fs, states, owner=owner)[0]
-        strides = np.ravel_multi_index(np.eye(len(cards), dtype=np.int64).T, tuple(cards))
-        acc = _marginals_table(ev, cards, offs, np.asarray(strides, dtype=np.int64), table,
+        strides = np.append(np.cumprod(cards[::-1])[::-1][1:], 1)  # last variable fastest
+        acc = _marginals_table(ev, cards, offs, np.ascontiguousarray(strides, dtype=np.int64), table,
                                int(burn_in), int(samples), seeds)
     else:
         if cards.max() > loglinear.MASK_VALUES:
