@@ -139,6 +139,10 @@ class RedisStreamSource(Source):
                 time.sleep(min(backoff, deadline - now))
                 backoff = min(backoff * 2, _MAX_BACKOFF)
             except redis.ResponseError as e:
+                if "NOGROUP" in str(e):  # the server lost its state: unavailable, not bad data
+                    raise SourceUnavailable(
+                        f"{self.describe()}: {what} failed: {e} (a Redis server restarted "
+                        f"without persistence? the stream's entries may be gone too)") from None
                 raise SourceError(f"{self.describe()}: {what} failed: {e}") from None
 
     def _ensure_group(self, stream: str) -> None:
@@ -158,7 +162,8 @@ class RedisStreamSource(Source):
         for g in groups:
             if g["name"].decode() == self.group:
                 return g["last-delivered-id"].decode()
-        raise SourceError(f"{self.describe()}: group {self.group!r} vanished from {stream!r}")
+        raise SourceUnavailable(f"{self.describe()}: group {self.group!r} vanished from "
+                                f"{stream!r} (a Redis server restarted without persistence?)")
 
     def _prepare(self) -> None:
         """Point the group's cursor of every stream at where this source continues."""
