@@ -187,3 +187,16 @@ def test_signals_end_with_a_snapshot_and_128_plus_the_signal(tmp_path, sig, code
     # a last snapshot of every row learned ("periodic" when the signal came right after one)
     assert manifest["reason"] in ("signal", "periodic") and manifest["rows_seen"] < 200_000
     assert manifest["rows_seen"] == manifest["source"]["position"]["offset"]
+
+
+def test_a_skipped_invalid_snapshot_is_one_plain_warning_line(files, tmp_path, capsys):
+    out = tmp_path / "o"
+    assert _run(capsys, "learn", files / "train.data", "--out", out, "--quiet",
+                "--every-rows", 1000, "--batch-size", 500)[0] == 0
+    newest = resolve_snapshot(out)
+    (newest / "model.json").write_text("{}")
+    code, err = _run(capsys, "learn", files / "train.data", "--out", out, "--resume",
+                     "--every-rows", 1000, "--batch-size", 500)
+    assert code == 0
+    assert f"streammn learn: warning: skipping invalid snapshot: {newest}" in err
+    assert "UserWarning" not in err and "warnings.warn" not in err
