@@ -135,9 +135,9 @@ def score(args) -> int:
         for k, batch in enumerate(source):
             n += len(batch)
             if want_pll:
-                pll_sum += float(model.pll_terms(batch.rows).sum())
+                pll_sum += float(model.pll_terms(batch).sum())  # validated by the source
             if args.cmll:
-                cmll_sum += float(cmll_terms(model, batch.rows, burn_in=args.burn_in,
+                cmll_sum += float(cmll_terms(model, batch, burn_in=args.burn_in,
                                              samples=args.samples, seed=args.seed + k).sum())
     if n == 0:
         raise DataError(f"{args.data}: no rows to score")

@@ -5,6 +5,7 @@ Most cases call ``streammn.cli.main`` in this process (the same code path as the
 the interpreter start); the signals and the second writer run real processes.
 """
 
+import errno
 import gzip
 import os
 import signal
@@ -138,12 +139,21 @@ def test_unavailable_input_exits_4(files, tmp_path, capsys, argv):
     assert "missing" in err
 
 
-@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root reads any file")
-def test_unreadable_file_exits_4(files, tmp_path, capsys):
+@pytest.mark.skipif(os.name != "posix", reason="POSIX file modes")
+def test_unreadable_file_exits_4(files, tmp_path, capsys, monkeypatch):
     path = _data(tmp_path / "locked.data", _rows(10))
     path.chmod(0)
+    if os.geteuid() == 0:  # root reads any file: refuse the opening as the kernel would
+        real = pa.input_stream
+
+        def refuse(where, *args, **kwargs):
+            if str(where) == str(path):
+                raise PermissionError(errno.EACCES, "Permission denied", str(where))
+            return real(where, *args, **kwargs)
+
+        monkeypatch.setattr(pa, "input_stream", refuse)
     code, err = _run(capsys, "learn", path, "--out", tmp_path / "o")
-    assert code == 4 and "locked.data" in err
+    assert code == 4 and "locked.data" in err and "Permission denied" in err
 
 
 def test_second_writer_into_one_directory_exits_4_at_once(files, tmp_path, capsys):
