@@ -1,7 +1,9 @@
 """The ``streammn`` command: learn, score, convert, sample, inspect, demo.
 
-Exit codes: 0 ok, 1 other failure, 2 usage, 3 bad input (data or model file), 4 source
-unavailable.
+Exit codes: 0 ok, 1 other failure, 2 usage (numeric options are range-checked while parsing,
+:mod:`streammn.options`), 3 bad input (data or model file), 4 unavailable (a file, a broker, a
+snapshot directory in use), 130 / 143 stopped by SIGINT / SIGTERM after a last snapshot. One
+mapping: the error's class carries its code (:mod:`streammn.errors`).
 """
 
 from __future__ import annotations
