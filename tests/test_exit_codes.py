@@ -210,3 +210,12 @@ def test_a_skipped_invalid_snapshot_is_one_plain_warning_line(files, tmp_path, c
     assert code == 0
     assert f"streammn learn: warning: skipping invalid snapshot: {newest}" in err
     assert "UserWarning" not in err and "warnings.warn" not in err
+
+
+@pytest.mark.parametrize("uri", ["redis://127.0.0.1:1/s?group=g",
+                                 "redis://127.0.0.1:1/s?colour=red",
+                                 "kafka://127.0.0.1:1/t?group=g"])
+def test_log_uri_without_schema_or_with_unknown_option_exits_2(tmp_path, capsys, uri):
+    pytest.importorskip("redis" if uri.startswith("redis") else "confluent_kafka")
+    code, err = _run(capsys, "learn", uri, "--out", tmp_path / "o")
+    assert code == 2, err
