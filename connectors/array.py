@@ -6,6 +6,7 @@ import numpy as np
 
 from connectors.base import DEFAULT_BATCH_SIZE, Batch, NumberedRows
 from streammn.schema import Schema
+from streammn.errors import SettingsError
 
 
 class ArraySource(NumberedRows):
@@ -18,7 +19,7 @@ class ArraySource(NumberedRows):
     def __init__(self, rows, schema: Schema | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
                  name: str = "array"):
         if batch_size < 1:
-            raise ValueError(f"batch_size must be positive, got {batch_size}")
+            raise SettingsError(f"batch_size must be positive, got {batch_size}")
         self.name = name
         self.schema = schema if schema is not None else Schema.infer(np.asarray(rows), source=name)
         self.rows = self.schema.validate(rows, source=name)
@@ -31,7 +32,7 @@ class ArraySource(NumberedRows):
             start = self._next
             stop = min(start + self.batch_size, n)
             self._next = stop
-            yield Batch(self.rows[start:stop], end=stop, start=start)
+            yield Batch(self.rows[start:stop], end=stop, start=start, schema=self.schema)
 
     def _n_rows(self) -> int:
         return self.rows.shape[0]

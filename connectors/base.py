@@ -41,12 +41,16 @@ class Batch:
     ``rows`` is a C-contiguous ``uint8`` matrix of shape ``(n_rows, n_vars)`` whose values are
     already validated against the source's schema. ``start`` is the absolute index of the first
     row in the source (for error messages and prequential bookkeeping); ``end`` the position a
-    resumed source must ``seek`` to in order to continue after this batch.
+    resumed source must ``seek`` to in order to continue after this batch. ``schema`` is the
+    schema a source validated the rows against: learners and statistics trust such a batch
+    (``Schema.rows_of``) instead of checking every batch again; a batch without it is
+    validated wherever it is used.
     """
 
     rows: np.ndarray
     end: Any
     start: int = 0
+    schema: Schema | None = None
 
     def __post_init__(self):
         rows = self.rows
@@ -63,6 +67,10 @@ class Batch:
     @property
     def n_vars(self) -> int:
         return self.rows.shape[1]
+
+    def head(self, n: int) -> "Batch":
+        """The first ``n`` rows, still trusted (for prequential scoring of a batch's head)."""
+        return Batch(self.rows[:n], end=self.end, start=self.start, schema=self.schema)
 
 
 class Source:
@@ -151,5 +159,5 @@ class NumberedRows(Source):
     def seek(self, position) -> None:
         position, n = int(position), self._n_rows()
         if position < 0 or (n is not None and position > n):
-            raise ValueError(f"position {position} outside 0..{n}")
+            raise DataError(f"position {position} outside 0..{n}")
         self._next = position

@@ -4,17 +4,18 @@ Files are decoded block by block with pyarrow's streaming CSV reader. ``.data`` 
 format of the benchmark datasets and of Libra) have no header; other CSV files have one by
 default. Libra's unknown value ``*`` and empty cells are nulls, which the schema rejects.
 
-When pyarrow fails on a block (wrong column count, a non-numeric token), the source re-reads
-the lines from the last good row with the plain ``csv`` module to name the exact row and
-column in a :class:`~streammn.schema.SchemaError`, and yields the good rows before it first;
-only the error path pays for that.
+A reader starts at any data row: the rows before it are skipped by counting newlines
+(:mod:`connectors.lines`), not by pyarrow's ``skip_rows``, which only works within its first
+block; so a resumed run seeks to its position in a file of any size.
+
+When pyarrow fails on a block (wrong column count, a non-numeric token, bytes that are not
+UTF-8), the source re-reads the rows from the last good row one by one to name the exact row
+and column in a :class:`~streammn.schema.SchemaError`, and yields the good rows before it
+first; only the error path pays for that.
 """
 
 from __future__ import annotations
 
-import csv
-import io
-import itertools
 from typing import Iterator, Sequence
 
 import numpy as np
@@ -23,8 +24,10 @@ import pyarrow.csv as pacsv
 
 from connectors.arrow import record_batch_rows, record_batch_to_rows, table_column_max
 from connectors.base import DEFAULT_BATCH_SIZE, SourceError
-from connectors.files import FileSource, resolve_paths
+from connectors.files import FileSource, read_errors, resolve_paths
+from connectors.lines import Rest, data_lines, next_line, skip_rows
 from streammn.schema import Schema, SchemaError
+from streammn.errors import SettingsError
 
 CSV_SUFFIXES = (".data", ".csv", ".txt", ".csv.gz", ".data.gz")
 NULL_TOKENS = ["", "*", "NA", "N/A", "NULL", "null", "NaN", "nan", "None"]
@@ -54,47 +57,72 @@ class CsvSource(FileSource):
         self.block_bytes = int(block_bytes)
         self.columns = list(columns) if columns is not None else None
         if self.columns is not None and not self.header:
-            raise ValueError("columns can only be selected by name in files with a header")
+            raise SettingsError("columns can only be selected by name in files with a header")
         self.schema = schema if schema is not None else self._infer_schema()
 
-    def _reader(self, path: str, skip: int, column_names=None, column_types=None):
-        read = pacsv.ReadOptions(
-            block_size=self.block_bytes, use_threads=True,
-            column_names=column_names if not self.header else None,
-            autogenerate_column_names=False,
-            skip_rows=0 if self.header else skip,
-            skip_rows_after_names=skip if self.header else 0)
-        parse = pacsv.ParseOptions(delimiter=self.delimiter)
-        convert = pacsv.ConvertOptions(null_values=NULL_TOKENS, strings_can_be_null=True,
-                                       column_types=column_types,
-                                       include_columns=self.columns)
-        return pacsv.open_csv(path, read_options=read, parse_options=parse,
-                              convert_options=convert)
+    def _reader(self, path: str, start_row: int, column_names: list[str],
+                column_types=None):
+        """A pyarrow CSV reader from data row ``start_row`` of ``path`` on (None when no row
+        follows). The rows before are
+        skipped here (:mod:`connectors.lines`), so any row of a file of any size can be a
+        start, whatever pyarrow's block size."""
+        stream = pa.input_stream(path, compression="detect")
+        try:
+            head = b""
+            if self.header:
+                _, head = next_line(stream)
+            skipped, head = skip_rows(stream, start_row, head)
+            if skipped < start_row:
+                raise SourceError(f"{path}: has {skipped:,} rows, but the position is at row "
+                                  f"{start_row:,}: the input file changed")
+            read = pacsv.ReadOptions(block_size=self.block_bytes, use_threads=True,
+                                     column_names=column_names, autogenerate_column_names=False)
+            parse = pacsv.ParseOptions(delimiter=self.delimiter)
+            convert = pacsv.ConvertOptions(null_values=NULL_TOKENS, strings_can_be_null=True,
+                                           column_types=column_types,
+                                           include_columns=self.columns)
+            return pacsv.open_csv(Rest(head, stream), read_options=read, parse_options=parse,
+                                  convert_options=convert)
+        except pa.ArrowInvalid as e:
+            stream.close()
+            if str(e).startswith("Empty CSV file"):  # no row after start_row
+                return None
+            raise
+        except BaseException:
+            stream.close()
+            raise
 
-    def _first_line_width(self, path: str) -> int:
+    def _first_line(self, path: str) -> list[str]:
+        """The tokens of the first row of ``path``: its header, or its first data row."""
         with pa.input_stream(path, compression="detect") as f:
-            line = io.TextIOWrapper(f, encoding="utf-8").readline()
-        if not line.strip():
+            line, _ = next_line(f)
+        if line is None:
             raise SchemaError("empty file", row=0, source=path)
-        return len(line.split(self.delimiter))
+        return [tok.strip().strip('"') for tok in _text(line, 0, path).split(self.delimiter)]
 
-    def _names(self, path: str) -> list[str] | None:
-        """Column names to give pyarrow for a headerless file (the header names itself)."""
-        if self.header:
-            return None
-        width = self._first_line_width(path)
-        return [f"x{j}" for j in range(width)]
+    def _names(self, path: str) -> list[str]:
+        """Every column name of ``path``: its header, or ``x0, x1, ...`` for its width."""
+        tokens = self._first_line(path)
+        return tokens if self.header else [f"x{j}" for j in range(len(tokens))]
 
     def _infer_schema(self) -> Schema:
         path = self.paths[0]
-        try:
-            reader = self._reader(path, 0, column_names=self._names(path))
-            first = reader.read_next_batch()
-        except StopIteration:
-            raise SchemaError("no rows to infer a schema from", source=path) from None
-        except pa.ArrowInvalid as e:
-            raise self._locate_error(path, 0, None, e)[0] from None
+        with read_errors(path):
+            names = self._names(path)
+            try:
+                reader = self._reader(path, 0, names)
+                if reader is None:
+                    raise StopIteration
+                first = reader.read_next_batch()
+            except StopIteration:
+                raise SchemaError("no rows to infer a schema from", source=path) from None
+            except pa.ArrowInvalid as e:
+                raise self._locate_error(path, 0, None, e)[0] from None
         names = first.schema.names
+        if not all(pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_floating(t)
+                   or pa.types.is_null(t) for t in first.schema.types):
+            # a token pyarrow read as text or a date: name its row and column
+            raise self._locate_error(path, 0, None, ValueError("non-numeric column"))[0]
         maxima = table_column_max(first, names)
         cards = [2 if n not in maxima else max(maxima[n] + 1, 2) for n in names]
         probe = Schema.from_cardinalities([255] * len(names), names)
@@ -105,19 +133,17 @@ class CsvSource(FileSource):
         path = self.paths[index]
         n = self.schema.n_vars
         names = self._names(path)
-        if names is not None and len(names) != n:
+        if not self.header and len(names) != n:
             raise SchemaError(f"expected {n} columns, got {len(names)}", row=0, source=path)
-        if names is None:
-            names = self.columns or self.schema.names
-        types = {name: pa.int64() for name in names}
+        types = {name: pa.int64() for name in (self.columns or names)}
         row = start_row
         reader = None
         while True:
             try:
                 if reader is None:  # opening already parses the first block
-                    reader = self._reader(path, start_row,
-                                          column_names=None if self.header else names,
-                                          column_types=types)
+                    reader = self._reader(path, start_row, names, column_types=types)
+                    if reader is None:
+                        return
                 rb = reader.read_next_batch()
             except StopIteration:
                 return
@@ -135,18 +161,25 @@ class CsvSource(FileSource):
 
     def _locate_error(self, path: str, start_row: int, schema: Schema | None,
                       cause: Exception) -> tuple[Exception, list[list[int]]]:
-        """Find the first bad line from ``start_row`` on: a SchemaError describing it, and the
+        """Find the first bad row from ``start_row`` on: a SchemaError describing it, and the
         parsed good rows before it."""
         width = schema.n_vars if schema is not None else None
         good: list[list[int]] = []
         with pa.input_stream(path, compression="detect") as f:
-            text = io.TextIOWrapper(f, encoding="utf-8", newline="")
-            lines = csv.reader(text, delimiter=self.delimiter)
-            header_row = next(lines, None) if self.header else None
+            head = b""
             keep = None
-            if header_row is not None and self.columns is not None:
-                keep = [header_row.index(c) for c in self.columns if c in header_row]
-            for r, tokens in enumerate(itertools.islice(lines, start_row, None), start=start_row):
+            if self.header:
+                line, head = next_line(f)
+                header_row = [t.strip().strip('"') for t in
+                              _text(line or b"", 0, path).split(self.delimiter)]
+                if self.columns is not None:
+                    keep = [header_row.index(c) for c in self.columns if c in header_row]
+            _, head = skip_rows(f, start_row, head)
+            for r, line in enumerate(data_lines(f, head), start=start_row):
+                try:
+                    tokens = _text(line, r, path).split(self.delimiter)
+                except SchemaError as e:
+                    return e, good
                 if keep is not None and len(tokens) == len(header_row):
                     tokens = [tokens[k] for k in keep]
                 if width is None:
@@ -158,12 +191,24 @@ class CsvSource(FileSource):
                 values = []
                 for c, tok in enumerate(tokens):
                     tok = tok.strip()
+                    if len(tok) >= 2 and tok[0] == tok[-1] == '"':
+                        tok = tok[1:-1].strip()
                     if tok in NULL_TOKENS:
                         return SchemaError("null value", row=r, column=c, source=path), good
                     try:
                         values.append(int(tok))
                     except ValueError:
-                        return SchemaError(f"non-integer value {tok!r}", row=r, column=c,
+                        return SchemaError(f"non-integer value {tok[:40]!r}", row=r, column=c,
                                            source=path), good
                 good.append(values)
         return SourceError(f"{path}: cannot parse ({cause})"), []
+
+
+def _text(line: bytes, row: int, path: str) -> str:
+    """A row's bytes as text; bytes that are not UTF-8 are a located SchemaError."""
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise SchemaError(f"byte 0x{line[e.start]:02x} at character {e.start} is not UTF-8 text "
+                          f"(a binary, compressed or Latin-1 file?)", row=row,
+                          source=path) from None

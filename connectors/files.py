@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from connectors.base import DEFAULT_BATCH_SIZE, Batch, Source, SourceError, SourceUnavailable
 from streammn.schema import SchemaError
+from streammn.errors import DataError, SettingsError
 
 
 def resolve_paths(spec, suffixes: Sequence[str]) -> list[str]:
@@ -53,14 +54,16 @@ def resolve_paths(spec, suffixes: Sequence[str]) -> list[str]:
 
 @contextmanager
 def read_errors(path: str):
-    """Turn failures while decoding ``path`` into :class:`SourceError` naming it (a vanished
-    file: :class:`SourceUnavailable`); schema and source errors pass through unchanged."""
+    """Turn failures while decoding ``path`` into :class:`SourceError` naming it (a vanished or
+    unreadable file: :class:`SourceUnavailable`); schema and source errors pass through."""
     try:
         yield
     except (SchemaError, SourceError):
         raise
     except FileNotFoundError as e:
         raise SourceUnavailable(f"{path}: file disappeared ({e})") from e
+    except PermissionError as e:
+        raise SourceUnavailable(f"{path}: cannot be opened ({e.strerror})") from e
     except (pa.ArrowException, OSError, EOFError) as e:
         raise SourceError(f"{path}: cannot read ({type(e).__name__}: {e})") from e
 
@@ -74,7 +77,7 @@ class FileSource(Source):
 
     def __init__(self, paths: list[str], batch_size: int = DEFAULT_BATCH_SIZE):
         if batch_size < 1:
-            raise ValueError(f"batch_size must be positive, got {batch_size}")
+            raise SettingsError(f"batch_size must be positive, got {batch_size}")
         self.paths = paths
         self.batch_size = int(batch_size)
         self._file_index = 0
@@ -108,9 +111,9 @@ class FileSource(Source):
             i, row, offset = int(position["file_index"]), int(position["row"]), \
                 int(position.get("offset", 0))
         except (KeyError, TypeError, ValueError):
-            raise ValueError(f"not a file-source position: {position!r}") from None
+            raise DataError(f"not a file-source position: {position!r}") from None
         if not 0 <= i <= len(self.paths) or row < 0:
-            raise ValueError(f"position {position!r} outside this source's {len(self.paths)} files")
+            raise DataError(f"position {position!r} outside this source's {len(self.paths)} files")
         name = position.get("file")
         if i < len(self.paths) and name is not None and \
                 os.path.abspath(name) != os.path.abspath(self.paths[i]):
@@ -155,7 +158,8 @@ class FileSource(Source):
         start = self._offset
         self._row += n
         self._offset += n
-        return Batch(np.ascontiguousarray(rows), end=self.position(), start=start)
+        return Batch(np.ascontiguousarray(rows), end=self.position(), start=start,
+                     schema=self.schema)
 
     def _wrapped_read(self, index: int, start_row: int) -> Iterator[np.ndarray]:
         """:meth:`_read_file` with decoding failures turned into :class:`SourceError`."""

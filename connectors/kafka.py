@@ -42,6 +42,7 @@ from connectors.base import DEFAULT_BATCH_SIZE, Batch, Source, SourceError, Sour
 from connectors.loguri import parse_log_uri
 from connectors.messages import DeadLetterFile, MessageDecoder, check_log_settings
 from streammn.schema import Schema
+from streammn.errors import DataError, SettingsError
 
 try:
     from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -266,11 +267,11 @@ class KafkaSource(Source):
         try:
             offsets = {int(p): int(o) for p, o in dict(position).items()}
         except (TypeError, ValueError):
-            raise ValueError(f"not a Kafka position (partition -> offset): {position!r}") \
+            raise DataError(f"not a Kafka position (partition -> offset): {position!r}") \
                 from None
         bad = [p for p, o in offsets.items() if p not in self.topic_partitions or o < 0]
         if bad:
-            raise ValueError(f"position {position!r} names partitions or offsets not in topic "
+            raise DataError(f"position {position!r} names partitions or offsets not in topic "
                              f"{self.topic!r} (partitions {self.topic_partitions})")
         self._offsets = offsets
         self._rewind_client()
@@ -394,7 +395,7 @@ class KafkaSource(Source):
         start = self._rows
         self._rows += n
         self._offsets.update(pending_offsets)
-        return Batch(rows, end=self.position(), start=start)
+        return Batch(rows, end=self.position(), start=start, schema=self.schema)
 
     def _poll(self, n: int, timeout: float) -> tuple[list, dict]:
         """Up to ``n`` data messages and the next offset of each partition they come from;
@@ -500,6 +501,6 @@ def open_kafka(uri: str, schema: Schema | None = None, **options) -> KafkaSource
     if schema is not None:
         uri_options["schema"] = schema
     if uri_options.get("schema") is None:
-        raise ValueError(f"{uri}: a Kafka source needs a schema (schema=<file> or --schema)")
+        raise SettingsError(f"{uri}: a Kafka source needs a schema (schema=<file> or --schema)")
     group = uri_options.pop("group", "streammn")
     return KafkaSource(bootstrap, topic, group, **uri_options)

@@ -6,6 +6,7 @@ import json
 from urllib.parse import parse_qs, unquote, urlparse
 
 from streammn.schema import Schema
+from streammn.errors import SettingsError
 
 _BOOL = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
 
@@ -22,17 +23,17 @@ def parse_log_uri(uri: str, scheme: str, types: dict,
     """
     parsed = urlparse(uri)
     if parsed.scheme.lower() != scheme:
-        raise ValueError(f"{uri}: not a {scheme}:// URI")
+        raise SettingsError(f"{uri}: not a {scheme}:// URI")
     name = unquote(parsed.path.lstrip("/"))
     if not parsed.netloc or not name:
-        raise ValueError(f"{uri}: expected {scheme}://host:port/<name>?options")
+        raise SettingsError(f"{uri}: expected {scheme}://host:port/<name>?options")
     options = {}
     for key, values in parse_qs(parsed.query, keep_blank_values=True).items():
         if client_settings and "." in key:
             options.setdefault("config", {})[key] = values[-1]
             continue
         if key not in types:
-            raise ValueError(f"{uri}: unknown option {key!r} (known: {', '.join(types)})")
+            raise SettingsError(f"{uri}: unknown option {key!r} (known: {', '.join(types)})")
         raw = values[-1]
         kind = types[key]
         try:
@@ -45,7 +46,7 @@ def parse_log_uri(uri: str, scheme: str, types: dict,
             else:
                 options[key] = kind(raw)
         except (KeyError, ValueError, OSError) as e:
-            raise ValueError(f"{uri}: bad value {raw!r} for option {key!r} ({e})") from None
+            raise SettingsError(f"{uri}: bad value {raw!r} for option {key!r} ({e})") from None
     return parsed.netloc, name, options
 
 

@@ -37,6 +37,7 @@ import pyarrow.json as pajson
 from connectors.arrow import record_batch_to_rows
 from connectors.csv import NULL_TOKENS
 from streammn.schema import Schema, SchemaError
+from streammn.errors import DataError, SettingsError
 
 FORMATS = ("csv", "json", "arrow")
 
@@ -45,13 +46,13 @@ def check_log_settings(batch_size: int, format: str, start: str, poll_timeout: f
                        max_wait: float, broker_timeout: float) -> None:
     """The settings every log source shares; a ValueError names the one out of range."""
     if batch_size < 1:
-        raise ValueError(f"batch_size must be positive, got {batch_size}")
+        raise SettingsError(f"batch_size must be positive, got {batch_size}")
     if format not in FORMATS:
-        raise ValueError(f"format must be one of {FORMATS}, got {format!r}")
+        raise SettingsError(f"format must be one of {FORMATS}, got {format!r}")
     if start not in ("earliest", "latest"):
-        raise ValueError(f"start must be 'earliest' or 'latest', got {start!r}")
+        raise SettingsError(f"start must be 'earliest' or 'latest', got {start!r}")
     if min(poll_timeout, max_wait, broker_timeout) <= 0:
-        raise ValueError("poll_timeout, max_wait and broker_timeout must be positive")
+        raise SettingsError("poll_timeout, max_wait and broker_timeout must be positive")
 
 
 class _BadMessage(Exception):
@@ -113,9 +114,9 @@ class MessageDecoder:
 
     def __init__(self, format: str, schema: Schema):
         if format not in FORMATS:
-            raise ValueError(f"format must be one of {FORMATS}, got {format!r}")
+            raise SettingsError(f"format must be one of {FORMATS}, got {format!r}")
         if not isinstance(schema, Schema):
-            raise TypeError(f"a log source needs a declared Schema, got {schema!r}")
+            raise SettingsError(f"a log source needs a declared Schema, got {schema!r}")
         self.format = format
         self.schema = schema
         names = schema.names
@@ -263,7 +264,7 @@ class MessageDecoder:
         if table.num_rows != len(values):
             if len(values) == 1:
                 raise _BadMessage(0, f"message holds {table.num_rows} rows, expected one")
-            raise ValueError("row count differs from message count")
+            raise DataError("row count differs from message count")
         return table
 
     def _parse_arrow(self, values) -> tuple[pa.Table, np.ndarray]:

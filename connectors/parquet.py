@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 
 from connectors.arrow import record_batch_rows, schema_from_arrow, schema_to_metadata
 from connectors.base import DEFAULT_BATCH_SIZE, SourceError
-from connectors.files import FileSource, resolve_paths
-from streammn.schema import Schema
+from connectors.files import FileSource, read_errors, resolve_paths
+from streammn.schema import Schema, SchemaError
 
 PARQUET_SUFFIXES = (".parquet", ".pq", ".parq")
 
@@ -24,8 +24,9 @@ PARQUET_SUFFIXES = (".parquet", ".pq", ".parq")
 def _open(path: str) -> pq.ParquetFile:
     try:
         return pq.ParquetFile(path)
-    except FileNotFoundError:
-        raise
+    except (FileNotFoundError, PermissionError):
+        with read_errors(path):
+            raise
     except (pa.ArrowException, OSError) as e:
         raise SourceError(f"{path}: not a readable Parquet file ({e})") from e
 
@@ -38,8 +39,9 @@ def _statistics_max(pf: pq.ParquetFile, names: Sequence[str]) -> dict[str, int]:
     missing = []
     for name in names:
         j = pf.schema_arrow.get_field_index(name)
-        if j < 0 or pa.types.is_boolean(pf.schema_arrow.field(j).type):
-            continue
+        if j < 0 or not (pa.types.is_integer(pf.schema_arrow.field(j).type)
+                         or pa.types.is_floating(pf.schema_arrow.field(j).type)):
+            continue  # booleans need no maximum; other types are refused by schema_from_arrow
         col_idx = leaf_names.index(name)
         hi = None
         for g in range(md.num_row_groups):
@@ -95,6 +97,11 @@ class ParquetSource(FileSource):
     def _read_file(self, index: int, start_row: int) -> Iterator[np.ndarray]:
         path = self.paths[index]
         pf = _open(path)
+        missing = [c for c in self.columns if pf.schema_arrow.get_field_index(c) < 0]
+        if missing:
+            raise SchemaError(f"no column {', '.join(map(repr, missing[:8]))} (the file has "
+                              f"{', '.join(pf.schema_arrow.names[:8])}): files of one source "
+                              f"need the same columns", row=0, source=path)
         starts = self._group_starts(index, pf)
         if start_row >= starts[-1]:
             return

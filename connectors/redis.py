@@ -32,6 +32,7 @@ from connectors.base import DEFAULT_BATCH_SIZE, Batch, Source, SourceError, Sour
 from connectors.loguri import parse_log_uri
 from connectors.messages import DeadLetterFile, MessageDecoder, check_log_settings
 from streammn.schema import Schema
+from streammn.errors import DataError, SettingsError
 
 try:
     import redis
@@ -92,11 +93,11 @@ class RedisStreamSource(Source):
         check_log_settings(batch_size, format, start, poll_timeout, max_wait, broker_timeout)
         host, _, port = address.rpartition(":")
         if not host or not port.isdigit():
-            raise ValueError(f"address must be host:port, got {address!r}")
+            raise SettingsError(f"address must be host:port, got {address!r}")
         self.address = address
         self.streams = [streams] if isinstance(streams, str) else list(streams)
         if not self.streams or len(set(self.streams)) != len(self.streams):
-            raise ValueError(f"streams must be distinct stream keys, got {streams!r}")
+            raise SettingsError(f"streams must be distinct stream keys, got {streams!r}")
         self.group, self.consumer = group, consumer
         self.schema = schema
         self.format, self.field, self.db = format, field, int(db)
@@ -138,6 +139,10 @@ class RedisStreamSource(Source):
                 time.sleep(min(backoff, deadline - now))
                 backoff = min(backoff * 2, _MAX_BACKOFF)
             except redis.ResponseError as e:
+                if "NOGROUP" in str(e):  # the server lost its state: unavailable, not bad data
+                    raise SourceUnavailable(
+                        f"{self.describe()}: {what} failed: {e} (a Redis server restarted "
+                        f"without persistence? the stream's entries may be gone too)") from None
                 raise SourceError(f"{self.describe()}: {what} failed: {e}") from None
 
     def _ensure_group(self, stream: str) -> None:
@@ -157,7 +162,8 @@ class RedisStreamSource(Source):
         for g in groups:
             if g["name"].decode() == self.group:
                 return g["last-delivered-id"].decode()
-        raise SourceError(f"{self.describe()}: group {self.group!r} vanished from {stream!r}")
+        raise SourceUnavailable(f"{self.describe()}: group {self.group!r} vanished from "
+                                f"{stream!r} (a Redis server restarted without persistence?)")
 
     def _prepare(self) -> None:
         """Point the group's cursor of every stream at where this source continues."""
@@ -178,11 +184,11 @@ class RedisStreamSource(Source):
             for i in ids.values():
                 parse_id(i)
         except (TypeError, ValueError):
-            raise ValueError(f"not a Redis stream position (stream -> entry id): "
+            raise DataError(f"not a Redis stream position (stream -> entry id): "
                              f"{position!r}") from None
         unknown = [s for s in ids if s not in self.streams]
         if unknown:
-            raise ValueError(f"position names streams {unknown} this source does not read "
+            raise DataError(f"position names streams {unknown} this source does not read "
                              f"({self.streams})")
         self._ids = ids
         self._prepared = False
@@ -275,7 +281,7 @@ class RedisStreamSource(Source):
         start = self._rows
         self._rows += n
         self._ids.update(pending_ids)
-        return Batch(rows, end=self.position(), start=start)
+        return Batch(rows, end=self.position(), start=start, schema=self.schema)
 
     def _decode(self, entries: list, row_offset: int) -> np.ndarray:
         def where(i):
@@ -325,7 +331,7 @@ def open_redis(uri: str, schema: Schema | None = None, **options) -> RedisStream
     if schema is not None:
         uri_options["schema"] = schema
     if uri_options.get("schema") is None:
-        raise ValueError(f"{uri}: a Redis stream source needs a schema (schema=<file> or "
+        raise SettingsError(f"{uri}: a Redis stream source needs a schema (schema=<file> or "
                          f"--schema)")
     group = uri_options.pop("group", "streammn")
     return RedisStreamSource(address, names.split(","), group, **uri_options)

@@ -10,6 +10,7 @@ from connectors.base import DEFAULT_BATCH_SIZE, Source, SourceError
 from connectors.csv import CSV_SUFFIXES, CsvSource
 from connectors.files import resolve_paths
 from connectors.parquet import PARQUET_SUFFIXES, ParquetSource
+from streammn.errors import StreamMNError
 from streammn.schema import Schema
 
 FILE_SCHEMES = ("", "file")
@@ -29,6 +30,8 @@ def _open_log(scheme: str, uri: str, batch_size: int, schema, options) -> Source
         options = dict(options, batch_size=batch_size)
     try:
         return opener(uri, schema=schema, **options)
+    except StreamMNError:  # a bad URI option or a missing schema: the error says its kind
+        raise
     except ValueError as e:
         raise SourceError(str(e)) from None
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from connectors.base import Batch, NumberedRows
+from streammn.errors import SettingsError
 
 
 class SyntheticSource(NumberedRows):
@@ -37,11 +38,11 @@ class SyntheticSource(NumberedRows):
     def __init__(self, model, n_rows: int | None = None, batch_size: int = 1024, seed: int = 0,
                  burn_in: int = 100, thin: int = 1, chains: int = 16):
         if batch_size < 1:
-            raise ValueError(f"batch_size must be positive, got {batch_size}")
+            raise SettingsError(f"batch_size must be positive, got {batch_size}")
         if n_rows is not None and n_rows < 0:
-            raise ValueError(f"n_rows must be >= 0 or None, got {n_rows}")
+            raise SettingsError(f"n_rows must be >= 0 or None, got {n_rows}")
         if burn_in < 0 or thin < 1 or chains < 1:
-            raise ValueError("need burn_in >= 0, thin >= 1 and chains >= 1")
+            raise SettingsError("need burn_in >= 0, thin >= 1 and chains >= 1")
         self.model = model
         self.schema = model.schema
         self.n_rows = None if n_rows is None else int(n_rows)
@@ -68,7 +69,7 @@ class SyntheticSource(NumberedRows):
                 stop = min(stop, self.n_rows)
             rows = np.ascontiguousarray(self._batch_rows(b)[offset:offset + stop - start])
             self._next = stop
-            yield Batch(rows, end=stop, start=start)
+            yield Batch(rows, end=stop, start=start, schema=self.schema)
 
     def _n_rows(self) -> int | None:
         return self.n_rows

@@ -1,15 +1,20 @@
 """The ``streammn`` command: learn, score, convert, sample, inspect, report, demo.
 
-Exit codes: 0 ok, 1 other failure, 2 usage, 3 bad input (data or model file), 4 source
-unavailable.
+Exit codes: 0 ok, 1 other failure, 2 usage (numeric options are range-checked while parsing,
+:mod:`streammn.options`), 3 bad input (data or model file), 4 unavailable (a file, a broker, a
+snapshot directory in use), 130 / 143 stopped by SIGINT / SIGTERM after a last snapshot. One
+mapping: the error's class carries its code (:mod:`streammn.errors`).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import textwrap
+import warnings
 
+from streammn import options as opt
 from streammn.errors import EXIT_OK, EXIT_USAGE, SettingsError, exit_code  # noqa: F401 (EXIT_OK)
 
 
@@ -19,16 +24,6 @@ class UsageError(SettingsError):
 
 def _examples(text: str) -> str:
     return "examples:\n" + textwrap.indent(textwrap.dedent(text).strip(), "  ")
-
-
-def _kappa(text: str):
-    """``--kappa``: 'auto' or a number."""
-    if text == "auto":
-        return text
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected 'auto' or a number in (0, 1], got {text!r}")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -66,46 +61,46 @@ def _parser() -> argparse.ArgumentParser:
     learn.add_argument("--algo", choices=["dtsl", "grafting"], default="dtsl",
                        help="structure learner: dtsl (trees -> DN -> MN) or grafting "
                             "(best-choice edge grafting of a pairwise MRF) (default: dtsl)")
-    learn.add_argument("--lambda", dest="lambda_", type=float, default=0.005,
+    learn.add_argument("--lambda", dest="lambda_", type=opt.positive_float, default=0.005,
                        help="grafting: group-L1 strength and activation threshold "
                             "(default: 0.005)")
     learn.add_argument("--strategy", choices=["best_choice", "first_hit", "exhaustive"],
                        default="best_choice", help="grafting: edge search (default: best_choice)")
-    learn.add_argument("--alpha", type=float, default=0.5,
+    learn.add_argument("--alpha", type=opt.unit_interval, default=0.5,
                        help="grafting: best-choice activation threshold in [0, 1] (default: 0.5)")
-    learn.add_argument("--max-edges", type=int, default=None,
+    learn.add_argument("--max-edges", type=opt.count, default=None,
                        help="grafting: edge budget (default: 3 x variables)")
     learn.add_argument("--mode", choices=["hoeffding", "exact"], default="hoeffding",
                        help="hoeffding: one pass, streaming; exact: level-wise passes over a "
                             "finite source (default: hoeffding)")
-    learn.add_argument("--kappa", type=_kappa, default="auto",
+    learn.add_argument("--kappa", type=opt.kappa, default="auto",
                        help="split criterion: 'auto' tests each split for significance, "
                             "corrected for the candidates and the looks at a leaf, so trees "
                             "grow with the evidence and stop on noise at any data size; a "
                             "number in (0, 1] is Libra's fixed structure prior per added "
                             "parameter (smaller gives smaller trees) (default: auto)")
-    learn.add_argument("--split-alpha", type=float, default=0.05,
+    learn.add_argument("--split-alpha", type=opt.confidence, default=0.05,
                        help="with --kappa auto: chance that a leaf with nothing to learn ever "
                             "splits (default: 0.05)")
-    learn.add_argument("--memory-mb", type=float, default=256.0,
+    learn.add_argument("--memory-mb", type=opt.positive_float, default=256.0,
                        help="dtsl: memory budget for the trees, replay buffer and split "
                             "statistics; when it binds, fewer (the most promising) leaves "
                             "collect statistics (default: 256)")
-    learn.add_argument("--grace-period", type=int, default=200,
+    learn.add_argument("--grace-period", type=opt.positive_int, default=200,
                        help="Hoeffding: rows reaching a leaf between split attempts (default: 200)")
-    learn.add_argument("--delta", type=float, default=1e-7,
+    learn.add_argument("--delta", type=opt.confidence, default=1e-7,
                        help="Hoeffding bound confidence (default: 1e-7)")
-    learn.add_argument("--tau", type=float, default=0.05,
+    learn.add_argument("--tau", type=opt.non_negative, default=0.05,
                        help="Hoeffding tie threshold (default: 0.05)")
-    learn.add_argument("--max-tree-leaves", type=int, default=0,
+    learn.add_argument("--max-tree-leaves", type=opt.count, default=0,
                        help="hoeffding: optional cap on the leaves of every tree; not needed "
                             "with --kappa auto (default: 0, no cap)")
-    learn.add_argument("--max-leaves", type=int, default=None,
+    learn.add_argument("--max-leaves", type=opt.positive_int, default=None,
                        help="memory budget: active leaves over all trees (default: learner's)")
-    learn.add_argument("--every-rows", type=int, default=None, help="snapshot every N rows")
-    learn.add_argument("--every-seconds", type=float, default=None,
+    learn.add_argument("--every-rows", type=opt.positive_int, default=None, help="snapshot every N rows")
+    learn.add_argument("--every-seconds", type=opt.positive_float, default=None,
                        help="snapshot every T seconds")
-    learn.add_argument("--keep", type=int, default=5, help="snapshots to keep (default: 5)")
+    learn.add_argument("--keep", type=opt.positive_int, default=5, help="snapshots to keep (default: 5)")
     learn.add_argument("--when-busy", choices=("wait", "skip"), default="wait",
                        help="a snapshot due while the previous one is still being written: "
                             "wait for it (default) or skip this one")
@@ -122,11 +117,11 @@ def _parser() -> argparse.ArgumentParser:
                        help="exact mode on a Parquet dataset: run the passes on Dask, on a "
                             "running scheduler or a local cluster of N single-threaded "
                             "workers (bare --dask: one per CPU); needs the dask extra")
-    learn.add_argument("--batch-size", type=int, default=65536, help="rows per batch")
+    learn.add_argument("--batch-size", type=opt.positive_int, default=65536, help="rows per batch")
     learn.add_argument("--schema", help="Libra .schema file declaring the cardinalities")
-    learn.add_argument("--formats", default="json,mn,uai",
+    learn.add_argument("--formats", type=opt.model_formats, default="json,mn,uai",
                        help="model files in each snapshot (default: json,mn,uai)")
-    learn.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    learn.add_argument("--seed", type=opt.count, default=0, help="random seed (default: 0)")
     learn.add_argument("--quiet", action="store_true", help="no progress output")
 
     score = command("score", "score data with a model: pseudo-log-likelihood and/or CMLL", """
@@ -140,11 +135,11 @@ def _parser() -> argparse.ArgumentParser:
     score.add_argument("--pll", action="store_true", help="pseudo-log-likelihood (default)")
     score.add_argument("--cmll", action="store_true",
                        help="conditional marginal log-likelihood by Gibbs sampling")
-    score.add_argument("--burn-in", type=int, default=100,
+    score.add_argument("--burn-in", type=opt.count, default=100,
                        help="CMLL: Gibbs sweeps discarded per query (default: 100)")
-    score.add_argument("--samples", type=int, default=1000,
+    score.add_argument("--samples", type=opt.positive_int, default=1000,
                        help="CMLL: Gibbs sweeps averaged per query (default: 1000)")
-    score.add_argument("--seed", type=int, default=0)
+    score.add_argument("--seed", type=opt.count, default=0)
     score.add_argument("--json", action="store_true", help="print one JSON object")
 
     convert = command("convert", "write a model in another format (chosen by suffix)", """
@@ -160,9 +155,9 @@ def _parser() -> argparse.ArgumentParser:
         streammn sample model.mn -n 100 --out rows.data
     """)
     sample.add_argument("model")
-    sample.add_argument("-n", type=int, required=True, help="rows to draw")
-    sample.add_argument("--seed", type=int, default=0)
-    sample.add_argument("--burn-in", type=int, default=100, help="Gibbs sweeps discarded first")
+    sample.add_argument("-n", type=opt.count, required=True, help="rows to draw")
+    sample.add_argument("--seed", type=opt.count, default=0)
+    sample.add_argument("--burn-in", type=opt.count, default=100, help="Gibbs sweeps discarded first")
     sample.add_argument("--out", help="write .data rows here instead of standard output")
 
     inspect = command("inspect", "describe a model: variables, features, edges, strongest "
@@ -172,7 +167,7 @@ def _parser() -> argparse.ArgumentParser:
         streammn inspect snaps --graph network.svg
     """)
     inspect.add_argument("model")
-    inspect.add_argument("--top", type=int, default=10, help="interactions listed")
+    inspect.add_argument("--top", type=opt.count, default=10, help="interactions listed")
     inspect.add_argument("--json", action="store_true")
     inspect.add_argument("--graph", metavar="OUT.svg|png|html",
                          help="also draw the network: nodes sized by degree, edges by "
@@ -192,9 +187,9 @@ def _parser() -> argparse.ArgumentParser:
         streammn demo --out demo-snaps --rows 200000
     """)
     demo.add_argument("--out", help="snapshot directory (default: a temporary one)")
-    demo.add_argument("--rows", type=int, default=100_000, help="rows to stream")
-    demo.add_argument("--vars", type=int, default=16, help="variables of the planted network")
-    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--rows", type=opt.positive_int, default=100_000, help="rows to stream")
+    demo.add_argument("--vars", type=opt.at_least(2), default=16, help="variables of the planted network")
+    demo.add_argument("--seed", type=opt.count, default=0)
     demo.add_argument("--quiet", action="store_true")
     return p
 
@@ -206,15 +201,21 @@ def main(argv=None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as e:  # argparse exits 2 on usage errors, 0 on --help
         return int(e.code or 0)
-    try:
-        return getattr(commands, args.command)(args)
-    except UsageError as e:
-        print(f"streammn {args.command}: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    except Exception as e:  # mapped to exit codes; the message names the place
-        code = exit_code(e)
-        print(f"streammn {args.command}: error: {e}", file=sys.stderr)
-        return code
+    with warnings.catch_warnings():
+        warnings.showwarning = functools.partial(_show_warning, args.command)
+        try:
+            return getattr(commands, args.command)(args)
+        except UsageError as e:
+            print(f"streammn {args.command}: {e}", file=sys.stderr)
+            return EXIT_USAGE
+        except (Exception, KeyboardInterrupt) as e:  # one mapping; the message names the place
+            print(f"streammn {args.command}: error: {str(e) or type(e).__name__}", file=sys.stderr)
+            return exit_code(e)
+
+
+def _show_warning(command, message, category, filename, lineno, file=None, line=None):
+    """Warnings (a skipped invalid snapshot, ...) as one plain line, not a source excerpt."""
+    print(f"streammn {command}: warning: {message}", file=file or sys.stderr)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -12,6 +13,7 @@ import numpy as np
 
 from connectors import open_source
 from streammn.cli import EXIT_OK, UsageError
+from streammn.errors import EXIT_SIGINT, EXIT_SIGTERM, DataError
 from streammn.dn import DependencyNetwork
 from streammn.formats import read_model, write_model
 from streammn.model import MarkovNetwork
@@ -19,6 +21,8 @@ from streammn.schema import Schema
 from streammn.snapshot import LATEST, read_snapshot, resolve_snapshot
 
 SCORE_BATCH = 65536
+# a run stopped by a signal ends cleanly, after a snapshot, but says so: 128 + the signal
+SIGNAL_EXIT = {signal.SIGTERM: EXIT_SIGTERM, signal.SIGINT: EXIT_SIGINT}
 
 
 # models -------------------------------------------------------------------------------------
@@ -67,8 +71,6 @@ def _make_learner(args, schema):
 def learn(args) -> int:
     from streammn.engine import StreamLearner
 
-    if args.every_rows is not None and args.every_rows < 1:
-        raise UsageError("--every-rows must be positive")
     if args.mode == "exact" and args.resume:
         raise UsageError("--resume continues a streaming (hoeffding) run; exact mode learns in "
                          "passes over a finite source and snapshots once at the end")
@@ -79,7 +81,6 @@ def learn(args) -> int:
         raise UsageError("--refine keeps a row sample in this process; drop it with --dask")
     if args.refine and not args.validation:
         raise UsageError("--refine needs --validation rows to decide whether refining helps")
-    formats = tuple(f.strip() for f in args.formats.split(",") if f.strip())
     schema = Schema.from_libra(args.schema) if args.schema else None
     source = open_source(args.source, batch_size=args.batch_size, schema=schema)
     validation = None
@@ -89,7 +90,7 @@ def learn(args) -> int:
     learner = _make_learner(args, source.schema)
     engine = StreamLearner(source, learner, args.out, every_rows=args.every_rows,
                            every_seconds=args.every_seconds, keep=args.keep,
-                           refine=args.refine, validation=validation, formats=formats,
+                           refine=args.refine, validation=validation, formats=args.formats,
                            progress=_progress(args), when_busy=args.when_busy,
                            background=not args.foreground_snapshots)
     with source:
@@ -108,7 +109,7 @@ def learn(args) -> int:
     manifest = read_snapshot(path).manifest
     print(f"snapshot {path}: {manifest['rows_seen']:,} rows, "
           f"{manifest['model']['n_features']:,} features, {manifest['model']['n_edges']:,} edges")
-    return EXIT_OK
+    return SIGNAL_EXIT.get(engine.stop_signal, EXIT_OK)
 
 
 def _run_on_dask(engine, spec: str):
@@ -136,10 +137,12 @@ def score(args) -> int:
         for k, batch in enumerate(source):
             n += len(batch)
             if want_pll:
-                pll_sum += float(model.pll_terms(batch.rows).sum())
+                pll_sum += float(model.pll_terms(batch).sum())  # validated by the source
             if args.cmll:
-                cmll_sum += float(cmll_terms(model, batch.rows, burn_in=args.burn_in,
+                cmll_sum += float(cmll_terms(model, batch, burn_in=args.burn_in,
                                              samples=args.samples, seed=args.seed + k).sum())
+    if n == 0:
+        raise DataError(f"{args.data}: no rows to score")
     result = {"rows": n}
     if want_pll:
         result["pll"] = pll_sum / n if n else None
@@ -167,8 +170,6 @@ def convert(args) -> int:
 def sample(args) -> int:
     from streammn.inference import sample as gibbs_sample
 
-    if args.n < 0:
-        raise UsageError("-n must be non-negative")
     model, _ = load_model(args.model)
     rows = gibbs_sample(model, args.n, seed=args.seed, burn_in=args.burn_in)
     out = open(args.out, "w") if args.out else sys.stdout

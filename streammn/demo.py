@@ -14,6 +14,7 @@ from connectors.synthetic import SyntheticSource
 from streammn.features import FeatureSet
 from streammn.model import MarkovNetwork
 from streammn.schema import Schema
+from streammn.errors import SettingsError
 
 
 def planted_network(n_vars: int, seed: int = 0, coupling: float = 1.0,
@@ -26,7 +27,7 @@ def planted_network(n_vars: int, seed: int = 0, coupling: float = 1.0,
     each variable gets a small bias ``U(-0.3, 0.3)`` on ``x_i = 1``.
     """
     if n_vars < 2:
-        raise ValueError("the planted network needs at least 2 variables")
+        raise SettingsError("the planted network needs at least 2 variables")
     rng = np.random.default_rng(seed)
     edges = {(int(rng.integers(i)), i) for i in range(1, n_vars)}
     extra = n_vars // 4 if extra_edges is None else extra_edges

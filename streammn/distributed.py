@@ -40,7 +40,7 @@ from connectors.arrow import record_batch_rows
 from connectors.files import read_errors
 from connectors.base import SourceError, SourceUnavailable
 from connectors.parquet import ParquetSource
-from streammn.schema import Schema
+from streammn.schema import Schema, Validated
 from streammn.trees.forest import Forest
 from streammn.trees.stats import LeafStats
 from streammn.errors import SettingsError
@@ -149,7 +149,7 @@ def _default_groups(client) -> int:
 def _count_task(factory, schema, columns, batch_size, parts):
     store = factory(schema)
     for rows in read_partitions(parts, schema, columns, batch_size):
-        store.update(rows)
+        store.update(Validated(rows, schema))  # read_partitions validated them
     return store
 
 

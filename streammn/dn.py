@@ -60,18 +60,15 @@ class DependencyNetwork:
     def log_conditional(self, rows: np.ndarray, i: int) -> np.ndarray:
         """Normalised ``log P(X_i = a | x_-i)`` for each row and value: shape (n, card_i)."""
         cpd = self.cpds[i]
-        logits = loglinear.conditional_logits(cpd, rows, i,
+        logits = loglinear.conditional_logits(cpd, self.schema.rows_of(rows), i,
                                               features=np.arange(cpd.n_features))
         m = logits.max(axis=1, keepdims=True)
         return logits - m - np.log(np.exp(logits - m).sum(axis=1, keepdims=True))
 
     def pll_terms(self, rows: np.ndarray) -> np.ndarray:
         """``log P(x_i | x_-i)`` for every row and variable: shape (n_rows, n_vars)."""
+        rows = self.schema.rows_of(rows)
         if self.trees is not None:
-            rows = np.ascontiguousarray(rows, dtype=np.uint8)
-            if rows.ndim != 2 or rows.shape[1] != self.schema.n_vars:
-                raise ValueError(f"expected rows of shape (n, {self.schema.n_vars}), "
-                                 f"got {rows.shape}")
             return self.trees.leaf_log_prob(rows)
         return loglinear.pll_terms(self._all, rows, index=self._index)
 

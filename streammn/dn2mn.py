@@ -54,7 +54,7 @@ class DN2MNError(SettingsError):
 
 def marginals_from_rows(rows, schema: Schema, smoothing: float = 1.0) -> list[np.ndarray]:
     """Libra's smoothed training marginals ``(count(x_i = v) + smoothing/d_i) / (N + smoothing)``."""
-    rows = np.asarray(rows)
+    rows = schema.rows_of(rows)
     return smoothed([np.bincount(rows[:, i], minlength=int(d))
                      for i, d in enumerate(schema.cardinalities)], smoothing)
 

@@ -27,7 +27,7 @@ import numbers
 import numpy as np
 
 from connectors.array import ArraySource
-from connectors.base import Batch, Source
+from connectors.base import Source
 from streammn.dn import DependencyNetwork
 from streammn.dn2mn import dn2mn
 from streammn.schema import Schema, SchemaError
@@ -237,9 +237,7 @@ class DTSL(Estimator):
 
     # learning -------------------------------------------------------------------------------
     def _validate(self, batch) -> np.ndarray:
-        if isinstance(batch, Batch):
-            return self.schema.validate(batch.rows, row_offset=batch.start)
-        return self.schema.validate(batch, row_offset=self.rows_seen)
+        return self.schema.rows_of(batch, row_offset=self.rows_seen)
 
     def partial_fit(self, batch) -> "DTSL":
         """Learn from one batch (Hoeffding mode): a :class:`~connectors.base.Batch` or a matrix.
@@ -320,8 +318,7 @@ class DTSL(Estimator):
     def pll_terms(self, rows) -> np.ndarray:
         """``log P(x_i | x_-i)`` of the current trees for every row and variable, straight from
         the leaves (no feature generation): what the engine's prequential score uses."""
-        rows = self.schema.validate(rows)
-        return self.forest.leaf_log_prob(rows)
+        return self.forest.leaf_log_prob(self.schema.rows_of(rows))
 
     def tree_stats(self) -> dict:
         """Per-tree sizes: ``n_leaves``, ``depth``, ``n_nodes`` (arrays over variables)."""

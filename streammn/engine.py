@@ -176,9 +176,9 @@ class StreamLearner:
                  progress_interval: float = 2.0, background: bool = True,
                  when_busy: str = "wait"):
         if every_rows is not None and every_rows < 1:
-            raise ValueError(f"every_rows must be positive, got {every_rows}")
+            raise EngineError(f"every_rows must be positive, got {every_rows}")
         if every_seconds is not None and every_seconds <= 0:
-            raise ValueError(f"every_seconds must be positive, got {every_seconds}")
+            raise EngineError(f"every_seconds must be positive, got {every_seconds}")
         if not isinstance(learner, StructureLearner):
             raise EngineError(f"{type(learner).__name__} is not a structure learner (see "
                               f"streammn.learner.StructureLearner)")
@@ -186,7 +186,7 @@ class StreamLearner:
             raise EngineError(f"learner schema {learner.schema!r} differs from the source's "
                               f"{source.schema!r}")
         if refine and validation is None:
-            raise ValueError("refine needs validation rows")
+            raise EngineError("refine needs validation rows")
         if when_busy not in WHEN_BUSY:
             raise EngineError(f"when_busy must be one of {', '.join(WHEN_BUSY)}, "
                               f"got {when_busy!r}")
@@ -223,7 +223,9 @@ class StreamLearner:
     # resume -------------------------------------------------------------------------------
     def resume(self) -> bool:
         """Restore learner, statistics, counters and source position from the newest valid
-        snapshot. Returns False (and changes nothing) when there is none."""
+        snapshot. Returns False (and changes nothing) when there is none. Takes the snapshot
+        directory's writer lock, which the following :meth:`run` keeps until it ends."""
+        self.writer.acquire()
         snap = latest_valid_snapshot(self.writer.directory)
         if snap is None:
             return False
@@ -249,6 +251,7 @@ class StreamLearner:
         A :class:`~streammn.schema.SchemaError` (or any source error) from a batch stops the
         run after a snapshot of everything learned before that batch, then propagates.
         """
+        self.writer.acquire()  # one run per snapshot directory, refused at once
         previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
             for s in previous:
@@ -307,6 +310,7 @@ class StreamLearner:
             self.publisher.abandon()  # only a run ending on an unexpected error has one left
             for s, handler in previous.items():
                 signal.signal(s, handler)
+            self.writer.release()
 
     def run_multipass(self, dask_client=None):
         """Exact learning over a finite, rewindable source (``learner.fit`` makes its passes),
@@ -319,6 +323,10 @@ class StreamLearner:
         if not self.source.rewindable:
             raise EngineError(f"{self.source.describe()} cannot be read again: multi-pass "
                               f"learning needs a finite file source")
+        with self.writer.holding():
+            return self._run_multipass(dask_client)
+
+    def _run_multipass(self, dask_client):
         started = time.monotonic()
         count_pass = None
         if dask_client is not None:
@@ -337,9 +345,9 @@ class StreamLearner:
         else:
             self.source.rewind()
             for batch in self.source:
-                self.marginals.update(batch.rows)
+                self.marginals.update(batch)
                 if self.reservoir is not None:
-                    self.reservoir.update(batch.rows)
+                    self.reservoir.update(batch)
                 self.state.rows_seen += len(batch)
                 self.state.batches_seen += 1
             self.source.rewind()
@@ -355,6 +363,11 @@ class StreamLearner:
         if self.progress_stream is not None:
             self._print_progress(time.monotonic() - started, self.state.rows_seen, final=True)
         return path
+
+    @property
+    def stop_signal(self) -> int | None:
+        """The signal (SIGINT, SIGTERM) that ended the last :meth:`run`, or None."""
+        return self._stop_signal
 
     def _on_signal(self, signum, frame):
         self._stop_signal = signum
@@ -392,14 +405,15 @@ class StreamLearner:
                 if cut is not None:
                     stop, end = start + room, cut
             yield batch if stop - start == n else Batch(batch.rows[start:stop], end=end,
-                                                        start=batch.start + start)
+                                                        start=batch.start + start,
+                                                        schema=batch.schema)
             start = stop
 
     def _learn(self, batch: Batch) -> None:
-        self._score(batch.rows)
-        self.marginals.update(batch.rows)
+        self._score(batch)  # a source's batch is validated once, by the source
+        self.marginals.update(batch)
         if self.reservoir is not None:
-            self.reservoir.update(batch.rows)
+            self.reservoir.update(batch)
         self.learner.partial_fit(batch)
         self.state.rows_seen += len(batch)
         self.state.batches_seen += 1
@@ -417,14 +431,14 @@ class StreamLearner:
             return True
         return self.every_seconds is not None and now - last_time >= self.every_seconds
 
-    def _score(self, rows: np.ndarray) -> None:
+    def _score(self, batch) -> None:
         if self.state.rows_seen == 0:
             return  # nothing learned yet: no model to test with
         if self.prequential_rows is not None:
-            rows = rows[:self.prequential_rows]
-        terms = self.learner.pll_terms(rows)
+            batch = batch.head(self.prequential_rows)
+        terms = self.learner.pll_terms(batch)
         self.state.preq_log_sum += float(terms.sum())
-        self.state.preq_rows += rows.shape[0]
+        self.state.preq_rows += len(batch)
 
     @property
     def _last_snapshot_rows(self) -> int | None:

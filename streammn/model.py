@@ -118,14 +118,17 @@ class MarkovNetwork:
         return out
 
     # scoring ------------------------------------------------------------------------------
+    # Every method taking rows validates them against the schema (a SchemaError naming the row
+    # and column), except a Batch its source already validated: the kernels index tables by
+    # value and would read out of bounds on a value beyond a cardinality.
     def log_score(self, rows) -> np.ndarray:
         """Unnormalised log probability of each row."""
-        return loglinear.log_scores(self.features, rows)
+        return loglinear.log_scores(self.features, self.schema.rows_of(rows))
 
     def log_conditional(self, rows, i: int) -> np.ndarray:
         """``log P(X_i = a | x_-i)`` for each row and value: shape (n, card_i)."""
         var_ptr, var_feats = self.index
-        logits = loglinear.conditional_logits(self.features, rows, i,
+        logits = loglinear.conditional_logits(self.features, self.schema.rows_of(rows), i,
                                               features=var_feats[var_ptr[i]:var_ptr[i + 1]])
         m = logits.max(axis=1, keepdims=True)
         return logits - m - np.log(np.exp(logits - m).sum(axis=1, keepdims=True))
@@ -139,7 +142,7 @@ class MarkovNetwork:
 
         Uses the row-bitset kernel of :func:`streammn.loglinear.all_conditionals`.
         """
-        return loglinear.all_conditionals(self.features, rows)[1]
+        return loglinear.all_conditionals(self.features, self.schema.rows_of(rows))[1]
 
     def pll(self, rows) -> float:
         """Pseudo-log-likelihood per example: mean over rows of ``sum_i log P(x_i | x_-i)``."""

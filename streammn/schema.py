@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 import numpy as np
-from streammn.errors import DataError
+from streammn.errors import DataError, UnavailableError
 
-MIN_CARDINALITY = 2
+MIN_CARDINALITY = 1  # a one-state variable is a constant (Libra's msweb.mn has them)
+MIN_INFERRED_CARDINALITY = 2  # inferred from data: a column seen constant may vary later
 MAX_CARDINALITY = 255
 
 
@@ -46,6 +47,10 @@ class SchemaError(DataError):
         super().__init__(f"{', '.join(where)}: {message}" if where else message)
 
 
+class SchemaFileUnavailable(UnavailableError):
+    """A declared schema file that is missing or cannot be opened (exit code 4, like a source)."""
+
+
 @dataclass(frozen=True)
 class Variable:
     """A discrete variable with states ``0 .. cardinality-1``."""
@@ -59,6 +64,15 @@ class Variable:
             raise SchemaError(f"variable {self.name!r}: cardinality must be an integer in "
                               f"{MIN_CARDINALITY}..{MAX_CARDINALITY}, got {self.cardinality!r}")
         object.__setattr__(self, "cardinality", int(self.cardinality))
+
+
+@dataclass(frozen=True)
+class Validated:
+    """Rows already validated against ``schema``, handed from one store or learner to another
+    so that :meth:`Schema.rows_of` trusts them (as it trusts a source's ``Batch``)."""
+
+    rows: np.ndarray
+    schema: "Schema"
 
 
 class Schema:
@@ -96,8 +110,15 @@ class Schema:
     @classmethod
     def from_libra(cls, path: str | os.PathLike) -> "Schema":
         """Read a Libra ``.schema`` file: one line of comma-separated cardinalities."""
-        with open(path) as f:
-            line = f.readline().strip()
+        try:
+            with open(path, "rb") as f:
+                line = f.readline().decode("utf-8").strip()
+        except UnicodeDecodeError:
+            raise SchemaError("not a Libra schema file (not UTF-8 text)", source=str(path)) \
+                from None
+        except OSError as e:
+            raise SchemaFileUnavailable(f"{path}: cannot read the schema file ({e.strerror})") \
+                from None
         return cls.from_libra_line(line, source=str(path))
 
     @classmethod
@@ -125,7 +146,7 @@ class Schema:
             names = [f"x{i}" for i in range(n_cols)]
         probe = cls.from_cardinalities([MAX_CARDINALITY] * n_cols, names)
         clean = probe.validate(rows, source=source)
-        cards = np.maximum(clean.max(axis=0).astype(np.int64) + 1, MIN_CARDINALITY)
+        cards = np.maximum(clean.max(axis=0).astype(np.int64) + 1, MIN_INFERRED_CARDINALITY)
         return cls.from_cardinalities(cards.tolist(), names)
 
     def to_dict(self) -> dict:
@@ -187,6 +208,21 @@ class Schema:
         return f"Schema({inner})"
 
     # validation ---------------------------------------------------------------------------
+    def rows_of(self, data, row_offset: int = 0, source: str | None = None) -> np.ndarray:
+        """The row matrix of ``data``, checked once: the single door of every public entry.
+
+        ``data`` is a :class:`~connectors.base.Batch` or a raw block of rows. A batch whose
+        ``schema`` is this one was validated by its source and is trusted as is; any other
+        batch (numbered from its ``start``) and any raw block go through :meth:`validate`.
+        """
+        rows = getattr(data, "rows", None)  # duck-typed Batch: the schema knows no connectors
+        if isinstance(rows, np.ndarray):
+            if getattr(data, "schema", None) is self or getattr(data, "schema", None) == self:
+                return rows
+            return self.validate(rows, row_offset=getattr(data, "start", row_offset),
+                                 source=source)
+        return self.validate(data, row_offset=row_offset, source=source)
+
     def validate(self, values, row_offset: int = 0, source: str | None = None) -> np.ndarray:
         """Check a 2-D block of rows and return it as a C-contiguous ``uint8`` matrix.
 

@@ -25,11 +25,19 @@ A writer killed at any moment therefore leaves complete snapshots, possibly a ``
 directory (removed by the next writer) and a ``LATEST`` naming a complete snapshot (possibly one
 older than the newest). Readers check the manifest and every checksum; resume uses
 :func:`latest_valid_snapshot`, which takes the newest complete snapshot whether or not
-``LATEST`` had been updated. One writer per root directory at a time.
+``LATEST`` had been updated.
+
+One writer per root directory at a time: a writer holds an exclusive ``fcntl`` lock on
+``.lock`` in the root while it writes, and a learning run holds it from start to end
+(:meth:`SnapshotWriter.acquire`), so a second run into the same directory fails at once with
+:class:`SnapshotDirectoryBusy` instead of interleaving its snapshots with the first's. The
+kernel drops the lock when its process dies, so a SIGKILLed run never leaves a stale lock.
+Readers never take it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -43,18 +51,23 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Mapping, Sequence, Union
 
-import numpy as np
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks; one writer per directory is then on the user
+    fcntl = None
+
 
 from streammn import __version__
 from streammn.features import FeatureSet, distinct_sorted
 from streammn.formats import read_json, write_json, write_libra_mn, write_uai
 from streammn.schema import Schema
-from streammn.errors import DataError
+from streammn.errors import DataError, SettingsError, UnavailableError
 
 FORMAT = "streammn-snapshot"
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 LATEST = "LATEST"
+LOCK = ".lock"
 TMP_PREFIX = ".tmp-"
 _NAME = re.compile(r"snap-([0-9]{6,})")
 _RESERVED = ("format", "format_version", "streammn_version", "created", "sequence", "files")
@@ -68,6 +81,15 @@ class SnapshotError(DataError):
     def __init__(self, message: str, path: str | os.PathLike | None = None):
         self.path = None if path is None else str(path)
         super().__init__(f"{self.path}: {message}" if self.path else message)
+
+
+class SnapshotWriteFailed(UnavailableError):
+    """A snapshot could not be written (disk full, permissions); older snapshots are intact
+    (exit code 4)."""
+
+
+class SnapshotDirectoryBusy(UnavailableError):
+    """Another process is writing snapshots into the directory (exit code 4)."""
 
 
 @dataclass(frozen=True)
@@ -155,10 +177,50 @@ class SnapshotWriter:
 
     def __init__(self, directory: str | os.PathLike, keep: int = 5):
         if not isinstance(keep, int) or keep < 1:
-            raise ValueError(f"keep must be an integer >= 1, got {keep!r}")
+            raise SettingsError(f"keep must be an integer >= 1, got {keep!r}")
         self.directory = Path(directory)
         self.keep = keep
         self._last = 0
+        self._lock = None  # the open lock file while this writer holds the directory
+
+    def acquire(self) -> None:
+        """Hold the directory's writer lock until :meth:`release` (or this process ends);
+        :class:`SnapshotDirectoryBusy` at once if another writer holds it."""
+        if self._lock is not None or fcntl is None:  # held already; or no fcntl (Windows)
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        lock = open(self.directory / LOCK, "a+")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            lock.seek(0)
+            holder = lock.read().strip() or "unknown"
+            lock.close()
+            raise SnapshotDirectoryBusy(f"{self.directory}: another process (pid {holder}) is "
+                                        f"writing snapshots here; one writer per snapshot "
+                                        f"directory") from None
+        lock.seek(0)
+        lock.truncate()
+        lock.write(f"{os.getpid()}\n")
+        lock.flush()
+        self._lock = lock
+
+    def release(self) -> None:
+        """Let another writer have the directory."""
+        if self._lock is not None:
+            self._lock.close()  # closing the file drops the flock
+            self._lock = None
+
+    @contextlib.contextmanager
+    def holding(self):
+        """Hold the lock for a block (kept if it was already held)."""
+        held = self._lock is not None
+        self.acquire()
+        try:
+            yield
+        finally:
+            if not held:
+                self.release()
 
     def __repr__(self) -> str:
         return f"SnapshotWriter(directory={str(self.directory)!r}, keep={self.keep})"
@@ -175,14 +237,25 @@ class SnapshotWriter:
         manifest = dict(manifest or {})
         clash = [k for k in _RESERVED if k in manifest]
         if clash:
-            raise ValueError(f"manifest keys {clash} are set by the snapshot writer")
+            raise SettingsError(f"manifest keys {clash} are set by the snapshot writer")
         try:
             json.dumps(manifest, allow_nan=False)
         except (TypeError, ValueError) as e:
-            raise ValueError(f"the manifest must be JSON-serialisable without NaN/inf: {e}") \
+            raise SettingsError(f"the manifest must be JSON-serialisable without NaN/inf: {e}") \
                 from None
         for name in files:
             _check_name(name)
+        with self.holding():
+            try:
+                return self._write(files, manifest)
+            except OSError as e:  # disk full, permissions: nothing of the new snapshot is visible
+                done = list_snapshots(self.directory)
+                intact = (f"the previous snapshot {done[-1].name} is intact and --resume "
+                          f"continues from it") if done else "no snapshot was completed here"
+                raise SnapshotWriteFailed(f"{self.directory}: cannot write a snapshot "
+                                          f"({e.strerror or e}); {intact}") from e
+
+    def _write(self, files: Mapping[str, FileContent], manifest: dict) -> Path:
         self._prepare_root()
 
         sequence = max([self._last] + [_sequence(p) for p in list_snapshots(self.directory)]) + 1
@@ -381,7 +454,7 @@ def model_files(schema: Schema, features: FeatureSet,
     writers = {"json": write_json, "mn": write_libra_mn, "uai": write_uai}
     unknown = [f for f in formats if f not in writers]
     if unknown:
-        raise ValueError(f"unknown model formats {unknown}; choose from {list(writers)}")
+        raise SettingsError(f"unknown model formats {unknown}; choose from {list(writers)}")
     return {MODEL_FILES[f]: functools.partial(_write_model_file, writers[f], schema, features)
             for f in formats}
 

@@ -25,11 +25,11 @@ class WeightLearningError(SettingsError):
     """Bad weight-learning arguments (no rows, wrong number of initial weights, stddev <= 0)."""
 
 
-def _as_rows(data) -> np.ndarray:
-    """Rows from an array, a ``connectors.Batch`` or a row reservoir (anything with ``.rows``)."""
-    rows = getattr(data, "rows", data)
-    rows = np.ascontiguousarray(rows, dtype=np.uint8)
-    if rows.ndim != 2 or rows.shape[0] == 0:
+def _as_rows(data, schema) -> np.ndarray:
+    """Rows from an array, a ``connectors.Batch`` or a row reservoir (anything with ``.rows``),
+    validated against ``schema``."""
+    rows = schema.rows_of(data)
+    if rows.shape[0] == 0:
         raise WeightLearningError(f"weight learning needs a non-empty 2-D block of rows, "
                                   f"got shape {rows.shape}")
     return rows
@@ -55,7 +55,7 @@ def _vector(x, size: int, name: str, default: float) -> np.ndarray:
 def pll_objective(features: FeatureSet, rows, stddev: float = 1.0,
                   prior_mean=None) -> tuple[float, np.ndarray]:
     """Objective and gradient at ``features.weights`` (see module docstring)."""
-    rows = _as_rows(rows)
+    rows = _as_rows(rows, features.schema)
     if not stddev > 0:
         raise WeightLearningError(f"stddev must be positive, got {stddev}")
     mu = _vector(prior_mean, features.n_features, "prior_mean", 0.0)
@@ -84,7 +84,7 @@ def fit_weights(model, rows, stddev: float = 1.0, max_iter: int = 100, tol: floa
         Relative objective change at which L-BFGS-B stops.
     """
     model = _as_model(model)
-    rows = _as_rows(rows)
+    rows = _as_rows(rows, model.schema)
     fs = model.features
     w0 = _vector(init, fs.n_features, "init", 0.0) if init is not None else fs.weights.copy()
     if max_iter < 1 or fs.n_features == 0:
@@ -135,7 +135,7 @@ class StochasticPLL:
         self._g2 = np.zeros(self.model.n_features)
 
     def partial_fit(self, rows) -> "StochasticPLL":
-        rows = _as_rows(rows)
+        rows = _as_rows(rows, self.model.schema)
         self.n_seen += rows.shape[0]
         fs = self.model.features
         value, grad = loglinear.pll_and_gradient(fs, rows)

@@ -212,8 +212,8 @@ def test_demo_recovers_the_planted_structure(tmp_path):
 
 
 def test_learner_settings_errors_exit_2(tmp_path):
-    """A learner option out of range is a usage error (exit 2) via the error root's exit code."""
+    """A learner option out of range is a usage error (exit 2), refused while parsing."""
     proc = run_cli("learn", DATA / "nltcs" / "nltcs.train.data", "--out", tmp_path / "s",
                    "--kappa", "2", "--quiet", check=False)
     assert proc.returncode == 2, proc.stderr
-    assert "kappa must be" in proc.stderr
+    assert "--kappa: '2' is not 'auto' or a number in (0, 1]" in proc.stderr

@@ -2,6 +2,7 @@
 
 import itertools
 import math
+import re
 
 import numpy as np
 import pytest
@@ -76,12 +77,18 @@ def test_written_tables_have_the_same_partition_function(tmp_path_factory, model
     finite = np.isfinite(scores)
     np.testing.assert_array_equal(np.isfinite(logp), finite)
     np.testing.assert_allclose(logp[finite], scores[finite], atol=1e-9)
-    scopes = {fs.scope(f) for f in range(fs.n_features) if fs.scope(f)}
-    n_constant_factors = int((fs.lengths() == 0).any())
+    # every variable can be placed by readers that build the graph from scopes (pgmpy)
+    tokens = path.read_text().split()
+    written, at = [], 3 + schema.n_vars
+    for _ in range(n_factors):
+        k = int(tokens[at])
+        written.append(tuple(map(int, tokens[at + 1:at + 1 + k])))
+        at += 1 + k
+    if schema.n_vars >= 2:
+        assert {v for s in written if len(s) >= 2 for v in s} == set(range(schema.n_vars))
+    scopes = {fs.scope(f) for f in range(fs.n_features) if len(fs.scope(f)) >= 2}
     if merge:
-        assert n_factors == len(scopes) + n_constant_factors
-    else:
-        assert n_factors == int((fs.lengths() > 0).sum()) + n_constant_factors
+        assert scopes <= set(written)
 
 
 @settings(max_examples=40, deadline=None)
@@ -113,8 +120,9 @@ def test_known_layout_and_hard_zero(tmp_path):
                                            (-math.inf, [(1, 2, True)]), (math.log(3), [])])
     write_uai(tmp_path / "m.uai", schema, fs)
     assert (tmp_path / "m.uai").read_text().split("\n") == [
-        "MARKOV", "2", "2 3", "3", "2 0 1", "1 1", "1 0",
-        "6", " 1 1 1 1 2 2", "3", " 1 1 0", "2", " 3.0000000000000004 3.0000000000000004", ""]
+        "MARKOV", "2", "2 3", "2", "2 0 1", "1 1",  # the constant 3 multiplies the first table
+        "6", " 3.0000000000000004 3.0000000000000004 3.0000000000000004 3.0000000000000004 6 6",
+        "3", " 1 1 0", ""]
 
 
 @pytest.mark.parametrize("conds", [[(0, 1, True)], []])
@@ -134,7 +142,7 @@ def test_table_size_limit(tmp_path):
 
 @pytest.mark.parametrize("text, line, message", [
     ("BAYES\n1\n2\n0\n", 1, "expected a MARKOV network"),
-    ("MARKOV\n2\n2 1\n0\n", 3, "cardinality"),
+    ("MARKOV\n2\n2 0\n0\n", 3, "cardinality"),  # one state (a constant) is allowed
     ("MARKOV\n1\n2\n1\n1 1\n2\n 1 1\n", 5, "an integer 0..0"),
     ("MARKOV\n2\n2 2\n1\n2 1 1\n4\n 1 1 1 1\n", 5, "lists a variable twice"),
     ("MARKOV\n1\n2\n1\n1 0\n3\n 1 1 1\n", 6, "needs 2 entries"),
@@ -149,3 +157,51 @@ def test_malformed_files(tmp_path, text, line, message):
     with pytest.raises(ModelFormatError, match=message) as err:
         read_uai(path)
     assert err.value.line == line
+
+
+# written for every reader (issue 17 item 3) ---------------------------------------------------
+UAI_NUMBER = re.compile(r"[0-9]+(\.[0-9]*)?")  # the UAI grammar's potentials (pgmpy's too)
+
+
+def _tiny_and_huge_model():
+    """Potentials far outside [1e-4, 1e16): '%.17g' wrote them with exponents."""
+    schema = Schema.from_cardinalities([2, 2, 3, 2])
+    fs = FeatureSet.from_features(schema, [(-12.0, [(0, 1, True), (1, 0, True)]),
+                                           (38.5, [(1, 1, True), (2, 2, False)]),
+                                           (-700.0, [(2, 0, True), (0, 0, True)]),
+                                           (0.3, [(3, 1, True)]),  # X_3: a one-variable table
+                                           (2.0, [])])
+    return schema, fs
+
+
+def test_potentials_are_plain_decimals_that_read_back_exactly(tmp_path):
+    schema, fs = _tiny_and_huge_model()
+    write_uai(tmp_path / "m.uai", schema, fs)
+    lines = (tmp_path / "m.uai").read_text().split("\n")
+    n_factors = int(lines[3])
+    values = [tok for line in lines[4 + n_factors:] if line.startswith(" ")
+              for tok in line.split()]
+    assert values and all(UAI_NUMBER.fullmatch(v) for v in values), \
+        [v for v in values if not UAI_NUMBER.fullmatch(v)]
+    _, fs2 = read_uai(tmp_path / "m.uai", schema=schema)
+    np.testing.assert_allclose(brute_scores(fs2, schema) - brute_scores(fs, schema), 0,
+                               atol=1e-9)
+
+
+def test_pgmpy_reads_the_model_and_places_every_variable(tmp_path):
+    pgmpy_uai = pytest.importorskip("pgmpy.readwrite.UAI")
+    schema, fs = _tiny_and_huge_model()
+    write_uai(tmp_path / "m.uai", schema, fs)
+    model = pgmpy_uai.UAIReader(str(tmp_path / "m.uai")).get_model()
+    assert set(model.nodes()) == {f"var_{i}" for i in range(schema.n_vars)}
+    # the product of pgmpy's factors is our distribution
+    product = model.factors[0]
+    for factor in model.factors[1:]:
+        product = product * factor
+    product.normalize()
+    order = [f"var_{i}" for i in range(schema.n_vars)]
+    p = product.get_value  # lookup by state names
+    scores = brute_scores(fs, schema)
+    ours = np.exp(scores - np.logaddexp.reduce(scores))
+    for k, state in enumerate(itertools.product(*[range(c) for c in schema.cardinalities])):
+        assert p(**dict(zip(order, state))) == pytest.approx(ours[k], rel=1e-9, abs=1e-300)

@@ -5,6 +5,7 @@ import pytest
 
 from helpers_mn import all_rows, random_featureset
 from streammn import Schema
+from streammn.schema import SchemaError
 from streammn.dn import DependencyNetwork
 from streammn.inference import (InferenceError, cmll, cmll_terms, gibbs_marginals, pll,
                                 pll_terms, sample, variable_groups)
@@ -95,9 +96,9 @@ def test_dependency_network_gibbs_and_pll(mn):
 
 
 def test_bad_arguments(mn):
-    with pytest.raises(InferenceError):
+    with pytest.raises(SchemaError, match="columns"):  # evidence is validated like rows
         gibbs_marginals(mn, np.zeros((1, 3)))
-    with pytest.raises(InferenceError):
+    with pytest.raises(SchemaError, match="out of range"):
         gibbs_marginals(mn, np.full((1, 6), 5))
     with pytest.raises(InferenceError):
         gibbs_marginals(mn, np.full((1, 6), -1), samples=0)

@@ -23,6 +23,7 @@ from connectors.base import SourceError, SourceUnavailable  # noqa: E402
 from connectors.resolve import open_source  # noqa: E402
 from connectors.kafka import KafkaSource, open_kafka  # noqa: E402
 from connectors.kafka_mock import MockKafkaCluster  # noqa: E402
+from streammn.errors import SettingsError  # noqa: E402
 from streammn.schema import SchemaError  # noqa: E402
 from logrows import (N_PARTS, SCHEMA, encode, make_rows, read,  # noqa: E402
                      split_by_partition)
@@ -301,7 +302,7 @@ def test_open_kafka_uri(cluster, tmp_path):
                      schema=SCHEMA, batch_size=11, config=GROUP_CONFIG) as src:
         assert isinstance(src, KafkaSource) and src.batch_size == 11
         assert read(src)[0].shape[0] == 3 * 30
-    with pytest.raises(SourceError, match="needs a schema"):
+    with pytest.raises(SettingsError, match="needs a schema"):  # a usage error: exit 2
         open_source(f"kafka://{cluster.bootstrap}/{topic}")
     with pytest.raises(ValueError, match="needs a schema"):
         open_kafka(f"kafka://{cluster.bootstrap}/{topic}")

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 
 from connectors.messages import DeadLetterFile, MessageDecoder
+from streammn.errors import SettingsError
 from streammn.schema import Schema, SchemaError
 
 
@@ -141,5 +142,5 @@ def test_arrow_messages_by_column_name_with_mixed_types():
 def test_decoder_rejects_unknown_format_and_missing_schema():
     with pytest.raises(ValueError, match="format"):
         MessageDecoder("xml", Schema.binary(2))
-    with pytest.raises(TypeError, match="Schema"):
+    with pytest.raises(SettingsError, match="Schema"):  # exit code 2
         MessageDecoder("csv", None)

@@ -19,7 +19,7 @@ def test_construction_and_round_trips(tmp_path):
     assert Schema.binary(4) == Schema.from_cardinalities([2, 2, 2, 2])
 
 
-@pytest.mark.parametrize("bad", [[1], [256], [2.5]])
+@pytest.mark.parametrize("bad", [[0], [256], [2.5]])
 def test_bad_cardinality(bad):
     with pytest.raises(SchemaError, match="cardinality"):
         Schema.from_cardinalities(bad)
@@ -76,3 +76,13 @@ def test_schema_from_arrow():
         schema_from_arrow(plain)
     with pytest.raises(SchemaError, match="no discrete states"):
         schema_from_arrow(pa.schema([("s", pa.string())]))
+
+
+def test_one_state_variables_are_accepted_but_never_inferred():
+    schema = Schema.from_cardinalities([2, 1, 3])  # Libra's msweb.mn has such variables
+    assert schema.cardinalities.tolist() == [2, 1, 3]
+    assert Schema.from_libra_line("2,1,3").cardinalities.tolist() == [2, 1, 3]
+    with pytest.raises(SchemaError, match="out of range 0..0"):
+        schema.validate(np.array([[0, 1, 0]]))
+    # a column seen constant in a first chunk may vary later: inferred as binary
+    assert Schema.infer(np.zeros((5, 2), np.uint8)).cardinalities.tolist() == [2, 2]

@@ -17,8 +17,8 @@ import pytest
 from streammn import Schema
 from streammn.features import FeatureSet
 from streammn.formats import read_libra_mn, read_uai
-from streammn.snapshot import (LATEST, SnapshotError, SnapshotWriter, latest_snapshot,
-                               latest_valid_snapshot, list_snapshots, load_snapshot,
+from streammn.snapshot import (LATEST, LOCK, SnapshotError, SnapshotWriteFailed, SnapshotWriter,
+                               latest_snapshot, latest_valid_snapshot, list_snapshots, load_snapshot,
                                model_files, model_summary, read_snapshot, resolve_snapshot)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,7 +47,7 @@ def test_snapshots_are_numbered_and_latest_is_newest(tmp_path):
     assert snap.manifest["rows_seen"] == 2
     assert (paths[-1] / "data.bin").read_bytes() == b"payload 2"
     assert (tmp_path / "out" / LATEST).read_text() == "snap-000003\n"
-    assert sorted(os.listdir(tmp_path / "out")) == [LATEST] + [p.name for p in paths]
+    assert sorted(os.listdir(tmp_path / "out")) == [LOCK, LATEST] + [p.name for p in paths]
 
 
 def test_manifest_contents(tmp_path):
@@ -98,9 +98,9 @@ def test_failed_write_leaves_nothing_behind(tmp_path):
         path.write_bytes(b"partial")
         raise OSError("disk full")
 
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(SnapshotWriteFailed, match="disk full.*snap-000001 is intact"):
         writer.write({"ok": b"1", "bad": boom}, {})
-    assert sorted(os.listdir(tmp_path)) == [LATEST, first.name]
+    assert sorted(os.listdir(tmp_path)) == [LOCK, LATEST, first.name]
     assert latest_snapshot(tmp_path).path == first
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Sequence
 
 from streammn.features import FeatureSet
-from streammn.formats.errors import ModelFormatError
+from streammn.formats.errors import ModelFormatError, ModelWriteError
 from streammn.formats.libra import read_libra_dn, read_libra_mn, write_libra_dn, write_libra_mn
 from streammn.formats.native import read_json, write_json
 from streammn.formats.uai import read_uai, write_uai
@@ -49,21 +49,35 @@ def write_model(path: str | os.PathLike, schema: Schema,
     ``features`` is a FeatureSet, or for ``.dn`` a list of per-variable CPD feature sets.
     ``options`` go to the format's writer (e.g. ``merge=False`` for .uai). The file is written
     under a temporary name in the same directory and renamed into place, so an existing file
-    is never left half-overwritten.
+    is never left half-overwritten; it gets the mode any new file gets (``0666`` less the
+    umask, as snapshot files), not the ``0600`` of a temporary file.
     """
     writer = _WRITERS[_suffix(path, _WRITERS, "write")]
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=Path(path).suffix, dir=directory)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=Path(path).suffix, dir=directory)
+    except OSError as e:
+        raise ModelWriteError(f"{path}: cannot write here ({e.strerror}: {directory})") from None
     os.close(fd)
     try:
+        os.chmod(tmp, 0o666 & ~_umask())
         writer(tmp, schema, features, **options)
         os.replace(tmp, path)
     except ModelFormatError as e:
         os.unlink(tmp)
         raise ModelFormatError(e.reason, path=path, line=e.line) from None
+    except OSError as e:  # disk full, a directory at ``path``
+        os.unlink(tmp)
+        raise ModelWriteError(f"{path}: cannot write ({e.strerror or e})") from None
     except BaseException:
         os.unlink(tmp)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0o22)  # reading the umask means setting it: put it straight back
+    os.umask(mask)
+    return mask
 
 
 def read_model(path: str | os.PathLike, schema: Schema | None = None):
@@ -86,6 +100,6 @@ def read_model(path: str | os.PathLike, schema: Schema | None = None):
     return stored, features
 
 
-__all__ = ["ModelFormatError", "read_model", "write_model", "read_json", "write_json",
+__all__ = ["ModelFormatError", "ModelWriteError", "read_model", "write_model", "read_json", "write_json",
            "read_libra_mn", "write_libra_mn", "read_libra_dn", "write_libra_dn",
            "read_uai", "write_uai"]

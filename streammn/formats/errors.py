@@ -12,7 +12,7 @@ import math
 import os
 
 import numpy as np
-from streammn.errors import DataError
+from streammn.errors import DataError, UnavailableError
 
 
 class ModelFormatError(DataError):
@@ -33,6 +33,10 @@ class ModelFormatError(DataError):
         if line is not None:
             where.append(f"line {line}")
         super().__init__(f"{', '.join(where)}: {message}" if where else message)
+
+
+class ModelWriteError(UnavailableError):
+    """A model file cannot be written where asked (missing directory, permissions; exit 4)."""
 
 
 def check_weight(w: float, *, path=None, line=None) -> float:

@@ -6,9 +6,20 @@ weight ``w`` over scope ``S`` (its distinct variables, in increasing order) into
 ``merge=True`` (the default) the features sharing a scope become one table, the product of their
 potentials. Entries are listed with the last variable of the scope changing fastest. A weight of
 ``-inf`` (hard zero) gives the potential 0. Features without conditions (constants) only scale
-the model: their summed weight becomes one extra factor over variable 0 whose entries all equal
-``exp(sum)``, so the written model's partition function equals ours, and no reader has to
-accept an empty scope.
+the model: their summed weight multiplies the first table (or, without any, becomes one factor
+over variable 0 whose entries all equal ``exp(sum)``), so the written model's partition
+function equals ours, and no reader has to accept an empty scope.
+
+Written for every reader, not only ours:
+
+- potentials are plain decimals, never exponent notation (``0.0000061442``, not
+  ``6.1442e-06``): pgmpy's UAI grammar (digits, an optional point and digits) rejects an
+  exponent mid-file and silently misreads one as the last token;
+- every variable is in some table over two or more variables. Readers that build the graph from
+  the tables' scopes (pgmpy) cannot place a variable that has only a one-variable table (a
+  constant column, a variable independent of the rest) or none; such a variable's table is
+  written over it and a neighbour (the next variable, or the previous for the last), constant
+  along the neighbour, which leaves the distribution unchanged.
 
 Reading gives one feature per table entry whose potential is not 1: the entry's full
 assignment of the scope, weight ``log(potential)`` (``-inf`` for 0). The log score of every
@@ -238,30 +249,33 @@ def write_uai(path: str | os.PathLike, schema: Schema, features: FeatureSet, mer
     cards = schema.cardinalities.astype(np.int64)
     factors, tab_ptr, log_tables, constant = _checked_log_tables(schema, features, merge,
                                                                  max_entries, path, factors)
-    has_constant = bool((features.lengths() == 0).any())
-    head = ["MARKOV", str(schema.n_vars), " ".join(str(c) for c in cards),
-            str(factors.n_factors + has_constant)]
-    names = [f" {v}" for v in range(schema.n_vars)]
-    scopes = _interleave([f"\n{k}" for k in np.diff(factors.scope_ptr).tolist()],
-                         factors.scope_ptr, [names[v] for v in factors.scope_var.tolist()])
-    if has_constant:
-        scopes += "\n1 0"
-    tail = "\n"
-    if has_constant:
-        tail = (f"\n{cards[0]}\n " + " ".join(["%.17g" % math.exp(constant)] * int(cards[0]))
-                + "\n")
+    ptr = factors.scope_ptr
+    scopes = [tuple(factors.scope_var[a:b].tolist()) for a, b in zip(ptr[:-1], ptr[1:])]
+    tables = np.split(log_tables, tab_ptr[1:-1]) if scopes else []
+    scopes, tables = _placed(scopes, tables, cards)
+    if not scopes and (features.lengths() == 0).any():  # constants only: a table over X_0
+        scopes, tables = [(0,)], [np.zeros(int(cards[0]))]
+    if scopes:
+        tables[0] = tables[0] + constant
+    log_potentials = np.concatenate(tables) if tables else np.zeros(0)
+    if log_potentials.max(initial=-np.inf) > _MAX_LOG:
+        raise ModelFormatError("a potential exp(sum of weights) overflows float64: weights "
+                               "this large cannot be written as UAI potentials", path=path)
+    head = ["MARKOV", str(schema.n_vars), " ".join(str(c) for c in cards), str(len(scopes))]
+    scope_lines = "".join(f"\n{len(sc)} " + " ".join(map(str, sc)) for sc in scopes)
+    table_ptr = np.concatenate([[0], np.cumsum([t.size for t in tables])]).astype(np.int64)
     with open(path, "wb") as f:
-        f.write(("\n".join(head) + scopes).encode("ascii"))
-        f.write(_table_text(np.exp(log_tables), tab_ptr).tobytes())
-        f.write(tail.encode("ascii"))
+        f.write(("\n".join(head) + scope_lines).encode("ascii"))
+        f.write(_table_text(np.exp(log_potentials), table_ptr).tobytes())
+        f.write(b"\n")
 
 
 def _table_text(potentials: np.ndarray, tab_ptr: np.ndarray) -> np.ndarray:
-    """Every table as ``"\\n<size>\\n p p p..."`` (ASCII bytes), potentials as ``%.17g``. Most
-    entries of a model's tables are exactly 1 (no feature holds there): only the others are
-    formatted, in Python, and a kernel lays out the text."""
+    """Every table as ``"\\n<size>\\n p p p..."`` (ASCII bytes), potentials in plain decimals
+    (:func:`_decimal`). Most entries of a model's tables are exactly 1 (no feature holds
+    there): only the others are formatted, in Python, and a kernel lays out the text."""
     other = potentials[potentials != 1.0]
-    numbers = ["%.17g" % p for p in other.tolist()]
+    numbers = [_decimal(p) for p in other.tolist()]
     number_ptr = np.concatenate([[0], np.cumsum([len(t) for t in numbers])]).astype(np.int64)
     text = np.frombuffer("".join(numbers).encode("ascii"), dtype=np.uint8)
     return _lay_out_tables(tab_ptr, potentials == 1.0, text, number_ptr)
@@ -316,14 +330,43 @@ def _lay_out_tables(tab_ptr, is_one, text, number_ptr):
     return out
 
 
-def _interleave(heads: list[str], ptr: np.ndarray, items: list[str]) -> str:
-    """``heads[g]`` followed by ``items[ptr[g]:ptr[g + 1]]``, for every ``g``, as one string."""
-    pieces: list[str] = []
-    bounds = ptr.tolist()
-    for g, head in enumerate(heads):
-        pieces.append(head)
-        pieces.extend(items[bounds[g]:bounds[g + 1]])
-    return "".join(pieces)
+def _decimal(p: float) -> str:
+    """A potential in plain decimal notation that reads back to the same float."""
+    text = "%.17g" % p
+    return text if "e" not in text else np.format_float_positional(p, unique=True, trim="-")
+
+
+def _placed(scopes: list[tuple[int, ...]], tables: list[np.ndarray], cards: np.ndarray):
+    """The tables with every variable in some scope of two or more (see the module notes):
+    a variable with only one-variable log tables, or none, gets their sum as a table over it and
+    a neighbour, constant along the neighbour."""
+    n_vars = cards.shape[0]
+    if n_vars < 2:
+        return scopes, tables
+    placed = np.zeros(n_vars, dtype=bool)
+    unary = [np.zeros(int(c)) for c in cards]
+    keep_scopes, keep_tables = [], []
+    for scope, table in zip(scopes, tables):
+        if len(scope) == 1:
+            unary[scope[0]] = unary[scope[0]] + table
+            continue
+        placed[list(scope)] = True
+        keep_scopes.append(scope)
+        keep_tables.append(table)
+    for i in range(n_vars):
+        if placed[i]:
+            continue
+        j = i + 1 if i + 1 < n_vars else i - 1
+        c_j = int(cards[j])  # last variable of the scope changes fastest
+        keep_scopes.append((i, j) if i < j else (j, i))
+        keep_tables.append(np.repeat(unary[i], c_j) if i < j else np.tile(unary[i], c_j))
+        unary[i] = None
+        placed[[i, j]] = True
+    for i in range(n_vars):  # placed variables keep their one-variable tables
+        if unary[i] is not None and placed[i] and (unary[i] != 0).any():
+            keep_scopes.append((i,))
+            keep_tables.append(unary[i])
+    return keep_scopes, keep_tables
 
 
 class _Tokens:

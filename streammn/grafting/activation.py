@@ -26,6 +26,8 @@ import math
 import numba as nb
 import numpy as np
 
+from streammn.errors import SettingsError
+
 
 @nb.njit(cache=True)
 def _scores(pairs, cards, uoff, node_marg, counts, offsets, n_rows):
@@ -162,7 +164,7 @@ class EdgeReservoir:
 
     def __init__(self, capacity: int):
         if capacity < 1:
-            raise ValueError(f"reservoir capacity must be >= 1, got {capacity}")
+            raise SettingsError(f"reservoir capacity must be >= 1, got {capacity}")
         self.capacity = int(capacity)
         self.scores: dict[tuple[int, int], float] = {}
 
@@ -283,9 +285,9 @@ class BestChoice:
     def __init__(self, n_vars: int, rng: np.random.Generator, capacity: int, t_max: int,
                  alpha: float, rho0: float = 0.0, hubs: bool = True, c_hat: float = 0.05):
         if not 0.0 <= alpha <= 1.0:
-            raise ValueError(f"alpha must be in [0, 1], got {alpha}")
+            raise SettingsError(f"alpha must be in [0, 1], got {alpha}")
         if t_max < 1:
-            raise ValueError(f"t_max must be >= 1, got {t_max}")
+            raise SettingsError(f"t_max must be >= 1, got {t_max}")
         self.alpha, self.t_max, self.hubs, self.c_hat = alpha, int(t_max), hubs, c_hat
         self.queue = EdgeQueue(n_vars, rng, rho0)
         self.reservoir = EdgeReservoir(capacity)

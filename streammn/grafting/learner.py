@@ -23,12 +23,11 @@ import time
 
 import numpy as np
 
-from connectors.base import Batch
 from streammn.grafting.activation import BestChoice, Exhaustive, activation_scores
 from streammn.grafting.bp import belief_propagation
 from streammn.grafting.mrf import PairwiseLayout, to_markov_network
 from streammn.grafting.objective import OBJECTIVES, GraftingObjective, minimise, pseudo_loglik
-from streammn.schema import Schema
+from streammn.schema import Schema, Validated
 from streammn.stats import OnDemandPairCounts
 from streammn.errors import DataError, SettingsError
 from streammn.learner import Estimator
@@ -265,7 +264,7 @@ class EdgeGrafting(Estimator):
         start = 0
         while start < rows.shape[0]:
             take = min(rows.shape[0] - start, self.update_every - self.rows_since_update)
-            self.stats.update(rows[start:start + take])
+            self.stats.update(Validated(rows[start:start + take], self.schema))
             self.rows_since_update += take
             start += take
             if self.rows_since_update >= self.update_every:
@@ -281,9 +280,7 @@ class EdgeGrafting(Estimator):
             self.graft(self.steps_per_update)
 
     def _validate(self, batch) -> np.ndarray:
-        if isinstance(batch, Batch):
-            return batch.rows  # validated by its source
-        return self.schema.validate(batch, row_offset=self.stats.n_rows)
+        return self.schema.rows_of(batch, row_offset=self.stats.n_rows)
 
     def fit(self, source, callback=None) -> "EdgeGrafting":
         """Learn from scratch on a finite source (batches or a row matrix): count, then graft
@@ -293,7 +290,7 @@ class EdgeGrafting(Estimator):
             self.stats.update(self.schema.validate(source))
         else:
             for batch in source:
-                self.stats.update(batch.rows)
+                self.stats.update(batch)
         self.optimise()
         self.graft(callback=callback)
         return self
@@ -307,7 +304,7 @@ class EdgeGrafting(Estimator):
 
     def pll_terms(self, rows) -> np.ndarray:
         """``log P(x_i | x_-i)`` of the current model for every row and variable."""
-        return pseudo_loglik(self.layout, self.theta, self.schema.validate(rows))
+        return pseudo_loglik(self.layout, self.theta, self.schema.rows_of(rows))
 
     # serialisation ------------------------------------------------------------------------
     def to_bytes(self) -> bytes:

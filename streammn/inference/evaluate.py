@@ -12,7 +12,7 @@ from streammn.inference.gibbs import InferenceError, conditional_structure, gibb
 def pll_terms(model, rows) -> np.ndarray:
     """``log P(x_i | x_-i)`` per row and variable under the model's conditionals (bitset kernel)."""
     fs, _, _, owner = conditional_structure(model)
-    return loglinear.all_conditionals(fs, rows, owner=owner)[1]
+    return loglinear.all_conditionals(fs, model.schema.rows_of(rows), owner=owner)[1]
 
 
 def pll(model, rows) -> float:
@@ -37,7 +37,7 @@ def cmll_terms(model, rows, groups: int = 4, burn_in: int = 100, samples: int = 
     marginals come from the Rao-Blackwellised Gibbs sampler (:func:`gibbs_marginals`, whose
     ``method`` is passed on).
     """
-    rows = np.ascontiguousarray(rows, dtype=np.uint8)
+    rows = model.schema.rows_of(rows)
     m, n = rows.shape
     blocks = variable_groups(n, groups)
     evidence = np.repeat(rows[None].astype(np.int16), len(blocks), axis=0)  # (groups, m, n)

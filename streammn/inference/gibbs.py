@@ -312,6 +312,17 @@ def _check_counts(**kw):
                                  f" integer, got {v!r}")
 
 
+def _evidence(evidence, schema) -> np.ndarray:
+    """Evidence rows as ``int16`` with -1 for unobserved; every observed value is validated
+    against ``schema`` like any row (a SchemaError naming the row and column)."""
+    ev = np.asarray(evidence)
+    unobserved = ev == -1
+    rows = schema.validate(np.where(unobserved, 0, ev), source="evidence")
+    out = rows.astype(np.int16)
+    out[unobserved] = -1
+    return out
+
+
 def gibbs_marginals(model, evidence, burn_in: int = 100, samples: int = 1000, chains: int = 1,
                     seed: int = 0, method: str = "auto") -> np.ndarray:
     """Rao-Blackwellised single-variable marginals given evidence, for each evidence row.
@@ -332,12 +343,7 @@ def gibbs_marginals(model, evidence, burn_in: int = 100, samples: int = 1000, ch
         raise InferenceError(f"method must be 'auto', 'table' or 'bitset', got {method!r}")
     fs, var_ptr, var_feats, owner = conditional_structure(model)
     cards = np.ascontiguousarray(fs.schema.cardinalities, dtype=np.int64)
-    ev = np.asarray(evidence)
-    if ev.ndim != 2 or ev.shape[1] != cards.shape[0]:
-        raise InferenceError(f"evidence must have shape (m, {cards.shape[0]}), got {ev.shape}")
-    ev = np.ascontiguousarray(ev, dtype=np.int16)
-    if ((ev >= cards) | (ev < -1)).any():
-        raise InferenceError("evidence values must be -1 (unobserved) or a valid state")
+    ev = _evidence(evidence, fs.schema)
     m = ev.shape[0]
     ev = np.ascontiguousarray(np.repeat(ev, chains, axis=0))  # chain k of row r at r*chains+k
     seeds = chain_seeds(seed, ev.shape[0])
@@ -352,8 +358,8 @@ def gibbs_marginals(model, evidence, burn_in: int = 100, samples: int = 1000, ch
                                                                  tuple(cards)), axis=1),
                                       dtype=np.uint8)
         table = loglinear.all_conditionals(fs, states, owner=owner)[0]
-        strides = np.ravel_multi_index(np.eye(len(cards), dtype=np.int64).T, tuple(cards))
-        acc = _marginals_table(ev, cards, offs, np.asarray(strides, dtype=np.int64), table,
+        strides = np.append(np.cumprod(cards[::-1])[::-1][1:], 1)  # last variable fastest
+        acc = _marginals_table(ev, cards, offs, np.ascontiguousarray(strides, dtype=np.int64), table,
                                int(burn_in), int(samples), seeds)
     else:
         if cards.max() > loglinear.MASK_VALUES:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from streammn.schema import Schema
+from streammn.schema import Schema, Validated
 from streammn.stats.counting import count_pairs
 from streammn.stats.marginals import MarginalCounts
 from streammn.stats.reservoir import RowReservoir
@@ -210,8 +210,8 @@ class OnDemandPairCounts:
             count_pairs(rows, np.ascontiguousarray(self._pairs[:, 0]),
                         np.ascontiguousarray(self._pairs[:, 1]),
                         self._cards[self._pairs[:, 1]], self._offsets, self._exact)
-        self.marginals.update(rows)
-        self.reservoir.update(rows)
+        self.marginals.update(Validated(rows, self.schema))
+        self.reservoir.update(Validated(rows, self.schema))
         self.n_rows += rows.shape[0]
         return self
 

@@ -182,7 +182,6 @@ class HoeffdingGrower:
     def _grow(self, due: np.ndarray) -> None:
         """Attempt the due leaves; seed new children from the replay buffer, attempt those
         that got ``grace_period`` rows from it, and so on until no leaf splits."""
-        g = self.grace_period
         st = self.stats
         while due.size:
             children = self._attempt_splits(due)
