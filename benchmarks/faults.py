@@ -8,7 +8,7 @@
    model (``model.json``) and learner checkpoint must be byte-identical to the uninterrupted run.
 2. **Disk full.** ENOSPC injected into the snapshot writer (the file-writing call raises
    ``OSError(ENOSPC)``) while the k-th snapshot is written, for several k and files: the run
-   must exit 4 naming the directory and the intact previous snapshot, leave no partial
+   must exit 1 naming the directory and the intact previous snapshot, leave no partial
    snapshot, and resume to the uninterrupted run's model.
 3. **The broker.** ``streammn learn redis://...`` following a live stream: a persistent
    redis-server (append-only file) is SIGKILLed and restarted on the same port mid-run, and the

@@ -18,7 +18,7 @@ written; ``"skip"`` drops the due one and keeps learning (with ``every_rows`` th
 at the next multiple of N; with ``every_seconds`` at the first batch end after the one in flight
 is durable). Coalescing a late snapshot into a later row would break the exact row cadence, so it
 is not offered. A failed write (disk full, a killed writer) ends the run with
-:class:`~streammn.publishing.SnapshotWriteFailed` (exit code 1); the snapshots before it stay
+:class:`~streammn.snapshot.SnapshotWriteFailed` (exit code 1); the snapshots before it stay
 valid. The final snapshot (end of source, signal, bad batch) is written in the foreground.
 With ``validation`` rows or ``refine`` the model is converted and scored on the learning thread
 (pseudo-likelihood runs numba's parallel kernels, which a forked child must not start); only
@@ -60,9 +60,10 @@ from streammn.formats.uai import UaiFactors, write_uai
 from streammn.learner import StructureLearner
 from streammn.publishing import serial_kernels
 from streammn.model import MarkovNetwork
-from streammn.publishing import Publisher, SnapshotWriteFailed
-from streammn.snapshot import (MODEL_FILES, SnapshotWriter, latest_valid_snapshot,
-                               model_files, model_summary, resolve_snapshot)
+from streammn.publishing import Publisher
+from streammn.snapshot import (MODEL_FILES, SnapshotWriteFailed, SnapshotWriter,
+                               latest_valid_snapshot, model_files, model_summary,
+                               resolve_snapshot)
 from streammn.stats import MarginalCounts, RowReservoir
 from streammn.errors import SettingsError
 

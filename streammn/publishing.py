@@ -50,7 +50,7 @@ import sys
 from contextlib import contextmanager
 from typing import Callable
 
-from streammn.errors import StreamMNError
+from streammn.snapshot import SnapshotWriteFailed
 
 CAN_FORK = hasattr(os, "fork")
 _serial_only = False  # True in a writer child, whose numba kernels must not use a thread pool
@@ -83,16 +83,6 @@ def serial_kernels():
         yield
     finally:
         _serial_only = before
-
-
-class SnapshotWriteFailed(StreamMNError):
-    """Writing a snapshot failed (disk full, permissions, a writer process killed): the run
-    stops with exit code 1; the snapshots written before stay valid and resumable.
-    ``killed_by`` is the signal that ended a writer process, if one did."""
-
-    def __init__(self, message: str, killed_by: int | None = None):
-        super().__init__(message)
-        self.killed_by = killed_by
 
 
 class Publisher:

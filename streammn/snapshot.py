@@ -61,7 +61,7 @@ from streammn import __version__
 from streammn.features import FeatureSet, distinct_sorted
 from streammn.formats import read_json, write_json, write_libra_mn, write_uai
 from streammn.schema import Schema
-from streammn.errors import DataError, SettingsError, UnavailableError
+from streammn.errors import DataError, SettingsError, StreamMNError, UnavailableError
 
 FORMAT = "streammn-snapshot"
 FORMAT_VERSION = 1
@@ -83,9 +83,14 @@ class SnapshotError(DataError):
         super().__init__(f"{self.path}: {message}" if self.path else message)
 
 
-class SnapshotWriteFailed(UnavailableError):
-    """A snapshot could not be written (disk full, permissions); older snapshots are intact
-    (exit code 4)."""
+class SnapshotWriteFailed(StreamMNError):
+    """A snapshot could not be written (disk full, permissions, a background writer process
+    killed): the run stops with exit code 1; the snapshots written before stay valid and
+    resumable. ``killed_by`` is the signal that ended a writer process, if one did."""
+
+    def __init__(self, message: str, killed_by: int | None = None):
+        super().__init__(message)
+        self.killed_by = killed_by
 
 
 class SnapshotDirectoryBusy(UnavailableError):
