@@ -119,10 +119,10 @@ def test_sampled_is_uniform_over_the_multiset():
     90% of the rows holds about 90% of the sample."""
     rows = np.zeros((20000, 6), dtype=np.uint8)
     rows[::10] = random_rows(2000, 5)
-    store = PatternCounts(SCHEMA, max_patterns=200, seed=1).update(rows)
+    store = PatternCounts(SCHEMA, max_patterns=100, seed=1).update(rows)
     assert not store.exact
     zero = store.table(list(range(6)))[0, 0, 0, 0, 0, 0]
-    assert 0.8 * 200 < zero < 0.97 * 200
+    assert 80 < zero < 97
 
 
 def test_corrupt_bytes():
