@@ -1,0 +1,225 @@
+"""Numba kernels of CSGS: Pearson chi-square tests on pattern counts and the Grow-Shrink loop.
+
+Data layout. The data are the distinct row patterns ``P[m, n]`` (uint8) with their counts
+``c[m]`` (:class:`~streammn.stats.PatternCounts`). A context-specific test
+``I(X_a, X_b | x_W)`` is the ``card_a x card_b`` table of the patterns that agree with the
+context on ``W``, weighted by their counts.
+
+Incremental filtering. While Grow-Shrink works on node ``a`` of the graph of context ``x``, every
+pattern keeps ``mismatch[p]``, the number of blanket variables on which it differs from ``x``.
+The rows of the grow test of ``b`` are the patterns with ``mismatch == 0``; those of the shrink
+test of ``b`` (blanket without ``b``) the patterns with ``mismatch - [P[p, b] != x_b] == 0``.
+Adding or removing ``b`` updates ``mismatch`` in one pass. Every test and every blanket change
+is thus one ``O(m)`` pass, the cost model of the paper (Section 3.3).
+
+Pearson's test (the paper's Section 4.2: chi-square at significance ``alpha``).
+``X^2 = sum (O - E)^2 / E`` over the cells of non-empty rows and columns, ``E = row * col / N``;
+degrees of freedom ``(r' - 1)(c' - 1)`` with ``r'``, ``c'`` the numbers of non-empty rows and
+columns (the usual adjustment for structural zeros: an empty row carries no information). The
+test says *dependent* when ``X^2`` exceeds the ``1 - alpha`` quantile of chi-square with that
+many degrees of freedom (``crit[dof]``, tabulated by the caller with scipy). A table says
+*independent* without a statistic when
+
+* ``dof == 0``: one of the variables is constant in the context (no evidence of dependence); or
+* it is too sparse: ``N < min_rows_per_cell * r' * c'``, fewer rows than ``min_rows_per_cell``
+  per non-empty cell (Cochran's rule of thumb, default 5). Such tests are counted as
+  *unreliable*. Independence is the default because CSGS starts from the most specific model
+  (the empty graph) and adds an edge only on evidence, and it is what keeps the search from
+  conditioning on contexts that hold a handful of rows.
+
+The conditional test of the single-graph ablation (GSMN-like), ``I(X_a, X_b | X_W)`` over every
+value of ``W``, sums ``X^2`` and the degrees of freedom over the strata of ``W`` (each stratum
+with its own adjusted degrees of freedom), and applies the same rules to the totals.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+INDEPENDENT, DEPENDENT, UNRELIABLE = 0, 1, 2
+
+
+@nb.njit(cache=True)
+def table_statistic(table, ca, cb):
+    """``(x2, dof, n, cells)`` of a ``ca x cb`` table (flat, row-major; int64 counts)."""
+    rows = np.zeros(ca, dtype=np.int64)
+    cols = np.zeros(cb, dtype=np.int64)
+    for i in range(ca):
+        for j in range(cb):
+            rows[i] += table[i * cb + j]
+            cols[j] += table[i * cb + j]
+    n = 0
+    r_nz = 0
+    c_nz = 0
+    for i in range(ca):
+        n += rows[i]
+        if rows[i] > 0:
+            r_nz += 1
+    for j in range(cb):
+        if cols[j] > 0:
+            c_nz += 1
+    x2 = 0.0
+    if r_nz > 1 and c_nz > 1:
+        for i in range(ca):
+            if rows[i] == 0:
+                continue
+            for j in range(cb):
+                if cols[j] == 0:
+                    continue
+                e = rows[i] * cols[j] / n
+                d = table[i * cb + j] - e
+                x2 += d * d / e
+    return x2, (r_nz - 1) * (c_nz - 1), n, r_nz * c_nz
+
+
+@nb.njit(cache=True)
+def decide(x2, dof, n, cells, crit, min_rows_per_cell):
+    """INDEPENDENT, DEPENDENT or UNRELIABLE (treated as independent) for a test's totals."""
+    if dof <= 0:
+        return INDEPENDENT
+    if n < min_rows_per_cell * cells:
+        return UNRELIABLE
+    if dof >= crit.shape[0]:  # cannot happen with a table sized by the caller; be safe
+        return INDEPENDENT
+    return DEPENDENT if x2 > crit[dof] else INDEPENDENT
+
+
+@nb.njit(cache=True)
+def _context_test(P, c, a, b, x, mismatch, drop, cards, table, crit, min_rows_per_cell):
+    """Test ``I(X_a, X_b | x_MB)`` on the patterns with ``mismatch == 0`` (or, with
+    ``drop >= 0``, on those whose only mismatches are at variable ``drop``)."""
+    ca, cb = cards[a], cards[b]
+    table[:ca * cb] = 0
+    for p in range(P.shape[0]):
+        k = mismatch[p]
+        if drop >= 0 and P[p, drop] != x[drop]:
+            k -= 1
+        if k == 0:
+            table[P[p, a] * cb + P[p, b]] += c[p]
+    x2, dof, n, cells = table_statistic(table, ca, cb)
+    return decide(x2, dof, n, cells, crit, min_rows_per_cell)
+
+
+@nb.njit(cache=True)
+def _conditional_test(P, c, a, b, blanket, n_blanket, cards, table, crit, min_rows_per_cell):
+    """Test ``I(X_a, X_b | X_MB)`` summed over the strata of the blanket's values."""
+    m = P.shape[0]
+    keys = np.zeros(m, dtype=np.int64)
+    for p in range(m):
+        key = 0
+        for k in range(n_blanket):
+            v = blanket[k]
+            key = key * cards[v] + P[p, v]
+        keys[p] = key
+    order = np.argsort(keys, kind="mergesort")
+    ca, cb = cards[a], cards[b]
+    x2_total = 0.0
+    dof_total = 0
+    n_total = 0
+    cells_total = 0
+    start = 0
+    while start < m:
+        stop = start
+        table[:ca * cb] = 0
+        while stop < m and keys[order[stop]] == keys[order[start]]:
+            p = order[stop]
+            table[P[p, a] * cb + P[p, b]] += c[p]
+            stop += 1
+        x2, dof, n, cells = table_statistic(table, ca, cb)
+        x2_total += x2
+        dof_total += dof
+        n_total += n
+        cells_total += cells
+        start = stop
+    return decide(x2_total, dof_total, n_total, cells_total, crit, min_rows_per_cell)
+
+
+@nb.njit(cache=True)
+def grow_shrink(P, c, x, cards, crit, min_rows_per_cell, context_specific, adj, counters):
+    """Algorithm 2 on the graph ``adj`` (n x n bool, modified in place) of context ``x``.
+
+    Nodes are taken in index order ``0 .. n-1``, and so are the candidates of the grow phase and
+    the blanket members of the shrink phase (the fixed order the paper's analysis assumes).
+    Each phase is one pass, as in Algorithm 2; the blanket used by a test is the current one
+    (edges added or removed earlier in the pass count). ``counters`` accumulates
+    ``[tests, unreliable tests, grow tests, shrink tests]``.
+    """
+    n = P.shape[1]
+    m = P.shape[0]
+    table = np.zeros(int(cards.max()) ** 2, dtype=np.int64)
+    mismatch = np.zeros(m, dtype=np.int64)
+    blanket = np.zeros(n, dtype=np.int64)
+    for a in range(n):
+        if context_specific:
+            mismatch[:] = 0
+            for v in range(n):
+                if adj[a, v]:
+                    for p in range(m):
+                        if P[p, v] != x[v]:
+                            mismatch[p] += 1
+        # grow
+        for b in range(n):
+            if b == a or adj[a, b]:
+                continue
+            if context_specific:
+                verdict = _context_test(P, c, a, b, x, mismatch, -1, cards, table, crit,
+                                        min_rows_per_cell)
+            else:
+                nb_ = 0
+                for v in range(n):
+                    if adj[a, v]:
+                        blanket[nb_] = v
+                        nb_ += 1
+                verdict = _conditional_test(P, c, a, b, blanket, nb_, cards, table, crit,
+                                            min_rows_per_cell)
+            counters[0] += 1
+            counters[2] += 1
+            if verdict == UNRELIABLE:
+                counters[1] += 1
+            if verdict == DEPENDENT:
+                adj[a, b] = True
+                adj[b, a] = True
+                if context_specific:
+                    for p in range(m):
+                        if P[p, b] != x[b]:
+                            mismatch[p] += 1
+        # shrink
+        for b in range(n):
+            if not adj[a, b]:
+                continue
+            if context_specific:
+                verdict = _context_test(P, c, a, b, x, mismatch, b, cards, table, crit,
+                                        min_rows_per_cell)
+            else:
+                nb_ = 0
+                for v in range(n):
+                    if adj[a, v] and v != b:
+                        blanket[nb_] = v
+                        nb_ += 1
+                verdict = _conditional_test(P, c, a, b, blanket, nb_, cards, table, crit,
+                                            min_rows_per_cell)
+            counters[0] += 1
+            counters[3] += 1
+            if verdict == UNRELIABLE:
+                counters[1] += 1
+            if verdict != DEPENDENT:
+                adj[a, b] = False
+                adj[b, a] = False
+                if context_specific:
+                    for p in range(m):
+                        if P[p, b] != x[b]:
+                            mismatch[p] -= 1
+
+
+@nb.njit(cache=True, parallel=True)
+def canonical_graphs(P, c, contexts, cards, crit, min_rows_per_cell):
+    """Algorithm 1's loop: one Grow-Shrink graph per context (row of ``contexts``), from the
+    empty graph. Returns ``(adjacency[k, n, n], counters[k, 4])``; contexts are independent, so
+    they run in parallel and the result does not depend on the number of threads."""
+    k, n = contexts.shape
+    adj = np.zeros((k, n, n), dtype=np.bool_)
+    counters = np.zeros((k, 4), dtype=np.int64)
+    for i in nb.prange(k):
+        grow_shrink(P, c, contexts[i], cards, crit, min_rows_per_cell, True, adj[i], counters[i])
+    return adj, counters
