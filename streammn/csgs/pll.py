@@ -13,9 +13,15 @@ variables (what CSGS's feature generation and the planted networks produce): for
 and one of its variables ``j``, ``d/dw_f log P(x_j | x_-j) = [the other conditions of f hold] *
 ([x_j = v_j] - P(X_j = v_j | x_-j))``, so a pattern contributes when it misses at most one
 condition of ``f``.
+
+Small problems run on one thread: an L-BFGS fit makes a few hundred calls of parallel kernels,
+and on a few hundred patterns the cost of waking and joining threads (large on a loaded
+machine) is far more than the work itself.
 """
 
 from __future__ import annotations
+
+from contextlib import contextmanager
 
 import numba as nb
 import numpy as np
@@ -23,6 +29,19 @@ import numpy as np
 from streammn import loglinear
 from streammn.model import MarkovNetwork
 from streammn.weights import WeightLearningError
+
+SERIAL_WORK = 2_000_000
+"""Below this many (pattern, feature) pairs weight learning runs on one thread."""
+
+
+@contextmanager
+def _threads(n: int):
+    before = nb.get_num_threads()
+    nb.set_num_threads(max(1, min(n, before)))
+    try:
+        yield
+    finally:
+        nb.set_num_threads(before)
 
 
 @nb.njit(cache=True, parallel=True)
@@ -84,8 +103,11 @@ def fit_pattern_weights(model: MarkovNetwork, patterns, counts, stddev: float = 
         value, grad = pattern_pll_and_gradient(fs.with_weights(w), patterns, counts)
         return (-value + 0.5 * float(w @ w) / stddev ** 2) / n, (-grad + w / stddev ** 2) / n
 
-    res = minimize(fun, w0, jac=True, method="L-BFGS-B",
-                   options={"maxiter": int(max_iter), "ftol": tol, "gtol": 1e-10, "maxcor": 10})
+    threads = 1 if patterns.shape[0] * fs.n_features < SERIAL_WORK else nb.get_num_threads()
+    with _threads(threads):
+        res = minimize(fun, w0, jac=True, method="L-BFGS-B",
+                       options={"maxiter": int(max_iter), "ftol": tol, "gtol": 1e-10,
+                                "maxcor": 10})
     out = model.with_weights(res.x)
     out.fit_info = {"iterations": int(res.nit), "objective": float(res.fun),
                     "converged": bool(res.success), "message": str(res.message)}
