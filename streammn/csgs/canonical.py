@@ -143,7 +143,8 @@ def _bits(mask: int) -> list[int]:
 def learn_canonical_model(schema: Schema, patterns: np.ndarray, counts: np.ndarray,
                           alpha: float = 0.05, min_rows_per_cell: float = 5.0,
                           max_contexts: int = 5000,
-                          context_specific: bool = True) -> CanonicalModel:
+                          context_specific: bool = True,
+                          repeat_grow: bool = False) -> CanonicalModel:
     """Algorithm 1 on distinct patterns with counts: contexts, then one Grow-Shrink graph each
     (or one shared graph from conditional tests when ``context_specific`` is False)."""
     cards = np.ascontiguousarray(schema.cardinalities, dtype=np.int64)
@@ -155,15 +156,15 @@ def learn_canonical_model(schema: Schema, patterns: np.ndarray, counts: np.ndarr
     if context_specific:
         crit = critical_values(alpha, pair_dof)
         adjacency, counters = kernels.canonical_graphs(P, c, contexts, cards, crit,
-                                                       float(min_rows_per_cell))
+                                                       float(min_rows_per_cell), repeat_grow)
         totals = counters.sum(axis=0)
     else:
         crit = critical_values(alpha, pair_dof * max(P.shape[0], 1))
         shared = np.zeros((n, n), dtype=np.bool_)
         totals = np.zeros(4, dtype=np.int64)
         x = contexts[0] if contexts.shape[0] else np.zeros(n, dtype=np.uint8)
-        kernels.grow_shrink(P, c, x, cards, crit, float(min_rows_per_cell), False, shared,
-                            totals)
+        kernels.grow_shrink(P, c, x, cards, crit, float(min_rows_per_cell), False, repeat_grow,
+                            shared, totals)
         adjacency = np.broadcast_to(shared, (contexts.shape[0], n, n))
     return CanonicalModel(schema, contexts, adjacency, int(totals[0]), int(totals[1]),
                           int(totals[2]), int(totals[3]))

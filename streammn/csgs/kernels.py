@@ -136,13 +136,16 @@ def _conditional_test(P, c, a, b, blanket, n_blanket, cards, table, crit, min_ro
 
 
 @nb.njit(cache=True)
-def grow_shrink(P, c, x, cards, crit, min_rows_per_cell, context_specific, adj, counters):
+def grow_shrink(P, c, x, cards, crit, min_rows_per_cell, context_specific, repeat_grow, adj,
+                counters):
     """Algorithm 2 on the graph ``adj`` (n x n bool, modified in place) of context ``x``.
 
     Nodes are taken in index order ``0 .. n-1``, and so are the candidates of the grow phase and
     the blanket members of the shrink phase (the fixed order the paper's analysis assumes).
-    Each phase is one pass, as in Algorithm 2; the blanket used by a test is the current one
-    (edges added or removed earlier in the pass count). ``counters`` accumulates
+    Each phase is one pass, as in Algorithm 2, unless ``repeat_grow``: then the grow pass is
+    repeated until it adds nothing (Margaritis & Thrun's original Grow-Shrink), which also
+    finds a neighbour that looked independent of ``a`` under a smaller blanket. The blanket used
+    by a test is the current one (edges added or removed earlier in the pass count). ``counters`` accumulates
     ``[tests, unreliable tests, grow tests, shrink tests]``.
     """
     n = P.shape[1]
@@ -158,32 +161,37 @@ def grow_shrink(P, c, x, cards, crit, min_rows_per_cell, context_specific, adj, 
                     for p in range(m):
                         if P[p, v] != x[v]:
                             mismatch[p] += 1
-        # grow
-        for b in range(n):
-            if b == a or adj[a, b]:
-                continue
-            if context_specific:
-                verdict = _context_test(P, c, a, b, x, mismatch, -1, cards, table, crit,
-                                        min_rows_per_cell)
-            else:
-                nb_ = 0
-                for v in range(n):
-                    if adj[a, v]:
-                        blanket[nb_] = v
-                        nb_ += 1
-                verdict = _conditional_test(P, c, a, b, blanket, nb_, cards, table, crit,
-                                            min_rows_per_cell)
-            counters[0] += 1
-            counters[2] += 1
-            if verdict == UNRELIABLE:
-                counters[1] += 1
-            if verdict == DEPENDENT:
-                adj[a, b] = True
-                adj[b, a] = True
+        # grow (again while it adds, with repeat_grow)
+        while True:
+            added = False
+            for b in range(n):
+                if b == a or adj[a, b]:
+                    continue
                 if context_specific:
-                    for p in range(m):
-                        if P[p, b] != x[b]:
-                            mismatch[p] += 1
+                    verdict = _context_test(P, c, a, b, x, mismatch, -1, cards, table, crit,
+                                            min_rows_per_cell)
+                else:
+                    nb_ = 0
+                    for v in range(n):
+                        if adj[a, v]:
+                            blanket[nb_] = v
+                            nb_ += 1
+                    verdict = _conditional_test(P, c, a, b, blanket, nb_, cards, table, crit,
+                                                min_rows_per_cell)
+                counters[0] += 1
+                counters[2] += 1
+                if verdict == UNRELIABLE:
+                    counters[1] += 1
+                if verdict == DEPENDENT:
+                    adj[a, b] = True
+                    adj[b, a] = True
+                    added = True
+                    if context_specific:
+                        for p in range(m):
+                            if P[p, b] != x[b]:
+                                mismatch[p] += 1
+            if not (repeat_grow and added):
+                break
         # shrink
         for b in range(n):
             if not adj[a, b]:
@@ -213,7 +221,7 @@ def grow_shrink(P, c, x, cards, crit, min_rows_per_cell, context_specific, adj, 
 
 
 @nb.njit(cache=True, parallel=True)
-def canonical_graphs(P, c, contexts, cards, crit, min_rows_per_cell):
+def canonical_graphs(P, c, contexts, cards, crit, min_rows_per_cell, repeat_grow):
     """Algorithm 1's loop: one Grow-Shrink graph per context (row of ``contexts``), from the
     empty graph. Returns ``(adjacency[k, n, n], counters[k, 4])``; contexts are independent, so
     they run in parallel and the result does not depend on the number of threads."""
@@ -221,5 +229,6 @@ def canonical_graphs(P, c, contexts, cards, crit, min_rows_per_cell):
     adj = np.zeros((k, n, n), dtype=np.bool_)
     counters = np.zeros((k, 4), dtype=np.int64)
     for i in nb.prange(k):
-        grow_shrink(P, c, contexts[i], cards, crit, min_rows_per_cell, True, adj[i], counters[i])
+        grow_shrink(P, c, contexts[i], cards, crit, min_rows_per_cell, True, repeat_grow,
+                    adj[i], counters[i])
     return adj, counters

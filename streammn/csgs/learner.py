@@ -57,6 +57,10 @@ class CSGS:
         Canonical assignments: the distinct rows, or this many of the most frequent.
     context_specific : bool, default True
         False runs the single-graph ablation (conditional tests, one shared graph).
+    repeat_grow : bool, default False
+        Repeat each grow pass until it adds nothing (original Grow-Shrink) instead of the one
+        pass of the paper's Algorithm 2; finds neighbours that look independent under a small
+        blanket, at the cost of more tests.
     max_patterns : int, default 200000
         Distinct rows counted exactly before the counts fall back to a uniform row sample.
     stddev : float, default 1.0
@@ -88,8 +92,8 @@ class CSGS:
 
     def __init__(self, schema: Schema, alpha: float = 0.05, min_rows_per_cell: float = 5.0,
                  max_contexts: int = 5000, context_specific: bool = True,
-                 max_patterns: int = 200_000, stddev: float = 1.0, max_iter: int = 100,
-                 seed: int = 0):
+                 repeat_grow: bool = False, max_patterns: int = 200_000, stddev: float = 1.0,
+                 max_iter: int = 100, seed: int = 0):
         if not 0 < alpha < 1:
             raise CSGSError(f"alpha must be in (0, 1), got {alpha}")
         if min_rows_per_cell < 0:
@@ -103,6 +107,7 @@ class CSGS:
         self.schema = schema
         self.alpha, self.min_rows_per_cell = float(alpha), float(min_rows_per_cell)
         self.max_contexts, self.context_specific = int(max_contexts), bool(context_specific)
+        self.repeat_grow = bool(repeat_grow)
         self.max_patterns, self.stddev = int(max_patterns), float(stddev)
         self.max_iter, self.seed = int(max_iter), int(seed)
         self._reset()
@@ -160,7 +165,8 @@ class CSGS:
         return learn_canonical_model(self.schema, self.counts.patterns, self.counts.counts,
                                      alpha=self.alpha, min_rows_per_cell=self.min_rows_per_cell,
                                      max_contexts=self.max_contexts,
-                                     context_specific=self.context_specific)
+                                     context_specific=self.context_specific,
+                                     repeat_grow=self.repeat_grow)
 
     def to_markov_network(self) -> MarkovNetwork:
         """The Markov network of the current counts: CSGS structure, features, PLL weights
