@@ -144,8 +144,11 @@ class CSGS:
 
     learn_many = partial_fit
 
-    def fit(self, source) -> "CSGS":
-        """Learn from scratch from a row matrix or a finite source of batches; returns self."""
+    def fit(self, source, count_pass=None) -> "CSGS":
+        """Learn from scratch from a row matrix or a finite source of batches; returns self.
+        (``count_pass`` is DTSL's multi-pass hook: CSGS reads its source once.)"""
+        if count_pass is not None:
+            raise CSGSError("CSGS counts its source in one pass; it takes no count_pass")
         self._reset()
         if isinstance(source, np.ndarray) or isinstance(source, list):
             self.partial_fit(np.asarray(source))
