@@ -25,11 +25,12 @@ answered from the sample (``exact`` is False; ``n_rows`` is the sample size, ``n
 rows seen). The switch happens at that exact row, not at a batch boundary, so the state never
 depends on how the stream is cut.
 
-Memory bound. Exact mode: ``m (n + 16)`` bytes for patterns, counts and hashes plus a hash index
-of at most ``4 m`` 8-byte slots (load factor <= 1/2, capacity doubling), ``m <= max_patterns``:
-about ``max_patterns * (n + 48)`` bytes, 13 MB for the default 200,000 patterns of 16
-variables. Sampled mode: ``max_patterns * n`` bytes of sample plus the same bound for the
-pattern summary of the sample.
+Memory bound. Exact mode: ``n + 16`` bytes per pattern slot (pattern, count, hash) and two
+8-byte hash-index slots per pattern slot (load factor <= 1/2); capacity doubles, so there are
+fewer than ``2 m`` pattern slots for ``m`` patterns: at most ``m (2 n + 64)`` bytes with
+``m <= max_patterns``, 19 MB for the default 200,000 patterns of 16 variables. Sampled mode:
+``max_patterns * n`` bytes of sample plus at most that again for the distinct rows of the sample
+(computed when queried).
 
 Rows are validated against the schema (:func:`streammn.stats.store.rows_of`); patterns are kept
 in order of first occurrence, which depends only on the sequence of rows.
