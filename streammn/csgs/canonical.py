@@ -83,6 +83,10 @@ class CanonicalModel:
     n_unreliable: int
     n_grow_tests: int
     n_shrink_tests: int
+    n_tests_computed: int
+    """Tests the algorithm asks for (``n_tests``, the paper's count), of which unreliable, in
+    grow and shrink phases, and how many distinct ones were computed from the counts (binary
+    data share verdicts between contexts that ask the same test)."""
 
     def edges(self, i: int) -> set[tuple[int, int]]:
         """Edges ``(a, b)``, ``a < b``, of the graph of context ``i``."""
@@ -155,16 +159,17 @@ def learn_canonical_model(schema: Schema, patterns: np.ndarray, counts: np.ndarr
     pair_dof = int((cards.max() - 1) ** 2)
     if context_specific:
         crit = critical_values(alpha, pair_dof)
-        adjacency, counters = kernels.canonical_graphs(P, c, contexts, cards, crit,
-                                                       float(min_rows_per_cell), repeat_grow)
+        run = (kernels.canonical_graphs_cached if bool((cards == 2).all()) and n < 63
+               else kernels.canonical_graphs)
+        adjacency, counters = run(P, c, contexts, cards, crit, float(min_rows_per_cell),
+                                  repeat_grow)
         totals = counters.sum(axis=0)
     else:
         crit = critical_values(alpha, pair_dof * max(P.shape[0], 1))
         shared = np.zeros((n, n), dtype=np.bool_)
-        totals = np.zeros(4, dtype=np.int64)
+        totals = np.zeros(5, dtype=np.int64)
         x = contexts[0] if contexts.shape[0] else np.zeros(n, dtype=np.uint8)
         kernels.grow_shrink(P, c, x, cards, crit, float(min_rows_per_cell), False, repeat_grow,
-                            shared, totals)
+                            shared, totals, kernels.new_cache(), False)
         adjacency = np.broadcast_to(shared, (contexts.shape[0], n, n))
-    return CanonicalModel(schema, contexts, adjacency, int(totals[0]), int(totals[1]),
-                          int(totals[2]), int(totals[3]))
+    return CanonicalModel(schema, contexts, adjacency, *(int(t) for t in totals))

@@ -36,7 +36,10 @@ from __future__ import annotations
 
 import numba as nb
 import numpy as np
+from numba import types
+from numba.typed import Dict
 
+_KEY = types.UniTuple(types.int64, 3)
 INDEPENDENT, DEPENDENT, UNRELIABLE = 0, 1, 2
 
 
@@ -102,6 +105,38 @@ def _context_test(P, c, a, b, x, mismatch, drop, cards, table, crit, min_rows_pe
 
 
 @nb.njit(cache=True)
+def _cached_context_test(P, c, a, b, x, blanket_mask, cards, table, crit, min_rows_per_cell,
+                         cache, counters):
+    """``I(X_a, X_b | x_S)`` for the set ``S`` of the bits of ``blanket_mask`` (binary data,
+    fewer than 63 variables), looked up in ``cache`` first. The key ``(pair, S, x_S)`` holds
+    the whole test exactly (the table of ``(b, a)`` is the transpose of that of ``(a, b)``, with
+    the same statistic); ``counters[4]`` counts the tests actually computed."""
+    n = P.shape[1]
+    lo, hi = min(a, b), max(a, b)
+    values = np.int64(0)
+    for v in range(n):
+        if blanket_mask >> v & 1 and x[v]:
+            values |= np.int64(1) << v
+    key = (lo * n + hi, blanket_mask, values)
+    if key in cache:
+        return cache[key]
+    table[:4] = 0
+    for p in range(P.shape[0]):
+        match = True
+        for v in range(n):
+            if blanket_mask >> v & 1 and P[p, v] != x[v]:
+                match = False
+                break
+        if match:
+            table[P[p, a] * 2 + P[p, b]] += c[p]
+    x2, dof, rows, cells = table_statistic(table, 2, 2)
+    verdict = decide(x2, dof, rows, cells, crit, min_rows_per_cell)
+    cache[key] = verdict
+    counters[4] += 1
+    return verdict
+
+
+@nb.njit(cache=True)
 def _conditional_test(P, c, a, b, blanket, n_blanket, cards, table, crit, min_rows_per_cell):
     """Test ``I(X_a, X_b | X_MB)`` summed over the strata of the blanket's values."""
     m = P.shape[0]
@@ -137,7 +172,7 @@ def _conditional_test(P, c, a, b, blanket, n_blanket, cards, table, crit, min_ro
 
 @nb.njit(cache=True)
 def grow_shrink(P, c, x, cards, crit, min_rows_per_cell, context_specific, repeat_grow, adj,
-                counters):
+                counters, cache, use_cache):
     """Algorithm 2 on the graph ``adj`` (n x n bool, modified in place) of context ``x``.
 
     Nodes are taken in index order ``0 .. n-1``, and so are the candidates of the grow phase and
@@ -146,15 +181,22 @@ def grow_shrink(P, c, x, cards, crit, min_rows_per_cell, context_specific, repea
     repeated until it adds nothing (Margaritis & Thrun's original Grow-Shrink), which also
     finds a neighbour that looked independent of ``a`` under a smaller blanket. The blanket used
     by a test is the current one (edges added or removed earlier in the pass count). ``counters`` accumulates
-    ``[tests, unreliable tests, grow tests, shrink tests]``.
+    ``[tests, unreliable tests, grow tests, shrink tests, tests computed]``. With ``use_cache``
+    (context-specific tests on binary data), verdicts are shared through ``cache`` by every
+    context that asks the same test (:func:`_cached_context_test`).
     """
     n = P.shape[1]
     m = P.shape[0]
     table = np.zeros(int(cards.max()) ** 2, dtype=np.int64)
     mismatch = np.zeros(m, dtype=np.int64)
     blanket = np.zeros(n, dtype=np.int64)
+    incremental = context_specific and not use_cache
     for a in range(n):
-        if context_specific:
+        mask = np.int64(0)
+        for v in range(n):
+            if adj[a, v]:
+                mask |= np.int64(1) << v
+        if incremental:
             mismatch[:] = 0
             for v in range(n):
                 if adj[a, v]:
@@ -167,9 +209,13 @@ def grow_shrink(P, c, x, cards, crit, min_rows_per_cell, context_specific, repea
             for b in range(n):
                 if b == a or adj[a, b]:
                     continue
-                if context_specific:
+                if use_cache:
+                    verdict = _cached_context_test(P, c, a, b, x, mask, cards, table, crit,
+                                                   min_rows_per_cell, cache, counters)
+                elif context_specific:
                     verdict = _context_test(P, c, a, b, x, mismatch, -1, cards, table, crit,
                                             min_rows_per_cell)
+                    counters[4] += 1
                 else:
                     nb_ = 0
                     for v in range(n):
@@ -178,6 +224,7 @@ def grow_shrink(P, c, x, cards, crit, min_rows_per_cell, context_specific, repea
                             nb_ += 1
                     verdict = _conditional_test(P, c, a, b, blanket, nb_, cards, table, crit,
                                                 min_rows_per_cell)
+                    counters[4] += 1
                 counters[0] += 1
                 counters[2] += 1
                 if verdict == UNRELIABLE:
@@ -186,7 +233,8 @@ def grow_shrink(P, c, x, cards, crit, min_rows_per_cell, context_specific, repea
                     adj[a, b] = True
                     adj[b, a] = True
                     added = True
-                    if context_specific:
+                    mask |= np.int64(1) << b
+                    if incremental:
                         for p in range(m):
                             if P[p, b] != x[b]:
                                 mismatch[p] += 1
@@ -196,9 +244,13 @@ def grow_shrink(P, c, x, cards, crit, min_rows_per_cell, context_specific, repea
         for b in range(n):
             if not adj[a, b]:
                 continue
-            if context_specific:
+            if use_cache:
+                verdict = _cached_context_test(P, c, a, b, x, mask & ~(np.int64(1) << b), cards,
+                                               table, crit, min_rows_per_cell, cache, counters)
+            elif context_specific:
                 verdict = _context_test(P, c, a, b, x, mismatch, b, cards, table, crit,
                                         min_rows_per_cell)
+                counters[4] += 1
             else:
                 nb_ = 0
                 for v in range(n):
@@ -207,6 +259,7 @@ def grow_shrink(P, c, x, cards, crit, min_rows_per_cell, context_specific, repea
                         nb_ += 1
                 verdict = _conditional_test(P, c, a, b, blanket, nb_, cards, table, crit,
                                             min_rows_per_cell)
+                counters[4] += 1
             counters[0] += 1
             counters[3] += 1
             if verdict == UNRELIABLE:
@@ -214,21 +267,44 @@ def grow_shrink(P, c, x, cards, crit, min_rows_per_cell, context_specific, repea
             if verdict != DEPENDENT:
                 adj[a, b] = False
                 adj[b, a] = False
-                if context_specific:
+                mask &= ~(np.int64(1) << b)
+                if incremental:
                     for p in range(m):
                         if P[p, b] != x[b]:
                             mismatch[p] -= 1
 
 
+def new_cache():
+    """An empty test cache for :func:`grow_shrink`."""
+    return Dict.empty(key_type=_KEY, value_type=types.int64)
+
+
 @nb.njit(cache=True, parallel=True)
 def canonical_graphs(P, c, contexts, cards, crit, min_rows_per_cell, repeat_grow):
     """Algorithm 1's loop: one Grow-Shrink graph per context (row of ``contexts``), from the
-    empty graph. Returns ``(adjacency[k, n, n], counters[k, 4])``; contexts are independent, so
-    they run in parallel and the result does not depend on the number of threads."""
+    empty graph. Returns ``(adjacency[k, n, n], counters[k, 5])``; contexts are independent, so
+    they run in parallel and the result does not depend on the number of threads. For data
+    that the test cache cannot key, see :func:`canonical_graphs_cached`."""
     k, n = contexts.shape
     adj = np.zeros((k, n, n), dtype=np.bool_)
-    counters = np.zeros((k, 4), dtype=np.int64)
+    counters = np.zeros((k, 5), dtype=np.int64)
     for i in nb.prange(k):
+        cache = Dict.empty(key_type=_KEY, value_type=types.int64)
         grow_shrink(P, c, contexts[i], cards, crit, min_rows_per_cell, True, repeat_grow,
-                    adj[i], counters[i])
+                    adj[i], counters[i], cache, False)
+    return adj, counters
+
+
+@nb.njit(cache=True)
+def canonical_graphs_cached(P, c, contexts, cards, crit, min_rows_per_cell, repeat_grow):
+    """:func:`canonical_graphs` for binary data with fewer than 63 variables: contexts in turn,
+    sharing one cache of test verdicts (the same test asked by many contexts is computed once;
+    a verdict depends only on the test, so the graphs are the same)."""
+    k, n = contexts.shape
+    adj = np.zeros((k, n, n), dtype=np.bool_)
+    counters = np.zeros((k, 5), dtype=np.int64)
+    cache = Dict.empty(key_type=_KEY, value_type=types.int64)
+    for i in range(k):
+        grow_shrink(P, c, contexts[i], cards, crit, min_rows_per_cell, True, repeat_grow,
+                    adj[i], counters[i], cache, True)
     return adj, counters
