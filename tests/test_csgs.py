@@ -284,3 +284,20 @@ def test_engine_resume_mid_stream_equals_one_run(tmp_path, planted):
     resumed.run()
     a, b = load_snapshot(tmp_path / "whole"), load_snapshot(tmp_path / "parts")
     assert a.features.equals(b.features)
+
+
+def test_multi_valued_variables():
+    """Three-valued variables take the parallel, uncached path: X_1 copies X_0 (with noise),
+    X_2 is independent of both."""
+    rng = np.random.default_rng(5)
+    x0 = rng.integers(0, 3, 4000)
+    x1 = np.where(rng.random(4000) < 0.8, x0, rng.integers(0, 3, 4000))
+    rows = np.stack([x0, x1, rng.integers(0, 3, 4000)], axis=1).astype(np.uint8)
+    learner = CSGS(Schema.from_cardinalities([3, 3, 3])).fit(rows)
+    cm = learner.canonical_
+    assert cm.n_tests_computed == cm.n_tests  # no sharing off binary data
+    graphs = [cm.edges(i) for i in range(len(cm.contexts))]
+    assert all((0, 1) in g for g in graphs)  # every context keeps the dependence
+    # tests at alpha = 0.05 in 27 contexts: a few false dependences on X_2 are expected
+    assert np.mean([g == {(0, 1)} for g in graphs]) > 0.8
+    assert learner.to_markov_network().pll(rows) > -3.2
