@@ -182,6 +182,10 @@ def markdown(results) -> str:
                          f" | {g('contexts'):,.0f} | {g('features'):,.0f} | {kl[0][2]} |")
         lines.append("")
     lines += ["## Targets", ""]
+
+    def kl(n, size, method):
+        return s[(n, size, method, "kl")][0]
+
     for n in ns:
         big = [z for z in sizes if int(z) >= 1000 and (n, z, "csgs", "kl") in s]
         below = [z for z in big if s[(n, z, "csgs", "kl")][0] < s[(n, z, "gs", "kl")][0]]
@@ -189,13 +193,13 @@ def markdown(results) -> str:
                      f"{len(below)}/{len(big)} sizes "
                      f"({'met' if big and len(below) == len(big) else 'NOT met'}); "
                      "gap to true-structure KL (csgs - true) by size: "
-                     + ", ".join(f"{int(z):,}: {s[(n, z, 'csgs', 'kl')][0] - s[(n, z, 'true', 'kl')][0]:.4f}"
+                     + ", ".join(f"{int(z):,}: {kl(n, z, 'csgs') - kl(n, z, 'true'):.4f}"
                                  for z in big))
         best = [z for z in big if s[(n, z, "csgs", "kl")][0]
                 < min(s[(n, z, "gs", "kl")][0], s[(n, z, "dtsl", "kl")][0])]
         lines.append(f"  - CSGS the closest learned model to the truth (below gs and dtsl) at "
                      f"{len(best)}/{len(big)} sizes >= 1,000; KL ratio csgs / true: "
-                     + ", ".join(f"{int(z):,}: {s[(n, z, 'csgs', 'kl')][0] / s[(n, z, 'true', 'kl')][0]:.1f}"
+                     + ", ".join(f"{int(z):,}: {kl(n, z, 'csgs') / kl(n, z, 'true'):.1f}"
                                  for z in big))
         ratios = [s[(n, z, "csgs", "tests")][0] / s[(n, z, "csgs", "bound")][0] for z in sizes
                   if (n, z, "csgs", "tests") in s]
@@ -217,8 +221,8 @@ def markdown(results) -> str:
                   f"{nl['cpu_seconds']:.1f} s CPU (structure {nl['structure_seconds']:.1f} s, "
                   f"features {nl['features_seconds']:.1f} s, weights "
                   f"{nl['weights_seconds']:.1f} s); {nl['contexts']:,} canonical assignments, "
-                  f"{nl['tests']:,} tests ({nl['tests_computed']:,} computed, the rest shared between "
-                  f"contexts; {nl['unreliable']:,} unreliable; bound "
+                  f"{nl['tests']:,} tests ({nl['tests_computed']:,} computed, the rest shared "
+                  f"between contexts; {nl['unreliable']:,} unreliable; bound "
                   f"{nl['bound']:,}), largest blanket {nl['max_degree']}, "
                   f"{nl['features']:,} features.", "",
                   f"- learn + weights <= 60 s: {'met' if nl['cpu_seconds'] <= 60 else 'NOT met'}"

@@ -188,8 +188,9 @@ def grow_shrink(P, c, x, cards, crit, min_rows_per_cell, context_specific, repea
     Each phase is one pass, as in Algorithm 2, unless ``repeat_grow``: then the grow pass is
     repeated until it adds nothing (Margaritis & Thrun's original Grow-Shrink), which also
     finds a neighbour that looked independent of ``a`` under a smaller blanket. The blanket used
-    by a test is the current one (edges added or removed earlier in the pass count). ``counters`` accumulates
-    ``[tests, unreliable tests, grow tests, shrink tests, tests computed]``. With ``use_cache``
+    by a test is the current one (edges added or removed earlier in the pass count).
+    ``counters`` accumulates ``[tests, unreliable tests, grow tests, shrink tests, tests
+    computed]``. With ``use_cache``
     (context-specific tests on binary data), verdicts are shared through ``cache`` by every
     context that asks the same test (:func:`_cached_context_test`).
     """
@@ -200,10 +201,11 @@ def grow_shrink(P, c, x, cards, crit, min_rows_per_cell, context_specific, repea
     blanket = np.zeros(n, dtype=np.int64)
     incremental = context_specific and not use_cache
     for a in range(n):
-        mask = np.int64(0)
-        for v in range(n):
-            if adj[a, v]:
-                mask |= np.int64(1) << v
+        mask = np.int64(0)  # the blanket as bits (cache keys, so fewer than 63 variables)
+        if use_cache:
+            for v in range(n):
+                if adj[a, v]:
+                    mask |= np.int64(1) << v
         if incremental:
             mismatch[:] = 0
             for v in range(n):
@@ -241,7 +243,8 @@ def grow_shrink(P, c, x, cards, crit, min_rows_per_cell, context_specific, repea
                     adj[a, b] = True
                     adj[b, a] = True
                     added = True
-                    mask |= np.int64(1) << b
+                    if use_cache:
+                        mask |= np.int64(1) << b
                     if incremental:
                         for p in range(m):
                             if P[p, b] != x[b]:
@@ -275,7 +278,8 @@ def grow_shrink(P, c, x, cards, crit, min_rows_per_cell, context_specific, repea
             if verdict != DEPENDENT:
                 adj[a, b] = False
                 adj[b, a] = False
-                mask &= ~(np.int64(1) << b)
+                if use_cache:
+                    mask &= ~(np.int64(1) << b)
                 if incremental:
                     for p in range(m):
                         if P[p, b] != x[b]:
