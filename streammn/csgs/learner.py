@@ -7,10 +7,10 @@ since the last time, the canonical model (:func:`~streammn.csgs.canonical.learn_
 generates its features and fits their weights by pseudo-likelihood on the counted rows (the
 objective of :func:`streammn.weights.fit_weights`, computed on the distinct patterns weighted by
 their counts: :mod:`streammn.csgs.pll`). Everything is a function of the counts alone, and the
-counts do not depend on how the stream was cut, so neither does the model. The prequential
-score uses the last learned model (learning one the first time it is needed). The canonical model is learned from scratch each time: re-using
-blankets across snapshots would need every test of a context to give the same verdict on the
-new counts, which only re-running the tests can tell.
+counts do not depend on how the stream was cut, so neither does the model. The prequential score
+uses the last learned model (learning one the first time it is needed). The canonical model is
+learned from scratch each time: re-using blankets across snapshots would need every test of a
+context to give the same verdict on the new counts, which only re-running the tests can tell.
 """
 
 from __future__ import annotations
