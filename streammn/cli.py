@@ -55,12 +55,19 @@ def _parser() -> argparse.ArgumentParser:
         streammn learn data/ --out snaps --mode exact --dask local[2]
         streammn learn train.data --out snaps --every-seconds 60 --validation valid.data
         streammn learn train.parquet --out snaps --every-rows 100000 --resume
+        streammn learn train.data --out snaps --algo csgs
     """)
     learn.add_argument("source", help="Parquet/CSV/.data file, directory or glob")
     learn.add_argument("--out", required=True, help="snapshot directory")
-    learn.add_argument("--algo", choices=["dtsl", "grafting"], default="dtsl",
-                       help="structure learner: dtsl (trees -> DN -> MN) or grafting "
-                            "(best-choice edge grafting of a pairwise MRF) (default: dtsl)")
+    learn.add_argument("--algo", choices=["dtsl", "grafting", "csgs"], default="dtsl",
+                       help="structure learner: dtsl (trees -> DN -> MN), grafting "
+                            "(best-choice edge grafting of a pairwise MRF) or csgs "
+                            "(context-specific Grow-Shrink) (default: dtsl)")
+    learn.add_argument("--significance", type=opt.confidence, default=0.05,
+                       help="csgs: significance level of the chi-square tests (default: 0.05)")
+    learn.add_argument("--max-contexts", type=opt.positive_int, default=5000,
+                       help="csgs: canonical assignments, the most frequent distinct rows "
+                            "(default: 5000)")
     learn.add_argument("--lambda", dest="lambda_", type=opt.positive_float, default=0.005,
                        help="grafting: group-L1 strength and activation threshold "
                             "(default: 0.005)")

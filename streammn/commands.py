@@ -57,6 +57,13 @@ def _make_learner(args, schema):
         return EdgeGrafting(schema, lambda_=args.lambda_, strategy=args.strategy,
                             alpha=args.alpha, max_edges=args.max_edges,
                             update_every=args.every_rows or 10000, seed=args.seed)
+    if getattr(args, "algo", "dtsl") == "csgs":
+        from streammn.csgs import CSGS
+
+        if args.mode == "exact":
+            raise UsageError("--mode exact is for dtsl; csgs counts rows in one pass and learns "
+                             "its model from the counts at every snapshot")
+        return CSGS(schema, alpha=args.significance, max_contexts=args.max_contexts)
     from streammn.dtsl import DTSL
 
     params = dict(kappa=args.kappa, split_alpha=args.split_alpha, mode=args.mode,

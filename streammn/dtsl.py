@@ -141,6 +141,8 @@ class DTSL(Estimator):
     (-4.058, -4.065)
     """
 
+    converts_in_writer = True  # DN2MN runs on serial kernels in a forked snapshot writer
+
     def __init__(self, schema: Schema, kappa: float | str = AUTO, mode: str = "hoeffding",
                  grace_period: int = 200, delta: float = 1e-7, tau: float = 0.05,
                  max_depth: int | None = None, max_tree_leaves: int | None = None,

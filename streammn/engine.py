@@ -20,9 +20,10 @@ is durable). Coalescing a late snapshot into a later row would break the exact r
 is not offered. A failed write (disk full, a killed writer) ends the run with
 :class:`~streammn.snapshot.SnapshotWriteFailed` (exit code 1); the snapshots before it stay
 valid. The final snapshot (end of source, signal, bad batch) is written in the foreground.
-With ``validation`` rows or ``refine`` the model is converted and scored on the learning thread
-(pseudo-likelihood runs numba's parallel kernels, which a forked child must not start); only
-the files are written in the background then.
+With ``validation`` rows or ``refine``, or a learner whose conversion is not declared serial
+(``converts_in_writer``, see :class:`~streammn.learner.StructureLearner`), the model is converted
+and scored on the learning thread (pseudo-likelihood and CSGS's fits run numba's parallel
+kernels, which a forked child must not start); only the files are written in the background.
 
 With ``every_rows=N`` snapshots fall on rows N, 2N, 3N... exactly: a batch that crosses a
 multiple of N is learned in two pieces, cut at the multiple, when the source can name the
@@ -467,7 +468,8 @@ class StreamLearner:
         st.history.append(entry)
         st.history = st.history[-1000:]
         scored = None
-        if background and (self.validation is not None or self.refine):
+        in_writer = getattr(self.learner, "converts_in_writer", False)
+        if background and (self.validation is not None or self.refine or not in_writer):
             scored = self._convert()  # numba's parallel kernels: not in a forked child
         work = functools.partial(self._publish, reason, self._position, _peak_rss_mb(), scored)
         if background:

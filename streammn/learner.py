@@ -30,7 +30,12 @@ from streammn.schema import Schema
 
 @runtime_checkable
 class StructureLearner(Protocol):
-    """What the engine, the river wrappers and the conformance suite need from a learner."""
+    """What the engine, the river wrappers and the conformance suite need from a learner.
+
+    Optional: a class attribute ``converts_in_writer = True`` says that ``to_markov_network``
+    runs on serial kernels in a forked snapshot writer (DTSL's does); without it the engine
+    converts on the learning thread and the writer only writes files.
+    """
 
     schema: Schema
 

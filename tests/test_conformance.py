@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from connectors.base import Batch
+from streammn.csgs import CSGS
 from streammn.demo import planted_network
 from streammn.dtsl import DTSL
 from streammn.grafting import EdgeGrafting
@@ -27,6 +28,7 @@ LEARNERS = [
     ("dtsl-replay", lambda schema: DTSL(schema, kappa=0.01, grace_period=100, replay_rows=500)),
     ("grafting", lambda schema: EdgeGrafting(schema, lambda_=0.01, update_every=700,
                                              steps_per_update=2, max_iter=20)),
+    ("csgs", lambda schema: CSGS(schema, max_contexts=200)),
 ]
 
 N_ROWS = 3000

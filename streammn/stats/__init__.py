@@ -5,6 +5,8 @@
 - :class:`OnDemandPairCounts`: tables only for requested pairs (reservoir for the past, exact
   counts for the future), for many variables.
 - :class:`RowReservoir`: a uniform fixed-size row sample (Vitter's algorithm R).
+- :class:`PatternCounts`: counts of distinct rows, answering conjunctive queries ``X_A, X_B |
+  x_W`` (CSGS's independence tests), with a uniform-sample fallback for wide data.
 
 Every store has ``update(batch)``, in-place ``merge(other)`` (equal to having counted both
 inputs) and lossless ``to_bytes()`` / ``from_bytes()``; :func:`from_bytes` restores any of them.
@@ -13,11 +15,13 @@ inputs) and lossless ``to_bytes()`` / ``from_bytes()``; :func:`from_bytes` resto
 from streammn.stats.marginals import MarginalCounts
 from streammn.stats.ondemand import OnDemandPairCounts, PairTable
 from streammn.stats.pairs import PairCounts
+from streammn.stats.patterns import PatternCounts
 from streammn.stats.reservoir import RowReservoir
 from streammn.stats.store import StatsFormatError, StatsMergeError, store_kind
 
 _STORES = {cls.__name__: cls
-           for cls in (MarginalCounts, PairCounts, OnDemandPairCounts, RowReservoir)}
+           for cls in (MarginalCounts, PairCounts, OnDemandPairCounts, RowReservoir,
+                       PatternCounts)}
 
 
 def from_bytes(data):
@@ -29,4 +33,5 @@ def from_bytes(data):
 
 
 __all__ = ["MarginalCounts", "PairCounts", "OnDemandPairCounts", "PairTable", "RowReservoir",
+           "PatternCounts",
            "StatsFormatError", "StatsMergeError", "from_bytes"]

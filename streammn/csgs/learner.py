@@ -1,0 +1,216 @@
+"""CSGS as a streammn learner: distinct-row counts follow the stream, the canonical model is
+re-learned from them when a model is asked for (at snapshot time).
+
+:meth:`CSGS.partial_fit` only counts (one hash insert per row,
+:class:`~streammn.stats.PatternCounts`). :meth:`CSGS.to_markov_network` learns, when rows arrived
+since the last time, the canonical model (:func:`~streammn.csgs.canonical.learn_canonical_model`),
+generates its features and fits their weights by pseudo-likelihood on the counted rows (the
+objective of :func:`streammn.weights.fit_weights`, computed on the distinct patterns weighted by
+their counts: :mod:`streammn.csgs.pll`). Everything is a function of the counts alone, and the
+counts do not depend on how the stream was cut, so neither does the model. The prequential score
+uses the last learned model (learning one the first time it is needed). The canonical model is
+learned from scratch each time: re-using blankets across snapshots would need every test of a
+context to give the same verdict on the new counts, which only re-running the tests can tell.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+
+import numpy as np
+
+from streammn.csgs.canonical import CanonicalModel, learn_canonical_model
+from streammn.csgs.pll import fit_pattern_weights
+from streammn.learner import Estimator
+from streammn.errors import DataError, SettingsError
+from streammn.features import FeatureSet
+from streammn.model import MarkovNetwork
+from streammn.schema import Schema
+from streammn.stats import PatternCounts
+
+FORMAT = "streammn-csgs-1"
+
+
+class CSGSError(SettingsError):
+    """Bad CSGS settings, or a model asked for before any row was seen."""
+
+
+class CSGSStateError(DataError):
+    """A serialised CSGS state could not be read."""
+
+
+class CSGS(Estimator):
+    """Context-specific Grow-Shrink structure learning with pseudo-likelihood weights.
+
+    Parameters
+    ----------
+    schema : Schema
+        The variables (any cardinalities).
+    alpha : float, default 0.05
+        Significance level of Pearson's chi-square tests (the paper's).
+    min_rows_per_cell : float, default 5.0
+        A test with fewer rows than this per non-empty cell is unreliable and taken as
+        independence (see :mod:`streammn.csgs.kernels`).
+    max_contexts : int, default 5000
+        Canonical assignments: the distinct rows, or this many of the most frequent.
+    context_specific : bool, default True
+        False runs the single-graph ablation (conditional tests, one shared graph).
+    repeat_grow : bool, default False
+        Repeat each grow pass until it adds nothing (original Grow-Shrink) instead of the one
+        pass of the paper's Algorithm 2; finds neighbours that look independent under a small
+        blanket, at the cost of more tests.
+    max_patterns : int, default 200000
+        Distinct rows counted exactly before the counts fall back to a uniform row sample.
+    stddev : float, default 1.0
+        Gaussian prior of the pseudo-likelihood weights.
+    max_iter : int, default 100
+        L-BFGS iterations of weight learning.
+    seed : int, default 0
+        Randomness of the counts' fallback to a row sample.
+
+    Attributes
+    ----------
+    canonical_ : CanonicalModel or None
+        The last learned canonical model (contexts, graphs, test counts).
+    model_ : MarkovNetwork or None
+        The last learned Markov network.
+    timings_ : dict
+        Seconds spent on structure, features and weights the last time.
+
+    Examples
+    --------
+    >>> from streammn.csgs.synthetic import context_specific_network, sample_rows
+    >>> true = context_specific_network(4, seed=0)
+    >>> rows = sample_rows(true, 2000, seed=1)
+    >>> learner = CSGS(true.schema).fit(rows)
+    >>> model = learner.to_markov_network()
+    >>> learner.canonical_.n_tests > 0, model.n_features > 0
+    (True, True)
+    """
+
+    def __init__(self, schema: Schema, alpha: float = 0.05, min_rows_per_cell: float = 5.0,
+                 max_contexts: int = 5000, context_specific: bool = True,
+                 repeat_grow: bool = False, max_patterns: int = 200_000, stddev: float = 1.0,
+                 max_iter: int = 100, seed: int = 0):
+        if not 0 < alpha < 1:
+            raise CSGSError(f"alpha must be in (0, 1), got {alpha}")
+        if min_rows_per_cell < 0:
+            raise CSGSError(f"min_rows_per_cell must be >= 0, got {min_rows_per_cell}")
+        for name, value in (("max_contexts", max_contexts), ("max_patterns", max_patterns),
+                            ("max_iter", max_iter)):
+            if not isinstance(value, (int, np.integer)) or value < 1:
+                raise CSGSError(f"{name} must be a positive integer, got {value!r}")
+        if not stddev > 0:
+            raise CSGSError(f"stddev must be positive, got {stddev}")
+        self.schema = schema
+        self.alpha, self.min_rows_per_cell = float(alpha), float(min_rows_per_cell)
+        self.max_contexts, self.context_specific = int(max_contexts), bool(context_specific)
+        self.repeat_grow = bool(repeat_grow)
+        self.max_patterns, self.stddev = int(max_patterns), float(stddev)
+        self.max_iter, self.seed = int(max_iter), int(seed)
+        self._reset()
+
+    def _reset(self) -> None:
+        self.counts = PatternCounts(self.schema, max_patterns=self.max_patterns, seed=self.seed)
+        self.canonical_: CanonicalModel | None = None
+        self.model_: MarkovNetwork | None = None
+        self.timings_: dict = {}
+        self._model_rows = -1  # n_seen the model was learned at
+
+    @property
+    def n_rows(self) -> int:
+        return self.counts.n_seen
+
+    # learning -----------------------------------------------------------------------------
+    def partial_fit(self, batch) -> "CSGS":
+        """Count one batch (a :class:`~connectors.base.Batch` or a row matrix). Rows are
+        validated first; a bad batch leaves the state untouched."""
+        rows = getattr(batch, "rows", batch)
+        start = getattr(batch, "start", None)
+        rows = self.schema.validate(rows, row_offset=self.n_rows if start is None else start)
+        self.counts.update(rows)
+        return self
+
+    learn_many = partial_fit
+
+    def fit(self, source, count_pass=None) -> "CSGS":
+        """Learn from scratch from a row matrix or a finite source of batches; returns self.
+        (``count_pass`` is DTSL's multi-pass hook: CSGS reads its source once.)"""
+        if count_pass is not None:
+            raise CSGSError("CSGS counts its source in one pass; it takes no count_pass")
+        self._reset()
+        if isinstance(source, np.ndarray) or isinstance(source, list):
+            self.partial_fit(np.asarray(source))
+        else:
+            rewind = getattr(source, "rewind", None)
+            if rewind is not None and getattr(source, "rewindable", True):
+                rewind()
+            for batch in source:
+                self.partial_fit(batch)
+        self.to_markov_network()
+        return self
+
+    def learn_structure(self) -> CanonicalModel:
+        """The canonical model of the rows counted so far (no weights)."""
+        if self.n_rows == 0:
+            raise CSGSError("CSGS has seen no rows: call partial_fit or fit first")
+        return learn_canonical_model(self.schema, self.counts.patterns, self.counts.counts,
+                                     alpha=self.alpha, min_rows_per_cell=self.min_rows_per_cell,
+                                     max_contexts=self.max_contexts,
+                                     context_specific=self.context_specific,
+                                     repeat_grow=self.repeat_grow)
+
+    def to_markov_network(self) -> MarkovNetwork:
+        """The Markov network of the current counts: CSGS structure, features, PLL weights
+        (re-learned only when rows arrived since the last call)."""
+        if self.model_ is not None and self._model_rows == self.n_rows:
+            return self.model_
+        if self.n_rows == 0:  # nothing counted yet: the uniform model, as other learners give
+            return MarkovNetwork(self.schema, FeatureSet.empty(self.schema))
+        t0 = time.perf_counter()
+        canonical = self.learn_structure()
+        t1 = time.perf_counter()
+        features = canonical.features()
+        t2 = time.perf_counter()
+        model = fit_pattern_weights(MarkovNetwork(self.schema, features), self.counts.patterns,
+                                    self.counts.counts, stddev=self.stddev,
+                                    max_iter=self.max_iter)
+        t3 = time.perf_counter()
+        self.canonical_, self.model_, self._model_rows = canonical, model, self.n_rows
+        self.timings_ = {"structure_seconds": t1 - t0, "features_seconds": t2 - t1,
+                         "weights_seconds": t3 - t2}
+        return model
+
+    def pll_terms(self, rows) -> np.ndarray:
+        """``log P(x_i | x_-i)`` of the last learned model for every row and variable."""
+        rows = self.schema.rows_of(rows)
+        model = self.model_ if self.model_ is not None else self.to_markov_network()
+        return model.pll_terms(rows)
+
+    # serialisation ------------------------------------------------------------------------
+    def to_bytes(self) -> bytes:
+        """Full state: settings and the counts (the model is a function of them)."""
+        meta = {"format": FORMAT, "schema": self.schema.to_dict(), "params": self.get_params()}
+        buf = io.BytesIO()
+        np.savez(buf, meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
+                 counts=np.frombuffer(self.counts.to_bytes(), dtype=np.uint8))
+        return buf.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "CSGS":
+        try:
+            with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+                meta = json.loads(npz["meta"].tobytes().decode())
+                counts = npz["counts"].tobytes()
+        except (ValueError, OSError, KeyError) as exc:
+            raise CSGSStateError(f"not a CSGS state: {exc}") from None
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+            raise CSGSStateError(f"unknown CSGS state format {meta.get('format')!r}"
+                                 if isinstance(meta, dict) else "not a CSGS state")
+        learner = cls(Schema.from_dict(meta["schema"]), **meta["params"])
+        learner.counts = PatternCounts.from_bytes(counts)
+        if learner.counts.schema != learner.schema:
+            raise CSGSStateError("the counts' schema differs from the learner's")
+        return learner
