@@ -240,7 +240,7 @@ class MarkovNetworkAnomalyDetector(base.AnomalyDetector):
 
     >>> typical, odd = stream[0][0], {n: 1 for n in names}
     >>> round(detector.score_one(typical), 2), round(detector.score_one(odd), 2)
-    (0.07, 0.96)
+    (0.07, 0.95)
     """
 
     def __init__(self, learner: StructureLearner, batch_size: int = 1024,

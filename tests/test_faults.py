@@ -93,7 +93,10 @@ def test_disk_full_keeps_the_previous_snapshot_valid_and_resumable(sources, tmp_
 
     monkeypatch.setattr(snapshot, "_write_durably", filling_up)
     out = tmp_path / "full"
-    code = main([str(a) for a in ["learn", source, "--out", out, "--quiet", *OPTIONS]])
+    # in the foreground: a forked writer would count its writes in its own copy of the list
+    # (tests/test_background_snapshots.py covers a disk that fills under a background writer)
+    code = main([str(a) for a in ["learn", source, "--out", out, "--quiet", *OPTIONS,
+                                  "--foreground-snapshots"]])
     err = capsys.readouterr().err
     monkeypatch.setattr(snapshot, "_write_durably", real)
     assert code == 1, err
