@@ -87,7 +87,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="snapshot every T seconds")
     learn.add_argument("--keep", type=int, default=5, help="snapshots to keep (default: 5)")
     learn.add_argument("--resume", action="store_true",
-                       help="continue from the newest valid snapshot in --out")
+                       help="continue from the newest valid snapshot in --out; the learner "
+                            "and its options (--algo, --kappa, --grace-period, ..., --refine) "
+                            "must be the snapshot's, else exit 2 naming the option; cadence, "
+                            "--keep, --formats and --quiet may change")
     learn.add_argument("--validation", help="rows scored at every snapshot (and for --refine)")
     learn.add_argument("--refine", action="store_true",
                        help="refine DN2MN weights by pseudo-likelihood when validation improves")

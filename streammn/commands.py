@@ -97,7 +97,7 @@ def learn(args) -> int:
             path = engine.run_multipass()
         else:
             if args.resume:
-                resumed = engine.resume()
+                resumed = _resume(engine)
                 if not args.quiet:
                     print(f"resuming after {engine.state.rows_seen:,} rows" if resumed else
                           "no snapshot to resume from: starting from the beginning",
@@ -107,6 +107,19 @@ def learn(args) -> int:
     print(f"snapshot {path}: {manifest['rows_seen']:,} rows, "
           f"{manifest['model']['n_features']:,} features, {manifest['model']['n_edges']:,} edges")
     return EXIT_OK
+
+
+def _resume(engine) -> bool:
+    """``engine.resume()``, naming a learner setting that differs from the snapshot's by its
+    command-line option."""
+    from streammn.engine import ResumeSettingsError
+
+    try:
+        return engine.resume()
+    except ResumeSettingsError as e:
+        flag = {"lambda_": "--lambda", "update_every": "--every-rows"}.get(
+            e.option, "--" + e.option.replace("_", "-"))
+        raise UsageError(f"{flag} differs from the run being resumed: {e}") from None
 
 
 def _run_on_dask(engine, spec: str):

@@ -93,6 +93,8 @@ class DTSL:
         go to the first candidate in variable order), so it does not change the result.
     """
 
+    resume_may_change = ("n_threads", "seed")  # settings that do not change the model
+
     def __init__(self, schema: Schema, kappa: float = 0.1, mode: str = "hoeffding",
                  grace_period: int = 200, delta: float = 1e-7, tau: float = 0.05,
                  max_depth: int | None = None, max_tree_leaves: int | None = 64,

@@ -12,8 +12,8 @@ hold. Layout of a snapshot root::
 :meth:`SnapshotWriter.write` makes a snapshot durable before anyone can see it:
 
 1. files are written into ``.tmp-snap-<n>-<token>/`` in the root, each one fsynced;
-2. ``manifest.json`` (sizes and SHA-256 of every file) is written last and fsynced, then the
-   temporary directory itself;
+2. ``manifest.json`` (sizes and SHA-256 of every file, and a SHA-256 of the manifest's own
+   content) is written last and fsynced, then the temporary directory itself;
 3. the directory is renamed to ``snap-<n>`` (atomic within one file system) and the root
    fsynced: from here on the snapshot survives a crash;
 4. ``LATEST`` is replaced atomically (written as a temporary file, fsynced, renamed over);
@@ -23,9 +23,18 @@ hold. Layout of a snapshot root::
 
 A writer killed at any moment therefore leaves complete snapshots, possibly a ``.tmp-``
 directory (removed by the next writer) and a ``LATEST`` naming a complete snapshot (possibly one
-older than the newest). Readers check the manifest and every checksum; resume uses
-:func:`latest_valid_snapshot`, which takes the newest complete snapshot whether or not
-``LATEST`` had been updated. One writer per root directory at a time.
+older than the newest, or no ``LATEST`` at all if the first snapshot's writer died before it).
+So ``LATEST`` is a pointer for other tools, never the authority: readers given a root take the
+newest ``snap-<n>`` (:func:`resolve_snapshot`) and check its manifest and every checksum; resume
+takes the newest one that validates (:func:`latest_valid_snapshot`) and repairs ``LATEST``
+(:meth:`SnapshotWriter.point_latest`). Readers never write: the directory may be read-only to
+them, and a reader racing a writer could move ``LATEST`` backwards. One writer per root
+directory at a time.
+
+The manifest checks itself: ``manifest_sha256`` is the SHA-256 of the manifest's canonical JSON
+(sorted keys, no spaces) without that key, so a flipped bit that still parses (a row count, an
+offset) is refused like a damaged file. Format version 1 manifests (no self-checksum, written by
+streammn 0.1) are still read.
 """
 
 from __future__ import annotations
@@ -52,12 +61,15 @@ from streammn.schema import Schema
 from streammn.errors import DataError
 
 FORMAT = "streammn-snapshot"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)  # 1: before the manifest's self-checksum
 MANIFEST = "manifest.json"
 LATEST = "LATEST"
 TMP_PREFIX = ".tmp-"
 _NAME = re.compile(r"snap-([0-9]{6,})")
-_RESERVED = ("format", "format_version", "streammn_version", "created", "sequence", "files")
+MANIFEST_CHECKSUM = "manifest_sha256"
+_RESERVED = ("format", "format_version", "streammn_version", "created", "sequence", "files",
+             MANIFEST_CHECKSUM)
 
 FileContent = Union[bytes, Callable[[Path], None]]
 
@@ -197,13 +209,21 @@ class SnapshotWriter:
         os.rename(tmp, final)
         _fsync_dir(self.directory)
         self._last = sequence
-
-        latest_tmp = self.directory / f"{TMP_PREFIX}{LATEST}-{secrets.token_hex(4)}"
-        _write_durably(latest_tmp, f"{final.name}\n".encode())
-        os.replace(latest_tmp, self.directory / LATEST)
-        _fsync_dir(self.directory)
+        self.point_latest(final)
         self._retain()
         return final
+
+    def point_latest(self, snapshot: Path) -> None:
+        """Make ``LATEST`` name ``snapshot`` (a directory of this root), atomically and durably;
+        a ``LATEST`` that already names it is left alone."""
+        pointer = self.directory / LATEST
+        text = f"{Path(snapshot).name}\n"
+        if pointer.is_file() and pointer.read_bytes() == text.encode():
+            return
+        latest_tmp = self.directory / f"{TMP_PREFIX}{LATEST}-{secrets.token_hex(4)}"
+        _write_durably(latest_tmp, text.encode())
+        os.replace(latest_tmp, pointer)
+        _fsync_dir(self.directory)
 
     def _fill(self, tmp: Path, files: Mapping[str, FileContent], sequence: int,
               manifest: dict) -> None:
@@ -224,6 +244,7 @@ class SnapshotWriter:
                "streammn_version": __version__,
                "created": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
                "sequence": sequence, **manifest, "files": listing}
+        doc[MANIFEST_CHECKSUM] = _manifest_checksum(doc)
         _write_durably(tmp / MANIFEST, (json.dumps(doc, indent=2, allow_nan=False) + "\n")
                        .encode())
         _fsync_dir(tmp)
@@ -261,6 +282,13 @@ def list_snapshots(directory: str | os.PathLike) -> list[Path]:
     return sorted(snaps, key=_sequence)
 
 
+def _manifest_checksum(doc: dict) -> str:
+    """SHA-256 of the manifest's canonical JSON, leaving out the checksum itself."""
+    body = {k: v for k, v in doc.items() if k != MANIFEST_CHECKSUM}
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
 def _load_manifest(path: Path) -> dict:
     mpath = path / MANIFEST
     if not mpath.is_file():
@@ -273,9 +301,13 @@ def _load_manifest(path: Path) -> dict:
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise SnapshotError(f"not a streammn snapshot manifest (expected \"format\": "
                             f"\"{FORMAT}\")", mpath)
-    if doc.get("format_version") != FORMAT_VERSION:
-        raise SnapshotError(f"unsupported snapshot format version {doc.get('format_version')!r} "
-                            f"(this streammn {__version__} reads version {FORMAT_VERSION})", mpath)
+    version = doc.get("format_version")
+    if version not in READABLE_VERSIONS:
+        raise SnapshotError(f"unsupported snapshot format version {version!r} (this streammn "
+                            f"{__version__} reads versions {READABLE_VERSIONS})", mpath)
+    if version >= 2 and doc.get(MANIFEST_CHECKSUM) != _manifest_checksum(doc):
+        raise SnapshotError(f"the manifest fails its own checksum ({MANIFEST_CHECKSUM}): it is "
+                            f"corrupt or altered", mpath)
     files = doc.get("files")
     if (not isinstance(files, dict) or not isinstance(doc.get("sequence"), int)
             or not all(isinstance(v, dict) and isinstance(v.get("size"), int)
@@ -317,19 +349,21 @@ def read_snapshot(path: str | os.PathLike) -> Snapshot:
     return Snapshot(path, doc)
 
 
-def _latest_path(root: Path) -> Path:
-    pointer = root / LATEST
-    if not pointer.is_file():
-        raise SnapshotError(f"no {LATEST} file: no snapshot was completed here", root)
-    name = pointer.read_text(encoding="ascii", errors="replace").strip()
-    if not _NAME.fullmatch(name):
-        raise SnapshotError(f"{LATEST} holds {name[:40]!r}, not a snapshot name", pointer)
-    return root / name
+def _newest_path(root: Path) -> Path:
+    """The newest complete snapshot directory of ``root`` (not validated). ``LATEST`` is not
+    consulted: it lags the newest snapshot when a writer died between the two renames."""
+    snaps = list_snapshots(root)
+    if not snaps:
+        raise SnapshotError(f"no snapshot was completed here (no snap-<n> directory; "
+                            f"{'a stale' if (root / LATEST).exists() else 'no'} {LATEST} file)",
+                            root)
+    return snaps[-1]
 
 
 def latest_snapshot(directory: str | os.PathLike) -> Snapshot:
-    """The validated snapshot that ``directory/LATEST`` names."""
-    return read_snapshot(_latest_path(Path(directory)))
+    """The newest snapshot of the root ``directory``, validated (damage is refused, never
+    skipped: see :func:`latest_valid_snapshot` for that)."""
+    return read_snapshot(_newest_path(Path(directory)))
 
 
 def latest_valid_snapshot(directory: str | os.PathLike) -> Snapshot | None:
@@ -355,12 +389,14 @@ def latest_valid_snapshot(directory: str | os.PathLike) -> Snapshot | None:
 
 def resolve_snapshot(path: str | os.PathLike) -> Path:
     """Turn a snapshot directory, a snapshot root, or a root's ``LATEST`` file (also spelled
-    ``latest``) into the snapshot directory it designates (not validated)."""
+    ``latest``) into the snapshot directory it designates (not validated): for a root, its
+    newest ``snap-<n>``, whatever ``LATEST`` says."""
     path = Path(path)
     if path.name.lower() == LATEST.lower() and not path.is_dir():
-        return _latest_path(path.parent)
-    if path.is_dir() and not (path / MANIFEST).exists() and (path / LATEST).is_file():
-        return _latest_path(path)
+        return _newest_path(path.parent)
+    if path.is_dir() and not (path / MANIFEST).exists() and not path.name.startswith(TMP_PREFIX) \
+            and ((path / LATEST).exists() or list_snapshots(path)):
+        return _newest_path(path)
     return path
 
 
