@@ -181,8 +181,8 @@ def as_release_0_1(snapshot):
     checksum, a file-source position without file identities."""
     path = snapshot / "manifest.json"
     doc = json.loads(path.read_text())
-    del doc["manifest_sha256"]
-    del doc["source"]["position"]["files"]
+    doc.pop("manifest_sha256", None)
+    doc["source"]["position"].pop("files", None)
     doc["format_version"] = 1
     path.write_text(json.dumps(doc, indent=2) + "\n")
 
@@ -264,8 +264,8 @@ def test_changed_learner_options_are_refused(killed_midway, tmp_path, capsys, op
     extra = [option] if value is None else [option, value]
     if option == "--refine":
         extra += ["--validation", d / "data" / "b.data"]
-    code, _, err = cli(capsys, "learn", d / "data", "--out", out, "--resume", *extra,
-                       "--every-rows", 2000, *COMMON)
+    code, _, err = cli(capsys, "learn", "data", "--out", out, "--resume", *extra,
+                       "--every-rows", 2000, *COMMON, cwd=d)
     assert code == 2 and option in err and all(s in err for s in shown), err
     assert read_snapshot(resolve_snapshot(out)).manifest["rows_seen"] == 4000
 
@@ -274,12 +274,13 @@ def test_resume_with_another_algorithm_is_a_usage_error(killed_midway, tmp_path,
     d, work = killed_midway
     out = tmp_path / "out"
     shutil.copytree(work / "out", out)
-    code, _, err = cli(capsys, "learn", d / "data", "--out", out, "--resume", "--algo",
-                       "grafting", *COMMON)
+    code, _, err = cli(capsys, "learn", "data", "--out", out, "--resume", "--algo",
+                       "grafting", *COMMON, cwd=d)
     assert code == 2 and "DTSL" in err and "EdgeGrafting" in err, err
 
 
-def test_settings_that_do_not_change_the_model_may_differ(killed_midway, tmp_path):
+def test_settings_that_do_not_change_the_model_may_differ(killed_midway, tmp_path,
+                                                         monkeypatch):
     from connectors import open_source
     from streammn.dtsl import DTSL
     from streammn.engine import StreamLearner
@@ -287,7 +288,8 @@ def test_settings_that_do_not_change_the_model_may_differ(killed_midway, tmp_pat
     d, work = killed_midway
     out = tmp_path / "out"
     shutil.copytree(work / "out", out)
-    source = open_source(d / "data", batch_size=500)
+    monkeypatch.chdir(d)
+    source = open_source("data", batch_size=500)
     engine = StreamLearner(source, DTSL(source.schema, n_threads=2, seed=7), out,
                            every_rows=2000, formats=("json",), keep=20, progress=None)
     assert engine.resume() and engine.state.rows_seen == 4000
