@@ -113,14 +113,17 @@ class FileSource(Source):
                 int(position.get("offset", 0))
         except (KeyError, TypeError, ValueError):
             raise ValueError(f"not a file-source position: {position!r}") from None
+        if "files" in position:  # first: a removed file is named, not "outside" the source
+            try:
+                changed = first_changed_file(self.paths, position["files"], self._identity)
+            except (TypeError, ValueError):
+                raise SourceError("malformed file identities in the position") from None
+            if changed:
+                raise SourceError(f"{changed}: the input files changed since the snapshot")
         if not 0 <= i <= len(self.paths) or row < 0:
             raise ValueError(f"position {position!r} outside this source's {len(self.paths)} files")
         name = position.get("file")
-        if "files" in position:
-            changed = first_changed_file(self.paths, position["files"], self._identity)
-            if changed:
-                raise SourceError(f"{changed}: the input files changed since the snapshot")
-        elif i < len(self.paths) and name is not None and \
+        if "files" not in position and i < len(self.paths) and name is not None and \
                 os.path.abspath(name) != os.path.abspath(self.paths[i]):
             raise SourceError(f"position refers to {name}, but file {i} of this source is "
                               f"{self.paths[i]}: the input files changed")

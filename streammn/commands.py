@@ -16,7 +16,7 @@ from streammn.dn import DependencyNetwork
 from streammn.formats import read_model, write_model
 from streammn.model import MarkovNetwork
 from streammn.schema import Schema
-from streammn.snapshot import LATEST, read_snapshot, resolve_snapshot
+from streammn.snapshot import LATEST, open_snapshot, read_snapshot
 
 SCORE_BATCH = 65536
 
@@ -28,7 +28,7 @@ def load_model(spec: str):
     path = Path(spec)
     is_snapshot = path.is_dir() or path.name.lower() == LATEST.lower()
     if is_snapshot:
-        snap = read_snapshot(resolve_snapshot(path))
+        snap = open_snapshot(path)
         schema, features = read_model(snap.file("model.json"))
         return MarkovNetwork(schema, features), snap.manifest
     loaded = read_model(path)

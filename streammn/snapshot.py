@@ -24,10 +24,11 @@ hold. Layout of a snapshot root::
 A writer killed at any moment therefore leaves complete snapshots, possibly a ``.tmp-``
 directory (removed by the next writer) and a ``LATEST`` naming a complete snapshot (possibly one
 older than the newest, or no ``LATEST`` at all if the first snapshot's writer died before it).
-So ``LATEST`` is a pointer for other tools, never the authority: readers given a root take the
-newest ``snap-<n>`` (:func:`resolve_snapshot`) and check its manifest and every checksum; resume
-takes the newest one that validates (:func:`latest_valid_snapshot`) and repairs ``LATEST``
-(:meth:`SnapshotWriter.point_latest`). Readers never write: the directory may be read-only to
+So ``LATEST`` is a floor, never the whole answer: readers given a root take the newest
+snapshot that validates (manifest and every checksum) among those not older than the one
+``LATEST`` names, or among all when ``LATEST`` is missing, garbage or dangling
+(:func:`latest_snapshot`); resume takes the newest one that validates
+(:func:`latest_valid_snapshot`) and repairs ``LATEST`` (:meth:`SnapshotWriter.point_latest`). Readers never write: the directory may be read-only to
 them, and a reader racing a writer could move ``LATEST`` backwards. One writer per root
 directory at a time.
 
@@ -349,21 +350,49 @@ def read_snapshot(path: str | os.PathLike) -> Snapshot:
     return Snapshot(path, doc)
 
 
-def _newest_path(root: Path) -> Path:
-    """The newest complete snapshot directory of ``root`` (not validated). ``LATEST`` is not
-    consulted: it lags the newest snapshot when a writer died between the two renames."""
+def _latest_target(root: Path) -> Path | None:
+    """The snapshot directory ``LATEST`` names, or None when it is missing or garbage."""
+    try:
+        name = (root / LATEST).read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return root / name if _NAME.fullmatch(name) else None
+
+
+def _first_valid(paths: Sequence[Path], root) -> Snapshot | None:
+    """The first of ``paths`` that validates, warning about each invalid one before it; None
+    for no paths; :class:`SnapshotError` listing them when none validates."""
+    errors = []
+    for path in paths:
+        try:
+            snap = read_snapshot(path)
+        except SnapshotError as e:
+            errors.append(str(e))
+            continue
+        for message in errors:
+            warnings.warn(f"skipping invalid snapshot: {message}", stacklevel=3)
+        return snap
+    if errors:
+        raise SnapshotError("no valid snapshot: " + "; ".join(errors), root)
+    return None
+
+
+def latest_snapshot(directory: str | os.PathLike) -> Snapshot:
+    """The snapshot a reader of the root ``directory`` takes: the newest that validates among
+    those not older than the one ``LATEST`` names (all of them when ``LATEST`` is missing,
+    garbage or dangling). ``LATEST`` is a floor, not the answer: it lags the newest snapshot
+    when a writer died between the two renames, and it still marks the last good snapshot
+    when a newer one is damaged (skipped with a warning)."""
+    root = Path(directory)
     snaps = list_snapshots(root)
     if not snaps:
         raise SnapshotError(f"no snapshot was completed here (no snap-<n> directory; "
                             f"{'a stale' if (root / LATEST).exists() else 'no'} {LATEST} file)",
                             root)
-    return snaps[-1]
-
-
-def latest_snapshot(directory: str | os.PathLike) -> Snapshot:
-    """The newest snapshot of the root ``directory``, validated (damage is refused, never
-    skipped: see :func:`latest_valid_snapshot` for that)."""
-    return read_snapshot(_newest_path(Path(directory)))
+    floor = _latest_target(root)
+    if floor in snaps:
+        snaps = snaps[snaps.index(floor):]
+    return _first_valid(snaps[::-1], root)
 
 
 def latest_valid_snapshot(directory: str | os.PathLike) -> Snapshot | None:
@@ -372,32 +401,32 @@ def latest_valid_snapshot(directory: str | os.PathLike) -> Snapshot | None:
     Invalid newer snapshots are skipped with a warning naming the problem; if snapshots exist
     but none is valid, :class:`SnapshotError` lists them rather than silently starting over.
     """
-    errors = []
-    for path in reversed(list_snapshots(directory)):
-        try:
-            snap = read_snapshot(path)
-        except SnapshotError as e:
-            errors.append(str(e))
-            continue
-        for message in errors:
-            warnings.warn(f"skipping invalid snapshot: {message}", stacklevel=2)
-        return snap
-    if errors:
-        raise SnapshotError("no valid snapshot: " + "; ".join(errors), directory)
+    return _first_valid(list_snapshots(directory)[::-1], directory)
+
+
+def _root_of(path: Path) -> Path | None:
+    """The snapshot root that ``path`` designates (itself, or the parent of its ``LATEST`` /
+    ``latest``), or None when ``path`` is not a root."""
+    if path.name.lower() == LATEST.lower() and not path.is_dir():
+        return path.parent
+    if path.is_dir() and not (path / MANIFEST).exists() and not path.name.startswith(TMP_PREFIX) \
+            and ((path / LATEST).exists() or list_snapshots(path)):
+        return path
     return None
 
 
+def open_snapshot(path: str | os.PathLike) -> Snapshot:
+    """The validated snapshot that ``path`` designates: a snapshot directory, or a root (or its
+    ``LATEST`` file, also spelled ``latest``), read by :func:`latest_snapshot`."""
+    root = _root_of(Path(path))
+    return read_snapshot(path) if root is None else latest_snapshot(root)
+
+
 def resolve_snapshot(path: str | os.PathLike) -> Path:
-    """Turn a snapshot directory, a snapshot root, or a root's ``LATEST`` file (also spelled
-    ``latest``) into the snapshot directory it designates (not validated): for a root, its
-    newest ``snap-<n>``, whatever ``LATEST`` says."""
-    path = Path(path)
-    if path.name.lower() == LATEST.lower() and not path.is_dir():
-        return _newest_path(path.parent)
-    if path.is_dir() and not (path / MANIFEST).exists() and not path.name.startswith(TMP_PREFIX) \
-            and ((path / LATEST).exists() or list_snapshots(path)):
-        return _newest_path(path)
-    return path
+    """The snapshot directory that ``path`` designates (see :func:`open_snapshot`); for a root
+    this validates its candidates, for a snapshot directory nothing is checked."""
+    root = _root_of(Path(path))
+    return Path(path) if root is None else latest_snapshot(root).path
 
 
 # model files --------------------------------------------------------------------------------
@@ -439,5 +468,5 @@ def load_snapshot(path: str | os.PathLike):
     ``LATEST`` file or ``<root>/latest``. The model is read from ``model.json``.
     """
     from streammn.model import MarkovNetwork
-    snap = read_snapshot(resolve_snapshot(path))
+    snap = open_snapshot(path)
     return MarkovNetwork(*read_json(snap.file(MODEL_FILES["json"])))

@@ -152,6 +152,11 @@ def test_finished_directory_refuses_a_new_first_file_and_learns_a_new_last_one(
     assert cli(capsys, "learn", data, "--out", whole, *COMMON)[0] == 0
     assert learner_bytes(out) == learner_bytes(whole)
 
+    (data / "c.data").unlink()  # files already learned are gone
+    (data / "d.data").unlink()
+    code, _, err = cli(capsys, "learn", data, "--out", out, "--resume", *COMMON)
+    assert code == 3 and "c.data" in err and "gone" in err, err
+
 
 # 3. the manifest checks itself ------------------------------------------------------------
 def test_one_bit_flip_in_the_manifest_is_refused(two_files, tmp_path, capsys):
