@@ -189,8 +189,8 @@ class StreamLearner:
         """Restore learner, statistics, counters and source position from the newest valid
         snapshot, and point ``LATEST`` at it. Returns False (and changes nothing) when there is
         none. A snapshot of another learner class or other learner settings is refused
-        (:class:`ResumeSettingsError` names the setting), as is one with or without ``refine``
-        when this engine differs."""
+        (:class:`ResumeSettingsError` names the setting), as is a change of ``refine`` (its
+        row sample would start over)."""
         snap = latest_valid_snapshot(self.writer.directory)
         if snap is None:
             return False
