@@ -2,7 +2,12 @@
 
 A file source reads its files in order. Its position is a JSON-friendly dict::
 
-    {"file_index": k, "file": "<path of file k>", "row": r, "offset": rows before this point}
+    {"file_index": k, "file": "<path of file k>", "row": r, "offset": rows before this point,
+     "files": [identity of files 0..k (all, once the source has ended)]}
+
+Seeking checks the files the position covers by content (:mod:`connectors.fileid`) and refuses
+with :class:`SourceError` when the input changed; positions without ``"files"`` (written by
+streammn 0.1) are checked by the path of file k as before.
 
 Batch boundaries are a pure function of the files: within each file, batches end at multiples
 of ``batch_size`` rows from the file's start (the file's last batch may be shorter). A bad row
@@ -22,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from connectors.base import DEFAULT_BATCH_SIZE, Batch, Source, SourceError, SourceUnavailable
+from connectors.fileid import file_identity, first_changed_file
 from streammn.schema import SchemaError
 from streammn.errors import DataError, SettingsError
 
@@ -83,6 +89,7 @@ class FileSource(Source):
         self._file_index = 0
         self._row = 0
         self._offset = 0
+        self._identities: dict[int, list] = {}
 
     def _read_file(self, index: int, start_row: int) -> Iterator[np.ndarray]:  # pragma: no cover
         raise NotImplementedError
@@ -91,7 +98,14 @@ class FileSource(Source):
     def position(self) -> dict:
         i = self._file_index
         return {"file_index": i, "file": self.paths[i] if i < len(self.paths) else None,
-                "row": self._row, "offset": self._offset}
+                "row": self._row, "offset": self._offset,
+                "files": [self._identity(k) for k in range(min(i + 1, len(self.paths)))]}
+
+    def _identity(self, index: int) -> list:
+        if index not in self._identities:
+            with read_errors(self.paths[index]):
+                self._identities[index] = file_identity(self.paths[index])
+        return self._identities[index]
 
     def initial_position(self) -> dict:
         return {"file_index": 0, "file": self.paths[0], "row": 0, "offset": 0}
@@ -112,10 +126,17 @@ class FileSource(Source):
                 int(position.get("offset", 0))
         except (KeyError, TypeError, ValueError):
             raise DataError(f"not a file-source position: {position!r}") from None
+        if "files" in position:  # first: a removed file is named, not "outside" the source
+            try:
+                changed = first_changed_file(self.paths, position["files"], self._identity)
+            except (TypeError, ValueError):
+                raise SourceError("malformed file identities in the position") from None
+            if changed:
+                raise SourceError(f"{changed}: the input files changed since the snapshot")
         if not 0 <= i <= len(self.paths) or row < 0:
             raise DataError(f"position {position!r} outside this source's {len(self.paths)} files")
         name = position.get("file")
-        if i < len(self.paths) and name is not None and \
+        if "files" not in position and i < len(self.paths) and name is not None and \
                 os.path.abspath(name) != os.path.abspath(self.paths[i]):
             raise SourceError(f"position refers to {name}, but file {i} of this source is "
                               f"{self.paths[i]}: the input files changed")

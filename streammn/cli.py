@@ -115,7 +115,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="write snapshots before learning continues instead of from a "
                             "forked background process")
     learn.add_argument("--resume", action="store_true",
-                       help="continue from the newest valid snapshot in --out")
+                       help="continue from the newest valid snapshot in --out; the learner "
+                            "and its options (--algo, --kappa, --grace-period, ..., --refine) "
+                            "must be the snapshot's, else exit 2 naming the option; cadence, "
+                            "--keep, --formats and --quiet may change")
     learn.add_argument("--validation", help="rows scored at every snapshot (and for --refine)")
     learn.add_argument("--refine", action="store_true",
                        help="refine DN2MN weights by pseudo-likelihood when validation improves")

@@ -18,7 +18,7 @@ from streammn.dn import DependencyNetwork
 from streammn.formats import read_model, write_model
 from streammn.model import MarkovNetwork
 from streammn.schema import Schema
-from streammn.snapshot import LATEST, read_snapshot, resolve_snapshot
+from streammn.snapshot import LATEST, open_snapshot, read_snapshot
 
 SCORE_BATCH = 65536
 # a run stopped by a signal ends cleanly, after a snapshot, but says so: 128 + the signal
@@ -32,7 +32,7 @@ def load_model(spec: str):
     path = Path(spec)
     is_snapshot = path.is_dir() or path.name.lower() == LATEST.lower()
     if is_snapshot:
-        snap = read_snapshot(resolve_snapshot(path))
+        snap = open_snapshot(path)
         schema, features = read_model(snap.file("model.json"))
         return MarkovNetwork(schema, features), snap.manifest
     loaded = read_model(path)
@@ -107,7 +107,7 @@ def learn(args) -> int:
             path = engine.run_multipass()
         else:
             if args.resume:
-                resumed = engine.resume()
+                resumed = _resume(engine)
                 if not args.quiet:
                     print(f"resuming after {engine.state.rows_seen:,} rows" if resumed else
                           "no snapshot to resume from: starting from the beginning",
@@ -117,6 +117,19 @@ def learn(args) -> int:
     print(f"snapshot {path}: {manifest['rows_seen']:,} rows, "
           f"{manifest['model']['n_features']:,} features, {manifest['model']['n_edges']:,} edges")
     return SIGNAL_EXIT.get(engine.stop_signal, EXIT_OK)
+
+
+def _resume(engine) -> bool:
+    """``engine.resume()``, naming a learner setting that differs from the snapshot's by its
+    command-line option."""
+    from streammn.engine import ResumeSettingsError
+
+    try:
+        return engine.resume()
+    except ResumeSettingsError as e:
+        flag = {"lambda_": "--lambda", "update_every": "--every-rows"}.get(
+            e.option, "--" + e.option.replace("_", "-"))
+        raise UsageError(f"{flag} differs from the run being resumed: {e}") from None
 
 
 def _run_on_dask(engine, spec: str):

@@ -143,6 +143,8 @@ class DTSL(Estimator):
 
     converts_in_writer = True  # DN2MN runs on serial kernels in a forked snapshot writer
 
+    resume_may_change = ("n_threads", "seed")  # settings that do not change the model
+
     def __init__(self, schema: Schema, kappa: float | str = AUTO, mode: str = "hoeffding",
                  grace_period: int = 200, delta: float = 1e-7, tau: float = 0.05,
                  max_depth: int | None = None, max_tree_leaves: int | None = None,

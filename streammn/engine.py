@@ -44,6 +44,7 @@ identical on resume; then a resumed run ends with the same model as an uninterru
 from __future__ import annotations
 
 import functools
+import json
 import math
 import signal
 import sys
@@ -91,6 +92,36 @@ def learner_to_model(learner: StructureLearner, refine: bool = False,
 
 class EngineError(SettingsError):
     """The engine cannot start or resume (e.g. a snapshot of another learner or schema)."""
+
+
+class ResumeSettingsError(EngineError):
+    """A resumed run asks for a learner setting other than the snapshot's: ``option`` (the
+    learner's parameter name), ``snapshot_value`` and ``requested_value``."""
+
+    def __init__(self, snapshot, option: str, snapshot_value, requested_value):
+        self.option, self.snapshot_value, self.requested_value = \
+            option, snapshot_value, requested_value
+        super().__init__(f"{snapshot}: the snapshot was learned with {option}="
+                         f"{snapshot_value!r}, this run asks for {option}={requested_value!r}; "
+                         f"resume with the snapshot's setting or start a new snapshot directory")
+
+
+def check_resume_settings(snapshot, manifest: dict, learner) -> None:
+    """Refuse to resume ``manifest``'s learner state as ``learner`` when the class or a
+    setting that shapes the model differs. A learner lists the settings that do not change
+    what it learns (e.g. thread counts) in ``resume_may_change``; those are not compared."""
+    recorded = manifest.get("learner") or {}
+    cls = type(learner).__name__
+    if recorded.get("class") not in (None, cls):
+        raise EngineError(f"{snapshot}: the snapshot holds a {recorded['class']} learner, this "
+                          f"run uses {cls}; resume with the same learner or start a new "
+                          f"snapshot directory")
+    old_params = recorded.get("params") or {}
+    free = set(getattr(learner, "resume_may_change", ()))
+    requested = json.loads(json.dumps(learner.get_params()))  # as the manifest stores them
+    for name, value in requested.items():
+        if name in old_params and name not in free and old_params[name] != value:
+            raise ResumeSettingsError(snapshot, name, old_params[name], value)
 
 
 @dataclass
@@ -214,6 +245,7 @@ class StreamLearner:
         self._in_flight: tuple[dict, object] | None = None  # (history entry, position)
         self._position = None  # the source position after the last row learned
         self._last_path: Path | None = None
+        self._resumed_from = None
         self._stop_signal: int | None = None
 
     def __repr__(self) -> str:
@@ -225,8 +257,11 @@ class StreamLearner:
     # resume -------------------------------------------------------------------------------
     def resume(self) -> bool:
         """Restore learner, statistics, counters and source position from the newest valid
-        snapshot. Returns False (and changes nothing) when there is none. Takes the snapshot
-        directory's writer lock, which the following :meth:`run` keeps until it ends."""
+        snapshot, and point ``LATEST`` at it. Returns False (and changes nothing) when there is
+        none. A snapshot of another learner class or other learner settings is refused
+        (:class:`ResumeSettingsError` names the setting), as is a change of ``refine`` (its
+        row sample would start over). Takes the snapshot directory's writer lock, which the
+        following :meth:`run` keeps until it ends."""
         self.writer.acquire()
         snap = latest_valid_snapshot(self.writer.directory)
         if snap is None:
@@ -235,15 +270,21 @@ class StreamLearner:
         engine = manifest.get(ENGINE_KEY)
         if engine is None or LEARNER_FILE not in snap.files:
             raise EngineError(f"{snap.path}: not a snapshot of a StreamLearner run")
+        check_resume_settings(snap.path, manifest, self.learner)
+        if (RESERVOIR_FILE in snap.files) != (self.reservoir is not None):
+            raise ResumeSettingsError(snap.path, "refine", RESERVOIR_FILE in snap.files,
+                                      self.reservoir is not None)
         learner = type(self.learner).from_bytes(snap.file(LEARNER_FILE).read_bytes())
         if learner.schema != self.source.schema:
             raise EngineError(f"{snap.path}: snapshot schema differs from the source's")
         marginals = MarginalCounts.from_bytes(snap.file(STATS_FILE).read_bytes())
-        if self.reservoir is not None and RESERVOIR_FILE in snap.files:
+        if self.reservoir is not None:
             self.reservoir = RowReservoir.from_bytes(snap.file(RESERVOIR_FILE).read_bytes())
         self.source.seek(manifest["source"]["position"])
         self.learner, self.marginals = learner, marginals
         self.state = Progress.from_dict(engine)
+        self.writer.point_latest(snap.path)  # repairs a LATEST a killed writer left behind
+        self._resumed_from = snap.path
         return True
 
     # the loop -----------------------------------------------------------------------------
@@ -302,8 +343,8 @@ class StreamLearner:
             if self.state.rows_seen != self._last_snapshot_rows:
                 self._snapshot(reason)
             path = self._last_path
-            if path is None:  # resumed with nothing new: the newest snapshot stands
-                path = resolve_snapshot(self.writer.directory)
+            if path is None:  # resumed with nothing new: that snapshot stands
+                path = self._resumed_from or resolve_snapshot(self.writer.directory)
             if self.progress_stream is not None:
                 self._print_progress(time.monotonic() - started,
                                      self.state.rows_seen - rows_at_start, final=True)

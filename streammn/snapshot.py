@@ -12,8 +12,8 @@ hold. Layout of a snapshot root::
 :meth:`SnapshotWriter.write` makes a snapshot durable before anyone can see it:
 
 1. files are written into ``.tmp-snap-<n>-<token>/`` in the root, each one fsynced;
-2. ``manifest.json`` (sizes and SHA-256 of every file) is written last and fsynced, then the
-   temporary directory itself;
+2. ``manifest.json`` (sizes and SHA-256 of every file, and a SHA-256 of the manifest's own
+   content) is written last and fsynced, then the temporary directory itself;
 3. the directory is renamed to ``snap-<n>`` (atomic within one file system) and the root
    fsynced: from here on the snapshot survives a crash;
 4. ``LATEST`` is replaced atomically (written as a temporary file, fsynced, renamed over);
@@ -23,9 +23,19 @@ hold. Layout of a snapshot root::
 
 A writer killed at any moment therefore leaves complete snapshots, possibly a ``.tmp-``
 directory (removed by the next writer) and a ``LATEST`` naming a complete snapshot (possibly one
-older than the newest). Readers check the manifest and every checksum; resume uses
-:func:`latest_valid_snapshot`, which takes the newest complete snapshot whether or not
-``LATEST`` had been updated.
+older than the newest, or no ``LATEST`` at all if the first snapshot's writer died before it).
+So ``LATEST`` is a floor, never the whole answer: readers given a root take the newest
+snapshot that validates (manifest and every checksum) among those not older than the one
+``LATEST`` names, or among all when ``LATEST`` is missing, garbage or dangling
+(:func:`latest_snapshot`); resume takes the newest one that validates
+(:func:`latest_valid_snapshot`) and repairs ``LATEST`` (:meth:`SnapshotWriter.point_latest`).
+Readers never write: the directory may be read-only to them, and a reader racing a writer could
+move ``LATEST`` backwards.
+
+The manifest checks itself: ``manifest_sha256`` is the SHA-256 of the manifest's canonical JSON
+(sorted keys, no spaces) without that key, so a flipped bit that still parses (a row count, an
+offset) is refused like a damaged file. Format version 1 manifests (no self-checksum, written by
+streammn 0.1) are still read.
 
 One writer per root directory at a time: a writer holds an exclusive ``fcntl`` lock on
 ``.lock`` in the root while it writes, and a learning run holds it from start to end
@@ -64,13 +74,16 @@ from streammn.schema import Schema
 from streammn.errors import DataError, SettingsError, StreamMNError, UnavailableError
 
 FORMAT = "streammn-snapshot"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)  # 1: before the manifest's self-checksum
 MANIFEST = "manifest.json"
 LATEST = "LATEST"
 LOCK = ".lock"
 TMP_PREFIX = ".tmp-"
 _NAME = re.compile(r"snap-([0-9]{6,})")
-_RESERVED = ("format", "format_version", "streammn_version", "created", "sequence", "files")
+MANIFEST_CHECKSUM = "manifest_sha256"
+_RESERVED = ("format", "format_version", "streammn_version", "created", "sequence", "files",
+             MANIFEST_CHECKSUM)
 
 FileContent = Union[bytes, Callable[[Path], None]]
 
@@ -275,13 +288,21 @@ class SnapshotWriter:
         os.rename(tmp, final)
         _fsync_dir(self.directory)
         self._last = sequence
-
-        latest_tmp = self.directory / f"{TMP_PREFIX}{LATEST}-{secrets.token_hex(4)}"
-        _write_durably(latest_tmp, f"{final.name}\n".encode())
-        os.replace(latest_tmp, self.directory / LATEST)
-        _fsync_dir(self.directory)
+        self.point_latest(final)
         self._retain()
         return final
+
+    def point_latest(self, snapshot: Path) -> None:
+        """Make ``LATEST`` name ``snapshot`` (a directory of this root), atomically and durably;
+        a ``LATEST`` that already names it is left alone."""
+        pointer = self.directory / LATEST
+        text = f"{Path(snapshot).name}\n"
+        if pointer.is_file() and pointer.read_bytes() == text.encode():
+            return
+        latest_tmp = self.directory / f"{TMP_PREFIX}{LATEST}-{secrets.token_hex(4)}"
+        _write_durably(latest_tmp, text.encode())
+        os.replace(latest_tmp, pointer)
+        _fsync_dir(self.directory)
 
     def _fill(self, tmp: Path, files: Mapping[str, FileContent], sequence: int,
               manifest: dict) -> None:
@@ -304,6 +325,7 @@ class SnapshotWriter:
                "streammn_version": __version__,
                "created": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
                "sequence": sequence, **manifest, "files": listing}
+        doc[MANIFEST_CHECKSUM] = _manifest_checksum(doc)
         _write_durably(tmp / MANIFEST, (json.dumps(doc, indent=2, allow_nan=False) + "\n")
                        .encode())
         _fsync_dir(tmp)
@@ -341,6 +363,13 @@ def list_snapshots(directory: str | os.PathLike) -> list[Path]:
     return sorted(snaps, key=_sequence)
 
 
+def _manifest_checksum(doc: dict) -> str:
+    """SHA-256 of the manifest's canonical JSON, leaving out the checksum itself."""
+    body = {k: v for k, v in doc.items() if k != MANIFEST_CHECKSUM}
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
 def _load_manifest(path: Path) -> dict:
     mpath = path / MANIFEST
     if not mpath.is_file():
@@ -353,9 +382,13 @@ def _load_manifest(path: Path) -> dict:
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise SnapshotError(f"not a streammn snapshot manifest (expected \"format\": "
                             f"\"{FORMAT}\")", mpath)
-    if doc.get("format_version") != FORMAT_VERSION:
-        raise SnapshotError(f"unsupported snapshot format version {doc.get('format_version')!r} "
-                            f"(this streammn {__version__} reads version {FORMAT_VERSION})", mpath)
+    version = doc.get("format_version")
+    if version not in READABLE_VERSIONS:
+        raise SnapshotError(f"unsupported snapshot format version {version!r} (this streammn "
+                            f"{__version__} reads versions {READABLE_VERSIONS})", mpath)
+    if version >= 2 and doc.get(MANIFEST_CHECKSUM) != _manifest_checksum(doc):
+        raise SnapshotError(f"the manifest fails its own checksum ({MANIFEST_CHECKSUM}): it is "
+                            f"corrupt or altered", mpath)
     files = doc.get("files")
     if (not isinstance(files, dict) or not isinstance(doc.get("sequence"), int)
             or not all(isinstance(v, dict) and isinstance(v.get("size"), int)
@@ -397,19 +430,49 @@ def read_snapshot(path: str | os.PathLike) -> Snapshot:
     return Snapshot(path, doc)
 
 
-def _latest_path(root: Path) -> Path:
-    pointer = root / LATEST
-    if not pointer.is_file():
-        raise SnapshotError(f"no {LATEST} file: no snapshot was completed here", root)
-    name = pointer.read_text(encoding="ascii", errors="replace").strip()
-    if not _NAME.fullmatch(name):
-        raise SnapshotError(f"{LATEST} holds {name[:40]!r}, not a snapshot name", pointer)
-    return root / name
+def _latest_target(root: Path) -> Path | None:
+    """The snapshot directory ``LATEST`` names, or None when it is missing or garbage."""
+    try:
+        name = (root / LATEST).read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return root / name if _NAME.fullmatch(name) else None
+
+
+def _first_valid(paths: Sequence[Path], root) -> Snapshot | None:
+    """The first of ``paths`` that validates, warning about each invalid one before it; None
+    for no paths; :class:`SnapshotError` listing them when none validates."""
+    errors = []
+    for path in paths:
+        try:
+            snap = read_snapshot(path)
+        except SnapshotError as e:
+            errors.append(str(e))
+            continue
+        for message in errors:
+            warnings.warn(f"skipping invalid snapshot: {message}", stacklevel=3)
+        return snap
+    if errors:
+        raise SnapshotError("no valid snapshot: " + "; ".join(errors), root)
+    return None
 
 
 def latest_snapshot(directory: str | os.PathLike) -> Snapshot:
-    """The validated snapshot that ``directory/LATEST`` names."""
-    return read_snapshot(_latest_path(Path(directory)))
+    """The snapshot a reader of the root ``directory`` takes: the newest that validates among
+    those not older than the one ``LATEST`` names (all of them when ``LATEST`` is missing,
+    garbage or dangling). ``LATEST`` is a floor, not the answer: it lags the newest snapshot
+    when a writer died between the two renames, and it still marks the last good snapshot
+    when a newer one is damaged (skipped with a warning)."""
+    root = Path(directory)
+    snaps = list_snapshots(root)
+    if not snaps:
+        raise SnapshotError(f"no snapshot was completed here (no snap-<n> directory; "
+                            f"{'a stale' if (root / LATEST).exists() else 'no'} {LATEST} file)",
+                            root)
+    floor = _latest_target(root)
+    if floor in snaps:
+        snaps = snaps[snaps.index(floor):]
+    return _first_valid(snaps[::-1], root)
 
 
 def latest_valid_snapshot(directory: str | os.PathLike) -> Snapshot | None:
@@ -418,30 +481,32 @@ def latest_valid_snapshot(directory: str | os.PathLike) -> Snapshot | None:
     Invalid newer snapshots are skipped with a warning naming the problem; if snapshots exist
     but none is valid, :class:`SnapshotError` lists them rather than silently starting over.
     """
-    errors = []
-    for path in reversed(list_snapshots(directory)):
-        try:
-            snap = read_snapshot(path)
-        except SnapshotError as e:
-            errors.append(str(e))
-            continue
-        for message in errors:
-            warnings.warn(f"skipping invalid snapshot: {message}", stacklevel=2)
-        return snap
-    if errors:
-        raise SnapshotError("no valid snapshot: " + "; ".join(errors), directory)
+    return _first_valid(list_snapshots(directory)[::-1], directory)
+
+
+def _root_of(path: Path) -> Path | None:
+    """The snapshot root that ``path`` designates (itself, or the parent of its ``LATEST`` /
+    ``latest``), or None when ``path`` is not a root."""
+    if path.name.lower() == LATEST.lower() and not path.is_dir():
+        return path.parent
+    if path.is_dir() and not (path / MANIFEST).exists() and not path.name.startswith(TMP_PREFIX) \
+            and ((path / LATEST).exists() or list_snapshots(path)):
+        return path
     return None
 
 
+def open_snapshot(path: str | os.PathLike) -> Snapshot:
+    """The validated snapshot that ``path`` designates: a snapshot directory, or a root (or its
+    ``LATEST`` file, also spelled ``latest``), read by :func:`latest_snapshot`."""
+    root = _root_of(Path(path))
+    return read_snapshot(path) if root is None else latest_snapshot(root)
+
+
 def resolve_snapshot(path: str | os.PathLike) -> Path:
-    """Turn a snapshot directory, a snapshot root, or a root's ``LATEST`` file (also spelled
-    ``latest``) into the snapshot directory it designates (not validated)."""
-    path = Path(path)
-    if path.name.lower() == LATEST.lower() and not path.is_dir():
-        return _latest_path(path.parent)
-    if path.is_dir() and not (path / MANIFEST).exists() and (path / LATEST).is_file():
-        return _latest_path(path)
-    return path
+    """The snapshot directory that ``path`` designates (see :func:`open_snapshot`); for a root
+    this validates its candidates, for a snapshot directory nothing is checked."""
+    root = _root_of(Path(path))
+    return Path(path) if root is None else latest_snapshot(root).path
 
 
 # model files --------------------------------------------------------------------------------
@@ -483,5 +548,5 @@ def load_snapshot(path: str | os.PathLike):
     ``LATEST`` file or ``<root>/latest``. The model is read from ``model.json``.
     """
     from streammn.model import MarkovNetwork
-    snap = read_snapshot(resolve_snapshot(path))
+    snap = open_snapshot(path)
     return MarkovNetwork(*read_json(snap.file(MODEL_FILES["json"])))

@@ -55,7 +55,7 @@ def test_manifest_contents(tmp_path):
     path = writer.write({"x": b"hello", "y": lambda p: p.write_bytes(b"")},
                         {"rows_seen": 7, "source": {"desc": "a.parquet", "position": [3, 5]}})
     doc = json.loads((path / "manifest.json").read_text())
-    assert doc["format"] == "streammn-snapshot" and doc["format_version"] == 1
+    assert doc["format"] == "streammn-snapshot" and doc["format_version"] == 2
     assert doc["streammn_version"] and doc["created"].endswith("+00:00")
     assert doc["source"]["position"] == [3, 5] and doc["sequence"] == 1
     assert doc["files"] == {
@@ -117,7 +117,7 @@ def corrupt(path: Path):
     (lambda s: (s / "manifest.json").unlink(), "missing manifest"),
     (lambda s: (s / "manifest.json").write_text("{\"format\": "), "unreadable manifest"),
     (lambda s: (s / "manifest.json").write_text(
-        (s / "manifest.json").read_text().replace('"format_version": 1', '"format_version": 9')),
+        (s / "manifest.json").read_text().replace('"format_version": 2', '"format_version": 9')),
      "unsupported snapshot format version 9"),
 ])
 def test_damaged_snapshot_is_rejected_and_previous_still_loads(tmp_path, damage, message):
