@@ -113,9 +113,10 @@ class FileSource(Source):
     def position_after(self, batch: Batch, k: int) -> dict | None:
         """A batch lies within one file, so the rows before its end are rows of that file;
         seeking there yields the rest of the batch as one batch (it ends at the same multiple
-        of ``batch_size``), then the same batches as before. A position that holds more than
-        row numbers (a byte offset, say) cannot be derived for a row inside the batch: None."""
-        if set(batch.end) != {"file_index", "file", "row", "offset"}:
+        of ``batch_size``), then the same batches as before; the files read so far are the same.
+        A position that holds more than row numbers and file identities (a byte offset, say)
+        cannot be derived for a row inside the batch: None."""
+        if set(batch.end) - {"files"} != {"file_index", "file", "row", "offset"}:
             return None
         back = len(batch) - k
         return {**batch.end, "row": batch.end["row"] - back, "offset": batch.end["offset"] - back}
