@@ -93,6 +93,12 @@ def fit_weights(model, rows, stddev: float = 1.0, max_iter: int = 100, tol: floa
     def fun(w):
         return pll_objective(fs.with_weights(w), rows, stddev, prior_mean)
 
+    return lbfgs(model, fun, w0, max_iter, tol)
+
+
+def lbfgs(model: MarkovNetwork, fun, w0: np.ndarray, max_iter: int, tol: float) -> MarkovNetwork:
+    """``model`` with the weights that minimise ``fun`` (value and gradient) by L-BFGS-B from
+    ``w0``, and a ``fit_info`` dict saying how the optimisation ended."""
     from scipy.optimize import minimize  # imported here: it costs a second at CLI start-up
 
     res = minimize(fun, w0, jac=True, method="L-BFGS-B",

@@ -28,7 +28,7 @@ import numpy as np
 
 from streammn import loglinear
 from streammn.model import MarkovNetwork
-from streammn.weights import WeightLearningError
+from streammn.weights import WeightLearningError, lbfgs
 
 SERIAL_WORK = 2_000_000
 """Below this many (pattern, feature) pairs weight learning runs on one thread."""
@@ -83,8 +83,6 @@ def fit_pattern_weights(model: MarkovNetwork, patterns, counts, stddev: float = 
                         max_iter: int = 100, tol: float = 1e-10) -> MarkovNetwork:
     """:func:`streammn.weights.fit_weights` on ``patterns`` repeated ``counts`` times, computed
     on the distinct patterns (same objective, L-BFGS-B settings and ``fit_info``)."""
-    from scipy.optimize import minimize
-
     patterns = np.ascontiguousarray(patterns, dtype=np.uint8)
     counts = np.ascontiguousarray(counts, dtype=np.int64)
     if patterns.ndim != 2 or patterns.shape[0] == 0 or counts.shape != (patterns.shape[0],):
@@ -105,10 +103,4 @@ def fit_pattern_weights(model: MarkovNetwork, patterns, counts, stddev: float = 
 
     threads = 1 if patterns.shape[0] * fs.n_features < SERIAL_WORK else nb.get_num_threads()
     with _threads(threads):
-        res = minimize(fun, w0, jac=True, method="L-BFGS-B",
-                       options={"maxiter": int(max_iter), "ftol": tol, "gtol": 1e-10,
-                                "maxcor": 10})
-    out = model.with_weights(res.x)
-    out.fit_info = {"iterations": int(res.nit), "objective": float(res.fun),
-                    "converged": bool(res.success), "message": str(res.message)}
-    return out
+        return lbfgs(model, fun, w0, max_iter, tol)
