@@ -40,3 +40,51 @@ def test_matrix_tree_matches_enumeration(m):
     got = log_spanning_tree_sums(w)
     want = np.log([spanning_tree_sum(wi) for wi in w])
     np.testing.assert_allclose(got, want, rtol=1e-10)
+
+
+def all_spanning_trees(m):
+    edges = [(u, v) for u in range(m) for v in range(u + 1, m)]
+    for subset in itertools.combinations(edges, m - 1):
+        w = np.zeros((m, m))
+        for u, v in subset:
+            w[u, v] = w[v, u] = 1.0
+        if spanning_tree_sum(w) > 0:
+            yield subset
+
+
+@pytest.mark.parametrize("m", [2, 3, 4, 5])
+def test_et_likelihood_matches_brute_force(m):
+    from streammn.et.kernels import et_log_likelihood
+
+    rng = np.random.default_rng(10 + m)
+    k = 2
+    node = rng.dirichlet(np.ones(k), size=m)
+    pair = np.empty((m, m, k, k))
+    for u in range(m):
+        for v in range(m):
+            # consistent joints: mix of independence and a random table with the same margins
+            pair[u, v] = np.outer(node[u], node[v])
+    for u in range(m):
+        for v in range(u + 1, m):
+            eps = rng.uniform(-0.5, 0.5) * min(node[u].min(), node[v].min()) ** 2
+            pair[u, v] = pair[u, v] + eps * np.array([[1, -1], [-1, 1]])
+            pair[v, u] = pair[u, v].T
+    a = rng.uniform(0.2, 2.0, size=(m, m))
+    beta = (a + a.T) / 2
+    np.fill_diagonal(beta, 0)
+    trees = list(all_spanning_trees(m))
+    states = np.array(list(itertools.product(range(k), repeat=m)))
+    z = sum(np.prod([beta[u, v] for u, v in t]) for t in trees)
+    want = []
+    for x in states:
+        p = 0.0
+        for t in trees:
+            pt = np.prod([beta[u, v] for u, v in t]) / z
+            px = np.prod(node[np.arange(m), x])
+            for u, v in t:
+                px *= pair[u, v, x[u], x[v]] / (node[u, x[u]] * node[v, x[v]])
+            p += pt * px
+        want.append(np.log(p))
+    got = et_log_likelihood(states, beta, node, pair)
+    np.testing.assert_allclose(got, want, rtol=1e-9)
+    np.testing.assert_allclose(np.exp(got).sum(), 1.0, rtol=1e-9)

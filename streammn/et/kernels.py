@@ -36,3 +36,31 @@ def log_spanning_tree_sums(weights):
         return np.zeros(lap.shape[0])
     chol = np.linalg.cholesky(lap)
     return 2.0 * np.log(np.diagonal(chol, axis1=-2, axis2=-1)).sum(axis=-1)
+
+
+def edge_ratios(rows, node_probs, pair_probs):
+    """w_uv(x) / beta_uv = theta_uv(x_u, x_v) / (theta_u(x_u) theta_v(x_v)) per row, (N, M, M).
+
+    ``node_probs`` is (M, K), ``pair_probs`` is (M, M, K, K) with strictly positive entries
+    (smoothed estimates), ``rows`` is (N, M) integer states.
+    """
+    n, m = rows.shape
+    u = np.arange(m)[:, None]
+    v = np.arange(m)[None, :]
+    xu = rows[:, :, None]
+    xv = rows[:, None, :]
+    joint = pair_probs[u, v, xu, xv]
+    marg = node_probs[np.arange(m), rows]
+    return joint / (marg[:, :, None] * marg[:, None, :])
+
+
+def et_log_likelihood(rows, beta, node_probs, pair_probs):
+    """Exact per-row log P(x) of the ET model (Eq. 6), shape (N,).
+
+    log P(x) = sum_u log theta_u(x_u) + log det L(beta * ratio(x)) - log det L(beta).
+    """
+    m = rows.shape[1]
+    beta = np.asarray(beta, dtype=np.float64)
+    node_term = np.log(node_probs[np.arange(m), rows]).sum(axis=1)
+    log_z = log_spanning_tree_sums(beta[None])[0]
+    return node_term + log_spanning_tree_sums(beta[None] * edge_ratios(rows, node_probs, pair_probs)) - log_z
