@@ -64,3 +64,31 @@ def et_log_likelihood(rows, beta, node_probs, pair_probs):
     node_term = np.log(node_probs[np.arange(m), rows]).sum(axis=1)
     log_z = log_spanning_tree_sums(beta[None])[0]
     return node_term + log_spanning_tree_sums(beta[None] * edge_ratios(rows, node_probs, pair_probs)) - log_z
+
+
+def effective_resistances(weights):
+    """(e_u - e_v)^T L^-1 (e_u - e_v) for every pair, shape (N, M, M): d log det / d w_uv.
+
+    Uses one batched solve against the identity of the reduced Laplacian (the deleted variable's
+    indicator vector is zero). Cost O(N M^3).
+    """
+    lap = reduced_laplacians(weights)
+    n, r = lap.shape[0], lap.shape[-1]
+    g = np.zeros((n, r + 1, r + 1))
+    g[:, :r, :r] = np.linalg.solve(lap, np.broadcast_to(np.eye(r), lap.shape))
+    d = np.diagonal(g, axis1=-2, axis2=-1)
+    return d[:, :, None] + d[:, None, :] - g - g.transpose(0, 2, 1)
+
+
+def structure_objective_and_gradient(beta, ratios):
+    """Mean over rows of log det L(beta * r(x)) - log det L(beta), and its gradient in beta.
+
+    ``ratios`` is (N, M, M) from :func:`edge_ratios`; the gradient (M, M) is symmetric with a
+    zero diagonal (entry uv is the derivative along the symmetric pair beta_uv = beta_vu).
+    """
+    beta = np.asarray(beta, dtype=np.float64)
+    weighted = beta[None] * ratios
+    value = log_spanning_tree_sums(weighted).mean() - log_spanning_tree_sums(beta[None])[0]
+    grad = (ratios * effective_resistances(weighted)).mean(axis=0) - effective_resistances(beta[None])[0]
+    np.fill_diagonal(grad, 0.0)
+    return value, grad
