@@ -108,3 +108,18 @@ def test_gradient_matches_finite_differences():
         bm[u, v] -= h; bm[v, u] -= h
         fd = (structure_objective_and_gradient(bp, r)[0] - structure_objective_and_gradient(bm, r)[0]) / (2 * h)
         np.testing.assert_allclose(grad[u, v], fd, rtol=1e-5, atol=1e-8)
+
+
+def test_pgd_never_decreases_objective():
+    from streammn.et.kernels import projected_gradient_ascent
+
+    rng = np.random.default_rng(5)
+    m, n = 5, 20
+    r = rng.uniform(0.3, 3.0, size=(n, m, m))
+    r = (r + r.transpose(0, 2, 1)) / 2
+    beta = np.full((m, m), 1.0 / (m * (m - 1) / 2))
+    np.fill_diagonal(beta, 0)
+    out, history = projected_gradient_ascent(beta, r, max_iter=30)
+    assert len(history) > 1
+    assert np.all(np.diff(history) >= 0)
+    assert abs(out[np.triu_indices(m, 1)].sum() - 1) < 1e-12 and out.min() >= 0

@@ -92,3 +92,66 @@ def structure_objective_and_gradient(beta, ratios):
     grad = (ratios * effective_resistances(weighted)).mean(axis=0) - effective_resistances(beta[None])[0]
     np.fill_diagonal(grad, 0.0)
     return value, grad
+
+
+def project_to_simplex(values):
+    """Euclidean projection of a vector onto {b >= 0, sum b = 1} (sort-based, O(E log E))."""
+    s = np.sort(values)[::-1]
+    cumulative = np.cumsum(s) - 1.0
+    k = np.arange(1, len(s) + 1)
+    rho = np.nonzero(s - cumulative / k > 0)[0][-1]
+    return np.maximum(values - cumulative[rho] / (rho + 1), 0.0)
+
+
+def projected_gradient_ascent(beta, ratios, max_iter=100, gamma=0.5, eta=0.01, step=1.0, tol=1e-9):
+    """Maximise the structural objective over the simplex of edge weights with Armijo steps.
+
+    Each iteration tries beta' = P(beta + s g) for s = step, step*gamma, ... and accepts the first
+    s with f(beta') - f(beta) >= eta * g . (beta' - beta) (Armijo along the projection arc).
+    Returns (beta, objective values per accepted iteration).
+    """
+    m = beta.shape[0]
+    iu = np.triu_indices(m, 1)
+    b = np.asarray(beta, dtype=np.float64)[iu]
+
+    def full(vec):
+        out = np.zeros((m, m))
+        out[iu] = vec
+        return out + out.T
+
+    value, grad = structure_objective_and_gradient(full(b), ratios)
+    history = [value]
+    for _ in range(max_iter):
+        g = grad[iu]
+        s = step
+        while s > 1e-12:
+            candidate = project_to_simplex(b + s * g)
+            if not _connected(full(candidate)):
+                s *= gamma
+                continue
+            new_value, new_grad = structure_objective_and_gradient(full(candidate), ratios)
+            if new_value - value >= eta * g @ (candidate - b):
+                break
+            s *= gamma
+        else:
+            break
+        improvement = new_value - value
+        b, value, grad = candidate, new_value, new_grad
+        history.append(value)
+        if improvement < tol:
+            break
+    return full(b), np.array(history)
+
+
+def _connected(weights):
+    """Whether the positive-weight graph spans all variables (the reduced Laplacian is then SPD)."""
+    m = weights.shape[0]
+    seen = np.zeros(m, dtype=bool)
+    stack = [0]
+    seen[0] = True
+    while stack:
+        u = stack.pop()
+        for v in np.nonzero((weights[u] > 0) & ~seen)[0]:
+            seen[v] = True
+            stack.append(v)
+    return bool(seen.all())
