@@ -123,3 +123,18 @@ def test_pgd_never_decreases_objective():
     assert len(history) > 1
     assert np.all(np.diff(history) >= 0)
     assert abs(out[np.triu_indices(m, 1)].sum() - 1) < 1e-12 and out.min() >= 0
+
+
+def test_likelihood_and_objective_invariant_to_scaling_beta():
+    from streammn.et.kernels import structure_objective_and_gradient
+
+    rng = np.random.default_rng(8)
+    m, n = 6, 9
+    r = rng.uniform(0.3, 3.0, size=(n, m, m))
+    r = (r + r.transpose(0, 2, 1)) / 2
+    a = rng.uniform(0.2, 2.0, size=(m, m))
+    beta = (a + a.T) / 2
+    np.fill_diagonal(beta, 0)
+    value, _ = structure_objective_and_gradient(beta, r)
+    for c in (0.01, 7.0, 1e4):
+        np.testing.assert_allclose(structure_objective_and_gradient(c * beta, r)[0], value, rtol=1e-10)
