@@ -24,7 +24,7 @@ import time
 import numpy as np
 
 from streammn.grafting.activation import BestChoice, Exhaustive, activation_scores
-from streammn.grafting.bp import belief_propagation
+from streammn.grafting.inference import infer, pair_offsets, use_exact
 from streammn.grafting.mrf import PairwiseLayout, to_markov_network
 from streammn.grafting.objective import OBJECTIVES, GraftingObjective, minimise, pseudo_loglik
 from streammn.schema import Schema
@@ -39,6 +39,22 @@ class GraftingStateError(DataError):
     """A serialised EdgeGrafting state could not be read."""
 
 
+def default_lambda(cards, n_rows: int, c: float = 1.0) -> float:
+    """The data-scaled default group-L1 strength ``c * sqrt(log(n) / N) / mean(card)^2``.
+
+    Sparse-recovery theory (Ravikumar et al. 2010 for L1 logistic neighbourhoods) puts the
+    regularisation at the scale of the largest gradient noise over the candidate pairs,
+    ``sqrt(log(n) / N)``. The gradient of an independent pair's ``k x k`` group has an L2 norm
+    of order ``1 / sqrt(N)`` whatever ``k`` (a chi-square with ``(k - 1)^2`` degrees of freedom
+    on cells of size ``1 / k^2``), while test C2 divides that norm by ``d_e = k^2``: hence the
+    division by the mean table size. ``c`` was chosen once on planted Potts models
+    (benchmarks/grafting.py, see the README).
+    """
+    n = max(len(cards), 2)
+    k2 = float(np.mean(np.asarray(cards, dtype=np.float64))) ** 2
+    return c * math.sqrt(math.log(n) / max(int(n_rows), 1)) / k2
+
+
 class EdgeGrafting:
     """Edge grafting of a pairwise Markov random field.
 
@@ -46,8 +62,12 @@ class EdgeGrafting:
     ----------
     schema : Schema
         The variables (any cardinalities).
-    lambda_ : float, default 0.005
-        Group-L1 strength (per-row scale); also the activation threshold of test C2.
+    lambda_ : float or None, default None
+        Group-L1 strength (per-row scale); also the activation threshold of test C2. None: the
+        data-scaled default ``lambda_c * sqrt(log(n_vars) / n_rows) / mean(card)^2`` (see
+        :func:`default_lambda`), recomputed from the rows seen at every optimisation.
+    lambda_c : float, default 1.0
+        The constant of the data-scaled default lambda (ignored when ``lambda_`` is given).
     lambda2 : float, default 0.001
         Squared-L2 strength (per-row scale).
     strategy : {"best_choice", "first_hit", "exhaustive"}, default "best_choice"
@@ -65,12 +85,15 @@ class EdgeGrafting:
     c_hat : float, default 0.1
         Degree-centrality threshold of the hub heuristic (the paper gives no value).
     max_edges : int or None, default None
-        Stop after this many active edges (None: 3 * n_vars).
+        Stop after this many active edges (None: no budget; the test C2 ends the run).
     objective : {"likelihood", "pseudo"}, default "likelihood"
-        Data term: likelihood with loopy-BP marginals, or pseudo-likelihood on the row sample.
-        Activation scores always use BP node marginals.
+        Data term: likelihood with the model marginals of ``inference``, or pseudo-likelihood
+        on the row sample. Activation scores always use the model marginals of ``inference``.
     max_iter : int, default 50
         L-BFGS iterations per optimisation.
+    inference : {"auto", "bp", "exact"}, default "auto"
+        Model marginals: loopy BP (pair tables of inactive pairs by clamped BP) or enumeration
+        of the joint states; "auto" enumerates when there are at most 2^16 joint states.
     bp_damping, bp_tol, bp_max_iter : float, float, int, defaults 0.5, 1e-3, 60
         Loopy BP settings.
     update_every : int, default 10000
@@ -84,11 +107,13 @@ class EdgeGrafting:
         Randomness (edge sampling, row reservoir).
     """
 
-    def __init__(self, schema: Schema, lambda_: float = 0.005, lambda2: float = 0.001,
+    def __init__(self, schema: Schema, lambda_: float | None = None, lambda_c: float = 1.0,
+                 lambda2: float = 0.001,
                  strategy: str = "best_choice", alpha: float = 0.5,
                  reservoir_size: int | None = None, t_max: int | None = None, rho0: float = 0.0,
                  hubs: bool = True, c_hat: float = 0.1, max_edges: int | None = None,
-                 objective: str = "likelihood", max_iter: int = 50, bp_damping: float = 0.5,
+                 objective: str = "likelihood", max_iter: int = 50, inference: str = "auto",
+                 bp_damping: float = 0.5,
                  bp_tol: float = 1e-3, bp_max_iter: int = 60, update_every: int = 10000,
                  steps_per_update: int | None = None, stats_reservoir: int = 20000,
                  seed: int = 0):
@@ -96,12 +121,16 @@ class EdgeGrafting:
             raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
         if objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
-        if lambda_ <= 0 or lambda2 < 0:
-            raise ValueError(f"need lambda_ > 0 and lambda2 >= 0, got {lambda_}, {lambda2}")
+        if (lambda_ is not None and lambda_ <= 0) or lambda_c <= 0 or lambda2 < 0:
+            raise ValueError(f"need lambda_ > 0 (or None), lambda_c > 0 and lambda2 >= 0, got "
+                             f"{lambda_}, {lambda_c}, {lambda2}")
+        self._exact = use_exact(inference, schema.cardinalities)
         if update_every < 1:
             raise ValueError(f"update_every must be >= 1, got {update_every}")
         self.schema = schema
-        self.lambda_, self.lambda2 = float(lambda_), float(lambda2)
+        self.lambda_given = None if lambda_ is None else float(lambda_)
+        self.lambda_c, self.lambda2 = float(lambda_c), float(lambda2)
+        self.inference = inference
         self.strategy, self.alpha = strategy, float(alpha)
         self.reservoir_size, self.t_max, self.rho0 = reservoir_size, t_max, float(rho0)
         self.hubs, self.c_hat, self.max_edges = hubs, float(c_hat), max_edges
@@ -113,11 +142,13 @@ class EdgeGrafting:
 
     # parameters ---------------------------------------------------------------------------
     def get_params(self) -> dict:
-        return {"lambda_": self.lambda_, "lambda2": self.lambda2, "strategy": self.strategy,
+        return {"lambda_": self.lambda_given, "lambda_c": self.lambda_c, "lambda2": self.lambda2,
+                "strategy": self.strategy,
                 "alpha": self.alpha, "reservoir_size": self.reservoir_size, "t_max": self.t_max,
                 "rho0": self.rho0, "hubs": self.hubs, "c_hat": self.c_hat,
                 "max_edges": self.max_edges, "objective": self.objective,
-                "max_iter": self.max_iter, "bp_damping": self.bp_damping, "bp_tol": self.bp_tol,
+                "max_iter": self.max_iter, "inference": self.inference,
+                "bp_damping": self.bp_damping, "bp_tol": self.bp_tol,
                 "bp_max_iter": self.bp_max_iter, "update_every": self.update_every,
                 "steps_per_update": self.steps_per_update,
                 "stats_reservoir": self.stats_reservoir, "seed": self.seed}
@@ -132,7 +163,15 @@ class EdgeGrafting:
 
     @property
     def edge_limit(self) -> int:
-        return 3 * self.n_vars if self.max_edges is None else int(self.max_edges)
+        n = self.n_vars
+        return n * (n - 1) // 2 if self.max_edges is None else int(self.max_edges)
+
+    @property
+    def lambda_(self) -> float:
+        """The group-L1 strength in use: as given, or the data-scaled default for the rows seen."""
+        if self.lambda_given is not None:
+            return self.lambda_given
+        return default_lambda(self.cards, self.stats.n_rows, self.lambda_c)
 
     def _make_strategy(self):
         n = self.n_vars
@@ -155,8 +194,9 @@ class EdgeGrafting:
         self.active: set[tuple[int, int]] = set()
         self.layout = PairwiseLayout(self.cards, np.empty((0, 2), np.int64))
         self.theta = np.zeros(self.layout.size)
-        self._marg: np.ndarray | None = None
+        self._inference = None  # model marginals at the current weights (inference module)
         self._messages: np.ndarray | None = None
+        self._infer_from: np.ndarray | None = None
         self.objective_value = float("nan")
         self.converged = False
         self.steps = 0
@@ -173,8 +213,9 @@ class EdgeGrafting:
         """Activation scores (Eq. 5) of inactive ``pairs`` (k x 2, i < j), counting their
         statistics if needed; ``None``: every pair counted so far. Returns ``(pairs, scores)``."""
         got, counts, offsets, n_rows = self.stats.flat_tables(pairs)
-        return got, activation_scores(got, self.cards, self.layout.uoff, self._marg, counts,
-                                      offsets, n_rows)
+        model = self._inference.pair_tables(got)
+        return got, activation_scores(got, self.cards, model, pair_offsets(got, self.cards),
+                                      counts, offsets, n_rows)
 
     @property
     def fraction_pairs_counted(self) -> float:
@@ -199,13 +240,17 @@ class EdgeGrafting:
         obj = GraftingObjective(self.layout, self._data_marginals(), self.lambda_, self.lambda2,
                                 kind=self.objective, rows=rows, damping=self.bp_damping,
                                 tol=self.bp_tol, max_iter=self.bp_max_iter,
-                                messages=self._messages)
+                                messages=self._messages, exact=self._exact)
         self.theta, self.objective_value, _ = minimise(obj, self.theta, self.max_iter)
-        res = belief_propagation(self.layout, self.theta, self.bp_damping, self.bp_tol,
-                                 self.bp_max_iter, messages=obj.messages)
-        self._marg, self._messages = res.marginals, res.messages
+        self._infer(obj.messages)
         self._model = None
         return self.objective_value
+
+    def _infer(self, messages) -> None:
+        self._infer_from = messages  # kept so that a restored state infers identically
+        self._inference = infer(self.layout, self.theta, self._exact, self.bp_damping,
+                                self.bp_tol, self.bp_max_iter, messages)
+        self._messages = getattr(self._inference, "messages", None)
 
     def _activate(self, chosen) -> None:
         old = self.layout
@@ -222,7 +267,7 @@ class EdgeGrafting:
         limit = self.edge_limit - len(self.edges)
         if limit <= 0 or self.converged:
             return False
-        if self._marg is None:
+        if self._inference is None:
             self.optimise()
         started = time.perf_counter()
         chosen = self._strategy.propose(self, limit)
@@ -242,7 +287,7 @@ class EdgeGrafting:
     def graft(self, max_steps: int | None = None, callback=None) -> int:
         """Run activation steps until none is possible (or ``max_steps``); ``callback(self)``
         after each. Returns the number of steps taken."""
-        if self._marg is None:
+        if self._inference is None:
             self.optimise()
         done = 0
         while (max_steps is None or done < max_steps) and self.step():
@@ -298,13 +343,11 @@ class EdgeGrafting:
                 "rng": self.rng.bit_generator.state, "objective_value": self.objective_value,
                 "converged": self.converged, "steps": self.steps,
                 "rows_since_update": self.rows_since_update,
-                "has_marginals": self._marg is not None}
+                "has_marginals": self._inference is not None}
         arrays = {"theta": self.theta,
                   "stats": np.frombuffer(self.stats.to_bytes(), dtype=np.uint8)}
-        if self._marg is not None:
-            arrays["marginals"] = self._marg
-        if self._messages is not None:
-            arrays["messages"] = self._messages
+        if self._inference is not None and self._infer_from is not None:
+            arrays["messages"] = self._infer_from
         buf = io.BytesIO()
         np.savez(buf, __meta__=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **arrays)
         return buf.getvalue()
@@ -328,10 +371,10 @@ class EdgeGrafting:
         learner.theta = arrays["theta"]
         if learner.theta.shape != (learner.layout.size,):
             raise GraftingStateError("weights do not match the active set")
-        learner._marg = arrays.get("marginals") if meta["has_marginals"] else None
-        learner._messages = arrays.get("messages")
         learner._strategy.set_state(meta["strategy"])
         learner.objective_value = float(meta["objective_value"])
         learner.converged, learner.steps = bool(meta["converged"]), int(meta["steps"])
         learner.rows_since_update = int(meta["rows_since_update"])
+        if meta["has_marginals"]:
+            learner._infer(arrays.get("messages"))
         return learner
