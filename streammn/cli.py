@@ -56,9 +56,9 @@ def _parser() -> argparse.ArgumentParser:
     learn.add_argument("--algo", choices=["dtsl", "grafting"], default="dtsl",
                        help="structure learner: dtsl (trees -> DN -> MN) or grafting "
                             "(best-choice edge grafting of a pairwise MRF) (default: dtsl)")
-    learn.add_argument("--lambda", dest="lambda_", type=float, default=0.005,
+    learn.add_argument("--lambda", dest="lambda_", type=float, default=None,
                        help="grafting: group-L1 strength and activation threshold "
-                            "(default: 0.005)")
+                            "(default: scaled to the data, c*sqrt(log n / N) / mean(card)^2)")
     learn.add_argument("--strategy", choices=["best_choice", "first_hit", "exhaustive"],
                        default="best_choice", help="grafting: edge search (default: best_choice)")
     learn.add_argument("--alpha", type=float, default=0.5,
