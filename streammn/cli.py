@@ -68,9 +68,9 @@ def _parser() -> argparse.ArgumentParser:
     learn.add_argument("--max-contexts", type=opt.positive_int, default=5000,
                        help="csgs: canonical assignments, the most frequent distinct rows "
                             "(default: 5000)")
-    learn.add_argument("--lambda", dest="lambda_", type=opt.positive_float, default=0.005,
+    learn.add_argument("--lambda", dest="lambda_", type=opt.positive_float, default=None,
                        help="grafting: group-L1 strength and activation threshold "
-                            "(default: 0.005)")
+                            "(default: scaled to the data, c*sqrt(log n / N) / mean(card)^2)")
     learn.add_argument("--strategy", choices=["best_choice", "first_hit", "exhaustive"],
                        default="best_choice", help="grafting: edge search (default: best_choice)")
     learn.add_argument("--alpha", type=opt.unit_interval, default=0.5,

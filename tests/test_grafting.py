@@ -109,8 +109,8 @@ def test_likelihood_objective_is_exact_negative_log_likelihood_on_trees():
 def test_activation_score_and_c2_by_hand():
     # node marginals (.5, .5) and (.25, .75); data table [[3, 1], [1, 3]] over 8 rows:
     # model - data = [[.125-.375, .375-.125], [.125-.125, .375-.375]], norm sqrt(.125), / 4
-    marg = np.array([0.5, 0.5, 0.25, 0.75])
-    s = activation_scores(np.array([[0, 1]]), [2, 2], [0, 2, 4], marg,
+    model = np.outer([0.5, 0.5], [0.25, 0.75]).ravel()
+    s = activation_scores(np.array([[0, 1]]), [2, 2], model, np.array([0, 4]),
                           np.array([3, 1, 1, 3]), np.array([0, 4]), np.array([8]))
     expected = np.sqrt(0.125) / 4
     assert s[0] == pytest.approx(expected)
@@ -122,7 +122,7 @@ class ScriptedContext:
     """A strategy context whose scores come from a dict."""
 
     def __init__(self, scores, n_vars, lambda_):
-        self.scores, self.n_vars, self.lambda_ = dict(scores), n_vars, lambda_
+        self.scores, self.n_vars, self.strength = dict(scores), n_vars, lambda_
         self.active, self.rng, self.tested = set(), np.random.default_rng(0), []
 
     def degrees(self):

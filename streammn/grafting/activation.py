@@ -1,7 +1,8 @@
 """Edge activation: the score of Eq. 5, the test C2, and the three search strategies.
 
-``s_e = ||p_model(e) - p_data(e)||_2 / d_e`` with ``d_e = card_i * card_j``; for an inactive edge
-the model's pairwise marginal is the outer product of its node marginals. C2: ``s_e > lambda``.
+``s_e = ||p_model(e) - p_data(e)||_2 / d_e`` with ``d_e = card_i * card_j``; the model's pairwise
+marginal of the inactive pair comes from :mod:`streammn.grafting.inference` (not the product of
+its node marginals: see there why). C2: ``s_e > lambda``.
 
 A strategy proposes the edges to activate next from a *context* (the learner) that offers
 ``n_vars``, ``lambda_``, ``rng``, ``active`` (set of ``(i, j)``, ``i < j``), ``degrees()``,
@@ -30,30 +31,28 @@ from streammn.errors import SettingsError
 
 
 @nb.njit(cache=True)
-def _scores(pairs, cards, uoff, node_marg, counts, offsets, n_rows):
+def _scores(pairs, cards, model, model_off, counts, offsets, n_rows):
     out = np.empty(pairs.shape[0])
     for p in range(pairs.shape[0]):
         i, j = pairs[p, 0], pairs[p, 1]
-        ci, cj = cards[i], cards[j]
+        size = cards[i] * cards[j]
         total = 0.0
         inv = 1.0 / max(n_rows[p], 1)
-        for a in range(ci):
-            pa = node_marg[uoff[i] + a]
-            for b in range(cj):
-                d = pa * node_marg[uoff[j] + b] - counts[offsets[p] + a * cj + b] * inv
-                total += d * d
-        out[p] = math.sqrt(total) / (ci * cj)
+        for c in range(size):
+            d = model[model_off[p] + c] - counts[offsets[p] + c] * inv
+            total += d * d
+        out[p] = math.sqrt(total) / size
     return out
 
 
-def activation_scores(pairs, cards, uoff, node_marginals, counts, offsets, n_rows) -> np.ndarray:
-    """Eq. 5 for inactive edges ``pairs`` (k x 2): model = product of node marginals
-    (``node_marginals[uoff[i]:uoff[i+1]]``), data = joint counts (flat tables at ``offsets``)
-    over ``n_rows`` rows."""
+def activation_scores(pairs, cards, model_tables, model_offsets, counts, offsets,
+                      n_rows) -> np.ndarray:
+    """Eq. 5 for inactive edges ``pairs`` (k x 2): model joint tables (flat, row-major, at
+    ``model_offsets``) against the data's joint counts (flat at ``offsets``) over ``n_rows``."""
     return _scores(np.ascontiguousarray(pairs, dtype=np.int64),
                    np.ascontiguousarray(cards, dtype=np.int64),
-                   np.ascontiguousarray(uoff, dtype=np.int64),
-                   np.ascontiguousarray(node_marginals, dtype=np.float64),
+                   np.ascontiguousarray(model_tables, dtype=np.float64),
+                   np.ascontiguousarray(model_offsets, dtype=np.int64),
                    np.ascontiguousarray(counts, dtype=np.float64),
                    np.ascontiguousarray(offsets, dtype=np.int64),
                    np.ascontiguousarray(n_rows, dtype=np.int64))
@@ -242,7 +241,7 @@ class Exhaustive:
         if not scores.size or limit < 1:
             return []
         k = int(np.argmax(scores))
-        return [edge_key(*pairs[k].tolist())] if passes_c2(scores[k], ctx.lambda_) else []
+        return [edge_key(*pairs[k].tolist())] if passes_c2(scores[k], ctx.strength) else []
 
     def after_optimisation(self, ctx) -> None:
         """Nothing to maintain: every score is recomputed at the next step."""
@@ -347,7 +346,7 @@ class BestChoice:
                 continue
             _, scores = ctx.score(np.array(batch, dtype=np.int64))
             for e, s in zip(batch, scores.tolist()):
-                self._record(e, s, ctx.lambda_)
+                self._record(e, s, ctx.strength)
             t += len(batch)
             self.tests += len(batch)
         self.first_round = False
@@ -382,11 +381,11 @@ class BestChoice:
         edges = sorted(self.reservoir.scores)
         _, scores = ctx.score(np.array(edges, dtype=np.int64))
         for e, s in zip(edges, scores.tolist()):
-            if passes_c2(s, ctx.lambda_):
+            if passes_c2(s, ctx.strength):
                 self.reservoir.scores[e] = s
             else:
                 del self.reservoir.scores[e]
-                self.frozen.freeze(e, violation_offset(s, ctx.lambda_))
+                self.frozen.freeze(e, violation_offset(s, ctx.strength))
 
     def get_state(self) -> dict:
         return {"queue": self.queue.get_state(),

@@ -6,7 +6,8 @@
 
 - ``"likelihood"``: ``L(w) = -w . E_data[f] + log Z(w)``, the mean negative log-likelihood; its
   gradient ``E_model[f] - E_data[f]`` takes the model marginals from loopy BP and ``log Z`` is
-  the Bethe estimate (exact on trees). ``E_data`` comes from the sufficient statistics only.
+  the Bethe estimate (exact on trees), or both from enumeration when the model is small enough
+  (``exact=True``). ``E_data`` comes from the sufficient statistics only.
 - ``"pseudo"``: the mean negative log pseudo-likelihood over a row sample (faster: no inference,
   one pass over the rows per evaluation).
 
@@ -27,6 +28,7 @@ from scipy.optimize import minimize
 from threadpoolctl import threadpool_limits
 
 from streammn.grafting.bp import BPResult, belief_propagation
+from streammn.grafting.inference import ExactInference
 from streammn.grafting.mrf import PairwiseLayout
 
 OBJECTIVES = ("likelihood", "pseudo")
@@ -111,11 +113,14 @@ class GraftingObjective:
     messages : array or None
         BP messages to warm-start from; every evaluation starts from the previous one's
         messages (nearby parameters, so BP needs few sweeps).
+    exact : bool, default False
+        Likelihood: marginals and ``log Z`` by enumerating the joint states instead of BP.
     """
 
     def __init__(self, layout: PairwiseLayout, data_marginals, lambda_: float, lambda2: float,
                  kind: str = "likelihood", rows=None, eps: float = 1e-4, damping: float = 0.5,
-                 tol: float = 1e-6, max_iter: int = 200, messages: np.ndarray | None = None):
+                 tol: float = 1e-6, max_iter: int = 200, messages: np.ndarray | None = None,
+                 exact: bool = False):
         if kind not in OBJECTIVES:
             raise ValueError(f"objective must be one of {OBJECTIVES}, got {kind!r}")
         if kind == "pseudo" and (rows is None or len(rows) == 0):
@@ -123,11 +128,12 @@ class GraftingObjective:
         self.layout = layout
         self.data = np.ascontiguousarray(data_marginals, dtype=np.float64)
         self.lambda_, self.lambda2, self.kind, self.eps = lambda_, lambda2, kind, eps
+        self.exact = exact
         self.rows = None if rows is None else np.ascontiguousarray(rows, dtype=np.uint8)
         self.bp = dict(damping=damping, tol=tol, max_iter=max_iter)
         starts, sizes = layout.group_bounds()
         self._starts = starts
-        self._scale = lambda_ * sizes.astype(np.float64)          # lambda * d_g
+        self._scale = lambda_ * sizes.astype(np.float64)  # lambda * d_g
         self._group_of = np.repeat(np.arange(sizes.shape[0]), sizes)
         self.evaluations = 0
         self.messages = messages  # BP messages, carried from one evaluation to the next
@@ -142,6 +148,9 @@ class GraftingObjective:
 
     def data_term(self, theta) -> tuple[float, np.ndarray, BPResult | None]:
         """``L(w)`` and its gradient (and the BP result for the likelihood)."""
+        if self.kind == "likelihood" and self.exact:
+            ex = ExactInference(self.layout, theta)
+            return ex.log_z - float(theta @ self.data), ex.marginals - self.data, None
         if self.kind == "likelihood":
             res = belief_propagation(self.layout, theta, messages=self.messages, **self.bp)
             self.messages = res.messages

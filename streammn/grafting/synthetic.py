@@ -9,6 +9,12 @@ normalisation, so the mean does not change the distribution and we draw around 0
 ``mean=0``) to keep the weights readable. Data come from a numba Gibbs sampler over the tables
 (independent chains from uniform random states, burn-in sweeps, then one row every ``thin``
 sweeps).
+
+Planted models for structure-recovery studies (issue 16) share the sampler: a graph family
+(:func:`planted_graph`: random tree, tree plus a few loops, 2-D grid, random sparse,
+scale-free) and Potts couplings (:func:`potts_mrf`): every edge table is ``J * [x_i = x_j]``
+with ``|J|`` uniform in a range and a random sign, unary cells ``N(0, 0.1)``. With two states
+this is the Ising model (coupling ``J / 2`` in the +-1 spin form).
 """
 
 from __future__ import annotations
@@ -81,6 +87,67 @@ def scale_free_mrf(n: int, states: int = 5, sigma_node: float = 0.5, sigma_edge:
     theta = np.concatenate([rng.normal(mean, sigma_node, n_unary),
                             rng.normal(mean, sigma_edge, layout.size - n_unary)])
     return SyntheticMRF(schema, layout, theta)
+
+
+GRAPH_FAMILIES = ("tree", "tree_loops", "grid", "random", "scale_free")
+
+
+def planted_graph(family: str, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Edges ``(i, j)``, ``i < j``, of a connected planted graph on ``n`` nodes:
+
+    - ``tree``: each node in a random order attaches to a uniformly chosen earlier one;
+    - ``tree_loops``: that tree plus ``max(1, round(0.3 n))`` random extra edges (the issue's
+      model: 30 nodes, 38 edges);
+    - ``grid``: the most square ``r x c`` grid with ``r * c = n`` (4-neighbourhood);
+    - ``random``: a random tree plus random extra edges up to ``1.5 n`` edges (mean degree 3);
+    - ``scale_free``: preferential attachment, ``2n - 4`` edges.
+    """
+    if family not in GRAPH_FAMILIES:
+        raise ValueError(f"graph family must be one of {GRAPH_FAMILIES}, got {family!r}")
+    if n < 3:
+        raise ValueError(f"a planted graph needs n >= 3 nodes, got {n}")
+    if family == "scale_free":
+        return preferential_attachment(n, rng)
+    if family == "grid":
+        r = max(d for d in range(1, int(np.sqrt(n)) + 1) if n % d == 0)
+        c = n // r
+        idx = np.arange(n).reshape(r, c)
+        pairs = [(int(a), int(b)) for a, b in zip(idx[:, :-1].ravel(), idx[:, 1:].ravel())]
+        pairs += [(int(a), int(b)) for a, b in zip(idx[:-1].ravel(), idx[1:].ravel())]
+        return np.array(sorted(pairs), dtype=np.int64)
+    order = rng.permutation(n)
+    edges = {tuple(sorted((int(order[v]), int(order[rng.integers(v)])))) for v in range(1, n)}
+    extra = {"tree": 0, "tree_loops": max(1, round(0.3 * n)),
+             "random": int(1.5 * n) - (n - 1)}[family]
+    target = len(edges) + extra
+    while len(edges) < target:
+        i, j = (int(v) for v in rng.choice(n, size=2, replace=False))
+        edges.add((min(i, j), max(i, j)))
+    return np.array(sorted(edges), dtype=np.int64)
+
+
+def potts_mrf(edges, n: int, states: int = 3, coupling: tuple[float, float] = (0.8, 1.5),
+              sigma_node: float = 0.1, seed: int = 0) -> SyntheticMRF:
+    """A planted Potts model on ``edges``: ``theta_ij(a, b) = J_ij [a = b]``, ``|J_ij|`` uniform
+    in ``coupling`` with a random sign; unary cells ``N(0, sigma_node)``."""
+    if states < 2:
+        raise ValueError(f"states must be >= 2, got {states}")
+    rng = np.random.default_rng(seed)
+    schema = Schema.from_cardinalities([states] * n)
+    layout = PairwiseLayout(schema.cardinalities, np.asarray(edges, dtype=np.int64))
+    n_unary = int(layout.uoff[-1])
+    j = rng.uniform(*coupling, layout.n_edges) * rng.choice([-1.0, 1.0], layout.n_edges)
+    eye = np.eye(states).ravel()
+    theta = np.concatenate([rng.normal(0.0, sigma_node, n_unary), np.outer(j, eye).ravel()])
+    return SyntheticMRF(schema, layout, theta)
+
+
+def planted_potts(family: str, n: int, states: int = 3,
+                  coupling: tuple[float, float] = (0.8, 1.5), seed: int = 0) -> SyntheticMRF:
+    """:func:`potts_mrf` on a :func:`planted_graph` drawn with the same seed."""
+    rng = np.random.default_rng(seed)
+    return potts_mrf(planted_graph(family, n, rng), n, states, coupling,
+                     seed=int(rng.integers(2**31)))
 
 
 @nb.njit(cache=True)
