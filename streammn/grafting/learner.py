@@ -125,7 +125,7 @@ class EdgeGrafting(Estimator):
     >>> len(learner.edges), len(set(learner.edges) & planted_edges), len(planted_edges)
     (12, 9, 9)
     >>> round(learner.to_markov_network().pll(rows), 3)
-    -4.204
+    -4.151
     """
 
     def __init__(self, schema: Schema, lambda_: float | None = None, lambda_c: float = 2.0,
