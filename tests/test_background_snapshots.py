@@ -9,7 +9,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from connectors import ArraySource, write_parquet
@@ -22,19 +21,11 @@ from streammn.publishing import CAN_FORK, SnapshotWriteFailed
 from streammn.snapshot import latest_valid_snapshot, list_snapshots
 
 from datasets import ROOT
+from test_engine import chain_rows
 
 pytestmark = pytest.mark.skipif(not CAN_FORK, reason="background snapshots need os.fork")
 
 TIMING_KEYS = ("created", "timings", "peak_rss_mb", "engine")
-
-
-def chain_rows(n, n_vars=8, seed=0):
-    rng = np.random.default_rng(seed)
-    x = np.empty((n, n_vars), dtype=np.uint8)
-    x[:, 0] = rng.random(n) < 0.5
-    for j in range(1, n_vars):
-        x[:, j] = x[:, j - 1] ^ (rng.random(n) < 0.2)
-    return x
 
 
 def make(out, rows, batch_size=250, **kw):
