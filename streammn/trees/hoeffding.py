@@ -56,7 +56,6 @@ import math
 
 import numpy as np
 
-from connectors.array import ArraySource
 from streammn.trees import kernels
 from streammn.trees.exact import grow_level_wise
 from streammn.trees.forest import Forest
@@ -71,6 +70,24 @@ REBUILD_FIRST = 1000  # 'auto' with replay: trees rebuilt exactly at 1000 * 2**k
 REBUILD_GROWTH = 2    # ... while the replay buffer still holds every row of the stream
 STATS_DTYPE = np.int32  # half the memory traffic of int64; see _retire_full_slots
 _FULL = np.iinfo(STATS_DTYPE).max
+
+
+class _BufferedRows:
+    """The replay buffer's rows as the re-readable source exact growth reads: one batch,
+    already validated (they were when they arrived)."""
+
+    def __init__(self, rows: np.ndarray):
+        self.rows = rows
+        self.n_rows = rows.shape[0]
+
+    def rewind(self) -> None:
+        pass
+
+    def __iter__(self):
+        yield self
+
+    def describe(self) -> str:
+        return "the replay buffer"
 
 
 class HoeffdingGrower:
@@ -205,8 +222,7 @@ class HoeffdingGrower:
         f, st = self.forest, self.stats
         rows = self._buf[:self._buf_len]
         fresh = Forest(f.schema, prior=f.prior)
-        grow_level_wise(fresh, ArraySource(rows, schema=f.schema, batch_size=len(rows)),
-                        AUTO, self.min_count, self.max_depth, max(1, self.leaf_budget),
+        grow_level_wise(fresh, _BufferedRows(rows), AUTO, self.min_count, self.max_depth, max(1, self.leaf_budget),
                         st.n_threads, cache_bytes=self._buf_leaf.nbytes, alpha=self.alpha,
                         min_gain_per_row=self.min_gain_per_row)
         st.release_all()
