@@ -222,8 +222,8 @@ class HoeffdingGrower:
         f, st = self.forest, self.stats
         rows = self._buf[:self._buf_len]
         fresh = Forest(f.schema, prior=f.prior)
-        grow_level_wise(fresh, _BufferedRows(rows), AUTO, self.min_count, self.max_depth, max(1, self.leaf_budget),
-                        st.n_threads, cache_bytes=self._buf_leaf.nbytes, alpha=self.alpha,
+        grow_level_wise(fresh, _BufferedRows(rows), AUTO, self.min_count, self.max_depth,
+                        max(1, self.leaf_budget), st.n_threads, cache_bytes=self._buf_leaf.nbytes, alpha=self.alpha,
                         min_gain_per_row=self.min_gain_per_row)
         st.release_all()
         f.replace_with(fresh)
