@@ -26,6 +26,7 @@ from streammn.schema import SchemaError
 LEARNERS = [
     ("dtsl", lambda schema: DTSL(schema, kappa=0.01, grace_period=100)),
     ("dtsl-replay", lambda schema: DTSL(schema, kappa=0.01, grace_period=100, replay_rows=500)),
+    ("dtsl-defaults", lambda schema: DTSL(schema)),
     ("grafting", lambda schema: EdgeGrafting(schema, lambda_=0.01, update_every=700,
                                              steps_per_update=2, max_iter=20)),
     ("csgs", lambda schema: CSGS(schema, max_contexts=200)),

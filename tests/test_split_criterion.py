@@ -127,3 +127,41 @@ def test_memory_budget_covers_forest_replay_and_statistics():
     assert small.replay_size < large.replay_size
     assert 0 < small.tree_stats()["active_leaves"] < large.tree_stats()["active_leaves"]
     assert small.tree_stats()["n_leaves"].sum() > 40  # it still learned structure
+
+
+def test_one_pass_over_a_stream_the_buffer_holds_ends_with_the_exact_trees():
+    """2,000 rows of deterministic-looking data (few rows per pattern): at the rebuild point
+    that ends the stream, one pass at defaults has exactly the trees of exact DTSL."""
+    bn = LogisticBN(20, seed=8, weight_low=2.0, weight_high=4.0)
+    rows = bn.sample(2000, np.random.default_rng(5))
+    schema = Schema.binary(20)
+    one_pass = DTSL(schema)
+    for start in range(0, 2000, 300):
+        one_pass.partial_fit(rows[start:start + 300])
+    exact = DTSL(schema, mode="exact").fit(rows)
+    trees, want = one_pass.forest.get_state(), exact.forest.get_state()
+    for field in want:
+        if field != "node_slot":  # which leaves hold statistics: one pass's own state
+            np.testing.assert_array_equal(trees[field], want[field], err_msg=field)
+    assert exact.tree_stats()["n_leaves"].sum() > 40
+
+
+def test_rebuilds_at_doubling_row_counts_while_the_buffer_holds_the_stream():
+    schema = Schema.binary(3)
+    model = DTSL(schema, replay_rows=9000, grace_period=300)
+    grower = model._grower
+    due = []
+    for n in range(300, 15_000, 300):
+        grower.rows_seen = n
+        if grower._rebuild_due():
+            due.append(n)
+    # 1000 * 2**k rows, at the first boundary past each; then the last boundary within 9000
+    assert due == [1200, 2100, 4200, 8100, 9000]
+    assert not DTSL(schema, kappa=0.1, replay_rows=9000)._grower._rebuild_due()
+
+
+def test_rows_per_side_is_one_under_the_test_and_libras_ten_with_a_fixed_prior():
+    schema = Schema.binary(3)
+    assert DTSL(schema).rows_per_side == 1
+    assert DTSL(schema, kappa=0.1).rows_per_side == 10
+    assert DTSL(schema, kappa=0.1, min_count=4).rows_per_side == 4

@@ -99,6 +99,13 @@ class Forest:
             self.counts[ids] = counts
         return t_ids, f_ids
 
+    def replace_with(self, other: "Forest") -> None:
+        """Become a copy of ``other`` (same schema and prior), in place, so that everything
+        holding this forest sees the new trees (a Hoeffding grower rebuilding its trees)."""
+        for name in ("links", "counts") + _NODE_FIELDS:
+            setattr(self, name, getattr(other, name).copy())
+        self.n_nodes = other.n_nodes
+
     # reading --------------------------------------------------------------------------------
 
     def leaves(self, t: int | None = None) -> np.ndarray:

@@ -5,7 +5,7 @@ active, its split statistics. Active leaves are looked at on a schedule, and at 
 split is tested.
 
 With ``kappa='auto'`` (the default) a leaf is first looked at when its statistics hold
-``2 * min_count`` rows and then whenever they have grown by half (``LOOK_GROWTH``): small leaves
+``FIRST_LOOK`` rows and then whenever they have grown by half (``LOOK_GROWTH``): small leaves
 early, so finite streams reach the resolution of exact trees, and a leaf of ``n`` rows has had
 only ``O(log n)`` looks. At a look the best candidate splits when its gain passes the split
 criterion (:mod:`streammn.trees.criterion`): a likelihood-ratio test corrected for the
@@ -27,6 +27,13 @@ finite stream that fits in the buffer grows trees close to exact ones. Memory:
 ``replay_rows * n_vars`` bytes plus the current leaf of every buffered row in every tree
 (``4 * replay_rows * n_vars``); cost: one extra routing per row, and a scan of the buffer for
 every tree that split (frequent while trees grow, rare once they have converged).
+
+Exact rebuilds (``'auto'`` with a replay buffer): a Hoeffding tree never revisits a split, and
+a split taken on the first hundred rows is often not the one the whole stream supports. While
+the buffer still holds every row of the stream, the trees are regrown exactly from it at
+``REBUILD_FIRST * 2**k`` rows and at the last boundary the buffer can hold, so one pass over a
+file of up to ``replay_rows`` rows ends close to (at a rebuild point: equal to) exact DTSL on
+the same rows; see :meth:`HoeffdingGrower._rebuild`.
 
 Rows are processed in chunks whose boundaries fall at multiples of ``grace_period`` rows of the
 whole stream, and the leaves that came due within a chunk are looked at at its end, so the model
@@ -50,15 +57,37 @@ import math
 import numpy as np
 
 from streammn.trees import kernels
+from streammn.trees.exact import grow_level_wise
 from streammn.trees.forest import Forest
 from streammn.trees.criterion import (AUTO, DEFAULT_ALPHA, DEFAULT_MIN_GAIN_PER_ROW,
                                      n_candidates, significance_threshold, split_penalty)
 from streammn.trees.stats import LeafStats
 
 
-LOOK_GROWTH = 1.5  # 'auto': a leaf is looked at again when its rows have grown by half
+FIRST_LOOK = 20  # 'auto': a leaf is first looked at when it holds this many rows ...
+LOOK_GROWTH = 1.5  # ... and again when its rows have grown by half
+REBUILD_FIRST = 1000  # 'auto' with replay: trees rebuilt exactly at 1000 * 2**k rows ...
+REBUILD_GROWTH = 2    # ... while the replay buffer still holds every row of the stream
 STATS_DTYPE = np.int32  # half the memory traffic of int64; see _retire_full_slots
 _FULL = np.iinfo(STATS_DTYPE).max
+
+
+class _BufferedRows:
+    """The replay buffer's rows as the re-readable source exact growth reads: one batch,
+    already validated (they were when they arrived)."""
+
+    def __init__(self, rows: np.ndarray):
+        self.rows = rows
+        self.n_rows = rows.shape[0]
+
+    def rewind(self) -> None:
+        pass
+
+    def __iter__(self):
+        yield self
+
+    def describe(self) -> str:
+        return "the replay buffer"
 
 
 class HoeffdingGrower:
@@ -156,8 +185,55 @@ class HoeffdingGrower:
             self.rows_seen += stop - start
             start = stop
             if self.rows_seen % g == 0:
-                self._grow(np.sort(np.concatenate(self._due)))
+                if self._rebuild_due():
+                    self._rebuild()
+                else:
+                    self._grow(np.sort(np.concatenate(self._due)))
                 self._due = []
+
+    def _rebuild_due(self) -> bool:
+        """Whether the grace-period boundary just reached is a rebuild point: 'auto', no tree
+        cap, the buffer holding every row so far, and ``REBUILD_FIRST * REBUILD_GROWTH**k``
+        rows passed since the previous boundary, or the next boundary past the buffer."""
+        n, W, g = self.rows_seen, self.replay_rows, self.grace_period
+        if self.kappa != AUTO or self.max_tree_leaves is not None or not 0 < n <= W:
+            return False
+        if n + g > W:
+            return True  # the last boundary at which the buffer holds the whole stream
+        point = REBUILD_FIRST
+        while point <= n:
+            if point > n - g:
+                return True
+            point *= REBUILD_GROWTH
+        return False
+
+    def _rebuild(self) -> None:
+        """Regrow every tree exactly from the buffered rows (the whole stream so far), then
+        give the new leaves statistics seeded from the same rows.
+
+        Early splits are decided on few rows, and on data with many near-equivalent tests
+        (mushrooms) the test that is best on the first hundred rows is often not the one that
+        is best on all of them; a Hoeffding tree never revisits a split. While the stream fits
+        in the buffer, exact growth on everything seen is affordable and is what one pass
+        over a finite file of up to ``replay_rows`` rows should give, so it replaces the trees
+        at doubling row counts. Each leaf of the rebuilt trees has had one look (the exact
+        pass), so its looks go on from ``k = 2``. Costs about twice an exact fit on the
+        buffer, once per stream; afterwards growth is plain Hoeffding growth."""
+        f, st = self.forest, self.stats
+        rows = self._buf[:self._buf_len]
+        fresh = Forest(f.schema, prior=f.prior)
+        grow_level_wise(fresh, _BufferedRows(rows), AUTO, self.min_count, self.max_depth,
+                        max(1, self.leaf_budget), st.n_threads, cache_bytes=self._buf_leaf.nbytes, alpha=self.alpha,
+                        min_gain_per_row=self.min_gain_per_row)
+        st.release_all()
+        f.replace_with(fresh)
+        kernels.route_into(rows, f.roots, f.links, self._buf_leaf, 0)
+        self._has_inactive = False
+        self._enforce_budget(self._eligible(f.leaves()))
+        st.add(rows, count_leaves=False)
+        slots = np.flatnonzero(st.slot_node >= 0).astype(np.int64)
+        st.attempts[slots] = 1
+        self._schedule(slots)
 
     def _buffer_positions(self, n_rows: int) -> np.ndarray:
         """Where the next ``n_rows`` rows go in the replay ring buffer (-1: not kept, when
@@ -233,7 +309,7 @@ class HoeffdingGrower:
     def _schedule(self, slots: np.ndarray) -> None:
         """Set when each slot is next looked at. Fixed kappa: after ``grace_period`` more rows.
         'auto': when its rows have grown by half (``LOOK_GROWTH``), and first at
-        ``2 * min_count`` rows: small leaves are looked at early, large ones rarely, so a leaf
+        ``FIRST_LOOK`` rows (or two sides of ``min_count``): small leaves are looked at early, large ones rarely, so a leaf
         of ``n`` rows has had ``O(log n)`` looks and the alpha spent on them stays small."""
         st = self.stats
         n = st.n[slots]
@@ -241,7 +317,7 @@ class HoeffdingGrower:
             st.last_attempt[slots] = n
             return
         following = np.maximum(np.ceil(n * LOOK_GROWTH).astype(np.int64), n + 1)
-        st.last_attempt[slots] = np.maximum(following, 2 * self.min_count) - 1
+        st.last_attempt[slots] = np.maximum(following, max(FIRST_LOOK, 2 * self.min_count)) - 1
 
     def _activate(self, leaves: np.ndarray) -> None:
         self.stats.activate(leaves)
