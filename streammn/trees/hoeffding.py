@@ -223,7 +223,8 @@ class HoeffdingGrower:
         rows = self._buf[:self._buf_len]
         fresh = Forest(f.schema, prior=f.prior)
         grow_level_wise(fresh, _BufferedRows(rows), AUTO, self.min_count, self.max_depth,
-                        max(1, self.leaf_budget), st.n_threads, cache_bytes=self._buf_leaf.nbytes, alpha=self.alpha,
+                        max(1, self.leaf_budget), st.n_threads,
+                        cache_bytes=self._buf_leaf.nbytes, alpha=self.alpha,
                         min_gain_per_row=self.min_gain_per_row)
         st.release_all()
         f.replace_with(fresh)
@@ -309,8 +310,9 @@ class HoeffdingGrower:
     def _schedule(self, slots: np.ndarray) -> None:
         """Set when each slot is next looked at. Fixed kappa: after ``grace_period`` more rows.
         'auto': when its rows have grown by half (``LOOK_GROWTH``), and first at
-        ``FIRST_LOOK`` rows (or two sides of ``min_count``): small leaves are looked at early, large ones rarely, so a leaf
-        of ``n`` rows has had ``O(log n)`` looks and the alpha spent on them stays small."""
+        ``FIRST_LOOK`` rows (or two sides of ``min_count``): small leaves are looked at early,
+        large ones rarely, so a leaf of ``n`` rows has had ``O(log n)`` looks and the alpha
+        spent on them stays small."""
         st = self.stats
         n = st.n[slots]
         if self.kappa != AUTO:
