@@ -63,9 +63,9 @@ from streammn.learner import StructureLearner
 from streammn.publishing import serial_kernels
 from streammn.model import MarkovNetwork
 from streammn.publishing import Publisher
-from streammn.snapshot import (MODEL_FILES, SnapshotWriteFailed, SnapshotWriter,
-                               latest_valid_snapshot, model_files, model_summary,
-                               resolve_snapshot)
+from streammn.snapshot import (MODEL_FILES, NO_SNAPSHOT, RESUME_HINT, SnapshotWriteFailed,
+                               SnapshotWriter, latest_valid_snapshot, model_files,
+                               model_summary, resolve_snapshot)
 from streammn.stats import MarginalCounts, RowReservoir
 from streammn.errors import SettingsError
 
@@ -603,14 +603,18 @@ class StreamLearner:
             commit(position)
 
     def _failure(self, entry: dict, error) -> str:
+        """The run's last words on a failed snapshot: which one, why, and what survives
+        (unless the writer's own message already says so)."""
+        what = f"writing the snapshot at row {entry['rows_seen']:,} failed: {error}"
+        if RESUME_HINT in str(error) or NO_SNAPSHOT in str(error):
+            return what
         durable = self.published[-1]["path"] if self.published else None
         if durable is None:
             snap = latest_valid_snapshot(self.writer.directory)
             durable = snap.path if snap is not None else None
-        last = (f"the last durable snapshot is {durable}; --resume continues from it"
-                if durable is not None else "no snapshot was completed")
-        return (f"writing the snapshot at row {entry['rows_seen']:,} into "
-                f"{self.writer.directory} failed: {error}; {last}")
+        last = (f"the last durable snapshot is {durable}; {RESUME_HINT}"
+                if durable is not None else f"{NO_SNAPSHOT} in {self.writer.directory}")
+        return f"{what}; {last}"
 
     def _formats_for(self, model: MarkovNetwork):
         """The requested model formats, less UAI when its tables would be too large (a

@@ -55,6 +55,7 @@ import os
 import re
 import secrets
 import shutil
+import time
 import warnings
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -79,6 +80,7 @@ READABLE_VERSIONS = (1, 2)  # 1: before the manifest's self-checksum
 MANIFEST = "manifest.json"
 LATEST = "LATEST"
 LOCK = ".lock"
+ORPHAN_WAIT_S = 60.0  # longest wait for the writer of a killed run to finish its snapshot
 TMP_PREFIX = ".tmp-"
 _NAME = re.compile(r"snap-([0-9]{6,})")
 MANIFEST_CHECKSUM = "manifest_sha256"
@@ -94,6 +96,22 @@ class SnapshotError(DataError):
     def __init__(self, message: str, path: str | os.PathLike | None = None):
         self.path = None if path is None else str(path)
         super().__init__(f"{self.path}: {message}" if self.path else message)
+
+
+RESUME_HINT = "--resume continues from it"  # failure messages end with one of these two
+NO_SNAPSHOT = "no snapshot was completed"
+
+
+def _alive(pid: str) -> bool:
+    """Whether the process ``pid`` (as written in a lock file) exists; an unreadable pid (a
+    writer that has just taken the lock) counts as alive."""
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (ValueError, PermissionError):  # no pid written yet; or someone else's process
+        return True
+    return True
 
 
 class SnapshotWriteFailed(StreamMNError):
@@ -203,20 +221,29 @@ class SnapshotWriter:
 
     def acquire(self) -> None:
         """Hold the directory's writer lock until :meth:`release` (or this process ends);
-        :class:`SnapshotDirectoryBusy` at once if another writer holds it."""
+        :class:`SnapshotDirectoryBusy` at once if another writer holds it.
+
+        A run killed while a forked writer (:mod:`streammn.publishing`) was writing leaves
+        that writer holding the lock until its snapshot is complete; when the pid in the lock
+        file is no longer alive, the lock is waited for (up to ``ORPHAN_WAIT_S``) instead."""
         if self._lock is not None or fcntl is None:  # held already; or no fcntl (Windows)
             return
         self.directory.mkdir(parents=True, exist_ok=True)
         lock = open(self.directory / LOCK, "a+")
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            lock.seek(0)
-            holder = lock.read().strip() or "unknown"
-            lock.close()
-            raise SnapshotDirectoryBusy(f"{self.directory}: another process (pid {holder}) is "
-                                        f"writing snapshots here; one writer per snapshot "
-                                        f"directory") from None
+        deadline = time.monotonic() + ORPHAN_WAIT_S
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                lock.seek(0)
+                holder = lock.read().strip() or "unknown"
+                if _alive(holder) or time.monotonic() > deadline:
+                    lock.close()
+                    raise SnapshotDirectoryBusy(
+                        f"{self.directory}: another process (pid {holder}) is writing "
+                        f"snapshots here; one writer per snapshot directory") from None
+                time.sleep(0.05)  # an orphaned writer finishing its snapshot
         lock.seek(0)
         lock.truncate()
         lock.write(f"{os.getpid()}\n")
@@ -268,8 +295,8 @@ class SnapshotWriter:
                 return self._write(files, manifest)
             except OSError as e:  # disk full, permissions: nothing of the new snapshot is visible
                 done = list_snapshots(self.directory)
-                intact = (f"the previous snapshot {done[-1].name} is intact and --resume "
-                          f"continues from it") if done else "no snapshot was completed here"
+                intact = (f"the previous snapshot {done[-1].name} is intact and {RESUME_HINT}"
+                          if done else NO_SNAPSHOT)
                 raise SnapshotWriteFailed(f"{self.directory}: cannot write a snapshot "
                                           f"({e.strerror or e}); {intact}") from e
 

@@ -17,7 +17,8 @@ import pytest
 from streammn import Schema
 from streammn.features import FeatureSet
 from streammn.formats import read_libra_mn, read_uai
-from streammn.snapshot import (LATEST, LOCK, SnapshotError, SnapshotWriteFailed, SnapshotWriter,
+from streammn.snapshot import (LATEST, LOCK, SnapshotDirectoryBusy, SnapshotError,
+                               SnapshotWriteFailed, SnapshotWriter,
                                latest_snapshot, latest_valid_snapshot, list_snapshots, load_snapshot,
                                model_files, model_summary, read_snapshot, resolve_snapshot)
 
@@ -271,3 +272,36 @@ def test_writer_killed_at_random_moments(tmp_path):
         start = resume.manifest["rows_seen"] + 1
     seqs = [read_snapshot(p).sequence for p in list_snapshots(tmp_path / "out")]
     assert seqs == sorted(seqs) and np.all(np.diff(seqs) == 1)
+
+
+def _hold_lock(directory: Path, pid_in_file: str, seconds: float) -> subprocess.Popen:
+    """A process holding the directory's lock for ``seconds`` with ``pid_in_file`` recorded,
+    as the forked writer of a killed run does (it inherited the lock, the pid is its parent's)."""
+    code = textwrap.dedent(f"""
+        import fcntl, sys, time
+        lock = open({str(directory / LOCK)!r}, "a+")
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        lock.seek(0); lock.truncate(); lock.write({pid_in_file!r}); lock.flush()
+        print("held", flush=True)
+        time.sleep({seconds})
+    """)
+    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def test_a_killed_runs_writer_is_waited_for_a_live_writer_is_not(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # its pid names no process now
+    tmp_path.mkdir(exist_ok=True)
+    holder = _hold_lock(tmp_path, str(dead.pid), 1.0)
+    writer = SnapshotWriter(tmp_path)
+    t0 = time.monotonic()
+    writer.acquire()  # waits for the orphaned writer to finish, then holds the directory
+    assert time.monotonic() - t0 > 0.3
+    assert holder.wait() == 0
+    writer.release()
+    holder = _hold_lock(tmp_path, str(os.getpid()), 1.0)  # a live process: busy at once
+    with pytest.raises(SnapshotDirectoryBusy, match=f"another process \\(pid {os.getpid()}\\)"):
+        SnapshotWriter(tmp_path).acquire()
+    holder.wait()
