@@ -598,7 +598,7 @@ def _owner(fs: FeatureSet, owner) -> np.ndarray:
 
 def all_conditionals(fs: FeatureSet, rows: np.ndarray, owner=None) -> tuple[np.ndarray, np.ndarray]:
     """Every conditional of every row at once, by the row-bitset kernel (row by row when a
-    variable has more than 64 values).
+    variable has more than 64 values), computed once per distinct row.
 
     Returns ``(probs, terms)``: ``probs[r, offs[j] + a] = P(X_j = a | x_-j)`` (columns laid out
     by :func:`value_offsets`) and ``terms[r, j] = log P(x_j | x_-j)``. ``owner[f] = j`` makes
@@ -608,14 +608,31 @@ def all_conditionals(fs: FeatureSet, rows: np.ndarray, owner=None) -> tuple[np.n
     rows = _rows(rows, fs)
     cards = np.ascontiguousarray(fs.schema.cardinalities, dtype=np.int64)
     offs = value_offsets(cards)
+    patterns, inverse = distinct_rows(rows)  # equal rows have equal conditionals
     if cards.max() > MASK_VALUES:
         var_ptr, var_feats = fs.features_by_variable()
-        logits = _logits_rows(rows, cards, offs, var_ptr, var_feats, _owner(fs, owner),
+        logits = _logits_rows(patterns, cards, offs, var_ptr, var_feats, _owner(fs, owner),
                               fs.weights, fs.ptr, fs.var, fs.val, fs.eq)
     else:
-        logits = _all_logits(rows, offs, cards, fs.weights, _groups_for(fs, rows, cards, owner))
-    terms = _normalise(logits, rows, offs, cards)
-    return logits, terms
+        logits = _all_logits(patterns, offs, cards, fs.weights,
+                             _groups_for(fs, patterns, cards, owner))
+    terms = _normalise(logits, patterns, offs, cards)
+    if inverse is None:
+        return logits, terms
+    return logits[inverse], terms[inverse]
+
+
+def distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(patterns, inverse)`` with ``rows == patterns[inverse]``, or ``(rows, None)`` when the
+    rows are all distinct. Per-row results computed on the patterns and gathered back are the
+    same numbers as computed on the rows."""
+    if rows.shape[0] < 2:
+        return rows, None
+    keys = np.ascontiguousarray(rows).view(np.dtype((np.void, rows.shape[1]))).ravel()
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    if first.shape[0] == rows.shape[0]:
+        return rows, None
+    return np.ascontiguousarray(rows[first]), inverse.ravel()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -847,9 +864,13 @@ def pll_evaluator(fs: FeatureSet, rows: np.ndarray, owner=None):
     cards = np.ascontiguousarray(fs.schema.cardinalities, dtype=np.int64)
     if cards.max() <= MASK_VALUES:
         groups = _groups_for(fs, rows, cards, owner)
-        chunk_ptr = _count_units(rows, value_offsets(cards), groups)
-        if chunk_ptr[-1] <= MAX_UNITS:
-            return NearHits(fs, rows, owner, groups, chunk_ptr).pll_and_gradient
+        offs = value_offsets(cards)
+        chunk = 64 * CHUNK_WORDS
+        first = _count_units(rows[:chunk], offs, groups)[-1]  # a cheap look before counting all
+        if first * (rows.shape[0] / chunk) <= 2 * MAX_UNITS:
+            chunk_ptr = _count_units(rows, offs, groups)
+            if chunk_ptr[-1] <= MAX_UNITS:
+                return NearHits(fs, rows, owner, groups, chunk_ptr).pll_and_gradient
     return lambda weights: _scan_pll_and_gradient(fs.with_weights(weights), rows, owner)
 
 

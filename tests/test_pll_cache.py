@@ -5,7 +5,7 @@ import numba
 import numpy as np
 import pytest
 
-from helpers_mn import holds, random_featureset
+from helpers_mn import all_rows, holds, random_featureset
 from streammn import Schema, loglinear
 from streammn.model import MarkovNetwork
 from streammn.weights import fit_weights
@@ -105,3 +105,16 @@ def test_fit_without_cache_gives_the_same_weights(monkeypatch):
     rescanned = fit_weights(start, rows, stddev=0.5, max_iter=15)
     assert np.array_equal(cached.weights, rescanned.weights)
     assert cached.fit_info == rescanned.fit_info
+
+
+def test_conditionals_of_repeated_rows_are_computed_once_with_the_same_bits():
+    rng = np.random.default_rng(8)
+    schema = Schema.from_cardinalities([2, 3, 2, 2])
+    fs = random_featureset(rng, schema, 25, max_len=3)
+    distinct = all_rows(schema)
+    pick = rng.integers(0, len(distinct), 500)
+    probs, terms = loglinear.all_conditionals(fs, distinct[pick])
+    once_probs, once_terms = loglinear.all_conditionals(fs, distinct)
+    assert np.array_equal(probs, once_probs[pick]) and np.array_equal(terms, once_terms[pick])
+    patterns, inverse = loglinear.distinct_rows(distinct[pick])
+    assert np.array_equal(patterns[inverse], distinct[pick])
