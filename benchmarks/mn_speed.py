@@ -1,14 +1,26 @@
-"""Speed of DN2MN conversion and PLL scoring on a plants-sized synthetic dependency network.
+"""Speed of DN2MN, PLL weight learning, PLL scoring and CMLL, next to Libra's figures.
 
-Needs no DTSL: the DN has one random decision tree per variable over the plants schema (69
-binary variables; see ``random_trees.py``), sized so that DN2MN's default conversion yields
-about 430k features like Libra's plants model. Conversion uses the plants training marginals;
-scoring uses the plants test set (3,482 rows). Times are the best of ``--repeat`` warm runs
-(numba compilation excluded), as wall-clock and process CPU seconds.
+Two parts (``--part``):
 
-    PYTHONPATH=. python benchmarks/mn_speed.py [--data /work/shared/data] [--leaves 175]
+* ``synthetic``: a plants-sized synthetic dependency network (no DTSL): one random decision tree
+  per variable over the plants schema (69 binary variables; see ``random_trees.py``), sized so
+  that DN2MN's default conversion yields about 430k features like Libra's plants model.
+  Conversion uses the plants training marginals; scoring the plants test set (3,482 rows).
+* ``real`` (issue 13): the exact-DTSL DN of plants and of nltcs at kappa 0.1 (Libra's choice in
+  REFERENCE.md) and its default DN2MN MN. LW (the DN's leaf features from zero weights, one
+  prior stddev 1.0, 100 L-BFGS iterations, plants train), DN2MN+refine (10 iterations as in
+  ``table4.py``, plants train / valid), MN PLL scoring of the plants test set, and CMLL (4
+  groups, 100 burn-in, 1,000 samples as Libra) of the full nltcs test set and of the first
+  ``--plants-cmll-rows`` plants test rows (0: all 3,482), extrapolated linearly to the full set
+  when a subset is run (chains are independent, so cost is linear in rows).
 
-Writes ``benchmarks/results/mn_speed.json`` and ``.md``.
+Times: the ``synthetic`` part reports the best of ``--repeat`` warm runs; the ``real`` part one
+warm run per step (compilation excluded by a warm-up on a few rows), wall-clock and process CPU
+seconds (all threads). The machine is shared: the load average is recorded with the results.
+
+    PYTHONPATH=. python benchmarks/mn_speed.py [--part real] [--plants-cmll-rows 128]
+
+Writes ``benchmarks/results/mn_speed.json`` (both parts) and ``.md``.
 """
 
 from __future__ import annotations
@@ -27,11 +39,14 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from random_trees import random_tree_dn  # noqa: E402
 
+from connectors.array import ArraySource  # noqa: E402
 from streammn import Schema  # noqa: E402
 from streammn.dn2mn import ORDERINGS, dn2mn  # noqa: E402
+from streammn.dtsl import DTSL  # noqa: E402
 from streammn.features import FeatureSet  # noqa: E402
-from streammn.inference import pll  # noqa: E402
-from streammn.weights import pll_objective  # noqa: E402
+from streammn.inference import cmll, pll  # noqa: E402
+from streammn.model import MarkovNetwork  # noqa: E402
+from streammn.weights import fit_weights, pll_objective  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -51,13 +66,8 @@ def load(path):
     return np.loadtxt(path, delimiter=",", dtype=np.uint8)
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default="/work/shared/data")
-    ap.add_argument("--leaves", type=int, default=175)
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args(argv)
+def synthetic(args):
+    """DN2MN and PLL on the plants-sized synthetic DN (see the module docstring)."""
     d = Path(args.data) / "plants"
     train, test = load(d / "plants.train.data"), load(d / "plants.test.data")
     schema = Schema.binary(train.shape[1])
@@ -87,14 +97,14 @@ def main(argv=None):
     res["lw_features"] = leaves.n_features
     _, res["lw_gradient_train_wall_s"], res["lw_gradient_train_cpu_s"] = timed(
         lambda: pll_objective(leaves, train), args.repeat)
-    res["machine"] = {"cpus": os.cpu_count(), "numba_threads": numba.get_num_threads(),
-                      "processor": platform.processor() or platform.machine(),
-                      "load_average": [round(x, 2) for x in os.getloadavg()]}
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "mn_speed.json").write_text(json.dumps(res, indent=2) + "\n")
+    res["machine"] = machine()
+    return res
+
+
+def synthetic_markdown(res):
     lines = [
         "# DN2MN and PLL speed (plants-sized synthetic DN)", "",
-        f"Random trees, {args.leaves} leaves per tree, over the plants schema; "
+        f"Random trees, {res['leaves_per_tree']} leaves per tree, over the plants schema; "
         f"{res['dn_features']:,} DN leaf features. Machine: {res['machine']}. "
         "Best of warm runs.", "",
         "| step | result | wall s | CPU s | Libra reference |", "|---|---|---|---|---|",
@@ -113,6 +123,121 @@ def main(argv=None):
         "", "| variant | features | wall s | CPU s |", "|---|---|---|---|"]
     lines += [f"| {k} | {v['features']:,} | {v['wall_s']} | {v['cpu_s']} |"
               for k, v in res["variants"].items()]
+    return lines
+
+
+def machine():
+    return {"cpus": os.cpu_count(), "numba_threads": numba.get_num_threads(),
+            "processor": platform.processor() or platform.machine(),
+            "load_average": [round(x, 2) for x in os.getloadavg()]}
+
+
+def once(fn):
+    """(result, wall s, CPU s) of one run."""
+    w, c = time.perf_counter(), time.process_time()
+    out = fn()
+    return out, round(time.perf_counter() - w, 3), round(time.process_time() - c, 3)
+
+
+def split(data, name, part):
+    return load(Path(data) / name / f"{name}.{part}.data")
+
+
+def real(args):
+    """Issue 13's figures on the DTSL models of plants and nltcs (see the module docstring)."""
+    res = {"kappa": 0.1, "machine_before": machine()}
+    models = {}
+    for name in ("plants", "nltcs"):
+        train = split(args.data, name, "train")
+        schema = Schema.binary(train.shape[1])
+        dn, wall, cpu = once(lambda: DTSL(schema, kappa=0.1, mode="exact")
+                             .fit(ArraySource(train, schema=schema)).to_dependency_network())
+        mn = dn2mn(dn, train=train)
+        models[name] = (dn, mn, train, split(args.data, name, "valid"),
+                        split(args.data, name, "test"))
+        res[name] = {"dtsl_wall_s": wall, "dtsl_cpu_s": cpu, "dn_features": dn.n_features,
+                     "mn_features": mn.n_features}
+    dn, mn, train, valid, test = models["plants"]
+    p = res["plants"]
+    leaves = FeatureSet.concat(dn.schema, dn.cpds).merge_duplicates(drop_zero=False)
+    start = MarkovNetwork(dn.schema, leaves.with_weights(np.zeros(leaves.n_features)))
+    fit_weights(start, train[:300], max_iter=2)  # warm-up: compilation / cache load
+    fit, p["lw_wall_s"], p["lw_cpu_s"] = once(lambda: fit_weights(start, train, stddev=1.0,
+                                                                  max_iter=100))
+    p["lw_features"] = leaves.n_features
+    p["lw_iterations"] = fit.fit_info["iterations"]
+    p["lw_test_pll"] = round(fit.pll(test), 4)
+    refined, p["refine_wall_s"], p["refine_cpu_s"] = once(
+        lambda: dn2mn(dn, train=train, valid=valid, refine=10))
+    p["refine_kept"] = not np.array_equal(refined.weights, mn.weights)
+    p["refine_test_pll"] = round(refined.pll(test), 4)
+    mn.pll(test[:10])
+    p["mn_test_pll"], p["mn_pll_wall_s"], p["mn_pll_cpu_s"] = once(lambda: mn.pll(test))
+    cmll(mn, test[:2], samples=2, burn_in=1)
+    n_rows = len(test) if args.plants_cmll_rows <= 0 else min(args.plants_cmll_rows, len(test))
+    p["cmll_rows"] = n_rows
+    p["cmll"], p["cmll_wall_s"], p["cmll_cpu_s"] = once(lambda: cmll(mn, test[:n_rows]))
+    scale = len(test) / n_rows
+    p["cmll_full_wall_s"] = round(p["cmll_wall_s"] * scale, 1)
+    p["cmll_full_cpu_s"] = round(p["cmll_cpu_s"] * scale, 1)
+    dn, mn, train, valid, test = models["nltcs"]
+    cmll(mn, test[:2], samples=2, burn_in=1)
+    q = res["nltcs"]
+    q["cmll"], q["cmll_wall_s"], q["cmll_cpu_s"] = once(lambda: cmll(mn, test))
+    q["cmll_rows"] = len(test)
+    res["machine_after"] = machine()
+    return res
+
+
+def real_markdown(r):
+    p, q = r["plants"], r["nltcs"]
+    sub = "" if p["cmll_rows"] == 3482 else \
+        f" (first {p['cmll_rows']} rows run: {p['cmll_wall_s']} s wall / {p['cmll_cpu_s']} s CPU; " \
+        "full set extrapolated)"
+    return [
+        "## Issue 13: weight learning, PLL scoring and CMLL on the DTSL models (kappa 0.1)", "",
+        f"Shared 2-core machine, loaded by other jobs: load average before "
+        f"{r['machine_before']['load_average']}, after {r['machine_after']['load_average']} "
+        f"({r['machine_before']['numba_threads']} numba threads). One warm run per step.", "",
+        "| step | result | wall s | CPU s | target | Libra reference |",
+        "|---|---|---|---|---|---|",
+        f"| LW, plants train: {p['lw_features']:,} leaf features, stddev 1, "
+        f"{p['lw_iterations']} L-BFGS iterations | test PLL {p['lw_test_pll']} | "
+        f"{p['lw_wall_s']} | {p['lw_cpu_s']} | <= 3 s | mnlearnw 8.5-11 s |",
+        f"| DN2MN + refine (10 iterations), plants: {p['mn_features']:,} features | "
+        f"test PLL {p['refine_test_pll']} (refined kept: {p['refine_kept']}) | "
+        f"{p['refine_wall_s']} | {p['refine_cpu_s']} | <= 10 s | |",
+        f"| MN PLL scoring, plants test (3,482 rows) | {p['mn_test_pll']:.4f} | "
+        f"{p['mn_pll_wall_s']} | {p['mn_pll_cpu_s']} | < 0.5 s | mscore 20.4 s |",
+        f"| CMLL, plants test, full set{sub} | {p['cmll']:.4f} on the rows run | "
+        f"{p['cmll_full_wall_s']} | {p['cmll_full_cpu_s']} | <= 120 s | Gibbs about 10 hours |",
+        f"| CMLL, nltcs test (3,236 rows) | {q['cmll']:.4f} | {q['cmll_wall_s']} | "
+        f"{q['cmll_cpu_s']} | < 3 s | Gibbs about 20 min (CMLL -5.30) |", ""]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", default="/work/shared/data")
+    ap.add_argument("--part", choices=("all", "synthetic", "real"), default="all")
+    ap.add_argument("--leaves", type=int, default=175)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--plants-cmll-rows", type=int, default=128,
+                    help="plants test rows for CMLL (0: all 3,482)")
+    args = ap.parse_args(argv)
+    path = RESULTS / "mn_speed.json"
+    res = json.loads(path.read_text()) if path.exists() else {}
+    res.setdefault("synthetic", {k: v for k, v in res.items() if k != "real"})
+    res = {"synthetic": res["synthetic"], "real": res.get("real")}
+    if args.part in ("all", "synthetic"):
+        res["synthetic"] = synthetic(args)
+    if args.part in ("all", "real"):
+        res["real"] = real(args)
+    RESULTS.mkdir(exist_ok=True)
+    path.write_text(json.dumps(res, indent=2) + "\n")
+    lines = synthetic_markdown(res["synthetic"]) if res["synthetic"] else []
+    if res["real"]:
+        lines += [""] + real_markdown(res["real"])
     (RESULTS / "mn_speed.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

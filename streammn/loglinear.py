@@ -229,6 +229,30 @@ def _chunk_literals(rows, start, n_words, offs, n_slots):
 
 
 @nb.njit(cache=True)
+def _word_status(lits, w, vw, g0, ng, g_start, g_end, code, H):
+    """AND a feature's groups ``g0 .. g0 + ng`` over word ``w`` of rows.
+
+    Fills ``H[k]`` with the rows where group k holds and returns ``(one, two)``: the rows where
+    at least one / at least two groups fail. Stops early (``two == vw``) once every row of the
+    word has failed twice: the feature then reaches no conditional there.
+    """
+    one = np.uint64(0)
+    two = np.uint64(0)
+    for k in range(ng):
+        g = g0 + k
+        h = lits[code[g_start[g]], w]
+        for c in range(g_start[g] + 1, g_end[g]):
+            h &= lits[code[c], w]
+        H[k] = h
+        fail = vw & ~h
+        two |= one & fail
+        one |= fail
+        if two == vw:
+            break
+    return one, two
+
+
+@nb.njit(cache=True)
 def _chunk_pass(rows, start, n_words, offs, cards, weights, gptr, g_start, g_end, g_var, g_mask,
                 g_slot, code, mode, logits, probs, grad):
     """One chunk of ``64 * n_words`` rows against every feature.
@@ -263,22 +287,8 @@ def _chunk_pass(rows, start, n_words, offs, cards, weights, gptr, g_start, g_end
         wt = weights[f]
         for w in range(n_words):
             vw = valid[w]
-            one = np.uint64(0)
-            two = np.uint64(0)
-            dead = False
-            for k in range(ng):
-                g = g0 + k
-                h = lits[code[g_start[g]], w]
-                for c in range(g_start[g] + 1, g_end[g]):
-                    h &= lits[code[c], w]
-                H[k] = h
-                fail = vw & ~h
-                two |= one & fail
-                one |= fail
-                if two == vw:
-                    dead = True
-                    break
-            if dead:
+            one, two = _word_status(lits, w, vw, g0, ng, g_start, g_end, code, H)
+            if two == vw:
                 continue
             holds = vw & ~one
             for k in range(ng):
@@ -588,7 +598,7 @@ def _owner(fs: FeatureSet, owner) -> np.ndarray:
 
 def all_conditionals(fs: FeatureSet, rows: np.ndarray, owner=None) -> tuple[np.ndarray, np.ndarray]:
     """Every conditional of every row at once, by the row-bitset kernel (row by row when a
-    variable has more than 64 values).
+    variable has more than 64 values), computed once per distinct row.
 
     Returns ``(probs, terms)``: ``probs[r, offs[j] + a] = P(X_j = a | x_-j)`` (columns laid out
     by :func:`value_offsets`) and ``terms[r, j] = log P(x_j | x_-j)``. ``owner[f] = j`` makes
@@ -598,22 +608,285 @@ def all_conditionals(fs: FeatureSet, rows: np.ndarray, owner=None) -> tuple[np.n
     rows = _rows(rows, fs)
     cards = np.ascontiguousarray(fs.schema.cardinalities, dtype=np.int64)
     offs = value_offsets(cards)
+    patterns, inverse = distinct_rows(rows)  # equal rows have equal conditionals
     if cards.max() > MASK_VALUES:
         var_ptr, var_feats = fs.features_by_variable()
-        logits = _logits_rows(rows, cards, offs, var_ptr, var_feats, _owner(fs, owner),
+        logits = _logits_rows(patterns, cards, offs, var_ptr, var_feats, _owner(fs, owner),
                               fs.weights, fs.ptr, fs.var, fs.val, fs.eq)
     else:
-        logits = _all_logits(rows, offs, cards, fs.weights, _groups_for(fs, rows, cards, owner))
-    terms = _normalise(logits, rows, offs, cards)
-    return logits, terms
+        logits = _all_logits(patterns, offs, cards, fs.weights,
+                             _groups_for(fs, patterns, cards, owner))
+    terms = _normalise(logits, patterns, offs, cards)
+    if inverse is None:
+        return logits, terms
+    return logits[inverse], terms[inverse]
+
+
+def distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(patterns, inverse)`` with ``rows == patterns[inverse]``, or ``(rows, None)`` when the
+    rows are all distinct. Per-row results computed on the patterns and gathered back are the
+    same numbers as computed on the rows."""
+    if rows.shape[0] < 2:
+        return rows, None
+    keys = np.ascontiguousarray(rows).view(np.dtype((np.void, rows.shape[1]))).ravel()
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    if first.shape[0] == rows.shape[0]:
+        return rows, None
+    return np.ascontiguousarray(rows[first]), inverse.ravel()
+
+
+# ---------------------------------------------------------------------------------------------
+# Near-hit cache for weight learning. Across the evaluations of one fit the rows and the
+# features' conditions stay fixed; only the weights change. So the bitset scan above runs once,
+# and every (feature, group, word of 64 rows) where the feature reaches the group's conditional
+# on some row becomes a *unit*: those rows (``rest``: the feature holds there, or only this
+# group fails) and how many of them it holds on. An evaluation is then two sparse passes over
+# the units: weights into logits (chunks of rows in parallel), conditionals into the gradient.
+# Units are kept in the order the scan meets them (chunk, feature, word, group), which is the
+# order in which the uncached kernel adds, so cached and uncached sums agree bit for bit.
+# ---------------------------------------------------------------------------------------------
+
+# Each feature's gradient is summed in this many interleaved sequences of chunks (chunk k into
+# sequence k mod GRADIENT_BLOCKS), then the sequences in order: a fixed order, so the gradient
+# does not depend on the thread count (it equals the earlier two-thread kernel's sums).
+GRADIENT_BLOCKS = 2
+MAX_UNITS = 2 ** 24  # largest cache (17 bytes a unit); beyond it every evaluation rescans
+
+
+@nb.njit(cache=True)
+def _chunk_units(rows, start, offs, gptr, g_start, g_end, g_slot, code, at, u_group, u_word,
+                 u_pop, u_rest):
+    """Scan one chunk of rows against every feature and write its units from index ``at``
+    (only count them when ``u_group`` is empty); return the index after the last one."""
+    lits, valid = _chunk_literals(rows, start, CHUNK_WORDS, offs, offs[-1])
+    emit = u_group.shape[0] > 0
+    max_groups = 0
+    for f in range(gptr.shape[0] - 1):
+        max_groups = max(max_groups, gptr[f + 1] - gptr[f])
+    H = np.empty(max_groups, dtype=np.uint64)
+    word0 = start // 64
+    for f in range(gptr.shape[0] - 1):
+        g0 = gptr[f]
+        ng = gptr[f + 1] - g0
+        for w in range(CHUNK_WORDS):
+            vw = valid[w]
+            one, two = _word_status(lits, w, vw, g0, ng, g_start, g_end, code, H)
+            if two == vw:
+                continue
+            holds = vw & ~one
+            for k in range(ng):
+                g = g0 + k
+                if g_slot[g] == -2:
+                    continue
+                rest = holds | (vw & ~H[k] & ~two)
+                if rest == 0:
+                    continue
+                if emit:
+                    u_group[at] = g
+                    u_word[at] = word0 + w
+                    u_pop[at] = _popcount(holds)
+                    u_rest[at] = rest
+                at += 1
+    return at
+
+
+@nb.njit(cache=True, parallel=True)
+def _count_units(rows, offs, groups):
+    """``chunk_ptr``: the units of chunk k will be ``chunk_ptr[k]:chunk_ptr[k+1]``."""
+    chunk = 64 * CHUNK_WORDS
+    n_chunks = (rows.shape[0] + chunk - 1) // chunk
+    ptr = np.zeros(n_chunks + 1, dtype=np.int64)
+    none_i = np.zeros(0, dtype=np.int32)
+    for k in nb.prange(n_chunks):
+        ptr[k + 1] = _chunk_units(rows, k * chunk, offs, groups[0], groups[1], groups[2],
+                                  groups[5], groups[6], 0, none_i, none_i,
+                                  np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.uint64))
+    for k in range(n_chunks):
+        ptr[k + 1] += ptr[k]
+    return ptr
+
+
+@nb.njit(cache=True, parallel=True)
+def _fill_units(rows, offs, groups, chunk_ptr):
+    n = chunk_ptr[-1]
+    u_group = np.empty(n, dtype=np.int32)
+    u_word = np.empty(n, dtype=np.int32)
+    u_pop = np.empty(n, dtype=np.uint8)
+    u_rest = np.empty(n, dtype=np.uint64)
+    chunk = 64 * CHUNK_WORDS
+    for k in nb.prange(chunk_ptr.shape[0] - 1):
+        _chunk_units(rows, k * chunk, offs, groups[0], groups[1], groups[2], groups[5],
+                     groups[6], chunk_ptr[k], u_group, u_word, u_pop, u_rest)
+    return u_group, u_word, u_pop, u_rest
+
+
+@nb.njit(cache=True, parallel=True)
+def _unit_logits(n_rows, offs, cards, weights, g_feat, g_var, g_mask, g_slot, chunk_ptr,
+                 u_group, u_word, u_rest):
+    """Every conditional's logits from the units (row chunks in parallel), accumulated in a
+    chunk-local slot-major table so that a unit's rows are adjacent."""
+    n_slots = offs[-1]
+    chunk = 64 * CHUNK_WORDS
+    logits = np.zeros((n_rows, n_slots))
+    for k in nb.prange(chunk_ptr.shape[0] - 1):
+        local = np.zeros((n_slots, chunk))
+        start = k * chunk
+        for u in range(chunk_ptr[k], chunk_ptr[k + 1]):
+            g = u_group[u]
+            wt = weights[g_feat[g]]
+            r0 = 64 * np.int64(u_word[u]) - start
+            sg = g_slot[g]
+            if sg >= 0:
+                target = local[sg]
+                x = u_rest[u]
+                while x != 0:
+                    target[r0 + _lowest_bit(x)] += wt
+                    x &= x - np.uint64(1)
+                continue
+            o = offs[g_var[g]]
+            for a in range(cards[g_var[g]]):
+                if (g_mask[g] >> np.uint64(a)) & np.uint64(1):
+                    target = local[o + a]
+                    x = u_rest[u]
+                    while x != 0:
+                        target[r0 + _lowest_bit(x)] += wt
+                        x &= x - np.uint64(1)
+        for r in range(min(chunk, n_rows - start)):
+            for s in range(n_slots):
+                logits[start + r, s] += local[s, r]
+    return logits
+
+
+@nb.njit(cache=True, parallel=True)
+def _unit_gradient(probs, offs, cards, n_features, g_feat, g_var, g_mask, g_slot, chunk_ptr,
+                   u_group, u_word, u_pop, u_rest):
+    """PLL gradient from the units: per unit ``[x_j allowed] - P(allowed | x_-j)`` summed over
+    its rows, in the order fixed by ``GRADIENT_BLOCKS``; each chunk's conditionals are read
+    from a slot-major copy."""
+    n_rows, n_slots = probs.shape
+    chunk = 64 * CHUNK_WORDS
+    n_chunks = chunk_ptr.shape[0] - 1
+    grads = np.zeros((GRADIENT_BLOCKS, n_features))
+    for blk in nb.prange(GRADIENT_BLOCKS):
+        local = np.empty((n_slots, chunk))
+        for k in range(blk, n_chunks, GRADIENT_BLOCKS):
+            start = k * chunk
+            for r in range(min(chunk, n_rows - start)):
+                for s in range(n_slots):
+                    local[s, r] = probs[start + r, s]
+            for u in range(chunk_ptr[k], chunk_ptr[k + 1]):
+                g = u_group[u]
+                r0 = 64 * np.int64(u_word[u]) - start
+                gsum = float(u_pop[u])
+                sg = g_slot[g]
+                if sg >= 0:  # one allowed value (every group on a binary variable)
+                    pa = local[sg]
+                    x = u_rest[u]
+                    while x != 0:
+                        gsum -= pa[r0 + _lowest_bit(x)]
+                        x &= x - np.uint64(1)
+                    grads[blk, g_feat[g]] += gsum
+                    continue
+                j = g_var[g]
+                o = offs[j]
+                for a in range(cards[j]):
+                    if (g_mask[g] >> np.uint64(a)) & np.uint64(1):
+                        pa = local[o + a]
+                        x = u_rest[u]
+                        while x != 0:
+                            gsum -= pa[r0 + _lowest_bit(x)]
+                            x &= x - np.uint64(1)
+                grads[blk, g_feat[g]] += gsum
+    out = np.zeros(n_features)
+    for blk in range(GRADIENT_BLOCKS):
+        out += grads[blk]
+    return out
+
+
+class NearHits:
+    """Where the features of ``fs`` reach the conditionals of a fixed block of rows.
+
+    Built once (two scans of the rows: count, then fill); :meth:`pll_and_gradient` then costs
+    two sparse passes for any weights. ``n_units`` is its size; :func:`pll_evaluator` decides
+    whether to build one.
+    """
+
+    def __init__(self, fs: FeatureSet, rows: np.ndarray, owner=None, groups=None,
+                 chunk_ptr=None):
+        self.rows = _rows(rows, fs)
+        self.cards = np.ascontiguousarray(fs.schema.cardinalities, dtype=np.int64)
+        if self.cards.max() > MASK_VALUES:
+            raise ValueError(f"the near-hit cache needs variables of at most {MASK_VALUES} "
+                             "values")
+        self.offs = value_offsets(self.cards)
+        self.n_features = fs.n_features
+        self.groups = groups if groups is not None else _groups_for(fs, self.rows, self.cards,
+                                                                    owner)
+        if chunk_ptr is None:
+            chunk_ptr = _count_units(self.rows, self.offs, self.groups)
+        self.chunk_ptr = chunk_ptr
+        self.units = _fill_units(self.rows, self.offs, self.groups, chunk_ptr)
+        gptr = self.groups[0]
+        self.g_feat = np.repeat(np.arange(fs.n_features, dtype=np.int64), np.diff(gptr))
+
+    @property
+    def n_units(self) -> int:
+        return int(self.chunk_ptr[-1])
+
+    def conditionals(self, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(probs, terms)`` as :func:`all_conditionals` returns them, for ``weights``."""
+        u_group, u_word, _, u_rest = self.units
+        logits = _unit_logits(self.rows.shape[0], self.offs, self.cards, weights, self.g_feat,
+                              self.groups[3], self.groups[4], self.groups[5], self.chunk_ptr,
+                              u_group, u_word, u_rest)
+        terms = _normalise(logits, self.rows, self.offs, self.cards)
+        return logits, terms
+
+    def pll_and_gradient(self, weights: np.ndarray) -> tuple[float, np.ndarray]:
+        """Summed PLL of the rows and its gradient at ``weights`` (see :func:`pll_and_gradient`)."""
+        weights = np.ascontiguousarray(weights, dtype=np.float64)
+        probs, terms = self.conditionals(weights)
+        u_group, u_word, u_pop, u_rest = self.units
+        grad = _unit_gradient(probs, self.offs, self.cards, self.n_features, self.g_feat,
+                              self.groups[3], self.groups[4], self.groups[5], self.chunk_ptr,
+                              u_group, u_word, u_pop, u_rest)
+        return float(terms.sum()), grad
+
+
+def pll_evaluator(fs: FeatureSet, rows: np.ndarray, owner=None):
+    """A function ``weights -> (summed PLL, gradient)`` of the features of ``fs`` on ``rows``.
+
+    It reads a :class:`NearHits` cache when the variables have at most 64 values and the cache
+    has at most ``MAX_UNITS`` units, and rescans the rows at every call otherwise. Both give the
+    same numbers bit for bit.
+    """
+    rows = _rows(rows, fs)
+    cards = np.ascontiguousarray(fs.schema.cardinalities, dtype=np.int64)
+    if cards.max() <= MASK_VALUES:
+        groups = _groups_for(fs, rows, cards, owner)
+        offs = value_offsets(cards)
+        chunk = 64 * CHUNK_WORDS
+        first = _count_units(rows[:chunk], offs, groups)[-1]  # a cheap look before counting all
+        if first * (rows.shape[0] / chunk) <= 2 * MAX_UNITS:
+            chunk_ptr = _count_units(rows, offs, groups)
+            if chunk_ptr[-1] <= MAX_UNITS:
+                return NearHits(fs, rows, owner, groups, chunk_ptr).pll_and_gradient
+    return lambda weights: _scan_pll_and_gradient(fs.with_weights(weights), rows, owner)
 
 
 def pll_and_gradient(fs: FeatureSet, rows: np.ndarray, owner=None) -> tuple[float, np.ndarray]:
-    """Summed (not mean) PLL of ``rows`` and its gradient with respect to ``fs.weights``."""
+    """Summed (not mean) PLL of ``rows`` and its gradient with respect to ``fs.weights``
+    (one evaluation of :func:`pll_evaluator`: building the cache and reading it once costs
+    about what one scan for the conditionals and one for the gradient do)."""
+    return pll_evaluator(fs, rows, owner)(fs.weights)
+
+
+def _scan_pll_and_gradient(fs: FeatureSet, rows: np.ndarray, owner) -> tuple[float, np.ndarray]:
+    """:func:`pll_and_gradient` by scanning the rows (no cache)."""
     rows = _rows(rows, fs)
     probs, terms = all_conditionals(fs, rows, owner)
     cards = np.ascontiguousarray(fs.schema.cardinalities, dtype=np.int64)
-    n_blocks = max(1, nb.get_num_threads())
+    n_blocks = GRADIENT_BLOCKS
     if cards.max() > MASK_VALUES:
         var_ptr, var_feats = fs.features_by_variable()
         grad = _gradient_rows(rows, probs, cards, value_offsets(cards), var_ptr, var_feats,

@@ -3,7 +3,10 @@
 The objective per example is ``-PLL(w) / N + sum_f (w_f - mu_f)^2 / (2 stddev^2 N)``: the negative
 log posterior of the weights under a ``N(mu, stddev^2)`` prior on each weight, divided by the number
 of rows ``N`` so that step sizes and tolerances do not depend on the data size. PLL and its
-gradient come from the row-bitset numba kernel (:func:`streammn.loglinear.pll_and_gradient`).
+gradient come from the row-bitset numba kernels of :mod:`streammn.loglinear`: a fit scans its rows
+once into a near-hit cache (which features hold, and which fail on exactly one variable, per
+word of 64 rows; :class:`streammn.loglinear.NearHits`), and every L-BFGS evaluation is then two
+sparse passes over it, with the same sums bit for bit as a full scan.
 
 * :func:`fit_weights` — scipy's L-BFGS-B on rows in memory (an array, a ``Batch`` or a
   ``RowReservoir``'s sample), warm-started from any weights (e.g. DN2MN's).
@@ -55,14 +58,25 @@ def _vector(x, size: int, name: str, default: float) -> np.ndarray:
 def pll_objective(features: FeatureSet, rows, stddev: float = 1.0,
                   prior_mean=None) -> tuple[float, np.ndarray]:
     """Objective and gradient at ``features.weights`` (see module docstring)."""
+    return _objective(features, rows, stddev, prior_mean)(features.weights)
+
+
+def _objective(features: FeatureSet, rows, stddev: float, prior_mean):
+    """The objective as a function ``weights -> (value, gradient)``, reading the rows through a
+    near-hit cache built once (:func:`streammn.loglinear.pll_evaluator`)."""
     rows = _as_rows(rows, features.schema)
     if not stddev > 0:
         raise WeightLearningError(f"stddev must be positive, got {stddev}")
     mu = _vector(prior_mean, features.n_features, "prior_mean", 0.0)
     n = rows.shape[0]
-    value, grad = loglinear.pll_and_gradient(features, rows)
-    d = features.weights - mu
-    return (-value + 0.5 * float(d @ d) / stddev ** 2) / n, (-grad + d / stddev ** 2) / n
+    pll_and_gradient = loglinear.pll_evaluator(features, rows)
+
+    def objective(w):
+        value, grad = pll_and_gradient(w)
+        d = w - mu
+        return (-value + 0.5 * float(d @ d) / stddev ** 2) / n, (-grad + d / stddev ** 2) / n
+
+    return objective
 
 
 def fit_weights(model, rows, stddev: float = 1.0, max_iter: int = 100, tol: float = 1e-10,
@@ -90,10 +104,7 @@ def fit_weights(model, rows, stddev: float = 1.0, max_iter: int = 100, tol: floa
     if max_iter < 1 or fs.n_features == 0:
         return model.with_weights(w0)
 
-    def fun(w):
-        return pll_objective(fs.with_weights(w), rows, stddev, prior_mean)
-
-    return lbfgs(model, fun, w0, max_iter, tol)
+    return lbfgs(model, _objective(fs, rows, stddev, prior_mean), w0, max_iter, tol)
 
 
 def lbfgs(model: MarkovNetwork, fun, w0: np.ndarray, max_iter: int, tol: float) -> MarkovNetwork:

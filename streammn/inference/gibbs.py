@@ -140,6 +140,74 @@ def _set_literals(lits, X, j, o, card, valid, n_words, n_chains):
 
 
 @nb.njit(cache=True)
+def _block_plan(free, lits, n_words, var_ptr, var_feats, ptr, var, code, allowed):
+    """The features each conditional of a block of chains needs, with the evidence applied once.
+
+    A variable observed on every chain of the block ("static") keeps its literal bitsets for
+    the whole run, so each feature's conditions on static variables are ANDed here once, into
+    ``plan_static[e]`` (with the chains where X_j is free); a feature that fails them on every
+    chain is left out, and a sweep ANDs only the conditions on the other variables
+    (``plan_dyn``). Features keep their order, so the logits are the same sums as without the
+    plan. Entries ``plan_ptr[j]:plan_ptr[j+1]`` belong to X_j's conditional.
+    """
+    n = free.shape[0]
+    static = np.ones(n, dtype=np.bool_)
+    for j in range(n):
+        for w in range(n_words):
+            if free[j, w] != 0:
+                static[j] = False
+    size = var_feats.shape[0]
+    n_dyn = 0
+    for j in range(n):
+        if not static[j]:
+            for k in range(var_ptr[j], var_ptr[j + 1]):
+                n_dyn += ptr[var_feats[k] + 1] - ptr[var_feats[k]]
+    plan_ptr = np.zeros(n + 1, dtype=np.int64)
+    plan_f = np.empty(size, dtype=np.int64)
+    plan_jm = np.empty(size, dtype=np.uint64)
+    plan_static = np.empty((size, n_words), dtype=np.uint64)
+    plan_dyn_ptr = np.zeros(size + 1, dtype=np.int64)
+    plan_dyn = np.empty(n_dyn, dtype=np.int64)
+    e = 0
+    d = 0
+    for j in range(n):
+        plan_ptr[j] = e
+        if static[j]:
+            continue
+        for k in range(var_ptr[j], var_ptr[j + 1]):
+            f = var_feats[k]
+            jm = np.uint64(0)
+            for c in range(ptr[f], ptr[f + 1]):
+                if var[c] == j:
+                    jm = allowed[c]
+                    break
+            if jm == 0:
+                continue  # no test on X_j: the same for every value, cancels
+            alive = np.uint64(0)
+            for w in range(n_words):
+                h = free[j, w]
+                for c in range(ptr[f], ptr[f + 1]):
+                    if h == 0:
+                        break
+                    if var[c] != j and static[var[c]]:
+                        h &= lits[code[c], w]
+                plan_static[e, w] = h
+                alive |= h
+            if alive == 0:
+                continue
+            plan_f[e] = f
+            plan_jm[e] = jm
+            for c in range(ptr[f], ptr[f + 1]):
+                if var[c] != j and not static[var[c]]:
+                    plan_dyn[d] = code[c]
+                    d += 1
+            e += 1
+            plan_dyn_ptr[e] = d
+    plan_ptr[n] = e
+    return plan_ptr, plan_f, plan_jm, plan_static, plan_dyn_ptr, plan_dyn
+
+
+@nb.njit(cache=True)
 def _marginal_block(evidence, c0, n_words, cards, offs, burn_in, samples, seeds, var_ptr,
                     var_feats, weights, ptr, var, code, allowed, acc):
     """Gibbs chains ``c0 .. c0 + 64 n_words`` in lockstep, one bit per chain.
@@ -147,7 +215,8 @@ def _marginal_block(evidence, c0, n_words, cards, offs, burn_in, samples, seeds,
     For each variable j, every feature of j's conditional is tested against all chains at once:
     its conditions on other variables are ANDed over the chains' literal bitsets (stopping at the
     first empty word) and its weight added to the logits of the values of X_j it allows, on the
-    chains where it survives. Chains where X_j is evidence are masked out.
+    chains where it survives. Chains where X_j is evidence are masked out. Conditions on
+    variables observed in every chain of the block are applied once (:func:`_block_plan`).
     """
     m, n = evidence.shape
     width = 64 * n_words
@@ -169,6 +238,8 @@ def _marginal_block(evidence, c0, n_words, cards, offs, burn_in, samples, seeds,
     lits = np.zeros((2 * n_slots, n_words), dtype=np.uint64)
     for j in range(n):
         _set_literals(lits, X, j, offs[j], cards[j], valid, n_words, nc)
+    plan_ptr, plan_f, plan_jm, plan_static, plan_dyn_ptr, plan_dyn = _block_plan(
+        free, lits, n_words, var_ptr, var_feats, ptr, var, code, allowed)
     max_card = 0
     for j in range(n):
         max_card = max(max_card, cards[j])
@@ -186,23 +257,15 @@ def _marginal_block(evidence, c0, n_words, cards, offs, burn_in, samples, seeds,
             for a in range(card):
                 for c in range(nc):
                     logits[a, c] = 0.0
-            for k in range(var_ptr[j], var_ptr[j + 1]):
-                f = var_feats[k]
-                jm = np.uint64(0)
-                for c in range(ptr[f], ptr[f + 1]):
-                    if var[c] == j:
-                        jm = allowed[c]
-                        break
-                if jm == 0:
-                    continue  # no test on X_j: the same for every value, cancels
-                wt = weights[f]
+            for e in range(plan_ptr[j], plan_ptr[j + 1]):
+                jm = plan_jm[e]
+                wt = weights[plan_f[e]]
                 for w in range(n_words):
-                    h = free[j, w]
-                    for c in range(ptr[f], ptr[f + 1]):
+                    h = plan_static[e, w]
+                    for d in range(plan_dyn_ptr[e], plan_dyn_ptr[e + 1]):
                         if h == 0:
                             break
-                        if var[c] != j:
-                            h &= lits[code[c], w]
+                        h &= lits[plan_dyn[d], w]
                     if h == 0:
                         continue
                     for a in range(card):

@@ -1,0 +1,120 @@
+"""The near-hit cache of weight learning (loglinear.NearHits): PLL and gradient against brute
+force, bit-identical to the uncached scan, and independent of the thread count."""
+
+import numba
+import numpy as np
+import pytest
+
+from helpers_mn import all_rows, holds, random_featureset
+from streammn import Schema, loglinear
+from streammn.model import MarkovNetwork
+from streammn.weights import fit_weights
+
+
+def indicators(fs, rows):
+    """(n, F) 0/1 matrix: feature f holds on row r."""
+    return np.array([[holds(c, r) for _, c in fs] for r in rows], dtype=float)
+
+
+def brute_pll_and_gradient(fs, rows, owner):
+    """Summed PLL and gradient from the definition: log P(x_j | x_-j) with every feature that
+    counts for j (all of them for an MN, CPD j's for a DN), by replacing x_j by each value."""
+    cards = fs.schema.cardinalities
+    counts = np.array([[owner[f] < 0 or owner[f] == j for f in range(fs.n_features)]
+                       for j in range(len(cards))], dtype=float)
+    value, grad = 0.0, np.zeros(fs.n_features)
+    observed = indicators(fs, rows)
+    for j, card in enumerate(cards):
+        flipped = []
+        for a in range(card):
+            x = rows.copy()
+            x[:, j] = a
+            flipped.append(indicators(fs, x) * counts[j])
+        logits = np.stack([h @ fs.weights for h in flipped], axis=1)
+        logz = np.log(np.exp(logits).sum(axis=1))
+        p = np.exp(logits - logz[:, None])
+        value += float((logits[np.arange(len(rows)), rows[:, j]] - logz).sum())
+        grad += (observed * counts[j]).sum(axis=0)
+        grad -= sum(p[:, a] @ flipped[a] for a in range(card))
+    return value, grad
+
+
+@pytest.mark.parametrize("cards,dn", [([2] * 7, False), ([2, 3, 2, 4, 2, 3], False),
+                                      ([3, 2, 4, 2, 2], True)])
+def test_cache_matches_brute_force(cards, dn):
+    rng = np.random.default_rng(len(cards) + dn)
+    schema = Schema.from_cardinalities(cards)
+    fs = random_featureset(rng, schema, 40, max_len=4, p_eq=0.6)
+    owner = rng.integers(0, len(cards), fs.n_features) if dn else np.full(fs.n_features, -1)
+    rows = rng.integers(0, schema.cardinalities, size=(300, len(cards))).astype(np.uint8)
+    cache = loglinear.NearHits(fs, rows, owner)
+    assert cache.n_units > 0
+    value, grad = cache.pll_and_gradient(fs.weights)
+    want_value, want_grad = brute_pll_and_gradient(fs, rows, owner)
+    assert value == pytest.approx(want_value, rel=1e-12)
+    np.testing.assert_allclose(grad, want_grad, rtol=1e-10, atol=1e-9)
+    # the conditionals too, and for other weights with the same cache
+    w = rng.normal(size=fs.n_features)
+    probs, terms = cache.conditionals(w)
+    want_probs, want_terms = loglinear.all_conditionals(fs.with_weights(w), rows, owner)
+    np.testing.assert_allclose(terms, want_terms, rtol=1e-12)
+    np.testing.assert_allclose(probs, want_probs, rtol=1e-12)
+
+
+def planted_rows(n_vars, n_rows, seed):
+    """Rows with dependencies, so that features hold often enough to fill many units."""
+    rng = np.random.default_rng(seed)
+    x = np.zeros((n_rows, n_vars), dtype=np.uint8)
+    x[:, 0] = rng.random(n_rows) < 0.4
+    for j in range(1, n_vars):
+        x[:, j] = np.where(rng.random(n_rows) < 0.8, x[:, j - 1], rng.random(n_rows) < 0.5)
+    return x
+
+
+def test_cache_is_bit_identical_to_the_scan_at_any_thread_count():
+    """Several chunks of rows (so the gradient's block order matters), cached vs uncached, at
+    one and two threads: the same bits."""
+    rng = np.random.default_rng(5)
+    schema = Schema.binary(12)
+    fs = random_featureset(rng, schema, 150, max_len=5, p_eq=0.8)
+    rows = planted_rows(12, 1500, seed=6)
+    scan = loglinear._scan_pll_and_gradient(fs, rows, None)
+    threads = numba.get_num_threads()
+    try:
+        results = []
+        for n in sorted({1, min(2, numba.config.NUMBA_NUM_THREADS)}):
+            numba.set_num_threads(n)
+            results.append(loglinear.NearHits(fs, rows).pll_and_gradient(fs.weights))
+            results.append(loglinear._scan_pll_and_gradient(fs, rows, None))
+    finally:
+        numba.set_num_threads(threads)
+    for value, grad in results:
+        assert value == scan[0]
+        assert np.array_equal(grad, scan[1])
+
+
+def test_fit_without_cache_gives_the_same_weights(monkeypatch):
+    """Over the unit budget, every evaluation rescans the rows: the fit is the same."""
+    rng = np.random.default_rng(7)
+    schema = Schema.from_cardinalities([2, 3, 2, 2, 3, 2])
+    fs = random_featureset(rng, schema, 30, max_len=3, p_eq=0.7)
+    rows = rng.integers(0, schema.cardinalities, size=(700, 6)).astype(np.uint8)
+    start = MarkovNetwork(schema, fs)
+    cached = fit_weights(start, rows, stddev=0.5, max_iter=15)
+    monkeypatch.setattr(loglinear, "MAX_UNITS", 0)
+    rescanned = fit_weights(start, rows, stddev=0.5, max_iter=15)
+    assert np.array_equal(cached.weights, rescanned.weights)
+    assert cached.fit_info == rescanned.fit_info
+
+
+def test_conditionals_of_repeated_rows_are_computed_once_with_the_same_bits():
+    rng = np.random.default_rng(8)
+    schema = Schema.from_cardinalities([2, 3, 2, 2])
+    fs = random_featureset(rng, schema, 25, max_len=3)
+    distinct = all_rows(schema)
+    pick = rng.integers(0, len(distinct), 500)
+    probs, terms = loglinear.all_conditionals(fs, distinct[pick])
+    once_probs, once_terms = loglinear.all_conditionals(fs, distinct)
+    assert np.array_equal(probs, once_probs[pick]) and np.array_equal(terms, once_terms[pick])
+    patterns, inverse = loglinear.distinct_rows(distinct[pick])
+    assert np.array_equal(patterns[inverse], distinct[pick])
