@@ -98,3 +98,14 @@ def test_defaults_recover_a_planted_graph(family, n):
     rows = mrf.sample(5000, seed=3, burn_in=100, thin=2, chains=8)
     learner = EdgeGrafting(mrf.schema).fit(rows)
     assert set(learner.edges) == mrf.edges
+
+
+def test_published_weights_are_the_unpenalised_optimum_of_the_grafted_structure(small_model):
+    mrf, rows = small_model
+    learner = EdgeGrafting(mrf.schema).fit(rows)
+    refit = learner.model_theta
+    _, grad = learner._objective(0.0)(refit)
+    assert np.abs(grad).max() < 1e-3
+    penalised = EdgeGrafting(mrf.schema, refit=False).fit(rows)
+    assert penalised.edges == learner.edges
+    assert learner.pll_terms(rows).sum() > penalised.pll_terms(rows).sum()
