@@ -4,8 +4,12 @@ The learner alternates two operations (paper Sections 2-3): minimise the group-s
 (Eq. 2, :mod:`streammn.grafting.objective`) over the active set (all node tables plus the active
 edges), and activate edges that violate the optimality condition (test C2 on the score of
 Eq. 5, :mod:`streammn.grafting.activation`). Statistics live in an
-:class:`~streammn.stats.OnDemandPairCounts`: exact node marginals, and joint tables only for the
-pairs a strategy actually tests (for the past they are answered from the row reservoir).
+:class:`~streammn.stats.OnDemandPairCounts`: exact node marginals, joint tables only for the
+pairs a strategy actually tests under the likelihood (for the past they are answered from the
+row reservoir), and the row reservoir that the default pseudo-likelihood objective and its
+scores (:mod:`streammn.grafting.pseudo_score`) are computed on. Why the defaults are what they
+are (pseudo-likelihood scores, climbing best-choice, data-scaled lambda, refit weights) is
+issue 16's diagnosis, summarised in the README's grafting section.
 
 Streaming: :meth:`partial_fit` counts each batch; every ``update_every`` rows it re-optimises on
 the current statistics and runs activation steps, so edges are added as data arrives.
@@ -74,9 +78,8 @@ class EdgeGrafting(Estimator):
         :func:`default_lambda`), recomputed from the rows seen at every optimisation.
     lambda_c : float, default 2.0
         The constant of the data-scaled default lambda (ignored when ``lambda_`` is given). On
-        the issue-16 Potts model (30 variables, 3 states, 20k rows) c = 1 found every edge with
-        precision 0.15 (exhaustive), c = 2 every edge with precision 0.88 (exhaustive) and 0.34
-        (best-choice); not yet calibrated across graph families.
+        planted Potts models (benchmarks/grafting_planted.py, README) c = 2 finds every
+        planted edge of strong couplings at 20k rows with few false ones.
     lambda2 : float, default 0.001
         Squared-L2 strength (per-row scale).
     strategy : {"best_choice", "first_hit", "exhaustive"}, default "best_choice"
@@ -93,12 +96,16 @@ class EdgeGrafting(Estimator):
         Best-choice hub heuristic.
     c_hat : float, default 0.1
         Degree-centrality threshold of the hub heuristic (the paper gives no value).
+    climb : bool, default True
+        Best-choice: before activating a reservoir edge, move to the best-scoring pair sharing
+        an endpoint until none scores higher (False: the paper's Algorithm 3 as written).
     max_edges : int or None, default None
         Stop after this many active edges (None: no budget; the test C2 ends the run).
-    objective : {"likelihood", "pseudo"}, default "likelihood"
-        Data term: likelihood with the model marginals of ``inference``, or pseudo-likelihood
-        on the row sample. Activation scores always use the model marginals of ``inference``.
-    max_iter : int, default 50
+    objective : {"pseudo", "likelihood"}, default "pseudo"
+        Data term: pseudo-likelihood on the row sample, with activation scores its exact
+        gradient (:mod:`streammn.grafting.pseudo_score`); or likelihood with the model
+        marginals of ``inference`` and the scores of Eq. 5 from its pair tables.
+    max_iter : int, default 20
         L-BFGS iterations per optimisation.
     inference : {"auto", "bp", "exact"}, default "auto"
         Model marginals: loopy BP (pair tables of inactive pairs by clamped BP) or enumeration
@@ -136,7 +143,8 @@ class EdgeGrafting(Estimator):
                  lambda2: float = 0.001,
                  strategy: str = "best_choice", alpha: float = 0.5,
                  reservoir_size: int | None = None, t_max: int | None = None, rho0: float = 0.0,
-                 hubs: bool = True, c_hat: float = 0.1, max_edges: int | None = None,
+                 hubs: bool = True, c_hat: float = 0.1, climb: bool = True,
+                 max_edges: int | None = None,
                  objective: str = "pseudo", max_iter: int = 20, inference: str = "auto",
                  bp_damping: float = 0.5,
                  bp_tol: float = 1e-3, bp_max_iter: int = 60, update_every: int = 10000,
@@ -159,6 +167,7 @@ class EdgeGrafting(Estimator):
         self.strategy, self.alpha = strategy, float(alpha)
         self.reservoir_size, self.t_max, self.rho0 = reservoir_size, t_max, float(rho0)
         self.hubs, self.c_hat, self.max_edges = hubs, float(c_hat), max_edges
+        self.climb = bool(climb)
         self.objective, self.max_iter = objective, int(max_iter)
         self.bp_damping, self.bp_tol, self.bp_max_iter = bp_damping, bp_tol, int(bp_max_iter)
         self.update_every, self.steps_per_update = int(update_every), steps_per_update
@@ -193,7 +202,8 @@ class EdgeGrafting(Estimator):
         return BestChoice(n, self.rng,
                           capacity=self.reservoir_size if self.reservoir_size else max(n, 1),
                           t_max=self.t_max if self.t_max else max(int(math.sqrt(n)), 1),
-                          alpha=self.alpha, rho0=self.rho0, hubs=self.hubs, c_hat=self.c_hat)
+                          alpha=self.alpha, rho0=self.rho0, hubs=self.hubs, c_hat=self.c_hat,
+                          climb=self.climb)
 
     def _reset(self) -> None:
         self.rng = np.random.default_rng(self.seed)
