@@ -81,8 +81,11 @@ def pll_weights(schema, edges, train, lambda2: float):
 
 def l1_logistic_neighbourhoods(train, cards) -> tuple[set, set, float]:
     """AND and OR structures of per-variable L1 logistic regressions; and the seconds taken."""
+    import warnings
+
     from sklearn.linear_model import LogisticRegression
 
+    warnings.filterwarnings("ignore", module="sklearn")  # penalty="l1" deprecation chatter
     started = time.perf_counter()
     n_rows, n = train.shape
     lam = math.sqrt(math.log(n) / n_rows)
