@@ -76,7 +76,9 @@ def _parser() -> argparse.ArgumentParser:
     learn.add_argument("--alpha", type=opt.unit_interval, default=0.5,
                        help="grafting: best-choice activation threshold in [0, 1] (default: 0.5)")
     learn.add_argument("--max-edges", type=opt.count, default=None,
-                       help="grafting: edge budget (default: 3 x variables)")
+                       help="grafting: edge budget (default: none, test C2 ends the run)")
+    learn.add_argument("--update-every", type=opt.positive_int, default=10000,
+                       help="grafting: rows between two structure updates (default: 10000)")
     learn.add_argument("--mode", choices=["hoeffding", "exact"], default="hoeffding",
                        help="hoeffding: one pass, streaming; exact: level-wise passes over a "
                             "finite source (default: hoeffding)")

@@ -56,7 +56,7 @@ def _make_learner(args, schema):
             raise UsageError("--mode exact is for dtsl; grafting learns from the stream")
         return EdgeGrafting(schema, lambda_=args.lambda_, strategy=args.strategy,
                             alpha=args.alpha, max_edges=args.max_edges,
-                            update_every=args.every_rows or 10000, seed=args.seed)
+                            update_every=args.update_every, seed=args.seed)
     if getattr(args, "algo", "dtsl") == "csgs":
         from streammn.csgs import CSGS
 
@@ -127,7 +127,7 @@ def _resume(engine) -> bool:
     try:
         return engine.resume()
     except ResumeSettingsError as e:
-        flag = {"lambda_": "--lambda", "update_every": "--every-rows"}.get(
+        flag = {"lambda_": "--lambda"}.get(
             e.option, "--" + e.option.replace("_", "-"))
         raise UsageError(f"{flag} differs from the run being resumed: {e}") from None
 

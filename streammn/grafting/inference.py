@@ -11,7 +11,8 @@ the right table:
 
 - :class:`BPInference`: loopy BP on the active graph for the node and edge marginals; for a pair
   in one connected component, ``p(x_i = a, x_j = b) = p(x_i = a) p(x_j = b | x_i = a)`` with the
-  conditional from BP run with ``x_i`` clamped to ``a`` (warm-started from the unclamped
+  conditional from BP run with ``x_i`` clamped to ``a`` (the endpoint already clamped, else the
+  one most requested) (warm-started from the unclamped
   messages; cached per clamped variable until the weights change). Exact on forests. Pairs in
   different components are independent under the model: the product is exact there and costs
   nothing, which is most pairs early in a run.
@@ -114,11 +115,16 @@ class BPInference:
     def pair_tables(self, pairs) -> np.ndarray:
         """Model joint tables of ``pairs`` (k x 2), flat at :func:`pair_offsets`."""
         lay, node = self.layout, self.node_marginals
+        uses = np.bincount(np.asarray(pairs).ravel(), minlength=lay.n_vars)  # clamp hubs of the request
         out = []
         for i, j in pairs.tolist():
             pi = node[lay.uoff[i]:lay.uoff[i + 1]]
+            pj = node[lay.uoff[j]:lay.uoff[j + 1]]
             if self.component[i] != self.component[j]:
-                table = np.outer(pi, node[lay.uoff[j]:lay.uoff[j + 1]])
+                table = np.outer(pi, pj)
+            elif i not in self._conditionals and (j in self._conditionals
+                                                  or uses[j] > uses[i]):
+                table = (pj[:, None] * self.conditionals(j)[:, lay.uoff[i]:lay.uoff[i + 1]]).T
             else:
                 table = pi[:, None] * self.conditionals(i)[:, lay.uoff[j]:lay.uoff[j + 1]]
             out.append(table.ravel())

@@ -4,8 +4,12 @@ The learner alternates two operations (paper Sections 2-3): minimise the group-s
 (Eq. 2, :mod:`streammn.grafting.objective`) over the active set (all node tables plus the active
 edges), and activate edges that violate the optimality condition (test C2 on the score of
 Eq. 5, :mod:`streammn.grafting.activation`). Statistics live in an
-:class:`~streammn.stats.OnDemandPairCounts`: exact node marginals, and joint tables only for the
-pairs a strategy actually tests (for the past they are answered from the row reservoir).
+:class:`~streammn.stats.OnDemandPairCounts`: exact node marginals, joint tables only for the
+pairs a strategy actually tests under the likelihood (for the past they are answered from the
+row reservoir), and the row reservoir that the default pseudo-likelihood objective and its
+scores (:mod:`streammn.grafting.pseudo_score`) are computed on. Why the defaults are what they
+are (pseudo-likelihood scores, climbing best-choice, data-scaled lambda, refit weights) is
+issue 16's diagnosis, summarised in the README's grafting section.
 
 Streaming: :meth:`partial_fit` counts each batch; every ``update_every`` rows it re-optimises on
 the current statistics and runs activation steps, so edges are added as data arrives.
@@ -27,6 +31,7 @@ from streammn.grafting.activation import BestChoice, Exhaustive, activation_scor
 from streammn.grafting.inference import infer, pair_offsets, use_exact
 from streammn.grafting.mrf import PairwiseLayout, to_markov_network
 from streammn.grafting.objective import OBJECTIVES, GraftingObjective, minimise, pseudo_loglik
+from streammn.grafting.pseudo_score import PseudoScorer
 from streammn.schema import Schema, Validated
 from streammn.stats import OnDemandPairCounts
 from streammn.errors import DataError, SettingsError
@@ -73,9 +78,8 @@ class EdgeGrafting(Estimator):
         :func:`default_lambda`), recomputed from the rows seen at every optimisation.
     lambda_c : float, default 2.0
         The constant of the data-scaled default lambda (ignored when ``lambda_`` is given). On
-        the issue-16 Potts model (30 variables, 3 states, 20k rows) c = 1 found every edge with
-        precision 0.15 (exhaustive), c = 2 every edge with precision 0.88 (exhaustive) and 0.34
-        (best-choice); not yet calibrated across graph families.
+        planted Potts models (benchmarks/grafting_planted.py, README) c = 2 finds every
+        planted edge of strong couplings at 20k rows with few false ones.
     lambda2 : float, default 0.001
         Squared-L2 strength (per-row scale).
     strategy : {"best_choice", "first_hit", "exhaustive"}, default "best_choice"
@@ -92,12 +96,16 @@ class EdgeGrafting(Estimator):
         Best-choice hub heuristic.
     c_hat : float, default 0.1
         Degree-centrality threshold of the hub heuristic (the paper gives no value).
+    climb : bool, default True
+        Best-choice: before activating a reservoir edge, move to the best-scoring pair sharing
+        an endpoint until none scores higher (False: the paper's Algorithm 3 as written).
     max_edges : int or None, default None
         Stop after this many active edges (None: no budget; the test C2 ends the run).
-    objective : {"likelihood", "pseudo"}, default "likelihood"
-        Data term: likelihood with the model marginals of ``inference``, or pseudo-likelihood
-        on the row sample. Activation scores always use the model marginals of ``inference``.
-    max_iter : int, default 50
+    objective : {"pseudo", "likelihood"}, default "pseudo"
+        Data term: pseudo-likelihood on the row sample, with activation scores its exact
+        gradient (:mod:`streammn.grafting.pseudo_score`); or likelihood with the model
+        marginals of ``inference`` and the scores of Eq. 5 from its pair tables.
+    max_iter : int, default 20
         L-BFGS iterations per optimisation.
     inference : {"auto", "bp", "exact"}, default "auto"
         Model marginals: loopy BP (pair tables of inactive pairs by clamped BP) or enumeration
@@ -111,6 +119,9 @@ class EdgeGrafting(Estimator):
     stats_reservoir : int, default 20000
         Rows kept by the statistics' row reservoir (answers for pairs requested late, and is the
         sample of the pseudo-likelihood objective).
+    refit : bool, default True
+        Publish the active set's weights re-optimised without the group L1 (see
+        :attr:`model_theta`); the search itself always uses the penalised optimum.
     seed : int, default 0
         Randomness (edge sampling, row reservoir).
 
@@ -121,23 +132,24 @@ class EdgeGrafting(Estimator):
     >>> from streammn.inference import sample
     >>> planted, planted_edges = planted_network(8, seed=0)
     >>> rows = sample(planted, 2000, seed=1)
-    >>> learner = EdgeGrafting(planted.schema, lambda_=0.01).fit(rows)
+    >>> learner = EdgeGrafting(planted.schema).fit(rows)
     >>> len(learner.edges), len(set(learner.edges) & planted_edges), len(planted_edges)
-    (12, 9, 9)
+    (8, 8, 9)
     >>> round(learner.to_markov_network().pll(rows), 3)
-    -4.151
+    -4.159
     """
 
     def __init__(self, schema: Schema, lambda_: float | None = None, lambda_c: float = 2.0,
                  lambda2: float = 0.001,
                  strategy: str = "best_choice", alpha: float = 0.5,
                  reservoir_size: int | None = None, t_max: int | None = None, rho0: float = 0.0,
-                 hubs: bool = True, c_hat: float = 0.1, max_edges: int | None = None,
-                 objective: str = "likelihood", max_iter: int = 50, inference: str = "auto",
+                 hubs: bool = True, c_hat: float = 0.1, climb: bool = True,
+                 max_edges: int | None = None,
+                 objective: str = "pseudo", max_iter: int = 20, inference: str = "auto",
                  bp_damping: float = 0.5,
                  bp_tol: float = 1e-3, bp_max_iter: int = 60, update_every: int = 10000,
                  steps_per_update: int | None = None, stats_reservoir: int = 20000,
-                 seed: int = 0):
+                 refit: bool = True, seed: int = 0):
         if strategy not in STRATEGIES:
             raise GraftingError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
         if objective not in OBJECTIVES:
@@ -155,10 +167,12 @@ class EdgeGrafting(Estimator):
         self.strategy, self.alpha = strategy, float(alpha)
         self.reservoir_size, self.t_max, self.rho0 = reservoir_size, t_max, float(rho0)
         self.hubs, self.c_hat, self.max_edges = hubs, float(c_hat), max_edges
+        self.climb = bool(climb)
         self.objective, self.max_iter = objective, int(max_iter)
         self.bp_damping, self.bp_tol, self.bp_max_iter = bp_damping, bp_tol, int(bp_max_iter)
         self.update_every, self.steps_per_update = int(update_every), steps_per_update
         self.stats_reservoir, self.seed = int(stats_reservoir), seed
+        self.refit = bool(refit)
         self._reset()
 
     # parameters ---------------------------------------------------------------------------
@@ -184,11 +198,12 @@ class EdgeGrafting(Estimator):
             return Exhaustive()
         if self.strategy == "first_hit":
             return BestChoice(n, self.rng, capacity=1, t_max=1, alpha=1.0, rho0=self.rho0,
-                              hubs=False)
+                              hubs=False, climb=False)
         return BestChoice(n, self.rng,
                           capacity=self.reservoir_size if self.reservoir_size else max(n, 1),
                           t_max=self.t_max if self.t_max else max(int(math.sqrt(n)), 1),
-                          alpha=self.alpha, rho0=self.rho0, hubs=self.hubs, c_hat=self.c_hat)
+                          alpha=self.alpha, rho0=self.rho0, hubs=self.hubs, c_hat=self.c_hat,
+                          climb=self.climb)
 
     def _reset(self) -> None:
         self.rng = np.random.default_rng(self.seed)
@@ -202,13 +217,14 @@ class EdgeGrafting(Estimator):
         self._inference = None  # model marginals at the current weights (inference module)
         self._messages: np.ndarray | None = None
         self._infer_from: np.ndarray | None = None
+        self._scored = np.zeros((self.n_vars, self.n_vars), dtype=np.bool_)
         self.objective_value = float("nan")
         self.converged = False
         self.steps = 0
         self.rows_since_update = 0
         self.history: list[dict] = []
         self._strategy = self._make_strategy()
-        self._model = None
+        self._model = self._model_theta = None
 
     # context offered to the strategies -----------------------------------------------------
     def degrees(self) -> np.ndarray:
@@ -217,6 +233,10 @@ class EdgeGrafting(Estimator):
     def score(self, pairs):
         """Activation scores (Eq. 5) of inactive ``pairs`` (k x 2, i < j), counting their
         statistics if needed; ``None``: every pair counted so far. Returns ``(pairs, scores)``."""
+        if isinstance(self._inference, PseudoScorer):
+            pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+            self._scored[pairs[:, 0], pairs[:, 1]] = True
+            return pairs, self._inference.scores(pairs)
         got, counts, offsets, n_rows = self.stats.flat_tables(pairs)
         model = self._inference.pair_tables(got)
         return got, activation_scores(got, self.cards, model, pair_offsets(got, self.cards),
@@ -224,7 +244,11 @@ class EdgeGrafting(Estimator):
 
     @property
     def fraction_pairs_counted(self) -> float:
-        """Pairs whose joint statistics were ever computed, over all n (n - 1) / 2 pairs."""
+        """Pairs whose joint statistics were ever computed (pseudo-likelihood: pairs ever
+        scored), over all n (n - 1) / 2 pairs."""
+        if self.objective == "pseudo":
+            n = self.n_vars
+            return float(self._scored.sum()) / max(n * (n - 1) // 2, 1)
         return self.stats.fraction_counted
 
     # learning -----------------------------------------------------------------------------
@@ -241,17 +265,37 @@ class EdgeGrafting(Estimator):
         """Minimise Eq. 2 over the active set on the current statistics; returns its value."""
         if self.stats.n_rows == 0:
             raise GraftingError("EdgeGrafting has seen no rows: call partial_fit or fit first")
-        rows = self.stats.reservoir.rows if self.objective == "pseudo" else None
-        obj = GraftingObjective(self.layout, self._data_marginals(), self.strength, self.lambda2,
-                                kind=self.objective, rows=rows, damping=self.bp_damping,
-                                tol=self.bp_tol, max_iter=self.bp_max_iter,
-                                messages=self._messages, exact=self._exact)
+        obj = self._objective(self.strength)
         self.theta, self.objective_value, _ = minimise(obj, self.theta, self.max_iter)
         self._infer(obj.messages)
-        self._model = None
+        self._model = self._model_theta = None
         return self.objective_value
 
+    def _objective(self, lambda_: float) -> GraftingObjective:
+        rows = self.stats.reservoir.rows if self.objective == "pseudo" else None
+        return GraftingObjective(self.layout, self._data_marginals(), lambda_, self.lambda2,
+                                 kind=self.objective, rows=rows, damping=self.bp_damping,
+                                 tol=self.bp_tol, max_iter=self.bp_max_iter,
+                                 messages=self._messages, exact=self._exact)
+
+    @property
+    def model_theta(self) -> np.ndarray:
+        """Weights of the published model. With ``refit``: the active set re-optimised without
+        the group L1 (L2 only), from the grafting optimum. The group L1 selects the edges; its
+        shrinkage of the kept edges only biases the model (a test PLL below that of the same
+        structure with unpenalised weights, issue 16)."""
+        if self._model_theta is None:
+            if self.refit and self.stats.n_rows:
+                obj = self._objective(0.0)
+                self._model_theta = minimise(obj, self.theta, 5 * self.max_iter)[0]
+            else:
+                self._model_theta = self.theta
+        return self._model_theta
+
     def _infer(self, messages) -> None:
+        if self.objective == "pseudo":
+            self._inference = PseudoScorer(self.layout, self.theta, self.stats.reservoir.rows)
+            return
         self._infer_from = messages  # kept so that a restored state infers identically
         self._inference = infer(self.layout, self.theta, self._exact, self.bp_damping,
                                 self.bp_tol, self.bp_max_iter, messages)
@@ -345,12 +389,12 @@ class EdgeGrafting(Estimator):
     def to_markov_network(self):
         """The current MRF as a :class:`~streammn.model.MarkovNetwork` (pairwise features)."""
         if self._model is None:
-            self._model = to_markov_network(self.schema, self.layout, self.theta)
+            self._model = to_markov_network(self.schema, self.layout, self.model_theta)
         return self._model
 
     def pll_terms(self, rows) -> np.ndarray:
         """``log P(x_i | x_-i)`` of the current model for every row and variable."""
-        return pseudo_loglik(self.layout, self.theta, self.schema.rows_of(rows))
+        return pseudo_loglik(self.layout, self.model_theta, self.schema.rows_of(rows))
 
     # serialisation ------------------------------------------------------------------------
     def to_bytes(self) -> bytes:

@@ -62,22 +62,31 @@ def pseudo_loglik_terms(rows, cards, uoff, theta, edges, eoff, adj_ptr, adj_edge
                     xi = rows[r, i]
                     for a in range(c):
                         logits[a] += theta[eoff[k] + xi * cj + a]
-            mx = logits[:c].max()
-            z = mx + np.log(np.exp(logits[:c] - mx).sum())
+            mx = logits[0]
+            for a in range(1, c):
+                mx = max(mx, logits[a])
+            total = 0.0
+            for a in range(c):
+                total += np.exp(logits[a] - mx)
+            z = mx + np.log(total)
             x = rows[r, v]
             out[r, v] = logits[x] - z
             if want_grad:
                 for a in range(c):
-                    g = np.exp(logits[a] - z) - (1.0 if a == x else 0.0)
-                    grad[uoff[v] + a] += g
-                    for q in range(adj_ptr[v], adj_ptr[v + 1]):
-                        k = adj_edge[q]
-                        i, j = edges[k, 0], edges[k, 1]
-                        cj = cards[j]
-                        if i == v:
-                            grad[eoff[k] + a * cj + rows[r, j]] += g
-                        else:
-                            grad[eoff[k] + rows[r, i] * cj + a] += g
+                    logits[a] = np.exp(logits[a] - z) - (1.0 if a == x else 0.0)
+                    grad[uoff[v] + a] += logits[a]
+                for q in range(adj_ptr[v], adj_ptr[v + 1]):
+                    k = adj_edge[q]
+                    i, j = edges[k, 0], edges[k, 1]
+                    cj = cards[j]
+                    if i == v:
+                        base = eoff[k] + rows[r, j]
+                        for a in range(c):
+                            grad[base + a * cj] += logits[a]
+                    else:
+                        base = eoff[k] + rows[r, i] * cj
+                        for a in range(c):
+                            grad[base + a] += logits[a]
     return out
 
 

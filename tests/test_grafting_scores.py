@@ -1,0 +1,111 @@
+"""Grafting's activation scores against brute force, and structure recovery at the defaults
+(issue 16)."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from streammn.grafting import EdgeGrafting, planted_potts
+from streammn.grafting.mrf import PairwiseLayout
+from streammn.grafting.objective import pseudo_loglik
+
+
+@pytest.fixture(scope="module")
+def small_model():
+    mrf = planted_potts("tree_loops", 7, states=3, coupling=(0.8, 1.5), seed=5)
+    return mrf, mrf.sample(3000, seed=6, burn_in=100, thin=2, chains=4)
+
+
+def brute_pair_table(layout, theta, i, j):
+    """``p(x_i, x_j)`` by summing the unnormalised probability of every joint state."""
+    cards = layout.cards
+    table = np.zeros((cards[i], cards[j]))
+    for x in itertools.product(*(range(int(c)) for c in cards)):
+        logp = sum(theta[layout.uoff[v] + x[v]] for v in range(layout.n_vars))
+        for k, (a, b) in enumerate(layout.edges.tolist()):
+            logp += theta[layout.eoff[k] + x[a] * cards[b] + x[b]]
+        table[x[i], x[j]] += np.exp(logp)
+    return table / table.sum()
+
+
+def brute_pll_gradient(layout, theta, rows, i, j):
+    """Gradient of the mean negative log pseudo-likelihood w.r.t. a new edge ``(i, j)``'s table
+    at zero, by central differences on the model with that edge added."""
+    cards = layout.cards
+    grown = PairwiseLayout(cards, np.vstack([layout.edges, [[i, j]]]))
+    base = np.concatenate([theta, np.zeros(int(cards[i] * cards[j]))])
+    grad = np.empty(int(cards[i] * cards[j]))
+    for c in range(grad.size):
+        up, down = base.copy(), base.copy()
+        up[layout.size + c] += 1e-5
+        down[layout.size + c] -= 1e-5
+        diff = pseudo_loglik(grown, up, rows).sum() - pseudo_loglik(grown, down, rows).sum()
+        grad[c] = -diff / 2e-5 / rows.shape[0]
+    return grad
+
+
+def record_activation_scores(learner):
+    """Run to the end, keeping (model state, scored pairs and scores) before every step."""
+    seen = []
+    original = learner.score
+
+    def spy(pairs):
+        got, scores = original(pairs)
+        seen.append((learner.layout, learner.theta.copy(), got.copy(), scores.copy()))
+        return got, scores
+
+    learner.score = spy
+    return seen
+
+
+def test_every_likelihood_activation_score_matches_brute_force_marginals(small_model):
+    mrf, rows = small_model
+    learner = EdgeGrafting(mrf.schema, objective="likelihood", inference="exact",
+                           strategy="exhaustive")
+    seen = record_activation_scores(learner)
+    learner.fit(rows)
+    assert learner.edges and len(seen) >= len(learner.edges)
+    counts = {}
+    for layout, theta, pairs, scores in seen[::3]:
+        for (i, j), s in zip(pairs.tolist(), scores.tolist()):
+            if (i, j) not in counts:
+                counts[(i, j)] = np.histogram2d(rows[:, i], rows[:, j],
+                                                bins=(np.arange(4) - 0.5,) * 2)[0] / len(rows)
+            model = brute_pair_table(layout, theta, i, j)
+            assert s == pytest.approx(np.linalg.norm(model - counts[(i, j)]) / 9, rel=1e-6)
+
+
+def test_every_pseudo_likelihood_activation_score_matches_brute_force(small_model):
+    mrf, rows = small_model
+    rows = rows[:600]
+    learner = EdgeGrafting(mrf.schema, strategy="best_choice")  # default objective: pseudo
+    seen = record_activation_scores(learner)
+    learner.fit(rows)
+    assert learner.edges and seen
+    checked = 0
+    for layout, theta, pairs, scores in seen[::4]:
+        for (i, j), s in list(zip(pairs.tolist(), scores.tolist()))[:3]:
+            grad = brute_pll_gradient(layout, theta, rows, i, j)
+            assert s == pytest.approx(np.linalg.norm(grad) / 9, rel=1e-4, abs=1e-9)
+            checked += 1
+    assert checked >= 5
+
+
+@pytest.mark.parametrize("family,n", [("tree", 12), ("grid", 12)])
+def test_defaults_recover_a_planted_graph(family, n):
+    mrf = planted_potts(family, n, states=3, coupling=(0.8, 1.5), seed=2)
+    rows = mrf.sample(5000, seed=3, burn_in=100, thin=2, chains=8)
+    learner = EdgeGrafting(mrf.schema).fit(rows)
+    assert set(learner.edges) == mrf.edges
+
+
+def test_published_weights_are_the_unpenalised_optimum_of_the_grafted_structure(small_model):
+    mrf, rows = small_model
+    learner = EdgeGrafting(mrf.schema).fit(rows)
+    refit = learner.model_theta
+    _, grad = learner._objective(0.0)(refit)
+    assert np.abs(grad).max() < 1e-3
+    penalised = EdgeGrafting(mrf.schema, refit=False).fit(rows)
+    assert penalised.edges == learner.edges
+    assert learner.pll_terms(rows).sum() > penalised.pll_terms(rows).sum()
