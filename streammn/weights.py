@@ -17,6 +17,7 @@ sparse passes over it, with the same sums bit for bit as a full scan.
 from __future__ import annotations
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from streammn import loglinear
 from streammn.features import FeatureSet
@@ -112,9 +113,12 @@ def lbfgs(model: MarkovNetwork, fun, w0: np.ndarray, max_iter: int, tol: float) 
     ``w0``, and a ``fit_info`` dict saying how the optimisation ended."""
     from scipy.optimize import minimize  # imported here: it costs a second at CLI start-up
 
-    res = minimize(fun, w0, jac=True, method="L-BFGS-B",
-                   options={"maxiter": int(max_iter), "ftol": tol, "gtol": 1e-10,
-                            "maxcor": 10})
+    # L-BFGS-B's own vector work is a few level-1 BLAS calls per step: threaded BLAS only spins
+    # against numba's threads (it cost a third of a plants fit), so it runs on one thread
+    with threadpool_limits(limits=1, user_api="blas"):
+        res = minimize(fun, w0, jac=True, method="L-BFGS-B",
+                       options={"maxiter": int(max_iter), "ftol": tol, "gtol": 1e-10,
+                                "maxcor": 10})
     out = model.with_weights(res.x)
     out.fit_info = {"iterations": int(res.nit), "objective": float(res.fun),
                     "converged": bool(res.success), "message": str(res.message)}
