@@ -222,17 +222,23 @@ def replay(rows, indicators, row_leaf, trees, links, node_slot, tot, stats, slot
     they belong to, adding them to that child's statistics when it is active.
 
     Only the listed ``trees`` are scanned; a just-split node's children are leaves, so one step
-    down suffices (Hoeffding replay).
+    down suffices (Hoeffding replay). The scan is most of the cost (a split leaf holds a small
+    share of the buffer): it first lists the moving rows without a branch per row, then moves
+    them.
     """
     K = indicators.shape[1]
+    moving = np.empty(rows.shape[0], dtype=np.int64)
     for q in range(trees.shape[0]):
         t = trees[q]
         leaf_t = row_leaf[t]
+        n_moving = 0
         for i in range(rows.shape[0]):
+            moving[n_moving] = i
+            n_moving += links[leaf_t[i], 0] >= 0
+        for m in range(n_moving):
+            i = moving[m]
             node = leaf_t[i]
             v = links[node, 0]
-            if v < 0:
-                continue
             child = links[node, 2 + (rows[i, v] != links[node, 1])]
             leaf_t[i] = child
             s = node_slot[child]
