@@ -217,16 +217,18 @@ def route_into(rows, roots, links, out, col):
 
 
 @nb.njit(cache=True)
-def replay(rows, indicators, row_leaf, trees, links, node_slot, tot, stats, slot_n):
+def replay(rows, binary, offsets, row_leaf, trees, links, node_slot, tot, stats, slot_n):
     """Move buffered rows whose leaf (``row_leaf[t, i]``) has just been split to the child
     they belong to, adding them to that child's statistics when it is active.
 
     Only the listed ``trees`` are scanned; a just-split node's children are leaves, so one step
     down suffices (Hoeffding replay). The scan is most of the cost (a split leaf holds a small
     share of the buffer): it first lists the moving rows without a branch per row, then moves
-    them.
+    them. A moving row's indicator columns are added straight from the row (its own values
+    when ``binary``, else column ``offsets[j] + x_j - 1`` for each ``x_j >= 1``), so the
+    buffer's indicator matrix is never built.
     """
-    K = indicators.shape[1]
+    K = stats.shape[2]
     moving = np.empty(rows.shape[0], dtype=np.int64)
     for q in range(trees.shape[0]):
         t = trees[q]
@@ -239,16 +241,21 @@ def replay(rows, indicators, row_leaf, trees, links, node_slot, tot, stats, slot
             i = moving[m]
             node = leaf_t[i]
             v = links[node, 0]
-            child = links[node, 2 + (rows[i, v] != links[node, 1])]
+            row = rows[i]
+            child = links[node, 2 + (row[v] != links[node, 1])]
             leaf_t[i] = child
             s = node_slot[child]
             if s >= 0:
-                y = rows[i, t]
+                y = row[t]
                 tot[s, y] += 1
                 dst = stats[s, y]
-                src = indicators[i]
-                for k in range(K):
-                    dst[k] += src[k]
+                if binary:
+                    for k in range(K):
+                        dst[k] += row[k]
+                else:
+                    for j in range(row.shape[0]):
+                        if row[j] >= 1:
+                            dst[offsets[j] + row[j] - 1] += 1
                 slot_n[s] += 1
 
 
