@@ -196,17 +196,19 @@ def test_exact_model_round_trip():
     assert "mode='exact'" in repr(restored)
 
 
+@pytest.mark.parametrize("kappa", [0.1, "auto"])
 @pytest.mark.parametrize("mode", ["hoeffding", "exact"])
-def test_thread_count_does_not_change_the_model(mode):
+def test_thread_count_does_not_change_the_model(mode, kappa):
     rng = np.random.default_rng(9)
     rows = sample_chain(rng, 8_000)
     schema = Schema.binary(rows.shape[1])
-    one = DTSL(schema, kappa=0.1, mode=mode, n_threads=1).fit(rows)
-    two = DTSL(schema, kappa=0.1, mode=mode, n_threads=3).fit(rows)
-    assert one.forest.equals(two.forest)
-    assert one.get_state()[1].keys() == two.get_state()[1].keys()
-    for k, v in one.get_state()[1].items():
-        np.testing.assert_array_equal(v, two.get_state()[1][k])
+    one = DTSL(schema, kappa=kappa, mode=mode, n_threads=1).fit(rows)
+    for n_threads in (2, 3):  # 3: blocks of unequal size
+        other = DTSL(schema, kappa=kappa, mode=mode, n_threads=n_threads).fit(rows)
+        assert one.forest.equals(other.forest)
+        assert one.get_state()[1].keys() == other.get_state()[1].keys()
+        for k, v in one.get_state()[1].items():
+            np.testing.assert_array_equal(v, other.get_state()[1][k])
 
 
 def test_max_tree_leaves_bounds_every_tree_on_a_long_noisy_stream():

@@ -30,26 +30,27 @@ def _leaf_of(row, root, links):
 
 
 @nb.njit(cache=True, inline="always")
-def _leaves4(row, n0, n1, n2, n3, links):
-    """Route one row through four trees in lockstep from nodes n0..n3: the four dependent
-    chains of loads overlap, about 2.5x faster than one tree after another. A leaf has var -1,
-    so the AND of the four vars is negative only when all four reached a leaf."""
+def _leaves4(r0, r1, r2, r3, n0, n1, n2, n3, links):
+    """Route four rows ``r0..r3`` from nodes ``n0..n3`` in lockstep (the same row through four
+    trees, or four rows through one tree): the four dependent chains of loads overlap, about
+    2.5x faster than one after another. A leaf has var -1, so the AND of the four vars is
+    negative only when all four reached a leaf."""
     v0 = links[n0, 0]
     v1 = links[n1, 0]
     v2 = links[n2, 0]
     v3 = links[n3, 0]
     while (v0 & v1 & v2 & v3) >= 0:
         if v0 >= 0:
-            n0 = links[n0, 2 + (row[v0] != links[n0, 1])]
+            n0 = links[n0, 2 + (r0[v0] != links[n0, 1])]
             v0 = links[n0, 0]
         if v1 >= 0:
-            n1 = links[n1, 2 + (row[v1] != links[n1, 1])]
+            n1 = links[n1, 2 + (r1[v1] != links[n1, 1])]
             v1 = links[n1, 0]
         if v2 >= 0:
-            n2 = links[n2, 2 + (row[v2] != links[n2, 1])]
+            n2 = links[n2, 2 + (r2[v2] != links[n2, 1])]
             v2 = links[n2, 0]
         if v3 >= 0:
-            n3 = links[n3, 2 + (row[v3] != links[n3, 1])]
+            n3 = links[n3, 2 + (r3[v3] != links[n3, 1])]
             v3 = links[n3, 0]
     return n0, n1, n2, n3
 
@@ -65,11 +66,24 @@ def route(rows, roots, links):
         t = 0
         while t + 4 <= T:
             out[r, t], out[r, t + 1], out[r, t + 2], out[r, t + 3] = _leaves4(
-                row, roots[t], roots[t + 1], roots[t + 2], roots[t + 3], links)
+                row, row, row, row, roots[t], roots[t + 1], roots[t + 2], roots[t + 3], links)
             t += 4
         for t in range(t, T):
             out[r, t] = _leaf_of(row, roots[t], links)
     return out
+
+
+@nb.njit(cache=True)
+def _route_tree(rows, root, links, leaves):
+    """Leaf of every row in one tree, four rows at a time (:func:`_leaves4`)."""
+    n = rows.shape[0]
+    r = 0
+    while r + 4 <= n:
+        leaves[r], leaves[r + 1], leaves[r + 2], leaves[r + 3] = _leaves4(
+            rows[r], rows[r + 1], rows[r + 2], rows[r + 3], root, root, root, root, links)
+        r += 4
+    for r in range(r, n):
+        leaves[r] = _leaf_of(rows[r], root, links)
 
 
 @nb.njit(cache=True)
@@ -78,30 +92,25 @@ def _add_rows(rows, indicators, trees, q0, q1, roots, links, node_slot, node_cou
     """Add rows to trees ``trees[q0:q1]``; record in ``due`` the slots reaching ``grace`` new
     rows; write the leaf of row ``r`` in tree ``t`` to ``row_leaf[t, dest[r]]`` where
     ``dest[r] >= 0`` (the replay buffer's positions, so buffered rows need no second routing).
-    Each row is first routed through all the trees, four at a time (:func:`_leaves4`),
-    then counted tree by tree. The count is written out here over the hoisted width ``K``: so
-    LLVM vectorises the row add (as a separate inlined helper it did not, 2.5x slower)."""
+
+    Trees are outer and rows inner: one tree's nodes and slots stay in cache while the batch's
+    rows (a grace period: a few kilobytes) stream through it, instead of every row touching a
+    slot in every tree. All rows are first routed through the tree, then counted. The count is
+    written out here over the hoisted width ``K``: so LLVM vectorises the row add (as a
+    separate inlined helper it did not, 2.5x slower). Counts are integers, so the order of the
+    additions does not change them; a slot is due when its count passes ``grace`` during the
+    call, found once whatever the order."""
     n_due = 0
     K = indicators.shape[1]
-    leaves = np.empty(q1 - q0, dtype=np.int32)
-    for r in range(rows.shape[0]):
-        row = rows[r]
-        src = indicators[r]
-        q = q0
-        while q + 4 <= q1:
-            i = q - q0
-            leaves[i], leaves[i + 1], leaves[i + 2], leaves[i + 3] = _leaves4(
-                row, roots[trees[q]], roots[trees[q + 1]], roots[trees[q + 2]],
-                roots[trees[q + 3]], links)
-            q += 4
-        while q < q1:
-            leaves[q - q0] = _leaf_of(row, roots[trees[q]], links)
-            q += 1
-        keep = dest[r]
-        for q in range(q0, q1):
-            t = trees[q]
-            leaf = leaves[q - q0]
-            y = row[t]
+    n = rows.shape[0]
+    leaves = np.empty(n, dtype=np.int32)
+    for q in range(q0, q1):
+        t = trees[q]
+        _route_tree(rows, roots[t], links, leaves)
+        for r in range(n):
+            leaf = leaves[r]
+            y = rows[r, t]
+            keep = dest[r]
             if keep >= 0:
                 row_leaf[t, keep] = leaf
             if count_leaves:
@@ -111,6 +120,7 @@ def _add_rows(rows, indicators, trees, q0, q1, roots, links, node_slot, node_cou
                 continue
             tot[s, y] += 1
             dst = stats[s, y]
+            src = indicators[r]
             for k in range(K):
                 dst[k] += src[k]
             if grace > 0:
@@ -126,7 +136,7 @@ def accumulate(rows, indicators, trees, roots, links, node_slot, node_counts, co
                stats, slot_n, slot_last, grace, due, n_due, dest, row_leaf):
     """Route every row through the listed trees and add its statistics to its leaf's slot.
 
-    Rows are outer and trees inner, so a row stays in L1 while the trees' nodes stay in cache.
+    Trees are outer and rows inner (see :func:`_add_rows`).
     With ``count_leaves`` every row also adds to ``node_counts[leaf, y]`` (the leaf
     distribution), active leaf or not. When ``grace > 0``, slots whose row count since their
     last split attempt reaches ``grace`` are written to ``due[0, :n_due[0]]`` (Hoeffding mode).
@@ -207,32 +217,45 @@ def route_into(rows, roots, links, out, col):
 
 
 @nb.njit(cache=True)
-def replay(rows, indicators, row_leaf, trees, links, node_slot, tot, stats, slot_n):
+def replay(rows, binary, offsets, row_leaf, trees, links, node_slot, tot, stats, slot_n):
     """Move buffered rows whose leaf (``row_leaf[t, i]``) has just been split to the child
     they belong to, adding them to that child's statistics when it is active.
 
     Only the listed ``trees`` are scanned; a just-split node's children are leaves, so one step
-    down suffices (Hoeffding replay).
+    down suffices (Hoeffding replay). The scan is most of the cost (a split leaf holds a small
+    share of the buffer): it first lists the moving rows without a branch per row, then moves
+    them. A moving row's indicator columns are added straight from the row (its own values
+    when ``binary``, else column ``offsets[j] + x_j - 1`` for each ``x_j >= 1``), so the
+    buffer's indicator matrix is never built.
     """
-    K = indicators.shape[1]
+    K = stats.shape[2]
+    moving = np.empty(rows.shape[0], dtype=np.int64)
     for q in range(trees.shape[0]):
         t = trees[q]
         leaf_t = row_leaf[t]
+        n_moving = 0
         for i in range(rows.shape[0]):
+            moving[n_moving] = i
+            n_moving += links[leaf_t[i], 0] >= 0
+        for m in range(n_moving):
+            i = moving[m]
             node = leaf_t[i]
             v = links[node, 0]
-            if v < 0:
-                continue
-            child = links[node, 2 + (rows[i, v] != links[node, 1])]
+            row = rows[i]
+            child = links[node, 2 + (row[v] != links[node, 1])]
             leaf_t[i] = child
             s = node_slot[child]
             if s >= 0:
-                y = rows[i, t]
+                y = row[t]
                 tot[s, y] += 1
                 dst = stats[s, y]
-                src = indicators[i]
-                for k in range(K):
-                    dst[k] += src[k]
+                if binary:
+                    for k in range(K):
+                        dst[k] += row[k]
+                else:
+                    for j in range(row.shape[0]):
+                        if row[j] >= 1:
+                            dst[offsets[j] + row[j] - 1] += 1
                 slot_n[s] += 1
 
 

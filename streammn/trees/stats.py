@@ -148,8 +148,8 @@ class LeafStats:
         if rows.shape[0] == 0 or trees.size == 0:
             return
         f = self.forest
-        kernels.replay(rows, self.indicators(rows), row_leaf, trees.astype(np.int64), f.links,
-                       f.slot, self.tot, self.stats, self.n)
+        kernels.replay(rows, self.binary, self.offsets, row_leaf, trees.astype(np.int64),
+                       f.links, f.slot, self.tot, self.stats, self.n)
 
     def score(self, slots: np.ndarray, min_count: int):
         """Best split of each slot: see :func:`kernels.score_slots`."""
