@@ -55,8 +55,9 @@ class EnsembleOfTrees(Estimator):
         The variables (any cardinalities).
     alpha : float, default 1.0
         Dirichlet pseudo-count of every node and pair table (see :mod:`streammn.et.density`).
-    rho_threshold : float, default 1e-3
-        An edge is in the graph when its appearance probability rho (Eq. 8) exceeds this.
+    rho_threshold : float, default 0.5
+        An edge is in the graph when its appearance probability rho (Eq. 8) exceeds this
+        (default: most of the mixture's trees contain it; see :mod:`streammn.et.density`).
     sample_rows : int, default 2000
         Rows kept in the reservoir on which beta is learned (cost is linear in it).
     update_every : int, default 10000
