@@ -7,7 +7,9 @@ theta from the counts and runs PGD on Eq. 9 over the sample. The first phase sta
 convex-upper-bound solution of Eq. 14; later phases warm-start from the current beta (the
 projection lets zero weights come back when the data asks for them). A batch is counted up to
 each ``update_every`` boundary before the phase there, so the model does not depend on how the
-stream is cut. :meth:`fit` counts a finite source and runs one phase at the end.
+stream is cut. :meth:`fit` counts a finite source and runs one phase at the end. Between
+phases the published model (rho, graph, density, Markov network) is that of a phase run on a
+copy, so a snapshot always reflects every row seen without changing the learner's state.
 
 Cost of a phase: each objective evaluation is one Cholesky per sample row, each gradient one
 solve, O(S M^3) for S sample rows and M variables, times the PGD iterations (plus Armijo
@@ -27,8 +29,9 @@ import json
 import numpy as np
 
 from streammn.errors import DataError, SettingsError
-from streammn.et.density import (DEFAULT_ALPHA, DEFAULT_RHO_THRESHOLD, ETDensity, graph_edges,
-                                 initial_beta, refine_beta, smoothed_theta)
+from streammn.et.density import (DEFAULT_ALPHA, DEFAULT_RHO_THRESHOLD, ETDensity,
+                                 edge_appearance, graph_edges, initial_beta, refine_beta,
+                                 smoothed_theta)
 from streammn.grafting.mrf import PairwiseLayout, to_markov_network
 from streammn.learner import Estimator
 from streammn.schema import Schema, Validated
@@ -36,6 +39,7 @@ from streammn.stats import PairCounts, RowReservoir
 from streammn.weights import fit_weights
 
 FORMAT = "streammn-et-1"
+ET_FILE = "model.et"
 
 
 class ETError(SettingsError):
@@ -109,7 +113,7 @@ class EnsembleOfTrees(Estimator):
         self.rows_since_update = 0
         self.phases = 0
         self.history: list[float] = []
-        self._model = None
+        self._cache = {}
 
     @property
     def rows_seen(self) -> int:
@@ -153,33 +157,48 @@ class EnsembleOfTrees(Estimator):
         """Smoothed ``(node_probs, pair_probs)`` from the counts of the whole stream."""
         return smoothed_theta(self.counts, self.alpha)
 
+    def _phase_beta(self):
+        node, pair = self.theta()
+        ratios = ETDensity(self.schema, None, node, pair).ratios(self.sample.rows)
+        start = initial_beta(ratios, self.max_iter) if self.beta is None else self.beta
+        return refine_beta(start, ratios, self.max_iter, self.tol)
+
     def learn_beta(self) -> "EnsembleOfTrees":
         """One learning phase: theta from the counts, then PGD on the sample (Eq. 14 start the
         first time, warm start after)."""
         if self.counts.n_rows == 0:
             raise ETError("EnsembleOfTrees has seen no rows: call partial_fit or fit first")
-        node, pair = self.theta()
-        ratios = ETDensity(self.schema, None, node, pair).ratios(self.sample.rows)
-        start = initial_beta(ratios, self.max_iter) if self.beta is None else self.beta
-        self.beta, history = refine_beta(start, ratios, self.max_iter, self.tol)
+        self.beta, history = self._phase_beta()
         self.history = [float(h) for h in history]
         self.phases += 1
-        self._model = None
+        self._cache = {}
         return self
 
-    # results ------------------------------------------------------------------------------
-    def _require_beta(self):
-        if self.beta is None:
-            m = self.schema.n_vars
-            return np.zeros((m, m))
-        return self.beta
+    def current_beta(self):
+        """beta for all rows seen: the learned beta right after a phase; between phases, the
+        result of a phase run on a copy (cached, the learner's state is not changed, so a
+        snapshot taken between phases publishes an up-to-date model and resumes identically).
+        None before any row."""
+        if self.counts.n_rows == 0:
+            return None
+        if self.beta is not None and self.rows_since_update == 0:
+            return self.beta
+        return self._cached("beta", lambda: self._phase_beta()[0])
 
+    def _cached(self, name, compute):
+        key = (name, self.counts.n_rows, self.phases)
+        if key not in self._cache:
+            self._cache[key] = compute()
+        return self._cache[key]
+
+    # results ------------------------------------------------------------------------------
     @property
     def rho(self) -> np.ndarray:
-        """Edge appearance probabilities (Eq. 8), (M, M); zero before the first phase."""
-        if self.beta is None:
-            return self._require_beta()
-        return self.density().rho
+        """Edge appearance probabilities (Eq. 8), (M, M); zero before any row."""
+        beta = self.current_beta()
+        if beta is None:
+            return np.zeros((self.schema.n_vars,) * 2)
+        return edge_appearance(beta)
 
     @property
     def edges(self) -> list[tuple[int, int]]:
@@ -188,29 +207,31 @@ class EnsembleOfTrees(Estimator):
 
     def density(self) -> ETDensity:
         """The ET distribution at the current theta and beta (exact LL by Eq. 6)."""
-        if self.beta is None:
-            raise ETError("EnsembleOfTrees has no beta yet: it needs a learning phase "
-                          "(fit, or update_every rows of partial_fit)")
+        beta = self.current_beta()
+        if beta is None:
+            raise ETError("EnsembleOfTrees has seen no rows: call partial_fit or fit first")
         node, pair = self.theta()
-        return ETDensity(self.schema, self.beta, node, pair)
+        return ETDensity(self.schema, beta, node, pair)
+
+    def snapshot_files(self) -> dict:
+        """Extra snapshot files: the ET density (``model.et``) once rows have been seen."""
+        return {} if self.counts.n_rows == 0 else {ET_FILE: self.density().to_bytes()}
 
     def to_markov_network(self):
         """Pairwise MRF on the graph edges, weights by pseudo-likelihood on the sample."""
-        if self._model is None:
-            cards = self.schema.cardinalities.astype(np.int64)
-            edges = np.array(self.edges, dtype=np.int64).reshape(-1, 2)
-            layout = PairwiseLayout(cards, edges)
-            node, pair = self.theta()
-            start = [np.log(node[u, :cards[u]]) for u in range(len(cards))]
-            for u, v in edges:
-                p = pair[u, v, :cards[u], :cards[v]]
-                start.append(np.log(p / (node[u, :cards[u], None] * node[v, None, :cards[v]]))
-                             .ravel())
-            model = to_markov_network(self.schema, layout, np.concatenate(start))
-            if self.sample.size:
-                model = fit_weights(model, self.sample.rows)
-            self._model = model
-        return self._model
+        return self._cached("model", self._markov_network)
+
+    def _markov_network(self):
+        cards = self.schema.cardinalities.astype(np.int64)
+        edges = np.array(self.edges, dtype=np.int64).reshape(-1, 2)
+        layout = PairwiseLayout(cards, edges)
+        node, pair = self.theta()
+        start = [np.log(node[u, :cards[u]]) for u in range(len(cards))]
+        for u, v in edges:
+            p = pair[u, v, :cards[u], :cards[v]]
+            start.append(np.log(p / (node[u, :cards[u], None] * node[v, None, :cards[v]])).ravel())
+        model = to_markov_network(self.schema, layout, np.concatenate(start))
+        return fit_weights(model, self.sample.rows) if self.sample.size else model
 
     def pll_terms(self, rows) -> np.ndarray:
         """``log P(x_i | x_-i)`` of the current Markov network for every row and variable."""
