@@ -30,6 +30,7 @@ import math
 import os
 import platform
 import time
+import warnings
 from pathlib import Path
 
 import networkx as nx
@@ -87,6 +88,8 @@ def ising_rows(m, edges, n_rows, rng):
 def l1_lr_graphs(rows):
     from sklearn.linear_model import LogisticRegression
 
+    # sklearn >= 1.8 deprecates penalty= in favour of l1_ratio=; penalty="l1" works on both
+    warnings.filterwarnings("ignore", message=".*penalty.*", module="sklearn")
     n, m = rows.shape
     lam = math.sqrt(math.log(m) / n)
     x = rows.astype(np.float64) * 2 - 1
