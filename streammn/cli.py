@@ -59,10 +59,13 @@ def _parser() -> argparse.ArgumentParser:
     """)
     learn.add_argument("source", help="Parquet/CSV/.data file, directory or glob")
     learn.add_argument("--out", required=True, help="snapshot directory")
-    learn.add_argument("--algo", choices=["dtsl", "grafting", "csgs"], default="dtsl",
+    learn.add_argument("--algo", choices=["dtsl", "grafting", "csgs", "et"], default="dtsl",
                        help="structure learner: dtsl (trees -> DN -> MN), grafting "
-                            "(best-choice edge grafting of a pairwise MRF) or csgs "
-                            "(context-specific Grow-Shrink) (default: dtsl)")
+                            "(best-choice edge grafting of a pairwise MRF), csgs "
+                            "(context-specific Grow-Shrink) or et (ensemble of trees, exact "
+                            "likelihood in model.et) (default: dtsl)")
+    learn.add_argument("--et-sample-rows", type=opt.positive_int, default=2000,
+                       help="et: rows of the sample beta is learned on (default: 2000)")
     learn.add_argument("--significance", type=opt.confidence, default=0.05,
                        help="csgs: significance level of the chi-square tests (default: 0.05)")
     learn.add_argument("--max-contexts", type=opt.positive_int, default=5000,
@@ -78,7 +81,7 @@ def _parser() -> argparse.ArgumentParser:
     learn.add_argument("--max-edges", type=opt.count, default=None,
                        help="grafting: edge budget (default: none, test C2 ends the run)")
     learn.add_argument("--update-every", type=opt.positive_int, default=10000,
-                       help="grafting: rows between two structure updates (default: 10000)")
+                       help="grafting, et: rows between two structure updates (default: 10000)")
     learn.add_argument("--mode", choices=["hoeffding", "exact"], default="hoeffding",
                        help="hoeffding: one pass, streaming; exact: level-wise passes over a "
                             "finite source (default: hoeffding)")

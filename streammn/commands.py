@@ -57,6 +57,14 @@ def _make_learner(args, schema):
         return EdgeGrafting(schema, lambda_=args.lambda_, strategy=args.strategy,
                             alpha=args.alpha, max_edges=args.max_edges,
                             update_every=args.update_every, seed=args.seed)
+    if getattr(args, "algo", "dtsl") == "et":
+        from streammn.et import EnsembleOfTrees
+
+        if args.mode == "exact":
+            raise UsageError("--mode exact is for dtsl; et counts the stream and learns beta "
+                             "on a row sample every --update-every rows")
+        return EnsembleOfTrees(schema, update_every=args.update_every,
+                               sample_rows=args.et_sample_rows, seed=args.seed)
     if getattr(args, "algo", "dtsl") == "csgs":
         from streammn.csgs import CSGS
 
@@ -149,16 +157,23 @@ def _run_on_dask(engine, spec: str):
 def score(args) -> int:
     from streammn.inference import cmll_terms
 
-    model, _ = load_model(args.model)
-    want_pll = args.pll or not args.cmll
+    density = _et_density(args.model)
+    if density is not None and Path(args.model).suffix.lower() == ".et":
+        model = None
+    else:
+        model, _ = load_model(args.model)
+    want_pll = model is not None and (args.pll or not args.cmll)
     n = 0
-    pll_sum = cmll_sum = 0.0
-    with open_source(args.data, batch_size=SCORE_BATCH, schema=model.schema) as source:
+    pll_sum = cmll_sum = ll_sum = 0.0
+    schema = model.schema if model is not None else density.schema
+    with open_source(args.data, batch_size=SCORE_BATCH, schema=schema) as source:
         for k, batch in enumerate(source):
             n += len(batch)
+            if density is not None:
+                ll_sum += float(density.log_likelihood(batch).sum())
             if want_pll:
                 pll_sum += float(model.pll_terms(batch).sum())  # validated by the source
-            if args.cmll:
+            if args.cmll and model is not None:
                 cmll_sum += float(cmll_terms(model, batch, burn_in=args.burn_in,
                                              samples=args.samples, seed=args.seed + k).sum())
     if n == 0:
@@ -166,16 +181,33 @@ def score(args) -> int:
     result = {"rows": n}
     if want_pll:
         result["pll"] = pll_sum / n if n else None
-    if args.cmll:
+    if args.cmll and model is not None:
         result["cmll"] = cmll_sum / n if n else None
+    if density is not None:
+        result["ll"] = ll_sum / n  # exact log-likelihood of the ET density (Eq. 6)
     if args.json:
         print(json.dumps(result))
     else:
         print(f"rows {n:,}")
-        for key in ("pll", "cmll"):
+        for key in ("pll", "cmll", "ll"):
             if key in result:
                 print(f"{key} {result[key]:.6f} per example")
     return EXIT_OK
+
+
+def _et_density(spec: str):
+    """The ET density of a ``.et`` file or of a snapshot that has one (else None)."""
+    from streammn.et.learner import ET_FILE
+    from streammn.et import ETDensity
+
+    path = Path(spec)
+    if path.suffix.lower() == ".et":
+        return ETDensity.from_bytes(path.read_bytes(), where=str(path))
+    if path.is_dir() or path.name.lower() == LATEST.lower():
+        snap = open_snapshot(path)
+        if ET_FILE in snap.files:
+            return ETDensity.from_bytes(snap.file(ET_FILE).read_bytes(), where=str(path))
+    return None
 
 
 # convert, sample, inspect -------------------------------------------------------------------

@@ -548,6 +548,7 @@ class StreamLearner:
             files[MODEL_FILES["uai"]] = functools.partial(
                 _write_uai, model.schema, model.features, factors)
         files[LEARNER_FILE] = self.learner.to_bytes()
+        files.update(getattr(self.learner, "snapshot_files", dict)())  # e.g. ET's model.et
         files[STATS_FILE] = self.marginals.to_bytes()
         if self.reservoir is not None:
             files[RESERVOIR_FILE] = self.reservoir.to_bytes()

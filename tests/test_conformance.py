@@ -18,6 +18,7 @@ from connectors.base import Batch
 from streammn.csgs import CSGS
 from streammn.demo import planted_network
 from streammn.dtsl import DTSL
+from streammn.et import EnsembleOfTrees
 from streammn.grafting import EdgeGrafting
 from streammn.inference import sample
 from streammn.learner import StructureLearner
@@ -30,6 +31,8 @@ LEARNERS = [
     ("grafting", lambda schema: EdgeGrafting(schema, lambda_=0.01, update_every=700,
                                              steps_per_update=2, max_iter=20)),
     ("csgs", lambda schema: CSGS(schema, max_contexts=200)),
+    ("et", lambda schema: EnsembleOfTrees(schema, update_every=700, sample_rows=500,
+                                          max_iter=30)),
 ]
 
 N_ROWS = 3000

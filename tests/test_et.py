@@ -138,3 +138,123 @@ def test_likelihood_and_objective_invariant_to_scaling_beta():
     value, _ = structure_objective_and_gradient(beta, r)
     for c in (0.01, 7.0, 1e4):
         np.testing.assert_allclose(structure_objective_and_gradient(c * beta, r)[0], value, rtol=1e-10)
+
+
+# --- theta, rho, initialisation and the learner -------------------------------------------------
+
+def tree_rows(parents, n, rng, keep=0.85):
+    """Ancestral samples of a binary tree: each child copies its parent with prob. ``keep``."""
+    m = len(parents)
+    rows = np.empty((n, m), dtype=np.uint8)
+    rows[:, 0] = rng.integers(0, 2, n)
+    for v in range(1, m):
+        flip = rng.random(n) > keep
+        rows[:, v] = rows[:, parents[v]] ^ flip
+    return rows
+
+
+def test_smoothed_theta_has_no_zero_and_keeps_marginal_consistency():
+    from streammn import Schema
+    from streammn.et.density import smoothed_theta
+    from streammn.et.kernels import et_log_likelihood
+    from streammn.stats import PairCounts
+
+    schema = Schema.from_cardinalities([2, 3, 2])
+    counts = PairCounts(schema).update(np.array([[0, 0, 1], [0, 0, 1], [0, 1, 1]]))
+    node, pair = smoothed_theta(counts, alpha=1.0)
+    assert counts.table(0, 1)[1].sum() == 0 and counts.table(1, 2)[2].sum() == 0  # zero counts
+    for u, ku in enumerate([2, 3, 2]):
+        assert node[u, :ku].min() > 0 and abs(node[u, :ku].sum() - 1) < 1e-12
+        for v, kv in enumerate([2, 3, 2]):
+            if u != v:
+                np.testing.assert_allclose(pair[u, v, :ku, :kv].sum(axis=1), node[u, :ku])
+    beta = np.ones((3, 3)) / 3
+    np.fill_diagonal(beta, 0)
+    unseen = np.array([[1, 2, 0]])
+    ll = et_log_likelihood(unseen, beta, node, pair)
+    assert np.isfinite(ll).all()
+    # Eq. 6 normalises over all states with the smoothed theta
+    states = np.array(list(itertools.product(range(2), range(3), range(2))))
+    assert abs(np.exp(et_log_likelihood(states, beta, node, pair)).sum() - 1) < 1e-10
+
+
+def test_rho_is_eq8_determinant_ratio_and_sums_to_m_minus_1():
+    from streammn.et.density import edge_appearance
+
+    rng = np.random.default_rng(3)
+    m = 6
+    a = rng.uniform(0.0, 1.0, size=(m, m))
+    beta = np.triu(a, 1)
+    beta[0, 3] = 0.0
+    beta = beta + beta.T
+    rho = edge_appearance(beta)
+    total = spanning_tree_sum(beta)
+    for u, v in itertools.combinations(range(m), 2):
+        cut = beta.copy()
+        cut[u, v] = cut[v, u] = 0.0
+        np.testing.assert_allclose(rho[u, v], 1 - spanning_tree_sum(cut) / total, atol=1e-12)
+    assert rho[0, 3] == 0
+    np.testing.assert_allclose(np.triu(rho, 1).sum(), m - 1)
+
+
+def test_convex_bound_initialisation_maximises_the_eq14_term():
+    from streammn.et.density import initial_beta
+    from streammn.et.kernels import structure_objective_and_gradient
+
+    rng = np.random.default_rng(11)
+    m, n = 5, 15
+    r = rng.uniform(0.3, 3.0, size=(n, m, m))
+    r = (r + r.transpose(0, 2, 1)) / 2
+    beta = initial_beta(r)
+    uniform = np.full((m, m), 1.0 / (m * (m - 1) / 2))
+    np.fill_diagonal(uniform, 0)
+    best = structure_objective_and_gradient(beta, r, bound=True)[0]
+    assert best >= structure_objective_and_gradient(uniform, r, bound=True)[0]
+    for _ in range(20):  # concave problem: no random simplex point does better
+        x = rng.dirichlet(np.ones(m * (m - 1) // 2))
+        other = np.zeros((m, m))
+        other[np.triu_indices(m, 1)] = x
+        assert structure_objective_and_gradient(other + other.T, r, bound=True)[0] <= best + 1e-9
+
+
+def test_planted_tree_recovered_exactly_and_chow_liu_is_the_tree_density():
+    from streammn import Schema
+    from streammn.et import EnsembleOfTrees
+    from streammn.et.density import chow_liu_beta, ETDensity
+
+    rng = np.random.default_rng(0)
+    parents = [0, 0, 0, 1, 1, 2, 5, 3]
+    rows = tree_rows(parents, 6000, rng)
+    schema = Schema.from_cardinalities([2] * len(parents))
+    learner = EnsembleOfTrees(schema, sample_rows=1500).fit(rows)
+    truth = {(min(v, p), max(v, p)) for v, p in enumerate(parents) if v}
+    assert set(learner.edges) == truth
+    node, pair = learner.theta()
+    cards = schema.cardinalities
+    cl = chow_liu_beta(node, pair, cards)
+    assert {(u, v) for u, v in zip(*np.nonzero(np.triu(cl, 1)))} == truth
+    # ET with beta on one tree = the tree's product formula
+    probe = rows[:50].astype(np.int64)
+    expected = np.log(node[np.arange(8), probe]).sum(axis=1)
+    for u, v in truth:
+        expected += np.log(pair[u, v, probe[:, u], probe[:, v]]
+                           / (node[u, probe[:, u]] * node[v, probe[:, v]]))
+    np.testing.assert_allclose(ETDensity(schema, cl, node, pair).log_likelihood(probe), expected)
+    # and the learned ET is at least as likely on held-out rows as the Chow-Liu tree
+    test = tree_rows(parents, 2000, rng)
+    assert (learner.density().log_likelihood(test).mean()
+            >= ETDensity(schema, cl, node, pair).log_likelihood(test).mean() - 1e-3)
+
+
+def test_density_file_round_trip_and_bad_file():
+    from streammn import Schema
+    from streammn.et import EnsembleOfTrees, ETDensity
+    from streammn.et.density import ETDensityError
+
+    rows = tree_rows([0, 0, 1, 1], 500, np.random.default_rng(2))
+    learner = EnsembleOfTrees(Schema.from_cardinalities([2] * 4), sample_rows=200).fit(rows)
+    density = learner.density()
+    again = ETDensity.from_bytes(density.to_bytes())
+    np.testing.assert_array_equal(again.log_likelihood(rows), density.log_likelihood(rows))
+    with pytest.raises(ETDensityError, match="model.et"):
+        ETDensity.from_bytes(b"junk", where="model.et")

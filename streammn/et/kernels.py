@@ -80,16 +80,28 @@ def effective_resistances(weights):
     return d[:, :, None] + d[:, None, :] - g - g.transpose(0, 2, 1)
 
 
-def structure_objective_and_gradient(beta, ratios):
+def structure_objective(beta, ratios, bound=False):
+    """The value of :func:`structure_objective_and_gradient` alone (Cholesky only, no solve)."""
+    beta = np.asarray(beta, dtype=np.float64)
+    value = log_spanning_tree_sums(beta[None] * ratios).mean()
+    return value if bound else value - log_spanning_tree_sums(beta[None])[0]
+
+
+def structure_objective_and_gradient(beta, ratios, bound=False):
     """Mean over rows of log det L(beta * r(x)) - log det L(beta), and its gradient in beta.
 
     ``ratios`` is (N, M, M) from :func:`edge_ratios`; the gradient (M, M) is symmetric with a
     zero diagonal (entry uv is the derivative along the symmetric pair beta_uv = beta_vu).
+    With ``bound=True`` the normaliser term is dropped: the concave data term of Eq. 14, whose
+    maximiser over the simplex is the paper's convex-upper-bound initialisation.
     """
     beta = np.asarray(beta, dtype=np.float64)
     weighted = beta[None] * ratios
-    value = log_spanning_tree_sums(weighted).mean() - log_spanning_tree_sums(beta[None])[0]
-    grad = (ratios * effective_resistances(weighted)).mean(axis=0) - effective_resistances(beta[None])[0]
+    value = log_spanning_tree_sums(weighted).mean()
+    grad = (ratios * effective_resistances(weighted)).mean(axis=0)
+    if not bound:
+        value -= log_spanning_tree_sums(beta[None])[0]
+        grad -= effective_resistances(beta[None])[0]
     np.fill_diagonal(grad, 0.0)
     return value, grad
 
@@ -103,11 +115,16 @@ def project_to_simplex(values):
     return np.maximum(values - cumulative[rho] / (rho + 1), 0.0)
 
 
-def projected_gradient_ascent(beta, ratios, max_iter=100, gamma=0.5, eta=0.01, step=1.0, tol=1e-9):
-    """Maximise the structural objective over the simplex of edge weights with Armijo steps.
+def projected_gradient_ascent(beta, ratios, max_iter=100, gamma=0.5, eta=0.01, step=1.0, tol=1e-9,
+                              bound=False):
+    """Maximise the structural objective (``bound``: the Eq. 14 data term) over the simplex of
+    edge weights with Armijo steps.
 
     Each iteration tries beta' = P(beta + s g) for s = step, step*gamma, ... and accepts the first
     s with f(beta') - f(beta) >= eta * g . (beta' - beta) (Armijo along the projection arc).
+    The trial steps need the objective only; the gradient is computed at the accepted point.
+    After the first iteration the trial steps start at twice the last accepted one (capped at
+    ``step``), so a well-scaled step is not rediscovered from ``step`` every time.
     Returns (beta, objective values per accepted iteration).
     """
     m = beta.shape[0]
@@ -119,24 +136,26 @@ def projected_gradient_ascent(beta, ratios, max_iter=100, gamma=0.5, eta=0.01, s
         out[iu] = vec
         return out + out.T
 
-    value, grad = structure_objective_and_gradient(full(b), ratios)
+    value, grad = structure_objective_and_gradient(full(b), ratios, bound)
     history = [value]
+    s = step * gamma
     for _ in range(max_iter):
         g = grad[iu]
-        s = step
+        s = min(step, s / gamma)
         while s > 1e-12:
             candidate = project_to_simplex(b + s * g)
             if not _connected(full(candidate)):
                 s *= gamma
                 continue
-            new_value, new_grad = structure_objective_and_gradient(full(candidate), ratios)
+            new_value = structure_objective(full(candidate), ratios, bound)
             if new_value - value >= eta * g @ (candidate - b):
                 break
             s *= gamma
         else:
             break
         improvement = new_value - value
-        b, value, grad = candidate, new_value, new_grad
+        b, value = candidate, new_value
+        grad = structure_objective_and_gradient(full(b), ratios, bound)[1]
         history.append(value)
         if improvement < tol:
             break

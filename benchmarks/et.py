@@ -1,0 +1,249 @@
+"""ET benchmark: the ET paper's Section 3.1.2, Chow-Liu on the shared datasets, and fit time.
+
+Structure recovery (paper Section 3.1.2, Eq. 16). Binary networks ``P(x) ∝ exp(sum theta_uv
+x_u x_v + sum psi_u x_u)`` over ``x in {-1, +1}^M`` on random graphs: 50 nodes with 3 and 6
+neighbours on average (uniform: Erdős-Rényi with exactly ``M d / 2`` edges), 200 nodes with 4
+(uniform, and power-law degrees: Barabási-Albert with 2 edges per new node). Couplings
+``theta_uv = s (0.1 + 0.2 n)``, ``s`` a random sign and ``n ~ U[0, 1]``; ``psi`` the same but
+positive. Rows by Gibbs sampling (a numba single-site sampler: 1,000 burn-in sweeps, then one row
+every 10 sweeps). Hamming distance to the true graph (edges missed + edges added) for ET
+(:class:`streammn.et.EnsembleOfTrees`, beta learned on all the rows) and for L1-regularised
+logistic regression neighbourhoods (scikit-learn, liblinear, ``lambda = sqrt(log(M) / N)`` on
+the mean log-loss, i.e. ``C = 1 / (N lambda)``) combined by AND and by OR, over sample sizes.
+
+Exact test LL (Eq. 6) of ET on the shared datasets next to Chow-Liu (ET with beta on the
+maximum mutual-information tree of the same theta, through the same likelihood code).
+
+Fit time: 100 binary variables, 10,000 rows (a planted random tree), ET at its defaults.
+
+Writes ``benchmarks/results/et.json`` after every measurement, then ``et.md``.
+
+    PYTHONPATH=. python benchmarks/et.py --parts timing,datasets,structure
+    PYTHONPATH=. python benchmarks/et.py --parts structure --networks 50-3,50-6 --trials 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import time
+import warnings
+from pathlib import Path
+
+import networkx as nx
+import numpy as np
+from numba import njit
+
+from streammn import Schema
+from streammn.et import EnsembleOfTrees, ETDensity
+from streammn.et.density import chow_liu_beta
+
+RESULTS = Path(__file__).parent / "results"
+DATA = Path("/work/shared/data")
+DATASETS = ("nltcs", "plants", "jester", "accidents", "mushrooms")
+NETWORKS = {"50-3": (50, 3, "uniform", 1000), "50-6": (50, 6, "uniform", 1000),
+            "200-4": (200, 4, "uniform", 4000), "200-4-powerlaw": (200, 4, "powerlaw", 4000)}
+
+
+def random_graph(m, degree, kind, rng):
+    if kind == "powerlaw":
+        g = nx.barabasi_albert_graph(m, degree // 2, seed=int(rng.integers(2 ** 31)))
+        return sorted((min(u, v), max(u, v)) for u, v in g.edges())
+    pairs = [(u, v) for u in range(m) for v in range(u + 1, m)]
+    pick = rng.choice(len(pairs), size=m * degree // 2, replace=False)
+    return sorted(pairs[i] for i in pick)
+
+
+@njit(cache=True)
+def gibbs_ising(theta, psi, n_rows, burn_in, thin, seed):
+    """Single-site Gibbs sampling of Eq. 16 over {-1, +1}; returns 0/1 rows."""
+    np.random.seed(seed)
+    m = psi.shape[0]
+    x = np.where(np.random.random(m) < 0.5, -1.0, 1.0)
+    out = np.empty((n_rows, m), dtype=np.uint8)
+    for sweep in range(burn_in + n_rows * thin):
+        for u in range(m):
+            field = psi[u]
+            for v in range(m):
+                field += theta[u, v] * x[v]
+            x[u] = 1.0 if np.random.random() < 1.0 / (1.0 + math.exp(-2.0 * field)) else -1.0
+        k = sweep - burn_in
+        if k >= 0 and (k + 1) % thin == 0:
+            for u in range(m):
+                out[k // thin, u] = 1 if x[u] > 0 else 0
+    return out
+
+
+def ising_rows(m, edges, n_rows, rng):
+    theta = np.zeros((m, m))
+    for u, v in edges:
+        theta[u, v] = theta[v, u] = rng.choice([-1.0, 1.0]) * (0.1 + 0.2 * rng.random())
+    psi = 0.1 + 0.2 * rng.random(m)
+    return gibbs_ising(theta, psi, n_rows, 1000, 10, int(rng.integers(2 ** 31)))
+
+
+def l1_lr_graphs(rows):
+    from sklearn.linear_model import LogisticRegression
+
+    # sklearn >= 1.8 deprecates penalty= in favour of l1_ratio=; penalty="l1" works on both
+    warnings.filterwarnings("ignore", message=".*penalty.*", module="sklearn")
+    n, m = rows.shape
+    lam = math.sqrt(math.log(m) / n)
+    x = rows.astype(np.float64) * 2 - 1
+    nbr = np.zeros((m, m), dtype=bool)
+    for u in range(m):
+        y = rows[:, u]
+        if y.min() == y.max():
+            continue
+        others = np.delete(np.arange(m), u)
+        lr = LogisticRegression(penalty="l1", C=1.0 / (n * lam), solver="liblinear",
+                                tol=1e-6, max_iter=1000).fit(x[:, others], y)
+        nbr[u, others] = np.abs(lr.coef_[0]) > 1e-8
+    iu = np.triu_indices(m, 1)
+    both, either = (nbr & nbr.T)[iu], (nbr | nbr.T)[iu]
+    as_set = lambda mask: {(int(a), int(b)) for a, b, k in zip(*iu, mask) if k}  # noqa: E731
+    return as_set(both), as_set(either)
+
+
+def hamming(found, truth):
+    return len(set(found) ^ set(truth))
+
+
+def structure(results, networks, trials, fractions, save):
+    for name in networks:
+        m, degree, kind, n_full = NETWORKS[name]
+        for trial in range(trials):
+            rng = np.random.default_rng(1000 * trial + m + degree)
+            edges = random_graph(m, degree, kind, rng)
+            rows = ising_rows(m, edges, n_full, rng)
+            schema = Schema.from_cardinalities([2] * m)
+            for f in fractions:
+                n = int(n_full * f)
+                t0 = time.process_time()
+                et = EnsembleOfTrees(schema, sample_rows=n).fit(rows[:n])
+                et_edges, et_cpu = et.edges, time.process_time() - t0
+                and_, or_ = l1_lr_graphs(rows[:n])
+                results["structure"].append(
+                    {"network": name, "trial": trial, "n_rows": n, "true_edges": len(edges),
+                     "et": hamming(et_edges, edges), "et_edges": len(et_edges),
+                     "l1lr_and": hamming(and_, edges), "l1lr_or": hamming(or_, edges),
+                     "et_cpu_seconds": round(et_cpu, 2)})
+                print(results["structure"][-1], flush=True)
+                save()
+
+
+def read_data(name, split):
+    return np.loadtxt(DATA / name / f"{name}.{split}.data", delimiter=",", dtype=np.uint8)
+
+
+def datasets(results, names, sample_rows, save):
+    for name in names:
+        train, test = read_data(name, "train"), read_data(name, "test")
+        schema = Schema.from_cardinalities([2] * train.shape[1])
+        t0 = time.process_time()
+        et = EnsembleOfTrees(schema, sample_rows=sample_rows).fit(train)
+        cpu = time.process_time() - t0
+        node, pair = et.theta()
+        cl = ETDensity(schema, chow_liu_beta(node, pair, schema.cardinalities), node, pair)
+        results["datasets"].append(
+            {"dataset": name, "n_vars": train.shape[1], "train_rows": train.shape[0],
+             "sample_rows": min(sample_rows, train.shape[0]),
+             "et_test_ll": float(et.density().log_likelihood(test).mean()),
+             "chow_liu_test_ll": float(cl.log_likelihood(test).mean()),
+             "et_edges": len(et.edges), "et_cpu_seconds": round(cpu, 1)})
+        print(results["datasets"][-1], flush=True)
+        save()
+
+
+def timing(results, save):
+    rng = np.random.default_rng(7)
+    m, n = 100, 10000
+    rows = np.empty((n, m), dtype=np.uint8)
+    rows[:, 0] = rng.integers(0, 2, n)
+    for v in range(1, m):
+        rows[:, v] = rows[:, rng.integers(0, v)] ^ (rng.random(n) > 0.8)
+    schema = Schema.from_cardinalities([2] * m)
+    t0, c0 = time.perf_counter(), time.process_time()
+    et = EnsembleOfTrees(schema).fit(rows)
+    results["timing"] = {"n_vars": m, "n_rows": n, "sample_rows": et.sample_rows,
+                         "wall_seconds": round(time.perf_counter() - t0, 1),
+                         "cpu_seconds": round(time.process_time() - c0, 1),
+                         "pgd_iterations": len(et.history) - 1, "target_seconds": 60}
+    print(results["timing"], flush=True)
+    save()
+
+
+def write_markdown(results, path):
+    lines = ["# ET benchmark", "", f"Machine: {results['machine']} (shared with other jobs, "
+             "loaded: times are upper bounds).", ""]
+    if results.get("timing"):
+        t = results["timing"]
+        lines += ["## Fit time (target <= 60 s on 2 cores)", "",
+                  f"{t['n_vars']} variables, {t['n_rows']:,} rows, beta on a "
+                  f"{t['sample_rows']:,}-row sample: {t['wall_seconds']} s wall, "
+                  f"{t['cpu_seconds']} s CPU, {t['pgd_iterations']} PGD iterations.", ""]
+    if results["datasets"]:
+        lines += ["## Exact test LL (Eq. 6), ET vs Chow-Liu (target: ET >= Chow-Liu)", "",
+                  "| dataset | vars | beta sample rows | ET test LL | Chow-Liu test LL | "
+                  "ET edges (rho > 1/2) | ET CPU s |", "|---|---:|---:|---:|---:|---:|---:|"]
+        for d in results["datasets"]:
+            lines.append(f"| {d['dataset']} | {d['n_vars']} | {d['sample_rows']:,} | "
+                         f"{d['et_test_ll']:.4f} | {d['chow_liu_test_ll']:.4f} | "
+                         f"{d['et_edges']} | {d['et_cpu_seconds']} |")
+        lines.append("")
+    if results["structure"]:
+        lines += ["## Hamming distance to the true graph (paper Figure 2; target: ET <= the "
+                  "better of L1-LR AND/OR)", "",
+                  "Mean over trials.", "",
+                  "| network | rows | trials | true edges | ET | L1-LR AND | L1-LR OR | ET edges |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        keys = sorted({(r["network"], r["n_rows"]) for r in results["structure"]})
+        for name, n in keys:
+            rs = [r for r in results["structure"] if r["network"] == name and r["n_rows"] == n]
+            mean = lambda k: np.mean([r[k] for r in rs])  # noqa: E731
+            lines.append(f"| {name} | {n:,} | {len(rs)} | {mean('true_edges'):.1f} | "
+                         f"{mean('et'):.1f} | {mean('l1lr_and'):.1f} | {mean('l1lr_or'):.1f} | "
+                         f"{mean('et_edges'):.1f} |")
+        lines.append("")
+    path.write_text("\n".join(lines))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--parts", default="timing,datasets,structure")
+    p.add_argument("--networks", default=",".join(NETWORKS))
+    p.add_argument("--trials", type=int, default=2)
+    p.add_argument("--fractions", default="0.25,0.5,1.0")
+    p.add_argument("--datasets", default=",".join(DATASETS))
+    p.add_argument("--sample-rows", type=int, default=2000)
+    p.add_argument("--out", default=str(RESULTS / "et.json"))
+    args = p.parse_args()
+    out = Path(args.out)
+    results = (json.loads(out.read_text()) if out.exists()
+               else {"structure": [], "datasets": [], "timing": None})
+    results["machine"] = f"{platform.machine()}, {os.cpu_count()} cores"
+
+    def save():
+        out.write_text(json.dumps(results, indent=1))
+        write_markdown(results, out.with_suffix(".md"))
+
+    parts = args.parts.split(",")
+    if "timing" in parts:
+        timing(results, save)
+    if "datasets" in parts:
+        results["datasets"] = [d for d in results["datasets"]
+                               if d["dataset"] not in args.datasets.split(",")]
+        datasets(results, args.datasets.split(","), args.sample_rows, save)
+    if "structure" in parts:
+        nets = args.networks.split(",")
+        results["structure"] = [r for r in results["structure"] if r["network"] not in nets]
+        structure(results, nets, args.trials, [float(f) for f in args.fractions.split(",")],
+                  save)
+    save()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,271 @@
+"""EnsembleOfTrees: the streaming ET structure learner.
+
+theta follows the whole stream: every row goes into a :class:`~streammn.stats.PairCounts` (all
+node and pair counts, exact, mergeable). beta is learned on a bounded uniform row sample (a
+:class:`~streammn.stats.RowReservoir`): every ``update_every`` rows a learning phase recomputes
+theta from the counts and runs PGD on Eq. 9 over the sample. The first phase starts from the
+convex-upper-bound solution of Eq. 14; later phases warm-start from the current beta (the
+projection lets zero weights come back when the data asks for them). A batch is counted up to
+each ``update_every`` boundary before the phase there, so the model does not depend on how the
+stream is cut. :meth:`fit` counts a finite source and runs one phase at the end. Between
+phases the published model (rho, graph, density, Markov network) is that of a phase run on a
+copy, so a snapshot always reflects every row seen without changing the learner's state.
+
+Cost of a phase: each objective evaluation is one Cholesky per sample row, each gradient one
+solve, O(S M^3) for S sample rows and M variables, times the PGD iterations (plus Armijo
+back-tracking).
+
+The Markov network (snapshots, PLL scoring, .mn/.uai files) has one pairwise table per graph
+edge (rho above ``rho_threshold``) and one unary table per variable, started at the tree
+log-potentials ``log theta_u`` and ``log theta_uv / (theta_u theta_v)`` and fitted by
+pseudo-likelihood on the sample (:func:`streammn.weights.fit_weights`).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+
+from streammn.errors import DataError, SettingsError
+from streammn.et.density import (DEFAULT_ALPHA, DEFAULT_RHO_THRESHOLD, ETDensity,
+                                 edge_appearance, graph_edges, initial_beta, refine_beta,
+                                 smoothed_theta)
+from streammn.grafting.mrf import PairwiseLayout, to_markov_network
+from streammn.learner import Estimator
+from streammn.schema import Schema, Validated
+from streammn.stats import PairCounts, RowReservoir
+from streammn.weights import fit_weights
+
+FORMAT = "streammn-et-1"
+ET_FILE = "model.et"
+
+
+class ETError(SettingsError):
+    """An EnsembleOfTrees setting or call that cannot work."""
+
+
+class ETStateError(DataError):
+    """A serialised EnsembleOfTrees state could not be read."""
+
+
+class EnsembleOfTrees(Estimator):
+    """Ensemble-of-trees structure learning (Lin, Zhu, Lee & Taskar 2009), streaming.
+
+    Parameters
+    ----------
+    schema : Schema
+        The variables (any cardinalities).
+    alpha : float, default 1.0
+        Dirichlet pseudo-count of every node and pair table (see :mod:`streammn.et.density`).
+    rho_threshold : float, default 0.5
+        An edge is in the graph when its appearance probability rho (Eq. 8) exceeds this
+        (default: most of the mixture's trees contain it; see :mod:`streammn.et.density`).
+    sample_rows : int, default 2000
+        Rows kept in the reservoir on which beta is learned (cost is linear in it).
+    update_every : int, default 10000
+        Streaming: rows between two learning phases of :meth:`partial_fit`.
+    max_iter : int, default 100
+        PGD iterations per phase (Eq. 14 initialisation and Eq. 9 each).
+    tol : float, default 1e-7
+        PGD stops when an accepted step improves the mean per-row objective by less.
+    seed : int, default 0
+        Seed of the row reservoir.
+
+    Examples
+    --------
+    >>> from streammn.demo import planted_network
+    >>> from streammn.et import EnsembleOfTrees
+    >>> from streammn.inference import sample
+    >>> planted, planted_edges = planted_network(8, seed=0)
+    >>> rows = sample(planted, 2000, seed=1)
+    >>> learner = EnsembleOfTrees(planted.schema).fit(rows)
+    >>> set(learner.edges) == planted_edges, round(float(learner.rho.sum()), 6)
+    (True, 14.0)
+    """
+
+    def __init__(self, schema: Schema, alpha: float = DEFAULT_ALPHA,
+                 rho_threshold: float = DEFAULT_RHO_THRESHOLD, sample_rows: int = 2000,
+                 update_every: int = 10000, max_iter: int = 100, tol: float = 1e-7,
+                 seed: int = 0):
+        if not isinstance(schema, Schema):
+            raise ETError(f"schema must be a streammn Schema, got {type(schema).__name__}")
+        if schema.n_vars < 2:
+            raise ETError("ET needs at least 2 variables")
+        if alpha <= 0:
+            raise ETError(f"alpha must be positive, got {alpha!r}")
+        if not 0 <= rho_threshold < 1:
+            raise ETError(f"rho_threshold must be in [0, 1), got {rho_threshold!r}")
+        if sample_rows < 1 or update_every < 1 or max_iter < 1 or tol < 0:
+            raise ETError("sample_rows, update_every and max_iter must be >= 1 and tol >= 0, "
+                          f"got {sample_rows}, {update_every}, {max_iter}, {tol}")
+        self.schema = schema
+        self.alpha, self.rho_threshold = float(alpha), float(rho_threshold)
+        self.sample_rows, self.update_every = int(sample_rows), int(update_every)
+        self.max_iter, self.tol, self.seed = int(max_iter), float(tol), seed
+        self._reset()
+
+    def _reset(self) -> None:
+        self.counts = PairCounts(self.schema)
+        self.sample = RowReservoir(self.schema, capacity=self.sample_rows, seed=self.seed)
+        self.beta = None
+        self.rows_since_update = 0
+        self.phases = 0
+        self.history: list[float] = []
+        self._cache = {}
+
+    @property
+    def rows_seen(self) -> int:
+        return self.counts.n_rows
+
+    # learning -----------------------------------------------------------------------------
+    def _validate(self, batch) -> np.ndarray:
+        return self.schema.rows_of(batch, row_offset=self.counts.n_rows)
+
+    def _count(self, rows) -> None:
+        batch = Validated(rows, self.schema)
+        self.counts.update(batch)
+        self.sample.update(batch)
+
+    def partial_fit(self, batch) -> "EnsembleOfTrees":
+        """Count a batch (validated first); every ``update_every`` rows run a learning phase."""
+        rows = self._validate(batch)
+        start = 0
+        while start < rows.shape[0]:
+            take = min(rows.shape[0] - start, self.update_every - self.rows_since_update)
+            self._count(rows[start:start + take])
+            self.rows_since_update += take
+            start += take
+            if self.rows_since_update >= self.update_every:
+                self.rows_since_update = 0
+                self.learn_beta()
+        return self
+
+    def fit(self, source) -> "EnsembleOfTrees":
+        """Learn from scratch on a finite source (batches or a row matrix)."""
+        self._reset()
+        if isinstance(source, np.ndarray):
+            self._count(self.schema.rows_of(source))
+        else:
+            for batch in source:
+                self._count(self._validate(batch))
+        self.learn_beta()
+        return self
+
+    def theta(self):
+        """Smoothed ``(node_probs, pair_probs)`` from the counts of the whole stream."""
+        return smoothed_theta(self.counts, self.alpha)
+
+    def _phase_beta(self):
+        node, pair = self.theta()
+        ratios = ETDensity(self.schema, None, node, pair).ratios(self.sample.rows)
+        start = initial_beta(ratios, self.max_iter) if self.beta is None else self.beta
+        return refine_beta(start, ratios, self.max_iter, self.tol)
+
+    def learn_beta(self) -> "EnsembleOfTrees":
+        """One learning phase: theta from the counts, then PGD on the sample (Eq. 14 start the
+        first time, warm start after)."""
+        if self.counts.n_rows == 0:
+            raise ETError("EnsembleOfTrees has seen no rows: call partial_fit or fit first")
+        self.beta, history = self._phase_beta()
+        self.history = [float(h) for h in history]
+        self.phases += 1
+        self._cache = {}
+        return self
+
+    def current_beta(self):
+        """beta for all rows seen: the learned beta right after a phase; between phases, the
+        result of a phase run on a copy (cached, the learner's state is not changed, so a
+        snapshot taken between phases publishes an up-to-date model and resumes identically).
+        None before any row."""
+        if self.counts.n_rows == 0:
+            return None
+        if self.beta is not None and self.rows_since_update == 0:
+            return self.beta
+        return self._cached("beta", lambda: self._phase_beta()[0])
+
+    def _cached(self, name, compute):
+        key = (name, self.counts.n_rows, self.phases)
+        if key not in self._cache:
+            self._cache[key] = compute()
+        return self._cache[key]
+
+    # results ------------------------------------------------------------------------------
+    @property
+    def rho(self) -> np.ndarray:
+        """Edge appearance probabilities (Eq. 8), (M, M); zero before any row."""
+        beta = self.current_beta()
+        if beta is None:
+            return np.zeros((self.schema.n_vars,) * 2)
+        return edge_appearance(beta)
+
+    @property
+    def edges(self) -> list[tuple[int, int]]:
+        """The learned graph: pairs with rho above ``rho_threshold``."""
+        return graph_edges(self.rho, self.rho_threshold)
+
+    def density(self) -> ETDensity:
+        """The ET distribution at the current theta and beta (exact LL by Eq. 6)."""
+        beta = self.current_beta()
+        if beta is None:
+            raise ETError("EnsembleOfTrees has seen no rows: call partial_fit or fit first")
+        node, pair = self.theta()
+        return ETDensity(self.schema, beta, node, pair)
+
+    def snapshot_files(self) -> dict:
+        """Extra snapshot files: the ET density (``model.et``) once rows have been seen."""
+        return {} if self.counts.n_rows == 0 else {ET_FILE: self.density().to_bytes()}
+
+    def to_markov_network(self):
+        """Pairwise MRF on the graph edges, weights by pseudo-likelihood on the sample."""
+        return self._cached("model", self._markov_network)
+
+    def _markov_network(self):
+        cards = self.schema.cardinalities.astype(np.int64)
+        edges = np.array(self.edges, dtype=np.int64).reshape(-1, 2)
+        layout = PairwiseLayout(cards, edges)
+        node, pair = self.theta()
+        start = [np.log(node[u, :cards[u]]) for u in range(len(cards))]
+        for u, v in edges:
+            p = pair[u, v, :cards[u], :cards[v]]
+            start.append(np.log(p / (node[u, :cards[u], None] * node[v, None, :cards[v]])).ravel())
+        model = to_markov_network(self.schema, layout, np.concatenate(start))
+        return fit_weights(model, self.sample.rows) if self.sample.size else model
+
+    def pll_terms(self, rows) -> np.ndarray:
+        """``log P(x_i | x_-i)`` of the current Markov network for every row and variable."""
+        return self.to_markov_network().pll_terms(self.schema.rows_of(rows))
+
+    # serialisation ------------------------------------------------------------------------
+    def to_bytes(self) -> bytes:
+        """Full state: parameters, counts, sample (with its RNG), beta."""
+        meta = {"format": FORMAT, "schema": self.schema.to_dict(), "params": self.get_params(),
+                "rows_since_update": self.rows_since_update, "phases": self.phases,
+                "history": self.history, "has_beta": self.beta is not None}
+        arrays = {"counts": np.frombuffer(self.counts.to_bytes(), dtype=np.uint8),
+                  "sample": np.frombuffer(self.sample.to_bytes(), dtype=np.uint8)}
+        if self.beta is not None:
+            arrays["beta"] = self.beta
+        buf = io.BytesIO()
+        np.savez(buf, __meta__=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **arrays)
+        return buf.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "EnsembleOfTrees":
+        try:
+            with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+                arrays = {k: npz[k] for k in npz.files}
+            meta = json.loads(arrays.pop("__meta__").tobytes().decode())
+        except (ValueError, OSError, KeyError) as exc:
+            raise ETStateError(f"not an EnsembleOfTrees state: {exc}") from exc
+        if meta.get("format") != FORMAT:
+            raise ETStateError(f"unknown EnsembleOfTrees state format {meta.get('format')!r}")
+        learner = cls(Schema.from_dict(meta["schema"]), **meta["params"])
+        learner.counts = PairCounts.from_bytes(arrays["counts"].tobytes())
+        learner.sample = RowReservoir.from_bytes(arrays["sample"].tobytes())
+        learner.beta = arrays["beta"] if meta["has_beta"] else None
+        learner.rows_since_update = int(meta["rows_since_update"])
+        learner.phases = int(meta["phases"])
+        learner.history = [float(h) for h in meta["history"]]
+        return learner
