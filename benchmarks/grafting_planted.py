@@ -12,7 +12,8 @@ scale-free; :func:`streammn.grafting.planted_potts`) with couplings weak (0.2-0.
   et al., combined by AND and by OR, each structure then given pseudo-likelihood weights (the
   same L2 as grafting, no L1) for its test PLL.
 
-Run: ``python benchmarks/grafting_planted.py [--quick]``; results in
+Run: ``python benchmarks/grafting_planted.py`` (or parts with ``--cases`` in parallel
+processes, then ``--merge``); results in
 ``benchmarks/results/grafting.{json,md}``. The case list is sized to what a shared, loaded
 2-core machine runs in tens of minutes; larger cases are options (``--cases``).
 """
@@ -222,9 +223,17 @@ def main(argv=None) -> None:
                         "list in DEFAULT_CASES)")
     p.add_argument("--seed", type=int, default=3)
     p.add_argument("--out", default=str(RESULTS / "grafting.json"))
+    p.add_argument("--merge", nargs="+", help="combine the cases of these result files (runs "
+                                              "split over several processes) into --out")
     args = p.parse_args(argv)
-    cases = args.cases or DEFAULT_CASES
     out = Path(args.out)
+    if args.merge:
+        parts = [json.loads(Path(f).read_text()) for f in args.merge]
+        results = {**parts[0], "cases": [c for part in parts for c in part["cases"]]}
+        out.write_text(json.dumps(results, indent=1))
+        out.with_suffix(".md").write_text(markdown(results))
+        return
+    cases = args.cases or DEFAULT_CASES
     results = {"machine": f"{platform.platform()}, {os.cpu_count()} cores (shared), "
                           f"Python {platform.python_version()}", "seed": args.seed, "cases": []}
     for case in cases:
