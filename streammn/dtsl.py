@@ -20,8 +20,6 @@ structure prior ``P(S) ∝ kappa^parameters`` (gain above ``(d - 1) * -ln(kappa)
 
 from __future__ import annotations
 
-import io
-import json
 import numbers
 
 import numpy as np
@@ -38,7 +36,7 @@ from streammn.trees.forest import Forest
 from streammn.trees.hoeffding import HoeffdingGrower
 from streammn.trees.stats import LeafStats
 from streammn.errors import SettingsError
-from streammn.learner import Estimator
+from streammn.learner import Estimator, pack_state, unpack_state
 from streammn.model import MarkovNetwork
 
 MODES = ("hoeffding", "exact")
@@ -372,18 +370,11 @@ class DTSL(Estimator):
 
     def to_bytes(self) -> bytes:
         """Serialise the full state (``.npz`` with the metadata as JSON)."""
-        meta, arrays = self.get_state()
-        buf = io.BytesIO()
-        np.savez(buf, __meta__=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
-                 **arrays)
-        return buf.getvalue()
+        return pack_state(*self.get_state())
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "DTSL":
-        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
-            arrays = {k: npz[k] for k in npz.files}
-        meta = json.loads(arrays.pop("__meta__").tobytes().decode())
-        return cls.from_state(meta, arrays)
+        return cls.from_state(*unpack_state(data))
 
     def equals(self, other: "DTSL") -> bool:
         """Same parameters and identical state (trees, counts, statistics)."""

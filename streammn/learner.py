@@ -20,6 +20,8 @@ apart).
 from __future__ import annotations
 
 import inspect
+import io
+import json
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -61,6 +63,22 @@ class StructureLearner(Protocol):
 
     def get_params(self) -> dict:
         """The ``__init__`` keywords (without ``schema``) that rebuild an unfitted copy."""
+
+
+def pack_state(meta: dict, arrays: dict[str, np.ndarray]) -> bytes:
+    """A learner's state as one ``.npz``: JSON metadata under ``__meta__`` and named arrays
+    (no pickles, so a state file from anywhere is safe to load)."""
+    buf = io.BytesIO()
+    np.savez(buf, __meta__=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **arrays)
+    return buf.getvalue()
+
+
+def unpack_state(data: bytes) -> tuple[dict, dict[str, np.ndarray]]:
+    """The metadata and arrays of :func:`pack_state`'s bytes; ``ValueError``, ``OSError`` or
+    ``KeyError`` when they are not such a state (callers name the file in their error)."""
+    with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    return json.loads(arrays.pop("__meta__").tobytes().decode()), arrays
 
 
 class Estimator:

@@ -36,13 +36,12 @@ Chow-Liu model through the same likelihood code.
 
 from __future__ import annotations
 
-import io
-import json
 
 import numpy as np
 from scipy.sparse.csgraph import minimum_spanning_tree
 
 from streammn.errors import DataError
+from streammn.learner import pack_state, unpack_state
 from streammn.et.kernels import (edge_ratios, effective_resistances, et_log_likelihood,
                                  projected_gradient_ascent)
 from streammn.schema import Schema
@@ -160,18 +159,14 @@ class ETDensity:
         return edge_appearance(self.beta)
 
     def to_bytes(self) -> bytes:
-        buf = io.BytesIO()
         meta = {"format": FORMAT, "schema": self.schema.to_dict()}
-        np.savez(buf, __meta__=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
-                 beta=self.beta, node_probs=self.node_probs, pair_probs=self.pair_probs)
-        return buf.getvalue()
+        return pack_state(meta, {"beta": self.beta, "node_probs": self.node_probs,
+                                 "pair_probs": self.pair_probs})
 
     @classmethod
     def from_bytes(cls, data: bytes, where: str = "ET density") -> "ETDensity":
         try:
-            with np.load(io.BytesIO(data), allow_pickle=False) as npz:
-                arrays = {k: npz[k] for k in npz.files}
-            meta = json.loads(arrays.pop("__meta__").tobytes().decode())
+            meta, arrays = unpack_state(data)
             if meta.get("format") != FORMAT:
                 raise ValueError(f"format {meta.get('format')!r}")
             return cls(Schema.from_dict(meta["schema"]), arrays["beta"], arrays["node_probs"],

@@ -23,8 +23,6 @@ pseudo-likelihood on the sample (:func:`streammn.weights.fit_weights`).
 
 from __future__ import annotations
 
-import io
-import json
 
 import numpy as np
 
@@ -33,7 +31,7 @@ from streammn.et.density import (DEFAULT_ALPHA, DEFAULT_RHO_THRESHOLD, ETDensity
                                  edge_appearance, graph_edges, initial_beta, refine_beta,
                                  smoothed_theta)
 from streammn.grafting.mrf import PairwiseLayout, to_markov_network
-from streammn.learner import Estimator
+from streammn.learner import Estimator, pack_state, unpack_state
 from streammn.schema import Schema, Validated
 from streammn.stats import PairCounts, RowReservoir
 from streammn.weights import fit_weights
@@ -247,16 +245,12 @@ class EnsembleOfTrees(Estimator):
                   "sample": np.frombuffer(self.sample.to_bytes(), dtype=np.uint8)}
         if self.beta is not None:
             arrays["beta"] = self.beta
-        buf = io.BytesIO()
-        np.savez(buf, __meta__=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **arrays)
-        return buf.getvalue()
+        return pack_state(meta, arrays)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "EnsembleOfTrees":
         try:
-            with np.load(io.BytesIO(data), allow_pickle=False) as npz:
-                arrays = {k: npz[k] for k in npz.files}
-            meta = json.loads(arrays.pop("__meta__").tobytes().decode())
+            meta, arrays = unpack_state(data)
         except (ValueError, OSError, KeyError) as exc:
             raise ETStateError(f"not an EnsembleOfTrees state: {exc}") from exc
         if meta.get("format") != FORMAT:

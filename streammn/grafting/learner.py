@@ -20,8 +20,6 @@ formats work unchanged.
 
 from __future__ import annotations
 
-import io
-import json
 import math
 import time
 
@@ -35,7 +33,7 @@ from streammn.grafting.pseudo_score import PseudoScorer
 from streammn.schema import Schema, Validated
 from streammn.stats import OnDemandPairCounts
 from streammn.errors import DataError, SettingsError
-from streammn.learner import Estimator
+from streammn.learner import Estimator, pack_state, unpack_state
 
 STRATEGIES = ("best_choice", "first_hit", "exhaustive")
 FORMAT = "streammn-grafting-1"
@@ -409,16 +407,12 @@ class EdgeGrafting(Estimator):
                   "stats": np.frombuffer(self.stats.to_bytes(), dtype=np.uint8)}
         if self._inference is not None and self._infer_from is not None:
             arrays["messages"] = self._infer_from
-        buf = io.BytesIO()
-        np.savez(buf, __meta__=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **arrays)
-        return buf.getvalue()
+        return pack_state(meta, arrays)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "EdgeGrafting":
         try:
-            with np.load(io.BytesIO(data), allow_pickle=False) as npz:
-                arrays = {k: npz[k] for k in npz.files}
-            meta = json.loads(arrays.pop("__meta__").tobytes().decode())
+            meta, arrays = unpack_state(data)
         except (ValueError, OSError, KeyError) as exc:
             raise GraftingStateError(f"not an EdgeGrafting state: {exc}") from exc
         if meta.get("format") != FORMAT:

@@ -34,6 +34,28 @@ from streammn.grafting.mrf import PairwiseLayout
 OBJECTIVES = ("likelihood", "pseudo")
 
 
+@nb.njit(cache=True, inline="always")
+def conditional_logits(row, v, cards, uoff, theta, edges, eoff, adj_ptr, adj_edge, logits):
+    """Write the unnormalised ``log P(x_v = a | x_-v)`` of ``row`` to ``logits[:card_v]``:
+    ``v``'s unary table plus, for each active edge at ``v``, the column (or row) its
+    neighbour's value selects."""
+    c = cards[v]
+    for a in range(c):
+        logits[a] = theta[uoff[v] + a]
+    for q in range(adj_ptr[v], adj_ptr[v + 1]):
+        k = adj_edge[q]
+        i, j = edges[k, 0], edges[k, 1]
+        cj = cards[j]
+        if i == v:
+            xj = row[j]
+            for a in range(c):
+                logits[a] += theta[eoff[k] + a * cj + xj]
+        else:
+            xi = row[i]
+            for a in range(c):
+                logits[a] += theta[eoff[k] + xi * cj + a]
+
+
 @nb.njit(cache=True)
 def pseudo_loglik_terms(rows, cards, uoff, theta, edges, eoff, adj_ptr, adj_edge, want_grad,
                         grad):
@@ -48,20 +70,8 @@ def pseudo_loglik_terms(rows, cards, uoff, theta, edges, eoff, adj_ptr, adj_edge
     for r in range(n):
         for v in range(nv):
             c = cards[v]
-            for a in range(c):
-                logits[a] = theta[uoff[v] + a]
-            for q in range(adj_ptr[v], adj_ptr[v + 1]):
-                k = adj_edge[q]
-                i, j = edges[k, 0], edges[k, 1]
-                cj = cards[j]
-                if i == v:
-                    xj = rows[r, j]
-                    for a in range(c):
-                        logits[a] += theta[eoff[k] + a * cj + xj]
-                else:
-                    xi = rows[r, i]
-                    for a in range(c):
-                        logits[a] += theta[eoff[k] + xi * cj + a]
+            conditional_logits(rows[r], v, cards, uoff, theta, edges, eoff, adj_ptr, adj_edge,
+                               logits)
             mx = logits[0]
             for a in range(1, c):
                 mx = max(mx, logits[a])

@@ -26,6 +26,7 @@ import numba as nb
 import numpy as np
 
 from streammn.grafting.mrf import PairwiseLayout
+from streammn.grafting.objective import conditional_logits
 
 
 @nb.njit(cache=True)
@@ -36,20 +37,7 @@ def _residual(rows, v, cards, uoff, theta, edges, eoff, adj_ptr, adj_edge):
     out = np.empty((n, c))
     logits = np.empty(c)
     for r in range(n):
-        for a in range(c):
-            logits[a] = theta[uoff[v] + a]
-        for q in range(adj_ptr[v], adj_ptr[v + 1]):
-            k = adj_edge[q]
-            i, j = edges[k, 0], edges[k, 1]
-            cj = cards[j]
-            if i == v:
-                xj = rows[r, j]
-                for a in range(c):
-                    logits[a] += theta[eoff[k] + a * cj + xj]
-            else:
-                xi = rows[r, i]
-                for a in range(c):
-                    logits[a] += theta[eoff[k] + xi * cj + a]
+        conditional_logits(rows[r], v, cards, uoff, theta, edges, eoff, adj_ptr, adj_edge, logits)
         mx = logits.max()
         total = 0.0
         for a in range(c):
