@@ -60,29 +60,32 @@ class SourcePasses:
         self.source = source
         self.cache_bytes = int(cache_bytes)
         self.n_passes = 0
-        self.row_node = None  # row -> current node per tree, once the first pass gave the count
+        self.row_node = None  # current node per tree and row, once the first pass gave the count
 
     def __call__(self, forest: Forest, stats: LeafStats, chunk: np.ndarray,
                  trees: np.ndarray) -> None:
         source, row_node = self.source, self.row_node
+        at_roots = row_node is None and np.array_equal(chunk, forest.roots[trees])
         source.rewind()
         offset = 0
         for batch in source:
-            if row_node is None:
+            if at_roots:
+                stats.add_at_roots(batch.rows, trees)
+            elif row_node is None:
                 stats.add(batch.rows, count_leaves=False, trees=trees)
             else:
-                view = row_node[offset:offset + batch.n_rows]
-                if view.shape[0] != batch.n_rows:
+                view = row_node[:, offset:offset + batch.n_rows]
+                if view.shape[1] != batch.n_rows:
                     raise SourceError(f"{source.describe()} yielded more rows than in its "
                                       "first pass; exact mode needs the same rows each pass")
                 stats.add_cached(batch.rows, trees, view)
             offset += batch.n_rows
-        if row_node is not None and offset != row_node.shape[0]:
+        if row_node is not None and offset != row_node.shape[1]:
             raise SourceError(f"{source.describe()} yielded {offset} rows, not the "
-                              f"{row_node.shape[0]} of its first pass")
+                              f"{row_node.shape[1]} of its first pass")
         self.n_passes += 1
         if self.n_passes == 1 and offset * forest.schema.n_vars * 4 <= self.cache_bytes:
-            self.row_node = np.tile(forest.roots, (offset, 1))
+            self.row_node = np.repeat(forest.roots[:, None], offset, axis=1)
 
 
 def grow_level_wise(forest: Forest, source, kappa, min_count: int, max_depth,

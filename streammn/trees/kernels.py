@@ -164,27 +164,29 @@ def accumulate_parallel(rows, indicators, trees, roots, links, node_slot, node_c
 
 @nb.njit(cache=True)
 def _advance_rows(rows, indicators, trees, q0, q1, links, node_slot, tot, stats, row_node):
+    """Trees ``trees[q0:q1]``, one after another (their nodes and slots stay in cache, as in
+    :func:`_add_rows`): move every row down from its remembered node ``row_node[t, r]`` to its
+    leaf and count it there if the leaf is active."""
     K = indicators.shape[1]
-    for r in range(rows.shape[0]):
-        row = rows[r]
-        src = indicators[r]
-        nodes = row_node[r]
-        for q in range(q0, q1):  # move every tree down first, then count in a tight loop
-            t = trees[q]
-            node = nodes[t]
+    for q in range(q0, q1):
+        t = trees[q]
+        nodes = row_node[t]
+        for r in range(rows.shape[0]):
+            node = nodes[r]
             v = links[node, 0]
-            while v >= 0:
-                node = links[node, 2 + (row[v] != links[node, 1])]
-                v = links[node, 0]
-            nodes[t] = node
-        for q in range(q0, q1):
-            t = trees[q]
-            s = node_slot[nodes[t]]
+            if v >= 0:
+                row = rows[r]
+                while v >= 0:
+                    node = links[node, 2 + (row[v] != links[node, 1])]
+                    v = links[node, 0]
+                nodes[r] = node
+            s = node_slot[node]
             if s < 0:
                 continue
-            y = row[t]
+            y = rows[r, t]
             tot[s, y] += 1
             dst = stats[s, y]
+            src = indicators[r]
             for k in range(K):
                 dst[k] += src[k]
 
@@ -192,7 +194,7 @@ def _advance_rows(rows, indicators, trees, q0, q1, links, node_slot, tot, stats,
 @nb.njit(cache=True)
 def accumulate_cached(rows, indicators, trees, links, node_slot, tot, stats, row_node):
     """Exact mode: like :func:`accumulate` (active slots' statistics only), with every row's
-    current node per tree remembered in ``row_node[r, t]`` (rows of this batch), so each level
+    current node per tree remembered in ``row_node[t, r]`` (rows of this batch), so each level
     moves a row down from where it was instead of routing it from the root."""
     _advance_rows(rows, indicators, trees, 0, trees.shape[0], links, node_slot, tot, stats,
                   row_node)
