@@ -412,7 +412,8 @@ class HoeffdingGrower:
         state = self.stats.get_state()
         state["rows_seen"] = np.array(self.rows_seen, dtype=np.int64)
         state["has_inactive"] = np.array(self._has_inactive)
-        state["pending_due"] = (np.concatenate(self._due) if self._due
+        # slots come due once per chunk; sorted, so the state does not depend on the batches
+        state["pending_due"] = (np.sort(np.concatenate(self._due)) if self._due
                                 else np.zeros(0, dtype=np.int64))
         state["replay_buffer"] = self._buf.copy()
         state["replay_len_pos"] = np.array([self._buf_len, self._buf_pos], dtype=np.int64)

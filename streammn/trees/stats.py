@@ -119,7 +119,7 @@ class LeafStats:
             self._grow(1)
         if trees is None:
             trees = self._all_trees
-        n_blocks = max(1, min(self.n_threads, trees.shape[0]))
+        n_blocks = self._blocks(trees.shape[0])
         due = np.empty((n_blocks, self.slot_node.shape[0] if grace > 0 else 1), dtype=np.int64)
         n_due = np.zeros(n_blocks, dtype=np.int64)
         kernel = kernels.accumulate if n_blocks == 1 else kernels.accumulate_parallel
@@ -167,7 +167,7 @@ class LeafStats:
         f = self.forest
         if self.tot.shape[0] == 0:
             self._grow(1)
-        n_blocks = max(1, min(self.n_threads, trees.shape[0]))
+        n_blocks = self._blocks(trees.shape[0])
         args = (rows, self.indicators(rows), trees, f.links, f.slot, self.tot, self.stats,
                 row_node)
         if n_blocks == 1:  # a parallel launch costs milliseconds on a busy machine
@@ -181,14 +181,28 @@ class LeafStats:
         if rows.shape[0] == 0 or trees.size == 0:
             return
         f = self.forest
-        kernels.replay(rows, self.binary, self.offsets, row_leaf, trees.astype(np.int64),
-                       f.links, f.slot, self.tot, self.stats, self.n)
+        args = (rows, self.binary, self.offsets, row_leaf, trees.astype(np.int64), f.links,
+                f.slot, self.tot, self.stats, self.n)
+        n_blocks = self._blocks(trees.size)
+        if n_blocks == 1:  # a parallel launch wakes (and spins) every thread
+            kernels.replay(*args)
+        else:
+            kernels.replay_parallel(*args, n_blocks)
 
     def score(self, slots: np.ndarray, min_count: int):
         """Best split of each slot: see :func:`kernels.score_slots`."""
-        return kernels.score_slots(np.asarray(slots, dtype=np.int64), self.slot_target,
-                                   self.tot, self.stats, self.forest.cards, self.offsets,
-                                   int(min_count), self.forest.prior)
+        slots = np.asarray(slots, dtype=np.int64)
+        args = (slots, self.slot_target, self.tot, self.stats, self.forest.cards, self.offsets,
+                int(min_count), self.forest.prior)
+        n_blocks = self._blocks(slots.size)
+        if n_blocks == 1:
+            return kernels.score_slots(*args)
+        return kernels.score_slots_parallel(*args, n_blocks)
+
+    def _blocks(self, n_items: int) -> int:
+        """Blocks a parallel kernel cuts ``n_items`` independent items into: one per thread,
+        at least one, never more than the items."""
+        return max(1, min(self.n_threads, n_items))
 
     # state ----------------------------------------------------------------------------------
     def get_state(self) -> dict[str, np.ndarray]:
