@@ -244,8 +244,11 @@ class HoeffdingGrower:
         in the buffer, exact growth on everything seen is affordable and is what one pass
         over a finite file of up to ``replay_rows`` rows should give, so it replaces the trees
         at doubling row counts. Each leaf of the rebuilt trees has had one look (the exact
-        pass), so its looks go on from ``k = 2``. Costs about twice an exact fit on the
-        buffer, once per stream; afterwards growth is plain Hoeffding growth."""
+        pass), so its looks go on from ``k = 2``. Costs an exact fit on the buffer plus one
+        counting pass that seeds the leaves (the rows start from the nodes where the exact
+        passes left them, so nothing is routed twice); summed over the doubling points, about
+        twice that for the full buffer, once per stream. Afterwards growth is plain Hoeffding
+        growth."""
         f, st = self.forest, self.stats
         rows = self._buf[:self._buf_len]
         fresh = Forest(f.schema, prior=f.prior)
