@@ -110,11 +110,13 @@ class DTSL(Estimator):
         Hoeffding trees). ``'auto'``: up to 100,000 rows within a quarter of ``memory_mb``
         (5 bytes per row and variable). Much better trees on short streams, at a CPU cost that
         grows with the buffer and the number of splits.
-    n_threads : 'auto' or int, default 'auto'
+    n_threads : int or 'auto', default 1
         Blocks of trees (or leaves) whose statistics are counted, replayed and scored in
-        parallel (numba threads). The result does not depend on it. ``'auto'``: numba's thread
-        count (every core, or ``NUMBA_NUM_THREADS``). 1 uses the least CPU time and suits a
-        machine shared with other jobs; every parallel step spins its threads briefly.
+        parallel (numba threads); ``'auto'``: numba's thread count (every core, or
+        ``NUMBA_NUM_THREADS``). The result does not depend on it. 1 is the default because
+        every parallel step waits for all its threads: on an idle 2-core machine 2 threads cut
+        one-pass wall time by about a quarter, but with other jobs on the cores a parallel
+        step waits for a descheduled thread and runs 2-3x slower than one thread.
     seed : int or None, default None
         Accepted for uniformity with streammn's other learners; DTSL is deterministic (ties
         go to the first candidate in variable order), so it does not change the result.
@@ -153,7 +155,7 @@ class DTSL(Estimator):
                  max_depth: int | None = None, max_tree_leaves: int | None = None,
                  max_leaves: int | None = None, memory_mb: float = 256.0,
                  min_count: int | str = AUTO,
-                 prior: float = 1.0, replay_rows: int | str = AUTO, n_threads: int | str = AUTO,
+                 prior: float = 1.0, replay_rows: int | str = AUTO, n_threads: int | str = 1,
                  seed: int | None = None, split_alpha: float = DEFAULT_ALPHA,
                  min_gain_per_row: float = DEFAULT_MIN_GAIN_PER_ROW):
         if not isinstance(schema, Schema):

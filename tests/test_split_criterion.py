@@ -159,12 +159,21 @@ def test_rebuilds_at_doubling_row_counts_while_the_buffer_holds_the_stream():
     # 1000 * 2**k rows, at the first boundary past each; then the last boundary within 9000
     assert due == [1200, 2100, 4200, 8100, 9000]
     assert not DTSL(schema, kappa=0.1, replay_rows=9000)._grower._rebuild_due()
+    # the default buffer: chunks grow to 1,600 rows before it is full; every doubling point
+    # and the last boundary within 100,000 rows (a multiple of 1,600) still rebuild
+    grower = DTSL(schema)._grower
+    grower.rows_seen, due = 0, []
+    while grower.rows_seen < 300_000:
+        grower.rows_seen = grower._next_boundary()
+        if grower._rebuild_due():
+            due.append(grower.rows_seen)
+    assert due == [1000, 2000, 4000, 8000, 16_000, 32_000, 64_000, 99_200]
 
 
 def test_chunks_grow_with_the_stream_between_fixed_positions():
-    """'auto': grace-period chunks while the buffer holds the stream, then chunks of at most
-    1/32 of the stream and 32 grace periods; any row count inside a chunk names its end, so
-    the chunks do not depend on how the stream was cut. Fixed kappa: every grace period."""
+    """'auto': chunks of at most 1/32 of the stream and 32 grace periods; any row count inside
+    a chunk names its end, so the chunks do not depend on how the stream was cut. Fixed kappa:
+    every grace period."""
     schema = Schema.binary(3)
     grower = DTSL(schema, replay_rows=9000, grace_period=300)._grower
     fixed = DTSL(schema, kappa=0.1, replay_rows=9000, grace_period=300)._grower
@@ -178,7 +187,7 @@ def test_chunks_grow_with_the_stream_between_fixed_positions():
             assert grower._next_boundary() == end
         spacing = end - start
         assert spacing % 300 == 0 and spacing <= max(300, start // 32) and spacing <= 32 * 300
-        if end <= 9000:
+        if end <= 32 * 300:
             assert spacing == 300
         spacings.append(spacing)
         start = end

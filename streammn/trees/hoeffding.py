@@ -38,16 +38,14 @@ the same rows; see :meth:`HoeffdingGrower._rebuild`.
 Rows are processed in chunks whose boundaries are fixed positions of the whole stream, and the
 leaves that came due within a chunk are looked at at its end, so the model does not depend on
 how the stream was cut into batches. With a fixed ``kappa`` the boundaries are the multiples of
-``grace_period``. With ``'auto'`` they are too while the replay buffer holds the whole stream
-(the rebuild phase, where short files are decided); after that the spacing doubles with the
-stream, ``grace_period * 2**j`` for ``2**j <= n / (CHUNK_FRACTION * grace_period)``, up to
-``MAX_CHUNK_GRACES`` grace periods: a look waits at most about ``1/CHUNK_FRACTION`` of the stream
-seen, a small delay against looks spaced by half a leaf's rows, while the per-chunk work (a
-kernel launch, scoring the due leaves, one scan of the buffer per tree that split) is paid
-every few thousand rows rather than every 200, and chunks are long enough for the parallel
-kernels to pay off. Every threshold where the spacing doubles is a boundary under both
-spacings, so the next boundary is a function of the row count alone (see
-:meth:`HoeffdingGrower._next_boundary`).
+``grace_period``. With ``'auto'`` the spacing doubles with the stream, ``grace_period * 2**j``
+for ``2**j <= n / (CHUNK_FRACTION * grace_period)``, up to ``MAX_CHUNK_GRACES`` grace periods: a
+look waits at most about ``1/CHUNK_FRACTION`` of the stream seen, a small delay against looks
+spaced by half a leaf's rows, while the per-chunk work (a kernel launch, scoring the due leaves,
+one scan of the buffer per tree that split) is paid every few thousand rows rather than every
+200, and chunks are long enough for the parallel kernels to pay off. Every threshold where the
+spacing doubles is a boundary under both spacings, so the next boundary is a function of the
+row count alone (see :meth:`HoeffdingGrower._spacing`).
 
 Memory budget: ``memory_bytes`` covers the forest, the replay buffer and the split statistics.
 Whatever the forest and buffer leave is given to statistics slots (or ``max_leaves`` slots when
@@ -78,7 +76,7 @@ FIRST_LOOK = 20  # 'auto': a leaf is first looked at when it holds this many row
 LOOK_GROWTH = 1.5  # ... and again when its rows have grown by half
 REBUILD_FIRST = 1000  # 'auto' with replay: trees rebuilt exactly at 1000 * 2**k rows ...
 REBUILD_GROWTH = 2    # ... while the replay buffer still holds every row of the stream
-CHUNK_FRACTION = 32   # 'auto' after the rebuild phase: chunks of at most 1/32 of the stream ...
+CHUNK_FRACTION = 32   # 'auto': chunks of at most 1/32 of the stream ...
 MAX_CHUNK_GRACES = 32  # ... and at most 32 grace periods
 STATS_DTYPE = np.int32  # half the memory traffic of int64; see _retire_full_slots
 _FULL = np.iinfo(STATS_DTYPE).max
@@ -205,31 +203,35 @@ class HoeffdingGrower:
                 self._due = []
 
     def _next_boundary(self) -> int:
-        """The first chunk boundary after ``rows_seen``: the next multiple of ``grace_period *
-        m``, with ``m = 1`` under a fixed kappa or while the buffer holds the whole stream, else
-        the largest power of two up to ``n / (CHUNK_FRACTION * grace_period)`` (at most
-        ``MAX_CHUNK_GRACES``). ``m`` doubles only at multiples of the doubled spacing, so every
-        row count inside a chunk gives that chunk's end."""
-        n, g = self.rows_seen, self.grace_period
-        m = 1
-        if self.kappa == AUTO and n >= self.replay_rows - self.replay_rows % g:
-            m = min(MAX_CHUNK_GRACES, max(1, n // (CHUNK_FRACTION * g)))
-            m = 1 << (m.bit_length() - 1)
-        spacing = g * m
-        return (n // spacing + 1) * spacing
+        """The first chunk boundary after ``rows_seen``: the next multiple of the spacing."""
+        spacing = self._spacing(self.rows_seen)
+        return (self.rows_seen // spacing + 1) * spacing
+
+    def _spacing(self, n: int) -> int:
+        """Rows between chunk boundaries around row count ``n``: ``grace_period`` under a
+        fixed kappa; with 'auto' ``grace_period * m``, ``m`` the largest power of two up to
+        ``n / (CHUNK_FRACTION * grace_period)`` (at least 1, at most ``MAX_CHUNK_GRACES``).
+        ``m`` doubles only at multiples of the doubled spacing, so every row count inside a
+        chunk gives that chunk's end."""
+        g = self.grace_period
+        if self.kappa != AUTO:
+            return g
+        m = min(MAX_CHUNK_GRACES, max(1, n // (CHUNK_FRACTION * g)))
+        return g << (m.bit_length() - 1)
 
     def _rebuild_due(self) -> bool:
-        """Whether the grace-period boundary just reached is a rebuild point: 'auto', no tree
-        cap, the buffer holding every row so far, and ``REBUILD_FIRST * REBUILD_GROWTH**k``
-        rows passed since the previous boundary, or the next boundary past the buffer."""
-        n, W, g = self.rows_seen, self.replay_rows, self.grace_period
+        """Whether the chunk boundary just reached is a rebuild point: 'auto', no tree cap,
+        the buffer holding every row so far, and ``REBUILD_FIRST * REBUILD_GROWTH**k`` rows
+        passed within the chunk that just ended, or the next boundary past the buffer."""
+        n, W = self.rows_seen, self.replay_rows
         if self.kappa != AUTO or self.max_tree_leaves is not None or not 0 < n <= W:
             return False
-        if n + g > W:
+        if n + self._spacing(n) > W:
             return True  # the last boundary at which the buffer holds the whole stream
+        chunk_start = n - self._spacing(n - 1)
         point = REBUILD_FIRST
         while point <= n:
-            if point > n - g:
+            if point > chunk_start:
                 return True
             point *= REBUILD_GROWTH
         return False
