@@ -198,7 +198,7 @@ def _remembered_nodes(key: tuple[str, int], n_rows: int, roots: np.ndarray,
             used = sum(t.nbytes for t in _ROW_NODES.values())
             if used + n_rows * roots.shape[0] * 4 > cache_bytes:
                 return None
-            table = _ROW_NODES[key] = np.tile(roots, (n_rows, 1))
+            table = _ROW_NODES[key] = np.repeat(roots[:, None], n_rows, axis=1)
         return table
 
 
@@ -216,8 +216,8 @@ def _frontier_task(shipment, batch_size, parts, key, cache_bytes):
         if row_node is None:
             stats.add(rows, count_leaves=False, trees=trees)
         else:
-            view = row_node[offset:offset + rows.shape[0]]
-            if view.shape[0] != rows.shape[0]:
+            view = row_node[:, offset:offset + rows.shape[0]]
+            if view.shape[1] != rows.shape[0]:
                 raise SourceError(f"{parts[-1].path}: more rows than its metadata declares")
             stats.add_cached(rows, trees, view)
         offset += rows.shape[0]

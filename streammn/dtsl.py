@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numbers
 
+import numba
 import numpy as np
 
 from connectors.array import ArraySource
@@ -109,10 +110,13 @@ class DTSL(Estimator):
         Hoeffding trees). ``'auto'``: up to 100,000 rows within a quarter of ``memory_mb``
         (5 bytes per row and variable). Much better trees on short streams, at a CPU cost that
         grows with the buffer and the number of splits.
-    n_threads : int, default 1
-        Blocks of trees whose statistics are counted in parallel (numba threads). The result
-        does not depend on it. 1 uses the least CPU time and suits a shared machine; raise it
-        on an idle multi-core machine to cut wall time, mostly in exact mode.
+    n_threads : int or 'auto', default 1
+        Blocks of trees (or leaves) whose statistics are counted, replayed and scored in
+        parallel (numba threads); ``'auto'``: numba's thread count (every core, or
+        ``NUMBA_NUM_THREADS``). The result does not depend on it. 1 is the default because
+        every parallel step waits for all its threads: on an idle 2-core machine 2 threads cut
+        one-pass wall time by about a quarter, but with other jobs on the cores a parallel
+        step waits for a descheduled thread and runs 2-3x slower than one thread.
     seed : int or None, default None
         Accepted for uniformity with streammn's other learners; DTSL is deterministic (ties
         go to the first candidate in variable order), so it does not change the result.
@@ -151,7 +155,7 @@ class DTSL(Estimator):
                  max_depth: int | None = None, max_tree_leaves: int | None = None,
                  max_leaves: int | None = None, memory_mb: float = 256.0,
                  min_count: int | str = AUTO,
-                 prior: float = 1.0, replay_rows: int | str = AUTO, n_threads: int = 1,
+                 prior: float = 1.0, replay_rows: int | str = AUTO, n_threads: int | str = 1,
                  seed: int | None = None, split_alpha: float = DEFAULT_ALPHA,
                  min_gain_per_row: float = DEFAULT_MIN_GAIN_PER_ROW):
         if not isinstance(schema, Schema):
@@ -182,8 +186,8 @@ class DTSL(Estimator):
             raise DTSLError(f"min_count must be 'auto' or >= 1, got {min_count!r}")
         if prior <= 0:
             raise DTSLError(f"prior must be positive, got {prior!r}")
-        if n_threads < 1:
-            raise DTSLError(f"n_threads must be >= 1, got {n_threads!r}")
+        if n_threads != AUTO and not (isinstance(n_threads, numbers.Integral) and n_threads >= 1):
+            raise DTSLError(f"n_threads must be 'auto' or >= 1, got {n_threads!r}")
         if replay_rows != AUTO and not (isinstance(replay_rows, numbers.Integral)
                                         and replay_rows >= 0):
             raise DTSLError(f"replay_rows must be 'auto' or >= 0, got {replay_rows!r}")
@@ -202,9 +206,14 @@ class DTSL(Estimator):
         self.min_count = min_count if min_count == AUTO else int(min_count)
         self.prior = float(prior)
         self.replay_rows = replay_rows if replay_rows == AUTO else int(replay_rows)
-        self.n_threads = int(n_threads)
+        self.n_threads = n_threads if n_threads == AUTO else int(n_threads)
         self.seed = seed
         self._reset()
+
+    @property
+    def threads(self) -> int:
+        """The parallel blocks ``n_threads`` stands for on this machine."""
+        return numba.get_num_threads() if self.n_threads == AUTO else self.n_threads
 
     @property
     def leaf_budget(self) -> int:
@@ -236,7 +245,7 @@ class DTSL(Estimator):
     def _make_grower(self, state: dict | None = None) -> HoeffdingGrower:
         return HoeffdingGrower(self.forest, self.kappa, self.grace_period, self.delta,
                                self.tau, self.rows_per_side, self.max_depth, self.max_leaves,
-                               self.replay_size, self.n_threads, state=state,
+                               self.replay_size, self.threads, state=state,
                                max_tree_leaves=self.max_tree_leaves, alpha=self.split_alpha,
                                memory_bytes=int(self.memory_mb * 2 ** 20),
                                min_gain_per_row=self.min_gain_per_row)
@@ -295,7 +304,7 @@ class DTSL(Estimator):
             raise DTSLError("exact mode needs a re-iterable connectors Source (one pass per "
                             "tree level), e.g. ArraySource or a file source")
         self.n_passes = grow_level_wise(self.forest, source, self.kappa, self.rows_per_side,
-                                        self.max_depth, self.leaf_budget, self.n_threads,
+                                        self.max_depth, self.leaf_budget, self.threads,
                                         cache_bytes=int(self.memory_mb * 2 ** 20),
                                         count_pass=count_pass, alpha=self.split_alpha,
                                         min_gain_per_row=self.min_gain_per_row)

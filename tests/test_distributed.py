@@ -145,8 +145,8 @@ def test_remembered_nodes_do_not_change_the_trees(client, dataset, room):
     tables = {k: t for k, t in distributed._ROW_NODES.items() if k[0] == passes.token}
     assert len(tables) == {"none": 0, "one group": 1, "all": 3}[room]
     for (_, i), table in tables.items():  # rows moved down their trees, each in its own
-        assert table.shape == (table_bytes[i] // (4 * schema.n_vars), schema.n_vars)
-        assert (local.forest.tree[table] == np.arange(schema.n_vars)).all()
+        assert table.shape == (schema.n_vars, table_bytes[i] // (4 * schema.n_vars))
+        assert (local.forest.tree[table] == np.arange(schema.n_vars)[:, None]).all()
         assert (local.forest.depth[table] > 1).mean() > 0.5
 
 

@@ -9,6 +9,7 @@ from connectors.array import ArraySource
 from streammn.dtsl import DTSL, DTSLError
 from streammn.schema import Schema
 from streammn.trees import Forest, grow_level_wise
+from streammn.trees.exact import SourcePasses
 
 
 # --- independent reference: depth-first LEARNTREE, written plainly --------------------------
@@ -112,6 +113,38 @@ def test_exact_mode_equals_recursive_learntree(case):
     if max_leaves is None:  # one pass per level, plus the pass that finds nothing to split
         assert model.n_passes <= deepest + 1
     assert deepest >= 2, "test data should give trees with several levels"
+
+
+def test_sibling_subtraction_counts_one_child_per_pair():
+    """With room for the split leaves' statistics, a pass counts only the smaller child of
+    each pair (the other is its parent minus it), and the trees are still LEARNTREE's."""
+    cards = [2, 3, 2, 2, 2, 2]
+    rows = random_data(np.random.default_rng(7), 400, cards)
+    schema = Schema.from_cardinalities(cards)
+    passes = SourcePasses(ArraySource(rows, schema, batch_size=64))
+    counted = []
+
+    def count_pass(forest, stats, chunk, trees):
+        counted.append((chunk.copy(), forest.counts[chunk].sum(axis=1)))
+        passes(forest, stats, chunk, trees)
+
+    forest = Forest(schema)
+    grow_level_wise(forest, None, 0.5, 5, None, 10 ** 6, count_pass=count_pass)
+    for t in range(len(cards)):
+        assert forest_tree(forest, forest.roots[t]) == learn_tree(rows, t, cards, 0.5, 5, 1.0)
+    for chunk, _ in counted[1:]:
+        parents = forest.parent[chunk]
+        assert np.unique(parents).size == parents.size  # never both children of a pair
+    paired = 0
+    for chunk, n in counted[1:]:
+        parent = forest.parent[chunk]
+        sibling = np.where(forest.true[parent] == chunk, forest.false[parent],
+                           forest.true[parent])
+        sibling_n = forest.counts[sibling].sum(axis=1)
+        in_frontier = sibling_n >= 2 * 5  # splittable siblings were in the same frontier
+        assert (n[in_frontier] <= sibling_n[in_frontier]).all()  # the smaller one was counted
+        paired += in_frontier.sum()
+    assert paired >= 5
 
 
 def test_exact_mode_needs_rewindable_source():

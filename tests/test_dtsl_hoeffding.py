@@ -196,15 +196,19 @@ def test_exact_model_round_trip():
     assert "mode='exact'" in repr(restored)
 
 
-@pytest.mark.parametrize("kappa", [0.1, "auto"])
-@pytest.mark.parametrize("mode", ["hoeffding", "exact"])
-def test_thread_count_does_not_change_the_model(mode, kappa):
+@pytest.mark.parametrize("kappa,mode,replay", [(0.1, "hoeffding", "auto"),
+                                               ("auto", "hoeffding", "auto"),
+                                               ("auto", "hoeffding", 1500),
+                                               (0.1, "exact", "auto"), ("auto", "exact", "auto")])
+def test_thread_count_does_not_change_the_model(mode, kappa, replay):
+    """Counting, replay and scoring in blocks of trees (or slots) run in parallel."""
     rng = np.random.default_rng(9)
     rows = sample_chain(rng, 8_000)
     schema = Schema.binary(rows.shape[1])
-    one = DTSL(schema, kappa=kappa, mode=mode, n_threads=1).fit(rows)
+    one = DTSL(schema, kappa=kappa, mode=mode, n_threads=1, replay_rows=replay).fit(rows)
     for n_threads in (2, 3):  # 3: blocks of unequal size
-        other = DTSL(schema, kappa=kappa, mode=mode, n_threads=n_threads).fit(rows)
+        other = DTSL(schema, kappa=kappa, mode=mode, n_threads=n_threads,
+                     replay_rows=replay).fit(rows)
         assert one.forest.equals(other.forest)
         assert one.get_state()[1].keys() == other.get_state()[1].keys()
         for k, v in one.get_state()[1].items():

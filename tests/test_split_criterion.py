@@ -90,15 +90,16 @@ def test_exact_auto_stays_small_on_wide_data():
     assert pll["auto"] > pll["fixed"]
 
 
-@pytest.mark.parametrize("batch", [333, 5000])
-def test_defaults_do_not_depend_on_batch_boundaries_and_resume_exactly(batch):
+@pytest.mark.parametrize("batch,replay", [(333, "auto"), (5000, "auto"), (333, 2000), (777, 0)])
+def test_defaults_do_not_depend_on_batch_boundaries_and_resume_exactly(batch, replay):
+    """Also past the rebuild phase (a small buffer, or none), where chunks grow."""
     bn = LogisticBN(12, seed=2)
     rows = bn.sample(30_000, np.random.default_rng(3))
     schema = Schema.binary(12)
-    whole = DTSL(schema)
+    whole = DTSL(schema, replay_rows=replay)
     for start in range(0, len(rows), 4096):
         whole.partial_fit(rows[start:start + 4096])
-    cut = DTSL(schema)
+    cut = DTSL(schema, replay_rows=replay)
     for start in range(0, 14_000, batch):
         cut.partial_fit(rows[start:min(start + batch, 14_000)])
     cut = DTSL.from_bytes(cut.to_bytes())  # checkpoint and restore mid-stream
@@ -158,6 +159,42 @@ def test_rebuilds_at_doubling_row_counts_while_the_buffer_holds_the_stream():
     # 1000 * 2**k rows, at the first boundary past each; then the last boundary within 9000
     assert due == [1200, 2100, 4200, 8100, 9000]
     assert not DTSL(schema, kappa=0.1, replay_rows=9000)._grower._rebuild_due()
+    # the default buffer: chunks grow to 1,600 rows before it is full; every doubling point
+    # and the last boundary within 100,000 rows (a multiple of 1,600) still rebuild
+    grower = DTSL(schema)._grower
+    grower.rows_seen, due = 0, []
+    while grower.rows_seen < 300_000:
+        grower.rows_seen = grower._next_boundary()
+        if grower._rebuild_due():
+            due.append(grower.rows_seen)
+    assert due == [1000, 2000, 4000, 8000, 16_000, 32_000, 64_000, 99_200]
+
+
+def test_chunks_grow_with_the_stream_between_fixed_positions():
+    """'auto': chunks of at most 1/32 of the stream and 32 grace periods; any row count inside
+    a chunk names its end, so the chunks do not depend on how the stream was cut. Fixed kappa:
+    every grace period."""
+    schema = Schema.binary(3)
+    grower = DTSL(schema, replay_rows=9000, grace_period=300)._grower
+    fixed = DTSL(schema, kappa=0.1, replay_rows=9000, grace_period=300)._grower
+    rng = np.random.default_rng(0)
+    start, spacings = 0, []
+    while start < 3_000_000:
+        grower.rows_seen = start
+        end = grower._next_boundary()
+        for n in rng.integers(start, end, 5):
+            grower.rows_seen = int(n)
+            assert grower._next_boundary() == end
+        spacing = end - start
+        assert spacing % 300 == 0 and spacing <= max(300, start // 32) and spacing <= 32 * 300
+        if end <= 32 * 300:
+            assert spacing == 300
+        spacings.append(spacing)
+        start = end
+    assert spacings[-1] == 32 * 300
+    for n in (0, 8999, 9000, 123_456, 2_999_999):
+        fixed.rows_seen = n
+        assert fixed._next_boundary() == (n // 300 + 1) * 300
 
 
 def test_rows_per_side_is_one_under_the_test_and_libras_ten_with_a_fixed_prior():

@@ -12,6 +12,13 @@ process; :class:`streammn.distributed.DaskPasses` runs the pass as Dask tasks ov
 dataset's partitions and adds their statistics. Both fill the same :class:`LeafStats` slots, and
 :func:`grow_level_wise` scores and splits them the same way.
 
+Sibling subtraction: a split leaf's statistics are the sum of its children's, so when a
+level's frontier fits in the statistics budget together with the statistics of the leaves
+that just split, only the smaller child of each pair is counted and the larger one's
+statistics are its parent's minus the smaller's (integer counts: exact, so the trees are the
+same). A pass then counts each row only where it went to the smaller side, at most half the
+rows of every split leaf, and the counting is most of a pass.
+
 When ``cache_bytes`` allows (4 bytes per row and tree), :class:`SourcePasses` remembers every
 row's current node in every tree between passes (rows are identified by their order in the
 source, which a rewound source repeats), so a pass moves each row down one level instead of
@@ -53,29 +60,32 @@ class SourcePasses:
         self.source = source
         self.cache_bytes = int(cache_bytes)
         self.n_passes = 0
-        self.row_node = None  # row -> current node per tree, once the first pass gave the count
+        self.row_node = None  # current node per tree and row, once the first pass gave the count
 
     def __call__(self, forest: Forest, stats: LeafStats, chunk: np.ndarray,
                  trees: np.ndarray) -> None:
         source, row_node = self.source, self.row_node
+        at_roots = row_node is None and np.array_equal(chunk, forest.roots[trees])
         source.rewind()
         offset = 0
         for batch in source:
-            if row_node is None:
+            if at_roots:
+                stats.add_at_roots(batch.rows, trees)
+            elif row_node is None:
                 stats.add(batch.rows, count_leaves=False, trees=trees)
             else:
-                view = row_node[offset:offset + batch.n_rows]
-                if view.shape[0] != batch.n_rows:
+                view = row_node[:, offset:offset + batch.n_rows]
+                if view.shape[1] != batch.n_rows:
                     raise SourceError(f"{source.describe()} yielded more rows than in its "
                                       "first pass; exact mode needs the same rows each pass")
                 stats.add_cached(batch.rows, trees, view)
             offset += batch.n_rows
-        if row_node is not None and offset != row_node.shape[0]:
+        if row_node is not None and offset != row_node.shape[1]:
             raise SourceError(f"{source.describe()} yielded {offset} rows, not the "
-                              f"{row_node.shape[0]} of its first pass")
+                              f"{row_node.shape[1]} of its first pass")
         self.n_passes += 1
         if self.n_passes == 1 and offset * forest.schema.n_vars * 4 <= self.cache_bytes:
-            self.row_node = np.tile(forest.roots, (offset, 1))
+            self.row_node = np.repeat(forest.roots[:, None], offset, axis=1)
 
 
 def grow_level_wise(forest: Forest, source, kappa, min_count: int, max_depth,
@@ -97,18 +107,23 @@ def grow_level_wise(forest: Forest, source, kappa, min_count: int, max_depth,
         count_pass = SourcePasses(source, cache_bytes)
     stats = LeafStats(forest, capacity=max_leaves, n_threads=n_threads)  # int64: rows unknown
     frontier = forest.roots.copy()  # roots go in whatever their size: the pass counts them
+    split_stats = None  # statistics of the leaves that split at the last level, by node
     penalty = None  # the relevance floor needs the row count: known after the first pass
     level = 0
     passes = 0
     while frontier.size:
-        next_frontier = []
-        for start in range(0, frontier.size, max_leaves):
-            chunk = frontier[start:start + max_leaves]
+        next_frontier, split_parents = [], []
+        derived, parents = _derivable(forest, frontier, split_stats, max_leaves)
+        counted = frontier[~np.isin(frontier, derived)]
+        for start in range(0, counted.size, max_leaves):
+            chunk = counted[start:start + max_leaves]
             stats.release_all()
             stats.activate(chunk)
             trees = np.unique(forest.tree[chunk]).astype(np.int64)  # finished trees skipped
             count_pass(forest, stats, chunk, trees)
             passes += 1
+            if derived.size:  # then the frontier and the parents fit: one chunk
+                chunk = _subtract(stats, chunk, derived, parents, split_stats)
             slots = forest.slot[chunk].astype(np.int64)
             forest.counts[chunk] = stats.tot[slots]
             cand = np.isin(chunk, _splittable(forest, chunk, min_count, max_depth))
@@ -117,9 +132,12 @@ def grow_level_wise(forest: Forest, source, kappa, min_count: int, max_depth,
                 n_rows = int(forest.counts[forest.roots[0]].sum())
                 penalty = exact_threshold(kappa, alpha, forest.cards, n_rows, min_gain_per_row)
             go = cand & (bvar >= 0) & (bgain > penalty[forest.tree[chunk]])
+            split_parents.append((chunk[go], stats.tot[slots[go]].copy(),
+                                  stats.stats[slots[go]].copy()))
             t_ids, f_ids = forest.split(chunk[go], bvar[go], bval[go], tcounts[go])
             children = np.concatenate([t_ids, f_ids])
             next_frontier.append(_splittable(forest, children, min_count, max_depth))
+        split_stats = _by_node(split_parents)
         stats.release_all()
         if level == 0 and forest.counts[forest.roots[0]].sum() < 2 ** 31:
             # no leaf can reach 2**31 rows: int32 counts halve the memory traffic of a pass
@@ -129,3 +147,47 @@ def grow_level_wise(forest: Forest, source, kappa, min_count: int, max_depth,
         frontier = np.sort(np.concatenate(next_frontier)).astype(np.int32)
         level += 1
     return passes
+
+
+def _by_node(split_parents):
+    """The split leaves' statistics, ``(nodes, tot, stats)`` sorted by node."""
+    nodes = np.concatenate([p[0] for p in split_parents])
+    order = np.argsort(nodes)
+    return (nodes[order], np.concatenate([p[1] for p in split_parents])[order],
+            np.concatenate([p[2] for p in split_parents])[order])
+
+
+def _derivable(forest: Forest, frontier: np.ndarray, split_stats, max_leaves: int):
+    """The frontier leaves whose statistics will be their parent's minus their sibling's, and
+    those parents: the larger child of every pair both of whose children are in the frontier
+    (ties: the false child), when the frontier and the parents' statistics fit in
+    ``max_leaves`` slots together, so the pass counts every sibling in one chunk."""
+    none = np.zeros(0, dtype=np.int32)
+    if split_stats is None or frontier.size + split_stats[0].size > max_leaves:
+        return none, none
+    parent = forest.parent[frontier]
+    sibling = np.where(forest.true[parent] == frontier, forest.false[parent],
+                       forest.true[parent])
+    paired = np.isin(sibling, frontier)
+    rows = forest.counts[frontier].sum(axis=1)
+    sibling_rows = forest.counts[sibling].sum(axis=1)
+    is_false = forest.false[parent] == frontier
+    larger = (rows > sibling_rows) | ((rows == sibling_rows) & is_false)
+    take = paired & larger
+    return frontier[take], parent[take]
+
+
+def _subtract(stats: LeafStats, counted: np.ndarray, derived: np.ndarray,
+              parents: np.ndarray, split_stats) -> np.ndarray:
+    """Give each ``derived`` leaf a slot holding its parent's statistics minus its sibling's
+    (counted by the pass); return ``counted`` and ``derived`` together, sorted."""
+    forest = stats.forest
+    stats.activate(derived)
+    slots = forest.slot[derived].astype(np.int64)
+    sibling = np.where(forest.true[parents] == derived, forest.false[parents],
+                       forest.true[parents])
+    sib_slots = forest.slot[sibling].astype(np.int64)
+    at = np.searchsorted(split_stats[0], parents)
+    stats.tot[slots] = split_stats[1][at] - stats.tot[sib_slots]
+    stats.stats[slots] = split_stats[2][at] - stats.stats[sib_slots]
+    return np.sort(np.concatenate([counted, derived])).astype(np.int32)

@@ -35,9 +35,17 @@ the buffer still holds every row of the stream, the trees are regrown exactly fr
 file of up to ``replay_rows`` rows ends close to (at a rebuild point: equal to) exact DTSL on
 the same rows; see :meth:`HoeffdingGrower._rebuild`.
 
-Rows are processed in chunks whose boundaries fall at multiples of ``grace_period`` rows of the
-whole stream, and the leaves that came due within a chunk are looked at at its end, so the model
-does not depend on how the stream was cut into batches.
+Rows are processed in chunks whose boundaries are fixed positions of the whole stream, and the
+leaves that came due within a chunk are looked at at its end, so the model does not depend on
+how the stream was cut into batches. With a fixed ``kappa`` the boundaries are the multiples of
+``grace_period``. With ``'auto'`` the spacing doubles with the stream, ``grace_period * 2**j``
+for ``2**j <= n / (CHUNK_FRACTION * grace_period)``, up to ``MAX_CHUNK_GRACES`` grace periods: a
+look waits at most about ``1/CHUNK_FRACTION`` of the stream seen, a small delay against looks
+spaced by half a leaf's rows, while the per-chunk work (a kernel launch, scoring the due leaves,
+one scan of the buffer per tree that split) is paid every few thousand rows rather than every
+200, and chunks are long enough for the parallel kernels to pay off. Every threshold where the
+spacing doubles is a boundary under both spacings, so the next boundary is a function of the
+row count alone (see :meth:`HoeffdingGrower._spacing`).
 
 Memory budget: ``memory_bytes`` covers the forest, the replay buffer and the split statistics.
 Whatever the forest and buffer leave is given to statistics slots (or ``max_leaves`` slots when
@@ -57,7 +65,7 @@ import math
 import numpy as np
 
 from streammn.trees import kernels
-from streammn.trees.exact import grow_level_wise
+from streammn.trees.exact import SourcePasses, grow_level_wise
 from streammn.trees.forest import Forest
 from streammn.trees.criterion import (AUTO, DEFAULT_ALPHA, DEFAULT_MIN_GAIN_PER_ROW,
                                      n_candidates, significance_threshold, split_penalty)
@@ -68,6 +76,8 @@ FIRST_LOOK = 20  # 'auto': a leaf is first looked at when it holds this many row
 LOOK_GROWTH = 1.5  # ... and again when its rows have grown by half
 REBUILD_FIRST = 1000  # 'auto' with replay: trees rebuilt exactly at 1000 * 2**k rows ...
 REBUILD_GROWTH = 2    # ... while the replay buffer still holds every row of the stream
+CHUNK_FRACTION = 32   # 'auto': chunks of at most 1/32 of the stream ...
+MAX_CHUNK_GRACES = 32  # ... and at most 32 grace periods
 STATS_DTYPE = np.int32  # half the memory traffic of int64; see _retire_full_slots
 _FULL = np.iinfo(STATS_DTYPE).max
 
@@ -171,12 +181,13 @@ class HoeffdingGrower:
         return leaves
 
     def learn(self, rows: np.ndarray) -> None:
-        """Learn from validated rows, in chunks aligned to multiples of ``grace_period``."""
-        g = self.grace_period
+        """Learn from validated rows, in chunks between fixed stream positions (module
+        docstring); the due leaves are looked at at each chunk's end."""
         start = 0
         n = rows.shape[0]
         while start < n:
-            stop = min(n, start + g - self.rows_seen % g)
+            boundary = self._next_boundary()
+            stop = min(n, start + boundary - self.rows_seen)
             dest = self._buffer_positions(stop - start)
             due = self.stats.add(rows[start:stop], grace=self._look_gap, dest=dest,
                                  row_leaf=self._buf_leaf)
@@ -184,25 +195,43 @@ class HoeffdingGrower:
             self._remember(rows[start:stop], dest)
             self.rows_seen += stop - start
             start = stop
-            if self.rows_seen % g == 0:
+            if self.rows_seen == boundary:
                 if self._rebuild_due():
                     self._rebuild()
                 else:
                     self._grow(np.sort(np.concatenate(self._due)))
                 self._due = []
 
+    def _next_boundary(self) -> int:
+        """The first chunk boundary after ``rows_seen``: the next multiple of the spacing."""
+        spacing = self._spacing(self.rows_seen)
+        return (self.rows_seen // spacing + 1) * spacing
+
+    def _spacing(self, n: int) -> int:
+        """Rows between chunk boundaries around row count ``n``: ``grace_period`` under a
+        fixed kappa; with 'auto' ``grace_period * m``, ``m`` the largest power of two up to
+        ``n / (CHUNK_FRACTION * grace_period)`` (at least 1, at most ``MAX_CHUNK_GRACES``).
+        ``m`` doubles only at multiples of the doubled spacing, so every row count inside a
+        chunk gives that chunk's end."""
+        g = self.grace_period
+        if self.kappa != AUTO:
+            return g
+        m = min(MAX_CHUNK_GRACES, max(1, n // (CHUNK_FRACTION * g)))
+        return g << (m.bit_length() - 1)
+
     def _rebuild_due(self) -> bool:
-        """Whether the grace-period boundary just reached is a rebuild point: 'auto', no tree
-        cap, the buffer holding every row so far, and ``REBUILD_FIRST * REBUILD_GROWTH**k``
-        rows passed since the previous boundary, or the next boundary past the buffer."""
-        n, W, g = self.rows_seen, self.replay_rows, self.grace_period
+        """Whether the chunk boundary just reached is a rebuild point: 'auto', no tree cap,
+        the buffer holding every row so far, and ``REBUILD_FIRST * REBUILD_GROWTH**k`` rows
+        passed within the chunk that just ended, or the next boundary past the buffer."""
+        n, W = self.rows_seen, self.replay_rows
         if self.kappa != AUTO or self.max_tree_leaves is not None or not 0 < n <= W:
             return False
-        if n + g > W:
+        if n + self._spacing(n) > W:
             return True  # the last boundary at which the buffer holds the whole stream
+        chunk_start = n - self._spacing(n - 1)
         point = REBUILD_FIRST
         while point <= n:
-            if point > n - g:
+            if point > chunk_start:
                 return True
             point *= REBUILD_GROWTH
         return False
@@ -217,22 +246,28 @@ class HoeffdingGrower:
         in the buffer, exact growth on everything seen is affordable and is what one pass
         over a finite file of up to ``replay_rows`` rows should give, so it replaces the trees
         at doubling row counts. Each leaf of the rebuilt trees has had one look (the exact
-        pass), so its looks go on from ``k = 2``. Costs about twice an exact fit on the
-        buffer, once per stream; afterwards growth is plain Hoeffding growth."""
+        pass), so its looks go on from ``k = 2``. Costs an exact fit on the buffer plus one
+        counting pass that seeds the leaves (the rows start from the nodes where the exact
+        passes left them, so nothing is routed twice); summed over the doubling points, about
+        twice that for the full buffer, once per stream. Afterwards growth is plain Hoeffding
+        growth."""
         f, st = self.forest, self.stats
         rows = self._buf[:self._buf_len]
         fresh = Forest(f.schema, prior=f.prior)
-        grow_level_wise(fresh, _BufferedRows(rows), AUTO, self.min_count, self.max_depth,
-                        max(1, self.leaf_budget), st.n_threads,
-                        cache_bytes=self._buf_leaf.nbytes, alpha=self.alpha,
-                        min_gain_per_row=self.min_gain_per_row)
+        passes = SourcePasses(_BufferedRows(rows), cache_bytes=self._buf_leaf.nbytes)
+        grow_level_wise(fresh, None, AUTO, self.min_count, self.max_depth,
+                        max(1, self.leaf_budget), st.n_threads, count_pass=passes,
+                        alpha=self.alpha, min_gain_per_row=self.min_gain_per_row)
         st.release_all()
         f.replace_with(fresh)
-        kernels.route_into(rows, f.roots, f.links, self._buf_leaf, 0)
         self._has_inactive = False
         self._enforce_budget(self._eligible(f.leaves()))
-        st.add(rows, count_leaves=False)
+        # the rows' nodes from the last pass: seeding moves them on to their leaves and counts
+        row_node = passes.row_node  # the buffer's leaf array has room for it, so it exists
+        st.add_cached(rows, np.arange(f.schema.n_vars, dtype=np.int64), row_node)
+        self._buf_leaf[:, :rows.shape[0]] = row_node
         slots = np.flatnonzero(st.slot_node >= 0).astype(np.int64)
+        st.n[slots] = st.tot[slots].sum(axis=1)
         st.attempts[slots] = 1
         self._schedule(slots)
 
@@ -353,7 +388,7 @@ class HoeffdingGrower:
     def _retire_full_slots(self, slots: np.ndarray) -> None:
         """Stop collecting statistics at leaves that could overflow int32 before the next
         attempt (2**31 rows without a split); the budget may later give them fresh ones."""
-        full = slots[self.stats.n[slots] > _FULL - self.grace_period]
+        full = slots[self.stats.n[slots] > _FULL - MAX_CHUNK_GRACES * self.grace_period]
         if full.size:
             self.stats.release(full)
             self._has_inactive = True
@@ -382,7 +417,8 @@ class HoeffdingGrower:
         state = self.stats.get_state()
         state["rows_seen"] = np.array(self.rows_seen, dtype=np.int64)
         state["has_inactive"] = np.array(self._has_inactive)
-        state["pending_due"] = (np.concatenate(self._due) if self._due
+        # slots come due once per chunk; sorted, so the state does not depend on the batches
+        state["pending_due"] = (np.sort(np.concatenate(self._due)) if self._due
                                 else np.zeros(0, dtype=np.int64))
         state["replay_buffer"] = self._buf.copy()
         state["replay_len_pos"] = np.array([self._buf_len, self._buf_pos], dtype=np.int64)

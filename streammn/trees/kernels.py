@@ -164,27 +164,29 @@ def accumulate_parallel(rows, indicators, trees, roots, links, node_slot, node_c
 
 @nb.njit(cache=True)
 def _advance_rows(rows, indicators, trees, q0, q1, links, node_slot, tot, stats, row_node):
+    """Trees ``trees[q0:q1]``, one after another (their nodes and slots stay in cache, as in
+    :func:`_add_rows`): move every row down from its remembered node ``row_node[t, r]`` to its
+    leaf and count it there if the leaf is active."""
     K = indicators.shape[1]
-    for r in range(rows.shape[0]):
-        row = rows[r]
-        src = indicators[r]
-        nodes = row_node[r]
-        for q in range(q0, q1):  # move every tree down first, then count in a tight loop
-            t = trees[q]
-            node = nodes[t]
+    for q in range(q0, q1):
+        t = trees[q]
+        nodes = row_node[t]
+        for r in range(rows.shape[0]):
+            node = nodes[r]
             v = links[node, 0]
-            while v >= 0:
-                node = links[node, 2 + (row[v] != links[node, 1])]
-                v = links[node, 0]
-            nodes[t] = node
-        for q in range(q0, q1):
-            t = trees[q]
-            s = node_slot[nodes[t]]
+            if v >= 0:
+                row = rows[r]
+                while v >= 0:
+                    node = links[node, 2 + (row[v] != links[node, 1])]
+                    v = links[node, 0]
+                nodes[r] = node
+            s = node_slot[node]
             if s < 0:
                 continue
-            y = row[t]
+            y = rows[r, t]
             tot[s, y] += 1
             dst = stats[s, y]
+            src = indicators[r]
             for k in range(K):
                 dst[k] += src[k]
 
@@ -192,7 +194,7 @@ def _advance_rows(rows, indicators, trees, q0, q1, links, node_slot, tot, stats,
 @nb.njit(cache=True)
 def accumulate_cached(rows, indicators, trees, links, node_slot, tot, stats, row_node):
     """Exact mode: like :func:`accumulate` (active slots' statistics only), with every row's
-    current node per tree remembered in ``row_node[r, t]`` (rows of this batch), so each level
+    current node per tree remembered in ``row_node[t, r]`` (rows of this batch), so each level
     moves a row down from where it was instead of routing it from the root."""
     _advance_rows(rows, indicators, trees, 0, trees.shape[0], links, node_slot, tot, stats,
                   row_node)
@@ -217,20 +219,11 @@ def route_into(rows, roots, links, out, col):
 
 
 @nb.njit(cache=True)
-def replay(rows, binary, offsets, row_leaf, trees, links, node_slot, tot, stats, slot_n):
-    """Move buffered rows whose leaf (``row_leaf[t, i]``) has just been split to the child
-    they belong to, adding them to that child's statistics when it is active.
-
-    Only the listed ``trees`` are scanned; a just-split node's children are leaves, so one step
-    down suffices (Hoeffding replay). The scan is most of the cost (a split leaf holds a small
-    share of the buffer): it first lists the moving rows without a branch per row, then moves
-    them. A moving row's indicator columns are added straight from the row (its own values
-    when ``binary``, else column ``offsets[j] + x_j - 1`` for each ``x_j >= 1``), so the
-    buffer's indicator matrix is never built.
-    """
+def _replay_trees(rows, binary, offsets, row_leaf, trees, q0, q1, links, node_slot, tot, stats,
+                  slot_n):
     K = stats.shape[2]
-    moving = np.empty(rows.shape[0], dtype=np.int64)
-    for q in range(trees.shape[0]):
+    moving = np.empty(rows.shape[0], dtype=np.int32)
+    for q in range(q0, q1):
         t = trees[q]
         leaf_t = row_leaf[t]
         n_moving = 0
@@ -257,6 +250,33 @@ def replay(rows, binary, offsets, row_leaf, trees, links, node_slot, tot, stats,
                         if row[j] >= 1:
                             dst[offsets[j] + row[j] - 1] += 1
                 slot_n[s] += 1
+
+
+@nb.njit(cache=True)
+def replay(rows, binary, offsets, row_leaf, trees, links, node_slot, tot, stats, slot_n):
+    """Move buffered rows whose leaf (``row_leaf[t, i]``) has just been split to the child
+    they belong to, adding them to that child's statistics when it is active.
+
+    Only the listed ``trees`` are scanned; a just-split node's children are leaves, so one step
+    down suffices (Hoeffding replay). The scan is most of the cost (a split leaf holds a small
+    share of the buffer): it first lists the moving rows without a branch per row, then moves
+    them. A moving row's indicator columns are added straight from the row (its own values
+    when ``binary``, else column ``offsets[j] + x_j - 1`` for each ``x_j >= 1``), so the
+    buffer's indicator matrix is never built.
+    """
+    _replay_trees(rows, binary, offsets, row_leaf, trees, 0, trees.shape[0], links, node_slot,
+                  tot, stats, slot_n)
+
+
+@nb.njit(cache=True, parallel=True)
+def replay_parallel(rows, binary, offsets, row_leaf, trees, links, node_slot, tot, stats,
+                    slot_n, n_blocks):
+    """:func:`replay` with the trees cut into ``n_blocks`` blocks run in parallel (a tree's
+    rows, slots and leaves are its own, so the result does not depend on the blocks)."""
+    T = trees.shape[0]
+    for b in nb.prange(n_blocks):
+        _replay_trees(rows, binary, offsets, row_leaf, trees, b * T // n_blocks,
+                      (b + 1) * T // n_blocks, links, node_slot, tot, stats, slot_n)
 
 
 @nb.njit(cache=True, inline="always")
@@ -287,76 +307,98 @@ def score_slots(slots, slot_target, tot, stats, cards, offsets, min_count, prior
     best gain among the other variables (``-inf`` when none), and the target counts on the true
     side of the best test, shape (n, max_card).
     """
+    out = _score_outputs(slots.shape[0], tot.shape[1])
+    for q in range(slots.shape[0]):
+        _score_slot(q, slots[q], slot_target, tot, stats, cards, offsets, min_count, prior,
+                    *out)
+    return out
+
+
+@nb.njit(cache=True, parallel=True)
+def score_slots_parallel(slots, slot_target, tot, stats, cards, offsets, min_count, prior,
+                         n_blocks):
+    """:func:`score_slots` with the slots cut into ``n_blocks`` blocks run in parallel (each
+    slot is scored on its own)."""
     S = slots.shape[0]
-    C = tot.shape[1]
+    out = _score_outputs(S, tot.shape[1])
+    for b in nb.prange(n_blocks):
+        for q in range(b * S // n_blocks, (b + 1) * S // n_blocks):
+            _score_slot(q, slots[q], slot_target, tot, stats, cards, offsets, min_count,
+                        prior, *out)
+    return out
+
+
+@nb.njit(cache=True)
+def _score_outputs(S, C):
+    """best variable, value, gain, runner-up gain and true-side counts of ``S`` slots"""
+    return (np.full(S, -1, dtype=np.int32), np.zeros(S, dtype=np.int32),
+            np.full(S, -np.inf), np.full(S, -np.inf), np.zeros((S, C), dtype=np.int64))
+
+
+@nb.njit(cache=True)
+def _score_slot(q, s, slot_target, tot, stats, cards, offsets, min_count, prior, best_var,
+                best_val, best_gain, second_gain, true_counts):
+    """Score slot ``s`` into entry ``q`` of the outputs (see :func:`score_slots`)."""
     n_vars = cards.shape[0]
-    best_var = np.full(S, -1, dtype=np.int32)
-    best_val = np.zeros(S, dtype=np.int32)
-    best_gain = np.full(S, -np.inf)
-    second_gain = np.full(S, -np.inf)
-    true_counts = np.zeros((S, C), dtype=np.int64)
-    for q in range(S):
-        s = slots[q]
-        t = slot_target[s]
-        d = cards[t]
-        alpha = prior / d
-        ct = np.zeros(d)
-        cf = np.zeros(d)
-        parent = np.zeros(d)
-        n_all = 0.0
-        for y in range(d):
-            parent[y] = tot[s, y]
-            n_all += tot[s, y]
-        ll_parent = _loglik(parent, d, alpha, prior)
-        bv = -1
-        ba = 0
-        bg = -np.inf
-        var_best = np.full(n_vars, -np.inf)
-        for j in range(n_vars):
-            if j == t:
-                continue
-            cj = cards[j]
-            a0 = 1 if cj == 2 else 0
-            for a in range(a0, cj):
-                n_true = 0.0
-                for y in range(d):
-                    if a >= 1:
-                        v = stats[s, y, offsets[j] + a - 1]
-                    else:
-                        v = tot[s, y]
-                        for b in range(1, cj):
-                            v -= stats[s, y, offsets[j] + b - 1]
-                    ct[y] = v
-                    cf[y] = parent[y] - v
-                    n_true += v
-                if n_true < min_count or n_all - n_true < min_count:
-                    continue
-                g = _loglik(ct, d, alpha, prior) + _loglik(cf, d, alpha, prior) - ll_parent
-                if g > var_best[j]:
-                    var_best[j] = g
-                if g > bg:
-                    bg = g
-                    bv = j
-                    ba = a
-        best_var[q] = bv
-        best_val[q] = ba
-        best_gain[q] = bg
-        if bv >= 0:
-            sg = -np.inf
-            for j in range(n_vars):
-                if j != bv and var_best[j] > sg:
-                    sg = var_best[j]
-            second_gain[q] = sg
-            cj = cards[bv]
+    t = slot_target[s]
+    d = cards[t]
+    alpha = prior / d
+    ct = np.zeros(d)
+    cf = np.zeros(d)
+    parent = np.zeros(d)
+    n_all = 0.0
+    for y in range(d):
+        parent[y] = tot[s, y]
+        n_all += tot[s, y]
+    ll_parent = _loglik(parent, d, alpha, prior)
+    bv = -1
+    ba = 0
+    bg = -np.inf
+    var_best = np.full(n_vars, -np.inf)
+    for j in range(n_vars):
+        if j == t:
+            continue
+        cj = cards[j]
+        a0 = 1 if cj == 2 else 0
+        for a in range(a0, cj):
+            n_true = 0.0
             for y in range(d):
-                if ba >= 1:
-                    true_counts[q, y] = stats[s, y, offsets[bv] + ba - 1]
+                if a >= 1:
+                    v = stats[s, y, offsets[j] + a - 1]
                 else:
                     v = tot[s, y]
                     for b in range(1, cj):
-                        v -= stats[s, y, offsets[bv] + b - 1]
-                    true_counts[q, y] = v
-    return best_var, best_val, best_gain, second_gain, true_counts
+                        v -= stats[s, y, offsets[j] + b - 1]
+                ct[y] = v
+                cf[y] = parent[y] - v
+                n_true += v
+            if n_true < min_count or n_all - n_true < min_count:
+                continue
+            g = _loglik(ct, d, alpha, prior) + _loglik(cf, d, alpha, prior) - ll_parent
+            if g > var_best[j]:
+                var_best[j] = g
+            if g > bg:
+                bg = g
+                bv = j
+                ba = a
+    best_var[q] = bv
+    best_val[q] = ba
+    best_gain[q] = bg
+    if bv >= 0:
+        sg = -np.inf
+        for j in range(n_vars):
+            if j != bv and var_best[j] > sg:
+                sg = var_best[j]
+        second_gain[q] = sg
+        cj = cards[bv]
+        for y in range(d):
+            if ba >= 1:
+                true_counts[q, y] = stats[s, y, offsets[bv] + ba - 1]
+            else:
+                v = tot[s, y]
+                for b in range(1, cj):
+                    v -= stats[s, y, offsets[bv] + b - 1]
+                true_counts[q, y] = v
 
 
 @nb.njit(cache=True)

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from streammn.trees import kernels
 from streammn.trees.forest import Forest
 
 _NO_LEAVES = np.zeros((0, 0), dtype=np.int32)  # row_leaf when no row's leaves are kept
+GRAM_BLOCK = 8192  # rows per float32 block of add_at_roots: sums stay exact (< 2**24)
 
 
 class LeafStats:
@@ -117,7 +119,7 @@ class LeafStats:
             self._grow(1)
         if trees is None:
             trees = self._all_trees
-        n_blocks = max(1, min(self.n_threads, trees.shape[0]))
+        n_blocks = self._blocks(trees.shape[0])
         due = np.empty((n_blocks, self.slot_node.shape[0] if grace > 0 else 1), dtype=np.int64)
         n_due = np.zeros(n_blocks, dtype=np.int64)
         kernel = kernels.accumulate if n_blocks == 1 else kernels.accumulate_parallel
@@ -128,13 +130,44 @@ class LeafStats:
                dest, row_leaf)
         return np.concatenate([due[b, :n_due[b]] for b in range(n_blocks)])
 
-    def add_cached(self, rows: np.ndarray, trees: np.ndarray, row_node: np.ndarray) -> None:
-        """Exact mode: add ``rows`` to the active leaves' statistics, moving each row down
-        from its remembered node ``row_node[r, t]`` (updated in place)."""
+    def add_at_roots(self, rows: np.ndarray, trees: np.ndarray) -> None:
+        """Add ``rows`` to the statistics of the roots of ``trees`` (which must hold slots), as
+        a co-occurrence count: at a root, ``stats[s, y, k]`` counts the rows with ``x_t = y``
+        and indicator ``k``, which for ``y >= 1`` is entry ``(offsets[t] + y - 1, k)`` of the
+        indicator matrix's Gram matrix ``I.T @ I`` and for ``y = 0`` the column sums minus the
+        other values. One BLAS product per block of rows instead of a pass over every tree:
+        the first pass of exact growth costs no more than ``X.T @ X``. Exact: the products of
+        0/1 entries are summed in float32 over at most ``GRAM_BLOCK`` rows, so every partial
+        sum is an integer below 2**24."""
         f = self.forest
         if self.tot.shape[0] == 0:
             self._grow(1)
-        n_blocks = max(1, min(self.n_threads, trees.shape[0]))
+        cards, offsets = f.cards, self.offsets
+        gram = np.zeros((self.K, self.K), dtype=np.int64)
+        colsum = np.zeros(self.K, dtype=np.int64)
+        with threadpool_limits(limits=self.n_threads, user_api="blas"):
+            for start in range(0, rows.shape[0], GRAM_BLOCK):
+                block = self.indicators(rows[start:start + GRAM_BLOCK]).astype(np.float32)
+                gram += (block.T @ block).astype(np.int64)
+                colsum += block.sum(axis=0, dtype=np.int64)
+        n_rows = rows.shape[0]
+        for t in trees:
+            s = f.slot[f.roots[t]]
+            d, first = cards[t], offsets[t]
+            by_value = gram[first:first + d - 1]  # rows with x_t = 1 .. d-1
+            self.stats[s, 1:d] += by_value.astype(self.dtype)
+            self.stats[s, 0] += (colsum - by_value.sum(axis=0)).astype(self.dtype)
+            n_value = colsum[first:first + d - 1]
+            self.tot[s, 1:d] += n_value.astype(self.dtype)
+            self.tot[s, 0] += n_rows - n_value.sum()
+
+    def add_cached(self, rows: np.ndarray, trees: np.ndarray, row_node: np.ndarray) -> None:
+        """Exact mode: add ``rows`` to the active leaves' statistics, moving each row down
+        from its remembered node ``row_node[t, r]`` (updated in place)."""
+        f = self.forest
+        if self.tot.shape[0] == 0:
+            self._grow(1)
+        n_blocks = self._blocks(trees.shape[0])
         args = (rows, self.indicators(rows), trees, f.links, f.slot, self.tot, self.stats,
                 row_node)
         if n_blocks == 1:  # a parallel launch costs milliseconds on a busy machine
@@ -148,14 +181,28 @@ class LeafStats:
         if rows.shape[0] == 0 or trees.size == 0:
             return
         f = self.forest
-        kernels.replay(rows, self.binary, self.offsets, row_leaf, trees.astype(np.int64),
-                       f.links, f.slot, self.tot, self.stats, self.n)
+        args = (rows, self.binary, self.offsets, row_leaf, trees.astype(np.int64), f.links,
+                f.slot, self.tot, self.stats, self.n)
+        n_blocks = self._blocks(trees.size)
+        if n_blocks == 1:  # a parallel launch wakes (and spins) every thread
+            kernels.replay(*args)
+        else:
+            kernels.replay_parallel(*args, n_blocks)
 
     def score(self, slots: np.ndarray, min_count: int):
         """Best split of each slot: see :func:`kernels.score_slots`."""
-        return kernels.score_slots(np.asarray(slots, dtype=np.int64), self.slot_target,
-                                   self.tot, self.stats, self.forest.cards, self.offsets,
-                                   int(min_count), self.forest.prior)
+        slots = np.asarray(slots, dtype=np.int64)
+        args = (slots, self.slot_target, self.tot, self.stats, self.forest.cards, self.offsets,
+                int(min_count), self.forest.prior)
+        n_blocks = self._blocks(slots.size)
+        if n_blocks == 1:
+            return kernels.score_slots(*args)
+        return kernels.score_slots_parallel(*args, n_blocks)
+
+    def _blocks(self, n_items: int) -> int:
+        """Blocks a parallel kernel cuts ``n_items`` independent items into: one per thread,
+        at least one, never more than the items."""
+        return max(1, min(self.n_threads, n_items))
 
     # state ----------------------------------------------------------------------------------
     def get_state(self) -> dict[str, np.ndarray]:
