@@ -85,7 +85,8 @@ class SourcePasses:
                               f"{row_node.shape[1]} of its first pass")
         self.n_passes += 1
         if self.n_passes == 1 and offset * forest.schema.n_vars * 4 <= self.cache_bytes:
-            self.row_node = np.repeat(forest.roots[:, None], offset, axis=1)
+            self.row_node = np.empty((forest.roots.shape[0], offset), dtype=np.int32)
+            self.row_node[:] = forest.roots[:, None]
 
 
 def grow_level_wise(forest: Forest, source, kappa, min_count: int, max_depth,

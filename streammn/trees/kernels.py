@@ -223,13 +223,16 @@ def _replay_trees(rows, binary, offsets, row_leaf, trees, q0, q1, links, node_sl
                   slot_n):
     K = stats.shape[2]
     moving = np.empty(rows.shape[0], dtype=np.int32)
+    internal = np.empty(links.shape[0], dtype=np.uint8)  # a byte per node: the scan's lookups
+    for node in range(links.shape[0]):                  # stay in L1, not in ``links``
+        internal[node] = links[node, 0] >= 0
     for q in range(q0, q1):
         t = trees[q]
         leaf_t = row_leaf[t]
         n_moving = 0
         for i in range(rows.shape[0]):
             moving[n_moving] = i
-            n_moving += links[leaf_t[i], 0] >= 0
+            n_moving += internal[leaf_t[i]]
         for m in range(n_moving):
             i = moving[m]
             node = leaf_t[i]
