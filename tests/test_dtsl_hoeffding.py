@@ -200,8 +200,10 @@ def test_exact_model_round_trip():
                                                ("auto", "hoeffding", "auto"),
                                                ("auto", "hoeffding", 1500),
                                                (0.1, "exact", "auto"), ("auto", "exact", "auto")])
-def test_thread_count_does_not_change_the_model(mode, kappa, replay):
-    """Counting, replay and scoring in blocks of trees (or slots) run in parallel."""
+def test_thread_count_does_not_change_the_model(mode, kappa, replay, monkeypatch):
+    """Counting, replay and scoring in blocks of trees (or slots) run in parallel (here at any
+    size of step: small ones run on one thread by default)."""
+    monkeypatch.setattr("streammn.trees.stats.PARALLEL_WORK", 0)
     rng = np.random.default_rng(9)
     rows = sample_chain(rng, 8_000)
     schema = Schema.binary(rows.shape[1])

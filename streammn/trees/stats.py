@@ -15,6 +15,7 @@ from streammn.trees import kernels
 from streammn.trees.forest import Forest
 
 _NO_LEAVES = np.zeros((0, 0), dtype=np.int32)  # row_leaf when no row's leaves are kept
+PARALLEL_WORK = 200_000  # rows x trees (about 10 ms) below which a step runs on one thread
 GRAM_BLOCK = 8192  # rows per float32 block of add_at_roots: sums stay exact (< 2**24)
 
 
@@ -119,7 +120,7 @@ class LeafStats:
             self._grow(1)
         if trees is None:
             trees = self._all_trees
-        n_blocks = self._blocks(trees.shape[0])
+        n_blocks = self._blocks(trees.shape[0], rows.shape[0] * trees.shape[0])
         due = np.empty((n_blocks, self.slot_node.shape[0] if grace > 0 else 1), dtype=np.int64)
         n_due = np.zeros(n_blocks, dtype=np.int64)
         kernel = kernels.accumulate if n_blocks == 1 else kernels.accumulate_parallel
@@ -167,7 +168,7 @@ class LeafStats:
         f = self.forest
         if self.tot.shape[0] == 0:
             self._grow(1)
-        n_blocks = self._blocks(trees.shape[0])
+        n_blocks = self._blocks(trees.shape[0], rows.shape[0] * trees.shape[0])
         args = (rows, self.indicators(rows), trees, f.links, f.slot, self.tot, self.stats,
                 row_node)
         if n_blocks == 1:  # a parallel launch costs milliseconds on a busy machine
@@ -183,7 +184,7 @@ class LeafStats:
         f = self.forest
         args = (rows, self.binary, self.offsets, row_leaf, trees.astype(np.int64), f.links,
                 f.slot, self.tot, self.stats, self.n)
-        n_blocks = self._blocks(trees.size)
+        n_blocks = self._blocks(trees.size, rows.shape[0] * trees.size)
         if n_blocks == 1:  # a parallel launch wakes (and spins) every thread
             kernels.replay(*args)
         else:
@@ -194,14 +195,18 @@ class LeafStats:
         slots = np.asarray(slots, dtype=np.int64)
         args = (slots, self.slot_target, self.tot, self.stats, self.forest.cards, self.offsets,
                 int(min_count), self.forest.prior)
-        n_blocks = self._blocks(slots.size)
+        n_blocks = self._blocks(slots.size, slots.size * self.K)
         if n_blocks == 1:
             return kernels.score_slots(*args)
         return kernels.score_slots_parallel(*args, n_blocks)
 
-    def _blocks(self, n_items: int) -> int:
+    def _blocks(self, n_items: int, work: int) -> int:
         """Blocks a parallel kernel cuts ``n_items`` independent items into: one per thread,
-        at least one, never more than the items."""
+        never more than the items, and one when the call's ``work`` (rows x trees, or slots x
+        candidates) is below ``PARALLEL_WORK``: a parallel step waits for all its threads, and
+        on a busy machine a descheduled thread costs more than a small step saves."""
+        if work < PARALLEL_WORK:
+            return 1
         return max(1, min(self.n_threads, n_items))
 
     # state ----------------------------------------------------------------------------------
