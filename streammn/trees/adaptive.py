@@ -2,16 +2,17 @@
 
 What is monitored. For every tree ``t`` and row, the prequential conditional log-loss
 ``-log P(x_t | leaf)`` of the tree's target at the row's leaf, with the leaf counts as they
-were at the start of the row's grace period (the rows of one period are learned as one batch,
-so this is the last model the row did not train). A numba kernel computes it for a whole piece
+were at the start of the row's monitoring period (or at the leaf's creation when it is newer),
+so a row never scores a model that has learned it. A numba kernel computes it for a whole piece
 of rows per tree, clips it at ``ln(d) + 3`` nats (a leaf that gives the seen value less than
 ``e**-3 / d`` is as wrong as it matters: unclipped, a near-deterministic leaf's rare misses
 make the per-period means so skewed that no Gaussian threshold controls false alarms), and adds
 it in fixed point (``2**-16`` nats) to per-tree integer sums, so the sums do not depend on how
 the stream was cut into batches and a resumed run is byte-identical.
 
-Detector. At every grace-period boundary each tree's mean loss over the period, ``x``, goes into
-a one-sided CUSUM (Page's test; Page-Hinkley with a fading reference), vectorised over trees::
+Detector. Every monitoring period (``MONITOR_ROWS`` rows rounded to a multiple of the grace
+period: one numpy update per period for all trees keeps the detector's cost per row small) each
+tree's mean loss over the period, ``x``, goes into a one-sided CUSUM (Page's test; Page-Hinkley with a fading reference), vectorised over trees::
 
     z = (x - mu) / sqrt(v / g)        G = max(0, G + z - K)        alarm when G > H
 
@@ -28,11 +29,11 @@ CUSUM is O(1) state per tree (a few arrays), one numpy expression per period for
 and its false-alarm rate is set by ``H``: with ``K = 0.5`` (detect rises of at least one
 standard error of a period mean) Siegmund's approximation gives an in-control run length of
 about ``2 exp(H + 1.166)`` periods per tree, ``3e9`` periods at ``H = 20``, so a stream of 10M
-rows (5e4 periods of 200 rows) over 100 trees expects about ``2e-3`` false alarms; the margin
+rows (1e4 periods of 1,000 rows) over 100 trees expects about ``3e-4`` false alarms; the margin
 pays for the non-Gaussian period means and the estimated reference. A rise of ``s`` standard
 errors is found after about ``(H + 1.2) / (s - K)`` periods: an abrupt switch of the
-generating model raises most trees' loss by several standard errors, found within a few
-thousand rows. The change point is estimated as the last period at which ``G`` was 0.
+generating model raises most trees' loss by tens of standard errors, found at the end of the
+period it happens in. The change point is estimated as the last period at which ``G`` was 0.
 
 Adaptation (the Hoeffding Adaptive Tree scheme, per tree rather than per node since the
 detector watches the whole tree). The first alarm starts an *episode*: a second grower (the
@@ -68,81 +69,97 @@ from streammn.trees import kernels
 from streammn.trees.forest import Forest
 
 DETECTORS = ("page-hinkley",)
+MONITOR_ROWS = 1000      # rows per detector update (rounded to a multiple of grace_period)
 LOSS_SCALE = 2.0 ** 16   # fixed point of the per-row losses (integer sums: order-free)
 LOSS_CAP = 3.0           # clip at ln(d) + LOSS_CAP nats
 K_ALLOWANCE = 0.5        # CUSUM slack, in standard errors of a period mean
 THRESHOLD = 20.0         # CUSUM alarm level H
-WARMUP = 25              # periods of plain averaging before a tree's detector may alarm
-HORIZON = 50             # periods the reference mean and variance average over
+WARMUP = 10              # periods of plain averaging before a tree's detector may alarm
+HORIZON = 20             # periods the reference mean and variance average over
 MIN_VAR = 1e-4           # floor of the per-row loss variance (near-deterministic targets)
-SWAP_HORIZON = 25        # periods the main-minus-alternate loss difference averages over
+SWAP_HORIZON = 10        # periods the main-minus-alternate loss difference averages over
 SWAP_Z = 3.0             # standard errors by which the alternate must be better
-MIN_ALT_PERIODS = 10
-MAX_ALT_PERIODS = 500
+MIN_ALT_PERIODS = 5
+MAX_ALT_PERIODS = 100
 EVENTS = ("alarm", "swap", "drop")
 
 
 @nb.njit(cache=True)
-def period_losses(rows, trees, roots, links, counts, period_counts, cards, prior, cap, scale,
-                  loss_sum, loss_sq, score):
-    """Per tree in ``trees``: route ``rows``; when ``score``, add each row's clipped log-loss
-    ``-log P(x_t | leaf)`` (fixed point, ``scale`` units) to ``loss_sum[t]`` and its square to
-    ``loss_sq[t]``, the leaf's counts taken as ``counts - period_counts`` (the counts at the
-    start of the period); then count the rows in ``period_counts``."""
-    n = rows.shape[0]
-    leaves = np.empty(n, dtype=np.int64)
+def period_losses(rows, trees, roots, links, counts, cards, prior, cap, scale, stamp, table,
+                  period, loss_sum, loss_sq):
+    """Per tree in ``trees``: route ``rows`` and add each row's clipped log-loss ``-log P(x_t |
+    leaf)`` (fixed point, ``scale`` units) to ``loss_sum[t]``, its square to ``loss_sq[t]``.
+
+    A leaf's losses are computed from its counts the first time a row reaches it in the
+    period (``stamp[node] != period``) and kept in ``table``: no row of the period has been
+    learned at the leaf before that, so every row of the period is scored against the leaf as
+    it was at the period's start (or at its creation), whatever the batch cuts."""
     for q in range(trees.shape[0]):
         t = trees[q]
         d = cards[t]
         alpha = prior / d
-        for r in range(n):
+        for r in range(rows.shape[0]):
             node = roots[t]
             v = links[node, 0]
             while v >= 0:
                 node = links[node, 2 + (rows[r, v] != links[node, 1])]
                 v = links[node, 0]
-            leaves[r] = node
-        if score:
-            for r in range(n):
-                node = leaves[r]
-                total = 0
+            if stamp[node] != period:
+                stamp[node] = period
+                total = 0.0
                 for y in range(d):
-                    total += counts[node, y] - period_counts[node, y]
-                y = rows[r, t]
-                c = counts[node, y] - period_counts[node, y]
-                loss = np.log(total + prior) - np.log(c + alpha)
-                if loss > cap[t]:
-                    loss = cap[t]
-                fixed = np.int64(loss * scale + 0.5)
-                loss_sum[t] += fixed
-                loss_sq[t] += fixed * fixed
-        for r in range(n):
-            period_counts[leaves[r], rows[r, t]] += 1
+                    total += counts[node, y]
+                for y in range(d):
+                    loss = min(np.log((total + prior) / (counts[node, y] + alpha)), cap[t])
+                    table[node, y] = np.int64(loss * scale + 0.5)
+            fixed = table[node, rows[r, t]]
+            loss_sum[t] += fixed
+            loss_sq[t] += fixed * fixed
 
 
 class PeriodLoss:
-    """Prequential losses of one forest's trees over the current grace period."""
+    """Prequential losses of one forest's trees over the current monitoring period."""
 
     def __init__(self, forest: Forest):
         n = forest.schema.n_vars
         self.sum = np.zeros(n, dtype=np.int64)
         self.sq = np.zeros(n, dtype=np.int64)
         self.cap = np.log(forest.cards.astype(np.float64)) + LOSS_CAP
-        self._counts = np.zeros((0, forest.max_card), dtype=np.int64)
+        self.stamp = np.zeros(0, dtype=np.int64)
+        self.table = np.zeros((0, forest.max_card), dtype=np.int64)
 
-    def add(self, forest: Forest, rows: np.ndarray, trees: np.ndarray, score: bool = True):
-        if self._counts.shape[0] < forest.n_nodes:
-            grown = np.zeros((max(forest.n_nodes, 2 * self._counts.shape[0]),
-                              forest.max_card), dtype=np.int64)
-            grown[:self._counts.shape[0]] = self._counts
-            self._counts = grown
-        period_losses(rows, trees, forest.roots, forest.links, forest.counts, self._counts,
-                      forest.cards, forest.prior, self.cap, LOSS_SCALE, self.sum, self.sq, score)
+    def add(self, forest: Forest, rows: np.ndarray, trees: np.ndarray, period: int) -> None:
+        if self.stamp.shape[0] < forest.n_nodes:
+            size = max(forest.n_nodes, 2 * self.stamp.shape[0])
+            old = self.stamp.shape[0]
+            self.stamp = np.concatenate([self.stamp, np.full(size - old, -1, dtype=np.int64)])
+            self.table = np.concatenate([self.table, np.zeros((size - old, forest.max_card),
+                                                              dtype=np.int64)])
+        period_losses(rows, trees, forest.roots, forest.links, forest.counts, forest.cards,
+                      forest.prior, self.cap, LOSS_SCALE, self.stamp, self.table, period,
+                      self.sum, self.sq)
+
+    def forget_leaves(self) -> None:
+        """The forest's nodes were replaced (a rebuild, a swap): no leaf is known."""
+        self.stamp[:] = -1
 
     def reset(self) -> None:
         self.sum[:] = 0
         self.sq[:] = 0
-        self._counts[:] = 0
+
+    def get_state(self, prefix: str, period: int) -> dict:
+        known = np.flatnonzero(self.stamp == period)
+        return {f"{prefix}loss_sum": self.sum.copy(), f"{prefix}loss_sq": self.sq.copy(),
+                f"{prefix}loss_nodes": known, f"{prefix}loss_table": self.table[known]}
+
+    def set_state(self, state: dict, prefix: str, forest: Forest, period: int) -> None:
+        self.sum[:] = state[f"{prefix}loss_sum"]
+        self.sq[:] = state[f"{prefix}loss_sq"]
+        known = np.asarray(state[f"{prefix}loss_nodes"], dtype=np.int64)
+        self.stamp = np.full(max(forest.n_nodes, 1), -1, dtype=np.int64)
+        self.table = np.zeros((self.stamp.size, forest.max_card), dtype=np.int64)
+        self.stamp[known] = period
+        self.table[known] = state[f"{prefix}loss_table"]
 
 
 def _ewma_weight(n_obs: np.ndarray, horizon: int) -> np.ndarray:
@@ -192,6 +209,14 @@ def transplant(main: Forest, donor: Forest, trees: np.ndarray) -> np.ndarray:
     return map_m, map_d
 
 
+def _learn(grower, rows: np.ndarray, loss: PeriodLoss) -> None:
+    """``grower.learn(rows)``; a rebuild during it replaces the leaves ``loss`` knows."""
+    rebuilds = grower.rebuild_count
+    grower.learn(rows)
+    if grower.rebuild_count != rebuilds:
+        loss.forget_leaves()
+
+
 def _replace_trees(grower, donor: Forest, trees: np.ndarray) -> np.ndarray:
     """Put ``donor``'s ``trees`` into ``grower``'s forest (:func:`transplant`): the replaced
     leaves' statistics slots are freed, the others follow their nodes, the buffered rows are
@@ -220,6 +245,7 @@ class DriftAdapter:
         f = grower.forest
         n = f.schema.n_vars
         self.g = grower.grace_period
+        self.period = self.g * max(1, round(MONITOR_ROWS / self.g))
         self.all_trees = np.arange(n, dtype=np.int64)
         self.loss = PeriodLoss(f)
         self.alt_loss = PeriodLoss(f)
@@ -235,7 +261,6 @@ class DriftAdapter:
             self.alt_var = np.zeros(n)
             self.episode_start = 0
             self.events = np.zeros((0, 3), dtype=np.int64)
-            self.pending = np.zeros((0, n), dtype=np.uint8)
             return
         for name in ("n_obs", "calm_row", "alt_periods", "events"):
             setattr(self, name, np.array(state[f"drift_{name}"], dtype=np.int64))
@@ -243,9 +268,8 @@ class DriftAdapter:
             setattr(self, name, np.array(state[f"drift_{name}"], dtype=np.float64))
         self.episode_start = int(state["drift_episode_start"])
         grower.rebuilds = bool(state["drift_rebuilds"])
-        self.pending = np.array(state["drift_pending"], dtype=np.uint8)
-        self.loss.sum[:], self.loss.sq[:] = state["drift_loss_sum"], state["drift_loss_sq"]
-        self.loss.add(f, self.pending, self.all_trees, score=False)
+        period = grower.rows_seen // self.period
+        self.loss.set_state(state, "drift_", f, period)
         if "drift_alt_node_var" in state:
             alt_state = {k[len("drift_alt_"):]: v for k, v in state.items()
                          if k.startswith("drift_alt_")}
@@ -253,33 +277,28 @@ class DriftAdapter:
             self.alt = make_grower(forest, alt_state)
             self.alt.trees = np.array(alt_state["trees"], dtype=np.int64)
             self.alt.rebuilds = bool(alt_state["rebuilds"])
-            self.alt_loss.sum[:] = state["drift_alt_loss_sum"]
-            self.alt_loss.sq[:] = state["drift_alt_loss_sq"]
-            self.alt_loss.add(forest, self.pending, self.alt.trees, score=False)
+            self.alt_loss.set_state(state, "drift_alt_", forest, period)
 
     # learning -------------------------------------------------------------------------------
     def learn(self, rows: np.ndarray) -> None:
-        """Score, then learn, ``rows`` piece by piece up to each grace-period boundary, where
-        the detectors and the alternates are updated."""
+        """Score, then learn, ``rows`` piece by piece up to each grace-period boundary (where
+        trees may split); the detectors and alternates are updated every monitoring period."""
         g, start, n = self.g, 0, rows.shape[0]
         while start < n:
             stop = min(n, start + g - self.grower.rows_seen % g)
             piece = rows[start:stop]
-            self.loss.add(self.grower.forest, piece, self.all_trees)
+            period = self.grower.rows_seen // self.period
+            self.loss.add(self.grower.forest, piece, self.all_trees, period)
+            _learn(self.grower, piece, self.loss)
             if self.alt is not None:
-                self.alt_loss.add(self.alt.forest, piece, self.alt.trees)
-            self.grower.learn(piece)
-            if self.alt is not None:
-                self.alt.learn(piece)
+                self.alt_loss.add(self.alt.forest, piece, self.alt.trees, period)
+                _learn(self.alt, piece, self.alt_loss)
             start = stop
-            if self.grower.rows_seen % g == 0:
+            if self.grower.rows_seen % self.period == 0:
                 self._period_end()
-                self.pending = rows[:0]
-            else:
-                self.pending = np.concatenate([self.pending, piece])
 
     def _period_end(self) -> None:
-        scale, g = LOSS_SCALE, self.g
+        scale, g = LOSS_SCALE, self.period
         mean = self.loss.sum / (g * scale)
         row_var = np.maximum(self.loss.sq / (g * scale * scale) - mean * mean, MIN_VAR)
         alarmed = self._detect(mean, row_var)
@@ -293,7 +312,7 @@ class DriftAdapter:
     def _detect(self, mean: np.ndarray, row_var: np.ndarray) -> np.ndarray:
         """Update every tree's CUSUM with its period mean loss; the trees that alarm."""
         watching = self.n_obs >= WARMUP
-        z = (mean - self.mu) / np.sqrt(np.maximum(self.var, MIN_VAR) / self.g)
+        z = (mean - self.mu) / np.sqrt(np.maximum(self.var, MIN_VAR) / self.period)
         self.cusum = np.where(watching, np.maximum(0.0, self.cusum + z - K_ALLOWANCE), 0.0)
         self.n_obs += 1
         w = _ewma_weight(self.n_obs, HORIZON)
@@ -439,15 +458,14 @@ class DriftAdapter:
     def get_state(self) -> dict:
         state = {f"drift_{name}": getattr(self, name).copy()
                  for name in ("n_obs", "calm_row", "alt_periods", "events", "mu", "var",
-                              "cusum", "alt_mean", "alt_var", "pending")}
+                              "cusum", "alt_mean", "alt_var")}
         state["drift_episode_start"] = np.array(self.episode_start, dtype=np.int64)
         state["drift_rebuilds"] = np.array(self.grower.rebuilds)
-        state["drift_loss_sum"] = self.loss.sum.copy()
-        state["drift_loss_sq"] = self.loss.sq.copy()
+        period = self.grower.rows_seen // self.period
+        state.update(self.loss.get_state("drift_", period))
         if self.alt is not None:
             alt = {**self.alt.forest.get_state(), **self.alt.get_state(),
                    "trees": self.alt.trees.copy(), "rebuilds": np.array(self.alt.rebuilds)}
             state.update({f"drift_alt_{k}": v for k, v in alt.items()})
-            state["drift_alt_loss_sum"] = self.alt_loss.sum.copy()
-            state["drift_alt_loss_sq"] = self.alt_loss.sq.copy()
+            state.update(self.alt_loss.get_state("drift_alt_", period))
         return state

@@ -127,6 +127,7 @@ class HoeffdingGrower:
         self.rows_seen = 0
         self.trees = None  # trees that learn (None: all); drift alternates grow a subset
         self.rebuilds = True  # exact rebuilds allowed (drift adaptation turns them off)
+        self.rebuild_count = 0  # rebuilds made by this object (not state: callers compare)
         if kappa == AUTO:
             self._candidates = n_candidates(forest.cards)
         else:
@@ -225,6 +226,7 @@ class HoeffdingGrower:
         pass), so its looks go on from ``k = 2``. Costs about twice an exact fit on the
         buffer, once per stream; afterwards growth is plain Hoeffding growth."""
         f, st = self.forest, self.stats
+        self.rebuild_count += 1
         rows = self._buf[:self._buf_len]
         fresh = Forest(f.schema, prior=f.prior)
         grow_level_wise(fresh, _BufferedRows(rows), AUTO, self.min_count, self.max_depth,
