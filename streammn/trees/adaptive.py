@@ -43,7 +43,7 @@ Adaptation (the Hoeffding Adaptive Tree scheme, per tree rather than per node si
 detector watches the whole tree). The first alarm starts an *episode*: a second grower (the
 *alternate* grower, same settings and its own budget, so up to twice ``memory_mb`` during an
 episode) on a fresh forest, which learns only the alarmed trees (the kernels take a ``trees``
-subset) from the estimated change point on: it is first fed the replay buffer's rows since the
+subset) from the estimated change point on (the latest of the alarmed trees' estimates): it is first fed the replay buffer's rows since the
 change point, then every new row. Trees that alarm during the episode join it. For every tree
 under alternation both trees score each row before learning it, and an exponentially weighted
 mean of the per-period difference (main minus alternate loss) is kept; once it exceeds
@@ -96,16 +96,17 @@ def _descend(row, node, links):
 
 
 @nb.njit(cache=True)
-def period_losses(rows, trees, roots, links, counts, cards, prior, cap, scale, stamp, table,
-                  period, loss_sum, loss_sq):
+def period_losses(rows, trees, roots, links, counts, cards, prior, cap, scale, stamp, snap,
+                  value_stamp, table, period, loss_sum, loss_sq):
     """Per tree in ``trees``: route ``rows`` and add each one's clipped log-loss ``-log P(x_t
     | leaf)`` (fixed point, ``scale`` units) to ``loss_sum[t]``, its square to ``loss_sq[t]``.
 
-    A leaf's loss for a target value is computed from its counts the first time a row with
-    that value reaches it in the period (``stamp[node, y] != period``) and kept in ``table``:
-    no row of the period has been learned at the leaf before that, so every row of the period
-    is scored against the leaf as it was at the period's start (or at its creation), whatever
-    the batch cuts. Rows are routed four at a time, so the four chains of loads overlap."""
+    A leaf's counts are copied to ``snap`` the first time a row reaches it in the period
+    (``stamp[node] != period``): no row of the period has been learned at the leaf before
+    that, so every row of the period is scored against the leaf as it was at the period's
+    start (or at its creation), whatever the batch cuts. The loss of a value is computed from
+    the copy the first time that value is seen there (``value_stamp``) and kept in ``table``.
+    Rows are routed four at a time, so the four chains of loads overlap."""
     n = rows.shape[0]
     leaves = np.empty(n, dtype=np.int64)
     for q in range(trees.shape[0]):
@@ -146,12 +147,17 @@ def period_losses(rows, trees, roots, links, counts, cards, prior, cap, scale, s
         for r in range(n):
             node = leaves[r]
             y = rows[r, t]
-            if stamp[node, y] != period:
-                stamp[node, y] = period
+            if stamp[node] != period:
+                stamp[node] = period
+                for k in range(d):
+                    snap[node, k] = counts[node, k]
+            if value_stamp[node, y] != period:
+                value_stamp[node, y] = period
                 total = 0.0
                 for k in range(d):
-                    total += counts[node, k]
-                loss = min(np.log((total + prior) / (counts[node, y] + alpha)), cap[t])
+                    total += snap[node, k]
+                seen = snap[node, y] + alpha
+                loss = cap[t] if seen <= 0.0 else min(np.log((total + prior) / seen), cap[t])
                 table[node, y] = np.int64(loss * scale + 0.5)
             fixed = table[node, y]
             loss_sum[t] += fixed
@@ -166,44 +172,51 @@ class PeriodLoss:
         self.sum = np.zeros(n, dtype=np.int64)
         self.sq = np.zeros(n, dtype=np.int64)
         self.cap = np.log(forest.cards.astype(np.float64)) + LOSS_CAP
-        self.stamp = np.zeros((0, forest.max_card), dtype=np.int64)
-        self.table = np.zeros((0, forest.max_card), dtype=np.int64)
+        C = forest.max_card
+        self.stamp = np.zeros(0, dtype=np.int64)        # period a node's counts were copied
+        self.snap = np.zeros((0, C), dtype=np.int64)     # the copies
+        self.value_stamp = np.zeros((0, C), dtype=np.int64)
+        self.table = np.zeros((0, C), dtype=np.int64)    # fixed-point losses from the copies
+
+    def _reserve(self, size: int) -> None:
+        old = self.stamp.shape[0]
+        if size <= old:
+            return
+        size = max(size, 2 * old)
+        for name, fill in (("stamp", -1), ("snap", 0), ("value_stamp", -1), ("table", 0)):
+            a = getattr(self, name)
+            grown = np.full((size,) + a.shape[1:], fill, dtype=np.int64)
+            grown[:old] = a
+            setattr(self, name, grown)
 
     def add(self, forest: Forest, rows: np.ndarray, trees: np.ndarray, period: int) -> None:
-        if self.stamp.shape[0] < forest.n_nodes:
-            size = max(forest.n_nodes, 2 * self.stamp.shape[0])
-            old = self.stamp.shape[0]
-            self.stamp = np.concatenate([self.stamp, np.full((size - old, forest.max_card), -1,
-                                                             dtype=np.int64)])
-            self.table = np.concatenate([self.table, np.zeros((size - old, forest.max_card),
-                                                              dtype=np.int64)])
+        self._reserve(forest.n_nodes)
         period_losses(rows, trees, forest.roots, forest.links, forest.counts, forest.cards,
-                      forest.prior, self.cap, LOSS_SCALE, self.stamp, self.table, period,
-                      self.sum, self.sq)
+                      forest.prior, self.cap, LOSS_SCALE, self.stamp, self.snap,
+                      self.value_stamp, self.table, period, self.sum, self.sq)
 
     def forget_leaves(self) -> None:
         """The forest's nodes were replaced (a rebuild, a swap): no leaf is known."""
         self.stamp[:] = -1
+        self.value_stamp[:] = -1
 
     def reset(self) -> None:
         self.sum[:] = 0
         self.sq[:] = 0
 
     def get_state(self, prefix: str, period: int) -> dict:
-        known = np.flatnonzero(self.stamp == period)  # (node, value) pairs, flat
+        known = np.flatnonzero(self.stamp == period)
         return {f"{prefix}loss_sum": self.sum.copy(), f"{prefix}loss_sq": self.sq.copy(),
-                f"{prefix}loss_known": known, f"{prefix}loss_table": self.table.ravel()[known]}
+                f"{prefix}loss_nodes": known, f"{prefix}loss_snap": self.snap[known]}
 
     def set_state(self, state: dict, prefix: str, forest: Forest, period: int) -> None:
+        """Restore the sums and the copies (the losses are recomputed from them as needed)."""
         self.sum[:] = state[f"{prefix}loss_sum"]
         self.sq[:] = state[f"{prefix}loss_sq"]
-        known = np.asarray(state[f"{prefix}loss_known"], dtype=np.int64)
-        size = max(forest.n_nodes, 1, (int(known.max()) // forest.max_card + 1) if known.size
-                   else 1)
-        self.stamp = np.full((size, forest.max_card), -1, dtype=np.int64)
-        self.table = np.zeros((size, forest.max_card), dtype=np.int64)
-        self.stamp.ravel()[known] = period
-        self.table.ravel()[known] = state[f"{prefix}loss_table"]
+        known = np.asarray(state[f"{prefix}loss_nodes"], dtype=np.int64)
+        self._reserve(max(forest.n_nodes, int(known.max()) + 1 if known.size else 1))
+        self.stamp[known] = period
+        self.snap[known] = state[f"{prefix}loss_snap"]
 
 
 def _ewma_weight(n_obs: np.ndarray, horizon: int) -> np.ndarray:
@@ -408,7 +421,9 @@ class DriftAdapter:
             self._join(alarmed)
             return
         g = self.g
-        earliest = max(int(self.calm_row[alarmed].min()), main.rows_seen - main._buf_len)
+        # the latest of the alarmed trees' change points: a tree whose CUSUM happened to be
+        # above 0 before the change would otherwise feed the alternates pre-change rows
+        earliest = max(int(self.calm_row[alarmed].max()), main.rows_seen - main._buf_len)
         earliest = -(-earliest // g) * g  # a period boundary, so the alternate stays aligned
         self.episode_start = earliest
         alt = self.make_grower(Forest(main.forest.schema, prior=main.forest.prior), None)

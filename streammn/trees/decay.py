@@ -20,8 +20,9 @@ What follows from it: the significance test sees the decayed counts, so a split 
 from the last few half-lives; the relevance floor measures a split's share against the decayed
 total (:attr:`ForgettingGrower.stream_weight`) instead of every row ever seen; the exact rebuilds
 of the first rows run only while no halving has happened (they recount the buffer at full
-weight). Rows replayed into a new leaf from the buffer are counted at full weight (the buffer
-holds at most ``replay_rows`` rows, a small share when the half-life is long). The split
+weight). The replay buffer is emptied at every halving: its rows would be replayed into new
+leaves at full weight, more than the halved counts of the leaves they came through (a child's
+statistics must never exceed its counts); it refills from the rows that follow. The split
 attempts a leaf has had are not halved: the test's correction for repeated looks stays honest.
 
 With no half-life (the default) DTSL uses the plain :class:`HoeffdingGrower`, so the default
@@ -64,6 +65,7 @@ class ForgettingGrower(HoeffdingGrower):
         f.counts[:f.n_nodes] >>= 1
         for counts in (st.tot, st.stats, st.n, st.last_attempt):
             counts >>= 1
+        self._buf_len = self._buf_pos = 0  # its rows would be replayed at full weight
 
     @property
     def stream_weight(self) -> float:
