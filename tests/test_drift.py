@@ -139,3 +139,34 @@ def test_bad_settings_are_refused():
         DTSL(schema, half_life=0)
     with pytest.raises(DTSLError, match="hoeffding"):
         DTSL(schema, mode="exact", drift="page-hinkley")
+
+
+def test_cli_reports_drift_in_the_progress_line_and_the_manifest(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from connectors import write_parquet
+    from streammn import read_snapshot
+    from streammn.snapshot import resolve_snapshot
+
+    rng = np.random.default_rng(3)
+    rows = np.concatenate([LogisticBN(8, seed=1).sample(40_000, rng),
+                           LogisticBN(8, seed=2).sample(40_000, rng)])
+    write_parquet(tmp_path / "switch.parquet", rows, Schema.binary(8), row_group_size=5000)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run([sys.executable, "-m", "streammn.cli", "learn",
+                           str(tmp_path / "switch.parquet"), "--out", str(tmp_path / "out"),
+                           "--drift", "page-hinkley", "--half-life", "1000000",
+                           "--every-rows", "40000", "--formats", "json"],
+                          env={**os.environ, "PYTHONPATH": root}, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("done:") and "drift alarms" in last
+    manifest = read_snapshot(resolve_snapshot(tmp_path / "out")).manifest
+    assert manifest["learner"]["params"]["drift"] == "page-hinkley"
+    assert manifest["learner"]["params"]["half_life"] == 1_000_000
+    drift = manifest["drift"]
+    assert drift["alarms"] > 0 and drift["swaps"] > 0
+    assert all(e["row"] > 40_000 for e in drift["recent"])
