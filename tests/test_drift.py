@@ -60,6 +60,28 @@ def test_abrupt_switch_is_detected_and_swapped_trees_follow_the_new_model(switch
     assert gap_adaptive.max() < 0.01  # nats per row: the new conditionals, not a mixture
 
 
+def test_only_the_changed_conditionals_are_replaced():
+    """Flip one variable's CPD: only its own tree and its parents' change conditionals
+    (``P(x_i | x_-i)`` involves ``P(x_j | pa_j)`` only for ``i = j`` and ``i`` in ``pa_j``);
+    every other tree keeps its tree and the counts of every row."""
+    import copy
+
+    before = LogisticBN(N_VARS, seed=1)
+    after = copy.deepcopy(before)
+    j = 3
+    after.weights[j] = -before.weights[j]
+    after.bias[j] = -before.bias[j]
+    affected = {j, *before.parents[j].tolist()}
+    rng = np.random.default_rng(5)
+    rows = np.concatenate([before.sample(100_000, rng), after.sample(100_000, rng)])
+    model = DTSL(Schema.binary(N_VARS), drift="page-hinkley").fit(rows)
+    swapped = set(events(model, "swap")[:, 1].tolist())
+    assert j in swapped and swapped <= affected
+    f = model.forest
+    for t in set(range(N_VARS)) - swapped:
+        assert f.counts[f.leaves(t)].sum() == rows.shape[0], t
+
+
 def test_stationary_stream_raises_no_alarm_over_two_million_rows():
     bn = LogisticBN(10, seed=3)
     model = DTSL(Schema.binary(10), drift="page-hinkley")
