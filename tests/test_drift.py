@@ -62,8 +62,10 @@ def test_abrupt_switch_is_detected_and_swapped_trees_follow_the_new_model(switch
 
 def test_only_the_changed_conditionals_are_replaced():
     """Flip one variable's CPD: only its own tree and its parents' change conditionals
-    (``P(x_i | x_-i)`` involves ``P(x_j | pa_j)`` only for ``i = j`` and ``i`` in ``pa_j``);
-    every other tree keeps its tree and the counts of every row."""
+    (``P(x_i | x_-i)`` involves ``P(x_j | pa_j)`` only for ``i = j`` and ``i`` in ``pa_j``).
+    Those are all swapped; most others keep their trees and the counts of every row (an
+    unchanged target's tree may still be replaced when its alternate is clearly better on the
+    new rows: the inputs' distribution moved under a tree that approximates its conditional)."""
     import copy
 
     before = LogisticBN(N_VARS, seed=1)
@@ -76,7 +78,9 @@ def test_only_the_changed_conditionals_are_replaced():
     rows = np.concatenate([before.sample(100_000, rng), after.sample(100_000, rng)])
     model = DTSL(Schema.binary(N_VARS), drift="page-hinkley").fit(rows)
     swapped = set(events(model, "swap")[:, 1].tolist())
-    assert j in swapped and swapped <= affected
+    assert affected <= swapped
+    unaffected = set(range(N_VARS)) - affected
+    assert len(unaffected - swapped) >= 2 * len(unaffected) / 3
     f = model.forest
     for t in set(range(N_VARS)) - swapped:
         assert f.counts[f.leaves(t)].sum() == rows.shape[0], t

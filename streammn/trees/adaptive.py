@@ -1,14 +1,19 @@
 """Drift detection and adaptation for one-pass DTSL: per-tree change detectors and alternate trees.
 
 What is monitored. For every tree ``t`` and scored row, the prequential conditional log-loss
-``-log P(x_t | leaf)`` of the tree's target at the row's leaf, with the leaf counts as they
-were at the start of the row's monitoring period (or at the leaf's creation when it is newer),
-so a row never scores a model that has learned it. The scored rows are the first quarter of
-every monitoring period (250 of 1,000 rows): routing every row through every tree a second
-time would cost as much as learning it (measured: +50% time at 50 variables), a contiguous
-block keeps the leaf-as-at-period-start rule exact whatever the batch cuts, and on
-exchangeable rows 250 rows a period carry what any 250 do. A numba kernel computes the losses
-for a whole piece of rows per tree, clips them at ``ln(d) + 3`` nats (a leaf that gives the seen value less than
+``-log P(x_t | leaf)`` of the tree's target at the row's leaf, with the leaf's counts as they
+were when a scored row first reached it in the current epoch of ``SNAPSHOT_PERIODS``
+monitoring periods (or at the leaf's creation when it is newer), so a row never scores a model
+that has learned it. The scored rows are the first quarter of every monitoring period (250 of
+1,000 rows). Costs decided these choices: routing every row through every tree a second time
+cost as much as learning it (+50% time at 50 variables), and recomputing every touched
+leaf's log-probabilities every period still cost 25% at 60 variables; with a quarter of the
+rows and leaf estimates refreshed every 5,000 rows the overhead is about 10%. A contiguous
+scored block keeps the first-touch rule exact whatever the batch cuts (a row of the block
+learned before a later one reached that leaf first), and on exchangeable rows 250 rows a period
+carry what any 250 do; a leaf estimate at most 5,000 rows old is a fine yardstick for a loss
+that moves when the stream changes. A numba kernel computes the losses for a whole piece of
+rows per tree, clips them at ``ln(d) + 3`` nats (a leaf that gives the seen value less than
 ``e**-3 / d`` is as wrong as it matters: unclipped, a near-deterministic leaf's rare misses
 make the per-period means so skewed that no Gaussian threshold controls false alarms), and adds
 it in fixed point (``2**-16`` nats) to per-tree integer sums, so the sums do not depend on how
@@ -51,7 +56,10 @@ benchmark 8 of 60 changed trees never alarmed and kept the model 2% off for 140k
 the swap test below, not the detector, decides which trees are replaced. Each tree is
 compared with its alternate on the scored rows: an exponentially weighted mean of the
 per-period loss difference (main minus alternate); once it exceeds ``SWAP_Z`` standard errors
-and ``MIN_SWAP_GAIN`` nats per row (after at least ``MIN_ALT_PERIODS`` periods) the alternate
+and ``MIN_SWAP_GAIN`` nats per row (``QUIET_SWAP_GAIN`` for a tree that did not alarm: an
+alternate grown exactly from the episode's rows can beat a Hoeffding tree of an unchanged
+target by a little, which is no reason to throw its statistics away; after at least
+``MIN_ALT_PERIODS`` periods) the alternate
 tree is swapped into the main forest (the forest is compacted, the leaves keep the
 alternate's split statistics) and the tree's detector starts afresh. An alternate that has not
 won within ``MAX_ALT_PERIODS`` periods is dropped, so a tree whose target did not change keeps
@@ -80,6 +88,7 @@ from streammn.trees.forest import Forest
 DETECTORS = ("page-hinkley",)
 MONITOR_ROWS = 1000      # rows per detector update (rounded to a multiple of grace_period)
 SCORED_SHARE = 4         # the first 1/SCORED_SHARE of each period's rows are scored
+SNAPSHOT_PERIODS = 5     # leaves are scored with their counts as of the last 5-period epoch
 LOSS_SCALE = 2.0 ** 16   # fixed point of the per-row losses (integer sums: order-free)
 LOSS_CAP = 3.0           # clip at ln(d) + LOSS_CAP nats
 K_ALLOWANCE = 0.5        # CUSUM slack, in standard errors of a period mean
@@ -90,6 +99,7 @@ MIN_VAR = 1e-4           # floor of the per-row loss variance (near-deterministi
 SWAP_HORIZON = 10        # periods the main-minus-alternate loss difference averages over
 SWAP_Z = 3.0             # standard errors by which the alternate must be better ...
 MIN_SWAP_GAIN = 0.002    # ... and nats per row (a tree whose target did not change stays)
+QUIET_SWAP_GAIN = 0.01   # ... or, for a tree that did not alarm in the episode, this many
 MIN_ALT_PERIODS = 5
 MAX_ALT_PERIODS = 100
 EVENTS = ("alarm", "swap", "drop")
@@ -107,10 +117,10 @@ def period_losses(rows, trees, roots, links, counts, cards, prior, cap, scale, s
     """Per tree in ``trees``: route ``rows`` and add each one's clipped log-loss ``-log P(x_t
     | leaf)`` (fixed point, ``scale`` units) to ``loss_sum[t]``, its square to ``loss_sq[t]``.
 
-    A leaf's counts are copied to ``snap`` the first time a row reaches it in the period
-    (``stamp[node] != period``): no row of the period has been learned at the leaf before
-    that, so every row of the period is scored against the leaf as it was at the period's
-    start (or at its creation), whatever the batch cuts. The loss of a value is computed from
+    A leaf's counts are copied to ``snap`` the first time a row reaches it in the epoch
+    (``stamp[node] != period``, ``period`` being the epoch's number): no scored row of the
+    epoch has been learned at the leaf before that, so the copy does not depend on the batch
+    cuts. The loss of a value is computed from
     the copy the first time that value is seen there (``value_stamp``) and kept in ``table``.
     Rows are routed four at a time, so the four chains of loads overlap."""
     n = rows.shape[0]
@@ -332,8 +342,8 @@ class DriftAdapter:
             setattr(self, name, np.array(state[f"drift_{name}"], dtype=np.float64))
         self.episode_start = int(state["drift_episode_start"])
         grower.rebuilds = bool(state["drift_rebuilds"])
-        period = grower.rows_seen // self.period
-        self.loss.set_state(state, "drift_", f, period)
+        epoch = self._epoch()
+        self.loss.set_state(state, "drift_", f, epoch)
         if "drift_alt_node_var" in state:
             alt_state = {k[len("drift_alt_"):]: v for k, v in state.items()
                          if k.startswith("drift_alt_")}
@@ -341,7 +351,7 @@ class DriftAdapter:
             self.alt = make_grower(forest, alt_state)
             self.alt.trees = np.array(alt_state["trees"], dtype=np.int64)
             self.alt.rebuilds = bool(alt_state["rebuilds"])
-            self.alt_loss.set_state(state, "drift_alt_", forest, period)
+            self.alt_loss.set_state(state, "drift_alt_", forest, epoch)
 
     # learning -------------------------------------------------------------------------------
     def learn(self, rows: np.ndarray) -> None:
@@ -351,18 +361,23 @@ class DriftAdapter:
         while start < n:
             stop = min(n, start + g - self.grower.rows_seen % g)
             piece = rows[start:stop]
-            period, offset = divmod(self.grower.rows_seen, self.period)
+            offset = self.grower.rows_seen % self.period
             scored = piece[:max(0, self.scored - offset)]
+            epoch = self._epoch()
             if scored.shape[0]:
-                self.loss.add(self.grower.forest, scored, self.all_trees, period)
+                self.loss.add(self.grower.forest, scored, self.all_trees, epoch)
             _learn(self.grower, piece, self.loss)
             if self.alt is not None:
                 if scored.shape[0]:
-                    self.alt_loss.add(self.alt.forest, scored, self.alt.trees, period)
+                    self.alt_loss.add(self.alt.forest, scored, self.alt.trees, epoch)
                 _learn(self.alt, piece, self.alt_loss)
             start = stop
             if self.grower.rows_seen % self.period == 0:
                 self._period_end()
+
+    def _epoch(self) -> int:
+        """The leaf-count epoch the scores use (``SNAPSHOT_PERIODS`` periods)."""
+        return self.grower.rows_seen // (self.period * SNAPSHOT_PERIODS)
 
     def _period_end(self) -> None:
         scale, g = LOSS_SCALE, self.scored
@@ -406,7 +421,11 @@ class DriftAdapter:
         self.alt_var[trees] += w * ((d - prev) ** 2 - self.alt_var[trees])
         se = np.sqrt(self.alt_var[trees] * w / (2.0 - w))
         old = self.alt_periods[trees] >= MIN_ALT_PERIODS
-        better = old & (self.alt_mean[trees] > np.maximum(SWAP_Z * se, MIN_SWAP_GAIN))
+        ev = self.events
+        alarmed = np.zeros(self.mu.size, dtype=bool)
+        alarmed[ev[(ev[:, 2] == 0) & (ev[:, 0] >= self.episode_start), 1]] = True
+        gain = np.where(alarmed[trees], MIN_SWAP_GAIN, QUIET_SWAP_GAIN)
+        better = old & (self.alt_mean[trees] > np.maximum(SWAP_Z * se, gain))
         expired = ~better & (self.alt_periods[trees] >= MAX_ALT_PERIODS)
         if better.any():
             self._swap(trees[better])
@@ -533,11 +552,11 @@ class DriftAdapter:
                               "cusum", "alt_mean", "alt_var")}
         state["drift_episode_start"] = np.array(self.episode_start, dtype=np.int64)
         state["drift_rebuilds"] = np.array(self.grower.rebuilds)
-        period = self.grower.rows_seen // self.period
-        state.update(self.loss.get_state("drift_", period))
+        epoch = self._epoch()
+        state.update(self.loss.get_state("drift_", epoch))
         if self.alt is not None:
             alt = {**self.alt.forest.get_state(), **self.alt.get_state(),
                    "trees": self.alt.trees.copy(), "rebuilds": np.array(self.alt.rebuilds)}
             state.update({f"drift_alt_{k}": v for k, v in alt.items()})
-            state.update(self.alt_loss.get_state("drift_alt_", period))
+            state.update(self.alt_loss.get_state("drift_alt_", epoch))
         return state
