@@ -4,14 +4,15 @@ What is monitored. For every tree ``t`` and scored row, the prequential conditio
 ``-log P(x_t | leaf)`` of the tree's target at the row's leaf, with the leaf's counts as they
 were when a scored row first reached it in the current epoch of ``SNAPSHOT_PERIODS``
 monitoring periods (or at the leaf's creation when it is newer), so a row never scores a model
-that has learned it. The scored rows are the first quarter of every monitoring period (250 of
+that has learned it. The scored rows are the first eighth of every monitoring period (125 of
 1,000 rows). Costs decided these choices: routing every row through every tree a second time
-cost as much as learning it (+50% time at 50 variables), and recomputing every touched
-leaf's log-probabilities every period still cost 25% at 60 variables; with a quarter of the
-rows and leaf estimates refreshed every 5,000 rows the overhead is about 10%. A contiguous
+cost as much as learning it (+50% time at 50 variables); a quarter of the rows with every
+touched leaf's log-probabilities recomputed every period still cost 25% at 60 variables, and
+22-27% with estimates refreshed every 5,000 rows once the trees were 10M rows deep (their
+leaves no longer fit in cache); an eighth halves that (``benchmarks/results/drift.md``). A contiguous
 scored block keeps the first-touch rule exact whatever the batch cuts (a row of the block
-learned before a later one reached that leaf first), and on exchangeable rows 250 rows a period
-carry what any 250 do; a leaf estimate at most 5,000 rows old is a fine yardstick for a loss
+learned before a later one reached that leaf first), and on exchangeable rows 125 rows a period
+carry what any 125 do; a leaf estimate at most 5,000 rows old is a fine yardstick for a loss
 that moves when the stream changes. A numba kernel computes the losses for a whole piece of
 rows per tree, clips them at ``ln(d) + 3`` nats (a leaf that gives the seen value less than
 ``e**-3 / d`` is as wrong as it matters: unclipped, a near-deterministic leaf's rare misses
@@ -87,7 +88,7 @@ from streammn.trees.forest import Forest
 
 DETECTORS = ("page-hinkley",)
 MONITOR_ROWS = 1000      # rows per detector update (rounded to a multiple of grace_period)
-SCORED_SHARE = 4         # the first 1/SCORED_SHARE of each period's rows are scored
+SCORED_SHARE = 8         # the first 1/SCORED_SHARE of each period's rows are scored
 SNAPSHOT_PERIODS = 5     # leaves are scored with their counts as of the last 5-period epoch
 LOSS_SCALE = 2.0 ** 16   # fixed point of the per-row losses (integer sums: order-free)
 LOSS_CAP = 3.0           # clip at ln(d) + LOSS_CAP nats
@@ -489,7 +490,7 @@ class DriftAdapter:
         alternate's split statistics where the main budget gives them a slot."""
         main, f, st = self.grower, self.grower.forest, self.grower.stats
         donor, donor_st = self.alt.forest, self.alt.stats
-        self._forget_buffer_before(self.episode_start)
+        self._forget_buffer_before(self._alternates_full_weight_row())
         map_donor = _replace_trees(main, donor, trees)
         donor_leaves = np.flatnonzero(map_donor >= 0)
         donor_leaves = donor_leaves[donor.var[donor_leaves] < 0]
@@ -506,10 +507,18 @@ class DriftAdapter:
         self.cusum[trees] = 0.0
         self._record(trees, "swap")
 
+    def _alternates_full_weight_row(self) -> int:
+        """The first stream row the alternates count at full weight: the episode's start, or
+        with forgetting the alternate grower's last halving."""
+        interval = getattr(self.alt, "interval", None)
+        if interval is None:
+            return self.episode_start
+        return self.episode_start + self.alt.rows_seen // interval * interval
+
     def _forget_buffer_before(self, row: int) -> None:
         """Keep only the buffered rows from stream row ``row`` on (moved to the front of the
-        ring): a swapped tree counted only those, and replay must not move older rows into its
-        leaves' statistics."""
+        ring): a swapped tree counted only those at full weight, and replay must not move other
+        rows into its leaves' statistics (a child's statistics must never exceed its counts)."""
         main = self.grower
         kept = self._buffered_since(row)
         k = kept.shape[0]
