@@ -196,3 +196,18 @@ def test_cli_reports_drift_in_the_progress_line_and_the_manifest(tmp_path):
     drift = manifest["drift"]
     assert drift["alarms"] > 0 and drift["swaps"] > 0
     assert all(e["row"] > 40_000 for e in drift["recent"])
+
+
+def test_drift_with_forgetting_keeps_counts_consistent(switch):
+    """Halvings on both growers' clocks and swaps between them: every leaf's split statistics
+    stay within its counts (a false child's counts are counts minus the true side's)."""
+    rows = switch[2]
+    model = DTSL(Schema.binary(N_VARS), drift="page-hinkley", half_life=2_000)
+    for start in range(0, rows.shape[0], 25_000):
+        model.partial_fit(rows[start:start + 25_000])
+        for grower in filter(None, (model._grower, model._drift.alt)):
+            f, st = grower.forest, grower.stats
+            assert (f.counts[:f.n_nodes] >= 0).all()
+            active = np.flatnonzero(st.slot_node >= 0)
+            assert (st.tot[active] <= f.counts[st.slot_node[active]]).all()
+    assert model.drift_summary()["swaps"] > 0
