@@ -107,6 +107,13 @@ def _parser() -> argparse.ArgumentParser:
     learn.add_argument("--max-tree-leaves", type=opt.count, default=0,
                        help="hoeffding: optional cap on the leaves of every tree; not needed "
                             "with --kappa auto (default: 0, no cap)")
+    learn.add_argument("--drift", choices=["page-hinkley"], default=None,
+                       help="dtsl: detect drift per tree (prequential log-loss, one-sided "
+                            "CUSUM) and swap in alternate trees grown since the change "
+                            "(default: off)")
+    learn.add_argument("--half-life", type=opt.positive_float, default=None, metavar="ROWS",
+                       help="dtsl: forget old rows, halving all counts every ROWS rows "
+                            "(default: never)")
     learn.add_argument("--max-leaves", type=opt.positive_int, default=None,
                        help="memory budget: active leaves over all trees (default: learner's)")
     learn.add_argument("--every-rows", type=opt.positive_int, default=None, help="snapshot every N rows")

@@ -49,6 +49,9 @@ def _progress(args) -> object | None:
 # learn --------------------------------------------------------------------------------------
 def _make_learner(args, schema):
     """The structure learner named by ``--algo`` with its command-line settings."""
+    if getattr(args, "algo", "dtsl") != "dtsl" and (getattr(args, "drift", None) is not None
+                                                    or getattr(args, "half_life", None)):
+        raise UsageError("--drift and --half-life are for dtsl's one-pass trees")
     if getattr(args, "algo", "dtsl") == "grafting":
         from streammn.grafting import EdgeGrafting
 
@@ -77,7 +80,8 @@ def _make_learner(args, schema):
     params = dict(kappa=args.kappa, split_alpha=args.split_alpha, mode=args.mode,
                   grace_period=args.grace_period, delta=args.delta, tau=args.tau,
                   memory_mb=args.memory_mb, seed=args.seed,
-                  max_tree_leaves=args.max_tree_leaves or None)
+                  max_tree_leaves=args.max_tree_leaves or None,
+                  drift=getattr(args, "drift", None), half_life=getattr(args, "half_life", None))
     if args.max_leaves is not None:
         params["max_leaves"] = args.max_leaves
     return DTSL(schema, **params)

@@ -20,6 +20,7 @@ structure prior ``P(S) ∝ kappa^parameters`` (gain above ``(d - 1) * -ln(kappa)
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import numba
@@ -34,6 +35,8 @@ from streammn.trees.criterion import AUTO, DEFAULT_ALPHA, DEFAULT_MIN_GAIN_PER_R
 from streammn.trees.exact import grow_level_wise
 from streammn.trees.features import forest_features
 from streammn.trees.forest import Forest
+from streammn.trees.adaptive import DETECTORS, DriftAdapter
+from streammn.trees.decay import ForgettingGrower
 from streammn.trees.hoeffding import HoeffdingGrower
 from streammn.trees.stats import LeafStats
 from streammn.errors import SettingsError
@@ -120,6 +123,16 @@ class DTSL(Estimator):
     seed : int or None, default None
         Accepted for uniformity with streammn's other learners; DTSL is deterministic (ties
         go to the first candidate in variable order), so it does not change the result.
+    drift : None or 'page-hinkley', default None
+        Hoeffding: watch every tree's prequential log-loss with a one-sided change detector
+        and, when a tree's loss rises, grow an alternate tree from the estimated change point
+        and swap it in once it is better on the rows since (the Hoeffding Adaptive Tree
+        scheme, :mod:`streammn.trees.adaptive`); other trees keep their statistics. Events:
+        :meth:`drift_summary`.
+    half_life : float or None, default None
+        Hoeffding: forget old rows, halving every count every ``half_life`` rows (rounded up
+        to a multiple of ``grace_period``; :mod:`streammn.trees.decay`). None or ``inf``: no
+        forgetting.
 
     Examples
     --------
@@ -157,7 +170,8 @@ class DTSL(Estimator):
                  min_count: int | str = AUTO,
                  prior: float = 1.0, replay_rows: int | str = AUTO, n_threads: int | str = 1,
                  seed: int | None = None, split_alpha: float = DEFAULT_ALPHA,
-                 min_gain_per_row: float = DEFAULT_MIN_GAIN_PER_ROW):
+                 min_gain_per_row: float = DEFAULT_MIN_GAIN_PER_ROW,
+                 drift: str | None = None, half_life: float | None = None):
         if not isinstance(schema, Schema):
             raise DTSLError(f"schema must be a streammn Schema, got {type(schema).__name__}")
         if kappa != AUTO and not (isinstance(kappa, numbers.Real) and 0.0 < kappa <= 1.0):
@@ -191,7 +205,19 @@ class DTSL(Estimator):
         if replay_rows != AUTO and not (isinstance(replay_rows, numbers.Integral)
                                         and replay_rows >= 0):
             raise DTSLError(f"replay_rows must be 'auto' or >= 0, got {replay_rows!r}")
+        if drift is not None and drift not in DETECTORS:
+            raise DTSLError(f"drift must be None or one of {DETECTORS}, got {drift!r}")
+        if half_life is not None and not (isinstance(half_life, numbers.Real)
+                                          and half_life >= 1):
+            raise DTSLError(f"half_life must be None or at least 1 row, got {half_life!r}")
+        if mode == "exact" and (drift is not None or half_life is not None
+                                and not math.isinf(half_life)):
+            raise DTSLError("drift and half_life apply to mode='hoeffding' (exact mode learns "
+                            "a fixed, finite source)")
         self.schema = schema
+        self.drift = drift
+        self.half_life = (None if half_life is None or math.isinf(half_life)
+                          else float(half_life))
         self.kappa = AUTO if kappa == AUTO else float(kappa)
         self.split_alpha = float(split_alpha)
         self.min_gain_per_row = float(min_gain_per_row)
@@ -242,21 +268,34 @@ class DTSL(Estimator):
         per_row = 5 * self.schema.n_vars
         return int(min(100_000, self.memory_mb * 2 ** 20 / 4 // per_row))
 
-    def _make_grower(self, state: dict | None = None) -> HoeffdingGrower:
-        return HoeffdingGrower(self.forest, self.kappa, self.grace_period, self.delta,
-                               self.tau, self.rows_per_side, self.max_depth, self.max_leaves,
-                               self.replay_size, self.threads, state=state,
-                               max_tree_leaves=self.max_tree_leaves, alpha=self.split_alpha,
-                               memory_bytes=int(self.memory_mb * 2 ** 20),
-                               min_gain_per_row=self.min_gain_per_row)
+    def _make_grower(self, forest: Forest | None = None,
+                     state: dict | None = None) -> HoeffdingGrower:
+        """A grower of ``forest`` (default: the learner's) with the learner's settings; a
+        forgetting one when a half-life is set."""
+        forget = {} if self.half_life is None else {"half_life": self.half_life}
+        return (ForgettingGrower if forget else HoeffdingGrower)(
+            self.forest if forest is None else forest, self.kappa, self.grace_period,
+            self.delta, self.tau, self.rows_per_side, self.max_depth, self.max_leaves,
+            self.replay_size, self.threads, state=state,
+            max_tree_leaves=self.max_tree_leaves, alpha=self.split_alpha,
+            memory_bytes=int(self.memory_mb * 2 ** 20),
+            min_gain_per_row=self.min_gain_per_row, **forget)
+
+    def _make_adapter(self, state: dict | None = None) -> DriftAdapter | None:
+        if self.drift is None:
+            return None
+        return DriftAdapter(self._grower, lambda forest, st: self._make_grower(forest, st),
+                            state=state)
 
     def _reset(self) -> None:
         self.forest = Forest(self.schema, prior=self.prior)
         self.rows_seen = 0
         self.n_passes = 0
         self._grower = None
+        self._drift = None
         if self.mode == "hoeffding":
             self._grower = self._make_grower()
+            self._drift = self._make_adapter()
 
     # learning -------------------------------------------------------------------------------
     def _validate(self, batch) -> np.ndarray:
@@ -272,7 +311,7 @@ class DTSL(Estimator):
             raise DTSLError("partial_fit needs mode='hoeffding'; exact mode learns with "
                             "fit(source) over a re-iterable source")
         rows = self._validate(batch)
-        self._grower.learn(rows)
+        (self._drift or self._grower).learn(rows)
         self.rows_seen = self._grower.rows_seen
         return self
 
@@ -350,6 +389,11 @@ class DTSL(Estimator):
                 "n_nodes": 2 * f.n_leaves() - 1,
                 "active_leaves": 0 if self._grower is None else self._grower.stats.n_active}
 
+    def drift_summary(self) -> dict | None:
+        """Drift events so far (alarms, swaps, drops, the trees under alternation, the last
+        events) when drift adaptation is on, else None."""
+        return None if self._drift is None else self._drift.summary()
+
     def leaf_rows(self, i: int) -> np.ndarray:
         """Rows counted at each leaf of tree ``i``."""
         return self.forest.leaf_rows(i)
@@ -363,6 +407,8 @@ class DTSL(Estimator):
         arrays = self.forest.get_state()
         if self._grower is not None:
             arrays.update(self._grower.get_state())
+        if self._drift is not None:
+            arrays.update(self._drift.get_state())
         return meta, arrays
 
     @classmethod
@@ -375,6 +421,7 @@ class DTSL(Estimator):
         model.n_passes = int(meta["n_passes"])
         if model.mode == "hoeffding":
             model._grower = model._make_grower(state=arrays)
+            model._drift = model._make_adapter(state=arrays)
         return model
 
     def to_bytes(self) -> bytes:

@@ -566,6 +566,9 @@ class StreamLearner:
             "peak_rss_mb": peak_rss_mb,
             ENGINE_KEY: st.to_dict(),
         }
+        drift = self._drift_summary()
+        if drift is not None:  # learners that adapt to drift: their alarms and swaps
+            manifest["drift"] = drift
         t1 = time.perf_counter()
         path = self.writer.write(files, manifest)
         return {"path": str(path), "validation_pll": validation_pll,
@@ -630,6 +633,10 @@ class StreamLearner:
                   f"{UAI_MAX_ENTRIES:,}); use the .mn or JSON model")
         return tuple(f for f in self.formats if f != "uai"), {"uai": reason}, None
 
+    def _drift_summary(self) -> dict | None:
+        summary = getattr(self.learner, "drift_summary", None)
+        return None if summary is None else summary()
+
     def _print_progress(self, elapsed: float, rows: int, final: bool = False) -> None:
         st = self.state
         rate = rows / elapsed if elapsed > 0 else 0.0
@@ -637,6 +644,10 @@ class StreamLearner:
         preq_text = f"{preq:.4f}" if preq is not None else "n/a"
         line = (f"rows {st.rows_seen:,}  {rate:,.0f} rows/s  prequential PLL {preq_text}  "
                 f"snapshots {st.snapshots_written}")
+        drift = self._drift_summary()
+        if drift is not None:
+            line += (f"  drift alarms {drift['alarms']} swaps {drift['swaps']} "
+                     f"alternates {len(drift['alternating'])}")
         print(("done: " if final else "") + line, file=self.progress_stream, flush=True)
 
 

@@ -135,6 +135,9 @@ class HoeffdingGrower:
         self.memory_bytes = int(memory_bytes)
         self._slot_bytes = LeafStats.slot_bytes(forest, STATS_DTYPE)
         self.rows_seen = 0
+        self.trees = None  # trees that learn (None: all); drift alternates grow a subset
+        self.rebuilds = True  # exact rebuilds allowed (drift adaptation turns them off)
+        self.rebuild_count = 0  # rebuilds made by this object (not state: callers compare)
         if kappa == AUTO:
             self._candidates = n_candidates(forest.cards)
         else:
@@ -178,6 +181,8 @@ class HoeffdingGrower:
             leaves = leaves[f.depth[leaves] < self.max_depth]
         if self.max_tree_leaves is not None:
             leaves = leaves[f.n_leaves()[f.tree[leaves]] < self.max_tree_leaves]
+        if self.trees is not None:
+            leaves = leaves[np.isin(f.tree[leaves], self.trees)]
         return leaves
 
     def learn(self, rows: np.ndarray) -> None:
@@ -190,7 +195,7 @@ class HoeffdingGrower:
             stop = min(n, start + boundary - self.rows_seen)
             dest = self._buffer_positions(stop - start)
             due = self.stats.add(rows[start:stop], grace=self._look_gap, dest=dest,
-                                 row_leaf=self._buf_leaf)
+                                 row_leaf=self._buf_leaf, trees=self.trees)
             self._due.append(due)
             self._remember(rows[start:stop], dest)
             self.rows_seen += stop - start
@@ -221,10 +226,12 @@ class HoeffdingGrower:
 
     def _rebuild_due(self) -> bool:
         """Whether the chunk boundary just reached is a rebuild point: 'auto', no tree cap,
-        the buffer holding every row so far, and ``REBUILD_FIRST * REBUILD_GROWTH**k`` rows
-        passed within the chunk that just ended, or the next boundary past the buffer."""
+        rebuilds on, the buffer holding every row so far, and ``REBUILD_FIRST *
+        REBUILD_GROWTH**k`` rows passed within the chunk that just ended, or the next boundary
+        past the buffer."""
         n, W = self.rows_seen, self.replay_rows
-        if self.kappa != AUTO or self.max_tree_leaves is not None or not 0 < n <= W:
+        if (self.kappa != AUTO or self.max_tree_leaves is not None or not self.rebuilds
+                or not 0 < n <= W):
             return False
         if n + self._spacing(n) > W:
             return True  # the last boundary at which the buffer holds the whole stream
@@ -252,6 +259,7 @@ class HoeffdingGrower:
         twice that for the full buffer, once per stream. Afterwards growth is plain Hoeffding
         growth."""
         f, st = self.forest, self.stats
+        self.rebuild_count += 1
         rows = self._buf[:self._buf_len]
         fresh = Forest(f.schema, prior=f.prior)
         passes = SourcePasses(_BufferedRows(rows), cache_bytes=self._buf_leaf.nbytes)
@@ -324,7 +332,7 @@ class HoeffdingGrower:
         go = (bvar >= 0) & confident & (bgain > self._threshold(targets, st.attempts[due]))
         if self.kappa == AUTO:  # relevance: the split's share of the stream's log-likelihood
             leaf_rows = f.counts[st.slot_node[due]].sum(axis=1)
-            go &= bgain / n * leaf_rows >= self.min_gain_per_row * self.rows_seen
+            go &= bgain / n * leaf_rows >= self.min_gain_per_row * self.stream_weight
         if self.max_tree_leaves is not None:
             go &= self._within_tree_cap(st.slot_node[due], bgain, go)
         self._retire_full_slots(due[~go])
@@ -341,6 +349,12 @@ class HoeffdingGrower:
             st.release(f.slot[capped])
         self._enforce_budget(self._eligible(children))
         return children
+
+    @property
+    def stream_weight(self) -> float:
+        """The rows the relevance floor measures a split's share against: every row seen
+        (a forgetting grower counts its decayed weight instead)."""
+        return self.rows_seen
 
     def _schedule(self, slots: np.ndarray) -> None:
         """Set when each slot is next looked at. Fixed kappa: after ``grace_period`` more rows.
