@@ -126,6 +126,17 @@ def _add_to_values(logits, j, card, mask, w):
 
 
 @nb.njit(cache=True)
+def _move_weight(logits, cards, j, x, g0, g1, k_var, k_mask, failing, w):
+    """Add ``w`` to the logits of the part's variables (other than the changed ``j``) whose
+    conditional it enters or leaves: with ``failing`` (0 or 1) of the part's groups other than
+    X_j's failing, that is every other variable when 0 and the failing one when 1."""
+    for g in range(g0, g1):
+        o = k_var[g]
+        if o != j and _fails(k_mask[g], x[o]) == failing:
+            _add_to_values(logits, o, cards[o], k_mask[g], w)
+
+
+@nb.njit(cache=True)
 def _chain(c, evidence, free_vars, cards, offs, burn_in, samples, seeds, weights, feat, part,
            unary_var, unary_mask, ev_ptr, ev_var, ev_mask, part_ptr, part_var, part_mask, acc):
     """Reduce the model to chain ``c``'s free variables, then run its Gibbs sweeps."""
@@ -164,37 +175,57 @@ def _chain(c, evidence, free_vars, cards, offs, burn_in, samples, seeds, weights
                 live[n_live] = p
                 n_live += 1
             part_w[p] += w
-    # the chain's parts (nonzero weight) and, per free variable, the parts mentioning it
-    k_part = np.empty(n_live, dtype=np.int64)
+    # the chain's parts (nonzero weight), copied next to each other: groups k_ptr[k]:k_ptr[k+1]
     n_k = 0
-    deg = np.zeros(n + 1, dtype=np.int64)
+    n_g = 0
     for i in range(n_live):
         p = live[i]
         if part_w[p] != 0.0:
-            k_part[n_k] = p
             n_k += 1
-            for q in range(part_ptr[p], part_ptr[p + 1]):
-                deg[part_var[q] + 1] += 1
-    var_ptr = np.cumsum(deg)
-    fill = var_ptr[:-1].copy()
-    var_k = np.empty(var_ptr[n], dtype=np.int64)  # index into k_part
-    var_q = np.empty(var_ptr[n], dtype=np.int64)  # the part's group on that variable
+            n_g += part_ptr[p + 1] - part_ptr[p]
+    k_w = np.empty(n_k)
+    k_ptr = np.zeros(n_k + 1, dtype=np.int64)
+    k_var = np.empty(n_g, dtype=np.int64)
+    k_mask = np.empty(n_g, dtype=np.uint64)
     unsat = np.zeros(n_k, dtype=np.int64)
-    for k in range(n_k):
-        p = k_part[k]
+    deg = np.zeros(n + 1, dtype=np.int64)
+    k = 0
+    g = 0
+    for i in range(n_live):
+        p = live[i]
+        if part_w[p] == 0.0:
+            continue
+        k_w[k] = part_w[p]
         for q in range(part_ptr[p], part_ptr[p + 1]):
             j = part_var[q]
-            var_k[fill[j]] = k
-            var_q[fill[j]] = q
-            fill[j] += 1
+            k_var[g] = j
+            k_mask[g] = part_mask[q]
             unsat[k] += _fails(part_mask[q], x[j])
+            deg[j + 1] += 1
+            g += 1
+        k += 1
+        k_ptr[k] = g
+    # per free variable and value, the parts whose group on it accepts the value
+    deg = np.zeros(offs[-1] + 1, dtype=np.int64)
+    for g in range(n_g):
+        for a in range(cards[k_var[g]]):
+            deg[offs[k_var[g]] + a + 1] += (k_mask[g] >> np.uint64(a)) & np.uint64(1)
+    slot_ptr = np.cumsum(deg)
+    fill = slot_ptr[:-1].copy()
+    slot_k = np.empty(slot_ptr[-1], dtype=np.int64)
+    slot_mask = np.empty(slot_ptr[-1], dtype=np.uint64)
     for k in range(n_k):
-        p = k_part[k]
-        for q in range(part_ptr[p], part_ptr[p + 1]):
-            j = part_var[q]
-            if unsat[k] - _fails(part_mask[q], x[j]) == 0:
-                _add_to_values(logits, j, cards[j], part_mask[q], part_w[p])
+        for g in range(k_ptr[k], k_ptr[k + 1]):
+            j = k_var[g]
+            for a in range(cards[j]):
+                if (k_mask[g] >> np.uint64(a)) & np.uint64(1):
+                    slot_k[fill[offs[j] + a]] = k
+                    slot_mask[fill[offs[j] + a]] = k_mask[g]
+                    fill[offs[j] + a] += 1
+            if unsat[k] - _fails(k_mask[g], x[j]) == 0:
+                _add_to_values(logits, j, cards[j], k_mask[g], k_w[k])
     prob = np.empty(max_card)
+    total = np.zeros(offs[-1])
     for s in range(burn_in + samples):
         for i in range(free_vars.shape[0]):
             j = free_vars[i]
@@ -210,7 +241,7 @@ def _chain(c, evidence, free_vars, cards, offs, burn_in, samples, seeds, weights
                 prob[a] /= tot
             if s >= burn_in:
                 for a in range(card):
-                    acc[c, offs[j] + a] += prob[a]
+                    total[offs[j] + a] += prob[a]
             u = _next_at(states, 0)
             cum = 0.0
             v = card - 1
@@ -221,26 +252,28 @@ def _chain(c, evidence, free_vars, cards, offs, burn_in, samples, seeds, weights
                     break
             if v == x[j]:
                 continue
-            for r in range(var_ptr[j], var_ptr[j + 1]):
-                k = var_k[r]
-                delta = _fails(part_mask[var_q[r]], v) - _fails(part_mask[var_q[r]], x[j])
-                if delta == 0:
-                    continue
-                p = k_part[k]
-                before = unsat[k]
-                unsat[k] = before + delta
-                if before >= 2 and before + delta >= 2:
-                    continue  # still failing on another variable: no conditional changes
-                for q in range(part_ptr[p], part_ptr[p + 1]):
-                    o = part_var[q]
-                    if o == j:
-                        continue
-                    own = _fails(part_mask[q], x[o])
-                    if before - own == 0:
-                        _add_to_values(logits, o, cards[o], part_mask[q], -part_w[p])
-                    elif before + delta - own == 0:
-                        _add_to_values(logits, o, cards[o], part_mask[q], part_w[p])
+            old = x[j]
             x[j] = v
+            # parts that accepted the old value and not the new one fail one more group ...
+            for r in range(slot_ptr[offs[j] + old], slot_ptr[offs[j] + old + 1]):
+                if (slot_mask[r] >> np.uint64(v)) & np.uint64(1):
+                    continue
+                k = slot_k[r]
+                unsat[k] += 1
+                if unsat[k] <= 2:
+                    _move_weight(logits, cards, j, x, k_ptr[k], k_ptr[k + 1], k_var, k_mask,
+                                 unsat[k] - 1, -k_w[k])
+            # ... and those that accept the new value and not the old one, one fewer
+            for r in range(slot_ptr[offs[j] + v], slot_ptr[offs[j] + v + 1]):
+                if (slot_mask[r] >> np.uint64(old)) & np.uint64(1):
+                    continue
+                k = slot_k[r]
+                unsat[k] -= 1
+                if unsat[k] <= 1:
+                    _move_weight(logits, cards, j, x, k_ptr[k], k_ptr[k + 1], k_var, k_mask,
+                                 unsat[k], k_w[k])
+    for i in range(offs[-1]):
+        acc[c, i] += total[i]
 
 
 @nb.njit(cache=True, parallel=True)
