@@ -27,7 +27,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from streammn.loglinear import _group_structure
+from streammn.loglinear import _group_structure, _lowest_bit
 
 
 @nb.njit(cache=True)
@@ -137,44 +137,79 @@ def _move_weight(logits, cards, j, x, g0, g1, k_var, k_mask, failing, w):
 
 
 @nb.njit(cache=True)
-def _chain(c, evidence, free_vars, cards, offs, burn_in, samples, seeds, weights, feat, part,
-           unary_var, unary_mask, ev_ptr, ev_var, ev_mask, part_ptr, part_var, part_mask, acc):
-    """Reduce the model to chain ``c``'s free variables, then run its Gibbs sweeps."""
+def _block(chains, evidence, cards, offs, burn_in, samples, seeds, weights, feat, part,
+           unary_var, unary_mask, ev_ptr, ev_var, ev_mask, part_ptr, part_var, part_mask,
+           free_vars, acc):
+    """Reduce the model for up to 64 chains of one evidence pattern at once, then run each.
+
+    Each feature's evidence groups are tested against all the chains with one AND per group
+    over 64-chain bitsets of the observed values; the chains where it holds add its weight to
+    their part (or bias). Per chain the features are visited in the same order, so the sums do
+    not depend on how chains are blocked.
+    """
+    nc = chains.shape[0]
     n = evidence.shape[1]
     max_card = 0
     for j in range(n):
         max_card = max(max_card, cards[j])
-    states = seeds[c:c + 1].copy()
-    x = np.empty(n, dtype=np.int64)
-    for j in range(n):
-        e = evidence[c, j]
-        x[j] = min(int(_next_at(states, 0) * cards[j]), cards[j] - 1) if e < 0 else e
-    # reduce: live features into biases and part weights
-    logits = np.zeros((n, max_card))
+    states = np.empty(nc, dtype=np.uint64)
+    x = np.empty((nc, n), dtype=np.int64)
+    lits = np.zeros(offs[-1], dtype=np.uint64)
+    for i in range(nc):
+        states[i] = seeds[chains[i]]
+        for j in range(n):
+            e = evidence[chains[i], j]
+            if e < 0:
+                x[i, j] = min(int(_next_at(states, i) * cards[j]), cards[j] - 1)
+            else:
+                x[i, j] = e
+                lits[offs[j] + e] |= np.uint64(1) << np.uint64(i)
     n_parts = part_ptr.shape[0] - 1
-    part_w = np.zeros(n_parts)
-    seen = np.zeros(n_parts, dtype=np.bool_)
-    live = np.empty(n_parts, dtype=np.int64)
-    n_live = 0
+    logits = np.zeros((nc, n, max_card))
+    part_w = np.zeros((nc, n_parts))
+    seen = np.zeros((nc, n_parts), dtype=np.bool_)
+    live = np.empty((nc, n_parts), dtype=np.int64)
+    n_live = np.zeros(nc, dtype=np.int64)
+    everyone = np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(64 - nc)
     for t in range(feat.shape[0]):
-        ok = True
+        h = everyone
         for e in range(ev_ptr[t], ev_ptr[t + 1]):
-            if not (ev_mask[e] >> np.uint64(x[ev_var[e]])) & np.uint64(1):
-                ok = False
+            v = ev_var[e]
+            holds = np.uint64(0)
+            for a in range(cards[v]):
+                if (ev_mask[e] >> np.uint64(a)) & np.uint64(1):
+                    holds |= lits[offs[v] + a]
+            h &= holds
+            if h == 0:
                 break
-        if not ok:
+        if h == 0:
             continue
         w = weights[feat[t]]
         p = part[t]
-        if p < 0:
-            j = unary_var[t]
-            _add_to_values(logits, j, cards[j], unary_mask[t], w)
-        else:
-            if not seen[p]:
-                seen[p] = True
-                live[n_live] = p
-                n_live += 1
-            part_w[p] += w
+        while h != 0:
+            i = _lowest_bit(h)
+            h &= h - np.uint64(1)
+            if p < 0:
+                j = unary_var[t]
+                _add_to_values(logits[i], j, cards[j], unary_mask[t], w)
+            else:
+                if not seen[i, p]:
+                    seen[i, p] = True
+                    live[i, n_live[i]] = p
+                    n_live[i] += 1
+                part_w[i, p] += w
+    for i in range(nc):
+        _chain(chains[i], states[i:i + 1], x[i], logits[i], part_w[i], live[i, :n_live[i]],
+               cards, offs, burn_in, samples, part_ptr, part_var, part_mask, free_vars, acc)
+
+
+@nb.njit(cache=True)
+def _chain(c, states, x, logits, part_w, live, cards, offs, burn_in, samples, part_ptr,
+           part_var, part_mask, free_vars, acc):
+    """Chain ``c``'s Gibbs sweeps on its reduced model (its part weights and biases)."""
+    n = x.shape[0]
+    max_card = logits.shape[1]
+    n_live = live.shape[0]
     # the chain's parts (nonzero weight), copied next to each other: groups k_ptr[k]:k_ptr[k+1]
     n_k = 0
     n_g = 0
@@ -188,7 +223,6 @@ def _chain(c, evidence, free_vars, cards, offs, burn_in, samples, seeds, weights
     k_var = np.empty(n_g, dtype=np.int64)
     k_mask = np.empty(n_g, dtype=np.uint64)
     unsat = np.zeros(n_k, dtype=np.int64)
-    deg = np.zeros(n + 1, dtype=np.int64)
     k = 0
     g = 0
     for i in range(n_live):
@@ -201,7 +235,6 @@ def _chain(c, evidence, free_vars, cards, offs, burn_in, samples, seeds, weights
             k_var[g] = j
             k_mask[g] = part_mask[q]
             unsat[k] += _fails(part_mask[q], x[j])
-            deg[j + 1] += 1
             g += 1
         k += 1
         k_ptr[k] = g
@@ -277,13 +310,13 @@ def _chain(c, evidence, free_vars, cards, offs, burn_in, samples, seeds, weights
 
 
 @nb.njit(cache=True, parallel=True)
-def _chains(chains, evidence, free_vars, cards, offs, burn_in, samples, seeds, weights, feat,
-            part, unary_var, unary_mask, ev_ptr, ev_var, ev_mask, part_ptr, part_var, part_mask,
-            acc):
-    for i in nb.prange(chains.shape[0]):
-        _chain(chains[i], evidence, free_vars, cards, offs, burn_in, samples, seeds, weights,
-               feat, part, unary_var, unary_mask, ev_ptr, ev_var, ev_mask, part_ptr, part_var,
-               part_mask, acc)
+def _chains(chains, evidence, cards, offs, burn_in, samples, seeds, weights, feat, part,
+            unary_var, unary_mask, ev_ptr, ev_var, ev_mask, part_ptr, part_var, part_mask,
+            free_vars, acc):
+    for b in nb.prange((chains.shape[0] + 63) // 64):
+        _block(chains[64 * b:64 * b + 64], evidence, cards, offs, burn_in, samples, seeds,
+               weights, feat, part, unary_var, unary_mask, ev_ptr, ev_var, ev_mask, part_ptr,
+               part_var, part_mask, free_vars, acc)
 
 
 def incremental_marginals(fs, evidence, cards, offs, burn_in, samples, seeds) -> np.ndarray:
@@ -297,6 +330,6 @@ def incremental_marginals(fs, evidence, cards, offs, burn_in, samples, seeds) ->
     acc = np.zeros((evidence.shape[0], offs[-1]))
     for i, is_free in enumerate(patterns):
         shared = _pattern(is_free, gptr, g_var, g_mask)
-        _chains(np.flatnonzero(which == i), evidence, np.flatnonzero(is_free), cards, offs,
-                int(burn_in), int(samples), seeds, fs.weights, *shared, acc)
+        _chains(np.flatnonzero(which == i), evidence, cards, offs, int(burn_in), int(samples),
+                seeds, fs.weights, *shared, np.flatnonzero(is_free), acc)
     return acc
