@@ -207,7 +207,6 @@ def _block(chains, evidence, cards, offs, burn_in, samples, seeds, weights, feat
 def _chain(c, states, x, logits, part_w, live, cards, offs, burn_in, samples, part_ptr,
            part_var, part_mask, free_vars, acc):
     """Chain ``c``'s Gibbs sweeps on its reduced model (its part weights and biases)."""
-    n = x.shape[0]
     max_card = logits.shape[1]
     n_live = live.shape[0]
     # the chain's parts (nonzero weight), copied next to each other: groups k_ptr[k]:k_ptr[k+1]
