@@ -21,6 +21,7 @@ import numpy as np
 from streammn import loglinear
 from streammn.dn import DependencyNetwork
 from streammn.features import FeatureSet
+from streammn.inference.incremental import incremental_marginals
 from streammn.loglinear import _add_feature_logits, _group_masks, _lowest_bit, value_offsets
 from streammn.model import MarkovNetwork
 from streammn.errors import SettingsError
@@ -399,11 +400,18 @@ def gibbs_marginals(model, evidence, burn_in: int = 100, samples: int = 1000, ch
     ``method``: ``'table'`` precomputes every conditional of every joint state once (small
     models: at most ``TABLE_STATES`` states) so that each Gibbs step is a lookup; ``'bitset'``
     runs the chains in lockstep, 64 per machine word, evaluating the features of each
-    conditional against all chains at once; ``'auto'`` (default) picks the table when it fits.
+    conditional against all chains at once; ``'incremental'`` (Markov networks only) reduces
+    the model to each chain's free variables and updates conditionals only when a value changes
+    (:mod:`streammn.inference.incremental`); ``'auto'`` (default) picks the table when it fits,
+    else ``'incremental'`` for a Markov network and ``'bitset'`` for a dependency network.
     """
     _check_counts(burn_in=burn_in, samples=samples, chains=chains)
-    if method not in ("auto", "table", "bitset"):
-        raise InferenceError(f"method must be 'auto', 'table' or 'bitset', got {method!r}")
+    if method not in ("auto", "table", "bitset", "incremental"):
+        raise InferenceError(f"method must be 'auto', 'table', 'bitset' or 'incremental', got "
+                             f"{method!r}")
+    if method == "incremental" and not isinstance(model, MarkovNetwork):
+        raise InferenceError("method='incremental' needs a MarkovNetwork (a dependency "
+                             "network's conditionals are not one joint model's)")
     fs, var_ptr, var_feats, owner = conditional_structure(model)
     cards = np.ascontiguousarray(fs.schema.cardinalities, dtype=np.int64)
     ev = _evidence(evidence, fs.schema)
@@ -424,6 +432,8 @@ def gibbs_marginals(model, evidence, burn_in: int = 100, samples: int = 1000, ch
         strides = np.append(np.cumprod(cards[::-1])[::-1][1:], 1)  # last variable fastest
         acc = _marginals_table(ev, cards, offs, np.ascontiguousarray(strides, dtype=np.int64), table,
                                int(burn_in), int(samples), seeds)
+    elif method == "incremental" or (method == "auto" and isinstance(model, MarkovNetwork)):
+        acc = incremental_marginals(fs, ev, cards, offs, burn_in, samples, seeds)
     else:
         if cards.max() > loglinear.MASK_VALUES:
             raise InferenceError(
