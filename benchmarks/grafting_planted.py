@@ -176,6 +176,7 @@ def markdown(results: dict) -> str:
     lines = ["# Edge grafting at its defaults on planted Potts models", "",
              f"Machine: {results['machine']} -- a shared machine under load from other jobs, "
              "so seconds are inflated and only comparable within one case.", "",
+             *([results["notes"], ""] if results.get("notes") else []),
              "Defaults: pseudo-likelihood objective and scores, lambda = 2 sqrt(log n / N) / "
              "mean(card)^2, best-choice with local climbing. Test PLL: mean log "
              "pseudo-likelihood per test row (higher is better; 'met' allows "
@@ -225,11 +226,14 @@ def main(argv=None) -> None:
     p.add_argument("--out", default=str(RESULTS / "grafting.json"))
     p.add_argument("--merge", nargs="+", help="combine the cases of these result files (runs "
                                               "split over several processes) into --out")
+    p.add_argument("--notes", default="", help="a line for the table's header (what was run)")
     args = p.parse_args(argv)
     out = Path(args.out)
     if args.merge:
         parts = [json.loads(Path(f).read_text()) for f in args.merge]
         results = {**parts[0], "cases": [c for part in parts for c in part["cases"]]}
+        if args.notes:
+            results["notes"] = args.notes
         out.write_text(json.dumps(results, indent=1))
         out.with_suffix(".md").write_text(markdown(results))
         return

@@ -109,3 +109,19 @@ def test_published_weights_are_the_unpenalised_optimum_of_the_grafted_structure(
     penalised = EdgeGrafting(mrf.schema, refit=False).fit(rows)
     assert penalised.edges == learner.edges
     assert learner.pll_terms(rows).sum() > penalised.pll_terms(rows).sum()
+
+
+def test_default_lambda_scales_with_the_rows_seen_and_no_budget_stops_the_run():
+    mrf = planted_potts("tree", 10, states=3, coupling=(0.8, 1.5), seed=4)
+    rows = mrf.sample(4000, seed=5, burn_in=100, thin=2, chains=4)
+    small = EdgeGrafting(mrf.schema).fit(rows[:1000])
+    large = EdgeGrafting(mrf.schema).fit(rows)
+    # c * sqrt(log n / N) / mean(card)^2 with c = lambda_c = 2: 4x the rows halves lambda
+    assert small.strength == pytest.approx(2.0 * np.sqrt(np.log(10) / 1000) / 9)
+    assert large.strength == pytest.approx(small.strength / 2)
+    # no edge budget: test C2 ends the run, every inactive pair is below lambda at the end
+    assert large.edge_limit == 45 and len(large.edges) < 45
+    inactive = np.array([(i, j) for i in range(10) for j in range(i + 1, 10)
+                         if (i, j) not in large.active], dtype=np.int64)
+    _, scores = large.score(inactive)
+    assert scores.max() <= large.strength

@@ -56,7 +56,7 @@ def default_lambda(cards, n_rows: int, c: float = 1.0) -> float:
     of order ``1 / sqrt(N)`` whatever ``k`` (a chi-square with ``(k - 1)^2`` degrees of freedom
     on cells of size ``1 / k^2``), while test C2 divides that norm by ``d_e = k^2``: hence the
     division by the mean table size. ``c`` was chosen once on planted Potts models
-    (benchmarks/grafting.py, see the README).
+    (benchmarks/grafting_planted.py, see the README).
     """
     n = max(len(cards), 2)
     k2 = float(np.mean(np.asarray(cards, dtype=np.float64))) ** 2
