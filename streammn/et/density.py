@@ -14,7 +14,7 @@ ensemble is a proper distribution and Eq. 6 stays exactly normalised.
 
 beta. The structural weights live on the simplex. :func:`initial_beta` maximises the concave
 data term of Eq. 14 (the convex upper bound), :func:`refine_beta` then runs projected gradient
-ascent on Eq. 9 from there (Armijo, gamma 0.5, eta 0.01), both on a row sample.
+ascent on Eq. 9 from a start point (Armijo, gamma 0.5, eta 0.01), both on a row sample.
 
 rho. The edge appearance probability of Eq. 8 is ``beta_uv`` times the effective resistance of
 ``uv`` in the graph weighted by beta (the same quantity as the normaliser's gradient), and the
@@ -42,8 +42,8 @@ from scipy.sparse.csgraph import minimum_spanning_tree
 
 from streammn.errors import DataError
 from streammn.learner import pack_state, unpack_state
-from streammn.et.kernels import (edge_ratios, effective_resistances, et_log_likelihood,
-                                 projected_gradient_ascent)
+from streammn.et.kernels import (effective_resistances, et_log_likelihood,
+                                 projected_gradient_ascent, ratio_table)
 from streammn.schema import Schema
 
 DEFAULT_ALPHA = 1.0
@@ -77,18 +77,18 @@ def smoothed_theta(pairs, alpha: float = DEFAULT_ALPHA):
     return node, pair
 
 
-def initial_beta(ratios, max_iter: int = 100):
+def initial_beta(rows, table, max_iter: int = 100, tol: float = 1e-9):
     """Eq. 14's maximiser over the simplex by PGD from uniform weights on all pairs."""
-    m = ratios.shape[1]
+    m = table.shape[0]
     start = np.ones((m, m)) / (m * (m - 1) / 2)
     np.fill_diagonal(start, 0.0)
-    beta, _ = projected_gradient_ascent(start, ratios, max_iter=max_iter, bound=True)
+    beta, _ = projected_gradient_ascent(start, rows, table, max_iter=max_iter, tol=tol, bound=True)
     return beta
 
 
-def refine_beta(beta, ratios, max_iter: int = 100, tol: float = 1e-7):
+def refine_beta(beta, rows, table, max_iter: int = 100, tol: float = 1e-4):
     """PGD with Armijo steps on Eq. 9 from ``beta``; returns ``(beta, objective history)``."""
-    return projected_gradient_ascent(beta, ratios, max_iter=max_iter, tol=tol)
+    return projected_gradient_ascent(beta, rows, table, max_iter=max_iter, tol=tol)
 
 
 def edge_appearance(beta) -> np.ndarray:
@@ -151,8 +151,9 @@ class ETDensity:
                                                               self.pair_probs)
         return out
 
-    def ratios(self, rows) -> np.ndarray:
-        return edge_ratios(np.asarray(rows, dtype=np.int64), self.node_probs, self.pair_probs)
+    @property
+    def ratio_table(self) -> np.ndarray:
+        return ratio_table(self.node_probs, self.pair_probs)
 
     @property
     def rho(self) -> np.ndarray:
