@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from streammn.errors import DataError, SettingsError
-from streammn.et.density import (DEFAULT_ALPHA, DEFAULT_RHO_THRESHOLD, ETDensity,
+from streammn.et.density import (DEFAULT_ALPHA, ETDensity,
                                  chow_liu_beta, edge_appearance, graph_edges, initial_beta,
                                  refine_beta, smoothed_theta)
 from streammn.et.kernels import ratio_table, structure_objective
@@ -63,9 +63,10 @@ class EnsembleOfTrees(Estimator):
         The variables (any cardinalities).
     alpha : float, default 1.0
         Dirichlet pseudo-count of every node and pair table (see :mod:`streammn.et.density`).
-    rho_threshold : float, default 0.5
+    rho_threshold : float, optional
         An edge is in the graph when its appearance probability rho (Eq. 8) exceeds this
-        (default: most of the mixture's trees contain it; see :mod:`streammn.et.density`).
+        (default ``2 / M``, every pair's rho under the uniform ensemble of all spanning trees;
+        0 gives the support of beta; see :mod:`streammn.et.density`).
     sample_rows : int, default 2000
         Rows kept in the reservoir on which beta is learned (cost is linear in it).
     update_every : int, default 10000
@@ -92,7 +93,7 @@ class EnsembleOfTrees(Estimator):
     """
 
     def __init__(self, schema: Schema, alpha: float = DEFAULT_ALPHA,
-                 rho_threshold: float = DEFAULT_RHO_THRESHOLD, sample_rows: int = 2000,
+                 rho_threshold: float | None = None, sample_rows: int = 2000,
                  update_every: int = 10000, max_iter: int = 100, tol: float = 1e-4,
                  seed: int = 0):
         if not isinstance(schema, Schema):
@@ -101,13 +102,14 @@ class EnsembleOfTrees(Estimator):
             raise ETError("ET needs at least 2 variables")
         if alpha <= 0:
             raise ETError(f"alpha must be positive, got {alpha!r}")
-        if not 0 <= rho_threshold < 1:
+        if rho_threshold is not None and not 0 <= rho_threshold < 1:
             raise ETError(f"rho_threshold must be in [0, 1), got {rho_threshold!r}")
         if sample_rows < 1 or update_every < 1 or max_iter < 1 or tol < 0:
             raise ETError("sample_rows, update_every and max_iter must be >= 1 and tol >= 0, "
                           f"got {sample_rows}, {update_every}, {max_iter}, {tol}")
         self.schema = schema
-        self.alpha, self.rho_threshold = float(alpha), float(rho_threshold)
+        self.alpha = float(alpha)
+        self.rho_threshold = None if rho_threshold is None else float(rho_threshold)
         self.sample_rows, self.update_every = int(sample_rows), int(update_every)
         self.max_iter, self.tol, self.seed = int(max_iter), float(tol), seed
         self._reset()
