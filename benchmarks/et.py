@@ -7,7 +7,8 @@ neighbours on average (uniform: Erdős-Rényi with exactly ``M d / 2`` edges), 2
 ``theta_uv = s (0.1 + 0.2 n)``, ``s`` a random sign and ``n ~ U[0, 1]``; ``psi`` the same but
 positive. Rows by Gibbs sampling (a numba single-site sampler: 1,000 burn-in sweeps, then one row
 every 10 sweeps). Hamming distance to the true graph (edges missed + edges added) for ET
-(:class:`streammn.et.EnsembleOfTrees`, beta learned on all the rows) and for L1-regularised
+(:class:`streammn.et.EnsembleOfTrees` at its defaults; theta from all the rows, beta on all of
+them up to ``--structure-sample-rows``; the 200-node networks only at the paper's 4,000 rows) and for L1-regularised
 logistic regression neighbourhoods (scikit-learn, liblinear, ``lambda = sqrt(log(M) / N)`` on
 the mean log-loss, i.e. ``C = 1 / (N lambda)``) combined by AND and by OR, over sample sizes.
 
@@ -177,8 +178,9 @@ def timing(results, save):
 
 
 def write_markdown(results, path):
-    lines = ["# ET benchmark", "", f"Machine: {results['machine']} (shared with other jobs, "
-             "loaded: times are upper bounds).", ""]
+    lines = ["# ET benchmark", "", f"Machine: {results['machine']}, shared with other jobs "
+             f"(load average {results.get('load', 'not recorded')} during the run): wall times "
+             "are upper bounds.", ""]
     if results.get("timing"):
         t = results["timing"]
         lines += ["## Fit time (target <= 60 s on 2 cores)", "",
@@ -198,13 +200,14 @@ def write_markdown(results, path):
         lines += ["## Hamming distance to the true graph (paper Figure 2; target: ET <= the "
                   "better of L1-LR AND/OR)", "",
                   "Mean over trials.", "",
-                  "| network | rows | trials | true edges | ET | L1-LR AND | L1-LR OR | ET edges |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
+                  "| network | rows | beta sample rows | trials | true edges | ET | L1-LR AND | L1-LR OR | "
+                  "ET edges |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
         keys = sorted({(r["network"], r["n_rows"]) for r in results["structure"]})
         for name, n in keys:
             rs = [r for r in results["structure"] if r["network"] == name and r["n_rows"] == n]
             mean = lambda k: np.mean([r[k] for r in rs])  # noqa: E731
-            lines.append(f"| {name} | {n:,} | {len(rs)} | {mean('true_edges'):.1f} | "
+            sample = rs[0].get("beta_sample_rows", n)
+            lines.append(f"| {name} | {n:,} | {sample:,} | {len(rs)} | {mean('true_edges'):.1f} | "
                          f"{mean('et'):.1f} | {mean('l1lr_and'):.1f} | {mean('l1lr_or'):.1f} | "
                          f"{mean('et_edges'):.1f} |")
         lines.append("")
