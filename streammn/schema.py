@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 import numpy as np
-from streammn.errors import DataError, UnavailableError
+from streammn.errors import DataError, SettingsError, UnavailableError
 
 MIN_CARDINALITY = 1  # a one-state variable is a constant (Libra's msweb.mn has them)
 MIN_INFERRED_CARDINALITY = 2  # inferred from data: a column seen constant may vary later
@@ -46,6 +46,20 @@ class SchemaError(DataError):
         if column is not None:
             where.append(f"column {column}")
         super().__init__(f"{', '.join(where)}: {message}" if where else message)
+
+
+class MissingModeUnsupported(SettingsError):
+    """A learner that cannot learn from missing values was given a schema in missing mode."""
+
+
+def require_observed(rows: np.ndarray, what: str) -> None:
+    """Raise a :class:`SchemaError` naming the first missing value of ``rows``, for a
+    computation that needs complete rows."""
+    holes = rows == MISSING
+    if holes.any():
+        r, c = np.argwhere(holes)[0]
+        raise SchemaError(f"missing value: {what} needs complete rows", row=int(r),
+                          column=int(c))
 
 
 class SchemaFileUnavailable(UnavailableError):
@@ -160,6 +174,13 @@ class Schema:
     def with_missing(self, missing: bool = True) -> "Schema":
         """This schema with missing mode on (or off)."""
         return Schema(self._variables, missing=missing)
+
+    def require_complete(self, learner: str) -> None:
+        """Refuse missing mode for a learner that needs complete rows."""
+        if self.missing:
+            raise MissingModeUnsupported(
+                f"{learner} cannot learn from missing values: the missing option "
+                f"(--missing / --missing-token, Schema.with_missing) is for dtsl only")
 
     def to_dict(self) -> dict:
         d = {"variables": [{"name": v.name, "cardinality": v.cardinality}

@@ -79,3 +79,58 @@ def test_resume_identity_with_missing_values(data):
     first = DTSL(sm).partial_fit(rows[:2500])
     resumed = DTSL.from_bytes(first.to_bytes()).partial_fit(rows[2500:])
     assert resumed.equals(straight)
+
+
+def _csv(tmp_path, text):
+    path = tmp_path / "rows.csv"
+    path.write_text(text)
+    return str(path)
+
+
+def test_csv_empty_cells_and_token(tmp_path):
+    from connectors.csv import CsvSource
+
+    path = _csv(tmp_path, "a,b\n1,0\n,1\n0,\n")
+    with pytest.raises(SchemaError, match="row 1, column 0: null value for variable 'a'"):
+        CsvSource(path, schema=Schema.from_cardinalities([2, 2], ["a", "b"])).read_all()
+    source = CsvSource(path, missing=True)
+    assert source.schema.missing and source.read_all().tolist() == [[1, 0], [MISSING, 1],
+                                                                      [0, MISSING]]
+    path = _csv(tmp_path, "a,b\n1,0\n?,1\n")
+    assert CsvSource(path, missing_token="?").read_all().tolist() == [[1, 0], [MISSING, 1]]
+
+
+def test_parquet_nulls(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+    from connectors.parquet import ParquetSource
+
+    path = str(tmp_path / "rows.parquet")
+    pq.write_table(pa.table({"a": pa.array([1, None, 0], pa.int64()),
+                             "b": pa.array([0, 1, None], pa.int64())}), path)
+    schema = Schema.from_cardinalities([2, 2], ["a", "b"])
+    with pytest.raises(SchemaError, match="row 1, column 0: null value for variable 'a'"):
+        ParquetSource(path, schema=schema).read_all()
+    rows = ParquetSource(path, schema=schema, missing=True).read_all()
+    assert rows.tolist() == [[1, 0], [MISSING, 1], [0, MISSING]]
+
+
+@pytest.mark.parametrize("make", ["grafting", "et", "csgs"])
+def test_other_learners_refuse_missing_mode(make):
+    from streammn.csgs import CSGS
+    from streammn.et import EnsembleOfTrees
+    from streammn.errors import SettingsError
+    from streammn.grafting import EdgeGrafting
+
+    cls = {"grafting": EdgeGrafting, "et": EnsembleOfTrees, "csgs": CSGS}[make]
+    with pytest.raises(SettingsError, match=f"{make} cannot learn from missing values"):
+        cls(Schema.binary(3).with_missing())
+
+
+def test_markov_network_scores_complete_rows_only(data):
+    schema, rows, holed, test = data
+    sm = schema.with_missing()
+    mn = DTSL(sm, mode="exact").fit(sm.validate(holed)).to_markov_network()
+    assert np.isfinite(mn.pll(test))
+    with pytest.raises(SchemaError, match="missing value"):
+        mn.pll(sm.validate(holed[:20]))

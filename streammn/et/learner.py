@@ -98,6 +98,7 @@ class EnsembleOfTrees(Estimator):
         if sample_rows < 1 or update_every < 1 or max_iter < 1 or tol < 0:
             raise ETError("sample_rows, update_every and max_iter must be >= 1 and tol >= 0, "
                           f"got {sample_rows}, {update_every}, {max_iter}, {tol}")
+        schema.require_complete("et")
         self.schema = schema
         self.alpha, self.rho_threshold = float(alpha), float(rho_threshold)
         self.sample_rows, self.update_every = int(sample_rows), int(update_every)
