@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from connectors.layout import columns_to_rows
-from streammn.schema import MAX_CARDINALITY, Schema, SchemaError
+from streammn.schema import MAX_CARDINALITY, MISSING, Schema, SchemaError
 
 SCHEMA_METADATA_KEY = b"streammn.schema"
 
@@ -28,6 +28,10 @@ def column_to_states(col: pa.Array, j: int, schema: Schema, row_offset: int,
                      source: str | None) -> np.ndarray:
     """One Arrow column as a ``uint8`` vector of states of variable ``j``, validated."""
     name = schema[j].name
+    if col.null_count and schema.missing:  # missing mode: a null is the MISSING state
+        nulls = col.is_null().to_numpy(zero_copy_only=False)
+        states = column_to_states(col.fill_null(0), j, schema, row_offset, source)
+        return np.where(nulls, np.uint8(MISSING), states)
     if col.null_count:
         r = _first_true(col.is_null().to_numpy(zero_copy_only=False))
         raise SchemaError(f"null value for variable {name!r}", row=row_offset + r, column=j,

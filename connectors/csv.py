@@ -2,7 +2,9 @@
 
 Files are decoded block by block with pyarrow's streaming CSV reader. ``.data`` files (the
 format of the benchmark datasets and of Libra) have no header; other CSV files have one by
-default. Libra's unknown value ``*`` and empty cells are nulls, which the schema rejects.
+default. Libra's unknown value ``*`` and empty cells are nulls, which the schema rejects
+unless the source is in missing mode (``missing=True``, or a ``missing_token`` declaring one
+more null token): then they are missing values (:mod:`streammn.trees.missing`).
 
 A reader starts at any data row: the rows before it are skipped by counting newlines
 (:mod:`connectors.lines`), not by pyarrow's ``skip_rows``, which only works within its first
@@ -26,7 +28,7 @@ from connectors.arrow import record_batch_rows, record_batch_to_rows, table_colu
 from connectors.base import DEFAULT_BATCH_SIZE, SourceError
 from connectors.files import FileSource, read_errors, resolve_paths
 from connectors.lines import Rest, data_lines, next_line, skip_rows
-from streammn.schema import Schema, SchemaError
+from streammn.schema import MISSING, Schema, SchemaError
 from streammn.errors import SettingsError
 
 CSV_SUFFIXES = (".data", ".csv", ".txt", ".csv.gz", ".data.gz")
@@ -45,12 +47,15 @@ class CsvSource(FileSource):
     yes otherwise). ``schema``: declared, or inferred from the first block of the first file
     (max value + 1, at least 2) and then fixed. ``columns``: names selecting and ordering the
     variables in headed files. ``block_bytes``: bytes pyarrow decodes at a time. Rows in errors
-    are 0-based data rows of the named file.
+    are 0-based data rows of the named file. ``missing``: null cells become missing values
+    (the schema's missing mode); ``missing_token``: one more token read as null (implies
+    ``missing``).
     """
 
     def __init__(self, path, batch_size: int = DEFAULT_BATCH_SIZE, schema: Schema | None = None,
                  header: bool | None = None, columns: Sequence[str] | None = None,
-                 delimiter: str = ",", block_bytes: int = BLOCK_BYTES):
+                 delimiter: str = ",", block_bytes: int = BLOCK_BYTES, missing: bool = False,
+                 missing_token: str | None = None):
         super().__init__(resolve_paths(path, CSV_SUFFIXES), batch_size)
         self.header = (not _headerless(self.paths[0])) if header is None else bool(header)
         self.delimiter = delimiter
@@ -58,7 +63,10 @@ class CsvSource(FileSource):
         self.columns = list(columns) if columns is not None else None
         if self.columns is not None and not self.header:
             raise SettingsError("columns can only be selected by name in files with a header")
-        self.schema = schema if schema is not None else self._infer_schema()
+        self.missing = bool(missing) or missing_token is not None
+        self.null_tokens = NULL_TOKENS + ([missing_token] if missing_token is not None else [])
+        schema = schema if schema is not None else self._infer_schema()
+        self.schema = schema.with_missing() if self.missing else schema
 
     def _reader(self, path: str, start_row: int, column_names: list[str],
                 column_types=None):
@@ -78,7 +86,7 @@ class CsvSource(FileSource):
             read = pacsv.ReadOptions(block_size=self.block_bytes, use_threads=True,
                                      column_names=column_names, autogenerate_column_names=False)
             parse = pacsv.ParseOptions(delimiter=self.delimiter)
-            convert = pacsv.ConvertOptions(null_values=NULL_TOKENS, strings_can_be_null=True,
+            convert = pacsv.ConvertOptions(null_values=self.null_tokens, strings_can_be_null=True,
                                            column_types=column_types,
                                            include_columns=self.columns)
             return pacsv.open_csv(Rest(head, stream), read_options=read, parse_options=parse,
@@ -125,7 +133,7 @@ class CsvSource(FileSource):
             raise self._locate_error(path, 0, None, ValueError("non-numeric column"))[0]
         maxima = table_column_max(first, names)
         cards = [2 if n not in maxima else max(maxima[n] + 1, 2) for n in names]
-        probe = Schema.from_cardinalities([255] * len(names), names)
+        probe = Schema.from_cardinalities([255] * len(names), names).with_missing(self.missing)
         record_batch_to_rows(first, probe, 0, path)  # nulls and non-integers fail here
         return Schema.from_cardinalities(cards, names)
 
@@ -193,7 +201,10 @@ class CsvSource(FileSource):
                     tok = tok.strip()
                     if len(tok) >= 2 and tok[0] == tok[-1] == '"':
                         tok = tok[1:-1].strip()
-                    if tok in NULL_TOKENS:
+                    if tok in self.null_tokens and self.missing:
+                        values.append(MISSING)
+                        continue
+                    if tok in self.null_tokens:
                         return SchemaError("null value", row=r, column=c, source=path), good
                     try:
                         values.append(int(tok))

@@ -68,10 +68,11 @@ class ParquetSource(FileSource):
     footer-statistics maximum + 1). ``columns``: names selecting and ordering the variables
     (default: the schema's names when given and present, else every column). Bool and integer
     columns are accepted. The position is the file index and the row within that file.
+    ``missing``: nulls become missing values (the schema's missing mode) instead of errors.
     """
 
     def __init__(self, path, batch_size: int = DEFAULT_BATCH_SIZE, schema: Schema | None = None,
-                 columns: Sequence[str] | None = None):
+                 columns: Sequence[str] | None = None, missing: bool = False):
         super().__init__(resolve_paths(path, PARQUET_SUFFIXES), batch_size)
         first = _open(self.paths[0])
         file_names = first.schema_arrow.names
@@ -82,7 +83,7 @@ class ParquetSource(FileSource):
             schema = schema_from_arrow(first.schema_arrow, self.columns,
                                        _statistics_max(first, self.columns),
                                        source=self.paths[0])
-        self.schema = schema
+        self.schema = schema.with_missing() if missing else schema
         self._row_groups: dict[int, np.ndarray] = {}
 
     def _group_starts(self, index: int, pf: pq.ParquetFile) -> np.ndarray:

@@ -141,6 +141,11 @@ def _parser() -> argparse.ArgumentParser:
                             "workers (bare --dask: one per CPU); needs the dask extra")
     learn.add_argument("--batch-size", type=opt.positive_int, default=65536, help="rows per batch")
     learn.add_argument("--schema", help="Libra .schema file declaring the cardinalities")
+    learn.add_argument("--missing", action="store_true",
+                       help="learn from rows with nulls (empty CSV cells, Parquet nulls) instead "
+                            "of stopping at them (dtsl only)")
+    learn.add_argument("--missing-token", metavar="TOKEN",
+                       help="one more CSV token read as a missing value (implies --missing)")
     learn.add_argument("--formats", type=opt.model_formats, default="json,mn,uai",
                        help="model files in each snapshot (default: json,mn,uai)")
     learn.add_argument("--seed", type=opt.count, default=0, help="random seed (default: 0)")

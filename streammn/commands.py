@@ -87,6 +87,14 @@ def _make_learner(args, schema):
     return DTSL(schema, **params)
 
 
+def _missing_options(args) -> dict:
+    """Source options of ``--missing``/``--missing-token`` (none by default)."""
+    token = getattr(args, "missing_token", None)
+    if token is not None:
+        return {"missing_token": token}
+    return {"missing": True} if getattr(args, "missing", False) else {}
+
+
 def learn(args) -> int:
     from streammn.engine import StreamLearner
 
@@ -101,7 +109,10 @@ def learn(args) -> int:
     if args.refine and not args.validation:
         raise UsageError("--refine needs --validation rows to decide whether refining helps")
     schema = Schema.from_libra(args.schema) if args.schema else None
-    source = open_source(args.source, batch_size=args.batch_size, schema=schema)
+    missing = _missing_options(args)
+    if missing and schema is not None:
+        schema = schema.with_missing()
+    source = open_source(args.source, batch_size=args.batch_size, schema=schema, **missing)
     validation = None
     if args.validation:
         with open_source(args.validation, schema=source.schema) as v:

@@ -347,7 +347,7 @@ class DTSL(Estimator):
                                         cache_bytes=int(self.memory_mb * 2 ** 20),
                                         count_pass=count_pass, alpha=self.split_alpha,
                                         min_gain_per_row=self.min_gain_per_row)
-        self.rows_seen = int(self.forest.counts[self.forest.roots[0]].sum())
+        self.rows_seen = int(self.forest.counts[self.forest.roots].sum(axis=1).max())
         return self
 
     def learn_many(self, rows) -> "DTSL":

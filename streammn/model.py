@@ -16,7 +16,7 @@ import numpy as np
 
 from streammn import loglinear
 from streammn.features import FeatureSet
-from streammn.schema import Schema
+from streammn.schema import Schema, require_observed
 from streammn.errors import SettingsError
 
 DEFAULT_MAX_STATES = 2 ** 20  # 20 binary variables
@@ -140,9 +140,15 @@ class MarkovNetwork:
     def pll_terms(self, rows) -> np.ndarray:
         """``log P(x_i | x_-i)`` for every row and variable: shape (n_rows, n_vars).
 
-        Uses the row-bitset kernel of :func:`streammn.loglinear.all_conditionals`.
+        Uses the row-bitset kernel of :func:`streammn.loglinear.all_conditionals`. A model
+        learned in missing mode scores complete rows only (a missing value would need the
+        variable summed out of every conditional it enters): the dependency network of the
+        trees scores incomplete rows (:mod:`streammn.trees.missing`).
         """
-        return loglinear.all_conditionals(self.features, self.schema.rows_of(rows))[1]
+        rows = self.schema.rows_of(rows)
+        if self.schema.missing:
+            require_observed(rows, "a Markov network's pseudo-likelihood")
+        return loglinear.all_conditionals(self.features, rows)[1]
 
     def pll(self, rows) -> float:
         """Pseudo-log-likelihood per example: mean over rows of ``sum_i log P(x_i | x_-i)``."""

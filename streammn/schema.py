@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 import numpy as np
-from streammn.errors import DataError, UnavailableError
+from streammn.errors import DataError, SettingsError, UnavailableError
 
 MIN_CARDINALITY = 1  # a one-state variable is a constant (Libra's msweb.mn has them)
 MIN_INFERRED_CARDINALITY = 2  # inferred from data: a column seen constant may vary later
 MAX_CARDINALITY = 255
+MISSING = 255  # a missing value in missing mode: above every state (states are 0..254)
 
 
 class SchemaError(DataError):
@@ -45,6 +46,20 @@ class SchemaError(DataError):
         if column is not None:
             where.append(f"column {column}")
         super().__init__(f"{', '.join(where)}: {message}" if where else message)
+
+
+class MissingModeUnsupported(SettingsError):
+    """A learner that cannot learn from missing values was given a schema in missing mode."""
+
+
+def require_observed(rows: np.ndarray, what: str) -> None:
+    """Raise a :class:`SchemaError` naming the first missing value of ``rows``, for a
+    computation that needs complete rows."""
+    holes = rows == MISSING
+    if holes.any():
+        r, c = np.argwhere(holes)[0]
+        raise SchemaError(f"missing value: {what} needs complete rows", row=int(r),
+                          column=int(c))
 
 
 class SchemaFileUnavailable(UnavailableError):
@@ -76,9 +91,16 @@ class Validated:
 
 
 class Schema:
-    """An ordered, immutable list of :class:`Variable` with unique names."""
+    """An ordered, immutable list of :class:`Variable` with unique names.
 
-    def __init__(self, variables: Iterable[Variable]):
+    ``missing=True`` (opt-in missing mode) makes :meth:`validate` accept a null (``None``,
+    NaN) and the value :data:`MISSING` in any column and return it as :data:`MISSING`; by
+    default a null is a bad row. Learners that support the mode learn from such rows (see
+    :mod:`streammn.trees.missing`), the others refuse a schema in that mode.
+    """
+
+    def __init__(self, variables: Iterable[Variable], missing: bool = False):
+        self.missing = bool(missing)
         self._variables = tuple(variables)
         if not self._variables:
             raise SchemaError("a schema needs at least one variable")
@@ -149,14 +171,29 @@ class Schema:
         cards = np.maximum(clean.max(axis=0).astype(np.int64) + 1, MIN_INFERRED_CARDINALITY)
         return cls.from_cardinalities(cards.tolist(), names)
 
+    def with_missing(self, missing: bool = True) -> "Schema":
+        """This schema with missing mode on (or off)."""
+        return Schema(self._variables, missing=missing)
+
+    def require_complete(self, learner: str) -> None:
+        """Refuse missing mode for a learner that needs complete rows."""
+        if self.missing:
+            raise MissingModeUnsupported(
+                f"{learner} cannot learn from missing values: the missing option "
+                f"(--missing / --missing-token, Schema.with_missing) is for dtsl only")
+
     def to_dict(self) -> dict:
-        return {"variables": [{"name": v.name, "cardinality": v.cardinality}
-                              for v in self._variables]}
+        d = {"variables": [{"name": v.name, "cardinality": v.cardinality}
+                           for v in self._variables]}
+        if self.missing:
+            d["missing"] = True
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "Schema":
         try:
-            return cls(Variable(v["name"], v["cardinality"]) for v in d["variables"])
+            return cls((Variable(v["name"], v["cardinality"]) for v in d["variables"]),
+                       missing=bool(d.get("missing", False)))
         except (KeyError, TypeError) as e:
             raise SchemaError(f"malformed schema description: {e}") from None
 
@@ -195,17 +232,18 @@ class Schema:
         return iter(self._variables)
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, Schema) and self._variables == other._variables
+        return (isinstance(other, Schema) and self._variables == other._variables
+                and self.missing == other.missing)
 
     def __hash__(self) -> int:
-        return hash(self._variables)
+        return hash((self._variables, self.missing))
 
     def __repr__(self) -> str:
         if self.n_vars <= 6:
             inner = ", ".join(f"{v.name}:{v.cardinality}" for v in self._variables)
         else:
             inner = f"{self.n_vars} variables, cardinalities {sorted(set(self.cardinalities.tolist()))}"
-        return f"Schema({inner})"
+        return f"Schema({inner}{', missing' if self.missing else ''})"
 
     # validation ---------------------------------------------------------------------------
     def rows_of(self, data, row_offset: int = 0, source: str | None = None) -> np.ndarray:
@@ -269,7 +307,9 @@ class Schema:
 
     def _check_floats(self, arr, row_offset, source):
         nan = np.isnan(arr)
-        if nan.any():
+        if self.missing and nan.any():
+            arr = np.where(nan, MISSING, arr)
+        elif nan.any():
             r, c = np.argwhere(nan)[0]
             raise SchemaError(f"null value for variable {self[c].name!r}",
                               row=row_offset + int(r), column=int(c), source=source)
@@ -289,6 +329,9 @@ class Schema:
         out = np.empty(arr.shape, dtype=np.int64)
         for (r, c), v in np.ndenumerate(arr):  # object input only: slow path by nature
             if v is None or (isinstance(v, float) and np.isnan(v)):
+                if self.missing:
+                    out[r, c] = MISSING
+                    continue
                 raise SchemaError(f"null value for variable {self[c].name!r}",
                                   row=row_offset + r, column=c, source=source)
             if isinstance(v, (bool, np.bool_)):
@@ -304,7 +347,12 @@ class Schema:
 
     def _check_range(self, clean: np.ndarray, original, row_offset, source) -> np.ndarray:
         if clean.shape[0] and (clean.max(axis=0) >= self.cardinalities).any():
-            r, c = np.argwhere(clean >= self.cardinalities.astype(np.uint16)[None, :])[0]
+            bad = clean >= self.cardinalities.astype(np.uint16)[None, :]
+            if self.missing:
+                bad &= clean != MISSING
+                if not bad.any():
+                    return clean
+            r, c = np.argwhere(bad)[0]
             self._raise_range(original[r, c], r, c, row_offset, source)
         return clean
 

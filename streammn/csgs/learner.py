@@ -104,6 +104,7 @@ class CSGS(Estimator):
                 raise CSGSError(f"{name} must be a positive integer, got {value!r}")
         if not stddev > 0:
             raise CSGSError(f"stddev must be positive, got {stddev}")
+        schema.require_complete("csgs")
         self.schema = schema
         self.alpha, self.min_rows_per_cell = float(alpha), float(min_rows_per_cell)
         self.max_contexts, self.context_specific = int(max_contexts), bool(context_specific)

@@ -107,6 +107,7 @@ class EnsembleOfTrees(Estimator):
         if sample_rows < 1 or update_every < 1 or max_iter < 1 or tol < 0:
             raise ETError("sample_rows, update_every and max_iter must be >= 1 and tol >= 0, "
                           f"got {sample_rows}, {update_every}, {max_iter}, {tol}")
+        schema.require_complete("et")
         self.schema = schema
         self.alpha = float(alpha)
         self.rho_threshold = None if rho_threshold is None else float(rho_threshold)

@@ -158,6 +158,7 @@ class EdgeGrafting(Estimator):
         self._exact = use_exact(inference, schema.cardinalities)
         if update_every < 1:
             raise GraftingError(f"update_every must be >= 1, got {update_every}")
+        schema.require_complete("grafting")
         self.schema = schema
         self.lambda_ = None if lambda_ is None else float(lambda_)
         self.lambda_c, self.lambda2 = float(lambda_c), float(lambda2)

@@ -130,7 +130,7 @@ def grow_level_wise(forest: Forest, source, kappa, min_count: int, max_depth,
             cand = np.isin(chunk, _splittable(forest, chunk, min_count, max_depth))
             bvar, bval, bgain, _, tcounts = stats.score(slots, min_count)
             if penalty is None:
-                n_rows = int(forest.counts[forest.roots[0]].sum())
+                n_rows = int(forest.counts[forest.roots].sum(axis=1).max())  # missing mode
                 penalty = exact_threshold(kappa, alpha, forest.cards, n_rows, min_gain_per_row)
             go = cand & (bvar >= 0) & (bgain > penalty[forest.tree[chunk]])
             split_parents.append((chunk[go], stats.tot[slots[go]].copy(),

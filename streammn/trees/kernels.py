@@ -18,6 +18,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+MISSING = 255  # a missing value (schema's missing mode): never counted as a target
+
 
 @nb.njit(cache=True, inline="always")
 def _leaf_of(row, root, links):
@@ -113,6 +115,8 @@ def _add_rows(rows, indicators, trees, q0, q1, roots, links, node_slot, node_cou
             keep = dest[r]
             if keep >= 0:
                 row_leaf[t, keep] = leaf
+            if y == MISSING:  # missing target: routed, not counted (streammn.trees.missing)
+                continue
             if count_leaves:
                 node_counts[leaf, y] += 1
             s = node_slot[leaf]
@@ -181,9 +185,9 @@ def _advance_rows(rows, indicators, trees, q0, q1, links, node_slot, tot, stats,
                     v = links[node, 0]
                 nodes[r] = node
             s = node_slot[node]
-            if s < 0:
-                continue
             y = rows[r, t]
+            if s < 0 or y == MISSING:
+                continue
             tot[s, y] += 1
             dst = stats[s, y]
             src = indicators[r]
@@ -241,8 +245,8 @@ def _replay_trees(rows, binary, offsets, row_leaf, trees, q0, q1, links, node_sl
             child = links[node, 2 + (row[v] != links[node, 1])]
             leaf_t[i] = child
             s = node_slot[child]
-            if s >= 0:
-                y = row[t]
+            y = row[t]
+            if s >= 0 and y != MISSING:
                 tot[s, y] += 1
                 dst = stats[s, y]
                 if binary:
@@ -250,7 +254,7 @@ def _replay_trees(rows, binary, offsets, row_leaf, trees, q0, q1, links, node_sl
                         dst[k] += row[k]
                 else:
                     for j in range(row.shape[0]):
-                        if row[j] >= 1:
+                        if row[j] >= 1 and row[j] != MISSING:
                             dst[offsets[j] + row[j] - 1] += 1
                 slot_n[s] += 1
 
@@ -426,5 +430,6 @@ def leaf_log_prob(rows, roots, links, node_logp):
     out = np.empty((n, T))
     for r in nb.prange(n):
         for t in range(T):
-            out[r, t] = node_logp[leaves[r, t], rows[r, t]]
+            y = rows[r, t]
+            out[r, t] = 0.0 if y == MISSING else node_logp[leaves[r, t], y]
     return out

@@ -11,7 +11,7 @@ import numba
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from streammn.trees import kernels
+from streammn.trees import kernels, missing
 from streammn.trees.forest import Forest
 
 _NO_LEAVES = np.zeros((0, 0), dtype=np.int32)  # row_leaf when no row's leaves are kept
@@ -31,7 +31,8 @@ class LeafStats:
         cards = forest.cards
         self.offsets = np.concatenate([[0], np.cumsum(cards - 1)[:-1]]).astype(np.int64)
         self.K = int((cards - 1).sum())
-        self.binary = bool((cards == 2).all())
+        self.missing = forest.schema.missing  # see streammn.trees.missing
+        self.binary = bool((cards == 2).all()) and not self.missing
         self._all_trees = np.arange(forest.schema.n_vars, dtype=np.int64)
         self.capacity = int(capacity)
         self.dtype = np.dtype(dtype)
@@ -56,6 +57,8 @@ class LeafStats:
     def indicators(self, rows: np.ndarray) -> np.ndarray:
         if self.binary:
             return rows
+        if self.missing:
+            return missing.indicator_matrix(rows, self.forest.cards, self.offsets, self.K)
         return kernels.indicator_matrix(rows, self.forest.cards, self.offsets, self.K)
 
     def activate(self, nodes: np.ndarray) -> None:
@@ -146,21 +149,28 @@ class LeafStats:
         cards, offsets = f.cards, self.offsets
         gram = np.zeros((self.K, self.K), dtype=np.int64)
         colsum = np.zeros(self.K, dtype=np.int64)
+        n_rows = np.full(f.schema.n_vars, rows.shape[0], dtype=np.int64)  # target observed
+        miss_by_col = np.zeros((f.schema.n_vars, self.K), dtype=np.int64)
         with threadpool_limits(limits=self.n_threads, user_api="blas"):
             for start in range(0, rows.shape[0], GRAM_BLOCK):
-                block = self.indicators(rows[start:start + GRAM_BLOCK]).astype(np.float32)
+                block_rows = rows[start:start + GRAM_BLOCK]
+                block = self.indicators(block_rows).astype(np.float32)
                 gram += (block.T @ block).astype(np.int64)
                 colsum += block.sum(axis=0, dtype=np.int64)
-        n_rows = rows.shape[0]
+                if self.missing:
+                    n_missing, with_col = missing.missing_by_indicator(block_rows, block)
+                    n_rows -= n_missing
+                    miss_by_col += with_col
         for t in trees:
             s = f.slot[f.roots[t]]
             d, first = cards[t], offsets[t]
             by_value = gram[first:first + d - 1]  # rows with x_t = 1 .. d-1
             self.stats[s, 1:d] += by_value.astype(self.dtype)
-            self.stats[s, 0] += (colsum - by_value.sum(axis=0)).astype(self.dtype)
+            self.stats[s, 0] += (colsum - by_value.sum(axis=0)
+                                 - miss_by_col[t]).astype(self.dtype)
             n_value = colsum[first:first + d - 1]
             self.tot[s, 1:d] += n_value.astype(self.dtype)
-            self.tot[s, 0] += n_rows - n_value.sum()
+            self.tot[s, 0] += n_rows[t] - n_value.sum()
 
     def add_cached(self, rows: np.ndarray, trees: np.ndarray, row_node: np.ndarray) -> None:
         """Exact mode: add ``rows`` to the active leaves' statistics, moving each row down

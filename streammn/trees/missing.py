@@ -1,0 +1,55 @@
+"""Missing values in DTSL trees (the schema's opt-in missing mode).
+
+In missing mode a row may hold :data:`~streammn.schema.MISSING` (255, above every state) in
+any column. The rules, the same in Hoeffding and exact growth and in scoring:
+
+- **Targets.** Tree ``i`` learns only from rows where ``X_i`` is observed: a row with ``X_i``
+  missing is still routed (so the replay buffer knows its leaf) but adds nothing to the leaf
+  counts or split statistics of tree ``i``. Its other trees learn from it as usual.
+- **Routing.** A node tests ``X_j = a``; a row with ``X_j`` missing takes the false branch
+  (``X_j != a``). It needs no extra state, and the default kernels do it as they are (255 is
+  never equal to a state).
+- **Split statistics match routing.** A missing ``X_j`` has every indicator column of ``X_j``
+  at 0, so for a test ``X_j = a`` with ``a >= 1`` it is counted on the false side, exactly where
+  routing sends it; the gain of a candidate is the gain of the split as it will be applied. One
+  approximation: the test ``X_j = 0`` of a variable with more than two states derives its true
+  side as "no other value", which counts missing rows there while routing sends them to the
+  false side (binary variables test only ``X_j = 1``, so they are exact).
+- **Scoring.** ``log P(x_i | x_-i)`` is 0 for a missing ``x_i`` (the term is skipped, not
+  marginalised); a missing conditioning value is routed as above.
+
+The default kernels carry only the two hooks these need (a missing target is skipped; the
+replay kernel adds no indicator for a missing value); the indicator matrix and the Gram root
+pass of missing mode are here, so nothing changes for a schema without missing mode.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from streammn.schema import MISSING
+
+
+@nb.njit(cache=True)
+def indicator_matrix(rows, cards, offsets, K):
+    """The indicator columns ``x_j == a`` (a >= 1) of every row, a missing value setting none:
+    shape (n_rows, K), uint8."""
+    n, n_vars = rows.shape
+    out = np.zeros((n, K), dtype=np.uint8)
+    for r in range(n):
+        for j in range(n_vars):
+            v = rows[r, j]
+            if v >= 1 and v != MISSING:
+                out[r, offsets[j] + v - 1] = 1
+    return out
+
+
+def missing_by_indicator(rows: np.ndarray, indicators: np.ndarray):
+    """For the Gram root pass: per variable ``t``, the rows with ``x_t`` missing (``(V,)``)
+    and, per indicator column ``k``, those of them with column ``k`` set (``(V, K)``); the
+    root pass derives target value 0 as "all rows minus the other values", so it subtracts
+    these."""
+    mask = (rows == MISSING).astype(np.float32)
+    return (mask.sum(axis=0).astype(np.int64),
+            (mask.T @ indicators.astype(np.float32)).astype(np.int64))
