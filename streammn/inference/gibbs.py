@@ -21,7 +21,7 @@ import numpy as np
 from streammn import loglinear
 from streammn.dn import DependencyNetwork
 from streammn.features import FeatureSet
-from streammn.inference.incremental import incremental_marginals
+from streammn.inference.incremental import _next_at, incremental_marginals
 from streammn.loglinear import _add_feature_logits, _group_masks, _lowest_bit, value_offsets
 from streammn.model import MarkovNetwork
 from streammn.errors import SettingsError
@@ -114,17 +114,6 @@ def _chain(x, cards, sweeps, var_ptr, var_feats, weights, ptr, var, val, eq, sta
             _conditional(x, j, card, var_ptr, var_feats, weights, ptr, var, val, eq, logits,
                          allowed, probs)
             x[j] = _draw(probs, card, state)
-
-
-@nb.njit(cache=True)
-def _next_at(states, i):
-    """splitmix64 on ``states[i]``: a uniform float in [0, 1)."""
-    states[i] += np.uint64(0x9E3779B97F4A7C15)
-    z = states[i]
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    z = z ^ (z >> np.uint64(31))
-    return (z >> np.uint64(11)) * (1.0 / 9007199254740992.0)
 
 
 @nb.njit(cache=True)
