@@ -34,6 +34,7 @@ from streammn.trees.criterion import AUTO, DEFAULT_ALPHA, DEFAULT_MIN_GAIN_PER_R
 from streammn.trees.exact import grow_level_wise
 from streammn.trees.features import forest_features
 from streammn.trees.forest import Forest
+from streammn.trees.missing import recount_observed
 from streammn.trees.hoeffding import HoeffdingGrower
 from streammn.trees.stats import LeafStats
 from streammn.errors import SettingsError
@@ -309,6 +310,10 @@ class DTSL(Estimator):
                                         count_pass=count_pass, alpha=self.split_alpha,
                                         min_gain_per_row=self.min_gain_per_row)
         self.rows_seen = int(self.forest.counts[self.forest.roots].sum(axis=1).max())
+        if self.forest.observed is not None:  # missing mode: one more pass (trees.missing)
+            source.rewind()
+            recount_observed(self.forest, (batch.rows for batch in source))
+            self.n_passes += 1
         return self
 
     def learn_many(self, rows) -> "DTSL":
