@@ -37,6 +37,7 @@ from streammn.trees.features import forest_features
 from streammn.trees.forest import Forest
 from streammn.trees.adaptive import DETECTORS, DriftAdapter
 from streammn.trees.decay import ForgettingGrower
+from streammn.trees.missing import recount_observed
 from streammn.trees.hoeffding import HoeffdingGrower
 from streammn.trees.stats import LeafStats
 from streammn.errors import SettingsError
@@ -348,6 +349,10 @@ class DTSL(Estimator):
                                         count_pass=count_pass, alpha=self.split_alpha,
                                         min_gain_per_row=self.min_gain_per_row)
         self.rows_seen = int(self.forest.counts[self.forest.roots].sum(axis=1).max())
+        if self.forest.observed is not None:  # missing mode: one more pass (trees.missing)
+            source.rewind()
+            recount_observed(self.forest, (batch.rows for batch in source))
+            self.n_passes += 1
         return self
 
     def learn_many(self, rows) -> "DTSL":

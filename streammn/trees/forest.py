@@ -45,6 +45,9 @@ class Forest:
         self.tree = np.zeros(capacity, dtype=np.int32)
         self.slot = np.full(capacity, -1, dtype=np.int32)
         self.counts = np.zeros((capacity, self.max_card), dtype=np.int64)
+        # missing mode: leaf counts of the rows whose path tests were all observed, the
+        # leaf distributions (streammn.trees.missing); None otherwise
+        self.observed = np.zeros_like(self.counts) if schema.missing else None
         self.n_nodes = n
         self.roots = np.arange(n, dtype=np.int32)
         self.tree[:n] = self.roots
@@ -74,6 +77,10 @@ class Forest:
         grown = np.zeros((new_cap, self.max_card), dtype=np.int64)
         grown[:cap] = self.counts
         self.counts = grown
+        if self.observed is not None:
+            grown = np.zeros_like(self.counts)
+            grown[:cap] = self.observed
+            self.observed = grown
 
     def split(self, nodes, var, val, true_counts) -> tuple[np.ndarray, np.ndarray]:
         """Split the given leaves on ``X_var = val``; children get their share of the counts.
@@ -97,13 +104,16 @@ class Forest:
             self.depth[ids] = self.depth[nodes] + 1
             self.tree[ids] = self.tree[nodes]
             self.counts[ids] = counts
+            if self.observed is not None:
+                self.observed[ids] = counts
         return t_ids, f_ids
 
     def replace_with(self, other: "Forest") -> None:
         """Become a copy of ``other`` (same schema and prior), in place, so that everything
         holding this forest sees the new trees (a Hoeffding grower rebuilding its trees)."""
-        for name in ("links", "counts") + _NODE_FIELDS:
-            setattr(self, name, getattr(other, name).copy())
+        for name in ("links", "counts", "observed") + _NODE_FIELDS:
+            value = getattr(other, name)
+            setattr(self, name, None if value is None else value.copy())
         self.n_nodes = other.n_nodes
 
     # reading --------------------------------------------------------------------------------
@@ -120,7 +130,7 @@ class Forest:
         """Smoothed ``log P(y)`` at every node, shape (n_nodes, max_card); -inf past card."""
         n = self.n_nodes
         d = self.cards[self.tree[:n]].astype(np.float64)[:, None]
-        c = self.counts[:n].astype(np.float64)
+        c = (self.counts if self.observed is None else self.observed)[:n].astype(np.float64)
         tot = c.sum(axis=1, keepdims=True)
         with np.errstate(divide="ignore"):
             out = np.log(c + self.prior / d) - np.log(tot + self.prior)
@@ -176,6 +186,8 @@ class Forest:
         state = {f"node_{name}": getattr(self, name)[:n].copy()
                  for name in _LINKS + _NODE_FIELDS}
         state["node_counts"] = self.counts[:n].copy()
+        if self.observed is not None:
+            state["node_observed"] = self.observed[:n].copy()
         return state
 
     @classmethod
@@ -185,6 +197,8 @@ class Forest:
         for name in _LINKS + _NODE_FIELDS:
             getattr(forest, name)[:n] = state[f"node_{name}"]
         forest.counts[:n] = state["node_counts"]
+        if forest.observed is not None:
+            forest.observed[:n] = state["node_observed"]
         forest.n_nodes = n
         return forest
 

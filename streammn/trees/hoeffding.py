@@ -64,7 +64,7 @@ import math
 
 import numpy as np
 
-from streammn.trees import kernels
+from streammn.trees import kernels, missing
 from streammn.trees.exact import SourcePasses, grow_level_wise
 from streammn.trees.forest import Forest
 from streammn.trees.criterion import (AUTO, DEFAULT_ALPHA, DEFAULT_MIN_GAIN_PER_ROW,
@@ -197,6 +197,9 @@ class HoeffdingGrower:
             due = self.stats.add(rows[start:stop], grace=self._look_gap, dest=dest,
                                  row_leaf=self._buf_leaf, trees=self.trees)
             self._due.append(due)
+            if self.forest.observed is not None:  # missing mode (streammn.trees.missing)
+                missing.count_observed(rows[start:stop], self.forest.roots, self.forest.links,
+                                       self.forest.observed)
             self._remember(rows[start:stop], dest)
             self.rows_seen += stop - start
             start = stop
@@ -268,6 +271,8 @@ class HoeffdingGrower:
                         alpha=self.alpha, min_gain_per_row=self.min_gain_per_row)
         st.release_all()
         f.replace_with(fresh)
+        if f.observed is not None:
+            missing.recount_observed(f, [rows])
         self._has_inactive = False
         self._enforce_budget(self._eligible(f.leaves()))
         # the rows' nodes from the last pass: seeding moves them on to their leaves and counts
