@@ -121,7 +121,10 @@ class CsvSource(FileSource):
                 reader = self._reader(path, 0, names)
                 if reader is None:
                     raise StopIteration
-                first = reader.read_next_batch()
+                try:
+                    first = reader.read_next_batch()
+                finally:
+                    reader.close()
             except StopIteration:
                 raise SchemaError("no rows to infer a schema from", source=path) from None
             except pa.ArrowInvalid as e:
@@ -146,26 +149,34 @@ class CsvSource(FileSource):
         types = {name: pa.int64() for name in (self.columns or names)}
         row = start_row
         reader = None
-        while True:
-            try:
-                if reader is None:  # opening already parses the first block
-                    reader = self._reader(path, start_row, names, column_types=types)
-                    if reader is None:
-                        return
-                rb = reader.read_next_batch()
-            except StopIteration:
-                return
-            except pa.ArrowInvalid as e:
-                error, good = self._locate_error(path, row, self.schema, e)
-                if good:  # the block's rows before the bad line are fine: keep them
-                    yield self.schema.validate(np.array(good, dtype=np.int64), row_offset=row,
-                                               source=path)
-                raise error from None
-            if self.header and self.columns is None and rb.schema.names != self.schema.names:
-                raise SchemaError(f"header {rb.schema.names[:8]} does not match the schema's "
-                                  f"variables {self.schema.names[:8]}", row=0, source=path)
-            yield from record_batch_rows(rb, self.schema, row_offset=row, source=path)
-            row += rb.num_rows
+        try:
+            while True:
+                try:
+                    if reader is None:  # opening already parses the first block
+                        reader = self._reader(path, start_row, names, column_types=types)
+                        if reader is None:
+                            return
+                    rb = reader.read_next_batch()
+                except StopIteration:
+                    return
+                except pa.ArrowInvalid as e:
+                    error, good = self._locate_error(path, row, self.schema, e)
+                    if good:  # the block's rows before the bad line are fine: keep them
+                        yield self.schema.validate(np.array(good, dtype=np.int64),
+                                                   row_offset=row, source=path)
+                    raise error from None
+                if (self.header and self.columns is None
+                        and rb.schema.names != self.schema.names):
+                    raise SchemaError(f"header {rb.schema.names[:8]} does not match the "
+                                      f"schema's variables {self.schema.names[:8]}", row=0,
+                                      source=path)
+                yield from record_batch_rows(rb, self.schema, row_offset=row, source=path)
+                row += rb.num_rows
+        finally:
+            # stop pyarrow's read-ahead threads now: left to interpreter exit (a bad row ends
+            # the run), a thread still running there aborts the process (exit -6)
+            if reader is not None:
+                reader.close()
 
     def _locate_error(self, path: str, start_row: int, schema: Schema | None,
                       cause: Exception) -> tuple[Exception, list[list[int]]]:
