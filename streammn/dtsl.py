@@ -59,7 +59,10 @@ class DTSL(Estimator):
     Parameters
     ----------
     schema : Schema
-        The variables; one tree is learned per variable.
+        The variables; one tree is learned per variable. A growing schema
+        (:meth:`Schema.with_growth <streammn.schema.Schema.with_growth>`, Hoeffding mode)
+        adds a new value at the row it first appears (:mod:`streammn.trees.growth`); the
+        learner's ``schema`` is then the grown one.
     kappa : 'auto' or float, default 'auto'
         Split criterion. ``'auto'``: a split must pass a likelihood-ratio test at level
         ``split_alpha``, corrected for the candidates tried (and on a stream for the earlier
