@@ -33,7 +33,8 @@ file, row, column and value). The choices:
   The grown state is then loaded like a resumed one, so the grower's derived settings (the
   candidate count of the split test, the Hoeffding range ``ln d``, the memory a statistics
   slot takes) follow the new cardinalities, exactly as for a learner declared with them. A
-  growth event costs one copy of the learner state: rare, and bounded by the maxima.
+  growth event costs a few copies of the learner state (the split statistics dominate): it
+  is rare, at most one per variable and value up to the maxima.
   The engine's marginal counts, a few integers per state, are kept at the maxima.
 - **Existing trees.** Trees keep their structure; a leaf gives a new value of its target the
   smoothing prior's share, ``(0 + prior/d) / (n + prior)`` with the new ``d``, until rows
