@@ -196,3 +196,41 @@ def test_engine_snapshots_record_the_version_and_resume(stream, tmp_path):
                           progress=None)
     with pytest.raises(EngineError, match="schema"):
         other.resume()
+
+
+def test_growth_mode_without_new_values_changes_nothing(stream):
+    schema, rows = stream
+    plain = learn(schema, rows[:NEW_AT], 1000)
+    growing = learn(schema.with_growth(4), rows[:NEW_AT], 1000)
+    assert growing.schema.version == 0 and growing.forest.equals(plain.forest)
+    assert np.array_equal(growing.pll_terms(rows[:500]), plain.pll_terms(rows[:500]))
+
+
+def test_parquet_source_reads_new_values_up_to_the_maximum(tmp_path):
+    from connectors import ParquetSource, write_parquet
+    rows = np.array([[0, 1], [1, 2], [1, 0], [0, 3]], dtype=np.uint8)
+    write_parquet(tmp_path / "r.parquet", rows, Schema.from_cardinalities([2, 4]))
+    growing = Schema.binary(2).with_growth({"x1": 4})
+    assert ParquetSource(tmp_path / "r.parquet", schema=growing).read_all().tolist() == \
+        rows.tolist()
+    capped = Schema.binary(2).with_growth({"x1": 3})
+    with pytest.raises(SchemaError, match=r"r\.parquet, row 3, column 1: value 3 beyond the 3 "
+                                          r"values variable 'x1' may grow to"):
+        ParquetSource(tmp_path / "r.parquet", schema=capped).read_all()
+
+
+def test_growth_with_missing_values(stream):
+    """Missing values in the variables that do not grow (in a multi-valued variable they
+    meet a missing-mode limitation of the test ``X_j = 0``, reported separately)."""
+    schema, rows = stream
+    holed = rows.copy()
+    holes = np.random.default_rng(6).random(rows.shape) < 0.1
+    holes[:, [3, 5]] = False
+    holed[holes] = 255
+    growing = schema.with_missing().with_growth(4)
+    one = learn(growing, holed, 1000)
+    assert one.schema.cardinalities.tolist() == [2, 2, 2, 3, 2, 4, 2, 2]
+    assert one.forest.observed.shape[1] == 4
+    assert learn(growing, holed, 777).equals(one)
+    first = learn(growing, holed[:4500], 1500)
+    assert DTSL.from_bytes(first.to_bytes()).partial_fit(holed[4500:]).equals(one)
