@@ -38,7 +38,9 @@ file, row, column and value). The choices:
   The engine's marginal counts, a few integers per state, are kept at the maxima.
 - **Existing trees.** Trees keep their structure; a leaf gives a new value of its target the
   smoothing prior's share, ``(0 + prior/d) / (n + prior)`` with the new ``d``, until rows
-  with it arrive; the new tests ``X_j = v`` become split candidates at every active leaf.
+  with it arrive; the new tests ``X_j = v`` become split candidates at every active leaf
+  (and a binary variable that grows gains the test ``X_j = 0``, no longer the same partition
+  as ``X_j = 1``).
 - **Models.** The Markov network, dependency network and every exported file (native JSON,
   Libra ``.mn``, UAI) are over the *current* cardinalities (:meth:`Schema.fixed`): a
   consumer sees the values learned so far, never the declared headroom.
@@ -46,7 +48,8 @@ file, row, column and value). The choices:
   row holding a value beyond the current cardinality (within the maximum) as the learner
   would right after adding it: the leaf's prior share for that value. A Markov network
   taken from a snapshot has fixed cardinalities and rejects such a row with a
-  :class:`~streammn.schema.SchemaError`.
+  :class:`~streammn.schema.SchemaError`; the engine scores its validation rows on those the
+  model can hold (:func:`rows_within`).
 - Only Hoeffding DTSL grows (the engine's streaming learner). Exact DTSL learns a finite
   file whose values can be declared, and grafting, ET and CSGS refuse a growing schema.
 """
