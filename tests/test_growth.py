@@ -1,7 +1,5 @@
 """New values mid-stream (issue 19 item 3): a growing schema adds values up to a maximum."""
 
-import json
-
 import numpy as np
 import pytest
 
@@ -238,7 +236,7 @@ def test_missing_values_in_a_multivalued_variable_end_growth(stream, mode):
     derived true side counts the missing rows that routing sends to the false side: the false
     child then showed the same gain and split on the same test again, level after level
     (exact growth never ended). No path may test a value twice."""
-    schema, rows = stream
+    _, rows = stream
     holed = rows.copy()
     holed[np.random.default_rng(6).random(rows.shape) < 0.1] = 255
     cards = Schema.from_cardinalities([2, 2, 2, 3, 2, 4, 2, 2]).with_missing()
