@@ -148,7 +148,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="one more CSV token read as a missing value (implies --missing)")
     learn.add_argument("--grow-values", type=opt.grow_values, nargs="?", const="255",
                        default=None, metavar="MAX|NAME=MAX,...",
-                       help="dtsl (hoeffding): a value above a variable's cardinality is a new "
+                       help="dtsl (hoeffding): a value past a variable's cardinality is a new "
                             "value, added mid-stream, up to MAX values per variable (bare: "
                             "255; NAME=MAX for one column; variables not covered keep their "
                             "cardinality); beyond it a row is bad as usual (default: off)")
