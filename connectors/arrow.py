@@ -54,13 +54,11 @@ def column_to_states(col: pa.Array, j: int, schema: Schema, row_offset: int,
         raise SchemaError(f"column of type {t} holds no discrete states (variable {name!r})",
                           row=row_offset, column=j, source=source)
     if values.size:
-        card = schema[j].cardinality
+        card = int(schema.value_limits[j])  # the cardinality, or a growing schema's maximum
         lo, hi = values.min(), values.max()
         if lo < 0 or hi >= card:
             r = _first_true((values < 0) | (values >= card))
-            v = values[r].item()
-            raise SchemaError(f"value {v!r} out of range 0..{card - 1} for variable {name!r}",
-                              row=row_offset + r, column=j, source=source)
+            raise schema.range_error(values[r], row_offset + r, j, source)
     return values.astype(np.uint8, copy=False)
 
 

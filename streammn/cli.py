@@ -146,6 +146,12 @@ def _parser() -> argparse.ArgumentParser:
                             "of stopping at them (dtsl only)")
     learn.add_argument("--missing-token", metavar="TOKEN",
                        help="one more CSV token read as a missing value (implies --missing)")
+    learn.add_argument("--grow-values", type=opt.grow_values, nargs="?", const="255",
+                       default=None, metavar="MAX|NAME=MAX,...",
+                       help="dtsl (hoeffding): a value past a variable's cardinality is a new "
+                            "value, added mid-stream, up to MAX values per variable (bare: "
+                            "255; NAME=MAX for one column; variables not covered keep their "
+                            "cardinality); beyond it a row is bad as usual (default: off)")
     learn.add_argument("--formats", type=opt.model_formats, default="json,mn,uai",
                        help="model files in each snapshot (default: json,mn,uai)")
     learn.add_argument("--seed", type=opt.count, default=0, help="random seed (default: 0)")

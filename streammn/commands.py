@@ -95,6 +95,21 @@ def _missing_options(args) -> dict:
     return {"missing": True} if getattr(args, "missing", False) else {}
 
 
+def _growing_schema(schema: Schema, default: int | None, named: dict) -> Schema:
+    """``schema`` growing as ``--grow-values`` says (streammn.trees.growth)."""
+    unknown = [n for n in named if n not in schema.names]
+    if unknown:
+        raise UsageError(f"--grow-values names {unknown[0]!r}, which is not a variable "
+                         f"(variables: {', '.join(schema.names[:8])}...)")
+    maxima = [named.get(v.name, v.cardinality if default is None else default) for v in schema]
+    low = [(v, m) for v, m in zip(schema, maxima) if m < v.cardinality]
+    if low:
+        v, m = low[0]
+        raise UsageError(f"--grow-values: variable {v.name!r} already has {v.cardinality} "
+                         f"values, more than the maximum {m}")
+    return schema.with_growth(maxima)
+
+
 def learn(args) -> int:
     from streammn.engine import StreamLearner
 
@@ -113,6 +128,10 @@ def learn(args) -> int:
     if missing and schema is not None:
         schema = schema.with_missing()
     source = open_source(args.source, batch_size=args.batch_size, schema=schema, **missing)
+    if args.grow_values is not None:  # new values mid-stream: over the declared or inferred
+        growing = _growing_schema(source.schema, *args.grow_values)
+        source.close()
+        source = open_source(args.source, batch_size=args.batch_size, schema=growing, **missing)
     validation = None
     if args.validation:
         with open_source(args.validation, schema=source.schema) as v:

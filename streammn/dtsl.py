@@ -38,6 +38,7 @@ from streammn.trees.forest import Forest
 from streammn.trees.adaptive import DETECTORS, DriftAdapter
 from streammn.trees.decay import ForgettingGrower
 from streammn.trees.missing import recount_observed
+from streammn.trees.growth import cardinalities_of, extend_state, first_new_value
 from streammn.trees.hoeffding import HoeffdingGrower
 from streammn.trees.stats import LeafStats
 from streammn.errors import SettingsError
@@ -58,7 +59,10 @@ class DTSL(Estimator):
     Parameters
     ----------
     schema : Schema
-        The variables; one tree is learned per variable.
+        The variables; one tree is learned per variable. A growing schema
+        (:meth:`Schema.with_growth <streammn.schema.Schema.with_growth>`, Hoeffding mode)
+        adds a new value at the row it first appears (:mod:`streammn.trees.growth`); the
+        learner's ``schema`` is then the grown one.
     kappa : 'auto' or float, default 'auto'
         Split criterion. ``'auto'``: a split must pass a likelihood-ratio test at level
         ``split_alpha``, corrected for the candidates tried (and on a stream for the earlier
@@ -215,6 +219,10 @@ class DTSL(Estimator):
                                 and not math.isinf(half_life)):
             raise DTSLError("drift and half_life apply to mode='hoeffding' (exact mode learns "
                             "a fixed, finite source)")
+        if mode == "exact" and schema.grows:
+            raise DTSLError("a growing schema (new values mid-stream) applies to "
+                            "mode='hoeffding'; exact mode learns a finite source whose "
+                            "cardinalities can be declared")
         self.schema = schema
         self.drift = drift
         self.half_life = (None if half_life is None or math.isinf(half_life)
@@ -288,8 +296,14 @@ class DTSL(Estimator):
         return DriftAdapter(self._grower, lambda forest, st: self._make_grower(forest, st),
                             state=state)
 
+    @property
+    def forest_schema(self) -> Schema:
+        """The trees' schema: the learner's at its current cardinalities (a growing schema's
+        trees, features and models are over the values added so far)."""
+        return self.schema.fixed()
+
     def _reset(self) -> None:
-        self.forest = Forest(self.schema, prior=self.prior)
+        self.forest = Forest(self.forest_schema, prior=self.prior)
         self.rows_seen = 0
         self.n_passes = 0
         self._grower = None
@@ -312,9 +326,26 @@ class DTSL(Estimator):
             raise DTSLError("partial_fit needs mode='hoeffding'; exact mode learns with "
                             "fit(source) over a re-iterable source")
         rows = self._validate(batch)
+        while self.schema.grows:  # a new value: grow at its row (streammn.trees.growth)
+            row, cards = first_new_value(self.schema, rows)
+            if row is None:
+                break
+            self._learn(rows[:row])
+            self._grow_schema(self.schema.grown_to(cards))
+            rows = rows[row:]
+        self._learn(rows)
+        return self
+
+    def _learn(self, rows: np.ndarray) -> None:
         (self._drift or self._grower).learn(rows)
         self.rows_seen = self._grower.rows_seen
-        return self
+
+    def _grow_schema(self, schema: Schema) -> None:
+        """Continue under the grown ``schema``: the state rewritten with zero counts for the
+        new values and loaded as on resume (streammn.trees.growth)."""
+        _, arrays = self.get_state()
+        self.schema = schema
+        self._load(extend_state(arrays, self.forest.schema, schema))
 
     def fit(self, source, count_pass=None) -> "DTSL":
         """Learn from scratch from ``source`` and return self.
@@ -329,7 +360,7 @@ class DTSL(Estimator):
             raise DTSLError("count_pass applies to mode='exact' only")
         if isinstance(source, np.ndarray):
             source = ArraySource(source, schema=self.schema)
-        if isinstance(source, Source) and source.schema != self.schema:
+        if isinstance(source, Source) and not self.schema.same_stream(source.schema):
             raise SchemaError(f"source schema {source.schema!r} differs from the learner's "
                               f"{self.schema!r}", source=source.describe())
         self._reset()
@@ -374,8 +405,8 @@ class DTSL(Estimator):
         cpds = self.features(features)
         trees = None
         if features.lower() == "default":
-            trees = Forest.from_state(self.schema, self.prior, self.forest.get_state())
-        return DependencyNetwork(self.schema, cpds, trees=trees)
+            trees = Forest.from_state(self.forest.schema, self.prior, self.forest.get_state())
+        return DependencyNetwork(self.forest.schema, cpds, trees=trees)
 
     def to_markov_network(self) -> MarkovNetwork:
         """DN2MN of the current trees with the default base and orderings (product of the
@@ -384,8 +415,12 @@ class DTSL(Estimator):
 
     def pll_terms(self, rows) -> np.ndarray:
         """``log P(x_i | x_-i)`` of the current trees for every row and variable, straight from
-        the leaves (no feature generation): what the engine's prequential score uses."""
-        return self.forest.leaf_log_prob(self.schema.rows_of(rows))
+        the leaves (no feature generation): what the engine's prequential score uses. With a
+        growing schema, a value not added yet gets the leaf's prior share (trees.growth)."""
+        rows = self.schema.rows_of(rows)
+        if not self.schema.grows:
+            return self.forest.leaf_log_prob(rows)
+        return self.forest.leaf_log_prob(rows, cardinalities_of(self.schema, rows))
 
     def tree_stats(self) -> dict:
         """Per-tree sizes: ``n_leaves``, ``depth``, ``n_nodes`` (arrays over variables)."""
@@ -421,13 +456,17 @@ class DTSL(Estimator):
         if meta.get("format") != STATE_FORMAT:
             raise DTSLError(f"unsupported DTSL state format {meta.get('format')!r}")
         model = cls(Schema.from_dict(meta["schema"]), **meta["params"])
-        model.forest = Forest.from_state(model.schema, model.prior, arrays)
+        model._load(arrays)
         model.rows_seen = int(meta["rows_seen"])
         model.n_passes = int(meta["n_passes"])
-        if model.mode == "hoeffding":
-            model._grower = model._make_grower(state=arrays)
-            model._drift = model._make_adapter(state=arrays)
         return model
+
+    def _load(self, arrays: dict) -> None:
+        """Trees and growth state from state ``arrays`` over the learner's schema."""
+        self.forest = Forest.from_state(self.forest_schema, self.prior, arrays)
+        if self.mode == "hoeffding":
+            self._grower = self._make_grower(state=arrays)
+            self._drift = self._make_adapter(state=arrays)
 
     def to_bytes(self) -> bytes:
         """Serialise the full state (``.npz`` with the metadata as JSON)."""

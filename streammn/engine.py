@@ -67,6 +67,7 @@ from streammn.snapshot import (MODEL_FILES, NO_SNAPSHOT, RESUME_HINT, SnapshotWr
                                SnapshotWriter, latest_valid_snapshot, model_files,
                                model_summary, resolve_snapshot)
 from streammn.stats import MarginalCounts, RowReservoir
+from streammn.trees.growth import rows_within
 from streammn.errors import SettingsError
 
 LEARNER_FILE = "learner.bin"
@@ -86,7 +87,8 @@ def learner_to_model(learner: StructureLearner, refine: bool = False,
     pseudo-likelihood on ``train`` and are kept only if the validation PLL improves."""
     model = learner.to_markov_network()
     if refine and train is not None and train.shape[0] and validation is not None:
-        return refine_weights(model, REFINE_ITERATIONS, train, validation)
+        return refine_weights(model, REFINE_ITERATIONS, rows_within(model.schema, train),
+                              rows_within(model.schema, validation))
     return model
 
 
@@ -215,7 +217,7 @@ class StreamLearner:
         if not isinstance(learner, StructureLearner):
             raise EngineError(f"{type(learner).__name__} is not a structure learner (see "
                               f"streammn.learner.StructureLearner)")
-        if learner.schema != source.schema:
+        if not learner.schema.same_stream(source.schema):
             raise EngineError(f"learner schema {learner.schema!r} differs from the source's "
                               f"{source.schema!r}")
         if refine and validation is None:
@@ -234,8 +236,9 @@ class StreamLearner:
         self.formats = tuple(formats)
         self.progress_stream = progress
         self.progress_interval = progress_interval
-        self.marginals = MarginalCounts(source.schema)
-        self.reservoir = RowReservoir(source.schema, capacity=REFINE_ROWS, seed=0) \
+        stored = source.schema.ceiling()  # a growing schema's stores: at its maxima
+        self.marginals = MarginalCounts(stored)
+        self.reservoir = RowReservoir(stored, capacity=REFINE_ROWS, seed=0) \
             if refine else None
         self.state = Progress(next_snapshot_rows=every_rows)
         self.model: MarkovNetwork | None = None
@@ -275,7 +278,7 @@ class StreamLearner:
             raise ResumeSettingsError(snap.path, "refine", RESERVOIR_FILE in snap.files,
                                       self.reservoir is not None)
         learner = type(self.learner).from_bytes(snap.file(LEARNER_FILE).read_bytes())
-        if learner.schema != self.source.schema:
+        if not learner.schema.same_stream(self.source.schema):
             raise EngineError(f"{snap.path}: snapshot schema differs from the source's")
         marginals = MarginalCounts.from_bytes(snap.file(STATS_FILE).read_bytes())
         if self.reservoir is not None:
@@ -531,8 +534,10 @@ class StreamLearner:
         t0 = time.perf_counter()
         model = self.current_model()
         convert_seconds = time.perf_counter() - t0
-        validation_pll = _finite(model.pll(self.validation) if self.validation is not None
-                                 and self.validation.shape[0] else None)
+        # a growing schema: the rows whose values the model has added so far (trees.growth)
+        validation = rows_within(model.schema, self.validation)
+        validation_pll = _finite(model.pll(validation) if validation is not None
+                                 and validation.shape[0] else None)
         return model, convert_seconds, validation_pll
 
     def _publish(self, reason: str, position, peak_rss_mb, scored=None) -> dict:
@@ -569,6 +574,10 @@ class StreamLearner:
         drift = self._drift_summary()
         if drift is not None:  # learners that adapt to drift: their alarms and swaps
             manifest["drift"] = drift
+        schema = self.learner.schema
+        if schema.grows:  # new values mid-stream: the cardinalities now and their version
+            manifest["schema"] = {"version": schema.version,
+                                  "cardinalities": schema.cardinalities.tolist()}
         t1 = time.perf_counter()
         path = self.writer.write(files, manifest)
         return {"path": str(path), "validation_pll": validation_pll,

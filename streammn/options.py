@@ -65,3 +65,26 @@ def model_formats(text: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError(f"{text!r} lacks json: every snapshot needs model.json, "
                                          f"which score, inspect and --resume read")
     return formats
+
+
+def grow_values(text: str) -> tuple[int | None, dict[str, int]]:
+    """``--grow-values``: ``MAX`` (every variable may grow to MAX values), ``NAME=MAX,...``
+    (only the named ones), or both (``MAX,NAME=MAX``); MAX in 2..255. Returns the default
+    maximum (None: variables not named keep their cardinality) and the named maxima."""
+    default, named = None, {}
+    for item in (t.strip() for t in text.split(",")):
+        name, _, value = item.rpartition("=")
+        try:
+            maximum = int(value)
+        except ValueError:
+            maximum = 0
+        if not 2 <= maximum <= 255 or (not name and "=" in item):
+            raise argparse.ArgumentTypeError(f"{item!r} is not MAX or NAME=MAX with MAX in "
+                                             f"2..255")
+        if not name:
+            if default is not None:
+                raise argparse.ArgumentTypeError(f"{text!r} gives the default maximum twice")
+            default = maximum
+        else:
+            named[name] = maximum
+    return default, named

@@ -2,7 +2,9 @@
 
 Every value streammn learns from is a discrete state ``0 .. cardinality-1`` of a named variable.
 A :class:`Schema` is fixed for the life of a stream: it is declared, read from file metadata, or
-inferred once from a first chunk and then never changes. :meth:`Schema.validate` is the single
+inferred once from a first chunk and then never changes (unless it is declared growing, the
+opt-in mode of :mod:`streammn.trees.growth`, where a learner adds new values up to a declared
+maximum). :meth:`Schema.validate` is the single
 gate rows pass through before any learner sees them; it either returns a clean C-contiguous
 ``uint8`` matrix or raises :class:`SchemaError` naming the offending row and column, so a rejected
 batch never touches learner state.
@@ -52,6 +54,10 @@ class MissingModeUnsupported(SettingsError):
     """A learner that cannot learn from missing values was given a schema in missing mode."""
 
 
+class GrowthUnsupported(SettingsError):
+    """A learner that cannot add values mid-stream was given a schema in growth mode."""
+
+
 def require_observed(rows: np.ndarray, what: str) -> None:
     """Raise a :class:`SchemaError` naming the first missing value of ``rows``, for a
     computation that needs complete rows."""
@@ -97,9 +103,16 @@ class Schema:
     NaN) and the value :data:`MISSING` in any column and return it as :data:`MISSING`; by
     default a null is a bad row. Learners that support the mode learn from such rows (see
     :mod:`streammn.trees.missing`), the others refuse a schema in that mode.
+
+    ``max_cardinalities`` (opt-in growth mode, :meth:`with_growth`) makes :meth:`validate`
+    accept values up to ``max_cardinalities[j] - 1`` in column ``j``: a value at or above the
+    current cardinality is a new value, which a learner that supports the mode adds
+    (:meth:`grown_to`, :mod:`streammn.trees.growth`); ``version`` counts the times the
+    cardinalities grew. By default the cardinalities are fixed.
     """
 
-    def __init__(self, variables: Iterable[Variable], missing: bool = False):
+    def __init__(self, variables: Iterable[Variable], missing: bool = False,
+                 max_cardinalities: Sequence[int] | None = None, version: int = 0):
         self.missing = bool(missing)
         self._variables = tuple(variables)
         if not self._variables:
@@ -111,6 +124,21 @@ class Schema:
         self._index = {n: i for i, n in enumerate(names)}
         self.cardinalities = np.array([v.cardinality for v in self._variables], dtype=np.int64)
         self.cardinalities.setflags(write=False)
+        self.max_cardinalities = None
+        self.version = int(version)
+        self._ceiling = None
+        if max_cardinalities is not None:
+            maxima = np.array(list(max_cardinalities), dtype=np.int64)
+            if maxima.shape != self.cardinalities.shape:
+                raise SchemaError(f"{maxima.size} maximum cardinalities for {self.n_vars} "
+                                  f"variables")
+            for v, m in zip(self._variables, maxima.tolist()):
+                if not v.cardinality <= m <= MAX_CARDINALITY:
+                    raise SchemaError(f"variable {v.name!r}: maximum cardinality must be in "
+                                      f"{v.cardinality}..{MAX_CARDINALITY} (its cardinality "
+                                      f"and the largest), got {m}")
+            maxima.setflags(write=False)
+            self.max_cardinalities = maxima
 
     # construction -------------------------------------------------------------------------
     @classmethod
@@ -173,28 +201,90 @@ class Schema:
 
     def with_missing(self, missing: bool = True) -> "Schema":
         """This schema with missing mode on (or off)."""
-        return Schema(self._variables, missing=missing)
+        return Schema(self._variables, missing=missing, max_cardinalities=self.max_cardinalities,
+                      version=self.version)
+
+    def with_growth(self, maxima) -> "Schema":
+        """This schema in growth mode: variable ``j`` may grow up to ``maxima[j]`` states.
+
+        ``maxima``: one int for every variable, a sequence of ints, or a dict from variable
+        names to ints (the others keep their cardinality: they cannot grow)."""
+        if isinstance(maxima, dict):
+            per_var = self.cardinalities.copy()
+            for name, m in maxima.items():
+                per_var[self.index(name)] = m
+        elif isinstance(maxima, (int, np.integer)):
+            per_var = np.full(self.n_vars, int(maxima), dtype=np.int64)
+        else:
+            per_var = maxima
+        return Schema(self._variables, missing=self.missing, max_cardinalities=per_var)
+
+    @property
+    def grows(self) -> bool:
+        """Whether the schema is in growth mode (new values may be added)."""
+        return self.max_cardinalities is not None
+
+    def fixed(self) -> "Schema":
+        """The current cardinalities without growth: the schema of a model learned so far."""
+        return self if not self.grows else Schema(self._variables, missing=self.missing)
+
+    def ceiling(self) -> "Schema":
+        """The fixed schema at the maximum cardinalities (a growing schema's largest): what
+        validation checks, and what stores that do not grow are allocated at."""
+        if not self.grows:
+            return self
+        if self._ceiling is None:
+            self._ceiling = Schema.from_cardinalities(self.max_cardinalities.tolist(),
+                                                      self.names).with_missing(self.missing)
+        return self._ceiling
+
+    def same_stream(self, other: "Schema") -> bool:
+        """Whether rows of ``other``'s stream are rows of this schema's: equal schemas, or two
+        growing ones with the same ceiling (one may have grown further than the other)."""
+        return self == other or (isinstance(other, Schema) and self.grows and other.grows
+                                 and self.ceiling() == other.ceiling())
+
+    def grown_to(self, cardinalities) -> "Schema":
+        """This schema with cardinalities raised to ``cardinalities`` (elementwise maximum;
+        within the maxima, which :meth:`validate` already enforced) and the version one up;
+        itself when nothing grows."""
+        cards = np.maximum(self.cardinalities, np.asarray(cardinalities, dtype=np.int64))
+        if (cards == self.cardinalities).all():
+            return self
+        return Schema((Variable(v.name, int(c)) for v, c in zip(self._variables, cards)),
+                      missing=self.missing, max_cardinalities=self.max_cardinalities,
+                      version=self.version + 1)
 
     def require_complete(self, learner: str) -> None:
-        """Refuse missing mode for a learner that needs complete rows."""
+        """Refuse missing mode for a learner that needs complete rows, and growth mode for a
+        learner whose statistics cannot add values."""
         if self.missing:
             raise MissingModeUnsupported(
                 f"{learner} cannot learn from missing values: the missing option "
                 f"(--missing / --missing-token, Schema.with_missing) is for dtsl only")
+        if self.grows:
+            raise GrowthUnsupported(
+                f"{learner} cannot add new values mid-stream: the growth option "
+                f"(--grow-values, Schema.with_growth) is for dtsl only")
 
     def to_dict(self) -> dict:
         d = {"variables": [{"name": v.name, "cardinality": v.cardinality}
                            for v in self._variables]}
         if self.missing:
             d["missing"] = True
+        if self.grows:
+            d["max_cardinalities"] = self.max_cardinalities.tolist()
+            d["version"] = self.version
         return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "Schema":
         try:
             return cls((Variable(v["name"], v["cardinality"]) for v in d["variables"]),
-                       missing=bool(d.get("missing", False)))
-        except (KeyError, TypeError) as e:
+                       missing=bool(d.get("missing", False)),
+                       max_cardinalities=d.get("max_cardinalities"),
+                       version=int(d.get("version", 0)))
+        except (KeyError, TypeError, ValueError) as e:
             raise SchemaError(f"malformed schema description: {e}") from None
 
     def to_json(self) -> str:
@@ -231,31 +321,39 @@ class Schema:
     def __iter__(self):
         return iter(self._variables)
 
+    def _growth_key(self):
+        return None if not self.grows else (tuple(self.max_cardinalities.tolist()), self.version)
+
     def __eq__(self, other) -> bool:
         return (isinstance(other, Schema) and self._variables == other._variables
-                and self.missing == other.missing)
+                and self.missing == other.missing
+                and self._growth_key() == other._growth_key())
 
     def __hash__(self) -> int:
-        return hash((self._variables, self.missing))
+        return hash((self._variables, self.missing, self._growth_key()))
 
     def __repr__(self) -> str:
         if self.n_vars <= 6:
             inner = ", ".join(f"{v.name}:{v.cardinality}" for v in self._variables)
         else:
             inner = f"{self.n_vars} variables, cardinalities {sorted(set(self.cardinalities.tolist()))}"
-        return f"Schema({inner}{', missing' if self.missing else ''})"
+        growth = f", grows (version {self.version})" if self.grows else ""
+        return f"Schema({inner}{', missing' if self.missing else ''}{growth})"
 
     # validation ---------------------------------------------------------------------------
     def rows_of(self, data, row_offset: int = 0, source: str | None = None) -> np.ndarray:
         """The row matrix of ``data``, checked once: the single door of every public entry.
 
         ``data`` is a :class:`~connectors.base.Batch` or a raw block of rows. A batch whose
-        ``schema`` is this one was validated by its source and is trusted as is; any other
-        batch (numbered from its ``start``) and any raw block go through :meth:`validate`.
+        ``schema`` is this one was validated by its source and is trusted as is (in growth mode:
+        one with the same :meth:`ceiling`, which is all validation checks); any other batch
+        (numbered from its ``start``) and any raw block go through :meth:`validate`.
         """
         rows = getattr(data, "rows", None)  # duck-typed Batch: the schema knows no connectors
         if isinstance(rows, np.ndarray):
-            if getattr(data, "schema", None) is self or getattr(data, "schema", None) == self:
+            checked = getattr(data, "schema", None)
+            if checked is self or (isinstance(checked, Schema)
+                                   and checked.ceiling() == self.ceiling()):
                 return rows
             return self.validate(rows, row_offset=getattr(data, "start", row_offset),
                                  source=source)
@@ -267,7 +365,7 @@ class Schema:
         ``row_offset`` is the absolute position of the first row in its source, so that errors
         name the row a user can find. Raises :class:`SchemaError` for a wrong number of
         columns, a null (``None``/NaN), a non-integer value, or a value outside
-        ``0 .. cardinality-1``.
+        ``0 .. cardinality-1`` (in growth mode ``0 .. max_cardinality-1``).
         """
         arr = np.asarray(values)
         if arr.ndim == 1 and arr.size == 0:
@@ -346,8 +444,9 @@ class Schema:
         return self._check_integers(out, row_offset, source)
 
     def _check_range(self, clean: np.ndarray, original, row_offset, source) -> np.ndarray:
-        if clean.shape[0] and (clean.max(axis=0) >= self.cardinalities).any():
-            bad = clean >= self.cardinalities.astype(np.uint16)[None, :]
+        limits = self.value_limits
+        if clean.shape[0] and (clean.max(axis=0) >= limits).any():
+            bad = clean >= limits.astype(np.uint16)[None, :]
             if self.missing:
                 bad &= clean != MISSING
                 if not bad.any():
@@ -357,8 +456,22 @@ class Schema:
         return clean
 
     def _raise_range(self, value, r, c, row_offset, source):
-        var = self[int(c)]
+        raise self.range_error(value, row_offset + int(r), int(c), source)
+
+    @property
+    def value_limits(self) -> np.ndarray:
+        """Per variable, the number of values rows may hold: the cardinality, or in growth
+        mode the maximum cardinality."""
+        return self.cardinalities if not self.grows else self.max_cardinalities
+
+    def range_error(self, value, row: int, column: int, source: str | None) -> SchemaError:
+        """The error for ``value`` at ``row``/``column``, outside :attr:`value_limits`."""
+        var = self[column]
         value = value.item() if isinstance(value, np.generic) else value
-        raise SchemaError(f"value {value!r} out of range 0..{var.cardinality - 1} "
-                          f"for variable {var.name!r}",
-                          row=row_offset + int(r), column=int(c), source=source)
+        if self.grows:
+            limit = int(self.max_cardinalities[column])
+            return SchemaError(f"value {value!r} beyond the {limit} values variable "
+                               f"{var.name!r} may grow to (0..{limit - 1})",
+                               row=row, column=column, source=source)
+        return SchemaError(f"value {value!r} out of range 0..{var.cardinality - 1} "
+                           f"for variable {var.name!r}", row=row, column=column, source=source)

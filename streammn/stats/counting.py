@@ -9,17 +9,22 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from streammn.schema import MISSING
+
 
 @nb.njit(cache=True)
 def count_values(rows, offsets, out):
-    """``out[offsets[i] + x_i] += 1`` for every row ``x`` and variable ``i``.
+    """``out[offsets[i] + x_i] += 1`` for every row ``x`` and variable ``i``; a missing value
+    (:data:`~streammn.schema.MISSING`, missing mode) is not counted.
 
     ``offsets[i]`` is where variable ``i``'s ``cardinality`` counters start in ``out``.
     """
     n, m = rows.shape
     for r in range(n):
         for i in range(m):
-            out[offsets[i] + rows[r, i]] += 1
+            x = rows[r, i]
+            if x != MISSING:
+                out[offsets[i] + x] += 1
 
 
 @nb.njit(cache=True)

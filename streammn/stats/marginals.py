@@ -10,7 +10,8 @@ from streammn.stats.store import check_mergeable, expect, pack, rows_of, unpack
 
 
 class MarginalCounts:
-    """Exact int64 counts of every state of every variable.
+    """Exact int64 counts of every state of every variable (in missing mode, of the observed
+    values: a variable's counts sum to the rows where it is observed).
 
     Parameters
     ----------
@@ -102,8 +103,9 @@ class MarginalCounts:
                f"counts of shape {counts.shape} / {counts.dtype}")
         n_rows = meta.get("n_rows")
         expect(isinstance(n_rows, int) and n_rows >= 0, cls, f"n_rows {n_rows!r}")
+        per_variable = np.add.reduceat(counts, store._offsets[:-1])
         expect(bool((counts >= 0).all()) and bool(
-            (np.add.reduceat(counts, store._offsets[:-1]) == n_rows).all()),
+            (per_variable <= n_rows).all() if schema.missing else (per_variable == n_rows).all()),
             cls, "per-variable counts do not sum to n_rows")
         store._flat[:] = counts
         store.n_rows = n_rows

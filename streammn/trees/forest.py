@@ -126,24 +126,30 @@ class Forest:
             mask &= self.tree[:n] == t
         return np.flatnonzero(mask).astype(np.int32)
 
-    def log_probs(self) -> np.ndarray:
-        """Smoothed ``log P(y)`` at every node, shape (n_nodes, max_card); -inf past card."""
+    def log_probs(self, cards: np.ndarray | None = None) -> np.ndarray:
+        """Smoothed ``log P(y)`` at every node, shape (n_nodes, max card); -inf past card.
+        ``cards``: cardinalities at least the forest's, whose values past the forest's have
+        no counts (a growing schema scoring values it has not added yet, trees.growth)."""
         n = self.n_nodes
-        d = self.cards[self.tree[:n]].astype(np.float64)[:, None]
-        c = (self.counts if self.observed is None else self.observed)[:n].astype(np.float64)
+        cards = self.cards if cards is None else cards
+        width = int(cards.max())
+        d = cards[self.tree[:n]].astype(np.float64)[:, None]
+        c = np.zeros((n, width))
+        c[:, :self.max_card] = (self.counts if self.observed is None else self.observed)[:n]
         tot = c.sum(axis=1, keepdims=True)
         with np.errstate(divide="ignore"):
             out = np.log(c + self.prior / d) - np.log(tot + self.prior)
-        out[np.arange(self.max_card)[None, :] >= d] = -np.inf
+        out[np.arange(width)[None, :] >= d] = -np.inf
         return out
 
     def route(self, rows: np.ndarray) -> np.ndarray:
         """Leaf reached by every row in every tree, shape (n_rows, n_trees)."""
         return kernels.route(rows, self.roots, self.links)
 
-    def leaf_log_prob(self, rows: np.ndarray) -> np.ndarray:
-        """``log P(x_t | x_-t)`` under every tree ``t``: shape (n_rows, n_vars)."""
-        return kernels.leaf_log_prob(rows, self.roots, self.links, self.log_probs())
+    def leaf_log_prob(self, rows: np.ndarray, cards: np.ndarray | None = None) -> np.ndarray:
+        """``log P(x_t | x_-t)`` under every tree ``t``: shape (n_rows, n_vars); ``cards`` as
+        in :meth:`log_probs`."""
+        return kernels.leaf_log_prob(rows, self.roots, self.links, self.log_probs(cards))
 
     def path(self, node: int) -> list[tuple[int, int, bool]]:
         """Test outcomes from the root down to ``node``: ``(var, value, outcome)`` triples."""

@@ -301,11 +301,12 @@ def _loglik(c, d, alpha, prior):
 
 
 @nb.njit(cache=True)
-def score_slots(slots, slot_target, tot, stats, cards, offsets, min_count, prior):
+def score_slots(slots, slot_target, tot, stats, cards, offsets, min_count, prior, zero_tests):
     """Best and runner-up split of each listed slot by gain in training log-likelihood.
 
     Candidates are ``X_j = a`` for every variable ``j`` other than the target and, for binary
-    ``j``, only ``a = 1`` (``X_j = 0`` is the same partition); for ``card_j > 2`` every value.
+    ``j``, only ``a = 1`` (``X_j = 0`` is the same partition); for ``card_j > 2`` every value
+    (``a >= 1`` only without ``zero_tests``: missing mode, see :mod:`streammn.trees.missing`).
     They are visited in order of ``j`` then ``a`` and a later candidate wins only with a strictly
     larger gain, so ties go to the first. A candidate needs ``min_count`` rows on each side.
     Leaves are smoothed as ``(count + prior/d) / (total + prior)``.
@@ -317,13 +318,13 @@ def score_slots(slots, slot_target, tot, stats, cards, offsets, min_count, prior
     out = _score_outputs(slots.shape[0], tot.shape[1])
     for q in range(slots.shape[0]):
         _score_slot(q, slots[q], slot_target, tot, stats, cards, offsets, min_count, prior,
-                    *out)
+                    zero_tests, *out)
     return out
 
 
 @nb.njit(cache=True, parallel=True)
 def score_slots_parallel(slots, slot_target, tot, stats, cards, offsets, min_count, prior,
-                         n_blocks):
+                         zero_tests, n_blocks):
     """:func:`score_slots` with the slots cut into ``n_blocks`` blocks run in parallel (each
     slot is scored on its own)."""
     S = slots.shape[0]
@@ -331,7 +332,7 @@ def score_slots_parallel(slots, slot_target, tot, stats, cards, offsets, min_cou
     for b in nb.prange(n_blocks):
         for q in range(b * S // n_blocks, (b + 1) * S // n_blocks):
             _score_slot(q, slots[q], slot_target, tot, stats, cards, offsets, min_count,
-                        prior, *out)
+                        prior, zero_tests, *out)
     return out
 
 
@@ -343,8 +344,8 @@ def _score_outputs(S, C):
 
 
 @nb.njit(cache=True)
-def _score_slot(q, s, slot_target, tot, stats, cards, offsets, min_count, prior, best_var,
-                best_val, best_gain, second_gain, true_counts):
+def _score_slot(q, s, slot_target, tot, stats, cards, offsets, min_count, prior, zero_tests,
+                best_var, best_val, best_gain, second_gain, true_counts):
     """Score slot ``s`` into entry ``q`` of the outputs (see :func:`score_slots`)."""
     n_vars = cards.shape[0]
     t = slot_target[s]
@@ -366,7 +367,7 @@ def _score_slot(q, s, slot_target, tot, stats, cards, offsets, min_count, prior,
         if j == t:
             continue
         cj = cards[j]
-        a0 = 1 if cj == 2 else 0
+        a0 = 1 if cj == 2 or not zero_tests else 0
         for a in range(a0, cj):
             n_true = 0.0
             for y in range(d):

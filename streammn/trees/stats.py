@@ -204,7 +204,7 @@ class LeafStats:
         """Best split of each slot: see :func:`kernels.score_slots`."""
         slots = np.asarray(slots, dtype=np.int64)
         args = (slots, self.slot_target, self.tot, self.stats, self.forest.cards, self.offsets,
-                int(min_count), self.forest.prior)
+                int(min_count), self.forest.prior, not self.missing)
         n_blocks = self._blocks(slots.size, slots.size * self.K)
         if n_blocks == 1:
             return kernels.score_slots(*args)
