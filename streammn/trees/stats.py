@@ -129,7 +129,8 @@ class LeafStats:
         kernel = kernels.accumulate if n_blocks == 1 else kernels.accumulate_parallel
         if dest is None:
             dest, row_leaf = np.full(rows.shape[0], -1, dtype=np.int64), _NO_LEAVES
-        kernel(rows, self.indicators(rows), trees, f.roots, f.links, f.slot, f.counts,
+        table, tree_steps = kernels.routing_table(f.links, f.tree, f.depth, f.roots.shape[0])
+        kernel(rows, self.indicators(rows), trees, f.roots, table, tree_steps, f.slot, f.counts,
                count_leaves, self.tot, self.stats, self.n, self.last_attempt, grace, due, n_due,
                dest, row_leaf)
         return np.concatenate([due[b, :n_due[b]] for b in range(n_blocks)])
