@@ -132,11 +132,13 @@ def _add_rows(rows, indicators, trees, q0, q1, roots, table, tree_steps, node_sl
 
     Trees are outer and rows inner: one tree's nodes and slots stay in cache while the batch's
     rows (a grace period: a few kilobytes) stream through it, instead of every row touching a
-    slot in every tree. All rows are first routed through the tree (:func:`_route_fixed`),
-    then counted. The count is written out here over the hoisted width ``K``: so LLVM
-    vectorises the row add (as a separate inlined helper it did not, 2.5x slower). Counts are
-    integers, so the order of the additions does not change them; a slot is due when its
-    count passes ``grace`` during the call, found once whatever the order."""
+    slot in every tree. Per tree, three passes over the rows: route them
+    (:func:`_route_fixed`); do the per-row bookkeeping (leaf counts, slot totals, due
+    slots), leaving each row's slot; add the indicator rows into their slots' statistics. The
+    last is a tight loop the vectoriser handles well (64 columns per iteration) once the
+    bookkeeping's many live values are out of it. Counts are integers, so the order of the
+    additions does not change them; a slot is due when its count passes ``grace`` during the
+    call, found once whatever the order."""
     n_due = 0
     K = indicators.shape[1]
     n = rows.shape[0]
@@ -144,29 +146,35 @@ def _add_rows(rows, indicators, trees, q0, q1, roots, table, tree_steps, node_sl
     for q in range(q0, q1):
         t = trees[q]
         _route_fixed(rows, roots[t], tree_steps[t], table, leaves)
-        for r in range(n):
+        for r in range(n):  # bookkeeping; leaves[r] becomes the row's slot (-1: none)
             leaf = leaves[r]
             y = rows[r, t]
             keep = dest[r]
             if keep >= 0:
                 row_leaf[t, keep] = leaf
             if y == MISSING:  # missing target: routed, not counted (streammn.trees.missing)
+                leaves[r] = -1
                 continue
             if count_leaves:
                 node_counts[leaf, y] += 1
             s = node_slot[leaf]
+            leaves[r] = s
             if s < 0:
                 continue
             tot[s, y] += 1
-            dst = stats[s, y]
-            src = indicators[r]
-            for k in range(K):
-                dst[k] += src[k]
             if grace > 0:
                 slot_n[s] += 1
                 if slot_n[s] - slot_last[s] == grace:
                     due[n_due] = s
                     n_due += 1
+        for r in range(n):  # the counting
+            s = leaves[r]
+            if s < 0:
+                continue
+            dst = stats[s, rows[r, t]]
+            src = indicators[r]
+            for k in range(K):
+                dst[k] += src[k]
     return n_due
 
 
