@@ -229,8 +229,10 @@ def _advance_rows(rows, indicators, trees, q0, q1, links, node_slot, tot, stats,
                     v = links[node, 0]
                 nodes[r] = node
             s = node_slot[node]
+            if s < 0:  # most rows, on later levels: their row is not read at all
+                continue
             y = rows[r, t]
-            if s < 0 or y == MISSING:
+            if y == MISSING:
                 continue
             tot[s, y] += 1
             dst = stats[s, y]
