@@ -8,6 +8,7 @@ from scipy.stats import chi2
 from streammn.dtsl import DTSL
 from streammn.planted import LogisticBN
 from streammn.schema import Schema
+from streammn.trees import kernels
 from streammn.trees.criterion import n_candidates, significance_threshold
 
 
@@ -168,6 +169,33 @@ def test_rebuilds_at_doubling_row_counts_while_the_buffer_holds_the_stream():
         if grower._rebuild_due():
             due.append(grower.rows_seen)
     assert due == [1000, 2000, 4000, 8000, 16_000, 32_000, 64_000, 99_200]
+
+
+def test_rebuilt_leaves_hold_the_statistics_of_their_buffered_rows():
+    """After a rebuild every active leaf's statistics are those of the buffered rows that reach
+    it: kept from the exact pass that decided the leaf, or counted for leaves too small to
+    have been tried."""
+    bn = LogisticBN(12, seed=4, weight_low=1.0, weight_high=3.0)
+    rows = bn.sample(2000, np.random.default_rng(5))
+    rows[:, 3] = (rows[:, 3] + rows[:, 4]) % 3  # one 3-valued variable
+    schema = Schema.from_cardinalities([2, 2, 2, 3] + [2] * 8)
+    model = DTSL(schema, min_count=5)
+    model.partial_fit(rows)
+    grower = model._grower
+    assert grower.rebuild_count == 2  # at 1,000 and 2,000 rows
+    f, st = model.forest, grower.stats
+    leaves = kernels.route(rows, f.roots, f.links)
+    indicators = st.indicators(rows)
+    slots = np.flatnonzero(st.slot_node >= 0)
+    assert slots.size == f.leaves().size > 30
+    for s in slots:
+        node, t = st.slot_node[s], st.slot_target[s]
+        at = leaves[:, t] == node
+        for y in range(schema.cardinalities[t]):
+            mine = at & (rows[:, t] == y)
+            assert st.tot[s, y] == mine.sum()
+            np.testing.assert_array_equal(st.stats[s, y], indicators[mine].sum(axis=0))
+        assert st.n[s] == at.sum()
 
 
 def test_chunks_grow_with_the_stream_between_fixed_positions():

@@ -93,7 +93,9 @@ def grow_level_wise(forest: Forest, source, kappa, min_count: int, max_depth,
                     max_leaves: int, n_threads: int = 1, cache_bytes: int = 256 * 2 ** 20,
                     on_pass: Callable[[int, int], None] | None = None,
                     count_pass: CountPass | None = None, alpha: float = DEFAULT_ALPHA,
-                    min_gain_per_row: float = DEFAULT_MIN_GAIN_PER_ROW) -> int:
+                    min_gain_per_row: float = DEFAULT_MIN_GAIN_PER_ROW,
+                    on_final: Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None = None
+                    ) -> int:
     """Grow every tree of a fresh ``forest`` to completion; return the passes made.
 
     ``source`` is a :class:`connectors.base.Source`, rewound before each pass, read through a
@@ -102,7 +104,9 @@ def grow_level_wise(forest: Forest, source, kappa, min_count: int, max_depth,
     trees are counted in parallel by a local pass. ``on_pass(level, frontier_size)`` is called
     after each level (progress reporting). ``kappa`` is a fixed structure prior or ``'auto'``
     for the significance test at level ``alpha`` with the relevance floor ``min_gain_per_row``
-    (:mod:`streammn.trees.criterion`).
+    (:mod:`streammn.trees.criterion`). ``on_final(nodes, tot, stats)`` receives the
+    statistics of the frontier leaves that did not split (copies, by slot layout): the final
+    leaves' statistics, for a caller that goes on counting from them (a Hoeffding rebuild).
     """
     if count_pass is None:
         count_pass = SourcePasses(source, cache_bytes)
@@ -135,6 +139,8 @@ def grow_level_wise(forest: Forest, source, kappa, min_count: int, max_depth,
             go = cand & (bvar >= 0) & (bgain > penalty[forest.tree[chunk]])
             split_parents.append((chunk[go], stats.tot[slots[go]].copy(),
                                   stats.stats[slots[go]].copy()))
+            if on_final is not None:
+                on_final(chunk[~go], stats.tot[slots[~go]], stats.stats[slots[~go]])
             t_ids, f_ids = forest.split(chunk[go], bvar[go], bval[go], tcounts[go])
             children = np.concatenate([t_ids, f_ids])
             next_frontier.append(_splittable(forest, children, min_count, max_depth))

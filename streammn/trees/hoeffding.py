@@ -256,19 +256,22 @@ class HoeffdingGrower:
         in the buffer, exact growth on everything seen is affordable and is what one pass
         over a finite file of up to ``replay_rows`` rows should give, so it replaces the trees
         at doubling row counts. Each leaf of the rebuilt trees has had one look (the exact
-        pass), so its looks go on from ``k = 2``. Costs an exact fit on the buffer plus one
-        counting pass that seeds the leaves (the rows start from the nodes where the exact
-        passes left them, so nothing is routed twice); summed over the doubling points, about
-        twice that for the full buffer, once per stream. Afterwards growth is plain Hoeffding
+        pass), so its looks go on from ``k = 2``. The new leaves keep the statistics the exact
+        pass that decided them counted; a last pass moves the rows on from the nodes where the
+        exact passes left them and counts only the leaves too small to have been tried. Costs
+        an exact fit on the buffer; summed over the doubling points, about twice that for the
+        full buffer, once per stream. Afterwards growth is plain Hoeffding
         growth."""
         f, st = self.forest, self.stats
         self.rebuild_count += 1
         rows = self._buf[:self._buf_len]
         fresh = Forest(f.schema, prior=f.prior)
         passes = SourcePasses(_BufferedRows(rows), cache_bytes=self._buf_leaf.nbytes)
+        final = []  # statistics of the exact trees' leaves, from the pass that decided them
         grow_level_wise(fresh, None, AUTO, self.min_count, self.max_depth,
                         max(1, self.leaf_budget), st.n_threads, count_pass=passes,
-                        alpha=self.alpha, min_gain_per_row=self.min_gain_per_row)
+                        alpha=self.alpha, min_gain_per_row=self.min_gain_per_row,
+                        on_final=lambda *leaf_stats: final.append(leaf_stats))
         st.release_all()
         f.replace_with(fresh)
         if f.observed is not None:
@@ -276,8 +279,16 @@ class HoeffdingGrower:
         self._has_inactive = False
         self._enforce_budget(self._eligible(f.leaves()))
         # the rows' nodes from the last pass: seeding moves them on to their leaves and counts
+        # them only at leaves the exact passes never counted (too small to be tried)
         row_node = passes.row_node  # the buffer's leaf array has room for it, so it exists
-        st.add_cached(rows, np.arange(f.schema.n_vars, dtype=np.int64), row_node)
+        known = np.concatenate([leaf_stats[0] for leaf_stats in final])
+        counting = f.slot.copy()
+        counting[known] = -1
+        st.add_cached(rows, np.arange(f.schema.n_vars, dtype=np.int64), row_node, counting)
+        slots = f.slot[known]
+        active = slots >= 0
+        st.tot[slots[active]] = np.concatenate([leaf_stats[1] for leaf_stats in final])[active]
+        st.stats[slots[active]] = np.concatenate([leaf_stats[2] for leaf_stats in final])[active]
         self._buf_leaf[:, :rows.shape[0]] = row_node
         slots = np.flatnonzero(st.slot_node >= 0).astype(np.int64)
         st.n[slots] = st.tot[slots].sum(axis=1)

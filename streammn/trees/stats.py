@@ -129,7 +129,8 @@ class LeafStats:
         kernel = kernels.accumulate if n_blocks == 1 else kernels.accumulate_parallel
         if dest is None:
             dest, row_leaf = np.full(rows.shape[0], -1, dtype=np.int64), _NO_LEAVES
-        kernel(rows, self.indicators(rows), trees, f.roots, f.links, f.slot, f.counts,
+        table, tree_steps = kernels.routing_table(f.links, f.tree, f.depth, f.roots.shape[0])
+        kernel(rows, self.indicators(rows), trees, f.roots, table, tree_steps, f.slot, f.counts,
                count_leaves, self.tot, self.stats, self.n, self.last_attempt, grace, due, n_due,
                dest, row_leaf)
         return np.concatenate([due[b, :n_due[b]] for b in range(n_blocks)])
@@ -172,15 +173,17 @@ class LeafStats:
             self.tot[s, 1:d] += n_value.astype(self.dtype)
             self.tot[s, 0] += n_rows[t] - n_value.sum()
 
-    def add_cached(self, rows: np.ndarray, trees: np.ndarray, row_node: np.ndarray) -> None:
+    def add_cached(self, rows: np.ndarray, trees: np.ndarray, row_node: np.ndarray,
+                   node_slot: np.ndarray | None = None) -> None:
         """Exact mode: add ``rows`` to the active leaves' statistics, moving each row down
-        from its remembered node ``row_node[t, r]`` (updated in place)."""
+        from its remembered node ``row_node[t, r]`` (updated in place). ``node_slot``: count
+        only at the leaves it gives a slot (default: every active leaf, the forest's slots)."""
         f = self.forest
         if self.tot.shape[0] == 0:
             self._grow(1)
         n_blocks = self._blocks(trees.shape[0], rows.shape[0] * trees.shape[0])
-        args = (rows, self.indicators(rows), trees, f.links, f.slot, self.tot, self.stats,
-                row_node)
+        args = (rows, self.indicators(rows), trees, f.links,
+                f.slot if node_slot is None else node_slot, self.tot, self.stats, row_node)
         if n_blocks == 1:  # a parallel launch costs milliseconds on a busy machine
             kernels.accumulate_cached(*args)
         else:
