@@ -5,43 +5,24 @@ conditional marginals within Monte-Carlo error, follow the lockstep kernel's cha
 import numba
 import numpy as np
 
-from helpers_mn import random_featureset
-from streammn import Schema
+from helpers_mn import brute_conditional_marginals, mixed_mn_and_rows
 from streammn.inference import InferenceError, gibbs_marginals
-from streammn.loglinear import value_offsets
-from streammn.model import MarkovNetwork
 
 import pytest
 
 
 def model_and_evidence(n_rows=40):
-    rng = np.random.default_rng(5)
-    schema = Schema.from_cardinalities([2, 3, 2, 2, 3, 2, 2, 4, 2, 2])
-    mn = MarkovNetwork(schema, random_featureset(rng, schema, 60, max_len=4, scale=0.9))
-    rows = rng.integers(0, schema.cardinalities, size=(n_rows, 10))
-    evidence = rows.copy()
+    mn, evidence = mixed_mn_and_rows(5, n_rows, scale=0.9)
     evidence[:, [1, 4, 7, 8]] = -1
     evidence[::3, [0, 2]] = -1  # a second evidence pattern
     return mn, evidence
-
-
-def exact_conditionals(mn, evidence):
-    states, p = mn.joint()
-    offs = value_offsets(mn.schema.cardinalities)
-    out = np.zeros((len(evidence), offs[-1]))
-    for r, e in enumerate(evidence):
-        keep = np.all((states == e) | (e < 0), axis=1)
-        q = p[keep] / p[keep].sum()
-        for j, card in enumerate(mn.schema.cardinalities):
-            out[r, offs[j]:offs[j + 1]] = np.bincount(states[keep, j], weights=q, minlength=card)
-    return out
 
 
 def test_marginals_match_brute_force():
     mn, evidence = model_and_evidence(12)
     got = gibbs_marginals(mn, evidence, burn_in=50, samples=4000, chains=4, seed=1,
                           method="incremental")
-    assert np.abs(got - exact_conditionals(mn, evidence)).max() < 0.03
+    assert np.abs(got - brute_conditional_marginals(mn, evidence)).max() < 0.03
 
 
 def test_follows_the_lockstep_chains():

@@ -27,18 +27,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from streammn.inference.draws import _draw, _next_at
 from streammn.loglinear import _group_structure, _lowest_bit
-
-
-@nb.njit(cache=True)
-def _next_at(states, i):
-    """splitmix64 on ``states[i]``: a uniform float in [0, 1)."""
-    states[i] += np.uint64(0x9E3779B97F4A7C15)
-    z = states[i]
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    z = z ^ (z >> np.uint64(31))
-    return (z >> np.uint64(11)) * (1.0 / 9007199254740992.0)
 
 
 @nb.njit(cache=True)
@@ -262,26 +252,10 @@ def _chain(c, states, x, logits, part_w, live, cards, offs, burn_in, samples, pa
         for i in range(free_vars.shape[0]):
             j = free_vars[i]
             card = cards[j]
-            mx = logits[j, 0]
-            for a in range(1, card):
-                mx = max(mx, logits[j, a])
-            tot = 0.0
-            for a in range(card):
-                prob[a] = np.exp(logits[j, a] - mx)
-                tot += prob[a]
-            for a in range(card):
-                prob[a] /= tot
+            v = _draw(logits[j], card, prob, states, 0)
             if s >= burn_in:
                 for a in range(card):
                     total[offs[j] + a] += prob[a]
-            u = _next_at(states, 0)
-            cum = 0.0
-            v = card - 1
-            for a in range(card - 1):
-                cum += prob[a]
-                if u < cum:
-                    v = a
-                    break
             if v == x[j]:
                 continue
             old = x[j]
