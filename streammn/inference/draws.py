@@ -6,7 +6,8 @@ Each chain owns a splitmix64 stream (a ``uint64`` state; seeds come from
 values, then one number per resampled variable. So a chain's path depends only on its seed and
 its conditionals, never on how chains are spread over threads or blocked together, and kernels
 that compute the same conditionals in different ways follow the same paths. The helpers are
-inlined into the kernels' hot loops.
+inlined into the kernels' hot loops and take offsets rather than array views (a view made
+in a hot loop costs two atomic reference-count updates).
 """
 
 from __future__ import annotations
@@ -27,29 +28,29 @@ def _next_at(states, i):
 
 
 @nb.njit(cache=True, inline="always")
-def _draw_from(prob, card, states, i):
-    """A value in ``0 .. card-1`` drawn from the probabilities ``prob[:card]`` with one number
-    of stream ``states[i]`` (the last value takes whatever rounding leaves)."""
+def _draw_from(prob, o, card, states, i):
+    """A value in ``0 .. card-1`` drawn from the probabilities ``prob[o:o + card]`` with one
+    number of stream ``states[i]`` (the last value takes whatever rounding leaves)."""
     u = _next_at(states, i)
     cum = 0.0
     for a in range(card - 1):
-        cum += prob[a]
+        cum += prob[o + a]
         if u < cum:
             return a
     return card - 1
 
 
 @nb.njit(cache=True, inline="always")
-def _draw(logits, card, prob, states, i):
-    """Normalise ``logits[:card]`` into ``prob[:card]`` (softmax) and draw a value from it with
-    one number of stream ``states[i]``."""
-    mx = logits[0]
+def _draw(logits, o, card, prob, states, i):
+    """Normalise ``logits[o:o + card]`` into ``prob[:card]`` (softmax) and draw a value from it
+    with one number of stream ``states[i]``."""
+    mx = logits[o]
     for a in range(1, card):
-        mx = max(mx, logits[a])
+        mx = max(mx, logits[o + a])
     tot = 0.0
     for a in range(card):
-        prob[a] = np.exp(logits[a] - mx)
+        prob[a] = np.exp(logits[o + a] - mx)
         tot += prob[a]
     for a in range(card):
         prob[a] /= tot
-    return _draw_from(prob, card, states, i)
+    return _draw_from(prob, 0, card, states, i)

@@ -84,7 +84,7 @@ def _chain(x, cards, sweeps, var_ptr, var_feats, weights, ptr, var, val, eq, sta
             card = cards[j]
             _conditional_logits(x, j, card, var_ptr, var_feats, weights, ptr, var, val, eq,
                                 logits, allowed)
-            x[j] = _draw(logits, card, probs, state, 0)
+            x[j] = _draw(logits, 0, card, probs, state, 0)
 
 
 @nb.njit(cache=True)
@@ -204,7 +204,7 @@ def _marginal_block(evidence, c0, n_words, cards, offs, burn_in, samples, seeds,
     max_card = 0
     for j in range(n):
         max_card = max(max_card, cards[j])
-    logits = np.zeros((width, max_card))
+    logits = np.zeros(width * max_card)  # chain c's at c * max_card
     p = np.empty(max_card)
     for s in range(burn_in + samples):
         for j in range(n):
@@ -215,7 +215,7 @@ def _marginal_block(evidence, c0, n_words, cards, offs, burn_in, samples, seeds,
                 continue
             card = cards[j]
             o = offs[j]
-            logits[:nc, :card] = 0.0
+            logits[:] = 0.0
             for e in range(plan_ptr[j], plan_ptr[j + 1]):
                 jm = plan_jm[e]
                 wt = weights[plan_f[e]]
@@ -231,14 +231,14 @@ def _marginal_block(evidence, c0, n_words, cards, offs, burn_in, samples, seeds,
                         if (jm >> np.uint64(a)) & np.uint64(1):
                             x = h
                             while x != 0:
-                                logits[64 * w + _lowest_bit(x), a] += wt
+                                logits[(64 * w + _lowest_bit(x)) * max_card + a] += wt
                                 x &= x - np.uint64(1)
             for w in range(n_words):
                 x = free[j, w]
                 while x != 0:
                     c = 64 * w + _lowest_bit(x)
                     x &= x - np.uint64(1)
-                    X[c, j] = _draw(logits[c], card, p, states, c)
+                    X[c, j] = _draw(logits, c * max_card, card, p, states, c)
                     if s >= burn_in:
                         for a in range(card):
                             acc[c0 + c, o + a] += p[a]
@@ -262,7 +262,9 @@ def _marginals(evidence, cards, offs, burn_in, samples, seeds, var_ptr, var_feat
 def _marginals_table(evidence, cards, offs, strides, table, burn_in, samples, seeds):
     """Gibbs chains reading every conditional from ``table[state code, offs[j] + a]``."""
     m, n = evidence.shape
-    acc = np.zeros((m, offs[-1]))
+    n_slots = offs[-1]
+    flat = table.reshape(-1)
+    acc = np.zeros((m, n_slots))
     for c in nb.prange(m):
         states = seeds[c:c + 1].copy()
         x = np.empty(n, dtype=np.int64)
@@ -275,11 +277,11 @@ def _marginals_table(evidence, cards, offs, strides, table, burn_in, samples, se
             for j in range(n):
                 if evidence[c, j] >= 0:
                     continue
-                o = offs[j]
+                o = code * n_slots + offs[j]
                 if s >= burn_in:
                     for a in range(cards[j]):
-                        acc[c, o + a] += table[code, o + a]
-                v = _draw_from(table[code, o:o + cards[j]], cards[j], states, 0)
+                        acc[c, offs[j] + a] += flat[o + a]
+                v = _draw_from(flat, o, cards[j], states, 0)
                 code += (v - x[j]) * strides[j]
                 x[j] = v
     return acc
