@@ -87,13 +87,24 @@ def _split_features(is_free, gptr, g_var, g_mask):
     return feat, n_free, keys, ev_ptr, ev_var, ev_mask
 
 
+def _unique_rows(keys):
+    """``np.unique(keys, axis=0, return_inverse=True)`` (same order) by one lexicographic sort,
+    ten times faster on plants' 85k keys than numpy's structured comparison."""
+    order = np.lexsort(keys.T[::-1])
+    ordered = keys[order]
+    first = np.ones(len(ordered), dtype=bool)
+    first[1:] = np.any(ordered[1:] != ordered[:-1], axis=1)
+    inverse = np.empty(len(ordered), dtype=np.int64)
+    inverse[order] = np.cumsum(first) - 1
+    return ordered[first], inverse
+
+
 def _pattern(is_free, gptr, g_var, g_mask):
     """Everything the chains of one evidence pattern share (see the module docstring)."""
     feat, n_free, keys, ev_ptr, ev_var, ev_mask = _split_features(is_free, gptr, g_var, g_mask)
     multi = n_free >= 2
     part = np.full(feat.shape[0], -1, dtype=np.int64)
-    uniq, inverse = np.unique(keys[multi], axis=0, return_inverse=True)
-    part[multi] = inverse.ravel()
+    uniq, part[multi] = _unique_rows(keys[multi])
     part_len = (uniq[:, 0::2] >= 0).sum(axis=1)
     part_ptr = np.zeros(uniq.shape[0] + 1, dtype=np.int64)
     np.cumsum(part_len, out=part_ptr[1:])
