@@ -7,6 +7,7 @@ import numpy as np
 
 from helpers_mn import brute_conditional_marginals, mixed_mn_and_rows
 from streammn.inference import InferenceError, gibbs_marginals
+from streammn.inference.incremental import _unique_rows
 
 import pytest
 
@@ -54,3 +55,14 @@ def test_needs_a_markov_network():
     mn, evidence = model_and_evidence(2)
     with pytest.raises(InferenceError, match="incremental"):
         gibbs_marginals(object.__new__(DependencyNetwork), evidence, method="incremental")
+
+
+def test_parts_are_found_in_numpys_order():
+    """Parts are numbered by a lexicographic sort of their keys; the numbering must be numpy's
+    (np.unique over rows), or the per-chain sums would be added in another order."""
+    rng = np.random.default_rng(8)
+    for keys in (rng.integers(-1, 4, size=(300, 6)), np.repeat([[2, 5, -1, -1]], 3, axis=0),
+                 np.empty((0, 4), dtype=np.int64)):
+        uniq, inverse = _unique_rows(keys)
+        want, want_inverse = np.unique(keys, axis=0, return_inverse=True)
+        assert np.array_equal(uniq, want) and np.array_equal(inverse, want_inverse.ravel())
