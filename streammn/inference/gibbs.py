@@ -204,7 +204,8 @@ def _marginal_block(evidence, c0, n_words, cards, offs, burn_in, samples, seeds,
     max_card = 0
     for j in range(n):
         max_card = max(max_card, cards[j])
-    logits = np.zeros(width * max_card)  # chain c's at c * max_card
+    logits = np.zeros((max_card, width))
+    column = np.empty(max_card)  # one chain's logits, for the draw
     p = np.empty(max_card)
     for s in range(burn_in + samples):
         for j in range(n):
@@ -215,7 +216,9 @@ def _marginal_block(evidence, c0, n_words, cards, offs, burn_in, samples, seeds,
                 continue
             card = cards[j]
             o = offs[j]
-            logits[:] = 0.0
+            for a in range(card):
+                for c in range(nc):
+                    logits[a, c] = 0.0
             for e in range(plan_ptr[j], plan_ptr[j + 1]):
                 jm = plan_jm[e]
                 wt = weights[plan_f[e]]
@@ -231,14 +234,16 @@ def _marginal_block(evidence, c0, n_words, cards, offs, burn_in, samples, seeds,
                         if (jm >> np.uint64(a)) & np.uint64(1):
                             x = h
                             while x != 0:
-                                logits[(64 * w + _lowest_bit(x)) * max_card + a] += wt
+                                logits[a, 64 * w + _lowest_bit(x)] += wt
                                 x &= x - np.uint64(1)
             for w in range(n_words):
                 x = free[j, w]
                 while x != 0:
                     c = 64 * w + _lowest_bit(x)
                     x &= x - np.uint64(1)
-                    X[c, j] = _draw(logits, c * max_card, card, p, states, c)
+                    for a in range(card):
+                        column[a] = logits[a, c]
+                    X[c, j] = _draw(column, 0, card, p, states, c)
                     if s >= burn_in:
                         for a in range(card):
                             acc[c0 + c, o + a] += p[a]
