@@ -282,11 +282,11 @@ def _marginals_table(evidence, cards, offs, strides, table, burn_in, samples, se
             for j in range(n):
                 if evidence[c, j] >= 0:
                     continue
-                o = code * n_slots + offs[j]
+                at = code * n_slots + offs[j]  # table[code, offs[j]]
                 if s >= burn_in:
                     for a in range(cards[j]):
-                        acc[c, offs[j] + a] += flat[o + a]
-                v = _draw_from(flat, o, cards[j], states, 0)
+                        acc[c, offs[j] + a] += flat[at + a]
+                v = _draw_from(flat, at, cards[j], states, 0)
                 code += (v - x[j]) * strides[j]
                 x[j] = v
     return acc
