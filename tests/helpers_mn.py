@@ -4,7 +4,10 @@ import itertools
 
 import numpy as np
 
+from streammn import Schema
 from streammn.features import FeatureSet
+from streammn.loglinear import value_offsets
+from streammn.model import MarkovNetwork
 
 
 def random_featureset(rng, schema, n_features, max_len=3, p_eq=0.7, scale=1.0):
@@ -36,3 +39,27 @@ def brute_joint(fs, schema):
     s = np.array([brute_score(fs, r) for r in rows])
     p = np.exp(s - s.max())
     return rows, p / p.sum()
+
+
+def mixed_mn_and_rows(seed, n_rows, scale):
+    """A random Markov network over 10 variables of 2 to 4 values (60 features of up to 4
+    conditions, weights of stddev ``scale``) and ``n_rows`` uniformly random rows of its schema;
+    small enough for :func:`brute_conditional_marginals`."""
+    rng = np.random.default_rng(seed)
+    schema = Schema.from_cardinalities([2, 3, 2, 2, 3, 2, 2, 4, 2, 2])
+    mn = MarkovNetwork(schema, random_featureset(rng, schema, 60, max_len=4, scale=scale))
+    return mn, rng.integers(0, schema.cardinalities, size=(n_rows, schema.n_vars))
+
+
+def brute_conditional_marginals(mn, evidence):
+    """``P(X_j = a | evidence row)`` by enumerating the joint, laid out like
+    ``gibbs_marginals``' output (``-1`` in ``evidence``: unobserved)."""
+    states, p = mn.joint()
+    offs = value_offsets(mn.schema.cardinalities)
+    out = np.zeros((len(evidence), offs[-1]))
+    for r, e in enumerate(evidence):
+        keep = np.all((states == e) | (e < 0), axis=1)
+        q = p[keep] / p[keep].sum()
+        for j, card in enumerate(mn.schema.cardinalities):
+            out[r, offs[j]:offs[j + 1]] = np.bincount(states[keep, j], weights=q, minlength=card)
+    return out

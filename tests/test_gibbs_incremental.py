@@ -5,43 +5,25 @@ conditional marginals within Monte-Carlo error, follow the lockstep kernel's cha
 import numba
 import numpy as np
 
-from helpers_mn import random_featureset
-from streammn import Schema
+from helpers_mn import brute_conditional_marginals, mixed_mn_and_rows
 from streammn.inference import InferenceError, gibbs_marginals
-from streammn.loglinear import value_offsets
-from streammn.model import MarkovNetwork
+from streammn.inference.incremental import _unique_rows
 
 import pytest
 
 
 def model_and_evidence(n_rows=40):
-    rng = np.random.default_rng(5)
-    schema = Schema.from_cardinalities([2, 3, 2, 2, 3, 2, 2, 4, 2, 2])
-    mn = MarkovNetwork(schema, random_featureset(rng, schema, 60, max_len=4, scale=0.9))
-    rows = rng.integers(0, schema.cardinalities, size=(n_rows, 10))
-    evidence = rows.copy()
+    mn, evidence = mixed_mn_and_rows(5, n_rows, scale=0.9)
     evidence[:, [1, 4, 7, 8]] = -1
     evidence[::3, [0, 2]] = -1  # a second evidence pattern
     return mn, evidence
-
-
-def exact_conditionals(mn, evidence):
-    states, p = mn.joint()
-    offs = value_offsets(mn.schema.cardinalities)
-    out = np.zeros((len(evidence), offs[-1]))
-    for r, e in enumerate(evidence):
-        keep = np.all((states == e) | (e < 0), axis=1)
-        q = p[keep] / p[keep].sum()
-        for j, card in enumerate(mn.schema.cardinalities):
-            out[r, offs[j]:offs[j + 1]] = np.bincount(states[keep, j], weights=q, minlength=card)
-    return out
 
 
 def test_marginals_match_brute_force():
     mn, evidence = model_and_evidence(12)
     got = gibbs_marginals(mn, evidence, burn_in=50, samples=4000, chains=4, seed=1,
                           method="incremental")
-    assert np.abs(got - exact_conditionals(mn, evidence)).max() < 0.03
+    assert np.abs(got - brute_conditional_marginals(mn, evidence)).max() < 0.03
 
 
 def test_follows_the_lockstep_chains():
@@ -73,3 +55,14 @@ def test_needs_a_markov_network():
     mn, evidence = model_and_evidence(2)
     with pytest.raises(InferenceError, match="incremental"):
         gibbs_marginals(object.__new__(DependencyNetwork), evidence, method="incremental")
+
+
+def test_parts_are_found_in_numpys_order():
+    """Parts are numbered by a lexicographic sort of their keys; the numbering must be numpy's
+    (np.unique over rows), or the per-chain sums would be added in another order."""
+    rng = np.random.default_rng(8)
+    for keys in (rng.integers(-1, 4, size=(300, 6)), np.repeat([[2, 5, -1, -1]], 3, axis=0),
+                 np.empty((0, 4), dtype=np.int64)):
+        uniq, inverse = _unique_rows(keys)
+        want, want_inverse = np.unique(keys, axis=0, return_inverse=True)
+        assert np.array_equal(uniq, want) and np.array_equal(inverse, want_inverse.ravel())

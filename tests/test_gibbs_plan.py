@@ -5,18 +5,12 @@ marginals do not depend on the thread count."""
 import numba
 import numpy as np
 
-from helpers_mn import random_featureset
-from streammn import Schema
+from helpers_mn import mixed_mn_and_rows
 from streammn.inference import gibbs_marginals
-from streammn.model import MarkovNetwork
 
 
 def model_and_evidence():
-    rng = np.random.default_rng(21)
-    schema = Schema.from_cardinalities([2, 3, 2, 2, 3, 2, 2, 4, 2, 2])
-    mn = MarkovNetwork(schema, random_featureset(rng, schema, 60, max_len=4, scale=0.8))
-    rows = rng.integers(0, schema.cardinalities, size=(90, 10))
-    evidence = rows.copy()
+    mn, evidence = mixed_mn_and_rows(21, 90, scale=0.8)
     evidence[:, [1, 4, 7]] = -1  # the query group: 7 variables observed in every chain
     return mn, evidence
 

@@ -10,7 +10,8 @@ conditional (small state spaces) or chains run in lockstep, 64 per machine word,
 feature is tested against 64 chains with one AND per condition.
 
 Randomness: each chain owns a splitmix64 stream seeded from a numpy ``SeedSequence`` of the
-caller's seed, so results do not depend on how chains are spread over threads.
+caller's seed and draws from it as :mod:`streammn.inference.draws` describes, so results do not
+depend on how chains are spread over threads.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import numpy as np
 from streammn import loglinear
 from streammn.dn import DependencyNetwork
 from streammn.features import FeatureSet
-from streammn.inference.incremental import _next_at, incremental_marginals
+from streammn.inference.draws import _draw, _draw_from, _next_at
+from streammn.inference.incremental import incremental_marginals
 from streammn.loglinear import _add_feature_logits, _group_masks, _lowest_bit, value_offsets
 from streammn.model import MarkovNetwork
 from streammn.errors import SettingsError
@@ -58,45 +60,14 @@ def chain_seeds(seed, n: int, *key) -> np.ndarray:
 
 
 @nb.njit(cache=True)
-def _next(state):
-    """splitmix64: advance ``state[0]`` and return a uniform float in [0, 1)."""
-    state[0] += np.uint64(0x9E3779B97F4A7C15)
-    z = state[0]
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    z = z ^ (z >> np.uint64(31))
-    return (z >> np.uint64(11)) * (1.0 / 9007199254740992.0)
-
-
-@nb.njit(cache=True)
-def _conditional(x, j, card, var_ptr, var_feats, weights, ptr, var, val, eq, logits, allowed,
-                 probs):
-    """probs[:card] = P(X_j = . | x_-j)."""
+def _conditional_logits(x, j, card, var_ptr, var_feats, weights, ptr, var, val, eq, logits,
+                        allowed):
+    """logits[:card] = log P(X_j = . | x_-j) up to a constant."""
     for a in range(card):
         logits[a] = 0.0
     for k in range(var_ptr[j], var_ptr[j + 1]):
         _add_feature_logits(x, j, card, var_feats[k], weights, ptr, var, val, eq, logits,
                             allowed)
-    m = logits[0]
-    for a in range(1, card):
-        m = max(m, logits[a])
-    s = 0.0
-    for a in range(card):
-        probs[a] = np.exp(logits[a] - m)
-        s += probs[a]
-    for a in range(card):
-        probs[a] /= s
-
-
-@nb.njit(cache=True)
-def _draw(probs, card, state):
-    u = _next(state)
-    acc = 0.0
-    for a in range(card - 1):
-        acc += probs[a]
-        if u < acc:
-            return a
-    return card - 1
 
 
 @nb.njit(cache=True)
@@ -111,9 +82,9 @@ def _chain(x, cards, sweeps, var_ptr, var_feats, weights, ptr, var, val, eq, sta
     for s in range(sweeps):
         for j in range(cards.shape[0]):
             card = cards[j]
-            _conditional(x, j, card, var_ptr, var_feats, weights, ptr, var, val, eq, logits,
-                         allowed, probs)
-            x[j] = _draw(probs, card, state)
+            _conditional_logits(x, j, card, var_ptr, var_feats, weights, ptr, var, val, eq,
+                                logits, allowed)
+            x[j] = _draw(logits, 0, card, probs, state, 0)
 
 
 @nb.njit(cache=True)
@@ -234,6 +205,7 @@ def _marginal_block(evidence, c0, n_words, cards, offs, burn_in, samples, seeds,
     for j in range(n):
         max_card = max(max_card, cards[j])
     logits = np.zeros((max_card, width))
+    column = np.empty(max_card)  # one chain's logits, for the draw
     p = np.empty(max_card)
     for s in range(burn_in + samples):
         for j in range(n):
@@ -269,27 +241,12 @@ def _marginal_block(evidence, c0, n_words, cards, offs, burn_in, samples, seeds,
                 while x != 0:
                     c = 64 * w + _lowest_bit(x)
                     x &= x - np.uint64(1)
-                    mx = logits[0, c]
-                    for a in range(1, card):
-                        mx = max(mx, logits[a, c])
-                    tot = 0.0
                     for a in range(card):
-                        p[a] = np.exp(logits[a, c] - mx)
-                        tot += p[a]
-                    for a in range(card):
-                        p[a] /= tot
+                        column[a] = logits[a, c]
+                    X[c, j] = _draw(column, 0, card, p, states, c)
                     if s >= burn_in:
                         for a in range(card):
                             acc[c0 + c, o + a] += p[a]
-                    u = _next_at(states, c)
-                    cum = 0.0
-                    v = card - 1
-                    for a in range(card - 1):
-                        cum += p[a]
-                        if u < cum:
-                            v = a
-                            break
-                    X[c, j] = v
             _set_literals(lits, X, j, o, card, valid, n_words, nc)
 
 
@@ -310,7 +267,9 @@ def _marginals(evidence, cards, offs, burn_in, samples, seeds, var_ptr, var_feat
 def _marginals_table(evidence, cards, offs, strides, table, burn_in, samples, seeds):
     """Gibbs chains reading every conditional from ``table[state code, offs[j] + a]``."""
     m, n = evidence.shape
-    acc = np.zeros((m, offs[-1]))
+    n_slots = offs[-1]
+    flat = table.reshape(-1)
+    acc = np.zeros((m, n_slots))
     for c in nb.prange(m):
         states = seeds[c:c + 1].copy()
         x = np.empty(n, dtype=np.int64)
@@ -323,18 +282,11 @@ def _marginals_table(evidence, cards, offs, strides, table, burn_in, samples, se
             for j in range(n):
                 if evidence[c, j] >= 0:
                     continue
-                o = offs[j]
+                at = code * n_slots + offs[j]  # table[code, offs[j]]
                 if s >= burn_in:
                     for a in range(cards[j]):
-                        acc[c, o + a] += table[code, o + a]
-                u = _next_at(states, 0)
-                cum = 0.0
-                v = cards[j] - 1
-                for a in range(cards[j] - 1):
-                    cum += table[code, o + a]
-                    if u < cum:
-                        v = a
-                        break
+                        acc[c, offs[j] + a] += flat[at + a]
+                v = _draw_from(flat, at, cards[j], states, 0)
                 code += (v - x[j]) * strides[j]
                 x[j] = v
     return acc
@@ -346,11 +298,10 @@ def _sample(n_chains, per_chain, burn_in, thin, seeds, cards, var_ptr, var_feats
     n = cards.shape[0]
     out = np.empty((n_chains * per_chain, n), dtype=np.uint8)
     for c in nb.prange(n_chains):
-        state = np.empty(1, dtype=np.uint64)
-        state[0] = seeds[c]
+        state = seeds[c:c + 1].copy()
         x = np.empty(n, dtype=np.uint8)
         for j in range(n):
-            x[j] = min(int(_next(state) * cards[j]), cards[j] - 1)
+            x[j] = min(int(_next_at(state, 0) * cards[j]), cards[j] - 1)
         _chain(x, cards, burn_in, var_ptr, var_feats, weights, ptr, var, val, eq, state)
         for t in range(per_chain):
             _chain(x, cards, thin, var_ptr, var_feats, weights, ptr, var, val, eq, state)
