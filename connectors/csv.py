@@ -27,7 +27,7 @@ import pyarrow.csv as pacsv
 from connectors.arrow import record_batch_rows, record_batch_to_rows, table_column_max
 from connectors.base import DEFAULT_BATCH_SIZE, SourceError
 from connectors.files import FileSource, read_errors, resolve_paths
-from connectors.lines import Rest, data_lines, next_line, skip_rows
+from connectors.lines import Counted, data_lines, next_line, open_at, skip_rows
 from streammn.schema import MISSING, Schema, SchemaError
 from streammn.errors import SettingsError
 
@@ -74,22 +74,23 @@ class CsvSource(FileSource):
         follows). The rows before are
         skipped here (:mod:`connectors.lines`), so any row of a file of any size can be a
         start, whatever pyarrow's block size."""
-        stream = pa.input_stream(path, compression="detect")
-        try:
+        with pa.input_stream(path, compression="detect") as stream:
+            counted = Counted(stream)
             head = b""
             if self.header:
-                _, head = next_line(stream)
-            skipped, head = skip_rows(stream, start_row, head)
-            if skipped < start_row:
-                raise SourceError(f"{path}: has {skipped:,} rows, but the position is at row "
-                                  f"{start_row:,}: the input file changed")
-            read = pacsv.ReadOptions(block_size=self.block_bytes, use_threads=True,
-                                     column_names=column_names, autogenerate_column_names=False)
-            parse = pacsv.ParseOptions(delimiter=self.delimiter)
-            convert = pacsv.ConvertOptions(null_values=self.null_tokens, strings_can_be_null=True,
-                                           column_types=column_types,
-                                           include_columns=self.columns)
-            return pacsv.open_csv(Rest(head, stream), read_options=read, parse_options=parse,
+                _, head = next_line(counted)
+            skipped, head = skip_rows(counted, start_row, head)
+        if skipped < start_row:
+            raise SourceError(f"{path}: has {skipped:,} rows, but the position is at row "
+                              f"{start_row:,}: the input file changed")
+        read = pacsv.ReadOptions(block_size=self.block_bytes, use_threads=True,
+                                 column_names=column_names, autogenerate_column_names=False)
+        parse = pacsv.ParseOptions(delimiter=self.delimiter)
+        convert = pacsv.ConvertOptions(null_values=self.null_tokens, strings_can_be_null=True,
+                                       column_types=column_types, include_columns=self.columns)
+        stream = open_at(path, counted.n_read - len(head))  # the first byte after the row
+        try:
+            return pacsv.open_csv(stream, read_options=read, parse_options=parse,
                                   convert_options=convert)
         except pa.ArrowInvalid as e:
             stream.close()

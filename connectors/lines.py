@@ -5,7 +5,9 @@ the first block (``Could not skip initial 65536 rows ... header is larger than b
 a resumed source could not seek past the first few MiB of a file. Here a stream is advanced past
 ``n`` rows by counting newlines in 1 MiB chunks with numpy (independent of any block size,
 compressed files included), and the bytes read beyond the last skipped row are handed back so
-that :class:`Rest` can give pyarrow the stream as if it started there.
+that the reader can start right after the last skipped row: :func:`open_at` opens the file again
+at that byte, as a native pyarrow stream (pyarrow's read-ahead threads then never call back into
+Python: a Python file object read from those threads can abort the interpreter at exit).
 
 A row is a non-empty line, as pyarrow counts them (it skips empty lines): ``\\n`` and ``\\r\\n``
 endings, a last line without an ending. :func:`next_line` and :func:`data_lines` give the same
@@ -18,6 +20,7 @@ import io
 from typing import Iterator
 
 import numpy as np
+import pyarrow as pa
 
 CHUNK_BYTES = 1 << 20
 NEWLINE, CR = 10, 13
@@ -49,6 +52,36 @@ class Rest(io.RawIOBase):
         if not self.closed:
             self._stream.close()
         super().close()
+
+
+class Counted:
+    """``stream`` with a count of the bytes read from it (``n_read``)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self.n_read = 0
+
+    def read(self, n: int) -> bytes:
+        data = self._stream.read(n)
+        self.n_read += len(data)
+        return data
+
+
+def open_at(path: str, offset: int):
+    """A native pyarrow input stream of ``path`` (decompressed if compressed) positioned at byte
+    ``offset`` of its content: seeking when the file allows, else reading past the bytes."""
+    stream = pa.input_stream(path, compression="detect")
+    try:
+        if stream.seekable():
+            stream.seek(offset)
+        else:
+            left = offset
+            while left > 0:
+                left -= len(stream.read(min(left, CHUNK_BYTES)))
+        return stream
+    except BaseException:
+        stream.close()
+        raise
 
 
 def _chunks(stream, head: bytes) -> Iterator[bytes]:
