@@ -254,29 +254,22 @@ def _word_status(lits, w, vw, g0, ng, g_start, g_end, code, H):
 
 @nb.njit(cache=True)
 def _chunk_pass(rows, start, n_words, offs, cards, weights, gptr, g_start, g_end, g_var, g_mask,
-                g_slot, code, mode, logits, probs, grad):
-    """One chunk of ``64 * n_words`` rows against every feature.
+                g_slot, code, logits):
+    """Add to ``logits`` the weights of every feature on one chunk of ``64 * n_words`` rows.
 
     Feature f's conditions come grouped by variable (see :func:`_group_structure`). For each
     word of 64 rows the groups are ANDed in order while tracking the rows where at least one /
     at least two groups fail; a word where every row fails twice is abandoned at once. The
     feature then reaches variable j's conditional on the rows where it holds outright and on
-    the rows where j's group is the only one failing.
-
-    mode 0: add the weight to ``logits[start + r, offs[j] + a]`` for every allowed value a.
-    mode 1: add to ``grad[f]`` the PLL gradient ``[x_j allowed] - P(allowed | x_-j)`` summed over
-    those rows, ``probs`` holding the conditionals. Work happens in a chunk-local slot-major
-    table (adjacent rows adjacent).
+    the rows where j's group is the only one failing: its weight goes to
+    ``logits[start + r, offs[j] + a]`` for every value a the group allows. Work happens in a
+    chunk-local slot-major table (adjacent rows adjacent).
     """
     n_slots = offs[-1]
     width = 64 * n_words
     n_rows = rows.shape[0]
     lits, valid = _chunk_literals(rows, start, n_words, offs, n_slots)
     local = np.zeros((n_slots, width))
-    if mode == 1:
-        for r in range(min(width, n_rows - start)):
-            for s in range(n_slots):
-                local[s, r] = probs[start + r, s]
     max_groups = 0
     for f in range(weights.shape[0]):
         max_groups = max(max_groups, gptr[f + 1] - gptr[f])
@@ -296,44 +289,25 @@ def _chunk_pass(rows, start, n_words, offs, cards, weights, gptr, g_start, g_end
                 sg = g_slot[g]
                 if sg == -2:
                     continue  # a dependency-network feature counts only for its own variable
+                reach = holds | (vw & ~H[k] & ~two)  # holds, or only this group fails
+                if sg >= 0:  # one allowed value
+                    target = local[sg]
+                    x = reach
+                    while x != 0:
+                        target[64 * w + _lowest_bit(x)] += wt
+                        x &= x - np.uint64(1)
+                    continue
                 j = g_var[g]
-                single = vw & ~H[k] & ~two  # rows where only this group fails
-                if mode == 0:
-                    if sg >= 0:
-                        # one allowed value: rows where the feature holds or only j fails
-                        target = local[sg]
-                        x = holds | single
+                for a in range(cards[j]):
+                    if (g_mask[g] >> np.uint64(a)) & np.uint64(1):
+                        target = local[offs[j] + a]
+                        x = reach
                         while x != 0:
                             target[64 * w + _lowest_bit(x)] += wt
                             x &= x - np.uint64(1)
-                        continue
-                    o = offs[j]
-                    mask = g_mask[g]
-                    for a in range(cards[j]):
-                        if (mask >> np.uint64(a)) & np.uint64(1):
-                            target = local[o + a]
-                            x = holds | single
-                            while x != 0:
-                                target[64 * w + _lowest_bit(x)] += wt
-                                x &= x - np.uint64(1)
-                else:
-                    # x_j is allowed exactly on `holds`
-                    gsum = float(_popcount(holds))
-                    o = offs[j]
-                    mask = g_mask[g]
-                    rest = holds | single
-                    for a in range(cards[j]):
-                        if (mask >> np.uint64(a)) & np.uint64(1):
-                            pa = local[o + a]
-                            x = rest
-                            while x != 0:
-                                gsum -= pa[64 * w + _lowest_bit(x)]
-                                x &= x - np.uint64(1)
-                    grad[f] += gsum
-    if mode == 0:
-        for r in range(min(width, n_rows - start)):
-            for s in range(n_slots):
-                logits[start + r, s] += local[s, r]
+    for r in range(min(width, n_rows - start)):
+        for s in range(n_slots):
+            logits[start + r, s] += local[s, r]
 
 
 @nb.njit(cache=True)
@@ -474,12 +448,9 @@ def _all_logits(rows, offs, cards, weights, groups):
     logits = np.zeros((n, n_slots))
     chunk = 64 * CHUNK_WORDS
     n_chunks = (n + chunk - 1) // chunk
-    dummy_p = np.zeros((0, n_slots))
-    dummy_g = np.zeros(0)
     for k in nb.prange(n_chunks):
         _chunk_pass(rows, k * chunk, CHUNK_WORDS, offs, cards, weights, groups[0], groups[1],
-                    groups[2], groups[3], groups[4], groups[5], groups[6], 0, logits, dummy_p,
-                    dummy_g)
+                    groups[2], groups[3], groups[4], groups[5], groups[6], logits)
     return logits
 
 
@@ -490,38 +461,38 @@ def _normalise(logits, rows, offs, cards):
     terms = np.empty((n, n_vars))
     for r in nb.prange(n):
         for j in range(n_vars):
-            o = offs[j]
-            m = logits[r, o]
-            for a in range(1, cards[j]):
-                m = max(m, logits[r, o + a])
-            lx = logits[r, o + rows[r, j]] - m
-            s = 0.0
-            for a in range(cards[j]):
-                e = np.exp(logits[r, o + a] - m)
-                logits[r, o + a] = e
-                s += e
-            terms[r, j] = lx - np.log(s)  # finite even where the exponential underflows
-            for a in range(cards[j]):
-                logits[r, o + a] /= s
+            terms[r, j] = _normalise_variable(logits[r], offs[j], cards[j], rows[r, j])
     return terms
 
 
-@nb.njit(cache=True, parallel=True)
-def _pll_gradient(rows, probs, offs, cards, weights, groups, n_blocks):
-    n = rows.shape[0]
-    chunk = 64 * CHUNK_WORDS
-    n_chunks = (n + chunk - 1) // chunk
-    grads = np.zeros((n_blocks, weights.shape[0]))
-    dummy_l = np.zeros((0, probs.shape[1]))
-    for blk in nb.prange(n_blocks):
-        for k in range(blk, n_chunks, n_blocks):
-            _chunk_pass(rows, k * chunk, CHUNK_WORDS, offs, cards, weights, groups[0], groups[1],
-                        groups[2], groups[3], groups[4], groups[5], groups[6], 1, dummy_l, probs,
-                        grads[blk])
-    out = np.zeros(weights.shape[0])
-    for blk in range(n_blocks):
-        out += grads[blk]
-    return out
+@nb.njit(cache=True)
+def _normalise_variable(logits, o, card, x):
+    """Turn ``logits[o:o + card]`` into probabilities in place; return the log probability of
+    value ``x`` (finite even where the exponential underflows)."""
+    if card == 2:  # one exponential: z = logit of the other value minus that of x
+        z = logits[o + 1 - x] - logits[o + x]
+        e = np.exp(-abs(z))
+        small = e / (1.0 + e)  # the less likely value's probability, and the other's:
+        large = 1.0 / (1.0 + e)
+        if z > 0:
+            logits[o + x] = small
+            logits[o + 1 - x] = large
+            return -z - np.log1p(e)
+        logits[o + x] = large
+        logits[o + 1 - x] = small
+        return -np.log1p(e)
+    m = logits[o]
+    for a in range(1, card):
+        m = max(m, logits[o + a])
+    lx = logits[o + x] - m
+    s = 0.0
+    for a in range(card):
+        e = np.exp(logits[o + a] - m)
+        logits[o + a] = e
+        s += e
+    for a in range(card):
+        logits[o + a] /= s
+    return lx - np.log(s)
 
 
 # Row-by-row fallbacks for variables with more than 64 values (the bitset kernels keep a
@@ -636,263 +607,311 @@ def distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Near-hit cache for weight learning. Across the evaluations of one fit the rows and the
-# features' conditions stay fixed; only the weights change. So the bitset scan above runs once,
-# and every (feature, group, word of 64 rows) where the feature reaches the group's conditional
-# on some row becomes a *unit*: those rows (``rest``: the feature holds there, or only this
-# group fails) and how many of them it holds on. An evaluation is then two sparse passes over
-# the units: weights into logits (chunks of rows in parallel), conditionals into the gradient.
-# Units are kept in the order the scan meets them (chunk, feature, word, group), which is the
-# order in which the uncached kernel adds, so cached and uncached sums agree bit for bit.
+# Pseudo-likelihood and its gradient for weight learning: hit lists.
+#
+# Across the evaluations of one fit the rows and the features' conditions stay fixed; only the
+# weights change. A feature f reaches the conditional of variable j on row r in two ways: f
+# holds on r (a *hit*: it then reaches every variable it tests, at the values its group on that
+# variable allows, x_j among them), or f fails on r through its conditions on j alone (a *near
+# hit*: it reaches j's conditional at the values its group on j allows, x_j not among them). The
+# bitset scan above finds both, 64 rows at a time, and writes per row two lists: the features
+# that hold (int32 feature ids) and the groups that are the only failing one (int32 group ids).
+#
+# An evaluation then reads the lists row by row and does everything for the row while its lists
+# and its logits are in cache: logits (one add per counting group of each hit, one per near
+# hit), the conditionals and the row's PLL terms, and the gradient, whose entry for f gathers
+# ``[x_j allowed] - P(allowed | x_-j)`` over the same (row, group) pairs. Equal rows are listed
+# once, with their count as a weight. Chunks of rows are spread over ``PARTIAL_SUMS`` fixed
+# sequences (chunk k in sequence k mod PARTIAL_SUMS), each summing its own value and gradient;
+# the sequences are then added in order, so results do not depend on the thread count.
+#
+# Memory: 4 bytes per list entry. Plants (69 binary variables, 8,258 distinct training rows):
+# the 13,189 DN leaf features of LW make about 770 entries per row (25 MB); DN2MN's 178,651
+# features about 41,000 (1.4 GB). The lists of the first chunks are kept up to
+# ``LIST_BYTES``; the other chunks are rescanned into a chunk-sized scratch list at every
+# evaluation (the same lists, so the same numbers).
 # ---------------------------------------------------------------------------------------------
 
-# Each feature's gradient is summed in this many interleaved sequences of chunks (chunk k into
-# sequence k mod GRADIENT_BLOCKS), then the sequences in order: a fixed order, so the gradient
-# does not depend on the thread count (it equals the earlier two-thread kernel's sums).
-GRADIENT_BLOCKS = 2
-MAX_UNITS = 2 ** 24  # largest cache (17 bytes a unit); beyond it every evaluation rescans
+PARTIAL_SUMS = 4  # fixed number of partial sums of value and gradient (see above)
+LIST_BYTES = 2 ** 28  # lists kept across evaluations, at most (256 MiB)
 
 
 @nb.njit(cache=True)
-def _chunk_units(rows, start, offs, gptr, g_start, g_end, g_slot, code, at, u_group, u_word,
-                 u_pop, u_rest):
-    """Scan one chunk of rows against every feature and write its units from index ``at``
-    (only count them when ``u_group`` is empty); return the index after the last one."""
+def _scan_hits(rows, start, offs, gptr, g_start, g_end, g_slot, code, fill, hit_at, hits,
+               near_at, near_feat, near_col):
+    """Scan one chunk of ``64 * CHUNK_WORDS`` rows (from ``start``) against every feature.
+
+    ``fill`` false: count, adding to ``hit_at[r - start]`` / ``near_at[r - start]`` the number of
+    hits / near hits of each row. ``fill`` true: ``hit_at`` / ``near_at`` are the rows' write
+    positions, and advance as the lists are written (features in order): ``hits`` gets the
+    feature, a near hit its feature (``near_feat``) and the column of the one value its group
+    allows, or ``-1 - g`` when group g allows several (``near_col``).
+    """
     lits, valid = _chunk_literals(rows, start, CHUNK_WORDS, offs, offs[-1])
-    emit = u_group.shape[0] > 0
     max_groups = 0
     for f in range(gptr.shape[0] - 1):
         max_groups = max(max_groups, gptr[f + 1] - gptr[f])
     H = np.empty(max_groups, dtype=np.uint64)
-    word0 = start // 64
     for f in range(gptr.shape[0] - 1):
         g0 = gptr[f]
         ng = gptr[f + 1] - g0
+        if ng == 0:
+            continue  # a constant feature reaches no conditional
         for w in range(CHUNK_WORDS):
             vw = valid[w]
+            if vw == 0:
+                break
             one, two = _word_status(lits, w, vw, g0, ng, g_start, g_end, code, H)
             if two == vw:
                 continue
-            holds = vw & ~one
+            r0 = 64 * w
+            x = vw & ~one
+            while x != 0:
+                r = r0 + _lowest_bit(x)
+                if fill:
+                    hits[hit_at[r]] = f
+                hit_at[r] += 1
+                x &= x - np.uint64(1)
             for k in range(ng):
                 g = g0 + k
                 if g_slot[g] == -2:
                     continue
-                rest = holds | (vw & ~H[k] & ~two)
-                if rest == 0:
-                    continue
-                if emit:
-                    u_group[at] = g
-                    u_word[at] = word0 + w
-                    u_pop[at] = _popcount(holds)
-                    u_rest[at] = rest
-                at += 1
-    return at
-
-
-@nb.njit(cache=True, parallel=True)
-def _count_units(rows, offs, groups):
-    """``chunk_ptr``: the units of chunk k will be ``chunk_ptr[k]:chunk_ptr[k+1]``."""
-    chunk = 64 * CHUNK_WORDS
-    n_chunks = (rows.shape[0] + chunk - 1) // chunk
-    ptr = np.zeros(n_chunks + 1, dtype=np.int64)
-    none_i = np.zeros(0, dtype=np.int32)
-    for k in nb.prange(n_chunks):
-        ptr[k + 1] = _chunk_units(rows, k * chunk, offs, groups[0], groups[1], groups[2],
-                                  groups[5], groups[6], 0, none_i, none_i,
-                                  np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.uint64))
-    for k in range(n_chunks):
-        ptr[k + 1] += ptr[k]
-    return ptr
-
-
-@nb.njit(cache=True, parallel=True)
-def _fill_units(rows, offs, groups, chunk_ptr):
-    n = chunk_ptr[-1]
-    u_group = np.empty(n, dtype=np.int32)
-    u_word = np.empty(n, dtype=np.int32)
-    u_pop = np.empty(n, dtype=np.uint8)
-    u_rest = np.empty(n, dtype=np.uint64)
-    chunk = 64 * CHUNK_WORDS
-    for k in nb.prange(chunk_ptr.shape[0] - 1):
-        _chunk_units(rows, k * chunk, offs, groups[0], groups[1], groups[2], groups[5],
-                     groups[6], chunk_ptr[k], u_group, u_word, u_pop, u_rest)
-    return u_group, u_word, u_pop, u_rest
-
-
-@nb.njit(cache=True, parallel=True)
-def _unit_logits(n_rows, offs, cards, weights, g_feat, g_var, g_mask, g_slot, chunk_ptr,
-                 u_group, u_word, u_rest):
-    """Every conditional's logits from the units (row chunks in parallel), accumulated in a
-    chunk-local slot-major table so that a unit's rows are adjacent."""
-    n_slots = offs[-1]
-    chunk = 64 * CHUNK_WORDS
-    logits = np.zeros((n_rows, n_slots))
-    for k in nb.prange(chunk_ptr.shape[0] - 1):
-        local = np.zeros((n_slots, chunk))
-        start = k * chunk
-        for u in range(chunk_ptr[k], chunk_ptr[k + 1]):
-            g = u_group[u]
-            wt = weights[g_feat[g]]
-            r0 = 64 * np.int64(u_word[u]) - start
-            sg = g_slot[g]
-            if sg >= 0:
-                target = local[sg]
-                x = u_rest[u]
+                x = vw & ~H[k] & ~two
                 while x != 0:
-                    target[r0 + _lowest_bit(x)] += wt
+                    r = r0 + _lowest_bit(x)
+                    if fill:
+                        near_feat[near_at[r]] = f
+                        near_col[near_at[r]] = g_slot[g] if g_slot[g] >= 0 else -1 - g
+                    near_at[r] += 1
                     x &= x - np.uint64(1)
-                continue
-            o = offs[g_var[g]]
-            for a in range(cards[g_var[g]]):
-                if (g_mask[g] >> np.uint64(a)) & np.uint64(1):
-                    target = local[o + a]
-                    x = u_rest[u]
-                    while x != 0:
-                        target[r0 + _lowest_bit(x)] += wt
-                        x &= x - np.uint64(1)
-        for r in range(min(chunk, n_rows - start)):
-            for s in range(n_slots):
-                logits[start + r, s] += local[s, r]
-    return logits
 
 
 @nb.njit(cache=True, parallel=True)
-def _unit_gradient(probs, offs, cards, n_features, g_feat, g_var, g_mask, g_slot, chunk_ptr,
-                   u_group, u_word, u_pop, u_rest):
-    """PLL gradient from the units: per unit ``[x_j allowed] - P(allowed | x_-j)`` summed over
-    its rows, in the order fixed by ``GRADIENT_BLOCKS``; each chunk's conditionals are read
-    from a slot-major copy."""
-    n_rows, n_slots = probs.shape
+def _count_hits(rows, offs, groups):
+    """``(hit_ptr, near_ptr)``: row r's hits will be ``hit_ptr[r]:hit_ptr[r+1]``, its near hits
+    ``near_ptr[r]:near_ptr[r+1]``."""
+    n = rows.shape[0]
     chunk = 64 * CHUNK_WORDS
-    n_chunks = chunk_ptr.shape[0] - 1
-    grads = np.zeros((GRADIENT_BLOCKS, n_features))
-    for blk in nb.prange(GRADIENT_BLOCKS):
-        local = np.empty((n_slots, chunk))
-        for k in range(blk, n_chunks, GRADIENT_BLOCKS):
-            start = k * chunk
-            for r in range(min(chunk, n_rows - start)):
-                for s in range(n_slots):
-                    local[s, r] = probs[start + r, s]
-            for u in range(chunk_ptr[k], chunk_ptr[k + 1]):
-                g = u_group[u]
-                r0 = 64 * np.int64(u_word[u]) - start
-                gsum = float(u_pop[u])
-                sg = g_slot[g]
-                if sg >= 0:  # one allowed value (every group on a binary variable)
-                    pa = local[sg]
-                    x = u_rest[u]
-                    while x != 0:
-                        gsum -= pa[r0 + _lowest_bit(x)]
-                        x &= x - np.uint64(1)
-                    grads[blk, g_feat[g]] += gsum
-                    continue
-                j = g_var[g]
-                o = offs[j]
-                for a in range(cards[j]):
-                    if (g_mask[g] >> np.uint64(a)) & np.uint64(1):
-                        pa = local[o + a]
-                        x = u_rest[u]
-                        while x != 0:
-                            gsum -= pa[r0 + _lowest_bit(x)]
-                            x &= x - np.uint64(1)
-                grads[blk, g_feat[g]] += gsum
-    out = np.zeros(n_features)
-    for blk in range(GRADIENT_BLOCKS):
-        out += grads[blk]
-    return out
+    hit_ptr = np.zeros(n + 1, dtype=np.int64)
+    near_ptr = np.zeros(n + 1, dtype=np.int64)
+    none = np.zeros(0, dtype=np.int32)
+    for k in nb.prange((n + chunk - 1) // chunk):
+        s = k * chunk
+        e = min(s + chunk, n)
+        _scan_hits(rows, s, offs, groups[0], groups[1], groups[2], groups[5], groups[6], False,
+                   hit_ptr[s + 1:e + 1], none, near_ptr[s + 1:e + 1], none, none)
+    for r in range(n):
+        hit_ptr[r + 1] += hit_ptr[r]
+        near_ptr[r + 1] += near_ptr[r]
+    return hit_ptr, near_ptr
 
 
-class NearHits:
-    """Where the features of ``fs`` reach the conditionals of a fixed block of rows.
+@nb.njit(cache=True)
+def _chunk_lists(rows, start, stop, offs, groups, hit_ptr, near_ptr, hits, near_feat,
+                 near_col):
+    """Write the lists of rows ``start:stop`` (one chunk) into ``hits``, ``near_feat`` and
+    ``near_col``, which hold exactly that chunk's entries."""
+    hit_at = hit_ptr[start:stop] - hit_ptr[start]
+    near_at = near_ptr[start:stop] - near_ptr[start]
+    _scan_hits(rows, start, offs, groups[0], groups[1], groups[2], groups[5], groups[6], True,
+               hit_at, hits, near_at, near_feat, near_col)
 
-    Built once (two scans of the rows: count, then fill); :meth:`pll_and_gradient` then costs
-    two sparse passes for any weights. ``n_units`` is its size; :func:`pll_evaluator` decides
-    whether to build one.
+
+@nb.njit(cache=True, parallel=True)
+def _fill_hits(rows, offs, groups, hit_ptr, near_ptr, n_chunks):
+    """The lists of the first ``n_chunks`` chunks of rows."""
+    chunk = 64 * CHUNK_WORDS
+    stop = min(n_chunks * chunk, rows.shape[0])
+    hits = np.empty(hit_ptr[stop], dtype=np.int32)
+    near_feat = np.empty(near_ptr[stop], dtype=np.int32)
+    near_col = np.empty(near_ptr[stop], dtype=np.int32)
+    for k in nb.prange(n_chunks):
+        s = k * chunk
+        e = min(s + chunk, rows.shape[0])
+        _chunk_lists(rows, s, e, offs, groups, hit_ptr, near_ptr, hits[hit_ptr[s]:hit_ptr[e]],
+                     near_feat[near_ptr[s]:near_ptr[e]], near_col[near_ptr[s]:near_ptr[e]])
+    return hits, near_feat, near_col
+
+
+# The helpers below handle groups that allow several values; callers test the single-value case
+# (``g_slot[g] >= 0``) inline first: a call with this many array arguments inside the hot loop
+# costs several times the add itself, even when its multi-value branch never runs.
+
+@nb.njit(cache=True)
+def _add_values(logits, g, wt, offs, cards, g_var, g_mask):
+    """Add ``wt`` to the logits of every value group g allows."""
+    j = g_var[g]
+    for a in range(cards[j]):
+        if (g_mask[g] >> np.uint64(a)) & np.uint64(1):
+            logits[offs[j] + a] += wt
+
+
+@nb.njit(cache=True)
+def _values_probability(probs, g, offs, cards, g_var, g_mask):
+    """``P(X_j allowed by group g | x_-j)`` from a row's conditionals."""
+    p = 0.0
+    j = g_var[g]
+    for a in range(cards[j]):
+        if (g_mask[g] >> np.uint64(a)) & np.uint64(1):
+            p += probs[offs[j] + a]
+    return p
+
+
+@nb.njit(cache=True)
+def _chunk_pll(rows, counts, start, stop, offs, cards, weights, gptr, g_var, g_mask, g_col,
+               hit_ptr, near_ptr, hits, near_feat, near_col, probs, grad):
+    """Summed PLL of rows ``start:stop`` (each weighted by its count), adding their gradient
+    to ``grad``; the lists start at the chunk's first entry, ``probs`` is scratch."""
+    h0 = hit_ptr[start]
+    n0 = near_ptr[start]
+    value = 0.0
+    for r in range(start, stop):
+        probs[:] = 0.0
+        for i in range(hit_ptr[r] - h0, hit_ptr[r + 1] - h0):
+            f = hits[i]
+            wt = weights[f]
+            for g in range(gptr[f], gptr[f + 1]):
+                s = g_col[g]
+                if s >= 0:
+                    probs[s] += wt
+                elif s == -1:
+                    _add_values(probs, g, wt, offs, cards, g_var, g_mask)
+        for i in range(near_ptr[r] - n0, near_ptr[r + 1] - n0):
+            s = near_col[i]
+            if s >= 0:
+                probs[s] += weights[near_feat[i]]
+            else:
+                _add_values(probs, -1 - s, weights[near_feat[i]], offs, cards, g_var, g_mask)
+        terms = 0.0
+        for j in range(cards.shape[0]):
+            terms += _normalise_variable(probs, offs[j], cards[j], rows[r, j])
+        c = counts[r]
+        value += c * terms
+        for i in range(hit_ptr[r] - h0, hit_ptr[r + 1] - h0):
+            f = hits[i]
+            d = 0.0
+            for g in range(gptr[f], gptr[f + 1]):
+                s = g_col[g]
+                if s >= 0:
+                    d += 1.0 - probs[s]
+                elif s == -1:
+                    d += 1.0 - _values_probability(probs, g, offs, cards, g_var, g_mask)
+            grad[f] += c * d
+        for i in range(near_ptr[r] - n0, near_ptr[r + 1] - n0):
+            s = near_col[i]
+            if s >= 0:
+                grad[near_feat[i]] -= c * probs[s]
+            else:
+                grad[near_feat[i]] -= c * _values_probability(probs, -1 - s, offs, cards,
+                                                              g_var, g_mask)
+    return value
+
+
+@nb.njit(cache=True, parallel=True)
+def _pll_and_gradient(rows, counts, offs, cards, weights, groups, g_col, hit_ptr, near_ptr,
+                      hits, near_feat, near_col, n_kept):
+    """Summed PLL and gradient from the lists; chunks from ``n_kept`` on are rescanned."""
+    n = rows.shape[0]
+    chunk = 64 * CHUNK_WORDS
+    n_chunks = (n + chunk - 1) // chunk
+    values = np.zeros(PARTIAL_SUMS)
+    grads = np.zeros((PARTIAL_SUMS, weights.shape[0]))
+    for b in nb.prange(PARTIAL_SUMS):
+        probs = np.empty(offs[-1])
+        for k in range(b, n_chunks, PARTIAL_SUMS):
+            s = k * chunk
+            e = min(s + chunk, n)
+            if k < n_kept:
+                h = hits[hit_ptr[s]:hit_ptr[e]]
+                nf = near_feat[near_ptr[s]:near_ptr[e]]
+                nc = near_col[near_ptr[s]:near_ptr[e]]
+            else:
+                h = np.empty(hit_ptr[e] - hit_ptr[s], dtype=np.int32)
+                nf = np.empty(near_ptr[e] - near_ptr[s], dtype=np.int32)
+                nc = np.empty(near_ptr[e] - near_ptr[s], dtype=np.int32)
+                _chunk_lists(rows, s, e, offs, groups, hit_ptr, near_ptr, h, nf, nc)
+            values[b] += _chunk_pll(rows, counts, s, e, offs, cards, weights, groups[0],
+                                    groups[3], groups[4], g_col, hit_ptr, near_ptr, h, nf, nc,
+                                    probs, grads[b])
+    grad = np.zeros(weights.shape[0])
+    value = 0.0
+    for b in range(PARTIAL_SUMS):
+        value += values[b]
+        grad += grads[b]
+    return value, grad
+
+
+def distinct_rows_counted(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(patterns, counts)``: the distinct rows in lexicographic order and how often each
+    occurs (sorted rows put rows that share values in the same words of the bitset scan)."""
+    keys = np.ascontiguousarray(rows).view(np.dtype((np.void, rows.shape[1]))).ravel()
+    _, first, counts = np.unique(keys, return_index=True, return_counts=True)
+    return np.ascontiguousarray(rows[first]), counts.astype(np.float64)
+
+
+class HitLists:
+    """Which features hold on each distinct row of a fixed block, and which fail through one
+    variable's conditions only (see the notes above); :meth:`pll_and_gradient` evaluates the
+    summed PLL and its gradient for any weights from them.
+
+    Built by one counting scan of the rows plus one writing scan of the chunks whose lists fit
+    in ``list_bytes`` (default ``LIST_BYTES``); the other chunks are rescanned at every
+    evaluation. Needs variables of at most ``MASK_VALUES`` values.
     """
 
-    def __init__(self, fs: FeatureSet, rows: np.ndarray, owner=None, groups=None,
-                 chunk_ptr=None):
-        self.rows = _rows(rows, fs)
+    def __init__(self, fs: FeatureSet, rows: np.ndarray, owner=None,
+                 list_bytes: int | None = None):
+        rows = _rows(rows, fs)
         self.cards = np.ascontiguousarray(fs.schema.cardinalities, dtype=np.int64)
         if self.cards.max() > MASK_VALUES:
-            raise ValueError(f"the near-hit cache needs variables of at most {MASK_VALUES} "
-                             "values")
+            raise ValueError(f"hit lists need variables of at most {MASK_VALUES} values")
+        self.rows, self.counts = distinct_rows_counted(rows)
         self.offs = value_offsets(self.cards)
-        self.n_features = fs.n_features
-        self.groups = groups if groups is not None else _groups_for(fs, self.rows, self.cards,
-                                                                    owner)
-        if chunk_ptr is None:
-            chunk_ptr = _count_units(self.rows, self.offs, self.groups)
-        self.chunk_ptr = chunk_ptr
-        self.units = _fill_units(self.rows, self.offs, self.groups, chunk_ptr)
-        gptr = self.groups[0]
-        self.g_feat = np.repeat(np.arange(fs.n_features, dtype=np.int64), np.diff(gptr))
+        self.groups = _groups_for(fs, self.rows, self.cards, owner)
+        self.g_col = self.groups[5].astype(np.int32)
+        self.hit_ptr, self.near_ptr = _count_hits(self.rows, self.offs, self.groups)
+        budget = LIST_BYTES if list_bytes is None else list_bytes
+        chunk = 64 * CHUNK_WORDS
+        ends = np.minimum(np.arange(chunk, len(self.rows) + chunk, chunk), len(self.rows))
+        sizes = 4 * self.hit_ptr[ends] + 8 * self.near_ptr[ends]  # bytes up to each chunk's end
+        self.n_kept = int(np.searchsorted(sizes, budget, side="right"))
+        self.hits, self.near_feat, self.near_col = _fill_hits(
+            self.rows, self.offs, self.groups, self.hit_ptr, self.near_ptr, self.n_kept)
 
     @property
-    def n_units(self) -> int:
-        return int(self.chunk_ptr[-1])
-
-    def conditionals(self, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(probs, terms)`` as :func:`all_conditionals` returns them, for ``weights``."""
-        u_group, u_word, _, u_rest = self.units
-        logits = _unit_logits(self.rows.shape[0], self.offs, self.cards, weights, self.g_feat,
-                              self.groups[3], self.groups[4], self.groups[5], self.chunk_ptr,
-                              u_group, u_word, u_rest)
-        terms = _normalise(logits, self.rows, self.offs, self.cards)
-        return logits, terms
+    def n_entries(self) -> int:
+        """Hits plus near hits over the distinct rows (kept or not)."""
+        return int(self.hit_ptr[-1] + self.near_ptr[-1])
 
     def pll_and_gradient(self, weights: np.ndarray) -> tuple[float, np.ndarray]:
-        """Summed PLL of the rows and its gradient at ``weights`` (see :func:`pll_and_gradient`)."""
+        """Summed PLL of the rows (with repeats) and its gradient at ``weights``."""
         weights = np.ascontiguousarray(weights, dtype=np.float64)
-        probs, terms = self.conditionals(weights)
-        u_group, u_word, u_pop, u_rest = self.units
-        grad = _unit_gradient(probs, self.offs, self.cards, self.n_features, self.g_feat,
-                              self.groups[3], self.groups[4], self.groups[5], self.chunk_ptr,
-                              u_group, u_word, u_pop, u_rest)
-        return float(terms.sum()), grad
+        return _pll_and_gradient(self.rows, self.counts, self.offs, self.cards, weights,
+                                 self.groups, self.g_col, self.hit_ptr, self.near_ptr,
+                                 self.hits, self.near_feat, self.near_col, self.n_kept)
 
 
 def pll_evaluator(fs: FeatureSet, rows: np.ndarray, owner=None):
-    """A function ``weights -> (summed PLL, gradient)`` of the features of ``fs`` on ``rows``.
-
-    It reads a :class:`NearHits` cache when the variables have at most 64 values and the cache
-    has at most ``MAX_UNITS`` units, and rescans the rows at every call otherwise. Both give the
-    same numbers bit for bit.
-    """
+    """A function ``weights -> (summed PLL, gradient)`` of the features of ``fs`` on ``rows``:
+    :class:`HitLists` built once, or row by row when a variable has more than 64 values."""
     rows = _rows(rows, fs)
-    cards = np.ascontiguousarray(fs.schema.cardinalities, dtype=np.int64)
-    if cards.max() <= MASK_VALUES:
-        groups = _groups_for(fs, rows, cards, owner)
-        offs = value_offsets(cards)
-        chunk = 64 * CHUNK_WORDS
-        first = _count_units(rows[:chunk], offs, groups)[-1]  # a cheap look before counting all
-        if first * (rows.shape[0] / chunk) <= 2 * MAX_UNITS:
-            chunk_ptr = _count_units(rows, offs, groups)
-            if chunk_ptr[-1] <= MAX_UNITS:
-                return NearHits(fs, rows, owner, groups, chunk_ptr).pll_and_gradient
-    return lambda weights: _scan_pll_and_gradient(fs.with_weights(weights), rows, owner)
+    if fs.schema.cardinalities.max() <= MASK_VALUES:
+        return HitLists(fs, rows, owner).pll_and_gradient
+    return lambda weights: _rowwise_pll_and_gradient(fs.with_weights(weights), rows, owner)
 
 
 def pll_and_gradient(fs: FeatureSet, rows: np.ndarray, owner=None) -> tuple[float, np.ndarray]:
     """Summed (not mean) PLL of ``rows`` and its gradient with respect to ``fs.weights``
-    (one evaluation of :func:`pll_evaluator`: building the cache and reading it once costs
-    about what one scan for the conditionals and one for the gradient do)."""
+    (one evaluation of :func:`pll_evaluator`)."""
     return pll_evaluator(fs, rows, owner)(fs.weights)
 
 
-def _scan_pll_and_gradient(fs: FeatureSet, rows: np.ndarray, owner) -> tuple[float, np.ndarray]:
-    """:func:`pll_and_gradient` by scanning the rows (no cache)."""
-    rows = _rows(rows, fs)
+def _rowwise_pll_and_gradient(fs: FeatureSet, rows: np.ndarray, owner) -> tuple[float, np.ndarray]:
+    """:func:`pll_and_gradient` row by row, for variables with more than 64 values."""
     probs, terms = all_conditionals(fs, rows, owner)
     cards = np.ascontiguousarray(fs.schema.cardinalities, dtype=np.int64)
-    n_blocks = GRADIENT_BLOCKS
-    if cards.max() > MASK_VALUES:
-        var_ptr, var_feats = fs.features_by_variable()
-        grad = _gradient_rows(rows, probs, cards, value_offsets(cards), var_ptr, var_feats,
-                              _owner(fs, owner), fs.weights, fs.ptr, fs.var, fs.val, fs.eq,
-                              n_blocks)
-    else:
-        grad = _pll_gradient(rows, probs, value_offsets(cards), cards, fs.weights,
-                             _groups_for(fs, rows, cards, owner), n_blocks)
+    var_ptr, var_feats = fs.features_by_variable()
+    grad = _gradient_rows(rows, probs, cards, value_offsets(cards), var_ptr, var_feats,
+                          _owner(fs, owner), fs.weights, fs.ptr, fs.var, fs.val, fs.eq,
+                          PARTIAL_SUMS)
     return float(terms.sum()), grad

@@ -1,5 +1,5 @@
-"""The near-hit cache of weight learning (loglinear.NearHits): PLL and gradient against brute
-force, bit-identical to the uncached scan, and independent of the thread count."""
+"""The hit lists of weight learning (loglinear.HitLists): PLL and gradient against brute force,
+the same bits whether the lists are kept or rescanned, and independent of the thread count."""
 
 import numba
 import numpy as np
@@ -47,18 +47,13 @@ def test_cache_matches_brute_force(cards, dn):
     fs = random_featureset(rng, schema, 40, max_len=4, p_eq=0.6)
     owner = rng.integers(0, len(cards), fs.n_features) if dn else np.full(fs.n_features, -1)
     rows = rng.integers(0, schema.cardinalities, size=(300, len(cards))).astype(np.uint8)
-    cache = loglinear.NearHits(fs, rows, owner)
-    assert cache.n_units > 0
-    value, grad = cache.pll_and_gradient(fs.weights)
-    want_value, want_grad = brute_pll_and_gradient(fs, rows, owner)
-    assert value == pytest.approx(want_value, rel=1e-12)
-    np.testing.assert_allclose(grad, want_grad, rtol=1e-10, atol=1e-9)
-    # the conditionals too, and for other weights with the same cache
-    w = rng.normal(size=fs.n_features)
-    probs, terms = cache.conditionals(w)
-    want_probs, want_terms = loglinear.all_conditionals(fs.with_weights(w), rows, owner)
-    np.testing.assert_allclose(terms, want_terms, rtol=1e-12)
-    np.testing.assert_allclose(probs, want_probs, rtol=1e-12)
+    lists = loglinear.HitLists(fs, rows, owner)
+    assert lists.n_entries > 0 and len(lists.rows) < len(rows)  # repeated rows counted once
+    for w in (fs.weights, rng.normal(size=fs.n_features)):
+        value, grad = lists.pll_and_gradient(w)
+        want_value, want_grad = brute_pll_and_gradient(fs.with_weights(w), rows, owner)
+        assert value == pytest.approx(want_value, rel=1e-12)
+        np.testing.assert_allclose(grad, want_grad, rtol=1e-10, atol=1e-9)
 
 
 def planted_rows(n_vars, n_rows, seed):
@@ -71,40 +66,49 @@ def planted_rows(n_vars, n_rows, seed):
     return x
 
 
-def test_cache_is_bit_identical_to_the_scan_at_any_thread_count():
-    """Several chunks of rows (so the gradient's block order matters), cached vs uncached, at
-    one and two threads: the same bits."""
+def test_kept_and_rescanned_lists_give_the_same_bits_at_any_thread_count():
+    """Several chunks of rows (so the order of the partial sums matters), lists kept, partly
+    kept and rescanned at every evaluation, at one and two threads: the same bits."""
     rng = np.random.default_rng(5)
-    schema = Schema.binary(12)
+    schema = Schema.binary(20)
     fs = random_featureset(rng, schema, 150, max_len=5, p_eq=0.8)
-    rows = planted_rows(12, 1500, seed=6)
-    scan = loglinear._scan_pll_and_gradient(fs, rows, None)
+    rows = planted_rows(20, 3000, seed=6)
+    kept = loglinear.HitLists(fs, rows)
+    chunk = 64 * loglinear.CHUNK_WORDS
+    n_chunks = -(-len(kept.rows) // chunk)
+    assert kept.n_kept == n_chunks > loglinear.PARTIAL_SUMS
+    half = (n_chunks // 2) * chunk  # the lists up to there: 4 bytes a hit, 8 a near hit
+    half_bytes = int(4 * kept.hit_ptr[half] + 8 * kept.near_ptr[half])
+    want = kept.pll_and_gradient(fs.weights)
     threads = numba.get_num_threads()
     try:
         results = []
         for n in sorted({1, min(2, numba.config.NUMBA_NUM_THREADS)}):
             numba.set_num_threads(n)
-            results.append(loglinear.NearHits(fs, rows).pll_and_gradient(fs.weights))
-            results.append(loglinear._scan_pll_and_gradient(fs, rows, None))
+            results.append(kept.pll_and_gradient(fs.weights))
+            for budget, n_kept in ((0, 0), (half_bytes, n_chunks // 2)):
+                lists = loglinear.HitLists(fs, rows, list_bytes=budget)
+                assert lists.n_kept == n_kept  # none kept, about half kept
+                results.append(lists.pll_and_gradient(fs.weights))
     finally:
         numba.set_num_threads(threads)
     for value, grad in results:
-        assert value == scan[0]
-        assert np.array_equal(grad, scan[1])
+        assert value == want[0]
+        assert np.array_equal(grad, want[1])
 
 
-def test_fit_without_cache_gives_the_same_weights(monkeypatch):
-    """Over the unit budget, every evaluation rescans the rows: the fit is the same."""
+def test_fit_without_kept_lists_gives_the_same_weights(monkeypatch):
+    """Over the list budget, every evaluation rescans the rows: the fit is the same."""
     rng = np.random.default_rng(7)
     schema = Schema.from_cardinalities([2, 3, 2, 2, 3, 2])
     fs = random_featureset(rng, schema, 30, max_len=3, p_eq=0.7)
     rows = rng.integers(0, schema.cardinalities, size=(700, 6)).astype(np.uint8)
     start = MarkovNetwork(schema, fs)
-    cached = fit_weights(start, rows, stddev=0.5, max_iter=15)
-    monkeypatch.setattr(loglinear, "MAX_UNITS", 0)
+    kept = fit_weights(start, rows, stddev=0.5, max_iter=15)
+    monkeypatch.setattr(loglinear, "LIST_BYTES", 0)
     rescanned = fit_weights(start, rows, stddev=0.5, max_iter=15)
-    assert np.array_equal(cached.weights, rescanned.weights)
-    assert cached.fit_info == rescanned.fit_info
+    assert np.array_equal(kept.weights, rescanned.weights)
+    assert kept.fit_info == rescanned.fit_info
 
 
 def test_conditionals_of_repeated_rows_are_computed_once_with_the_same_bits():
