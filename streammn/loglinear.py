@@ -469,18 +469,9 @@ def _normalise(logits, rows, offs, cards):
 def _normalise_variable(logits, o, card, x):
     """Turn ``logits[o:o + card]`` into probabilities in place; return the log probability of
     value ``x`` (finite even where the exponential underflows)."""
-    if card == 2:  # one exponential: z = logit of the other value minus that of x
-        z = logits[o + 1 - x] - logits[o + x]
-        e = np.exp(-abs(z))
-        small = e / (1.0 + e)  # the less likely value's probability, and the other's:
-        large = 1.0 / (1.0 + e)
-        if z > 0:
-            logits[o + x] = small
-            logits[o + 1 - x] = large
-            return -z - np.log1p(e)
-        logits[o + x] = large
-        logits[o + 1 - x] = small
-        return -np.log1p(e)
+    if card == 2:
+        z, e = _binary_conditional(logits, o, x)
+        return -max(z, 0.0) - np.log1p(e)
     m = logits[o]
     for a in range(1, card):
         m = max(m, logits[o + a])
@@ -493,6 +484,20 @@ def _normalise_variable(logits, o, card, x):
     for a in range(card):
         logits[o + a] /= s
     return lx - np.log(s)
+
+
+@nb.njit(cache=True)
+def _binary_conditional(logits, o, x):
+    """The two logits of a binary variable at ``o`` become probabilities in place, with one
+    exponential. Returns ``(z, e)``: z is the other value's logit minus x's, ``e = exp(-|z|)``,
+    and ``log P(x) = -max(z, 0) - log1p(e)``."""
+    z = logits[o + 1 - x] - logits[o + x]
+    e = np.exp(-abs(z))
+    large = 1.0 / (1.0 + e)
+    small = e * large
+    logits[o + x] = small if z > 0 else large
+    logits[o + 1 - x] = large if z > 0 else small
+    return z, e
 
 
 # Row-by-row fallbacks for variables with more than 64 values (the bitset kernels keep a
@@ -607,45 +612,44 @@ def distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Pseudo-likelihood and its gradient for weight learning: hit lists.
+# Pseudo-likelihood and its gradient for weight learning: reach lists.
 #
 # Across the evaluations of one fit the rows and the features' conditions stay fixed; only the
-# weights change. A feature f reaches the conditional of variable j on row r in two ways: f
-# holds on r (a *hit*: it then reaches every variable it tests, at the values its group on that
-# variable allows, x_j among them), or f fails on r through its conditions on j alone (a *near
-# hit*: it reaches j's conditional at the values its group on j allows, x_j not among them). The
-# bitset scan above finds both, 64 rows at a time, and writes per row two lists: the features
-# that hold (int32 feature ids) and the groups that are the only failing one (int32 group ids).
+# weights change. Feature f reaches the conditional of variable j on row r when f holds on r
+# (it then reaches every variable it tests, at the values its group on that variable allows, x_j
+# among them), or when f fails on r through its conditions on j alone (it then reaches j's
+# conditional at the values its group on j allows, x_j not among them). The bitset scan above
+# finds both, 64 rows at a time, and lists per row every such (feature, group) pair as an
+# *entry*: the feature (int32) and the column ``offs[j] + a`` of the one value the group allows,
+# or ``-1 - g`` when group g allows several (int32).
 #
-# An evaluation then reads the lists row by row and does everything for the row while its lists
-# and its logits are in cache: logits (one add per counting group of each hit, one per near
-# hit), the conditionals and the row's PLL terms, and the gradient, whose entry for f gathers
-# ``[x_j allowed] - P(allowed | x_-j)`` over the same (row, group) pairs. Equal rows are listed
-# once, with their count as a weight. Chunks of rows are spread over ``PARTIAL_SUMS`` fixed
-# sequences (chunk k in sequence k mod PARTIAL_SUMS), each summing its own value and gradient;
-# the sequences are then added in order, so results do not depend on the thread count.
+# An evaluation then reads the entries row by row and does everything for the row while they
+# and its logits are in cache: logits (one add per entry), the conditionals and the row's PLL,
+# and the gradient, whose entry for f gathers ``[x_j allowed] - P(allowed | x_-j)`` over the
+# same entries. Equal rows are listed once, with their count as a weight. Chunks of rows are
+# spread over ``PARTIAL_SUMS`` fixed sequences (chunk k in sequence k mod PARTIAL_SUMS), each
+# summing its own value and gradient; the sequences are then added in order, so results do not
+# depend on the thread count.
 #
-# Memory: 4 bytes per list entry. Plants (69 binary variables, 8,258 distinct training rows):
-# the 13,189 DN leaf features of LW make about 770 entries per row (25 MB); DN2MN's 178,651
-# features about 41,000 (1.4 GB). The lists of the first chunks are kept up to
-# ``LIST_BYTES``; the other chunks are rescanned into a chunk-sized scratch list at every
-# evaluation (the same lists, so the same numbers).
+# Memory: 8 bytes per entry. Plants (69 binary variables, 8,258 distinct training rows): the
+# 13,189 DN leaf features of LW make about 1,200 entries per row (80 MB); DN2MN's 178,651
+# features about 80,000 (5 GB). The entries of the first chunks are kept up to ``LIST_BYTES``;
+# the other chunks are rescanned into a chunk-sized scratch list at every evaluation (the same
+# entries, so the same numbers).
 # ---------------------------------------------------------------------------------------------
 
 PARTIAL_SUMS = 4  # fixed number of partial sums of value and gradient (see above)
-LIST_BYTES = 2 ** 28  # lists kept across evaluations, at most (256 MiB)
+LIST_BYTES = 2 ** 28  # entries kept across evaluations, at most (256 MiB)
+ENTRY_BYTES = 8
 
 
 @nb.njit(cache=True)
-def _scan_hits(rows, start, offs, gptr, g_start, g_end, g_slot, code, fill, hit_at, hits,
-               near_at, near_feat, near_col):
+def _scan_reach(rows, start, offs, gptr, g_start, g_end, g_slot, code, fill, at, feat, col):
     """Scan one chunk of ``64 * CHUNK_WORDS`` rows (from ``start``) against every feature.
 
-    ``fill`` false: count, adding to ``hit_at[r - start]`` / ``near_at[r - start]`` the number of
-    hits / near hits of each row. ``fill`` true: ``hit_at`` / ``near_at`` are the rows' write
-    positions, and advance as the lists are written (features in order): ``hits`` gets the
-    feature, a near hit its feature (``near_feat``) and the column of the one value its group
-    allows, or ``-1 - g`` when group g allows several (``near_col``).
+    ``fill`` false: count, adding to ``at[r - start]`` the number of entries of each row.
+    ``fill`` true: ``at`` holds the rows' write positions in ``feat`` / ``col`` and advances as
+    the entries are written (in feature order).
     """
     lits, valid = _chunk_literals(rows, start, CHUNK_WORDS, offs, offs[-1])
     max_groups = 0
@@ -655,8 +659,6 @@ def _scan_hits(rows, start, offs, gptr, g_start, g_end, g_slot, code, fill, hit_
     for f in range(gptr.shape[0] - 1):
         g0 = gptr[f]
         ng = gptr[f + 1] - g0
-        if ng == 0:
-            continue  # a constant feature reaches no conditional
         for w in range(CHUNK_WORDS):
             vw = valid[w]
             if vw == 0:
@@ -664,78 +666,65 @@ def _scan_hits(rows, start, offs, gptr, g_start, g_end, g_slot, code, fill, hit_
             one, two = _word_status(lits, w, vw, g0, ng, g_start, g_end, code, H)
             if two == vw:
                 continue
-            r0 = 64 * w
-            x = vw & ~one
-            while x != 0:
-                r = r0 + _lowest_bit(x)
-                if fill:
-                    hits[hit_at[r]] = f
-                hit_at[r] += 1
-                x &= x - np.uint64(1)
+            holds = vw & ~one
             for k in range(ng):
                 g = g0 + k
                 if g_slot[g] == -2:
                     continue
-                x = vw & ~H[k] & ~two
+                c = g_slot[g] if g_slot[g] >= 0 else -1 - g
+                x = holds | (vw & ~H[k] & ~two)  # holds, or only this group fails
                 while x != 0:
-                    r = r0 + _lowest_bit(x)
+                    r = 64 * w + _lowest_bit(x)
                     if fill:
-                        near_feat[near_at[r]] = f
-                        near_col[near_at[r]] = g_slot[g] if g_slot[g] >= 0 else -1 - g
-                    near_at[r] += 1
+                        feat[at[r]] = f
+                        col[at[r]] = c
+                    at[r] += 1
                     x &= x - np.uint64(1)
 
 
 @nb.njit(cache=True, parallel=True)
-def _count_hits(rows, offs, groups):
-    """``(hit_ptr, near_ptr)``: row r's hits will be ``hit_ptr[r]:hit_ptr[r+1]``, its near hits
-    ``near_ptr[r]:near_ptr[r+1]``."""
+def _count_reach(rows, offs, groups):
+    """``ptr``: row r's entries will be ``ptr[r]:ptr[r+1]``."""
     n = rows.shape[0]
     chunk = 64 * CHUNK_WORDS
-    hit_ptr = np.zeros(n + 1, dtype=np.int64)
-    near_ptr = np.zeros(n + 1, dtype=np.int64)
+    ptr = np.zeros(n + 1, dtype=np.int64)
     none = np.zeros(0, dtype=np.int32)
     for k in nb.prange((n + chunk - 1) // chunk):
         s = k * chunk
         e = min(s + chunk, n)
-        _scan_hits(rows, s, offs, groups[0], groups[1], groups[2], groups[5], groups[6], False,
-                   hit_ptr[s + 1:e + 1], none, near_ptr[s + 1:e + 1], none, none)
+        _scan_reach(rows, s, offs, groups[0], groups[1], groups[2], groups[5], groups[6], False,
+                    ptr[s + 1:e + 1], none, none)
     for r in range(n):
-        hit_ptr[r + 1] += hit_ptr[r]
-        near_ptr[r + 1] += near_ptr[r]
-    return hit_ptr, near_ptr
+        ptr[r + 1] += ptr[r]
+    return ptr
 
 
 @nb.njit(cache=True)
-def _chunk_lists(rows, start, stop, offs, groups, hit_ptr, near_ptr, hits, near_feat,
-                 near_col):
-    """Write the lists of rows ``start:stop`` (one chunk) into ``hits``, ``near_feat`` and
-    ``near_col``, which hold exactly that chunk's entries."""
-    hit_at = hit_ptr[start:stop] - hit_ptr[start]
-    near_at = near_ptr[start:stop] - near_ptr[start]
-    _scan_hits(rows, start, offs, groups[0], groups[1], groups[2], groups[5], groups[6], True,
-               hit_at, hits, near_at, near_feat, near_col)
+def _chunk_reach(rows, start, stop, offs, groups, ptr, feat, col):
+    """Write the entries of rows ``start:stop`` (one chunk) into ``feat`` / ``col``, which hold
+    exactly that chunk's entries."""
+    at = ptr[start:stop] - ptr[start]
+    _scan_reach(rows, start, offs, groups[0], groups[1], groups[2], groups[5], groups[6], True,
+                at, feat, col)
 
 
 @nb.njit(cache=True, parallel=True)
-def _fill_hits(rows, offs, groups, hit_ptr, near_ptr, n_chunks):
-    """The lists of the first ``n_chunks`` chunks of rows."""
+def _fill_reach(rows, offs, groups, ptr, n_chunks):
+    """The entries of the first ``n_chunks`` chunks of rows."""
     chunk = 64 * CHUNK_WORDS
     stop = min(n_chunks * chunk, rows.shape[0])
-    hits = np.empty(hit_ptr[stop], dtype=np.int32)
-    near_feat = np.empty(near_ptr[stop], dtype=np.int32)
-    near_col = np.empty(near_ptr[stop], dtype=np.int32)
+    feat = np.empty(ptr[stop], dtype=np.int32)
+    col = np.empty(ptr[stop], dtype=np.int32)
     for k in nb.prange(n_chunks):
         s = k * chunk
         e = min(s + chunk, rows.shape[0])
-        _chunk_lists(rows, s, e, offs, groups, hit_ptr, near_ptr, hits[hit_ptr[s]:hit_ptr[e]],
-                     near_feat[near_ptr[s]:near_ptr[e]], near_col[near_ptr[s]:near_ptr[e]])
-    return hits, near_feat, near_col
+        _chunk_reach(rows, s, e, offs, groups, ptr, feat[ptr[s]:ptr[e]], col[ptr[s]:ptr[e]])
+    return feat, col
 
 
 # The helpers below handle groups that allow several values; callers test the single-value case
-# (``g_slot[g] >= 0``) inline first: a call with this many array arguments inside the hot loop
-# costs several times the add itself, even when its multi-value branch never runs.
+# (``col >= 0``) inline first: a call with this many array arguments inside the hot loop costs
+# several times the add itself, even when its multi-value branch never runs.
 
 @nb.njit(cache=True)
 def _add_values(logits, g, wt, offs, cards, g_var, g_mask):
@@ -747,70 +736,73 @@ def _add_values(logits, g, wt, offs, cards, g_var, g_mask):
 
 
 @nb.njit(cache=True)
-def _values_probability(probs, g, offs, cards, g_var, g_mask):
-    """``P(X_j allowed by group g | x_-j)`` from a row's conditionals."""
-    p = 0.0
+def _sum_values(table, g, offs, cards, g_var, g_mask):
+    """Sum of ``table`` over the values group g allows."""
+    total = 0.0
     j = g_var[g]
     for a in range(cards[j]):
         if (g_mask[g] >> np.uint64(a)) & np.uint64(1):
-            p += probs[offs[j] + a]
-    return p
+            total += table[offs[j] + a]
+    return total
 
 
 @nb.njit(cache=True)
-def _chunk_pll(rows, counts, start, stop, offs, cards, weights, gptr, g_var, g_mask, g_col,
-               hit_ptr, near_ptr, hits, near_feat, near_col, probs, grad):
+def _row_conditionals(probs, row, offs, cards):
+    """Turn a row's logits into its conditionals in place; return ``sum_j log P(x_j | x_-j)``.
+
+    Binary variables take one exponential each, and their log probabilities are multiplied
+    together and logged once per ~250 orders of magnitude (a factor below 1e-250 is added
+    as its own log instead): one logarithm a row rather than one a variable.
+    """
+    total = 0.0
+    product = 1.0
+    for j in range(cards.shape[0]):
+        if cards[j] != 2:
+            total += _normalise_variable(probs, offs[j], cards[j], row[j])
+            continue
+        z, e = _binary_conditional(probs, offs[j], row[j])
+        p = probs[offs[j] + row[j]]
+        if p < 1e-250:
+            total += -max(z, 0.0) - np.log1p(e)
+            continue
+        product *= p
+        if product < 1e-250:
+            total += np.log(product)
+            product = 1.0
+    return total + np.log(product)
+
+
+@nb.njit(cache=True)
+def _chunk_pll(rows, counts, start, stop, offs, cards, weights, g_var, g_mask, ptr, feat, col,
+               probs, grad):
     """Summed PLL of rows ``start:stop`` (each weighted by its count), adding their gradient
-    to ``grad``; the lists start at the chunk's first entry, ``probs`` is scratch."""
-    h0 = hit_ptr[start]
-    n0 = near_ptr[start]
+    to ``grad``; ``feat`` / ``col`` start at the chunk's first entry, ``probs`` is scratch."""
+    p0 = ptr[start]
     value = 0.0
     for r in range(start, stop):
         probs[:] = 0.0
-        for i in range(hit_ptr[r] - h0, hit_ptr[r + 1] - h0):
-            f = hits[i]
-            wt = weights[f]
-            for g in range(gptr[f], gptr[f + 1]):
-                s = g_col[g]
-                if s >= 0:
-                    probs[s] += wt
-                elif s == -1:
-                    _add_values(probs, g, wt, offs, cards, g_var, g_mask)
-        for i in range(near_ptr[r] - n0, near_ptr[r + 1] - n0):
-            s = near_col[i]
-            if s >= 0:
-                probs[s] += weights[near_feat[i]]
+        for i in range(ptr[r] - p0, ptr[r + 1] - p0):
+            c = col[i]
+            if c >= 0:
+                probs[c] += weights[feat[i]]
             else:
-                _add_values(probs, -1 - s, weights[near_feat[i]], offs, cards, g_var, g_mask)
-        terms = 0.0
-        for j in range(cards.shape[0]):
-            terms += _normalise_variable(probs, offs[j], cards[j], rows[r, j])
-        c = counts[r]
-        value += c * terms
-        for i in range(hit_ptr[r] - h0, hit_ptr[r + 1] - h0):
-            f = hits[i]
-            d = 0.0
-            for g in range(gptr[f], gptr[f + 1]):
-                s = g_col[g]
-                if s >= 0:
-                    d += 1.0 - probs[s]
-                elif s == -1:
-                    d += 1.0 - _values_probability(probs, g, offs, cards, g_var, g_mask)
-            grad[f] += c * d
-        for i in range(near_ptr[r] - n0, near_ptr[r + 1] - n0):
-            s = near_col[i]
-            if s >= 0:
-                grad[near_feat[i]] -= c * probs[s]
+                _add_values(probs, -1 - c, weights[feat[i]], offs, cards, g_var, g_mask)
+        value += counts[r] * _row_conditionals(probs, rows[r], offs, cards)
+        for j in range(cards.shape[0]):  # probs becomes P(a | x_-j) - [a = x_j]
+            probs[offs[j] + rows[r, j]] -= 1.0
+        n = counts[r]
+        for i in range(ptr[r] - p0, ptr[r + 1] - p0):
+            c = col[i]
+            if c >= 0:
+                grad[feat[i]] -= n * probs[c]
             else:
-                grad[near_feat[i]] -= c * _values_probability(probs, -1 - s, offs, cards,
-                                                              g_var, g_mask)
+                grad[feat[i]] -= n * _sum_values(probs, -1 - c, offs, cards, g_var, g_mask)
     return value
 
 
 @nb.njit(cache=True, parallel=True)
-def _pll_and_gradient(rows, counts, offs, cards, weights, groups, g_col, hit_ptr, near_ptr,
-                      hits, near_feat, near_col, n_kept):
-    """Summed PLL and gradient from the lists; chunks from ``n_kept`` on are rescanned."""
+def _pll_and_gradient(rows, counts, offs, cards, weights, groups, ptr, feat, col, n_kept):
+    """Summed PLL and gradient from the entries; chunks from ``n_kept`` on are rescanned."""
     n = rows.shape[0]
     chunk = 64 * CHUNK_WORDS
     n_chunks = (n + chunk - 1) // chunk
@@ -822,17 +814,14 @@ def _pll_and_gradient(rows, counts, offs, cards, weights, groups, g_col, hit_ptr
             s = k * chunk
             e = min(s + chunk, n)
             if k < n_kept:
-                h = hits[hit_ptr[s]:hit_ptr[e]]
-                nf = near_feat[near_ptr[s]:near_ptr[e]]
-                nc = near_col[near_ptr[s]:near_ptr[e]]
+                f = feat[ptr[s]:ptr[e]]
+                c = col[ptr[s]:ptr[e]]
             else:
-                h = np.empty(hit_ptr[e] - hit_ptr[s], dtype=np.int32)
-                nf = np.empty(near_ptr[e] - near_ptr[s], dtype=np.int32)
-                nc = np.empty(near_ptr[e] - near_ptr[s], dtype=np.int32)
-                _chunk_lists(rows, s, e, offs, groups, hit_ptr, near_ptr, h, nf, nc)
-            values[b] += _chunk_pll(rows, counts, s, e, offs, cards, weights, groups[0],
-                                    groups[3], groups[4], g_col, hit_ptr, near_ptr, h, nf, nc,
-                                    probs, grads[b])
+                f = np.empty(ptr[e] - ptr[s], dtype=np.int32)
+                c = np.empty(ptr[e] - ptr[s], dtype=np.int32)
+                _chunk_reach(rows, s, e, offs, groups, ptr, f, c)
+            values[b] += _chunk_pll(rows, counts, s, e, offs, cards, weights, groups[3],
+                                    groups[4], ptr, f, c, probs, grads[b])
     grad = np.zeros(weights.shape[0])
     value = 0.0
     for b in range(PARTIAL_SUMS):
@@ -849,12 +838,12 @@ def distinct_rows_counted(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.ascontiguousarray(rows[first]), counts.astype(np.float64)
 
 
-class HitLists:
-    """Which features hold on each distinct row of a fixed block, and which fail through one
-    variable's conditions only (see the notes above); :meth:`pll_and_gradient` evaluates the
-    summed PLL and its gradient for any weights from them.
+class ReachLists:
+    """Where the features of ``fs`` reach the conditionals of each distinct row of a fixed block
+    (see the notes above); :meth:`pll_and_gradient` evaluates the summed PLL and its gradient
+    for any weights from them.
 
-    Built by one counting scan of the rows plus one writing scan of the chunks whose lists fit
+    Built by one counting scan of the rows plus one writing scan of the chunks whose entries fit
     in ``list_bytes`` (default ``LIST_BYTES``); the other chunks are rescanned at every
     evaluation. Needs variables of at most ``MASK_VALUES`` values.
     """
@@ -864,39 +853,36 @@ class HitLists:
         rows = _rows(rows, fs)
         self.cards = np.ascontiguousarray(fs.schema.cardinalities, dtype=np.int64)
         if self.cards.max() > MASK_VALUES:
-            raise ValueError(f"hit lists need variables of at most {MASK_VALUES} values")
+            raise ValueError(f"reach lists need variables of at most {MASK_VALUES} values")
         self.rows, self.counts = distinct_rows_counted(rows)
         self.offs = value_offsets(self.cards)
         self.groups = _groups_for(fs, self.rows, self.cards, owner)
-        self.g_col = self.groups[5].astype(np.int32)
-        self.hit_ptr, self.near_ptr = _count_hits(self.rows, self.offs, self.groups)
+        self.ptr = _count_reach(self.rows, self.offs, self.groups)
         budget = LIST_BYTES if list_bytes is None else list_bytes
         chunk = 64 * CHUNK_WORDS
         ends = np.minimum(np.arange(chunk, len(self.rows) + chunk, chunk), len(self.rows))
-        sizes = 4 * self.hit_ptr[ends] + 8 * self.near_ptr[ends]  # bytes up to each chunk's end
-        self.n_kept = int(np.searchsorted(sizes, budget, side="right"))
-        self.hits, self.near_feat, self.near_col = _fill_hits(
-            self.rows, self.offs, self.groups, self.hit_ptr, self.near_ptr, self.n_kept)
+        self.n_kept = int(np.searchsorted(ENTRY_BYTES * self.ptr[ends], budget, side="right"))
+        self.feat, self.col = _fill_reach(self.rows, self.offs, self.groups, self.ptr,
+                                          self.n_kept)
 
     @property
     def n_entries(self) -> int:
-        """Hits plus near hits over the distinct rows (kept or not)."""
-        return int(self.hit_ptr[-1] + self.near_ptr[-1])
+        """Entries over the distinct rows (kept or not)."""
+        return int(self.ptr[-1])
 
     def pll_and_gradient(self, weights: np.ndarray) -> tuple[float, np.ndarray]:
         """Summed PLL of the rows (with repeats) and its gradient at ``weights``."""
         weights = np.ascontiguousarray(weights, dtype=np.float64)
         return _pll_and_gradient(self.rows, self.counts, self.offs, self.cards, weights,
-                                 self.groups, self.g_col, self.hit_ptr, self.near_ptr,
-                                 self.hits, self.near_feat, self.near_col, self.n_kept)
+                                 self.groups, self.ptr, self.feat, self.col, self.n_kept)
 
 
 def pll_evaluator(fs: FeatureSet, rows: np.ndarray, owner=None):
     """A function ``weights -> (summed PLL, gradient)`` of the features of ``fs`` on ``rows``:
-    :class:`HitLists` built once, or row by row when a variable has more than 64 values."""
+    :class:`ReachLists` built once, or row by row when a variable has more than 64 values."""
     rows = _rows(rows, fs)
     if fs.schema.cardinalities.max() <= MASK_VALUES:
-        return HitLists(fs, rows, owner).pll_and_gradient
+        return ReachLists(fs, rows, owner).pll_and_gradient
     return lambda weights: _rowwise_pll_and_gradient(fs.with_weights(weights), rows, owner)
 
 

@@ -1,4 +1,4 @@
-"""The hit lists of weight learning (loglinear.HitLists): PLL and gradient against brute force,
+"""The reach lists of weight learning (loglinear.ReachLists): PLL and gradient against brute force,
 the same bits whether the lists are kept or rescanned, and independent of the thread count."""
 
 import numba
@@ -47,7 +47,7 @@ def test_cache_matches_brute_force(cards, dn):
     fs = random_featureset(rng, schema, 40, max_len=4, p_eq=0.6)
     owner = rng.integers(0, len(cards), fs.n_features) if dn else np.full(fs.n_features, -1)
     rows = rng.integers(0, schema.cardinalities, size=(300, len(cards))).astype(np.uint8)
-    lists = loglinear.HitLists(fs, rows, owner)
+    lists = loglinear.ReachLists(fs, rows, owner)
     assert lists.n_entries > 0 and len(lists.rows) < len(rows)  # repeated rows counted once
     for w in (fs.weights, rng.normal(size=fs.n_features)):
         value, grad = lists.pll_and_gradient(w)
@@ -73,12 +73,11 @@ def test_kept_and_rescanned_lists_give_the_same_bits_at_any_thread_count():
     schema = Schema.binary(20)
     fs = random_featureset(rng, schema, 150, max_len=5, p_eq=0.8)
     rows = planted_rows(20, 3000, seed=6)
-    kept = loglinear.HitLists(fs, rows)
+    kept = loglinear.ReachLists(fs, rows)
     chunk = 64 * loglinear.CHUNK_WORDS
     n_chunks = -(-len(kept.rows) // chunk)
     assert kept.n_kept == n_chunks > loglinear.PARTIAL_SUMS
-    half = (n_chunks // 2) * chunk  # the lists up to there: 4 bytes a hit, 8 a near hit
-    half_bytes = int(4 * kept.hit_ptr[half] + 8 * kept.near_ptr[half])
+    half_bytes = loglinear.ENTRY_BYTES * int(kept.ptr[(n_chunks // 2) * chunk])
     want = kept.pll_and_gradient(fs.weights)
     threads = numba.get_num_threads()
     try:
@@ -87,7 +86,7 @@ def test_kept_and_rescanned_lists_give_the_same_bits_at_any_thread_count():
             numba.set_num_threads(n)
             results.append(kept.pll_and_gradient(fs.weights))
             for budget, n_kept in ((0, 0), (half_bytes, n_chunks // 2)):
-                lists = loglinear.HitLists(fs, rows, list_bytes=budget)
+                lists = loglinear.ReachLists(fs, rows, list_bytes=budget)
                 assert lists.n_kept == n_kept  # none kept, about half kept
                 results.append(lists.pll_and_gradient(fs.weights))
     finally:
