@@ -160,10 +160,10 @@ def pll(fs: FeatureSet, rows: np.ndarray) -> float:
 # feature's conditions on variable j hold on the row set H_j (one AND per condition and word),
 # and the feature reaches P(X_j | x_-j) exactly on the rows where every *other* variable's
 # conditions hold: rows where it holds outright, plus rows where j's group is the only one that
-# fails (tracked with "fails at least once / twice" words, which also end the scan of a word as
-# soon as every row has failed twice). The cost is O(conditions x words), 64 times less than row
-# by row; the only per-row work left is adding weights where a feature nearly holds, which is
-# what the conditionals need anyway.
+# fails (tracked with "fails at least once / twice" words, which also end the scan of a feature
+# as soon as every row of the chunk has failed twice). The cost is O(conditions x words), 64
+# times less than row by row; the only per-row work left is adding weights where a feature
+# nearly holds, which is what the conditionals need anyway.
 # ---------------------------------------------------------------------------------------------
 
 CHUNK_WORDS = 4  # rows are processed in chunks of 64 * CHUNK_WORDS
@@ -229,85 +229,105 @@ def _chunk_literals(rows, start, n_words, offs, n_slots):
 
 
 @nb.njit(cache=True)
-def _word_status(lits, w, vw, g0, ng, g_start, g_end, code, H):
-    """AND a feature's groups ``g0 .. g0 + ng`` over word ``w`` of rows.
+def _feature_status(lits, valid, g0, ng, g_start, g_end, code, H, one, two):
+    """AND a feature's groups ``g0 .. g0 + ng`` over every word of a chunk of rows.
 
-    Fills ``H[k]`` with the rows where group k holds and returns ``(one, two)``: the rows where
-    at least one / at least two groups fail. Stops early (``two == vw``) once every row of the
-    word has failed twice: the feature then reaches no conditional there.
+    Fills ``H[k, w]`` with the rows of word w where group k holds, and ``one[w]`` / ``two[w]``
+    with the rows where at least one / at least two groups fail. Returns False, having stopped
+    early, once every row has failed twice: the feature then reaches no conditional in the
+    chunk. All words at once, so the inner loops run over ``CHUNK_WORDS`` adjacent words.
     """
-    one = np.uint64(0)
-    two = np.uint64(0)
+    one[:] = 0
+    two[:] = 0
     for k in range(ng):
         g = g0 + k
-        h = lits[code[g_start[g]], w]
-        for c in range(g_start[g] + 1, g_end[g]):
-            h &= lits[code[c], w]
-        H[k] = h
-        fail = vw & ~h
-        two |= one & fail
-        one |= fail
-        if two == vw:
-            break
-    return one, two
+        c0 = g_start[g]
+        for w in range(CHUNK_WORDS):
+            H[k, w] = lits[code[c0], w]
+        for c in range(c0 + 1, g_end[g]):
+            for w in range(CHUNK_WORDS):
+                H[k, w] &= lits[code[c], w]
+        done = True
+        for w in range(CHUNK_WORDS):
+            fail = valid[w] & ~H[k, w]
+            two[w] |= one[w] & fail
+            one[w] |= fail
+            done = done and two[w] == valid[w]
+        if done:
+            return False
+    return True
 
 
 @nb.njit(cache=True)
-def _chunk_pass(rows, start, n_words, offs, cards, weights, gptr, g_start, g_end, g_var, g_mask,
-                g_slot, code, logits):
-    """Add to ``logits`` the weights of every feature on one chunk of ``64 * n_words`` rows.
+def _chunk_pass(rows, start, offs, cards, weights, gptr, g_start, g_end, g_var, g_mask, g_slot,
+                code, logits):
+    """Add to ``logits`` the weights of every feature on one chunk of ``64 * CHUNK_WORDS`` rows.
 
-    Feature f's conditions come grouped by variable (see :func:`_group_structure`). For each
-    word of 64 rows the groups are ANDed in order while tracking the rows where at least one /
-    at least two groups fail; a word where every row fails twice is abandoned at once. The
-    feature then reaches variable j's conditional on the rows where it holds outright and on
-    the rows where j's group is the only one failing: its weight goes to
-    ``logits[start + r, offs[j] + a]`` for every value a the group allows. Work happens in a
-    chunk-local slot-major table (adjacent rows adjacent).
+    Feature f's conditions come grouped by variable (see :func:`_group_structure`). Over the
+    chunk's words of 64 rows the groups are ANDed in order while tracking the rows where at
+    least one / at least two groups fail; a feature is abandoned as soon as every row has
+    failed twice (:func:`_feature_status`). It then reaches variable j's conditional on the rows
+    where it holds outright and on the rows where j's group is the only one failing: its weight
+    goes to ``logits[start + r, offs[j] + a]`` for every value a the group allows. Work happens
+    in a chunk-local slot-major table (adjacent rows adjacent).
     """
     n_slots = offs[-1]
-    width = 64 * n_words
-    n_rows = rows.shape[0]
-    lits, valid = _chunk_literals(rows, start, n_words, offs, n_slots)
+    width = 64 * CHUNK_WORDS
+    lits, valid = _chunk_literals(rows, start, CHUNK_WORDS, offs, n_slots)
     local = np.zeros((n_slots, width))
-    max_groups = 0
-    for f in range(weights.shape[0]):
-        max_groups = max(max_groups, gptr[f + 1] - gptr[f])
-    H = np.empty(max_groups, dtype=np.uint64)
+    H, one, two = _status_buffers(gptr)
     for f in range(weights.shape[0]):
         g0 = gptr[f]
         ng = gptr[f + 1] - g0
+        if not _feature_status(lits, valid, g0, ng, g_start, g_end, code, H, one, two):
+            continue
         wt = weights[f]
-        for w in range(n_words):
+        for w in range(CHUNK_WORDS):
             vw = valid[w]
-            one, two = _word_status(lits, w, vw, g0, ng, g_start, g_end, code, H)
-            if two == vw:
+            if two[w] == vw:
                 continue
-            holds = vw & ~one
+            holds = vw & ~one[w]
             for k in range(ng):
                 g = g0 + k
                 sg = g_slot[g]
                 if sg == -2:
                     continue  # a dependency-network feature counts only for its own variable
-                reach = holds | (vw & ~H[k] & ~two)  # holds, or only this group fails
+                reach = holds | (vw & ~H[k, w] & ~two[w])  # holds, or only this group fails
                 if sg >= 0:  # one allowed value
                     target = local[sg]
                     x = reach
                     while x != 0:
                         target[64 * w + _lowest_bit(x)] += wt
                         x &= x - np.uint64(1)
-                    continue
-                j = g_var[g]
-                for a in range(cards[j]):
-                    if (g_mask[g] >> np.uint64(a)) & np.uint64(1):
-                        target = local[offs[j] + a]
-                        x = reach
-                        while x != 0:
-                            target[64 * w + _lowest_bit(x)] += wt
-                            x &= x - np.uint64(1)
-    for r in range(min(width, n_rows - start)):
+                else:  # out of line: a loop in this branch slows the whole loop down
+                    _add_values_at_bits(local, 64 * w, reach, wt, g, offs, cards, g_var, g_mask)
+    for r in range(min(width, rows.shape[0] - start)):
         for s in range(n_slots):
             logits[start + r, s] += local[s, r]
+
+
+@nb.njit(cache=True)
+def _add_values_at_bits(local, base, x, wt, g, offs, cards, g_var, g_mask):
+    """``local[offs[j] + a, base + b] += wt`` for every value a group g allows and every set
+    bit b of ``x``."""
+    j = g_var[g]
+    for a in range(cards[j]):
+        if (g_mask[g] >> np.uint64(a)) & np.uint64(1):
+            target = local[offs[j] + a]
+            y = x
+            while y != 0:
+                target[base + _lowest_bit(y)] += wt
+                y &= y - np.uint64(1)
+
+
+@nb.njit(cache=True)
+def _status_buffers(gptr):
+    """Scratch for :func:`_feature_status`: ``(H, one, two)``."""
+    max_groups = 0
+    for f in range(gptr.shape[0] - 1):
+        max_groups = max(max_groups, gptr[f + 1] - gptr[f])
+    return (np.empty((max_groups, CHUNK_WORDS), dtype=np.uint64),
+            np.empty(CHUNK_WORDS, dtype=np.uint64), np.empty(CHUNK_WORDS, dtype=np.uint64))
 
 
 @nb.njit(cache=True)
@@ -449,8 +469,8 @@ def _all_logits(rows, offs, cards, weights, groups):
     chunk = 64 * CHUNK_WORDS
     n_chunks = (n + chunk - 1) // chunk
     for k in nb.prange(n_chunks):
-        _chunk_pass(rows, k * chunk, CHUNK_WORDS, offs, cards, weights, groups[0], groups[1],
-                    groups[2], groups[3], groups[4], groups[5], groups[6], logits)
+        _chunk_pass(rows, k * chunk, offs, cards, weights, groups[0], groups[1], groups[2],
+                    groups[3], groups[4], groups[5], groups[6], logits)
     return logits
 
 
@@ -652,27 +672,23 @@ def _scan_reach(rows, start, offs, gptr, g_start, g_end, g_slot, code, fill, at,
     the entries are written (in feature order).
     """
     lits, valid = _chunk_literals(rows, start, CHUNK_WORDS, offs, offs[-1])
-    max_groups = 0
-    for f in range(gptr.shape[0] - 1):
-        max_groups = max(max_groups, gptr[f + 1] - gptr[f])
-    H = np.empty(max_groups, dtype=np.uint64)
+    H, one, two = _status_buffers(gptr)
     for f in range(gptr.shape[0] - 1):
         g0 = gptr[f]
         ng = gptr[f + 1] - g0
+        if not _feature_status(lits, valid, g0, ng, g_start, g_end, code, H, one, two):
+            continue
         for w in range(CHUNK_WORDS):
             vw = valid[w]
-            if vw == 0:
-                break
-            one, two = _word_status(lits, w, vw, g0, ng, g_start, g_end, code, H)
-            if two == vw:
+            if two[w] == vw:
                 continue
-            holds = vw & ~one
+            holds = vw & ~one[w]
             for k in range(ng):
                 g = g0 + k
                 if g_slot[g] == -2:
                     continue
                 c = g_slot[g] if g_slot[g] >= 0 else -1 - g
-                x = holds | (vw & ~H[k] & ~two)  # holds, or only this group fails
+                x = holds | (vw & ~H[k, w] & ~two[w])  # holds, or only this group fails
                 while x != 0:
                     r = 64 * w + _lowest_bit(x)
                     if fill:
