@@ -260,28 +260,27 @@ def _feature_status(lits, valid, g0, ng, g_start, g_end, code, H, one, two):
 
 @nb.njit(cache=True)
 def _chunk_pass(rows, start, offs, cards, weights, gptr, g_start, g_end, g_var, g_mask, g_slot,
-                code, logits):
-    """Add to ``logits`` the weights of every feature on one chunk of ``64 * CHUNK_WORDS`` rows.
+                code, table, gather, grad):
+    """Every feature against one chunk of ``64 * CHUNK_WORDS`` rows, on a slot-major
+    ``table[offs[j] + a, r]`` of the chunk (adjacent rows adjacent).
 
     Feature f's conditions come grouped by variable (see :func:`_group_structure`). Over the
     chunk's words of 64 rows the groups are ANDed in order while tracking the rows where at
     least one / at least two groups fail; a feature is abandoned as soon as every row has
-    failed twice (:func:`_feature_status`). It then reaches variable j's conditional on the rows
-    where it holds outright and on the rows where j's group is the only one failing: its weight
-    goes to ``logits[start + r, offs[j] + a]`` for every value a the group allows. Work happens
-    in a chunk-local slot-major table (adjacent rows adjacent).
+    failed twice (:func:`_feature_status`). It reaches variable j's conditional on the rows
+    where it holds outright and on the rows where j's group is the only one failing, at every
+    value a the group allows. ``gather`` false: its weight is added to ``table`` there (the
+    logits). ``gather`` true: ``table`` there is summed and subtracted from ``grad[f]``.
     """
-    n_slots = offs[-1]
-    width = 64 * CHUNK_WORDS
-    lits, valid = _chunk_literals(rows, start, CHUNK_WORDS, offs, n_slots)
-    local = np.zeros((n_slots, width))
+    lits, valid = _chunk_literals(rows, start, CHUNK_WORDS, offs, offs[-1])
     H, one, two = _status_buffers(gptr)
-    for f in range(weights.shape[0]):
+    for f in range(gptr.shape[0] - 1):
         g0 = gptr[f]
         ng = gptr[f + 1] - g0
         if not _feature_status(lits, valid, g0, ng, g_start, g_end, code, H, one, two):
             continue
         wt = weights[f]
+        total = 0.0
         for w in range(CHUNK_WORDS):
             vw = valid[w]
             if two[w] == vw:
@@ -292,32 +291,39 @@ def _chunk_pass(rows, start, offs, cards, weights, gptr, g_start, g_end, g_var, 
                 sg = g_slot[g]
                 if sg == -2:
                     continue  # a dependency-network feature counts only for its own variable
-                reach = holds | (vw & ~H[k, w] & ~two[w])  # holds, or only this group fails
+                x = holds | (vw & ~H[k, w] & ~two[w])  # holds, or only this group fails
                 if sg >= 0:  # one allowed value
-                    target = local[sg]
-                    x = reach
+                    target = table[sg]
                     while x != 0:
-                        target[64 * w + _lowest_bit(x)] += wt
+                        if gather:
+                            total += target[64 * w + _lowest_bit(x)]
+                        else:
+                            target[64 * w + _lowest_bit(x)] += wt
                         x &= x - np.uint64(1)
                 else:  # out of line: a loop in this branch slows the whole loop down
-                    _add_values_at_bits(local, 64 * w, reach, wt, g, offs, cards, g_var, g_mask)
-    for r in range(min(width, rows.shape[0] - start)):
-        for s in range(n_slots):
-            logits[start + r, s] += local[s, r]
+                    total += _values_at_bits(table, 64 * w, x, wt, gather, g, offs, cards, g_var,
+                                             g_mask)
+        if gather:
+            grad[f] -= total
 
 
 @nb.njit(cache=True)
-def _add_values_at_bits(local, base, x, wt, g, offs, cards, g_var, g_mask):
-    """``local[offs[j] + a, base + b] += wt`` for every value a group g allows and every set
-    bit b of ``x``."""
+def _values_at_bits(table, base, x, wt, gather, g, offs, cards, g_var, g_mask):
+    """:func:`_chunk_pass` for a group g that allows several values: add ``wt`` to, or return
+    the sum of, ``table[offs[j] + a, base + b]`` over its values a and the set bits b of x."""
+    total = 0.0
     j = g_var[g]
     for a in range(cards[j]):
         if (g_mask[g] >> np.uint64(a)) & np.uint64(1):
-            target = local[offs[j] + a]
+            target = table[offs[j] + a]
             y = x
             while y != 0:
-                target[base + _lowest_bit(y)] += wt
+                if gather:
+                    total += target[base + _lowest_bit(y)]
+                else:
+                    target[base + _lowest_bit(y)] += wt
                 y &= y - np.uint64(1)
+    return total
 
 
 @nb.njit(cache=True)
@@ -465,12 +471,17 @@ def _groups_for(fs: FeatureSet, rows: np.ndarray, cards: np.ndarray, owner):
 def _all_logits(rows, offs, cards, weights, groups):
     n = rows.shape[0]
     n_slots = offs[-1]
-    logits = np.zeros((n, n_slots))
+    logits = np.empty((n, n_slots))
     chunk = 64 * CHUNK_WORDS
     n_chunks = (n + chunk - 1) // chunk
+    none = np.zeros(0)
     for k in nb.prange(n_chunks):
+        table = np.zeros((n_slots, chunk))
         _chunk_pass(rows, k * chunk, offs, cards, weights, groups[0], groups[1], groups[2],
-                    groups[3], groups[4], groups[5], groups[6], logits)
+                    groups[3], groups[4], groups[5], groups[6], table, False, none)
+        for r in range(min(chunk, n - k * chunk)):
+            for s in range(n_slots):
+                logits[k * chunk + r, s] = table[s, r]
     return logits
 
 
@@ -651,11 +662,12 @@ def distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
 # summing its own value and gradient; the sequences are then added in order, so results do not
 # depend on the thread count.
 #
-# Memory: 8 bytes per entry. Plants (69 binary variables, 8,258 distinct training rows): the
-# 13,189 DN leaf features of LW make about 1,200 entries per row (80 MB); DN2MN's 178,651
-# features about 80,000 (5 GB). The entries of the first chunks are kept up to ``LIST_BYTES``;
-# the other chunks are rescanned into a chunk-sized scratch list at every evaluation (the same
-# entries, so the same numbers).
+# Memory: 8 bytes per entry, kept when they all fit in ``LIST_BYTES``. Plants (69 binary
+# variables, 8,258 distinct training rows): the 13,189 DN leaf features of LW make about 1,200
+# entries per row (80 MB, kept); DN2MN's 178,651 features about 70,000 (4.6 GB). Past the budget
+# every evaluation makes two bitset passes per chunk of rows instead (logits, then the gradient
+# gathered from the chunk's ``P - [own value]`` table), in bounded memory: a slot-major table
+# of one chunk per thread. The two ways add in different orders, so they agree to rounding.
 # ---------------------------------------------------------------------------------------------
 
 PARTIAL_SUMS = 4  # fixed number of partial sums of value and gradient (see above)
@@ -715,26 +727,17 @@ def _count_reach(rows, offs, groups):
     return ptr
 
 
-@nb.njit(cache=True)
-def _chunk_reach(rows, start, stop, offs, groups, ptr, feat, col):
-    """Write the entries of rows ``start:stop`` (one chunk) into ``feat`` / ``col``, which hold
-    exactly that chunk's entries."""
-    at = ptr[start:stop] - ptr[start]
-    _scan_reach(rows, start, offs, groups[0], groups[1], groups[2], groups[5], groups[6], True,
-                at, feat, col)
-
-
 @nb.njit(cache=True, parallel=True)
-def _fill_reach(rows, offs, groups, ptr, n_chunks):
-    """The entries of the first ``n_chunks`` chunks of rows."""
+def _fill_reach(rows, offs, groups, ptr):
+    """The entries of every row, chunks of rows in parallel."""
     chunk = 64 * CHUNK_WORDS
-    stop = min(n_chunks * chunk, rows.shape[0])
-    feat = np.empty(ptr[stop], dtype=np.int32)
-    col = np.empty(ptr[stop], dtype=np.int32)
-    for k in nb.prange(n_chunks):
+    feat = np.empty(ptr[-1], dtype=np.int32)
+    col = np.empty(ptr[-1], dtype=np.int32)
+    for k in nb.prange((rows.shape[0] + chunk - 1) // chunk):
         s = k * chunk
-        e = min(s + chunk, rows.shape[0])
-        _chunk_reach(rows, s, e, offs, groups, ptr, feat[ptr[s]:ptr[e]], col[ptr[s]:ptr[e]])
+        at = ptr[s:min(s + chunk, rows.shape[0])].copy()
+        _scan_reach(rows, s, offs, groups[0], groups[1], groups[2], groups[5], groups[6], True,
+                    at, feat, col)
     return feat, col
 
 
@@ -791,13 +794,12 @@ def _row_conditionals(probs, row, offs, cards):
 @nb.njit(cache=True)
 def _chunk_pll(rows, counts, start, stop, offs, cards, weights, g_var, g_mask, ptr, feat, col,
                probs, grad):
-    """Summed PLL of rows ``start:stop`` (each weighted by its count), adding their gradient
-    to ``grad``; ``feat`` / ``col`` start at the chunk's first entry, ``probs`` is scratch."""
-    p0 = ptr[start]
+    """Summed PLL of rows ``start:stop`` (each weighted by its count) from their entries,
+    adding their gradient to ``grad``; ``probs`` is scratch."""
     value = 0.0
     for r in range(start, stop):
         probs[:] = 0.0
-        for i in range(ptr[r] - p0, ptr[r + 1] - p0):
+        for i in range(ptr[r], ptr[r + 1]):
             c = col[i]
             if c >= 0:
                 probs[c] += weights[feat[i]]
@@ -807,7 +809,7 @@ def _chunk_pll(rows, counts, start, stop, offs, cards, weights, g_var, g_mask, p
         for j in range(cards.shape[0]):  # probs becomes P(a | x_-j) - [a = x_j]
             probs[offs[j] + rows[r, j]] -= 1.0
         n = counts[r]
-        for i in range(ptr[r] - p0, ptr[r + 1] - p0):
+        for i in range(ptr[r], ptr[r + 1]):
             c = col[i]
             if c >= 0:
                 grad[feat[i]] -= n * probs[c]
@@ -816,9 +818,33 @@ def _chunk_pll(rows, counts, start, stop, offs, cards, weights, g_var, g_mask, p
     return value
 
 
+@nb.njit(cache=True)
+def _chunk_scan_pll(rows, counts, start, offs, cards, weights, groups, table, probs, grad):
+    """:func:`_chunk_pll` without entries: one bitset pass adds the chunk's logits into the
+    slot-major ``table``, which then holds ``count * (P(a | x_-j) - [a = x_j])`` per row for a
+    second pass that gathers the gradient."""
+    table[:] = 0.0
+    none = np.zeros(0)
+    _chunk_pass(rows, start, offs, cards, weights, groups[0], groups[1], groups[2], groups[3],
+                groups[4], groups[5], groups[6], table, False, none)
+    value = 0.0
+    for r in range(min(table.shape[1], rows.shape[0] - start)):
+        for s in range(offs[-1]):
+            probs[s] = table[s, r]
+        value += counts[start + r] * _row_conditionals(probs, rows[start + r], offs, cards)
+        for j in range(cards.shape[0]):
+            probs[offs[j] + rows[start + r, j]] -= 1.0
+        for s in range(offs[-1]):
+            table[s, r] = counts[start + r] * probs[s]
+    _chunk_pass(rows, start, offs, cards, weights, groups[0], groups[1], groups[2], groups[3],
+                groups[4], groups[5], groups[6], table, True, grad)
+    return value
+
+
 @nb.njit(cache=True, parallel=True)
-def _pll_and_gradient(rows, counts, offs, cards, weights, groups, ptr, feat, col, n_kept):
-    """Summed PLL and gradient from the entries; chunks from ``n_kept`` on are rescanned."""
+def _pll_and_gradient(rows, counts, offs, cards, weights, groups, ptr, feat, col):
+    """Summed PLL and gradient from the entries, or by two bitset passes per chunk of rows
+    when there are no entries (``ptr`` empty)."""
     n = rows.shape[0]
     chunk = 64 * CHUNK_WORDS
     n_chunks = (n + chunk - 1) // chunk
@@ -826,18 +852,16 @@ def _pll_and_gradient(rows, counts, offs, cards, weights, groups, ptr, feat, col
     grads = np.zeros((PARTIAL_SUMS, weights.shape[0]))
     for b in nb.prange(PARTIAL_SUMS):
         probs = np.empty(offs[-1])
+        table = np.empty((offs[-1], chunk))
         for k in range(b, n_chunks, PARTIAL_SUMS):
             s = k * chunk
-            e = min(s + chunk, n)
-            if k < n_kept:
-                f = feat[ptr[s]:ptr[e]]
-                c = col[ptr[s]:ptr[e]]
+            if ptr.shape[0] == 0:
+                values[b] += _chunk_scan_pll(rows, counts, s, offs, cards, weights, groups,
+                                             table, probs, grads[b])
             else:
-                f = np.empty(ptr[e] - ptr[s], dtype=np.int32)
-                c = np.empty(ptr[e] - ptr[s], dtype=np.int32)
-                _chunk_reach(rows, s, e, offs, groups, ptr, f, c)
-            values[b] += _chunk_pll(rows, counts, s, e, offs, cards, weights, groups[3],
-                                    groups[4], ptr, f, c, probs, grads[b])
+                values[b] += _chunk_pll(rows, counts, s, min(s + chunk, n), offs, cards,
+                                        weights, groups[3], groups[4], ptr, feat, col, probs,
+                                        grads[b])
     grad = np.zeros(weights.shape[0])
     value = 0.0
     for b in range(PARTIAL_SUMS):
@@ -856,12 +880,13 @@ def distinct_rows_counted(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 class ReachLists:
     """Where the features of ``fs`` reach the conditionals of each distinct row of a fixed block
-    (see the notes above); :meth:`pll_and_gradient` evaluates the summed PLL and its gradient
-    for any weights from them.
+    of rows (see the notes above); :meth:`pll_and_gradient` evaluates the summed PLL and its
+    gradient for any weights.
 
-    Built by one counting scan of the rows plus one writing scan of the chunks whose entries fit
-    in ``list_bytes`` (default ``LIST_BYTES``); the other chunks are rescanned at every
-    evaluation. Needs variables of at most ``MASK_VALUES`` values.
+    The entries are counted (one bitset scan) and written (a second) when they take at most
+    ``list_bytes`` (default ``LIST_BYTES``); otherwise every evaluation makes two bitset
+    passes over the rows instead (``n_entries`` is then 0). Needs variables of at most
+    ``MASK_VALUES`` values.
     """
 
     def __init__(self, fs: FeatureSet, rows: np.ndarray, owner=None,
@@ -873,24 +898,29 @@ class ReachLists:
         self.rows, self.counts = distinct_rows_counted(rows)
         self.offs = value_offsets(self.cards)
         self.groups = _groups_for(fs, self.rows, self.cards, owner)
-        self.ptr = _count_reach(self.rows, self.offs, self.groups)
         budget = LIST_BYTES if list_bytes is None else list_bytes
         chunk = 64 * CHUNK_WORDS
-        ends = np.minimum(np.arange(chunk, len(self.rows) + chunk, chunk), len(self.rows))
-        self.n_kept = int(np.searchsorted(ENTRY_BYTES * self.ptr[ends], budget, side="right"))
-        self.feat, self.col = _fill_reach(self.rows, self.offs, self.groups, self.ptr,
-                                          self.n_kept)
+        first = _count_reach(self.rows[:chunk], self.offs, self.groups)[-1]
+        fits = False
+        if ENTRY_BYTES * first * (len(self.rows) / chunk) <= 2 * budget:  # a look before all
+            self.ptr = _count_reach(self.rows, self.offs, self.groups)
+            fits = ENTRY_BYTES * self.ptr[-1] <= budget
+        if fits:
+            self.feat, self.col = _fill_reach(self.rows, self.offs, self.groups, self.ptr)
+        else:
+            self.ptr = np.zeros(0, dtype=np.int64)
+            self.feat = self.col = np.zeros(0, dtype=np.int32)
 
     @property
     def n_entries(self) -> int:
-        """Entries over the distinct rows (kept or not)."""
-        return int(self.ptr[-1])
+        """Entries kept over the distinct rows (0 when every evaluation rescans)."""
+        return int(self.ptr[-1]) if len(self.ptr) else 0
 
     def pll_and_gradient(self, weights: np.ndarray) -> tuple[float, np.ndarray]:
         """Summed PLL of the rows (with repeats) and its gradient at ``weights``."""
         weights = np.ascontiguousarray(weights, dtype=np.float64)
         return _pll_and_gradient(self.rows, self.counts, self.offs, self.cards, weights,
-                                 self.groups, self.ptr, self.feat, self.col, self.n_kept)
+                                 self.groups, self.ptr, self.feat, self.col)
 
 
 def pll_evaluator(fs: FeatureSet, rows: np.ndarray, owner=None):
