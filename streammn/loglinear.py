@@ -900,16 +900,16 @@ class ReachLists:
         self.groups = _groups_for(fs, self.rows, self.cards, owner)
         budget = LIST_BYTES if list_bytes is None else list_bytes
         chunk = 64 * CHUNK_WORDS
+        self.ptr = np.zeros(0, dtype=np.int64)
+        self.feat = self.col = np.zeros(0, dtype=np.int32)
+        if budget <= 0:
+            return
         first = _count_reach(self.rows[:chunk], self.offs, self.groups)[-1]
-        fits = False
         if ENTRY_BYTES * first * (len(self.rows) / chunk) <= 2 * budget:  # a look before all
-            self.ptr = _count_reach(self.rows, self.offs, self.groups)
-            fits = ENTRY_BYTES * self.ptr[-1] <= budget
-        if fits:
-            self.feat, self.col = _fill_reach(self.rows, self.offs, self.groups, self.ptr)
-        else:
-            self.ptr = np.zeros(0, dtype=np.int64)
-            self.feat = self.col = np.zeros(0, dtype=np.int32)
+            ptr = _count_reach(self.rows, self.offs, self.groups)
+            if ENTRY_BYTES * ptr[-1] <= budget:
+                self.ptr = ptr
+                self.feat, self.col = _fill_reach(self.rows, self.offs, self.groups, ptr)
 
     @property
     def n_entries(self) -> int:
@@ -923,19 +923,20 @@ class ReachLists:
                                  self.groups, self.ptr, self.feat, self.col)
 
 
-def pll_evaluator(fs: FeatureSet, rows: np.ndarray, owner=None):
+def pll_evaluator(fs: FeatureSet, rows: np.ndarray, owner=None, list_bytes: int | None = None):
     """A function ``weights -> (summed PLL, gradient)`` of the features of ``fs`` on ``rows``:
-    :class:`ReachLists` built once, or row by row when a variable has more than 64 values."""
+    :class:`ReachLists` built once (``list_bytes`` as there), or row by row when a variable has
+    more than 64 values."""
     rows = _rows(rows, fs)
     if fs.schema.cardinalities.max() <= MASK_VALUES:
-        return ReachLists(fs, rows, owner).pll_and_gradient
+        return ReachLists(fs, rows, owner, list_bytes).pll_and_gradient
     return lambda weights: _rowwise_pll_and_gradient(fs.with_weights(weights), rows, owner)
 
 
 def pll_and_gradient(fs: FeatureSet, rows: np.ndarray, owner=None) -> tuple[float, np.ndarray]:
-    """Summed (not mean) PLL of ``rows`` and its gradient with respect to ``fs.weights``
-    (one evaluation of :func:`pll_evaluator`)."""
-    return pll_evaluator(fs, rows, owner)(fs.weights)
+    """Summed (not mean) PLL of ``rows`` and its gradient with respect to ``fs.weights``: one
+    evaluation, so by the two bitset passes, without writing entries for later ones."""
+    return pll_evaluator(fs, rows, owner, list_bytes=0)(fs.weights)
 
 
 def _rowwise_pll_and_gradient(fs: FeatureSet, rows: np.ndarray, owner) -> tuple[float, np.ndarray]:

@@ -121,3 +121,20 @@ def test_conditionals_of_repeated_rows_are_computed_once_with_the_same_bits():
     assert np.array_equal(probs, once_probs[pick]) and np.array_equal(terms, once_terms[pick])
     patterns, inverse = loglinear.distinct_rows(distinct[pick])
     assert np.array_equal(patterns[inverse], distinct[pick])
+
+
+def test_fit_gives_the_same_weights_at_one_and_two_threads():
+    rng = np.random.default_rng(9)
+    schema = Schema.binary(16)
+    fs = random_featureset(rng, schema, 80, max_len=4, p_eq=0.7)
+    rows = planted_rows(16, 2500, seed=10)
+    start = MarkovNetwork(schema, fs.with_weights(np.zeros(fs.n_features)))
+    threads = numba.get_num_threads()
+    try:
+        fits = []
+        for n in sorted({1, min(2, numba.config.NUMBA_NUM_THREADS)}):
+            numba.set_num_threads(n)
+            fits.append(fit_weights(start, rows, stddev=1.0, max_iter=10))
+    finally:
+        numba.set_num_threads(threads)
+    assert all(np.array_equal(fit.weights, fits[0].weights) for fit in fits)
