@@ -180,27 +180,10 @@ def _cttz(typingctx, x):
     return sig, codegen
 
 
-@intrinsic
-def _ctpop(typingctx, x):
-    """LLVM population count of a uint64."""
-    sig = types.uint64(types.uint64)
-
-    def codegen(context, builder, signature, args):
-        return builder.ctpop(args[0])
-
-    return sig, codegen
-
-
 @nb.njit(cache=True)
 def _lowest_bit(x):
     """Index of the lowest set bit of a non-zero uint64."""
     return np.int64(_cttz(x))
-
-
-@nb.njit(cache=True)
-def _popcount(x):
-    """Number of set bits of a uint64."""
-    return np.int64(_ctpop(x))
 
 
 @nb.njit(cache=True)
@@ -300,7 +283,7 @@ def _chunk_pass(rows, start, offs, cards, weights, gptr, g_start, g_end, g_var, 
                         else:
                             target[64 * w + _lowest_bit(x)] += wt
                         x &= x - np.uint64(1)
-                else:  # out of line: a loop in this branch slows the whole loop down
+                else:  # out of line (see _add_values)
                     total += _values_at_bits(table, 64 * w, x, wt, gather, g, offs, cards, g_var,
                                              g_mask)
         if gather:
@@ -672,7 +655,7 @@ def distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
 
 PARTIAL_SUMS = 4  # fixed number of partial sums of value and gradient (see above)
 LIST_BYTES = 2 ** 28  # entries kept across evaluations, at most (256 MiB)
-ENTRY_BYTES = 8
+ENTRY_BYTES = 8  # an entry: int32 feature, int32 column
 
 
 @nb.njit(cache=True)
@@ -741,9 +724,9 @@ def _fill_reach(rows, offs, groups, ptr):
     return feat, col
 
 
-# The helpers below handle groups that allow several values; callers test the single-value case
-# (``col >= 0``) inline first: a call with this many array arguments inside the hot loop costs
-# several times the add itself, even when its multi-value branch never runs.
+# The helpers below handle groups that allow several values, out of line: callers test the
+# single-value case (``col >= 0``) inline first. With the multi-value loop inline, the hot loop
+# ran several times slower (plants LW), even though that branch never runs on binary data.
 
 @nb.njit(cache=True)
 def _add_values(logits, g, wt, offs, cards, g_var, g_mask):
