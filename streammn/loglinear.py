@@ -283,7 +283,7 @@ def _chunk_pass(rows, start, offs, cards, weights, gptr, g_start, g_end, g_var, 
                         else:
                             target[64 * w + _lowest_bit(x)] += wt
                         x &= x - np.uint64(1)
-                else:  # out of line (see _add_values)
+                else:  # out of line: inline, this loop slowed the whole loop several times
                     total += _values_at_bits(table, 64 * w, x, wt, gather, g, offs, cards, g_var,
                                              g_mask)
         if gather:
@@ -633,40 +633,44 @@ def distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
 # (it then reaches every variable it tests, at the values its group on that variable allows, x_j
 # among them), or when f fails on r through its conditions on j alone (it then reaches j's
 # conditional at the values its group on j allows, x_j not among them). The bitset scan above
-# finds both, 64 rows at a time, and lists per row every such (feature, group) pair as an
-# *entry*: the feature (int32) and the column ``offs[j] + a`` of the one value the group allows,
-# or ``-1 - g`` when group g allows several (int32).
+# finds both, 64 rows at a time, and lists them per row and value column ``offs[j] + a``: the
+# *entries* of (row, column) are the features (int32) whose weights its logit sums.
 #
 # An evaluation then reads the entries row by row and does everything for the row while they
-# and its logits are in cache: logits (one add per entry), the conditionals and the row's PLL,
-# and the gradient, whose entry for f gathers ``[x_j allowed] - P(allowed | x_-j)`` over the
-# same entries. Equal rows are listed once, with their count as a weight. Chunks of rows are
-# spread over ``PARTIAL_SUMS`` fixed sequences (chunk k in sequence k mod PARTIAL_SUMS), each
-# summing its own value and gradient; the sequences are then added in order, so results do not
-# depend on the thread count.
+# and its logits are in cache: each logit as one sum of gathered weights, the conditionals and
+# the row's PLL, and the gradient, which scatters ``P(a | x_-j) - [a = x_j]`` of each column to
+# its features (summed over a group's values, that is ``P(allowed | x_-j) - [x_j allowed]``).
+# Column by column, the sums stay in registers and a feature appears at most once per column.
+# Equal rows are listed once, with their count as a weight. Chunks of rows are spread over
+# ``PARTIAL_SUMS`` fixed sequences (chunk k in sequence k mod PARTIAL_SUMS), each summing its
+# own value and gradient; the sequences are then added in order, so results do not depend on
+# the thread count.
 #
-# Memory: 8 bytes per entry, kept when they all fit in ``LIST_BYTES``. Plants (69 binary
-# variables, 8,258 distinct training rows): the 13,189 DN leaf features of LW make about 1,200
-# entries per row (80 MB, kept); DN2MN's 178,651 features about 70,000 (4.6 GB). Past the budget
-# every evaluation makes two bitset passes per chunk of rows instead (logits, then the gradient
-# gathered from the chunk's ``P - [own value]`` table), in bounded memory: a slot-major table
-# of one chunk per thread. The two ways add in different orders, so they agree to rounding.
+# Memory: 4 bytes per entry plus 8 per (row, column), kept when they all fit in ``LIST_BYTES``.
+# Plants (69 binary variables, 8,258 distinct training rows): the 13,189 DN leaf features of
+# LW make about 1,200 entries per row (49 MB, kept); DN2MN's 178,651 features about 70,000
+# (2.3 GB). Past the budget every evaluation makes two bitset passes per chunk of rows instead
+# (logits, then the gradient gathered from the chunk's ``P - [own value]`` table), in bounded
+# memory: a slot-major table of one chunk per thread. The two ways add in different orders, so
+# they agree to rounding.
 # ---------------------------------------------------------------------------------------------
 
 PARTIAL_SUMS = 4  # fixed number of partial sums of value and gradient (see above)
 LIST_BYTES = 2 ** 28  # entries kept across evaluations, at most (256 MiB)
-ENTRY_BYTES = 8  # an entry: int32 feature, int32 column
+ENTRY_BYTES = 4  # an entry: an int32 feature
 
 
 @nb.njit(cache=True)
-def _scan_reach(rows, start, offs, gptr, g_start, g_end, g_slot, code, fill, at, feat, col):
+def _scan_reach(rows, start, offs, cards, gptr, g_start, g_end, g_var, g_mask, g_slot, code, fill,
+                at, feat):
     """Scan one chunk of ``64 * CHUNK_WORDS`` rows (from ``start``) against every feature.
 
-    ``fill`` false: count, adding to ``at[r - start]`` the number of entries of each row.
-    ``fill`` true: ``at`` holds the rows' write positions in ``feat`` / ``col`` and advances as
-    the entries are written (in feature order).
+    ``at[(r - start) * n_slots + s]`` is row r's column s. ``fill`` false: count, adding the
+    number of entries there. ``fill`` true: ``at`` holds the write positions in ``feat`` and
+    advances as the entries are written (in feature order).
     """
-    lits, valid = _chunk_literals(rows, start, CHUNK_WORDS, offs, offs[-1])
+    n_slots = offs[-1]
+    lits, valid = _chunk_literals(rows, start, CHUNK_WORDS, offs, n_slots)
     H, one, two = _status_buffers(gptr)
     for f in range(gptr.shape[0] - 1):
         g0 = gptr[f]
@@ -680,72 +684,61 @@ def _scan_reach(rows, start, offs, gptr, g_start, g_end, g_slot, code, fill, at,
             holds = vw & ~one[w]
             for k in range(ng):
                 g = g0 + k
-                if g_slot[g] == -2:
+                sg = g_slot[g]
+                if sg == -2:
                     continue
-                c = g_slot[g] if g_slot[g] >= 0 else -1 - g
                 x = holds | (vw & ~H[k, w] & ~two[w])  # holds, or only this group fails
-                while x != 0:
-                    r = 64 * w + _lowest_bit(x)
-                    if fill:
-                        feat[at[r]] = f
-                        col[at[r]] = c
-                    at[r] += 1
-                    x &= x - np.uint64(1)
+                if sg >= 0:
+                    _reach_column(x, 64 * w, n_slots, sg, f, fill, at, feat)
+                else:  # out of line, as in _chunk_pass
+                    j = g_var[g]
+                    for a in range(cards[j]):
+                        if (g_mask[g] >> np.uint64(a)) & np.uint64(1):
+                            _reach_column(x, 64 * w, n_slots, offs[j] + a, f, fill, at, feat)
+
+
+@nb.njit(cache=True)
+def _reach_column(x, base, n_slots, column, f, fill, at, feat):
+    """Count or write feature f as an entry of ``column`` for the rows ``base + b``, b the set
+    bits of ``x`` (see :func:`_scan_reach`)."""
+    while x != 0:
+        i = (base + _lowest_bit(x)) * n_slots + column
+        if fill:
+            feat[at[i]] = f
+        at[i] += 1
+        x &= x - np.uint64(1)
 
 
 @nb.njit(cache=True, parallel=True)
-def _count_reach(rows, offs, groups):
-    """``ptr``: row r's entries will be ``ptr[r]:ptr[r+1]``."""
+def _count_reach(rows, offs, cards, groups):
+    """``ptr``: the entries of row r, column s will be ``ptr[r * n_slots + s]`` to the next."""
     n = rows.shape[0]
+    n_slots = offs[-1]
     chunk = 64 * CHUNK_WORDS
-    ptr = np.zeros(n + 1, dtype=np.int64)
+    ptr = np.zeros(n * n_slots + 1, dtype=np.int64)
     none = np.zeros(0, dtype=np.int32)
     for k in nb.prange((n + chunk - 1) // chunk):
-        s = k * chunk
-        e = min(s + chunk, n)
-        _scan_reach(rows, s, offs, groups[0], groups[1], groups[2], groups[5], groups[6], False,
-                    ptr[s + 1:e + 1], none, none)
-    for r in range(n):
-        ptr[r + 1] += ptr[r]
+        s = k * chunk * n_slots
+        e = min(k * chunk + chunk, n) * n_slots
+        _scan_reach(rows, k * chunk, offs, cards, groups[0], groups[1], groups[2], groups[3],
+                    groups[4], groups[5], groups[6], False, ptr[s + 1:e + 1], none)
+    for i in range(n * n_slots):
+        ptr[i + 1] += ptr[i]
     return ptr
 
 
 @nb.njit(cache=True, parallel=True)
-def _fill_reach(rows, offs, groups, ptr):
+def _fill_reach(rows, offs, cards, groups, ptr):
     """The entries of every row, chunks of rows in parallel."""
+    n = rows.shape[0]
+    n_slots = offs[-1]
     chunk = 64 * CHUNK_WORDS
     feat = np.empty(ptr[-1], dtype=np.int32)
-    col = np.empty(ptr[-1], dtype=np.int32)
-    for k in nb.prange((rows.shape[0] + chunk - 1) // chunk):
-        s = k * chunk
-        at = ptr[s:min(s + chunk, rows.shape[0])].copy()
-        _scan_reach(rows, s, offs, groups[0], groups[1], groups[2], groups[5], groups[6], True,
-                    at, feat, col)
-    return feat, col
-
-
-# The helpers below handle groups that allow several values, out of line: callers test the
-# single-value case (``col >= 0``) inline first. With the multi-value loop inline, the hot loop
-# ran several times slower (plants LW), even though that branch never runs on binary data.
-
-@nb.njit(cache=True)
-def _add_values(logits, g, wt, offs, cards, g_var, g_mask):
-    """Add ``wt`` to the logits of every value group g allows."""
-    j = g_var[g]
-    for a in range(cards[j]):
-        if (g_mask[g] >> np.uint64(a)) & np.uint64(1):
-            logits[offs[j] + a] += wt
-
-
-@nb.njit(cache=True)
-def _sum_values(table, g, offs, cards, g_var, g_mask):
-    """Sum of ``table`` over the values group g allows."""
-    total = 0.0
-    j = g_var[g]
-    for a in range(cards[j]):
-        if (g_mask[g] >> np.uint64(a)) & np.uint64(1):
-            total += table[offs[j] + a]
-    return total
+    for k in nb.prange((n + chunk - 1) // chunk):
+        at = ptr[k * chunk * n_slots:min(k * chunk + chunk, n) * n_slots].copy()
+        _scan_reach(rows, k * chunk, offs, cards, groups[0], groups[1], groups[2], groups[3],
+                    groups[4], groups[5], groups[6], True, at, feat)
+    return feat
 
 
 @nb.njit(cache=True)
@@ -775,29 +768,25 @@ def _row_conditionals(probs, row, offs, cards):
 
 
 @nb.njit(cache=True)
-def _chunk_pll(rows, counts, start, stop, offs, cards, weights, g_var, g_mask, ptr, feat, col,
-               probs, grad):
+def _chunk_pll(rows, counts, start, stop, offs, cards, weights, ptr, feat, probs, grad):
     """Summed PLL of rows ``start:stop`` (each weighted by its count) from their entries,
     adding their gradient to ``grad``; ``probs`` is scratch."""
+    n_slots = offs[-1]
     value = 0.0
     for r in range(start, stop):
-        probs[:] = 0.0
-        for i in range(ptr[r], ptr[r + 1]):
-            c = col[i]
-            if c >= 0:
-                probs[c] += weights[feat[i]]
-            else:
-                _add_values(probs, -1 - c, weights[feat[i]], offs, cards, g_var, g_mask)
+        base = r * n_slots
+        for s in range(n_slots):
+            total = 0.0
+            for i in range(ptr[base + s], ptr[base + s + 1]):
+                total += weights[feat[i]]
+            probs[s] = total
         value += counts[r] * _row_conditionals(probs, rows[r], offs, cards)
         for j in range(cards.shape[0]):  # probs becomes P(a | x_-j) - [a = x_j]
             probs[offs[j] + rows[r, j]] -= 1.0
-        n = counts[r]
-        for i in range(ptr[r], ptr[r + 1]):
-            c = col[i]
-            if c >= 0:
-                grad[feat[i]] -= n * probs[c]
-            else:
-                grad[feat[i]] -= n * _sum_values(probs, -1 - c, offs, cards, g_var, g_mask)
+        for s in range(n_slots):
+            d = counts[r] * probs[s]
+            for i in range(ptr[base + s], ptr[base + s + 1]):
+                grad[feat[i]] -= d
     return value
 
 
@@ -825,7 +814,7 @@ def _chunk_scan_pll(rows, counts, start, offs, cards, weights, groups, table, pr
 
 
 @nb.njit(cache=True, parallel=True)
-def _pll_and_gradient(rows, counts, offs, cards, weights, groups, ptr, feat, col):
+def _pll_and_gradient(rows, counts, offs, cards, weights, groups, ptr, feat):
     """Summed PLL and gradient from the entries, or by two bitset passes per chunk of rows
     when there are no entries (``ptr`` empty)."""
     n = rows.shape[0]
@@ -843,8 +832,7 @@ def _pll_and_gradient(rows, counts, offs, cards, weights, groups, ptr, feat, col
                                              table, probs, grads[b])
             else:
                 values[b] += _chunk_pll(rows, counts, s, min(s + chunk, n), offs, cards,
-                                        weights, groups[3], groups[4], ptr, feat, col, probs,
-                                        grads[b])
+                                        weights, ptr, feat, probs, grads[b])
     grad = np.zeros(weights.shape[0])
     value = 0.0
     for b in range(PARTIAL_SUMS):
@@ -884,15 +872,16 @@ class ReachLists:
         budget = LIST_BYTES if list_bytes is None else list_bytes
         chunk = 64 * CHUNK_WORDS
         self.ptr = np.zeros(0, dtype=np.int64)
-        self.feat = self.col = np.zeros(0, dtype=np.int32)
-        if budget <= 0:
+        self.feat = np.zeros(0, dtype=np.int32)
+        pointer_bytes = 8 * len(self.rows) * int(self.offs[-1])
+        if budget <= pointer_bytes:
             return
-        first = _count_reach(self.rows[:chunk], self.offs, self.groups)[-1]
+        first = _count_reach(self.rows[:chunk], self.offs, self.cards, self.groups)[-1]
         if ENTRY_BYTES * first * (len(self.rows) / chunk) <= 2 * budget:  # a look before all
-            ptr = _count_reach(self.rows, self.offs, self.groups)
-            if ENTRY_BYTES * ptr[-1] <= budget:
+            ptr = _count_reach(self.rows, self.offs, self.cards, self.groups)
+            if ENTRY_BYTES * ptr[-1] + pointer_bytes <= budget:
                 self.ptr = ptr
-                self.feat, self.col = _fill_reach(self.rows, self.offs, self.groups, ptr)
+                self.feat = _fill_reach(self.rows, self.offs, self.cards, self.groups, ptr)
 
     @property
     def n_entries(self) -> int:
@@ -903,7 +892,7 @@ class ReachLists:
         """Summed PLL of the rows (with repeats) and its gradient at ``weights``."""
         weights = np.ascontiguousarray(weights, dtype=np.float64)
         return _pll_and_gradient(self.rows, self.counts, self.offs, self.cards, weights,
-                                 self.groups, self.ptr, self.feat, self.col)
+                                 self.groups, self.ptr, self.feat)
 
 
 def pll_evaluator(fs: FeatureSet, rows: np.ndarray, owner=None, list_bytes: int | None = None):
