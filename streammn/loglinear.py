@@ -745,9 +745,10 @@ def _fill_reach(rows, offs, cards, groups, ptr):
 def _row_conditionals(probs, row, offs, cards):
     """Turn a row's logits into its conditionals in place; return ``sum_j log P(x_j | x_-j)``.
 
-    Binary variables take one exponential each, and their log probabilities are multiplied
-    together and logged once per ~250 orders of magnitude (a factor below 1e-250 is added
-    as its own log instead): one logarithm a row rather than one a variable.
+    Binary variables take one exponential each, and their probabilities are multiplied
+    together and logged once the product falls below 1e-150 (a factor below 1e-150 is added as
+    its own log instead, so the product never leaves the normal range): about one logarithm a
+    row rather than one a variable.
     """
     total = 0.0
     product = 1.0
@@ -757,11 +758,11 @@ def _row_conditionals(probs, row, offs, cards):
             continue
         z, e = _binary_conditional(probs, offs[j], row[j])
         p = probs[offs[j] + row[j]]
-        if p < 1e-250:
+        if p < 1e-150:
             total += -max(z, 0.0) - np.log1p(e)
             continue
         product *= p
-        if product < 1e-250:
+        if product < 1e-150:
             total += np.log(product)
             product = 1.0
     return total + np.log(product)
