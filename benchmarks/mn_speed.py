@@ -13,7 +13,8 @@ Two parts (``--part``):
   groups, 100 burn-in, 1,000 samples as Libra) of the full nltcs test set and of the first
   ``--plants-cmll-rows`` plants test rows (0: all 3,482), extrapolated linearly to the full set
   when a subset is run (chains are independent, so cost is linear in rows). ``--part cmll``
-  reruns only the CMLL figures (the other ``real`` figures are kept from the results file).
+  reruns only the CMLL figures, ``--part weights`` only LW, refine and scoring (the other
+  ``real`` figures are kept from the results file).
 
 Times: the ``synthetic`` part reports the best of ``--repeat`` warm runs; the ``real`` part one
 warm run per step (compilation excluded by a warm-up on a few rows), wall-clock and process CPU
@@ -130,6 +131,7 @@ def synthetic_markdown(res):
 def machine():
     return {"cpus": os.cpu_count(), "numba_threads": numba.get_num_threads(),
             "processor": platform.processor() or platform.machine(),
+            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "unset (spin)"),
             "load_average": [round(x, 2) for x in os.getloadavg()]}
 
 
@@ -146,13 +148,13 @@ def split(data, name, part):
 
 def real(args, res=None):
     """Issue 13's figures on the DTSL models of plants and nltcs (see the module docstring);
-    with ``--part cmll`` only the CMLL figures of ``res`` are replaced."""
-    cmll_only = args.part == "cmll"
-    res = res if cmll_only else {"kappa": 0.1}
-    load_key = "cmll_machine" if cmll_only else "machine"
+    with ``--part cmll`` / ``--part weights`` only those figures of ``res`` are replaced."""
+    cmll_only, weights_only = args.part == "cmll", args.part == "weights"
+    res = res if cmll_only or weights_only else {"kappa": 0.1}
+    load_key = {"cmll": "cmll_machine", "weights": "weights_machine"}.get(args.part, "machine")
     res[f"{load_key}_before"] = machine()
     models = {}
-    for name in ("plants", "nltcs"):
+    for name in ("plants",) if weights_only else ("plants", "nltcs"):
         train = split(args.data, name, "train")
         schema = Schema.binary(train.shape[1])
         dn, wall, cpu = once(lambda: DTSL(schema, kappa=0.1, mode="exact")
@@ -161,11 +163,13 @@ def real(args, res=None):
         models[name] = (dn, mn, train, split(args.data, name, "valid"),
                         split(args.data, name, "test"))
         if not cmll_only:
-            res[name] = {"dtsl_wall_s": wall, "dtsl_cpu_s": cpu, "dn_features": dn.n_features,
-                         "mn_features": mn.n_features}
+            res[name] = res[name] if weights_only else {}
+            res[name].update({"dtsl_wall_s": wall, "dtsl_cpu_s": cpu,
+                              "dn_features": dn.n_features, "mn_features": mn.n_features})
     if not cmll_only:
         lw_refine_pll(res["plants"], *models["plants"])
-    cmll_figures(res, args, models)
+    if not weights_only:
+        cmll_figures(res, args, models)
     res[f"{load_key}_after"] = machine()
     return res
 
@@ -218,7 +222,12 @@ def real_markdown(r):
         f"({r['machine_before']['numba_threads']} numba threads). One warm run per step." +
         (f" The CMLL rows were rerun alone: load average before "
          f"{r['cmll_machine_before']['load_average']}, after "
-         f"{r['cmll_machine_after']['load_average']}." if "cmll_machine_before" in r else ""),
+         f"{r['cmll_machine_after']['load_average']}." if "cmll_machine_before" in r else "") +
+        (f" The LW, refine and scoring rows were rerun alone (OpenMP wait policy "
+         f"{r['weights_machine_before'].get('omp_wait_policy')}): load average before "
+         f"{r['weights_machine_before']['load_average']}, after "
+         f"{r['weights_machine_after']['load_average']}." if "weights_machine_before" in r
+         else ""),
         "",
         "| step | result | wall s | CPU s | target | Libra reference |",
         "|---|---|---|---|---|---|",
@@ -239,8 +248,9 @@ def real_markdown(r):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default="/work/shared/data")
-    ap.add_argument("--part", choices=("all", "synthetic", "real", "cmll"), default="all",
-                    help="cmll: rerun only the CMLL figures of the real part")
+    ap.add_argument("--part", choices=("all", "synthetic", "real", "cmll", "weights"),
+                    default="all", help="cmll / weights: rerun only the CMLL / the LW, refine "
+                    "and scoring figures of the real part")
     ap.add_argument("--leaves", type=int, default=175)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
@@ -253,7 +263,7 @@ def main(argv=None):
     res = {"synthetic": res["synthetic"], "real": res.get("real")}
     if args.part in ("all", "synthetic"):
         res["synthetic"] = synthetic(args)
-    if args.part in ("all", "real", "cmll"):
+    if args.part in ("all", "real", "cmll", "weights"):
         res["real"] = real(args, res["real"])
     RESULTS.mkdir(exist_ok=True)
     path.write_text(json.dumps(res, indent=2) + "\n")

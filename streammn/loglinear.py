@@ -160,10 +160,10 @@ def pll(fs: FeatureSet, rows: np.ndarray) -> float:
 # feature's conditions on variable j hold on the row set H_j (one AND per condition and word),
 # and the feature reaches P(X_j | x_-j) exactly on the rows where every *other* variable's
 # conditions hold: rows where it holds outright, plus rows where j's group is the only one that
-# fails (tracked with "fails at least once / twice" words, which also end the scan of a word as
-# soon as every row has failed twice). The cost is O(conditions x words), 64 times less than row
-# by row; the only per-row work left is adding weights where a feature nearly holds, which is
-# what the conditionals need anyway.
+# fails (tracked with "fails at least once / twice" words, which also end the scan of a feature
+# as soon as every row of the chunk has failed twice). The cost is O(conditions x words), 64
+# times less than row by row; the only per-row work left is adding weights where a feature
+# nearly holds, which is what the conditionals need anyway.
 # ---------------------------------------------------------------------------------------------
 
 CHUNK_WORDS = 4  # rows are processed in chunks of 64 * CHUNK_WORDS
@@ -180,27 +180,10 @@ def _cttz(typingctx, x):
     return sig, codegen
 
 
-@intrinsic
-def _ctpop(typingctx, x):
-    """LLVM population count of a uint64."""
-    sig = types.uint64(types.uint64)
-
-    def codegen(context, builder, signature, args):
-        return builder.ctpop(args[0])
-
-    return sig, codegen
-
-
 @nb.njit(cache=True)
 def _lowest_bit(x):
     """Index of the lowest set bit of a non-zero uint64."""
     return np.int64(_cttz(x))
-
-
-@nb.njit(cache=True)
-def _popcount(x):
-    """Number of set bits of a uint64."""
-    return np.int64(_ctpop(x))
 
 
 @nb.njit(cache=True)
@@ -229,111 +212,111 @@ def _chunk_literals(rows, start, n_words, offs, n_slots):
 
 
 @nb.njit(cache=True)
-def _word_status(lits, w, vw, g0, ng, g_start, g_end, code, H):
-    """AND a feature's groups ``g0 .. g0 + ng`` over word ``w`` of rows.
+def _feature_status(lits, valid, g0, ng, g_start, g_end, code, H, one, two):
+    """AND a feature's groups ``g0 .. g0 + ng`` over every word of a chunk of rows.
 
-    Fills ``H[k]`` with the rows where group k holds and returns ``(one, two)``: the rows where
-    at least one / at least two groups fail. Stops early (``two == vw``) once every row of the
-    word has failed twice: the feature then reaches no conditional there.
+    Fills ``H[k, w]`` with the rows of word w where group k holds, and ``one[w]`` / ``two[w]``
+    with the rows where at least one / at least two groups fail. Returns False, having stopped
+    early, once every row has failed twice: the feature then reaches no conditional in the
+    chunk. All words at once, so the inner loops run over ``CHUNK_WORDS`` adjacent words.
     """
-    one = np.uint64(0)
-    two = np.uint64(0)
+    one[:] = 0
+    two[:] = 0
     for k in range(ng):
         g = g0 + k
-        h = lits[code[g_start[g]], w]
-        for c in range(g_start[g] + 1, g_end[g]):
-            h &= lits[code[c], w]
-        H[k] = h
-        fail = vw & ~h
-        two |= one & fail
-        one |= fail
-        if two == vw:
-            break
-    return one, two
+        c0 = g_start[g]
+        for w in range(CHUNK_WORDS):
+            H[k, w] = lits[code[c0], w]
+        for c in range(c0 + 1, g_end[g]):
+            for w in range(CHUNK_WORDS):
+                H[k, w] &= lits[code[c], w]
+        done = True
+        for w in range(CHUNK_WORDS):
+            fail = valid[w] & ~H[k, w]
+            two[w] |= one[w] & fail
+            one[w] |= fail
+            done = done and two[w] == valid[w]
+        if done:
+            return False
+    return True
 
 
 @nb.njit(cache=True)
-def _chunk_pass(rows, start, n_words, offs, cards, weights, gptr, g_start, g_end, g_var, g_mask,
-                g_slot, code, mode, logits, probs, grad):
-    """One chunk of ``64 * n_words`` rows against every feature.
+def _chunk_pass(rows, start, offs, cards, weights, gptr, g_start, g_end, g_var, g_mask, g_slot,
+                code, table, gather, grad):
+    """Every feature against one chunk of ``64 * CHUNK_WORDS`` rows, on a slot-major
+    ``table[offs[j] + a, r]`` of the chunk (adjacent rows adjacent).
 
-    Feature f's conditions come grouped by variable (see :func:`_group_structure`). For each
-    word of 64 rows the groups are ANDed in order while tracking the rows where at least one /
-    at least two groups fail; a word where every row fails twice is abandoned at once. The
-    feature then reaches variable j's conditional on the rows where it holds outright and on
-    the rows where j's group is the only one failing.
-
-    mode 0: add the weight to ``logits[start + r, offs[j] + a]`` for every allowed value a.
-    mode 1: add to ``grad[f]`` the PLL gradient ``[x_j allowed] - P(allowed | x_-j)`` summed over
-    those rows, ``probs`` holding the conditionals. Work happens in a chunk-local slot-major
-    table (adjacent rows adjacent).
+    Feature f's conditions come grouped by variable (see :func:`_group_structure`). Over the
+    chunk's words of 64 rows the groups are ANDed in order while tracking the rows where at
+    least one / at least two groups fail; a feature is abandoned as soon as every row has
+    failed twice (:func:`_feature_status`). It reaches variable j's conditional on the rows
+    where it holds outright and on the rows where j's group is the only one failing, at every
+    value a the group allows. ``gather`` false: its weight is added to ``table`` there (the
+    logits). ``gather`` true: ``table`` there is summed and subtracted from ``grad[f]``.
     """
-    n_slots = offs[-1]
-    width = 64 * n_words
-    n_rows = rows.shape[0]
-    lits, valid = _chunk_literals(rows, start, n_words, offs, n_slots)
-    local = np.zeros((n_slots, width))
-    if mode == 1:
-        for r in range(min(width, n_rows - start)):
-            for s in range(n_slots):
-                local[s, r] = probs[start + r, s]
-    max_groups = 0
-    for f in range(weights.shape[0]):
-        max_groups = max(max_groups, gptr[f + 1] - gptr[f])
-    H = np.empty(max_groups, dtype=np.uint64)
-    for f in range(weights.shape[0]):
+    lits, valid = _chunk_literals(rows, start, CHUNK_WORDS, offs, offs[-1])
+    H, one, two = _status_buffers(gptr)
+    for f in range(gptr.shape[0] - 1):
         g0 = gptr[f]
         ng = gptr[f + 1] - g0
+        if not _feature_status(lits, valid, g0, ng, g_start, g_end, code, H, one, two):
+            continue
         wt = weights[f]
-        for w in range(n_words):
+        total = 0.0
+        for w in range(CHUNK_WORDS):
             vw = valid[w]
-            one, two = _word_status(lits, w, vw, g0, ng, g_start, g_end, code, H)
-            if two == vw:
+            if two[w] == vw:
                 continue
-            holds = vw & ~one
+            holds = vw & ~one[w]
             for k in range(ng):
                 g = g0 + k
                 sg = g_slot[g]
                 if sg == -2:
                     continue  # a dependency-network feature counts only for its own variable
-                j = g_var[g]
-                single = vw & ~H[k] & ~two  # rows where only this group fails
-                if mode == 0:
-                    if sg >= 0:
-                        # one allowed value: rows where the feature holds or only j fails
-                        target = local[sg]
-                        x = holds | single
-                        while x != 0:
+                x = holds | (vw & ~H[k, w] & ~two[w])  # holds, or only this group fails
+                if sg >= 0:  # one allowed value
+                    target = table[sg]
+                    while x != 0:
+                        if gather:
+                            total += target[64 * w + _lowest_bit(x)]
+                        else:
                             target[64 * w + _lowest_bit(x)] += wt
-                            x &= x - np.uint64(1)
-                        continue
-                    o = offs[j]
-                    mask = g_mask[g]
-                    for a in range(cards[j]):
-                        if (mask >> np.uint64(a)) & np.uint64(1):
-                            target = local[o + a]
-                            x = holds | single
-                            while x != 0:
-                                target[64 * w + _lowest_bit(x)] += wt
-                                x &= x - np.uint64(1)
+                        x &= x - np.uint64(1)
+                else:  # out of line: inline, this loop slowed the whole loop several times
+                    total += _values_at_bits(table, 64 * w, x, wt, gather, g, offs, cards, g_var,
+                                             g_mask)
+        if gather:
+            grad[f] -= total
+
+
+@nb.njit(cache=True)
+def _values_at_bits(table, base, x, wt, gather, g, offs, cards, g_var, g_mask):
+    """:func:`_chunk_pass` for a group g that allows several values: add ``wt`` to, or return
+    the sum of, ``table[offs[j] + a, base + b]`` over its values a and the set bits b of x."""
+    total = 0.0
+    j = g_var[g]
+    for a in range(cards[j]):
+        if (g_mask[g] >> np.uint64(a)) & np.uint64(1):
+            target = table[offs[j] + a]
+            y = x
+            while y != 0:
+                if gather:
+                    total += target[base + _lowest_bit(y)]
                 else:
-                    # x_j is allowed exactly on `holds`
-                    gsum = float(_popcount(holds))
-                    o = offs[j]
-                    mask = g_mask[g]
-                    rest = holds | single
-                    for a in range(cards[j]):
-                        if (mask >> np.uint64(a)) & np.uint64(1):
-                            pa = local[o + a]
-                            x = rest
-                            while x != 0:
-                                gsum -= pa[64 * w + _lowest_bit(x)]
-                                x &= x - np.uint64(1)
-                    grad[f] += gsum
-    if mode == 0:
-        for r in range(min(width, n_rows - start)):
-            for s in range(n_slots):
-                logits[start + r, s] += local[s, r]
+                    target[base + _lowest_bit(y)] += wt
+                y &= y - np.uint64(1)
+    return total
+
+
+@nb.njit(cache=True)
+def _status_buffers(gptr):
+    """Scratch for :func:`_feature_status`: ``(H, one, two)``."""
+    max_groups = 0
+    for f in range(gptr.shape[0] - 1):
+        max_groups = max(max_groups, gptr[f + 1] - gptr[f])
+    return (np.empty((max_groups, CHUNK_WORDS), dtype=np.uint64),
+            np.empty(CHUNK_WORDS, dtype=np.uint64), np.empty(CHUNK_WORDS, dtype=np.uint64))
 
 
 @nb.njit(cache=True)
@@ -471,15 +454,17 @@ def _groups_for(fs: FeatureSet, rows: np.ndarray, cards: np.ndarray, owner):
 def _all_logits(rows, offs, cards, weights, groups):
     n = rows.shape[0]
     n_slots = offs[-1]
-    logits = np.zeros((n, n_slots))
+    logits = np.empty((n, n_slots))
     chunk = 64 * CHUNK_WORDS
     n_chunks = (n + chunk - 1) // chunk
-    dummy_p = np.zeros((0, n_slots))
-    dummy_g = np.zeros(0)
+    none = np.zeros(0)
     for k in nb.prange(n_chunks):
-        _chunk_pass(rows, k * chunk, CHUNK_WORDS, offs, cards, weights, groups[0], groups[1],
-                    groups[2], groups[3], groups[4], groups[5], groups[6], 0, logits, dummy_p,
-                    dummy_g)
+        table = np.zeros((n_slots, chunk))
+        _chunk_pass(rows, k * chunk, offs, cards, weights, groups[0], groups[1], groups[2],
+                    groups[3], groups[4], groups[5], groups[6], table, False, none)
+        for r in range(min(chunk, n - k * chunk)):
+            for s in range(n_slots):
+                logits[k * chunk + r, s] = table[s, r]
     return logits
 
 
@@ -490,38 +475,43 @@ def _normalise(logits, rows, offs, cards):
     terms = np.empty((n, n_vars))
     for r in nb.prange(n):
         for j in range(n_vars):
-            o = offs[j]
-            m = logits[r, o]
-            for a in range(1, cards[j]):
-                m = max(m, logits[r, o + a])
-            lx = logits[r, o + rows[r, j]] - m
-            s = 0.0
-            for a in range(cards[j]):
-                e = np.exp(logits[r, o + a] - m)
-                logits[r, o + a] = e
-                s += e
-            terms[r, j] = lx - np.log(s)  # finite even where the exponential underflows
-            for a in range(cards[j]):
-                logits[r, o + a] /= s
+            terms[r, j] = _normalise_variable(logits[r], offs[j], cards[j], rows[r, j])
     return terms
 
 
-@nb.njit(cache=True, parallel=True)
-def _pll_gradient(rows, probs, offs, cards, weights, groups, n_blocks):
-    n = rows.shape[0]
-    chunk = 64 * CHUNK_WORDS
-    n_chunks = (n + chunk - 1) // chunk
-    grads = np.zeros((n_blocks, weights.shape[0]))
-    dummy_l = np.zeros((0, probs.shape[1]))
-    for blk in nb.prange(n_blocks):
-        for k in range(blk, n_chunks, n_blocks):
-            _chunk_pass(rows, k * chunk, CHUNK_WORDS, offs, cards, weights, groups[0], groups[1],
-                        groups[2], groups[3], groups[4], groups[5], groups[6], 1, dummy_l, probs,
-                        grads[blk])
-    out = np.zeros(weights.shape[0])
-    for blk in range(n_blocks):
-        out += grads[blk]
-    return out
+@nb.njit(cache=True)
+def _normalise_variable(logits, o, card, x):
+    """Turn ``logits[o:o + card]`` into probabilities in place; return the log probability of
+    value ``x`` (finite even where the exponential underflows)."""
+    if card == 2:
+        z, e = _binary_conditional(logits, o, x)
+        return -max(z, 0.0) - np.log1p(e)
+    m = logits[o]
+    for a in range(1, card):
+        m = max(m, logits[o + a])
+    lx = logits[o + x] - m
+    s = 0.0
+    for a in range(card):
+        e = np.exp(logits[o + a] - m)
+        logits[o + a] = e
+        s += e
+    for a in range(card):
+        logits[o + a] /= s
+    return lx - np.log(s)
+
+
+@nb.njit(cache=True)
+def _binary_conditional(logits, o, x):
+    """The two logits of a binary variable at ``o`` become probabilities in place, with one
+    exponential. Returns ``(z, e)``: z is the other value's logit minus x's, ``e = exp(-|z|)``,
+    and ``log P(x) = -max(z, 0) - log1p(e)``."""
+    z = logits[o + 1 - x] - logits[o + x]
+    e = np.exp(-abs(z))
+    large = 1.0 / (1.0 + e)
+    small = e * large
+    logits[o + x] = small if z > 0 else large
+    logits[o + 1 - x] = large if z > 0 else small
+    return z, e
 
 
 # Row-by-row fallbacks for variables with more than 64 values (the bitset kernels keep a
@@ -636,263 +626,298 @@ def distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Near-hit cache for weight learning. Across the evaluations of one fit the rows and the
-# features' conditions stay fixed; only the weights change. So the bitset scan above runs once,
-# and every (feature, group, word of 64 rows) where the feature reaches the group's conditional
-# on some row becomes a *unit*: those rows (``rest``: the feature holds there, or only this
-# group fails) and how many of them it holds on. An evaluation is then two sparse passes over
-# the units: weights into logits (chunks of rows in parallel), conditionals into the gradient.
-# Units are kept in the order the scan meets them (chunk, feature, word, group), which is the
-# order in which the uncached kernel adds, so cached and uncached sums agree bit for bit.
+# Pseudo-likelihood and its gradient for weight learning: reach lists.
+#
+# Across the evaluations of one fit the rows and the features' conditions stay fixed; only the
+# weights change. Feature f reaches the conditional of variable j on row r when f holds on r
+# (it then reaches every variable it tests, at the values its group on that variable allows, x_j
+# among them), or when f fails on r through its conditions on j alone (it then reaches j's
+# conditional at the values its group on j allows, x_j not among them). The bitset scan above
+# finds both, 64 rows at a time, and lists them per row and value column ``offs[j] + a``: the
+# *entries* of (row, column) are the features (int32) whose weights its logit sums.
+#
+# An evaluation then reads the entries row by row and does everything for the row while they
+# and its logits are in cache: each logit as one sum of gathered weights, the conditionals and
+# the row's PLL, and the gradient, which scatters ``P(a | x_-j) - [a = x_j]`` of each column to
+# its features (summed over a group's values, that is ``P(allowed | x_-j) - [x_j allowed]``).
+# Column by column, the sums stay in registers and a feature appears at most once per column.
+# Equal rows are listed once, with their count as a weight. Chunks of rows are spread over
+# ``PARTIAL_SUMS`` fixed sequences (chunk k in sequence k mod PARTIAL_SUMS), each summing its
+# own value and gradient; the sequences are then added in order, so results do not depend on
+# the thread count.
+#
+# Memory: 4 bytes per entry plus 8 per (row, column), kept when they all fit in ``LIST_BYTES``.
+# Plants (69 binary variables, 8,258 distinct training rows): the 13,189 DN leaf features of
+# LW make about 1,200 entries per row (49 MB, kept); DN2MN's 178,651 features about 70,000
+# (2.3 GB). Past the budget every evaluation makes two bitset passes per chunk of rows instead
+# (logits, then the gradient gathered from the chunk's ``P - [own value]`` table), in bounded
+# memory: a slot-major table of one chunk per thread. The two ways add in different orders, so
+# they agree to rounding.
 # ---------------------------------------------------------------------------------------------
 
-# Each feature's gradient is summed in this many interleaved sequences of chunks (chunk k into
-# sequence k mod GRADIENT_BLOCKS), then the sequences in order: a fixed order, so the gradient
-# does not depend on the thread count (it equals the earlier two-thread kernel's sums).
-GRADIENT_BLOCKS = 2
-MAX_UNITS = 2 ** 24  # largest cache (17 bytes a unit); beyond it every evaluation rescans
+PARTIAL_SUMS = 4  # fixed number of partial sums of value and gradient (see above)
+LIST_BYTES = 2 ** 28  # entries kept across evaluations, at most (256 MiB)
+ENTRY_BYTES = 4  # an entry: an int32 feature
 
 
 @nb.njit(cache=True)
-def _chunk_units(rows, start, offs, gptr, g_start, g_end, g_slot, code, at, u_group, u_word,
-                 u_pop, u_rest):
-    """Scan one chunk of rows against every feature and write its units from index ``at``
-    (only count them when ``u_group`` is empty); return the index after the last one."""
-    lits, valid = _chunk_literals(rows, start, CHUNK_WORDS, offs, offs[-1])
-    emit = u_group.shape[0] > 0
-    max_groups = 0
-    for f in range(gptr.shape[0] - 1):
-        max_groups = max(max_groups, gptr[f + 1] - gptr[f])
-    H = np.empty(max_groups, dtype=np.uint64)
-    word0 = start // 64
+def _scan_reach(rows, start, offs, cards, gptr, g_start, g_end, g_var, g_mask, g_slot, code, fill,
+                at, feat):
+    """Scan one chunk of ``64 * CHUNK_WORDS`` rows (from ``start``) against every feature.
+
+    ``at[(r - start) * n_slots + s]`` is row r's column s. ``fill`` false: count, adding the
+    number of entries there. ``fill`` true: ``at`` holds the write positions in ``feat`` and
+    advances as the entries are written (in feature order).
+    """
+    n_slots = offs[-1]
+    lits, valid = _chunk_literals(rows, start, CHUNK_WORDS, offs, n_slots)
+    H, one, two = _status_buffers(gptr)
     for f in range(gptr.shape[0] - 1):
         g0 = gptr[f]
         ng = gptr[f + 1] - g0
+        if not _feature_status(lits, valid, g0, ng, g_start, g_end, code, H, one, two):
+            continue
         for w in range(CHUNK_WORDS):
             vw = valid[w]
-            one, two = _word_status(lits, w, vw, g0, ng, g_start, g_end, code, H)
-            if two == vw:
+            if two[w] == vw:
                 continue
-            holds = vw & ~one
+            holds = vw & ~one[w]
             for k in range(ng):
                 g = g0 + k
-                if g_slot[g] == -2:
+                sg = g_slot[g]
+                if sg == -2:
                     continue
-                rest = holds | (vw & ~H[k] & ~two)
-                if rest == 0:
-                    continue
-                if emit:
-                    u_group[at] = g
-                    u_word[at] = word0 + w
-                    u_pop[at] = _popcount(holds)
-                    u_rest[at] = rest
-                at += 1
-    return at
+                x = holds | (vw & ~H[k, w] & ~two[w])  # holds, or only this group fails
+                if sg >= 0:
+                    _reach_column(x, 64 * w, n_slots, sg, f, fill, at, feat)
+                else:  # out of line, as in _chunk_pass
+                    j = g_var[g]
+                    for a in range(cards[j]):
+                        if (g_mask[g] >> np.uint64(a)) & np.uint64(1):
+                            _reach_column(x, 64 * w, n_slots, offs[j] + a, f, fill, at, feat)
+
+
+@nb.njit(cache=True)
+def _reach_column(x, base, n_slots, column, f, fill, at, feat):
+    """Count or write feature f as an entry of ``column`` for the rows ``base + b``, b the set
+    bits of ``x`` (see :func:`_scan_reach`)."""
+    while x != 0:
+        i = (base + _lowest_bit(x)) * n_slots + column
+        if fill:
+            feat[at[i]] = f
+        at[i] += 1
+        x &= x - np.uint64(1)
 
 
 @nb.njit(cache=True, parallel=True)
-def _count_units(rows, offs, groups):
-    """``chunk_ptr``: the units of chunk k will be ``chunk_ptr[k]:chunk_ptr[k+1]``."""
+def _count_reach(rows, offs, cards, groups):
+    """``ptr``: the entries of row r, column s will be ``ptr[r * n_slots + s]`` to the next."""
+    n = rows.shape[0]
+    n_slots = offs[-1]
     chunk = 64 * CHUNK_WORDS
-    n_chunks = (rows.shape[0] + chunk - 1) // chunk
-    ptr = np.zeros(n_chunks + 1, dtype=np.int64)
-    none_i = np.zeros(0, dtype=np.int32)
-    for k in nb.prange(n_chunks):
-        ptr[k + 1] = _chunk_units(rows, k * chunk, offs, groups[0], groups[1], groups[2],
-                                  groups[5], groups[6], 0, none_i, none_i,
-                                  np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.uint64))
-    for k in range(n_chunks):
-        ptr[k + 1] += ptr[k]
+    ptr = np.zeros(n * n_slots + 1, dtype=np.int64)
+    none = np.zeros(0, dtype=np.int32)
+    for k in nb.prange((n + chunk - 1) // chunk):
+        s = k * chunk * n_slots
+        e = min(k * chunk + chunk, n) * n_slots
+        _scan_reach(rows, k * chunk, offs, cards, groups[0], groups[1], groups[2], groups[3],
+                    groups[4], groups[5], groups[6], False, ptr[s + 1:e + 1], none)
+    for i in range(n * n_slots):
+        ptr[i + 1] += ptr[i]
     return ptr
 
 
 @nb.njit(cache=True, parallel=True)
-def _fill_units(rows, offs, groups, chunk_ptr):
-    n = chunk_ptr[-1]
-    u_group = np.empty(n, dtype=np.int32)
-    u_word = np.empty(n, dtype=np.int32)
-    u_pop = np.empty(n, dtype=np.uint8)
-    u_rest = np.empty(n, dtype=np.uint64)
-    chunk = 64 * CHUNK_WORDS
-    for k in nb.prange(chunk_ptr.shape[0] - 1):
-        _chunk_units(rows, k * chunk, offs, groups[0], groups[1], groups[2], groups[5],
-                     groups[6], chunk_ptr[k], u_group, u_word, u_pop, u_rest)
-    return u_group, u_word, u_pop, u_rest
-
-
-@nb.njit(cache=True, parallel=True)
-def _unit_logits(n_rows, offs, cards, weights, g_feat, g_var, g_mask, g_slot, chunk_ptr,
-                 u_group, u_word, u_rest):
-    """Every conditional's logits from the units (row chunks in parallel), accumulated in a
-    chunk-local slot-major table so that a unit's rows are adjacent."""
+def _fill_reach(rows, offs, cards, groups, ptr):
+    """The entries of every row, chunks of rows in parallel."""
+    n = rows.shape[0]
     n_slots = offs[-1]
     chunk = 64 * CHUNK_WORDS
-    logits = np.zeros((n_rows, n_slots))
-    for k in nb.prange(chunk_ptr.shape[0] - 1):
-        local = np.zeros((n_slots, chunk))
-        start = k * chunk
-        for u in range(chunk_ptr[k], chunk_ptr[k + 1]):
-            g = u_group[u]
-            wt = weights[g_feat[g]]
-            r0 = 64 * np.int64(u_word[u]) - start
-            sg = g_slot[g]
-            if sg >= 0:
-                target = local[sg]
-                x = u_rest[u]
-                while x != 0:
-                    target[r0 + _lowest_bit(x)] += wt
-                    x &= x - np.uint64(1)
-                continue
-            o = offs[g_var[g]]
-            for a in range(cards[g_var[g]]):
-                if (g_mask[g] >> np.uint64(a)) & np.uint64(1):
-                    target = local[o + a]
-                    x = u_rest[u]
-                    while x != 0:
-                        target[r0 + _lowest_bit(x)] += wt
-                        x &= x - np.uint64(1)
-        for r in range(min(chunk, n_rows - start)):
-            for s in range(n_slots):
-                logits[start + r, s] += local[s, r]
-    return logits
+    feat = np.empty(ptr[-1], dtype=np.int32)
+    for k in nb.prange((n + chunk - 1) // chunk):
+        at = ptr[k * chunk * n_slots:min(k * chunk + chunk, n) * n_slots].copy()
+        _scan_reach(rows, k * chunk, offs, cards, groups[0], groups[1], groups[2], groups[3],
+                    groups[4], groups[5], groups[6], True, at, feat)
+    return feat
+
+
+@nb.njit(cache=True)
+def _row_conditionals(probs, row, offs, cards):
+    """Turn a row's logits into its conditionals in place; return ``sum_j log P(x_j | x_-j)``.
+
+    Binary variables take one exponential each, and their probabilities are multiplied
+    together and logged once the product falls below 1e-150 (a factor below 1e-150 is added as
+    its own log instead, so the product never leaves the normal range): about one logarithm a
+    row rather than one a variable.
+    """
+    total = 0.0
+    product = 1.0
+    for j in range(cards.shape[0]):
+        if cards[j] != 2:
+            total += _normalise_variable(probs, offs[j], cards[j], row[j])
+            continue
+        z, e = _binary_conditional(probs, offs[j], row[j])
+        p = probs[offs[j] + row[j]]
+        if p < 1e-150:
+            total += -max(z, 0.0) - np.log1p(e)
+            continue
+        product *= p
+        if product < 1e-150:
+            total += np.log(product)
+            product = 1.0
+    return total + np.log(product)
+
+
+@nb.njit(cache=True)
+def _chunk_pll(rows, counts, start, stop, offs, cards, weights, ptr, feat, probs, grad):
+    """Summed PLL of rows ``start:stop`` (each weighted by its count) from their entries,
+    adding their gradient to ``grad``; ``probs`` is scratch."""
+    n_slots = offs[-1]
+    value = 0.0
+    for r in range(start, stop):
+        base = r * n_slots
+        for s in range(n_slots):
+            total = 0.0
+            for i in range(ptr[base + s], ptr[base + s + 1]):
+                total += weights[feat[i]]
+            probs[s] = total
+        value += counts[r] * _row_conditionals(probs, rows[r], offs, cards)
+        for j in range(cards.shape[0]):  # probs becomes P(a | x_-j) - [a = x_j]
+            probs[offs[j] + rows[r, j]] -= 1.0
+        for s in range(n_slots):
+            d = counts[r] * probs[s]
+            for i in range(ptr[base + s], ptr[base + s + 1]):
+                grad[feat[i]] -= d
+    return value
+
+
+@nb.njit(cache=True)
+def _chunk_scan_pll(rows, counts, start, offs, cards, weights, groups, table, probs, grad):
+    """:func:`_chunk_pll` without entries: one bitset pass adds the chunk's logits into the
+    slot-major ``table``, which then holds ``count * (P(a | x_-j) - [a = x_j])`` per row for a
+    second pass that gathers the gradient."""
+    table[:] = 0.0
+    none = np.zeros(0)
+    _chunk_pass(rows, start, offs, cards, weights, groups[0], groups[1], groups[2], groups[3],
+                groups[4], groups[5], groups[6], table, False, none)
+    value = 0.0
+    for r in range(min(table.shape[1], rows.shape[0] - start)):
+        for s in range(offs[-1]):
+            probs[s] = table[s, r]
+        value += counts[start + r] * _row_conditionals(probs, rows[start + r], offs, cards)
+        for j in range(cards.shape[0]):
+            probs[offs[j] + rows[start + r, j]] -= 1.0
+        for s in range(offs[-1]):
+            table[s, r] = counts[start + r] * probs[s]
+    _chunk_pass(rows, start, offs, cards, weights, groups[0], groups[1], groups[2], groups[3],
+                groups[4], groups[5], groups[6], table, True, grad)
+    return value
 
 
 @nb.njit(cache=True, parallel=True)
-def _unit_gradient(probs, offs, cards, n_features, g_feat, g_var, g_mask, g_slot, chunk_ptr,
-                   u_group, u_word, u_pop, u_rest):
-    """PLL gradient from the units: per unit ``[x_j allowed] - P(allowed | x_-j)`` summed over
-    its rows, in the order fixed by ``GRADIENT_BLOCKS``; each chunk's conditionals are read
-    from a slot-major copy."""
-    n_rows, n_slots = probs.shape
+def _pll_and_gradient(rows, counts, offs, cards, weights, groups, ptr, feat):
+    """Summed PLL and gradient from the entries, or by two bitset passes per chunk of rows
+    when there are no entries (``ptr`` empty)."""
+    n = rows.shape[0]
     chunk = 64 * CHUNK_WORDS
-    n_chunks = chunk_ptr.shape[0] - 1
-    grads = np.zeros((GRADIENT_BLOCKS, n_features))
-    for blk in nb.prange(GRADIENT_BLOCKS):
-        local = np.empty((n_slots, chunk))
-        for k in range(blk, n_chunks, GRADIENT_BLOCKS):
-            start = k * chunk
-            for r in range(min(chunk, n_rows - start)):
-                for s in range(n_slots):
-                    local[s, r] = probs[start + r, s]
-            for u in range(chunk_ptr[k], chunk_ptr[k + 1]):
-                g = u_group[u]
-                r0 = 64 * np.int64(u_word[u]) - start
-                gsum = float(u_pop[u])
-                sg = g_slot[g]
-                if sg >= 0:  # one allowed value (every group on a binary variable)
-                    pa = local[sg]
-                    x = u_rest[u]
-                    while x != 0:
-                        gsum -= pa[r0 + _lowest_bit(x)]
-                        x &= x - np.uint64(1)
-                    grads[blk, g_feat[g]] += gsum
-                    continue
-                j = g_var[g]
-                o = offs[j]
-                for a in range(cards[j]):
-                    if (g_mask[g] >> np.uint64(a)) & np.uint64(1):
-                        pa = local[o + a]
-                        x = u_rest[u]
-                        while x != 0:
-                            gsum -= pa[r0 + _lowest_bit(x)]
-                            x &= x - np.uint64(1)
-                grads[blk, g_feat[g]] += gsum
-    out = np.zeros(n_features)
-    for blk in range(GRADIENT_BLOCKS):
-        out += grads[blk]
-    return out
+    n_chunks = (n + chunk - 1) // chunk
+    values = np.zeros(PARTIAL_SUMS)
+    grads = np.zeros((PARTIAL_SUMS, weights.shape[0]))
+    for b in nb.prange(PARTIAL_SUMS):
+        probs = np.empty(offs[-1])
+        table = np.empty((offs[-1], chunk))
+        for k in range(b, n_chunks, PARTIAL_SUMS):
+            s = k * chunk
+            if ptr.shape[0] == 0:
+                values[b] += _chunk_scan_pll(rows, counts, s, offs, cards, weights, groups,
+                                             table, probs, grads[b])
+            else:
+                values[b] += _chunk_pll(rows, counts, s, min(s + chunk, n), offs, cards,
+                                        weights, ptr, feat, probs, grads[b])
+    grad = np.zeros(weights.shape[0])
+    value = 0.0
+    for b in range(PARTIAL_SUMS):
+        value += values[b]
+        grad += grads[b]
+    return value, grad
 
 
-class NearHits:
-    """Where the features of ``fs`` reach the conditionals of a fixed block of rows.
+def distinct_rows_counted(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(patterns, counts)``: the distinct rows in lexicographic order and how often each
+    occurs (sorted rows put rows that share values in the same words of the bitset scan)."""
+    keys = np.ascontiguousarray(rows).view(np.dtype((np.void, rows.shape[1]))).ravel()
+    _, first, counts = np.unique(keys, return_index=True, return_counts=True)
+    return np.ascontiguousarray(rows[first]), counts.astype(np.float64)
 
-    Built once (two scans of the rows: count, then fill); :meth:`pll_and_gradient` then costs
-    two sparse passes for any weights. ``n_units`` is its size; :func:`pll_evaluator` decides
-    whether to build one.
+
+class ReachLists:
+    """Where the features of ``fs`` reach the conditionals of each distinct row of a fixed block
+    of rows (see the notes above); :meth:`pll_and_gradient` evaluates the summed PLL and its
+    gradient for any weights.
+
+    The entries are counted (one bitset scan) and written (a second) when they take at most
+    ``list_bytes`` (default ``LIST_BYTES``); otherwise every evaluation makes two bitset
+    passes over the rows instead (``n_entries`` is then 0). Needs variables of at most
+    ``MASK_VALUES`` values.
     """
 
-    def __init__(self, fs: FeatureSet, rows: np.ndarray, owner=None, groups=None,
-                 chunk_ptr=None):
-        self.rows = _rows(rows, fs)
+    def __init__(self, fs: FeatureSet, rows: np.ndarray, owner=None,
+                 list_bytes: int | None = None):
+        rows = _rows(rows, fs)
         self.cards = np.ascontiguousarray(fs.schema.cardinalities, dtype=np.int64)
         if self.cards.max() > MASK_VALUES:
-            raise ValueError(f"the near-hit cache needs variables of at most {MASK_VALUES} "
-                             "values")
+            raise ValueError(f"reach lists need variables of at most {MASK_VALUES} values")
+        self.rows, self.counts = distinct_rows_counted(rows)
         self.offs = value_offsets(self.cards)
-        self.n_features = fs.n_features
-        self.groups = groups if groups is not None else _groups_for(fs, self.rows, self.cards,
-                                                                    owner)
-        if chunk_ptr is None:
-            chunk_ptr = _count_units(self.rows, self.offs, self.groups)
-        self.chunk_ptr = chunk_ptr
-        self.units = _fill_units(self.rows, self.offs, self.groups, chunk_ptr)
-        gptr = self.groups[0]
-        self.g_feat = np.repeat(np.arange(fs.n_features, dtype=np.int64), np.diff(gptr))
+        self.groups = _groups_for(fs, self.rows, self.cards, owner)
+        budget = LIST_BYTES if list_bytes is None else list_bytes
+        chunk = 64 * CHUNK_WORDS
+        self.ptr = np.zeros(0, dtype=np.int64)
+        self.feat = np.zeros(0, dtype=np.int32)
+        pointer_bytes = 8 * len(self.rows) * int(self.offs[-1])
+        if budget <= pointer_bytes:
+            return
+        first = _count_reach(self.rows[:chunk], self.offs, self.cards, self.groups)[-1]
+        if ENTRY_BYTES * first * (len(self.rows) / chunk) <= 2 * budget:  # a look before all
+            ptr = _count_reach(self.rows, self.offs, self.cards, self.groups)
+            if ENTRY_BYTES * ptr[-1] + pointer_bytes <= budget:
+                self.ptr = ptr
+                self.feat = _fill_reach(self.rows, self.offs, self.cards, self.groups, ptr)
 
     @property
-    def n_units(self) -> int:
-        return int(self.chunk_ptr[-1])
-
-    def conditionals(self, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(probs, terms)`` as :func:`all_conditionals` returns them, for ``weights``."""
-        u_group, u_word, _, u_rest = self.units
-        logits = _unit_logits(self.rows.shape[0], self.offs, self.cards, weights, self.g_feat,
-                              self.groups[3], self.groups[4], self.groups[5], self.chunk_ptr,
-                              u_group, u_word, u_rest)
-        terms = _normalise(logits, self.rows, self.offs, self.cards)
-        return logits, terms
+    def n_entries(self) -> int:
+        """Entries kept over the distinct rows (0 when every evaluation rescans)."""
+        return int(self.ptr[-1]) if len(self.ptr) else 0
 
     def pll_and_gradient(self, weights: np.ndarray) -> tuple[float, np.ndarray]:
-        """Summed PLL of the rows and its gradient at ``weights`` (see :func:`pll_and_gradient`)."""
+        """Summed PLL of the rows (with repeats) and its gradient at ``weights``."""
         weights = np.ascontiguousarray(weights, dtype=np.float64)
-        probs, terms = self.conditionals(weights)
-        u_group, u_word, u_pop, u_rest = self.units
-        grad = _unit_gradient(probs, self.offs, self.cards, self.n_features, self.g_feat,
-                              self.groups[3], self.groups[4], self.groups[5], self.chunk_ptr,
-                              u_group, u_word, u_pop, u_rest)
-        return float(terms.sum()), grad
+        return _pll_and_gradient(self.rows, self.counts, self.offs, self.cards, weights,
+                                 self.groups, self.ptr, self.feat)
 
 
-def pll_evaluator(fs: FeatureSet, rows: np.ndarray, owner=None):
-    """A function ``weights -> (summed PLL, gradient)`` of the features of ``fs`` on ``rows``.
-
-    It reads a :class:`NearHits` cache when the variables have at most 64 values and the cache
-    has at most ``MAX_UNITS`` units, and rescans the rows at every call otherwise. Both give the
-    same numbers bit for bit.
-    """
+def pll_evaluator(fs: FeatureSet, rows: np.ndarray, owner=None, list_bytes: int | None = None):
+    """A function ``weights -> (summed PLL, gradient)`` of the features of ``fs`` on ``rows``:
+    :class:`ReachLists` built once (``list_bytes`` as there), or row by row when a variable has
+    more than 64 values."""
     rows = _rows(rows, fs)
-    cards = np.ascontiguousarray(fs.schema.cardinalities, dtype=np.int64)
-    if cards.max() <= MASK_VALUES:
-        groups = _groups_for(fs, rows, cards, owner)
-        offs = value_offsets(cards)
-        chunk = 64 * CHUNK_WORDS
-        first = _count_units(rows[:chunk], offs, groups)[-1]  # a cheap look before counting all
-        if first * (rows.shape[0] / chunk) <= 2 * MAX_UNITS:
-            chunk_ptr = _count_units(rows, offs, groups)
-            if chunk_ptr[-1] <= MAX_UNITS:
-                return NearHits(fs, rows, owner, groups, chunk_ptr).pll_and_gradient
-    return lambda weights: _scan_pll_and_gradient(fs.with_weights(weights), rows, owner)
+    if fs.schema.cardinalities.max() <= MASK_VALUES:
+        return ReachLists(fs, rows, owner, list_bytes).pll_and_gradient
+    return lambda weights: _rowwise_pll_and_gradient(fs.with_weights(weights), rows, owner)
 
 
 def pll_and_gradient(fs: FeatureSet, rows: np.ndarray, owner=None) -> tuple[float, np.ndarray]:
-    """Summed (not mean) PLL of ``rows`` and its gradient with respect to ``fs.weights``
-    (one evaluation of :func:`pll_evaluator`: building the cache and reading it once costs
-    about what one scan for the conditionals and one for the gradient do)."""
-    return pll_evaluator(fs, rows, owner)(fs.weights)
+    """Summed (not mean) PLL of ``rows`` and its gradient with respect to ``fs.weights``: one
+    evaluation, so by the two bitset passes, without writing entries for later ones."""
+    return pll_evaluator(fs, rows, owner, list_bytes=0)(fs.weights)
 
 
-def _scan_pll_and_gradient(fs: FeatureSet, rows: np.ndarray, owner) -> tuple[float, np.ndarray]:
-    """:func:`pll_and_gradient` by scanning the rows (no cache)."""
-    rows = _rows(rows, fs)
+def _rowwise_pll_and_gradient(fs: FeatureSet, rows: np.ndarray, owner) -> tuple[float, np.ndarray]:
+    """:func:`pll_and_gradient` row by row, for variables with more than 64 values."""
     probs, terms = all_conditionals(fs, rows, owner)
     cards = np.ascontiguousarray(fs.schema.cardinalities, dtype=np.int64)
-    n_blocks = GRADIENT_BLOCKS
-    if cards.max() > MASK_VALUES:
-        var_ptr, var_feats = fs.features_by_variable()
-        grad = _gradient_rows(rows, probs, cards, value_offsets(cards), var_ptr, var_feats,
-                              _owner(fs, owner), fs.weights, fs.ptr, fs.var, fs.val, fs.eq,
-                              n_blocks)
-    else:
-        grad = _pll_gradient(rows, probs, value_offsets(cards), cards, fs.weights,
-                             _groups_for(fs, rows, cards, owner), n_blocks)
+    var_ptr, var_feats = fs.features_by_variable()
+    grad = _gradient_rows(rows, probs, cards, value_offsets(cards), var_ptr, var_feats,
+                          _owner(fs, owner), fs.weights, fs.ptr, fs.var, fs.val, fs.eq,
+                          PARTIAL_SUMS)
     return float(terms.sum()), grad

@@ -3,10 +3,12 @@
 The objective per example is ``-PLL(w) / N + sum_f (w_f - mu_f)^2 / (2 stddev^2 N)``: the negative
 log posterior of the weights under a ``N(mu, stddev^2)`` prior on each weight, divided by the number
 of rows ``N`` so that step sizes and tolerances do not depend on the data size. PLL and its
-gradient come from the row-bitset numba kernels of :mod:`streammn.loglinear`: a fit scans its rows
-once into a near-hit cache (which features hold, and which fail on exactly one variable, per
-word of 64 rows; :class:`streammn.loglinear.NearHits`), and every L-BFGS evaluation is then two
-sparse passes over it, with the same sums bit for bit as a full scan.
+gradient come from the numba kernels of :mod:`streammn.loglinear`: a fit scans its distinct rows
+once into reach lists (per row and value, the features that hold and those that fail through
+that variable's conditions only; :class:`streammn.loglinear.ReachLists`), and every L-BFGS
+evaluation is then one sparse pass over them; lists past a memory budget (256 MiB) are not kept
+and each evaluation makes two bitset passes over the rows instead. Row chunks run on all cores,
+with the same bits at any thread count.
 
 * :func:`fit_weights` — scipy's L-BFGS-B on rows in memory (an array, a ``Batch`` or a
   ``RowReservoir``'s sample), warm-started from any weights (e.g. DN2MN's).
@@ -63,8 +65,8 @@ def pll_objective(features: FeatureSet, rows, stddev: float = 1.0,
 
 
 def _objective(features: FeatureSet, rows, stddev: float, prior_mean):
-    """The objective as a function ``weights -> (value, gradient)``, reading the rows through a
-    near-hit cache built once (:func:`streammn.loglinear.pll_evaluator`)."""
+    """The objective as a function ``weights -> (value, gradient)``, reading the rows through
+    reach lists built once (:func:`streammn.loglinear.pll_evaluator`)."""
     rows = _as_rows(rows, features.schema)
     if not stddev > 0:
         raise WeightLearningError(f"stddev must be positive, got {stddev}")

@@ -1,5 +1,6 @@
-"""The near-hit cache of weight learning (loglinear.NearHits): PLL and gradient against brute
-force, bit-identical to the uncached scan, and independent of the thread count."""
+"""The reach lists of weight learning (loglinear.ReachLists): PLL and gradient against brute force
+with the lists kept and with every evaluation rescanning, each way the same bits at any thread
+count, and fits the same at one and two threads."""
 
 import numba
 import numpy as np
@@ -7,6 +8,7 @@ import pytest
 
 from helpers_mn import all_rows, holds, random_featureset
 from streammn import Schema, loglinear
+from streammn.features import FeatureSet
 from streammn.model import MarkovNetwork
 from streammn.weights import fit_weights
 
@@ -47,18 +49,15 @@ def test_cache_matches_brute_force(cards, dn):
     fs = random_featureset(rng, schema, 40, max_len=4, p_eq=0.6)
     owner = rng.integers(0, len(cards), fs.n_features) if dn else np.full(fs.n_features, -1)
     rows = rng.integers(0, schema.cardinalities, size=(300, len(cards))).astype(np.uint8)
-    cache = loglinear.NearHits(fs, rows, owner)
-    assert cache.n_units > 0
-    value, grad = cache.pll_and_gradient(fs.weights)
-    want_value, want_grad = brute_pll_and_gradient(fs, rows, owner)
-    assert value == pytest.approx(want_value, rel=1e-12)
-    np.testing.assert_allclose(grad, want_grad, rtol=1e-10, atol=1e-9)
-    # the conditionals too, and for other weights with the same cache
-    w = rng.normal(size=fs.n_features)
-    probs, terms = cache.conditionals(w)
-    want_probs, want_terms = loglinear.all_conditionals(fs.with_weights(w), rows, owner)
-    np.testing.assert_allclose(terms, want_terms, rtol=1e-12)
-    np.testing.assert_allclose(probs, want_probs, rtol=1e-12)
+    kept = loglinear.ReachLists(fs, rows, owner)
+    scan = loglinear.ReachLists(fs, rows, owner, list_bytes=0)
+    assert kept.n_entries > 0 and len(kept.rows) < len(rows)  # repeated rows counted once
+    for w in (fs.weights, rng.normal(size=fs.n_features)):
+        want_value, want_grad = brute_pll_and_gradient(fs.with_weights(w), rows, owner)
+        for lists in (kept, scan):
+            value, grad = lists.pll_and_gradient(w)
+            assert value == pytest.approx(want_value, rel=1e-12)
+            np.testing.assert_allclose(grad, want_grad, rtol=1e-10, atol=1e-9)
 
 
 def planted_rows(n_vars, n_rows, seed):
@@ -71,40 +70,46 @@ def planted_rows(n_vars, n_rows, seed):
     return x
 
 
-def test_cache_is_bit_identical_to_the_scan_at_any_thread_count():
-    """Several chunks of rows (so the gradient's block order matters), cached vs uncached, at
-    one and two threads: the same bits."""
+def test_lists_and_scan_agree_and_give_the_same_bits_at_any_thread_count():
+    """Several chunks of rows (so the order of the partial sums matters), entries kept or every
+    evaluation rescanning, at one and two threads: each way gives the same bits at any thread
+    count, and the two ways agree to rounding."""
     rng = np.random.default_rng(5)
-    schema = Schema.binary(12)
+    schema = Schema.binary(20)
     fs = random_featureset(rng, schema, 150, max_len=5, p_eq=0.8)
-    rows = planted_rows(12, 1500, seed=6)
-    scan = loglinear._scan_pll_and_gradient(fs, rows, None)
+    rows = planted_rows(20, 3000, seed=6)
+    kept = loglinear.ReachLists(fs, rows)
+    scan = loglinear.ReachLists(fs, rows, list_bytes=0)
+    assert len(kept.rows) > 64 * loglinear.CHUNK_WORDS * loglinear.PARTIAL_SUMS
+    assert kept.n_entries > 0 and scan.n_entries == 0
+    want = {way: lists.pll_and_gradient(fs.weights) for way, lists in (("kept", kept),
+                                                                        ("scan", scan))}
+    assert want["scan"][0] == pytest.approx(want["kept"][0], rel=1e-13)
+    np.testing.assert_allclose(want["scan"][1], want["kept"][1], rtol=1e-12, atol=1e-9)
     threads = numba.get_num_threads()
     try:
-        results = []
         for n in sorted({1, min(2, numba.config.NUMBA_NUM_THREADS)}):
             numba.set_num_threads(n)
-            results.append(loglinear.NearHits(fs, rows).pll_and_gradient(fs.weights))
-            results.append(loglinear._scan_pll_and_gradient(fs, rows, None))
+            for way, lists in (("kept", kept), ("scan", scan)):
+                value, grad = lists.pll_and_gradient(fs.weights)
+                assert value == want[way][0]
+                assert np.array_equal(grad, want[way][1])
     finally:
         numba.set_num_threads(threads)
-    for value, grad in results:
-        assert value == scan[0]
-        assert np.array_equal(grad, scan[1])
 
 
-def test_fit_without_cache_gives_the_same_weights(monkeypatch):
-    """Over the unit budget, every evaluation rescans the rows: the fit is the same."""
+def test_fit_without_kept_lists_gives_the_same_weights(monkeypatch):
+    """Over the list budget, every evaluation rescans the rows: the fit is the same."""
     rng = np.random.default_rng(7)
     schema = Schema.from_cardinalities([2, 3, 2, 2, 3, 2])
     fs = random_featureset(rng, schema, 30, max_len=3, p_eq=0.7)
     rows = rng.integers(0, schema.cardinalities, size=(700, 6)).astype(np.uint8)
     start = MarkovNetwork(schema, fs)
-    cached = fit_weights(start, rows, stddev=0.5, max_iter=15)
-    monkeypatch.setattr(loglinear, "MAX_UNITS", 0)
+    kept = fit_weights(start, rows, stddev=0.5, max_iter=15)
+    monkeypatch.setattr(loglinear, "LIST_BYTES", 0)
     rescanned = fit_weights(start, rows, stddev=0.5, max_iter=15)
-    assert np.array_equal(cached.weights, rescanned.weights)
-    assert cached.fit_info == rescanned.fit_info
+    np.testing.assert_allclose(rescanned.weights, kept.weights, rtol=1e-9, atol=1e-10)
+    assert rescanned.fit_info["iterations"] == kept.fit_info["iterations"]
 
 
 def test_conditionals_of_repeated_rows_are_computed_once_with_the_same_bits():
@@ -118,3 +123,36 @@ def test_conditionals_of_repeated_rows_are_computed_once_with_the_same_bits():
     assert np.array_equal(probs, once_probs[pick]) and np.array_equal(terms, once_terms[pick])
     patterns, inverse = loglinear.distinct_rows(distinct[pick])
     assert np.array_equal(patterns[inverse], distinct[pick])
+
+
+def test_fit_gives_the_same_weights_at_one_and_two_threads():
+    rng = np.random.default_rng(9)
+    schema = Schema.binary(16)
+    fs = random_featureset(rng, schema, 80, max_len=4, p_eq=0.7)
+    rows = planted_rows(16, 2500, seed=10)
+    start = MarkovNetwork(schema, fs.with_weights(np.zeros(fs.n_features)))
+    threads = numba.get_num_threads()
+    try:
+        fits = []
+        for n in sorted({1, min(2, numba.config.NUMBA_NUM_THREADS)}):
+            numba.set_num_threads(n)
+            fits.append(fit_weights(start, rows, stddev=1.0, max_iter=10))
+    finally:
+        numba.set_num_threads(threads)
+    assert all(np.array_equal(fit.weights, fits[0].weights) for fit in fits)
+
+
+def test_pll_of_extreme_weights_stays_finite_and_exact():
+    """Conditionals near 0 and 1 (weights of +-40 on single variables): the row's log
+    probabilities, multiplied together in the kernel, still sum to the brute-force value."""
+    schema = Schema.binary(30)
+    fs = FeatureSet.from_features(schema, [(40.0 * (-1) ** i, [(i, 1, True)])
+                                           for i in range(30)])
+    rows = np.random.default_rng(11).integers(0, 2, size=(50, 30)).astype(np.uint8)
+    for list_bytes in (None, 0):
+        value, grad = loglinear.ReachLists(fs, rows, list_bytes=list_bytes).pll_and_gradient(
+            fs.weights)
+        want_value, want_grad = brute_pll_and_gradient(fs, rows, np.full(30, -1))
+        assert np.isfinite(value)
+        assert value == pytest.approx(want_value, rel=1e-12)
+        np.testing.assert_allclose(grad, want_grad, rtol=1e-10, atol=1e-9)
