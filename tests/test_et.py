@@ -276,7 +276,8 @@ def test_pair_tables_shrink_toward_independence_by_the_james_stein_intensity():
     node, pair = smoothed_theta(PairCounts(schema).update(rows), alpha=1.0)
     lam = 0.6875 / (79 * 0.0625)
     dirichlet = (table + 0.25) / 81
-    np.testing.assert_allclose(pair[0, 1, :2, :2], lam * np.outer(node[0], node[1]) + (1 - lam) * dirichlet)
+    np.testing.assert_allclose(pair[0, 1, :2, :2],
+                               lam * np.outer(node[0], node[1]) + (1 - lam) * dirichlet)
     # independent variables: most pairs fully shrunk (ratio 1 on every cell); a real dependence
     # keeps most of its plug-in table, and less shrinkage with more rows
     rng = np.random.default_rng(5)
