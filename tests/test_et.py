@@ -260,3 +260,34 @@ def test_density_file_round_trip_and_bad_file():
     np.testing.assert_array_equal(again.log_likelihood(rows), density.log_likelihood(rows))
     with pytest.raises(ETDensityError, match="model.et"):
         ETDensity.from_bytes(b"junk", where="model.et")
+
+
+def test_pair_tables_shrink_toward_independence_by_the_james_stein_intensity():
+    from streammn import Schema
+    from streammn.et.density import independence_shrinkage, smoothed_theta
+    from streammn.stats import PairCounts
+
+    # hand-computed: p = [[.375, .125], [.125, .375]], margins 1/2, sum (t - p)^2 = 4 / 64
+    table = np.array([[30.0, 10.0], [10.0, 30.0]])
+    assert independence_shrinkage(table, 80) == pytest.approx(0.6875 / (79 * 0.0625))
+    assert independence_shrinkage(np.array([[4.0, 4.0], [4.0, 4.0]]), 16) == 1.0
+    schema = Schema.from_cardinalities([2, 2])
+    rows = np.repeat(np.array([[0, 0], [0, 1], [1, 0], [1, 1]]), [30, 10, 10, 30], axis=0)
+    node, pair = smoothed_theta(PairCounts(schema).update(rows), alpha=1.0)
+    lam = 0.6875 / (79 * 0.0625)
+    dirichlet = (table + 0.25) / 81
+    np.testing.assert_allclose(pair[0, 1, :2, :2],
+                               lam * np.outer(node[0], node[1]) + (1 - lam) * dirichlet)
+    # independent variables: most pairs fully shrunk (ratio 1 on every cell); a real dependence
+    # keeps most of its plug-in table, and less shrinkage with more rows
+    rng = np.random.default_rng(5)
+    noise = rng.integers(0, 2, size=(500, 12))
+    noise[:, 1] = noise[:, 0] ^ (rng.random(500) < 0.2)
+    counts = PairCounts(Schema.from_cardinalities([2] * 12)).update(noise)
+    node, pair = smoothed_theta(counts)
+    ratio = pair / (node[:, None, :, None] * node[None, :, None, :])
+    flat = [np.allclose(ratio[u, v, :2, :2], 1.0) for u in range(2, 12) for v in range(u + 1, 12)]
+    assert np.mean(flat) > 0.75
+    strong = [independence_shrinkage(PairCounts(Schema.from_cardinalities([2, 2]))
+                                     .update(noise[:n, :2]).table(0, 1), n) for n in (100, 500)]
+    assert 0 < strong[1] < strong[0] < 0.1
