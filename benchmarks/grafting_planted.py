@@ -139,12 +139,23 @@ def time_to_recall(run: dict, target: float) -> float | None:
     return None
 
 
-def run_case(case, seed: int) -> dict:
-    family, n, states, coupling, rows, strategies = case
+def machine() -> str:
+    return (f"{platform.platform()}, {os.cpu_count()} cores (shared), "
+            f"Python {platform.python_version()}")
+
+
+def case_data(case, seed: int):
+    """The planted model of a case, its train rows and 2,000 test rows."""
+    family, n, states, coupling, rows, _ = case
     mrf = planted_potts(family, n, states=states, coupling=COUPLINGS[coupling], seed=seed)
     data = mrf.sample(rows + 2000, seed=seed + 1, burn_in=200, thin=2, chains=8)
     perm = np.random.default_rng(seed).permutation(data.shape[0])
-    train, test = data[perm[:rows]], data[perm[rows:]]
+    return mrf, data[perm[:rows]], data[perm[rows:]]
+
+
+def run_case(case, seed: int) -> dict:
+    family, n, states, coupling, rows, strategies = case
+    mrf, train, test = case_data(case, seed)
     out = {"family": family, "n": n, "states": states, "coupling": coupling, "rows": rows,
            "true_edges": len(mrf.edges),
            "true_model_test_pll": float(mrf.to_markov_network().pll(test)), "runs": []}
@@ -238,8 +249,7 @@ def main(argv=None) -> None:
         out.with_suffix(".md").write_text(markdown(results))
         return
     cases = args.cases or DEFAULT_CASES
-    results = {"machine": f"{platform.platform()}, {os.cpu_count()} cores (shared), "
-                          f"Python {platform.python_version()}", "seed": args.seed, "cases": []}
+    results = {"machine": machine(), "seed": args.seed, "cases": []}
     for case in cases:
         results["cases"].append(run_case(case, args.seed))
         out.write_text(json.dumps(results, indent=1))  # partial results survive an interrupt
