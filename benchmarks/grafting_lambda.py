@@ -135,11 +135,16 @@ def markdown(results: dict) -> str:
                      f"{c['c_high_p2']:.2f} |")
     lines.append("")
     strong = [c for c in cases if c["coupling"] == "strong"]
+    groups = {"strong couplings": strong,
+              "strong couplings, scale-free left out": [c for c in strong
+                                                        if c["family"] != "scale_free"]}
     for p in (2, 3):
-        lo = max(c[f"c_low_p{p}"] for c in strong)
-        hi = min(c[f"c_high_p{p}"] for c in strong)
-        lines.append(f"- k^{p}, strong couplings: largest c_low {lo:.2f}, smallest c_high "
-                     f"{hi:.2f}: {'one c fits every case' if lo < hi else 'no single c'}")
+        for name, group in groups.items():
+            low = [c[f"c_low_p{p}"] for c in group]
+            hi = min(c[f"c_high_p{p}"] for c in group)
+            lines.append(f"- k^{p}, {name}: c_low from {min(low):.2f} to {max(low):.2f} "
+                         f"(spread x{max(low) / min(low):.2f}), smallest c_high {hi:.2f}: "
+                         f"{'one c fits every case' if max(low) < hi else 'no single c'}")
     return "\n".join(lines) + "\n"
 
 
