@@ -127,7 +127,7 @@ def markdown(results: dict) -> str:
              " | signal min / lambda_ref | c_low k^3 | c_high k^3 | c_low k^2 | c_high k^2 |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in cases:
-        lam = c["lambda_ref"]
+        lam = c["lambda_ref"] or float("nan")  # lambda_ref = 0: unpenalised weights
         lines.append(f"| {c['family']} | {c['n']} | {c['states']} | {c['coupling']} | "
                      f"{c['rows']} | {c['true_edges']} | {c['signal_probed']} | "
                      f"{c['noise_max'] / lam:.2f} | {c['signal_min'] / lam:.2f} | "
