@@ -378,7 +378,8 @@ class BestChoice:
                 if e != start:  # still violating: back to the queue, tested first next round
                     self.queue.push(start, violation_offset(start_score, ctx.strength))
                 if e[0] in touched or e[1] in touched:
-                    self.queue.push(e, violation_offset(s, ctx.strength))
+                    if e not in chosen:
+                        self.queue.push(e, violation_offset(s, ctx.strength))
                     continue
             chosen.append(e)
             touched.update(e)
