@@ -128,3 +128,16 @@ def test_default_lambda_scales_with_the_rows_seen_and_no_budget_stops_the_run():
                          if (i, j) not in large.active], dtype=np.int64)
     _, scores = large.score(inactive)
     assert scores.max() <= large.strength
+
+
+def test_score_refit_scores_against_the_unpenalised_weights(small_model):
+    mrf, rows = small_model
+    learner = EdgeGrafting(mrf.schema, score_refit=True, lambda_c=4.5).fit(rows)
+    scored_at = learner._inference.theta
+    unpenalised = learner._objective(0.0)
+    # the scorer's weights are (near) the L2-only optimum, unlike the penalised search weights
+    assert np.linalg.norm(unpenalised(scored_at)[1]) < 0.1 * np.linalg.norm(
+        unpenalised(learner.theta)[1])
+    assert set(learner.edges) == mrf.edges
+    again = EdgeGrafting.from_bytes(learner.to_bytes())
+    np.testing.assert_allclose(again._inference.theta, scored_at)
