@@ -136,7 +136,8 @@ class EdgeGrafting(Estimator):
         shrinkage of a hub's many true edges leaks into its neighbours' pairs and lets false
         edges pass C2 (scale-free n = 50: largest non-edge score 14 units at c = 9's optimum,
         3.2 unpenalised); with this and ``lambda_c=4.5`` that case gave 96 of 96 edges, none
-        false (issue 16; README). Not yet the default: not run over the whole suite.
+        false, but the 5-state grid 83 edges for 49 (issue 16; README): not the default until
+        its lambda has been studied.
     seed : int, default 0
         Randomness (edge sampling, row reservoir).
 
