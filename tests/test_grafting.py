@@ -281,3 +281,18 @@ def test_scale_free_generator_shapes():
     rows = mrf.sample(200, seed=0, burn_in=10, thin=2, chains=3)
     assert rows.shape == (200, 30) and rows.max() <= 4
     np.testing.assert_array_equal(rows, mrf.sample(200, seed=0, burn_in=10, thin=2, chains=3))
+
+
+def test_edges_climbed_away_from_go_back_to_the_queue():
+    scores = {(0, 1): 5.0, (0, 2): 3.0, (0, 3): 0.1, (0, 4): 0.1, (1, 2): 0.1, (1, 3): 4.5,
+              (1, 4): 0.1, (2, 3): 0.1, (2, 4): 1.6, (3, 4): 2.9}
+    ctx = ScriptedContext(scores, 5, 1.5)
+    bc = BestChoice(5, ctx.rng, capacity=5, t_max=1, alpha=0.0, hubs=False, climb=True)
+    bc.reservoir.scores = {(0, 2): 3.0, (3, 4): 2.9, (2, 4): 1.6}  # tau_0 = mean = 2.5
+    # (0, 2) climbs to (0, 1); (3, 4) climbs via (1, 3) to (0, 1) too, already chosen
+    assert bc.select(limit=10, ctx=ctx) == [(0, 1)]
+    # both still violate C2: queued with their (negative) violation offsets, tested first
+    assert bc.queue.priority((0, 2)) == pytest.approx(1 - 3.0 / 1.5)
+    assert bc.queue.priority((3, 4)) == pytest.approx(1 - 2.9 / 1.5)
+    assert bc.queue.pop() == (0, 2) and bc.queue.pop() == (3, 4)
+    assert bc.reservoir.scores == {(2, 4): 1.6}

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from streammn.grafting import EdgeGrafting, planted_potts
+from streammn.grafting.learner import default_lambda
 from streammn.grafting.mrf import PairwiseLayout
 from streammn.grafting.objective import pseudo_loglik
 
@@ -116,12 +117,27 @@ def test_default_lambda_scales_with_the_rows_seen_and_no_budget_stops_the_run():
     rows = mrf.sample(4000, seed=5, burn_in=100, thin=2, chains=4)
     small = EdgeGrafting(mrf.schema).fit(rows[:1000])
     large = EdgeGrafting(mrf.schema).fit(rows)
-    # c * sqrt(log n / N) / mean(card)^2 with c = lambda_c = 2: 4x the rows halves lambda
-    assert small.strength == pytest.approx(2.0 * np.sqrt(np.log(10) / 1000) / 9)
+    # c * sqrt(log n / N) / mean(card)^3 with c = lambda_c = 9: 4x the rows halves lambda
+    assert small.strength == pytest.approx(9.0 * np.sqrt(np.log(10) / 1000) / 27)
     assert large.strength == pytest.approx(small.strength / 2)
+    # the noise a pair's score must clear falls as k^-3 with the number of states k
+    assert default_lambda([2] * 10, 1000) == pytest.approx(default_lambda([4] * 10, 1000) * 8)
     # no edge budget: test C2 ends the run, every inactive pair is below lambda at the end
     assert large.edge_limit == 45 and len(large.edges) < 45
     inactive = np.array([(i, j) for i in range(10) for j in range(i + 1, 10)
                          if (i, j) not in large.active], dtype=np.int64)
     _, scores = large.score(inactive)
     assert scores.max() <= large.strength
+
+
+def test_score_refit_scores_against_the_unpenalised_weights(small_model):
+    mrf, rows = small_model
+    learner = EdgeGrafting(mrf.schema, score_refit=True, lambda_c=4.5).fit(rows)
+    scored_at = learner._inference.theta
+    unpenalised = learner._objective(0.0)
+    # the scorer's weights are (near) the L2-only optimum, unlike the penalised search weights
+    assert np.linalg.norm(unpenalised(scored_at)[1]) < 0.1 * np.linalg.norm(
+        unpenalised(learner.theta)[1])
+    assert set(learner.edges) == mrf.edges
+    again = EdgeGrafting.from_bytes(learner.to_bytes())
+    np.testing.assert_allclose(again._inference.theta, scored_at)

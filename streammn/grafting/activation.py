@@ -277,6 +277,11 @@ class BestChoice:
     (a true edge on the path scores higher), and once active the optimiser keeps its weight
     (issue 16: best-choice precision 0.34 without climbing, 0.93 with it, on the issue's
     model). A climb step scores at most ``2 (n - 2)`` pairs, so the search stays sub-quadratic.
+    The reservoir edge a climb moves away from (and a climbed edge that touches one already
+    chosen) still violates C2: it goes back to the queue with its violation offset, so it is
+    tested first next round. (Dropping it, as this package first did, lost it for good: it was
+    marked seen, in neither the queue nor the frozen list, and the run ended with true edges
+    scoring 3-5 lambda inactive, issue 16: 5-state grid recall 0.84.)
     """
 
     name = "best_choice"
@@ -368,8 +373,13 @@ class BestChoice:
                 continue
             if ctx is not None and self.climb:
                 del self.reservoir.scores[e]
-                e = self.climb_to_local_best(ctx, e, s)
+                start, start_score = e, s
+                e, s = self.climb_to_local_best(ctx, e, s)
+                if e != start:  # still violating: back to the queue, tested first next round
+                    self.queue.push(start, violation_offset(start_score, ctx.strength))
                 if e[0] in touched or e[1] in touched:
+                    if e not in chosen:
+                        self.queue.push(e, violation_offset(s, ctx.strength))
                     continue
             chosen.append(e)
             touched.update(e)
@@ -377,21 +387,22 @@ class BestChoice:
             self.reservoir.scores.pop(e, None)
         return chosen
 
-    def climb_to_local_best(self, ctx, edge, score: float) -> tuple[int, int]:
+    def climb_to_local_best(self, ctx, edge, score: float) -> tuple[tuple[int, int], float]:
         """Replace ``edge`` by the best-scoring inactive pair sharing one of its endpoints,
-        repeatedly, until no neighbouring pair scores higher (see the class docstring)."""
+        repeatedly, until no neighbouring pair scores higher (see the class docstring).
+        Returns the edge reached and its score."""
         n = ctx.n_vars
         while True:
             i, k = edge
             around = {edge_key(a, v) for a in (i, k) for v in range(n) if v != a}
             around = sorted(e for e in around if e not in ctx.active and e != edge)
             if not around:
-                return edge
+                return edge, score
             _, scores = ctx.score(np.array(around, dtype=np.int64))
             self.tests += len(around)
             best = int(np.argmax(scores))
             if scores[best] <= score:
-                return edge
+                return edge, score
             edge, score = around[best], float(scores[best])
 
     def propose(self, ctx, limit: int) -> list[tuple[int, int]]:

@@ -22,92 +22,33 @@ test, not from exact zeros inside the active set.
 
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
 from scipy.optimize import minimize
 from threadpoolctl import threadpool_limits
 
 from streammn.grafting.bp import BPResult, belief_propagation
+from streammn.grafting.conditionals import columns, pseudo_loglik_pass, shifted_exp
 from streammn.grafting.inference import ExactInference
 from streammn.grafting.mrf import PairwiseLayout
 
 OBJECTIVES = ("likelihood", "pseudo")
 
 
-@nb.njit(cache=True, inline="always")
-def conditional_logits(row, v, cards, uoff, theta, edges, eoff, adj_ptr, adj_edge, logits):
-    """Write the unnormalised ``log P(x_v = a | x_-v)`` of ``row`` to ``logits[:card_v]``:
-    ``v``'s unary table plus, for each active edge at ``v``, the column (or row) its
-    neighbour's value selects."""
-    c = cards[v]
-    for a in range(c):
-        logits[a] = theta[uoff[v] + a]
-    for q in range(adj_ptr[v], adj_ptr[v + 1]):
-        k = adj_edge[q]
-        i, j = edges[k, 0], edges[k, 1]
-        cj = cards[j]
-        if i == v:
-            xj = row[j]
-            for a in range(c):
-                logits[a] += theta[eoff[k] + a * cj + xj]
-        else:
-            xi = row[i]
-            for a in range(c):
-                logits[a] += theta[eoff[k] + xi * cj + a]
-
-
-@nb.njit(cache=True)
-def pseudo_loglik_terms(rows, cards, uoff, theta, edges, eoff, adj_ptr, adj_edge, want_grad,
-                        grad):
-    """``log P(x_v | x_-v)`` for every row and variable; with ``want_grad`` also adds the
-    gradient of the summed *negative* terms to ``grad`` (flat parameter layout)."""
-    n, nv = rows.shape
-    out = np.empty((n, nv))
-    smax = 1
-    for v in range(nv):
-        smax = max(smax, cards[v])
-    logits = np.empty(smax)
-    for r in range(n):
-        for v in range(nv):
-            c = cards[v]
-            conditional_logits(rows[r], v, cards, uoff, theta, edges, eoff, adj_ptr, adj_edge,
-                               logits)
-            mx = logits[0]
-            for a in range(1, c):
-                mx = max(mx, logits[a])
-            total = 0.0
-            for a in range(c):
-                total += np.exp(logits[a] - mx)
-            z = mx + np.log(total)
-            x = rows[r, v]
-            out[r, v] = logits[x] - z
-            if want_grad:
-                for a in range(c):
-                    logits[a] = np.exp(logits[a] - z) - (1.0 if a == x else 0.0)
-                    grad[uoff[v] + a] += logits[a]
-                for q in range(adj_ptr[v], adj_ptr[v + 1]):
-                    k = adj_edge[q]
-                    i, j = edges[k, 0], edges[k, 1]
-                    cj = cards[j]
-                    if i == v:
-                        base = eoff[k] + rows[r, j]
-                        for a in range(c):
-                            grad[base + a * cj] += logits[a]
-                    else:
-                        base = eoff[k] + rows[r, i] * cj
-                        for a in range(c):
-                            grad[base + a] += logits[a]
-    return out
-
-
 def pseudo_loglik(layout: PairwiseLayout, theta, rows, grad: np.ndarray | None = None):
     """``log P(x_v | x_-v)`` terms, shape (n_rows, n_vars); adds the gradient of their
     negative sum to ``grad`` when given."""
+    cols = columns(rows)
+    terms = np.empty((cols.shape[1], cols.shape[0]))
+    _pseudo_pass(layout, theta, cols, grad, terms)
+    return terms
+
+
+def _pseudo_pass(layout: PairwiseLayout, theta, cols, grad, terms) -> float:
+    theta = np.ascontiguousarray(theta, dtype=np.float64)
     want = grad is not None
-    g = grad if want else np.zeros(0)
-    return pseudo_loglik_terms(np.ascontiguousarray(rows, dtype=np.uint8), layout.cards,
-                               layout.uoff, np.ascontiguousarray(theta, dtype=np.float64),
-                               layout.edges, layout.eoff, layout.adj_ptr, layout.adj_edge, want, g)
+    return pseudo_loglik_pass(cols, layout.cards, layout.uoff, theta, shifted_exp(layout, theta),
+                              layout.edges, layout.eoff, layout.adj_ptr, layout.adj_edge, want,
+                              grad if want else np.zeros(0), terms)
 
 
 class GraftingObjective:
@@ -149,6 +90,7 @@ class GraftingObjective:
         self.lambda_, self.lambda2, self.kind, self.eps = lambda_, lambda2, kind, eps
         self.exact = exact
         self.rows = None if rows is None else np.ascontiguousarray(rows, dtype=np.uint8)
+        self._cols = None if rows is None else columns(self.rows)
         self.bp = dict(damping=damping, tol=tol, max_iter=max_iter)
         starts, sizes = layout.group_bounds()
         self._starts = starts
@@ -175,9 +117,9 @@ class GraftingObjective:
             self.messages = res.messages
             return res.log_z - float(theta @ self.data), res.marginals - self.data, res
         grad = np.zeros(self.layout.size)
-        terms = pseudo_loglik(self.layout, theta, self.rows, grad)
+        total = _pseudo_pass(self.layout, theta, self._cols, grad, np.empty((0, 0)))
         n = self.rows.shape[0]
-        return -float(terms.sum()) / n, grad / n, None
+        return -total / n, grad / n, None
 
     def __call__(self, theta) -> tuple[float, np.ndarray]:
         self.evaluations += 1

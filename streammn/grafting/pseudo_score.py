@@ -16,8 +16,9 @@ the likelihood score every pair passes C2 once the true edges are in and the run
 until it has scored every pair (issue 16's diagnosis). The pseudo-likelihood is consistent for
 structure recovery (Ravikumar et al. 2010 use its per-node version) and exact at any size.
 
-Residuals ``P(x_v = . | x_-v) - onehot(x_v)`` are computed per variable on demand and cached
-until the weights change (one :class:`PseudoScorer` per optimum).
+Residuals ``P(x_v = . | x_-v) - onehot(x_v)`` (:mod:`streammn.grafting.conditionals`) are
+computed per variable on demand and kept until the weights change (one :class:`PseudoScorer`
+per optimum); a batch of pairs is scored by one kernel call.
 """
 
 from __future__ import annotations
@@ -25,41 +26,47 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from streammn.grafting.conditionals import columns, residuals, shifted_exp
 from streammn.grafting.mrf import PairwiseLayout
-from streammn.grafting.objective import conditional_logits
 
 
 @nb.njit(cache=True)
-def _residual(rows, v, cards, uoff, theta, edges, eoff, adj_ptr, adj_edge):
-    """``P(x_v = a | x_-v) - [x_v = a]`` for every row (n_rows x card_v)."""
-    n = rows.shape[0]
-    c = cards[v]
-    out = np.empty((n, c))
-    logits = np.empty(c)
-    for r in range(n):
-        conditional_logits(rows[r], v, cards, uoff, theta, edges, eoff, adj_ptr, adj_edge, logits)
-        mx = logits.max()
-        total = 0.0
-        for a in range(c):
-            logits[a] = np.exp(logits[a] - mx)
-            total += logits[a]
-        for a in range(c):
-            out[r, a] = logits[a] / total
-        out[r, rows[r, v]] -= 1.0
-    return out
+def _fill_residuals(wanted, cols, cards, uoff, theta, etab, edges, eoff, adj_ptr, adj_edge,
+                    res):
+    """Residuals of the variables ``wanted`` into their rows ``res[uoff[v]:uoff[v + 1]]``."""
+    for v in wanted:
+        residuals(v, cols, cards, uoff, theta, etab, edges, eoff, adj_ptr, adj_edge,
+                  res[uoff[v]:uoff[v + 1]])
 
 
 @nb.njit(cache=True)
-def _pair_gradient_norm(rows, i, j, res_i, res_j, ci, cj):
-    """``||G||_2`` of the pair ``(i, j)`` (see the module docstring), unnormalised by N."""
-    g = np.zeros((ci, cj))
-    for r in range(rows.shape[0]):
-        a, b = rows[r, i], rows[r, j]
+def _pair_scores(pairs, cols, cards, uoff, res):
+    """``||G||_2 / (N d_e)`` of every pair (see the module docstring)."""
+    n = cols.shape[1]
+    out = np.empty(pairs.shape[0])
+    smax = 1
+    for v in range(cards.shape[0]):
+        smax = max(smax, cards[v])
+    g = np.empty((smax, smax))
+    for p in range(pairs.shape[0]):
+        i, j = pairs[p, 0], pairs[p, 1]
+        ci, cj = cards[i], cards[j]
+        g[:ci, :cj] = 0.0
+        col_i, col_j = cols[i], cols[j]
         for x in range(ci):
-            g[x, b] += res_i[r, x]
+            ri = res[uoff[i] + x]
+            for r in range(n):
+                g[x, col_j[r]] += ri[r]
         for y in range(cj):
-            g[a, y] += res_j[r, y]
-    return np.sqrt((g * g).sum())
+            rj = res[uoff[j] + y]
+            for r in range(n):
+                g[col_i[r], y] += rj[r]
+        total = 0.0
+        for x in range(ci):
+            for y in range(cj):
+                total += g[x, y] * g[x, y]
+        out[p] = np.sqrt(total) / max(n, 1) / (ci * cj)
+    return out
 
 
 class PseudoScorer:
@@ -68,26 +75,19 @@ class PseudoScorer:
     def __init__(self, layout: PairwiseLayout, theta, rows):
         self.layout = layout
         self.theta = np.ascontiguousarray(theta, dtype=np.float64)
-        self.rows = np.ascontiguousarray(rows, dtype=np.uint8)
-        self._residuals: dict[int, np.ndarray] = {}
-
-    def residual(self, v: int) -> np.ndarray:
-        got = self._residuals.get(v)
-        if got is None:
-            lay = self.layout
-            got = _residual(self.rows, v, lay.cards, lay.uoff, self.theta, lay.edges, lay.eoff,
-                            lay.adj_ptr, lay.adj_edge)
-            self._residuals[v] = got
-        return got
+        self.cols = columns(rows)
+        self._etab = shifted_exp(layout, self.theta)
+        self._res = np.empty((int(layout.uoff[-1]), self.cols.shape[1]))
+        self._ready = np.zeros(layout.n_vars, dtype=np.bool_)
 
     def scores(self, pairs) -> np.ndarray:
         """Scores of ``pairs`` (k x 2, i < j)."""
-        cards = self.layout.cards
-        n = max(self.rows.shape[0], 1)
-        out = np.empty(len(pairs))
-        for p, (i, j) in enumerate(np.asarray(pairs).tolist()):
-            ci, cj = int(cards[i]), int(cards[j])
-            norm = _pair_gradient_norm(self.rows, i, j, self.residual(i), self.residual(j),
-                                       ci, cj)
-            out[p] = norm / n / (ci * cj)
-        return out
+        pairs = np.ascontiguousarray(pairs, dtype=np.int64).reshape(-1, 2)
+        ends = np.unique(pairs)
+        wanted = ends[~self._ready[ends]]
+        if wanted.size:
+            lay = self.layout
+            _fill_residuals(wanted, self.cols, lay.cards, lay.uoff, self.theta, self._etab,
+                            lay.edges, lay.eoff, lay.adj_ptr, lay.adj_edge, self._res)
+            self._ready[wanted] = True
+        return _pair_scores(pairs, self.cols, self.layout.cards, self.layout.uoff, self._res)
