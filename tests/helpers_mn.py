@@ -2,6 +2,7 @@
 
 import itertools
 
+import numba
 import numpy as np
 
 from streammn import Schema
@@ -63,3 +64,17 @@ def brute_conditional_marginals(mn, evidence):
         for j, card in enumerate(mn.schema.cardinalities):
             out[r, offs[j]:offs[j + 1]] = np.bincount(states[keep, j], weights=q, minlength=card)
     return out
+
+
+def at_each_thread_count(compute):
+    """``compute()`` at one and (where numba has them) two threads, numba's thread count
+    restored afterwards: the results in that order, for determinism checks."""
+    threads = numba.get_num_threads()
+    try:
+        out = []
+        for n in sorted({1, min(2, numba.config.NUMBA_NUM_THREADS)}):
+            numba.set_num_threads(n)
+            out.append(compute())
+        return out
+    finally:
+        numba.set_num_threads(threads)

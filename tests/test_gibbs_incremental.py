@@ -2,10 +2,9 @@
 conditional marginals within Monte-Carlo error, follow the lockstep kernel's chains exactly
 (same seeds, same conditionals up to rounding), and do not depend on the thread count."""
 
-import numba
 import numpy as np
 
-from helpers_mn import brute_conditional_marginals, mixed_mn_and_rows
+from helpers_mn import at_each_thread_count, brute_conditional_marginals, mixed_mn_and_rows
 from streammn.inference import InferenceError, gibbs_marginals
 from streammn.inference.incremental import _unique_rows
 
@@ -38,15 +37,8 @@ def test_follows_the_lockstep_chains():
 
 def test_marginals_do_not_depend_on_the_thread_count():
     mn, evidence = model_and_evidence()
-    threads = numba.get_num_threads()
-    try:
-        out = []
-        for n in sorted({1, min(2, numba.config.NUMBA_NUM_THREADS)}):
-            numba.set_num_threads(n)
-            out.append(gibbs_marginals(mn, evidence, burn_in=10, samples=50, seed=4,
-                                       method="incremental"))
-    finally:
-        numba.set_num_threads(threads)
+    out = at_each_thread_count(lambda: gibbs_marginals(mn, evidence, burn_in=10, samples=50,
+                                                       seed=4, method="incremental"))
     assert all(np.array_equal(out[0], o) for o in out)
 
 

@@ -2,10 +2,9 @@
 a block are applied once, which must not change a single bit of the marginals; and seeded
 marginals do not depend on the thread count."""
 
-import numba
 import numpy as np
 
-from helpers_mn import mixed_mn_and_rows
+from helpers_mn import at_each_thread_count, mixed_mn_and_rows
 from streammn.inference import gibbs_marginals
 
 
@@ -29,13 +28,6 @@ def test_static_evidence_gives_the_same_bits_as_without_it():
 def test_marginals_do_not_depend_on_the_thread_count():
     mn, evidence = model_and_evidence()
     evidence = np.tile(evidence, (4, 1))  # 360 chains: two blocks
-    threads = numba.get_num_threads()
-    try:
-        out = []
-        for n in sorted({1, min(2, numba.config.NUMBA_NUM_THREADS)}):
-            numba.set_num_threads(n)
-            out.append(gibbs_marginals(mn, evidence, burn_in=10, samples=30, seed=4,
-                                       method="bitset"))
-    finally:
-        numba.set_num_threads(threads)
+    out = at_each_thread_count(lambda: gibbs_marginals(mn, evidence, burn_in=10, samples=30,
+                                                       seed=4, method="bitset"))
     assert all(np.array_equal(out[0], o) for o in out)

@@ -2,11 +2,10 @@
 with the lists kept and with every evaluation rescanning, each way the same bits at any thread
 count, and fits the same at one and two threads."""
 
-import numba
 import numpy as np
 import pytest
 
-from helpers_mn import all_rows, holds, random_featureset
+from helpers_mn import all_rows, at_each_thread_count, holds, random_featureset
 from streammn import Schema, loglinear
 from streammn.features import FeatureSet
 from streammn.model import MarkovNetwork
@@ -86,16 +85,12 @@ def test_lists_and_scan_agree_and_give_the_same_bits_at_any_thread_count():
                                                                         ("scan", scan))}
     assert want["scan"][0] == pytest.approx(want["kept"][0], rel=1e-13)
     np.testing.assert_allclose(want["scan"][1], want["kept"][1], rtol=1e-12, atol=1e-9)
-    threads = numba.get_num_threads()
-    try:
-        for n in sorted({1, min(2, numba.config.NUMBA_NUM_THREADS)}):
-            numba.set_num_threads(n)
-            for way, lists in (("kept", kept), ("scan", scan)):
-                value, grad = lists.pll_and_gradient(fs.weights)
-                assert value == want[way][0]
-                assert np.array_equal(grad, want[way][1])
-    finally:
-        numba.set_num_threads(threads)
+    for got in at_each_thread_count(lambda: {way: lists.pll_and_gradient(fs.weights)
+                                             for way, lists in (("kept", kept),
+                                                                ("scan", scan))}):
+        for way, (value, grad) in got.items():
+            assert value == want[way][0]
+            assert np.array_equal(grad, want[way][1])
 
 
 def test_fit_without_kept_lists_gives_the_same_weights(monkeypatch):
@@ -131,14 +126,7 @@ def test_fit_gives_the_same_weights_at_one_and_two_threads():
     fs = random_featureset(rng, schema, 80, max_len=4, p_eq=0.7)
     rows = planted_rows(16, 2500, seed=10)
     start = MarkovNetwork(schema, fs.with_weights(np.zeros(fs.n_features)))
-    threads = numba.get_num_threads()
-    try:
-        fits = []
-        for n in sorted({1, min(2, numba.config.NUMBA_NUM_THREADS)}):
-            numba.set_num_threads(n)
-            fits.append(fit_weights(start, rows, stddev=1.0, max_iter=10))
-    finally:
-        numba.set_num_threads(threads)
+    fits = at_each_thread_count(lambda: fit_weights(start, rows, stddev=1.0, max_iter=10))
     assert all(np.array_equal(fit.weights, fits[0].weights) for fit in fits)
 
 

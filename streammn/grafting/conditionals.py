@@ -127,9 +127,9 @@ def conditionals(v, cols, cards, uoff, theta, etab, edges, eoff, adj_ptr, adj_ed
 
 
 @nb.njit(cache=True)
-def residuals(v, cols, cards, uoff, theta, etab, edges, eoff, adj_ptr, adj_edge, out):
-    """``out[a, r] = P(x_v = a | x_-v) - [x_rv = a]`` (card_v x n_rows)."""
-    logp = np.empty(cols.shape[1])
+def residuals(v, cols, cards, uoff, theta, etab, edges, eoff, adj_ptr, adj_edge, out, logp):
+    """``out[a, r] = P(x_v = a | x_-v) - [x_rv = a]`` (card_v x n_rows), and ``logp`` as in
+    :func:`conditionals`."""
     conditionals(v, cols, cards, uoff, theta, etab, edges, eoff, adj_ptr, adj_edge, out, logp)
     own = cols[v]
     for r in range(cols.shape[1]):
@@ -151,8 +151,12 @@ def pseudo_loglik_pass(cols, cards, uoff, theta, etab, edges, eoff, adj_ptr, adj
     total = 0.0
     for v in range(nv):
         c = cards[v]
-        conditionals(v, cols, cards, uoff, theta, etab, edges, eoff, adj_ptr, adj_edge, probs,
-                     logp)
+        if want_grad:  # probs become the residuals the gradient sums
+            residuals(v, cols, cards, uoff, theta, etab, edges, eoff, adj_ptr, adj_edge, probs,
+                      logp)
+        else:
+            conditionals(v, cols, cards, uoff, theta, etab, edges, eoff, adj_ptr, adj_edge,
+                         probs, logp)
         for r in range(n):
             total += logp[r]
         if terms.shape[0]:
@@ -160,9 +164,6 @@ def pseudo_loglik_pass(cols, cards, uoff, theta, etab, edges, eoff, adj_ptr, adj
                 terms[r, v] = logp[r]
         if not want_grad:
             continue
-        own = cols[v]
-        for r in range(n):
-            probs[own[r], r] -= 1.0
         for a in range(c):
             g = 0.0
             for r in range(n):

@@ -34,9 +34,10 @@ from streammn.grafting.mrf import PairwiseLayout
 def _fill_residuals(wanted, cols, cards, uoff, theta, etab, edges, eoff, adj_ptr, adj_edge,
                     res):
     """Residuals of the variables ``wanted`` into their rows ``res[uoff[v]:uoff[v + 1]]``."""
+    logp = np.empty(cols.shape[1])
     for v in wanted:
         residuals(v, cols, cards, uoff, theta, etab, edges, eoff, adj_ptr, adj_edge,
-                  res[uoff[v]:uoff[v + 1]])
+                  res[uoff[v]:uoff[v + 1]], logp)
 
 
 @nb.njit(cache=True)

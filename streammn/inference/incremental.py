@@ -43,14 +43,16 @@ def _split_features(is_free, gptr, g_var, g_mask):
     key its part is found by), ``ev_ptr[t]:ev_ptr[t+1]`` its groups on observed variables.
     """
     n_feat = gptr.shape[0] - 1
+    free_groups = np.zeros(n_feat, dtype=np.int64)
+    for f in range(n_feat):
+        for g in range(gptr[f], gptr[f + 1]):
+            if is_free[g_var[g]]:
+                free_groups[f] += 1
     n_touch = 0
     n_ev = 0
     width = 1
     for f in range(n_feat):
-        k = 0
-        for g in range(gptr[f], gptr[f + 1]):
-            if is_free[g_var[g]]:
-                k += 1
+        k = free_groups[f]
         if k > 0:
             n_touch += 1
             n_ev += gptr[f + 1] - gptr[f] - k
@@ -64,14 +66,10 @@ def _split_features(is_free, gptr, g_var, g_mask):
     t = 0
     e = 0
     for f in range(n_feat):
-        k = 0
-        for g in range(gptr[f], gptr[f + 1]):
-            if is_free[g_var[g]]:
-                k += 1
-        if k == 0:
+        if free_groups[f] == 0:
             continue
         feat[t] = f
-        n_free[t] = k
+        n_free[t] = free_groups[f]
         k = 0
         for g in range(gptr[f], gptr[f + 1]):
             if is_free[g_var[g]]:
