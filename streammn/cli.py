@@ -131,9 +131,11 @@ def _parser() -> argparse.ArgumentParser:
                             "and its options (--algo, --kappa, --grace-period, ..., --refine) "
                             "must be the snapshot's, else exit 2 naming the option; cadence, "
                             "--keep, --formats and --quiet may change")
-    learn.add_argument("--validation", help="rows scored at every snapshot (and for --refine)")
+    learn.add_argument("--validation", help="rows scored at every snapshot (and for --refine); "
+                                            "with --missing, its complete rows")
     learn.add_argument("--refine", action="store_true",
-                       help="refine DN2MN weights by pseudo-likelihood when validation improves")
+                       help="refine DN2MN weights by pseudo-likelihood when validation improves; "
+                            "with --missing, on a sample of the complete rows")
     learn.add_argument("--dask", nargs="?", const="local", default=None,
                        metavar="SCHEDULER_ADDRESS|local[N]",
                        help="exact mode on a Parquet dataset: run the passes on Dask, on a "

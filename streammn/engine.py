@@ -67,6 +67,7 @@ from streammn.snapshot import (MODEL_FILES, NO_SNAPSHOT, RESUME_HINT, SnapshotWr
                                SnapshotWriter, latest_valid_snapshot, model_files,
                                model_summary, resolve_snapshot)
 from streammn.stats import MarginalCounts, RowReservoir
+from streammn.schema import complete_rows
 from streammn.trees.growth import rows_within
 from streammn.errors import SettingsError
 
@@ -84,12 +85,31 @@ def learner_to_model(learner: StructureLearner, refine: bool = False,
                      validation: np.ndarray | None = None,
                      train: np.ndarray | None = None) -> MarkovNetwork:
     """The learner's current Markov network. With ``refine``, its weights continue by
-    pseudo-likelihood on ``train`` and are kept only if the validation PLL improves."""
+    pseudo-likelihood on ``train`` and are kept only if the validation PLL improves.
+
+    Both use the rows the model can score (:func:`scorable_rows`). In missing mode these are
+    the complete rows: a term ``log P(x_i | x_-i)`` of a Markov network reads the whole
+    Markov blanket of ``X_i``, so a row with a hole gives no exact term for its neighbours,
+    and summing the hole out of every conditional it enters is inference the weight learner
+    does not do. Imputing the holes instead would fit the weights to the imputation rule
+    (the trees' own guesses, fed back as data). Dropping incomplete rows is unbiased when
+    values are missing at random, and the refined weights are kept only if they score the
+    complete validation rows better, so refining never makes that score worse."""
     model = learner.to_markov_network()
-    if refine and train is not None and train.shape[0] and validation is not None:
-        return refine_weights(model, REFINE_ITERATIONS, rows_within(model.schema, train),
-                              rows_within(model.schema, validation))
+    if refine and train is not None and validation is not None:
+        train = scorable_rows(model.schema, train)
+        validation = scorable_rows(model.schema, validation)
+        if train.shape[0] and validation.shape[0]:
+            return refine_weights(model, REFINE_ITERATIONS, train, validation)
     return model
+
+
+def scorable_rows(schema, rows: np.ndarray | None) -> np.ndarray | None:
+    """The rows a Markov network over ``schema`` scores by pseudo-likelihood: those within the
+    values a growing schema has added so far (:func:`~streammn.trees.growth.rows_within`)
+    and, in missing mode, without a missing value."""
+    rows = rows_within(schema, rows)
+    return complete_rows(rows) if schema.missing and rows is not None else rows
 
 
 class EngineError(SettingsError):
@@ -239,7 +259,7 @@ class StreamLearner:
         stored = source.schema.ceiling()  # a growing schema's stores: at its maxima
         self.marginals = MarginalCounts(stored)
         self.reservoir = RowReservoir(stored, capacity=REFINE_ROWS, seed=0) \
-            if refine else None
+            if refine else None  # in missing mode: of the complete rows (learner_to_model)
         self.state = Progress(next_snapshot_rows=every_rows)
         self.model: MarkovNetwork | None = None
         self.when_busy = when_busy
@@ -392,8 +412,7 @@ class StreamLearner:
             self.source.rewind()
             for batch in self.source:
                 self.marginals.update(batch)
-                if self.reservoir is not None:
-                    self.reservoir.update(batch)
+                self._sample_rows(batch)
                 self.state.rows_seen += len(batch)
                 self.state.batches_seen += 1
             self.source.rewind()
@@ -458,12 +477,18 @@ class StreamLearner:
     def _learn(self, batch: Batch) -> None:
         self._score(batch)  # a source's batch is validated once, by the source
         self.marginals.update(batch)
-        if self.reservoir is not None:
-            self.reservoir.update(batch)
+        self._sample_rows(batch)
         self.learner.partial_fit(batch)
         self.state.rows_seen += len(batch)
         self.state.batches_seen += 1
         self._position = batch.end
+
+    def _sample_rows(self, batch: Batch) -> None:
+        """Offer the batch to refine's row sample: all its rows, or in missing mode its
+        complete ones (refine learns from those only, see :func:`learner_to_model`)."""
+        if self.reservoir is not None:
+            missing = self.reservoir.schema.missing
+            self.reservoir.update(complete_rows(batch.rows) if missing else batch)
 
     def _advance_cadence(self) -> None:
         st = self.state
@@ -534,8 +559,7 @@ class StreamLearner:
         t0 = time.perf_counter()
         model = self.current_model()
         convert_seconds = time.perf_counter() - t0
-        # a growing schema: the rows whose values the model has added so far (trees.growth)
-        validation = rows_within(model.schema, self.validation)
+        validation = scorable_rows(model.schema, self.validation)
         validation_pll = _finite(model.pll(validation) if validation is not None
                                  and validation.shape[0] else None)
         return model, convert_seconds, validation_pll

@@ -68,6 +68,12 @@ def require_observed(rows: np.ndarray, what: str) -> None:
                           column=int(c))
 
 
+def complete_rows(rows: np.ndarray) -> np.ndarray:
+    """The rows of ``rows`` without a missing value (``rows`` itself when all are complete)."""
+    complete = (rows != MISSING).all(axis=1)
+    return rows if complete.all() else rows[complete]
+
+
 class SchemaFileUnavailable(UnavailableError):
     """A declared schema file that is missing or cannot be opened (exit code 4, like a source)."""
 

@@ -1,6 +1,6 @@
-"""``streammn learn`` with ``--grow-values`` (new values mid-stream) and ``--resume`` with
-``--missing``: a directory source learned, then a new file added and the run resumed, equals
-one run over both files."""
+"""``streammn learn`` with ``--grow-values`` (new values mid-stream), and ``--resume`` and
+``--refine`` with ``--missing``: a directory source learned, then a new file added and the run
+resumed, equals one run over both files."""
 
 import json
 
@@ -123,6 +123,59 @@ def test_resume_with_missing_values_equals_one_run(rows, tmp_path, capsys):
     whole = tmp_path / "whole"
     assert cli(capsys, "learn", data, "--out", whole, "--missing", *COMMON)[0] == 0
     assert learner_bytes(part) == learner_bytes(whole)
+
+
+def test_refine_with_missing_values_learns_from_complete_rows(rows, tmp_path, capsys,
+                                                             monkeypatch):
+    """``--refine`` with ``--missing``: the row sample holds the complete rows, refining and
+    the validation PLL use the complete rows, and a resumed run equals one run."""
+    from streammn import engine
+    from streammn.dn2mn import refine_weights
+    from streammn.dtsl import DTSL
+    from streammn.snapshot import load_snapshot
+    from streammn.stats import RowReservoir
+
+    refined = []  # the rows of every refine call
+
+    def spy(model, iterations, train, valid):
+        refined.append((train.copy(), valid.copy()))
+        return refine_weights(model, iterations, train, valid)
+
+    monkeypatch.setattr(engine, "refine_weights", spy)
+
+    holes = np.random.default_rng(5).random(rows.shape) < 0.1
+    rows = np.minimum(rows, 1)
+    data, valid = tmp_path / "data", tmp_path / "valid.data"
+    write(data / "a.data", rows[:1500], holes[:1500])
+    write(valid, rows[FIRST:FIRST + 1000], holes[FIRST:FIRST + 1000])
+    flags = ["--missing", "--refine", "--validation", valid, *COMMON]
+    part = tmp_path / "part"
+    assert cli(capsys, "learn", data, "--out", part, *flags)[0] == 0
+    write(data / "b.data", rows[1500:FIRST], holes[1500:FIRST])
+    code, _, err = cli(capsys, "learn", data, "--out", part, "--resume", *flags)
+    assert code == 0, err
+    whole = tmp_path / "whole"
+    code, _, err = cli(capsys, "learn", data, "--out", whole, *flags)
+    assert code == 0, err
+
+    snap = read_snapshot(resolve_snapshot(whole))
+    complete = rows[:FIRST][~holes[:FIRST].any(axis=1)]
+    sample = RowReservoir.from_bytes(snap.file("reservoir.bin").read_bytes())
+    assert sample.n_seen == len(complete) < 20000  # all of them, in stream order
+    np.testing.assert_array_equal(sample.rows, complete)
+    scored = rows[FIRST:FIRST + 1000][~holes[FIRST:FIRST + 1000].any(axis=1)]
+    train, valid = refined[-1]  # the final snapshot's
+    np.testing.assert_array_equal(train, complete)
+    np.testing.assert_array_equal(valid, scored)
+    model = load_snapshot(snap.path)
+    assert snap.manifest["scores"]["validation_pll"] == pytest.approx(model.pll(scored))
+    unrefined = DTSL.from_bytes(snap.file("learner.bin").read_bytes()).to_markov_network()
+    assert model.pll(scored) >= unrefined.pll(scored)  # refined weights kept only if better
+    assert learner_bytes(part) == learner_bytes(whole)
+    part_snap = read_snapshot(resolve_snapshot(part))
+    assert part_snap.file("reservoir.bin").read_bytes() == \
+        snap.file("reservoir.bin").read_bytes()
+    assert part_snap.file("model.json").read_bytes() == snap.file("model.json").read_bytes()
 
 
 def test_marginal_counts_skip_missing_values():

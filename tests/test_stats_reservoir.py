@@ -161,6 +161,18 @@ def test_restore_with_other_bit_generator():
     np.testing.assert_array_equal(back.rows, r.rows)
 
 
+def test_missing_values_round_trip_in_missing_mode():
+    rows = np.array([[0, 255, 1], [1, 1, 0], [255, 0, 255]], dtype=np.uint8)
+    r = RowReservoir(Schema.binary(3).with_missing(), capacity=2, seed=0).update(rows)
+    back = RowReservoir.from_bytes(r.to_bytes())
+    np.testing.assert_array_equal(back.rows, r.rows)
+    assert back.n_seen == 3 and (back.rows == 255).any()
+    complete = RowReservoir(Schema.binary(3), capacity=2, seed=0).update(rows[1:2])
+    complete._sample[0, 1] = 255  # written past validation: no state without missing mode
+    with pytest.raises(StatsFormatError, match="out of range"):
+        RowReservoir.from_bytes(complete.to_bytes())
+
+
 def test_corrupt_bytes_raise():
     data = feed(RowReservoir(INDEX_SCHEMA, capacity=4, seed=1), 0, 30, 8).to_bytes()
     for bad in (data[:-3], data[:20], data + b"x", b"SMNSTATS" + b"\x00" * 40):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from streammn.schema import Schema
+from streammn.schema import MISSING, Schema
 from streammn.stats.store import check_mergeable, expect, pack, rows_of, unpack
 
 _BIT_GENERATORS = {name: getattr(np.random, name)
@@ -134,7 +134,8 @@ class RowReservoir:
         expect(sample.dtype == np.uint8
                and sample.shape == (min(n_seen, capacity), schema.n_vars),
                cls, f"sample of shape {sample.shape} / {sample.dtype}")
-        expect(sample.shape[0] == 0 or bool((sample.max(axis=0) < schema.cardinalities).all()),
+        states = np.where(sample == MISSING, 0, sample) if schema.missing else sample
+        expect(sample.shape[0] == 0 or bool((states.max(axis=0) < schema.cardinalities).all()),
                cls, "sample values out of range of the schema")
         store._sample[:sample.shape[0]] = sample
         store.n_seen = n_seen
