@@ -681,6 +681,8 @@ class StreamLearner:
         if drift is not None:
             line += (f"  drift alarms {drift['alarms']} swaps {drift['swaps']} "
                      f"alternates {len(drift['alternating'])}")
+        if self.learner.schema.grows:  # new values mid-stream: the manifest's schema version
+            line += f"  schema version {self.learner.schema.version}"
         print(("done: " if final else "") + line, file=self.progress_stream, flush=True)
 
 
