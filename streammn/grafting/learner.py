@@ -59,18 +59,18 @@ def default_lambda(cards, n_rows: int, c: float = 2.0) -> float:
     Ravikumar et al. 2010), and C2 divides the norm by ``d_e = k^2``: hence
     ``sqrt(log(n) / N) / k^2``. Measured on planted Potts models with the true graph active at
     its unpenalised weights (benchmarks/grafting_lambda.py ``--ref-c 0``,
-    results/grafting_lambda_unpenalised.md), the noise in these units is 1.07-1.20 on trees,
-    grids, random and scale-free graphs with 2-5 states (in ``/ k^3`` units it spread x2.4
-    with ``k``), and the weakest true edge of strong couplings (0.8-1.5), with the rest of its
-    graph active, scores 5.6 and more at 20k rows on every family but scale-free. ``c = 2``
-    sits in that gap, nearer the noise: a scale-free graph's hub-to-hub edges score lower
-    (their endpoints are nearly fixed by their other neighbours), so the constant is kept as
-    low as the noise allows. With mixed cardinalities ``k`` is the mean.
+    results/grafting_lambda_unpenalised.md), the noise in these units is 0.99-1.20 on trees,
+    grids, random and scale-free graphs with 2-5 states, 2k-20k rows (in ``/ k^3`` units it
+    spread x2.7 with ``k``), and the weakest true edge of strong couplings (0.8-1.5), with the
+    rest of its graph active, scores 5.6 or more at 20k rows on trees, grids and random graphs,
+    2.7 at 2k rows, 2.1 and 1.7 on 3- and 2-state scale-free graphs (hub-to-hub edges: their
+    endpoints are nearly fixed by their other neighbours). ``c = 2`` clears the noise by 1.7x
+    and stays below all but the weakest hub edges. With mixed cardinalities ``k`` is the mean.
 
     (Scored at the *penalised* optimum, ``score_refit=False``, the noise is larger and is not
     sampling noise: the group L1 leaves every active edge's gradient at norm ``lambda d_e``,
     and pairs two hops apart inherit that unexplained dependence, worst around hubs and with 2
-    states; there ``lambda_c`` must be raised, about ``3 k``.)
+    states. ``lambda_c = 9 / k`` there gives the previous default, ``9 sqrt(log n / N) / k^3``.)
     """
     n = max(len(cards), 2)
     k2 = float(np.mean(np.asarray(cards, dtype=np.float64))) ** 2
