@@ -8,8 +8,8 @@ Eq. 5, :mod:`streammn.grafting.activation`). Statistics live in an
 pairs a strategy actually tests under the likelihood (for the past they are answered from the
 row reservoir), and the row reservoir that the default pseudo-likelihood objective and its
 scores (:mod:`streammn.grafting.pseudo_score`) are computed on. Why the defaults are what they
-are (pseudo-likelihood scores, climbing best-choice, data-scaled lambda, refit weights) is
-issue 16's diagnosis, summarised in the README's grafting section.
+are (pseudo-likelihood scores at unpenalised weights, climbing best-choice, data-scaled lambda,
+refit weights) is issue 16's diagnosis, summarised in the README's grafting section.
 
 Streaming: :meth:`partial_fit` counts each batch; every ``update_every`` rows it re-optimises on
 the current statistics and runs activation steps, so edges are added as data arrives.
