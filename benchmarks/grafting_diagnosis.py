@@ -1,7 +1,7 @@
 """Why false edges win: instrumented grafting runs on planted Potts models (issue 16, item 1).
 
-For each configuration (learner settings as JSON) on one planted model (graph family, n, 3
-states, couplings 0.8-1.5, 20,000 Gibbs rows), the run records for every activated edge: its
+For each configuration (learner settings as JSON) on one planted model (graph family, number of
+variables and of states, couplings 0.8-1.5, 20,000 Gibbs rows), the run records for every activated edge: its
 score over lambda when it was chosen (from the model it was scored against), whether it is a
 planted edge and its distance on the planted graph, its rank among all inactive pairs at that
 moment, and the state of inference and weights at that moment: for the likelihood objective the
@@ -12,7 +12,8 @@ weight norms of the false edges kept, and the same weights after re-optimising w
 L-BFGS iterations (and BP to 1e-6) to test whether they were merely under-optimised.
 
 Run: ``python benchmarks/grafting_diagnosis.py`` (the configurations of the issue-16 closing
-note); output ``benchmarks/results/grafting_diagnosis.json``.
+note); output ``benchmarks/results/grafting_diagnosis.json`` (the Ising scale-free runs, ``--only
+6 7``: ``grafting_diagnosis_ising.json``).
 """
 
 from __future__ import annotations
@@ -31,13 +32,18 @@ sys.path.insert(0, str(ROOT))
 from streammn.grafting import EdgeGrafting, planted_potts  # noqa: E402
 from streammn.grafting.bp import belief_propagation  # noqa: E402
 
+# family, n, states, learner settings
 CONFIGS = [
-    ("tree_loops", {"objective": "likelihood", "climb": False}),  # the state issue 16 found
-    ("tree_loops", {"objective": "likelihood", "strategy": "exhaustive"}),
-    ("tree_loops", {"objective": "likelihood"}),  # + climbing
-    ("random", {"objective": "likelihood"}),
-    ("random", {}),  # defaults: pseudo-likelihood scores
-    ("scale_free", {}),
+    ("tree_loops", 30, 3, {"objective": "likelihood", "climb": False}),  # issue 16's state
+    ("tree_loops", 30, 3, {"objective": "likelihood", "strategy": "exhaustive"}),
+    ("tree_loops", 30, 3, {"objective": "likelihood"}),  # + climbing
+    ("random", 30, 3, {"objective": "likelihood"}),
+    ("random", 30, 3, {}),  # defaults: pseudo-likelihood scores
+    ("scale_free", 30, 3, {}),
+    # the Ising scale-free graph: scores at the penalised optimum with the earlier lambda
+    # 9 sqrt(log n / N) / k^3, then the defaults (scores at the unpenalised weights)
+    ("scale_free", 50, 2, {"score_refit": False, "lambda_c": 4.5}),
+    ("scale_free", 50, 2, {}),
 ]
 
 
@@ -77,8 +83,8 @@ def false_weight_norms(learner, true) -> list[float]:
                   for k, e in enumerate(lay.edges.tolist()) if tuple(e) not in true)
 
 
-def run(family: str, params: dict, seed: int, rows: int) -> dict:
-    mrf = planted_potts(family, 30, states=3, coupling=(0.8, 1.5), seed=seed)
+def run(family: str, n: int, states: int, params: dict, seed: int, rows: int) -> dict:
+    mrf = planted_potts(family, n, states=states, coupling=(0.8, 1.5), seed=seed)
     data = mrf.sample(rows, seed=seed + 1, burn_in=200, thin=2, chains=8)
     true, graph = mrf.edges, nx.Graph(sorted(mrf.edges))
     learner = EdgeGrafting(mrf.schema, **params)
@@ -106,7 +112,7 @@ def run(family: str, params: dict, seed: int, rows: int) -> dict:
     kept = false_weight_norms(learner, true)
     learner.max_iter, learner.bp_tol, learner.bp_max_iter = 1000, 1e-6, 500
     learner.optimise()
-    out = {"family": family, "params": params, "true_edges": len(true), "edges": len(edges),
+    out = {"family": family, "n": n, "states": states, "params": params, "true_edges": len(true), "edges": len(edges),
            "recall": len(edges & true) / len(true),
            "precision": len(edges & true) / max(len(edges), 1),
            "false_activations": sum(not a["true"] for a in log),
@@ -126,7 +132,7 @@ def main(argv=None) -> None:
     p.add_argument("--out", default=str(ROOT / "benchmarks/results/grafting_diagnosis.json"))
     args = p.parse_args(argv)
     picked = [CONFIGS[k] for k in args.only] if args.only else CONFIGS
-    results = [run(family, params, args.seed, args.rows) for family, params in picked]
+    results = [run(*config, args.seed, args.rows) for config in picked]
     Path(args.out).write_text(json.dumps(results, indent=1))
 
 

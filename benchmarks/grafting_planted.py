@@ -201,8 +201,9 @@ def markdown(results: dict) -> str:
              f"Machine: {results['machine']} -- a shared machine under load from other jobs, "
              "so seconds are inflated and only comparable within one case.", "",
              *([results["notes"], ""] if results.get("notes") else []),
-             "Defaults: pseudo-likelihood objective and scores, lambda = 9 sqrt(log n / N) / "
-             "mean(card)^3, best-choice with local climbing. Test PLL: mean log "
+             "Defaults: pseudo-likelihood objective, scores at the active set's unpenalised "
+             "weights, lambda = 2 sqrt(log n / N) / mean(card)^2, best-choice with local "
+             "climbing. Test PLL: mean log "
              "pseudo-likelihood per test row (higher is better; 'met' allows "
              f"{PLL_TOLERANCE:g} for optimiser tolerance). L1-LR: per-variable "
              "L1 logistic regression at lambda = sqrt(log n / N), AND / OR, then PLL weights.",

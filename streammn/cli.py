@@ -73,7 +73,7 @@ def _parser() -> argparse.ArgumentParser:
                             "(default: 5000)")
     learn.add_argument("--lambda", dest="lambda_", type=opt.positive_float, default=None,
                        help="grafting: group-L1 strength and activation threshold "
-                            "(default: scaled to the data, c*sqrt(log n / N) / mean(card)^3)")
+                            "(default: scaled to the data, c*sqrt(log n / N) / mean(card)^2)")
     learn.add_argument("--strategy", choices=["best_choice", "first_hit", "exhaustive"],
                        default="best_choice", help="grafting: edge search (default: best_choice)")
     learn.add_argument("--alpha", type=opt.unit_interval, default=0.5,

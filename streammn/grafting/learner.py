@@ -8,8 +8,8 @@ Eq. 5, :mod:`streammn.grafting.activation`). Statistics live in an
 pairs a strategy actually tests under the likelihood (for the past they are answered from the
 row reservoir), and the row reservoir that the default pseudo-likelihood objective and its
 scores (:mod:`streammn.grafting.pseudo_score`) are computed on. Why the defaults are what they
-are (pseudo-likelihood scores, climbing best-choice, data-scaled lambda, refit weights) is
-issue 16's diagnosis, summarised in the README's grafting section.
+are (pseudo-likelihood scores at unpenalised weights, climbing best-choice, data-scaled lambda,
+refit weights) is issue 16's diagnosis, summarised in the README's grafting section.
 
 Streaming: :meth:`partial_fit` counts each batch; every ``update_every`` rows it re-optimises on
 the current statistics and runs activation steps, so edges are added as data arrives.
@@ -47,31 +47,34 @@ class GraftingStateError(DataError):
     """A serialised EdgeGrafting state could not be read."""
 
 
-def default_lambda(cards, n_rows: int, c: float = 9.0) -> float:
-    """The data-scaled default group-L1 strength ``c * sqrt(log(n) / N) / mean(card)^3``.
+def default_lambda(cards, n_rows: int, c: float = 2.0) -> float:
+    """The data-scaled default group-L1 strength ``c * sqrt(log(n) / N) / mean(card)^2``.
 
-    Test C2 must let every true edge in and keep the rest out. What it has to keep out is
-    noise: the largest score among the ``~n^2 / 2`` pairs that are independent given the true
-    graph. A pair's gradient (``k x k`` cells of probability about ``1 / k^2``) has per-cell
-    standard deviation about ``1 / (k sqrt(N))``; its maximum over the pairs grows like
-    ``sqrt(log n)`` times that (sparse-recovery theory, Ravikumar et al. 2010), and C2 divides
-    the norm by ``d_e = k^2``: hence ``sqrt(log(n) / N) / k^3``. Measured on planted Potts models
-    (benchmarks/grafting_lambda.py, results/grafting_lambda.md: the largest non-edge score with
-    the true graph active, and the smallest score of a true edge with the rest of the graph
-    active, on trees, grids, random sparse and scale-free graphs, 2-5 states, n = 30-200,
-    2k-50k rows), the noise in these units lies between 5.4 and 7.1 on every family but
-    scale-free (spread x1.3; in units of ``/ k^2`` it spread x2.6 with the number of states),
-    and the weakest true edge of strong couplings (0.8-1.5) scores at least 11 (2k rows; 18 and
-    more at 20k). ``c = 9`` sits in the middle of that gap. Scale-free graphs are the exception
-    (noise 8.4-11 at hubs): there the noise is not sampling noise but the group L1's shrinkage
-    of the hubs' many true edges leaking into their neighbours' pairs (with unpenalised weights
-    the largest non-edge score is 3.2 units; at c = 9's optimum, 14), so it grows with c and no
-    constant removes it (scale-free n = 50: precision 0.81 at the old ``2 / k^2``, i.e. 6 here,
-    0.86 at 9, 0.88 at 11). With mixed cardinalities ``k`` is the mean.
+    Test C2 must let every true edge in and keep the rest out. What it has to keep out, once the
+    scores are taken at the active set's unpenalised weights (``score_refit``, the default), is
+    sampling noise: the largest score among the ``~n^2 / 2`` pairs that are independent given
+    the true graph. A pair's gradient (``k x k`` cells of probability about ``1 / k^2``) has
+    per-cell standard deviation about ``1 / (k sqrt(N))``, its norm about ``1 / sqrt(N)``; the
+    maximum over the pairs grows like ``sqrt(log n)`` times that (sparse-recovery theory,
+    Ravikumar et al. 2010), and C2 divides the norm by ``d_e = k^2``: hence
+    ``sqrt(log(n) / N) / k^2``. Measured on planted Potts models with the true graph active at
+    its unpenalised weights (benchmarks/grafting_lambda.py ``--ref-c 0``,
+    results/grafting_lambda_unpenalised.md), the noise in these units is 0.99-1.20 on trees,
+    grids, random and scale-free graphs with 2-5 states, 2k-20k rows (in ``/ k^3`` units it
+    spread x2.7 with ``k``), and the weakest true edge of strong couplings (0.8-1.5), with the
+    rest of its graph active, scores 5.6 or more at 20k rows on trees, grids and random graphs,
+    2.7 at 2k rows, 2.1 and 1.7 on 3- and 2-state scale-free graphs (hub-to-hub edges: their
+    endpoints are nearly fixed by their other neighbours). ``c = 2`` clears the noise by 1.7x
+    and stays below all but the weakest hub edges. With mixed cardinalities ``k`` is the mean.
+
+    (Scored at the *penalised* optimum, ``score_refit=False``, the noise is larger and is not
+    sampling noise: the group L1 leaves every active edge's gradient at norm ``lambda d_e``,
+    and pairs two hops apart inherit that unexplained dependence, worst around hubs and with 2
+    states. ``lambda_c = 9 / k`` there gives the previous default, ``9 sqrt(log n / N) / k^3``.)
     """
     n = max(len(cards), 2)
-    k3 = float(np.mean(np.asarray(cards, dtype=np.float64))) ** 3
-    return c * math.sqrt(math.log(n) / max(int(n_rows), 1)) / k3
+    k2 = float(np.mean(np.asarray(cards, dtype=np.float64))) ** 2
+    return c * math.sqrt(math.log(n) / max(int(n_rows), 1)) / k2
 
 
 class EdgeGrafting(Estimator):
@@ -83,9 +86,9 @@ class EdgeGrafting(Estimator):
         The variables (any cardinalities).
     lambda_ : float or None, default None
         Group-L1 strength (per-row scale); also the activation threshold of test C2. None: the
-        data-scaled default ``lambda_c * sqrt(log(n_vars) / n_rows) / mean(card)^3`` (see
+        data-scaled default ``lambda_c * sqrt(log(n_vars) / n_rows) / mean(card)^2`` (see
         :func:`default_lambda`), recomputed from the rows seen at every optimisation.
-    lambda_c : float, default 9.0
+    lambda_c : float, default 2.0
         The constant of the data-scaled default lambda (ignored when ``lambda_`` is given),
         chosen on planted Potts models (:func:`default_lambda`, README).
     lambda2 : float, default 0.001
@@ -130,14 +133,15 @@ class EdgeGrafting(Estimator):
     refit : bool, default True
         Publish the active set's weights re-optimised without the group L1 (see
         :attr:`model_theta`).
-    score_refit : bool, default False
+    score_refit : bool, default True
         Score inactive pairs against the active set's weights re-optimised without the group
-        L1 (one more optimisation per step) instead of the penalised optimum. The L1's
-        shrinkage of a hub's many true edges leaks into its neighbours' pairs and lets false
-        edges pass C2 (scale-free n = 50: largest non-edge score 14 units at c = 9's optimum,
-        3.2 unpenalised); with this and ``lambda_c=4.5`` that case gave 96 of 96 edges, none
-        false, but the 5-state grid 83 edges for 49 (issue 16; README): not the default until
-        its lambda has been studied.
+        L1 (one more optimisation per step) instead of the penalised optimum. At the penalised
+        optimum every active edge's gradient keeps norm ``lambda d_e`` (the L1's shrinkage),
+        and pairs two hops apart inherit that unexplained dependence: with strong couplings,
+        around hubs and with 2 states it passes C2 (Ising scale-free n = 50: 188 edges for 96,
+        the false ones entering at 1.0-1.2 lambda one after another; issue 16, README). Unpenalised,
+        the non-edges' scores are sampling noise (see :func:`default_lambda`). False: the
+        paper's test at the penalised optimum (raise ``lambda_c``, see there).
     seed : int, default 0
         Randomness (edge sampling, row reservoir).
 
@@ -155,7 +159,7 @@ class EdgeGrafting(Estimator):
     -4.059
     """
 
-    def __init__(self, schema: Schema, lambda_: float | None = None, lambda_c: float = 9.0,
+    def __init__(self, schema: Schema, lambda_: float | None = None, lambda_c: float = 2.0,
                  lambda2: float = 0.001,
                  strategy: str = "best_choice", alpha: float = 0.5,
                  reservoir_size: int | None = None, t_max: int | None = None, rho0: float = 0.0,
@@ -165,7 +169,7 @@ class EdgeGrafting(Estimator):
                  bp_damping: float = 0.5,
                  bp_tol: float = 1e-3, bp_max_iter: int = 60, update_every: int = 10000,
                  steps_per_update: int | None = None, stats_reservoir: int = 20000,
-                 refit: bool = True, score_refit: bool = False, seed: int = 0):
+                 refit: bool = True, score_refit: bool = True, seed: int = 0):
         if strategy not in STRATEGIES:
             raise GraftingError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
         if objective not in OBJECTIVES:
@@ -231,6 +235,7 @@ class EdgeGrafting(Estimator):
         self.active: set[tuple[int, int]] = set()
         self.layout = PairwiseLayout(self.cards, np.empty((0, 2), np.int64))
         self.theta = np.zeros(self.layout.size)
+        self.score_theta = self.theta
         self._inference = None  # model marginals at the current weights (inference module)
         self._messages: np.ndarray | None = None
         self._infer_from: np.ndarray | None = None
@@ -313,6 +318,7 @@ class EdgeGrafting(Estimator):
         weights = self.theta
         if self.score_refit:
             weights = minimise(self._objective(0.0), self.theta, self.max_iter)[0]
+        self.score_theta = weights  # the weights the activation scores are taken at
         if self.objective == "pseudo":
             self._inference = PseudoScorer(self.layout, weights, self.stats.reservoir.rows)
             return
