@@ -11,7 +11,7 @@ import numba
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from streammn.trees import kernels, missing
+from streammn.trees import counting, kernels, missing
 from streammn.trees.forest import Forest
 
 _NO_LEAVES = np.zeros((0, 0), dtype=np.int32)  # row_leaf when no row's leaves are kept
@@ -115,7 +115,8 @@ class LeafStats:
         """Route ``rows`` through the given trees (default all) and count them at their leaves
         (target counts of every leaf when ``count_leaves``, statistics of active leaves); with
         ``grace > 0`` return the slots whose rows since ``last_attempt`` reached exactly
-        ``grace`` during the call (each slot at most once, as the count passes it once).
+        ``grace`` during the call (each slot at most once, as the count passes it once; in
+        no particular order).
         ``dest``/``row_leaf``: also write row ``r``'s leaf in tree ``t`` to ``row_leaf[t,
         dest[r]]`` where ``dest[r] >= 0`` (the replay buffer's leaves, routed once)."""
         f = self.forest
@@ -126,13 +127,16 @@ class LeafStats:
         n_blocks = self._blocks(trees.shape[0], rows.shape[0] * trees.shape[0])
         due = np.empty((n_blocks, self.slot_node.shape[0] if grace > 0 else 1), dtype=np.int64)
         n_due = np.zeros(n_blocks, dtype=np.int64)
-        kernel = kernels.accumulate if n_blocks == 1 else kernels.accumulate_parallel
+        kernel = counting.accumulate if n_blocks == 1 else counting.accumulate_parallel
         if dest is None:
             dest, row_leaf = np.full(rows.shape[0], -1, dtype=np.int64), _NO_LEAVES
-        table, tree_steps = kernels.routing_table(f.links, f.tree, f.depth, f.roots.shape[0])
-        kernel(rows, self.indicators(rows), trees, f.roots, table, tree_steps, f.slot, f.counts,
-               count_leaves, self.tot, self.stats, self.n, self.last_attempt, grace, due, n_due,
-               dest, row_leaf)
+        n = f.n_nodes
+        table, tree_steps, tree_nodes = kernels.routing_table(f.links[:n], f.tree[:n],
+                                                              f.depth[:n], f.roots.shape[0])
+        kernel(rows, counting.value_bits(rows, f.max_card), counting.lanes(self.indicators(rows)),
+               self.K, f.cards, trees, f.roots, f.links, table, tree_steps, tree_nodes, f.slot,
+               f.counts, count_leaves, self.tot, self.stats, self.n, self.last_attempt, grace,
+               due, n_due, dest, row_leaf)
         return np.concatenate([due[b, :n_due[b]] for b in range(n_blocks)])
 
     def add_at_roots(self, rows: np.ndarray, trees: np.ndarray) -> None:
