@@ -184,12 +184,15 @@ def _tree_by_bits(t, n, bits, card, lanes, K, root, links, node_slot, node_count
                 for w in range(W):
                     masks[sp, w] = masks[sp + 1, w]
             continue
+        s = node_slot[node]
+        if s < 0 and not count_leaves and not keep_leaves:
+            sp -= 1  # nothing to count at this leaf
+            continue
         if keep_leaves:
             for i in range(_extract(masks[sp], W, order)):
                 keep = dest[order[i]]
                 if keep >= 0:
                     row_leaf[t, keep] = node
-        s = node_slot[node]
         total = 0
         for y in range(card):  # group (node, y): the leaf's rows with target value y
             c = 0
@@ -346,3 +349,88 @@ def accumulate_parallel(rows, bits, lanes, K, cards, trees, roots, links, table,
                              (b + 1) * T // n_blocks, roots, links, table, tree_steps,
                              tree_nodes, node_slot, node_counts, count_leaves, tot, stats,
                              slot_n, slot_last, grace, due[b], dest, row_leaf)
+
+
+@nb.njit(cache=True, inline="always")
+def _flush(gacc, g, stats, s, y, K):
+    for k in range(K):
+        stats[s, y, k] += gacc[g, k]
+    for k in range(gacc.shape[1]):
+        gacc[g, k] = 0
+
+
+@nb.njit(cache=True)
+def _advance_rows(rows, lanes, K, trees, q0, q1, links, node_slot, tot, stats, row_node,
+                  max_groups):
+    """Trees ``trees[q0:q1]``, one after another: move every row down from its remembered
+    node ``row_node[t, r]`` to its leaf. A row at an active leaf is added to the ``uint8``
+    lanes of its (slot, target value) group, flushed to the counters every 255 rows and at
+    the tree's end. Unlike :func:`accumulate`'s sorted groups, the rows are read in order:
+    here the batch is a whole replay buffer, far larger than the cache, while the groups'
+    lanes are small."""
+    n = rows.shape[0]
+    C = stats.shape[1]
+    width = lanes.shape[1]
+    group_of_key = np.full(stats.shape[0] * C, -1, dtype=np.int32)
+    group_key = np.empty(max_groups, dtype=np.int32)
+    group_rows = np.empty(max_groups, dtype=np.int32)
+    gacc = np.zeros((max_groups, width), dtype=np.uint8)
+    for q in range(q0, q1):
+        t = trees[q]
+        n_groups = 0
+        nodes = row_node[t]
+        for r in range(n):
+            node = nodes[r]
+            v = links[node, 0]
+            if v >= 0:
+                row = rows[r]
+                while v >= 0:
+                    node = links[node, 2 + (row[v] != links[node, 1])]
+                    v = links[node, 0]
+                nodes[r] = node
+            s = node_slot[node]
+            if s < 0:  # most rows, on later levels: their row is not read at all
+                continue
+            y = rows[r, t]
+            if y == MISSING:
+                continue
+            tot[s, y] += 1
+            key = s * C + y
+            g = group_of_key[key]
+            if g < 0:
+                g = n_groups
+                n_groups += 1
+                group_of_key[key] = g
+                group_key[g] = key
+                group_rows[g] = 0
+            for k in range(width):
+                gacc[g, k] += lanes[r, k]
+            group_rows[g] += 1
+            if group_rows[g] == LANE_ROWS:
+                _flush(gacc, g, stats, s, y, K)
+                group_rows[g] = 0
+        for g in range(n_groups):
+            key = group_key[g]
+            group_of_key[key] = -1
+            _flush(gacc, g, stats, key // C, key % C, K)
+
+
+@nb.njit(cache=True)
+def accumulate_cached(rows, lanes, K, trees, links, node_slot, tot, stats, row_node,
+                      max_groups):
+    """Exact mode: like :func:`accumulate` (active slots' statistics only), with every row's
+    current node per tree remembered in ``row_node[t, r]`` (rows of this batch), so each level
+    moves a row down from where it was instead of routing it from the root. ``max_groups``:
+    at least the target values times the active leaves of any one tree."""
+    _advance_rows(rows, lanes, K, trees, 0, trees.shape[0], links, node_slot, tot, stats,
+                  row_node, max_groups)
+
+
+@nb.njit(cache=True, parallel=True)
+def accumulate_cached_parallel(rows, lanes, K, trees, links, node_slot, tot, stats, row_node,
+                               max_groups, n_blocks):
+    """:func:`accumulate_cached` over ``n_blocks`` blocks of trees in parallel."""
+    T = trees.shape[0]
+    for b in nb.prange(n_blocks):
+        _advance_rows(rows, lanes, K, trees, b * T // n_blocks, (b + 1) * T // n_blocks,
+                      links, node_slot, tot, stats, row_node, max_groups)
