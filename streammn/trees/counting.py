@@ -150,7 +150,7 @@ def _due(s, c, slot_n, slot_last, grace, due, n_due):
 @nb.njit(cache=True)
 def _tree_by_bits(t, n, bits, card, lanes, K, root, links, node_slot, node_counts,
                   count_leaves, tot, stats, slot_n, slot_last, grace, due, n_due, dest,
-                  row_leaf, keep_leaves, masks, stack, order, group, acc):
+                  row_leaf, keep_leaves, masks, stack, order, group, acc, leaf_of_row):
     """Bit-sliced routing of the batch through tree ``t`` and counting at its leaves."""
     W = masks.shape[1]
     for w in range(W):
@@ -188,11 +188,13 @@ def _tree_by_bits(t, n, bits, card, lanes, K, root, links, node_slot, node_count
         if s < 0 and not count_leaves and not keep_leaves:
             sp -= 1  # nothing to count at this leaf
             continue
-        if keep_leaves:
-            for i in range(_extract(masks[sp], W, order)):
-                keep = dest[order[i]]
-                if keep >= 0:
-                    row_leaf[t, keep] = node
+        if keep_leaves:  # a masked store per word (vectorised), rather than bit by bit
+            for w in range(W):
+                x = masks[sp, w]
+                if x:
+                    for i in range(64):
+                        if (x >> np.uint64(i)) & np.uint64(1):
+                            leaf_of_row[64 * w + i] = node
         total = 0
         for y in range(card):  # group (node, y): the leaf's rows with target value y
             c = 0
@@ -212,6 +214,10 @@ def _tree_by_bits(t, n, bits, card, lanes, K, root, links, node_slot, node_count
         if s >= 0 and grace > 0 and total > 0:
             n_due = _due(s, total, slot_n, slot_last, grace, due, n_due)
         sp -= 1
+    if keep_leaves:
+        for r in range(n):
+            if dest[r] >= 0:
+                row_leaf[t, dest[r]] = leaf_of_row[r]
     return n_due
 
 
@@ -292,6 +298,7 @@ def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, t
     stack = np.empty(depth + 2, dtype=np.int32)
     group = np.empty(W, dtype=np.uint64)
     order = np.empty(n, dtype=np.int32)
+    leaf_of_row = np.empty(64 * W, dtype=np.int32)
     acc = np.zeros(lanes.shape[1], dtype=np.uint8)
     group_of_key = np.zeros(0, dtype=np.int32)  # row routing's scratch, made when needed
     leaves = np.empty(n, dtype=np.int32)
@@ -308,7 +315,7 @@ def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, t
             n_due = _tree_by_bits(t, n, bits, cards[t], lanes, K, roots[t], links, node_slot,
                                   node_counts, count_leaves, tot, stats, slot_n, slot_last,
                                   grace, due, n_due, dest, row_leaf, keep_leaves, masks, stack,
-                                  order, group, acc)
+                                  order, group, acc, leaf_of_row)
         else:
             if group_of_key.shape[0] == 0:
                 group_of_key = np.full(node_counts.shape[0] * stats.shape[1], -1,
