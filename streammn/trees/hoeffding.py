@@ -65,7 +65,7 @@ import math
 import numpy as np
 
 from streammn.trees import kernels, missing
-from streammn.trees.exact import SourcePasses, grow_level_wise
+from streammn.trees.exact import grow_level_wise
 from streammn.trees.forest import Forest
 from streammn.trees.criterion import (AUTO, DEFAULT_ALPHA, DEFAULT_MIN_GAIN_PER_ROW,
                                      n_candidates, significance_threshold, split_penalty)
@@ -82,22 +82,25 @@ STATS_DTYPE = np.int32  # half the memory traffic of int64; see _retire_full_slo
 _FULL = np.iinfo(STATS_DTYPE).max
 
 
-class _BufferedRows:
-    """The replay buffer's rows as the re-readable source exact growth reads: one batch,
-    already validated (they were when they arrived)."""
+class _BufferPasses:
+    """Exact growth's passes (:data:`streammn.trees.exact.CountPass`) over the replay buffer's
+    rows, held in memory: the first at the roots as a co-occurrence count, the others by the
+    segmented count (:mod:`streammn.trees.counting`) with the rows' bitmaps and lanes made
+    once, whose bit-sliced routing costs a tree's nodes times the buffer's words per pass
+    rather than a step per row and tree."""
 
-    def __init__(self, rows: np.ndarray):
+    def __init__(self, rows: np.ndarray, stats: LeafStats):
         self.rows = rows
-        self.n_rows = rows.shape[0]
+        self.prepared = stats.prepare(rows)
+        self.n_passes = 0
 
-    def rewind(self) -> None:
-        pass
-
-    def __iter__(self):
-        yield self
-
-    def describe(self) -> str:
-        return "the replay buffer"
+    def __call__(self, forest: Forest, stats: LeafStats, chunk: np.ndarray,
+                 trees: np.ndarray) -> None:
+        if self.n_passes == 0 and np.array_equal(chunk, forest.roots[trees]):
+            stats.add_at_roots(self.rows, trees)
+        else:
+            stats.add(self.rows, count_leaves=False, trees=trees, prepared=self.prepared)
+        self.n_passes += 1
 
 
 class HoeffdingGrower:
@@ -257,8 +260,8 @@ class HoeffdingGrower:
         over a finite file of up to ``replay_rows`` rows should give, so it replaces the trees
         at doubling row counts. Each leaf of the rebuilt trees has had one look (the exact
         pass), so its looks go on from ``k = 2``. The new leaves keep the statistics the exact
-        pass that decided them counted; a last pass moves the rows on from the nodes where the
-        exact passes left them and counts only the leaves too small to have been tried. Costs
+        pass that decided them counted; a last pass routes the rows to their leaves (the
+        buffer's leaves) and counts only the leaves too small to have been tried. Costs
         an exact fit on the buffer; summed over the doubling points, about twice that for the
         full buffer, once per stream. Afterwards growth is plain Hoeffding
         growth."""
@@ -266,7 +269,7 @@ class HoeffdingGrower:
         self.rebuild_count += 1
         rows = self._buf[:self._buf_len]
         fresh = Forest(f.schema, prior=f.prior)
-        passes = SourcePasses(_BufferedRows(rows), cache_bytes=self._buf_leaf.nbytes)
+        passes = _BufferPasses(rows, st)
         final = []  # statistics of the exact trees' leaves, from the pass that decided them
         grow_level_wise(fresh, None, AUTO, self.min_count, self.max_depth,
                         max(1, self.leaf_budget), st.n_threads, count_pass=passes,
@@ -278,18 +281,17 @@ class HoeffdingGrower:
             missing.recount_observed(f, [rows])
         self._has_inactive = False
         self._enforce_budget(self._eligible(f.leaves()))
-        # the rows' nodes from the last pass: seeding moves them on to their leaves and counts
+        # seeding routes the rows to their leaves (kept as the buffer's leaves) and counts
         # them only at leaves the exact passes never counted (too small to be tried)
-        row_node = passes.row_node  # the buffer's leaf array has room for it, so it exists
         known = np.concatenate([leaf_stats[0] for leaf_stats in final])
         counting = f.slot.copy()
         counting[known] = -1
-        st.add_cached(rows, np.arange(f.schema.n_vars, dtype=np.int64), row_node, counting)
+        st.add(rows, count_leaves=False, dest=np.arange(rows.shape[0], dtype=np.int64),
+               row_leaf=self._buf_leaf, node_slot=counting, prepared=passes.prepared)
         slots = f.slot[known]
         active = slots >= 0
         st.tot[slots[active]] = np.concatenate([leaf_stats[1] for leaf_stats in final])[active]
         st.stats[slots[active]] = np.concatenate([leaf_stats[2] for leaf_stats in final])[active]
-        self._buf_leaf[:, :rows.shape[0]] = row_node
         slots = np.flatnonzero(st.slot_node >= 0).astype(np.int64)
         st.n[slots] = st.tot[slots].sum(axis=1)
         st.attempts[slots] = 1

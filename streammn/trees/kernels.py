@@ -81,10 +81,12 @@ LANES = 8  # rows routed in lockstep by _route_fixed
 @nb.njit(cache=True)
 def routing_table(links, node_tree, node_depth, n_trees):
     """``links`` with every leaf made a self-loop (its test ``x_0 != -1`` always sends a row to
-    itself), and the depth of every tree: ``tree-depth`` unconditional steps from the root take
-    any row to its leaf, with no branch on whether it got there (see :func:`_route_fixed`)."""
+    itself), the depth of every tree (``tree-depth`` unconditional steps from the root take
+    any row to its leaf, with no branch on whether it got there, see :func:`_route_fixed`) and
+    the number of nodes of every tree."""
     table = links.copy()
     depth = np.zeros(n_trees, dtype=np.int64)
+    nodes = np.zeros(n_trees, dtype=np.int64)
     for node in range(links.shape[0]):
         if links[node, 0] < 0:
             table[node, 0] = 0
@@ -92,9 +94,10 @@ def routing_table(links, node_tree, node_depth, n_trees):
             table[node, 2] = node
             table[node, 3] = node
         t = node_tree[node]
+        nodes[t] += 1
         if node_depth[node] > depth[t]:
             depth[t] = node_depth[node]
-    return table, depth
+    return table, depth, nodes
 
 
 @nb.njit(cache=True)
@@ -121,143 +124,6 @@ def _route_fixed(rows, root, steps, table, leaves):
         for _ in range(steps):
             node = table[node, 2 + (rows[r, table[node, 0]] != table[node, 1])]
         leaves[r] = node
-
-
-@nb.njit(cache=True)
-def _add_rows(rows, indicators, trees, q0, q1, roots, table, tree_steps, node_slot, node_counts,
-              count_leaves, tot, stats, slot_n, slot_last, grace, due, dest, row_leaf):
-    """Add rows to trees ``trees[q0:q1]``; record in ``due`` the slots reaching ``grace`` new
-    rows; write the leaf of row ``r`` in tree ``t`` to ``row_leaf[t, dest[r]]`` where
-    ``dest[r] >= 0`` (the replay buffer's positions, so buffered rows need no second routing).
-
-    Trees are outer and rows inner: one tree's nodes and slots stay in cache while the batch's
-    rows (a grace period: a few kilobytes) stream through it, instead of every row touching a
-    slot in every tree. Per tree, three passes over the rows: route them
-    (:func:`_route_fixed`); do the per-row bookkeeping (leaf counts, slot totals, due
-    slots), leaving each row's slot; add the indicator rows into their slots' statistics. The
-    last is a tight loop the vectoriser handles well (64 columns per iteration) once the
-    bookkeeping's many live values are out of it. Counts are integers, so the order of the
-    additions does not change them; a slot is due when its count passes ``grace`` during the
-    call, found once whatever the order."""
-    n_due = 0
-    K = indicators.shape[1]
-    n = rows.shape[0]
-    leaves = np.empty(n, dtype=np.int32)
-    for q in range(q0, q1):
-        t = trees[q]
-        _route_fixed(rows, roots[t], tree_steps[t], table, leaves)
-        for r in range(n):  # bookkeeping; leaves[r] becomes the row's slot (-1: none)
-            leaf = leaves[r]
-            y = rows[r, t]
-            keep = dest[r]
-            if keep >= 0:
-                row_leaf[t, keep] = leaf
-            if y == MISSING:  # missing target: routed, not counted (streammn.trees.missing)
-                leaves[r] = -1
-                continue
-            if count_leaves:
-                node_counts[leaf, y] += 1
-            s = node_slot[leaf]
-            leaves[r] = s
-            if s < 0:
-                continue
-            tot[s, y] += 1
-            if grace > 0:
-                slot_n[s] += 1
-                if slot_n[s] - slot_last[s] == grace:
-                    due[n_due] = s
-                    n_due += 1
-        for r in range(n):  # the counting
-            s = leaves[r]
-            if s < 0:
-                continue
-            dst = stats[s, rows[r, t]]
-            src = indicators[r]
-            for k in range(K):
-                dst[k] += src[k]
-    return n_due
-
-
-@nb.njit(cache=True)
-def accumulate(rows, indicators, trees, roots, table, tree_steps, node_slot, node_counts,
-               count_leaves, tot, stats, slot_n, slot_last, grace, due, n_due, dest, row_leaf):
-    """Route every row through the listed trees and add its statistics to its leaf's slot.
-    ``table`` and ``tree_steps`` come from :func:`routing_table` of the forest's links.
-
-    Trees are outer and rows inner (see :func:`_add_rows`).
-    With ``count_leaves`` every row also adds to ``node_counts[leaf, y]`` (the leaf
-    distribution), active leaf or not. When ``grace > 0``, slots whose row count since their
-    last split attempt reaches ``grace`` are written to ``due[0, :n_due[0]]`` (Hoeffding mode).
-    Rows with ``dest[r] >= 0`` have their leaves written to ``row_leaf[:, dest[r]]``.
-    """
-    n_due[0] = _add_rows(rows, indicators, trees, 0, trees.shape[0], roots, table, tree_steps,
-                         node_slot, node_counts, count_leaves, tot, stats, slot_n, slot_last,
-                         grace, due[0], dest, row_leaf)
-
-
-@nb.njit(cache=True, parallel=True)
-def accumulate_parallel(rows, indicators, trees, roots, table, tree_steps, node_slot, node_counts,
-                        count_leaves, tot, stats, slot_n, slot_last, grace, due, n_due, dest,
-                        row_leaf):
-    """:func:`accumulate` with the trees cut into ``due.shape[0]`` blocks run in parallel (each
-    block writes only its own trees' nodes, slots and ``row_leaf`` rows, and its own
-    ``due[block]``)."""
-    T = trees.shape[0]
-    n_blocks = due.shape[0]
-    for b in nb.prange(n_blocks):
-        n_due[b] = _add_rows(rows, indicators, trees, b * T // n_blocks, (b + 1) * T // n_blocks,
-                             roots, table, tree_steps, node_slot, node_counts, count_leaves,
-                             tot, stats, slot_n, slot_last, grace, due[b], dest, row_leaf)
-
-
-@nb.njit(cache=True)
-def _advance_rows(rows, indicators, trees, q0, q1, links, node_slot, tot, stats, row_node):
-    """Trees ``trees[q0:q1]``, one after another (their nodes and slots stay in cache, as in
-    :func:`_add_rows`): move every row down from its remembered node ``row_node[t, r]`` to its
-    leaf and count it there if the leaf is active."""
-    K = indicators.shape[1]
-    for q in range(q0, q1):
-        t = trees[q]
-        nodes = row_node[t]
-        for r in range(rows.shape[0]):
-            node = nodes[r]
-            v = links[node, 0]
-            if v >= 0:
-                row = rows[r]
-                while v >= 0:
-                    node = links[node, 2 + (row[v] != links[node, 1])]
-                    v = links[node, 0]
-                nodes[r] = node
-            s = node_slot[node]
-            if s < 0:  # most rows, on later levels: their row is not read at all
-                continue
-            y = rows[r, t]
-            if y == MISSING:
-                continue
-            tot[s, y] += 1
-            dst = stats[s, y]
-            src = indicators[r]
-            for k in range(K):
-                dst[k] += src[k]
-
-
-@nb.njit(cache=True)
-def accumulate_cached(rows, indicators, trees, links, node_slot, tot, stats, row_node):
-    """Exact mode: like :func:`accumulate` (active slots' statistics only), with every row's
-    current node per tree remembered in ``row_node[t, r]`` (rows of this batch), so each level
-    moves a row down from where it was instead of routing it from the root."""
-    _advance_rows(rows, indicators, trees, 0, trees.shape[0], links, node_slot, tot, stats,
-                  row_node)
-
-
-@nb.njit(cache=True, parallel=True)
-def accumulate_cached_parallel(rows, indicators, trees, links, node_slot, tot, stats, row_node,
-                               n_blocks):
-    """:func:`accumulate_cached` over ``n_blocks`` blocks of trees in parallel."""
-    T = trees.shape[0]
-    for b in nb.prange(n_blocks):
-        _advance_rows(rows, indicators, trees, b * T // n_blocks, (b + 1) * T // n_blocks,
-                      links, node_slot, tot, stats, row_node)
 
 
 @nb.njit(cache=True)

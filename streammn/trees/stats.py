@@ -11,7 +11,7 @@ import numba
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from streammn.trees import kernels, missing
+from streammn.trees import counting, kernels, missing
 from streammn.trees.forest import Forest
 
 _NO_LEAVES = np.zeros((0, 0), dtype=np.int32)  # row_leaf when no row's leaves are kept
@@ -109,15 +109,25 @@ class LeafStats:
             grown[:old] = getattr(self, name)
             setattr(self, name, grown)
 
+    def prepare(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """What :meth:`add` derives from ``rows`` (their value bitmaps and indicator lanes,
+        see :mod:`streammn.trees.counting`), for a caller that adds the same rows again."""
+        return (counting.value_bits(rows, self.forest.max_card),
+                counting.lanes(self.indicators(rows)))
+
     def add(self, rows: np.ndarray, grace: int = 0, count_leaves: bool = True,
             trees: np.ndarray | None = None, dest: np.ndarray | None = None,
-            row_leaf: np.ndarray | None = None) -> np.ndarray:
+            row_leaf: np.ndarray | None = None, node_slot: np.ndarray | None = None,
+            prepared: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
         """Route ``rows`` through the given trees (default all) and count them at their leaves
         (target counts of every leaf when ``count_leaves``, statistics of active leaves); with
         ``grace > 0`` return the slots whose rows since ``last_attempt`` reached exactly
-        ``grace`` during the call (each slot at most once, as the count passes it once).
+        ``grace`` during the call (each slot at most once, as the count passes it once; in
+        no particular order).
         ``dest``/``row_leaf``: also write row ``r``'s leaf in tree ``t`` to ``row_leaf[t,
-        dest[r]]`` where ``dest[r] >= 0`` (the replay buffer's leaves, routed once)."""
+        dest[r]]`` where ``dest[r] >= 0`` (the replay buffer's leaves, routed once).
+        ``node_slot``: count only at the leaves it gives a slot (default: every active leaf);
+        ``prepared``: :meth:`prepare` of ``rows``."""
         f = self.forest
         if self.tot.shape[0] == 0:  # kernels need at least one (unused) slot row
             self._grow(1)
@@ -126,13 +136,17 @@ class LeafStats:
         n_blocks = self._blocks(trees.shape[0], rows.shape[0] * trees.shape[0])
         due = np.empty((n_blocks, self.slot_node.shape[0] if grace > 0 else 1), dtype=np.int64)
         n_due = np.zeros(n_blocks, dtype=np.int64)
-        kernel = kernels.accumulate if n_blocks == 1 else kernels.accumulate_parallel
+        kernel = counting.accumulate if n_blocks == 1 else counting.accumulate_parallel
         if dest is None:
             dest, row_leaf = np.full(rows.shape[0], -1, dtype=np.int64), _NO_LEAVES
-        table, tree_steps = kernels.routing_table(f.links, f.tree, f.depth, f.roots.shape[0])
-        kernel(rows, self.indicators(rows), trees, f.roots, table, tree_steps, f.slot, f.counts,
-               count_leaves, self.tot, self.stats, self.n, self.last_attempt, grace, due, n_due,
-               dest, row_leaf)
+        n = f.n_nodes
+        table, tree_steps, tree_nodes = kernels.routing_table(f.links[:n], f.tree[:n],
+                                                              f.depth[:n], f.roots.shape[0])
+        bits, lanes = self.prepare(rows) if prepared is None else prepared
+        kernel(rows, bits, lanes, self.K, f.cards, trees, f.roots, f.links, table, tree_steps,
+               tree_nodes, f.slot if node_slot is None else node_slot, f.counts, count_leaves,
+               self.tot, self.stats, self.n, self.last_attempt, grace, due, n_due, dest,
+               row_leaf)
         return np.concatenate([due[b, :n_due[b]] for b in range(n_blocks)])
 
     def add_at_roots(self, rows: np.ndarray, trees: np.ndarray) -> None:
@@ -182,12 +196,15 @@ class LeafStats:
         if self.tot.shape[0] == 0:
             self._grow(1)
         n_blocks = self._blocks(trees.shape[0], rows.shape[0] * trees.shape[0])
-        args = (rows, self.indicators(rows), trees, f.links,
-                f.slot if node_slot is None else node_slot, self.tot, self.stats, row_node)
+        node_slot = f.slot if node_slot is None else node_slot
+        n = f.n_nodes
+        active_per_tree = np.bincount(f.tree[:n][node_slot[:n] >= 0], minlength=1)
+        args = (rows, self.indicators(rows), self.K, trees, f.links, node_slot, self.tot,
+                self.stats, row_node, int(active_per_tree.max()) * f.max_card)
         if n_blocks == 1:  # a parallel launch costs milliseconds on a busy machine
-            kernels.accumulate_cached(*args)
+            counting.accumulate_cached(*args)
         else:
-            kernels.accumulate_cached_parallel(*args, n_blocks)
+            counting.accumulate_cached_parallel(*args, n_blocks)
 
     def replay(self, rows: np.ndarray, row_leaf: np.ndarray, trees: np.ndarray) -> None:
         """Move past ``rows`` out of the just-split leaves of ``trees`` into the new children,
