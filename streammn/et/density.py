@@ -85,9 +85,10 @@ class ETDensityError(DataError):
     """An ET density file that cannot be read."""
 
 
-def smoothed_theta(pairs, alpha: float = DEFAULT_ALPHA):
+def smoothed_theta(pairs, alpha: float = DEFAULT_ALPHA, shrink: bool = True):
     """``(node_probs (M, K), pair_probs (M, M, K, K))`` from a PairCounts, smoothed and shrunk
-    toward independence as above.
+    toward independence as above (``shrink=False``: the Dirichlet step only, the paper's plug-in
+    estimate up to the pseudo-count).
 
     ``K`` is the largest cardinality; cells beyond a variable's states are 1 and never read.
     """
@@ -110,7 +111,7 @@ def smoothed_theta(pairs, alpha: float = DEFAULT_ALPHA):
             table = joint[su, sv]
             dirichlet = (table + alpha / (cards[u] * cards[v])) / total
             independent = np.outer(node[u, :cards[u]], node[v, :cards[v]])
-            lam = independence_shrinkage(table, n)
+            lam = independence_shrinkage(table, n) if shrink else 0.0
             pair[u, v, :cards[u], :cards[v]] = lam * independent + (1.0 - lam) * dirichlet
             pair[v, u, :cards[v], :cards[u]] = pair[u, v, :cards[u], :cards[v]].T
         pair[u, u, :cards[u], :cards[u]] = (joint[su, su] + alpha / cards[u] ** 2) / total  # unused

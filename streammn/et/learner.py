@@ -65,6 +65,9 @@ class EnsembleOfTrees(Estimator):
         The variables (any cardinalities).
     alpha : float, default 1.0
         Dirichlet pseudo-count of every node and pair table (see :mod:`streammn.et.density`).
+    shrink : bool, default True
+        Shrink each pair table toward the independence of its margins by the James-Stein
+        intensity (see :mod:`streammn.et.density`); False gives the paper's plug-in tables.
     rho_threshold : float, optional
         An edge is in the graph when its appearance probability rho (Eq. 8) exceeds this
         (default ``2 / M``, every pair's rho under the uniform ensemble of all spanning trees;
@@ -94,7 +97,7 @@ class EnsembleOfTrees(Estimator):
     (True, 14.0)
     """
 
-    def __init__(self, schema: Schema, alpha: float = DEFAULT_ALPHA,
+    def __init__(self, schema: Schema, alpha: float = DEFAULT_ALPHA, shrink: bool = True,
                  rho_threshold: float | None = None, sample_rows: int = 2000,
                  update_every: int = 10000, max_iter: int = 100, tol: float = 1e-4,
                  seed: int = 0):
@@ -112,6 +115,7 @@ class EnsembleOfTrees(Estimator):
         schema.require_complete("et")
         self.schema = schema
         self.alpha = float(alpha)
+        self.shrink = bool(shrink)
         self.rho_threshold = None if rho_threshold is None else float(rho_threshold)
         self.sample_rows, self.update_every = int(sample_rows), int(update_every)
         self.max_iter, self.tol, self.seed = int(max_iter), float(tol), seed
@@ -166,7 +170,7 @@ class EnsembleOfTrees(Estimator):
 
     def theta(self):
         """Smoothed ``(node_probs, pair_probs)`` from the counts of the whole stream."""
-        return smoothed_theta(self.counts, self.alpha)
+        return smoothed_theta(self.counts, self.alpha, self.shrink)
 
     def _phase_beta(self):
         node, pair = self.theta()
