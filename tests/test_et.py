@@ -264,6 +264,7 @@ def test_density_file_round_trip_and_bad_file():
 
 def test_pair_tables_shrink_toward_independence_by_the_james_stein_intensity():
     from streammn import Schema
+    from streammn.et import EnsembleOfTrees
     from streammn.et.density import independence_shrinkage, smoothed_theta
     from streammn.stats import PairCounts
 
@@ -278,6 +279,12 @@ def test_pair_tables_shrink_toward_independence_by_the_james_stein_intensity():
     dirichlet = (table + 0.25) / 81
     np.testing.assert_allclose(pair[0, 1, :2, :2],
                                lam * np.outer(node[0], node[1]) + (1 - lam) * dirichlet)
+    # shrink=False: the plug-in (Dirichlet-smoothed) table of the paper, also through the learner
+    plain = smoothed_theta(PairCounts(schema).update(rows), alpha=1.0, shrink=False)[1]
+    np.testing.assert_allclose(plain[0, 1, :2, :2], dirichlet)
+    learner = EnsembleOfTrees(schema, shrink=False, sample_rows=50).fit(rows)
+    np.testing.assert_allclose(learner.theta()[1][0, 1, :2, :2], dirichlet)
+    assert EnsembleOfTrees.from_bytes(learner.to_bytes()).shrink is False
     # independent variables: most pairs fully shrunk (ratio 1 on every cell); a real dependence
     # keeps most of its plug-in table, and less shrinkage with more rows
     rng = np.random.default_rng(5)

@@ -60,6 +60,25 @@ true edges there (6 neighbours, 1,000 rows: Hamming 59 at ``2 / M``, 98 at the m
 rho > 1/2, which caps the graph near ``2 (M - 1)`` edges). ``rho_threshold=0`` gives the raw
 support.
 
+What the model leaves out. On dense, weakly coupled networks the Eq. 9 optimum itself omits
+the weakest true edges; neither the sample, the shrinkage, PGD nor the threshold is the cause
+(``benchmarks/results/et_diagnosis.md``). On the paper's 50-node, 6-neighbour networks with beta
+on all rows, ET misses 59/55 of 150 edges at 1,000 rows, 50/47 at 4,000 and 50/49 at 16,000
+(plug-in tables: 51/49, 49/46, 47/47), adding at most one false edge: the misses do not fall
+with N, so they are the model's limit, not sampling noise (on a 200-node, 4-neighbour network
+they fall slowly: 77 of 400 at 4,000 rows, 62 at 16,000). The missed edges are the weak
+couplings (mean ``|theta_uv|`` 0.14 against 0.22 for the found ones); at the fitted beta their
+Eq. 9 gradient is negative (the optimum excludes them) for all but one or two, and PGD run to
+1e-8 (about 500 iterations) leaves the Hamming distance unchanged. Many missed edges are not
+hidden in the noise (with 4,000 rows, 9-30 of the 46-50 missed on 50-6 and 49-53 of the 74-77
+missed on a 200-node network have more plug-in mutual information than all but nine
+non-edges): a mixture of trees spends ``sum rho = M - 1``, and a weak edge of a loopy graph
+adds less likelihood than its share of that budget costs the strong edges. L1 logistic
+regression tests conditional dependence and keeps improving with N, so it overtakes ET at the
+larger sample sizes (50-6 at 1,000 rows, the 200-node networks at 4,000). The
+shrinkage costs 50-6 5-7 edges of Hamming distance at every size and is kept because without
+it 50-3 loses 20-27 at 250 and 500 rows, where ET then falls behind L1 logistic regression.
+
 Chow-Liu. ET with all of beta on one spanning tree is that tree's distribution, so
 :func:`chow_liu_beta` (maximum mutual-information spanning tree of the same theta) gives the
 Chow-Liu model through the same likelihood code.
@@ -85,9 +104,10 @@ class ETDensityError(DataError):
     """An ET density file that cannot be read."""
 
 
-def smoothed_theta(pairs, alpha: float = DEFAULT_ALPHA):
+def smoothed_theta(pairs, alpha: float = DEFAULT_ALPHA, shrink: bool = True):
     """``(node_probs (M, K), pair_probs (M, M, K, K))`` from a PairCounts, smoothed and shrunk
-    toward independence as above.
+    toward independence as above (``shrink=False``: the Dirichlet step only, the paper's plug-in
+    estimate up to the pseudo-count).
 
     ``K`` is the largest cardinality; cells beyond a variable's states are 1 and never read.
     """
@@ -110,7 +130,7 @@ def smoothed_theta(pairs, alpha: float = DEFAULT_ALPHA):
             table = joint[su, sv]
             dirichlet = (table + alpha / (cards[u] * cards[v])) / total
             independent = np.outer(node[u, :cards[u]], node[v, :cards[v]])
-            lam = independence_shrinkage(table, n)
+            lam = independence_shrinkage(table, n) if shrink else 0.0
             pair[u, v, :cards[u], :cards[v]] = lam * independent + (1.0 - lam) * dirichlet
             pair[v, u, :cards[v], :cards[u]] = pair[u, v, :cards[u], :cards[v]].T
         pair[u, u, :cards[u], :cards[u]] = (joint[su, su] + alpha / cards[u] ** 2) / total  # unused

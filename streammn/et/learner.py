@@ -19,7 +19,11 @@ Cost of a phase: each objective evaluation is one Cholesky per sample row, each 
 inverse from that factor, O(S M^3) for S sample rows and M variables, times the PGD iterations
 (plus Armijo back-tracking); rows are split over the cores by the kernel. Measured at the
 defaults (2,000 sample rows): 100 variables, 10,000 rows, 32 CPU s (31 PGD iterations); 200
-variables, 4,000 rows, 104-218 CPU s (``benchmarks/results/et.md``).
+variables, 4,000 rows, 105-234 CPU s (``benchmarks/results/et.md``). The sample stays bounded
+rather than growing to all rows: on a 200-variable network of the paper with 4,000 rows, beta on
+all of them drops the Hamming distance from 87 to 79 (fewer false edges; the same true edges
+missed) for 1.3x the CPU, and all 10,000 rows would take the 100-variable fit past its time
+target (``benchmarks/results/et_diagnosis.md``).
 
 The Markov network (snapshots, PLL scoring, .mn/.uai files) has one pairwise table per graph
 edge (rho above ``rho_threshold``) and one unary table per variable, started at the tree
@@ -65,6 +69,9 @@ class EnsembleOfTrees(Estimator):
         The variables (any cardinalities).
     alpha : float, default 1.0
         Dirichlet pseudo-count of every node and pair table (see :mod:`streammn.et.density`).
+    shrink : bool, default True
+        Shrink each pair table toward the independence of its margins by the James-Stein
+        intensity (see :mod:`streammn.et.density`); False gives the paper's plug-in tables.
     rho_threshold : float, optional
         An edge is in the graph when its appearance probability rho (Eq. 8) exceeds this
         (default ``2 / M``, every pair's rho under the uniform ensemble of all spanning trees;
@@ -94,7 +101,7 @@ class EnsembleOfTrees(Estimator):
     (True, 14.0)
     """
 
-    def __init__(self, schema: Schema, alpha: float = DEFAULT_ALPHA,
+    def __init__(self, schema: Schema, alpha: float = DEFAULT_ALPHA, shrink: bool = True,
                  rho_threshold: float | None = None, sample_rows: int = 2000,
                  update_every: int = 10000, max_iter: int = 100, tol: float = 1e-4,
                  seed: int = 0):
@@ -112,6 +119,7 @@ class EnsembleOfTrees(Estimator):
         schema.require_complete("et")
         self.schema = schema
         self.alpha = float(alpha)
+        self.shrink = bool(shrink)
         self.rho_threshold = None if rho_threshold is None else float(rho_threshold)
         self.sample_rows, self.update_every = int(sample_rows), int(update_every)
         self.max_iter, self.tol, self.seed = int(max_iter), float(tol), seed
@@ -166,7 +174,7 @@ class EnsembleOfTrees(Estimator):
 
     def theta(self):
         """Smoothed ``(node_probs, pair_probs)`` from the counts of the whole stream."""
-        return smoothed_theta(self.counts, self.alpha)
+        return smoothed_theta(self.counts, self.alpha, self.shrink)
 
     def _phase_beta(self):
         node, pair = self.theta()
