@@ -77,7 +77,10 @@ def open_at(path: str, offset: int):
         else:
             left = offset
             while left > 0:
-                left -= len(stream.read(min(left, CHUNK_BYTES)))
+                data = stream.read(min(left, CHUNK_BYTES))
+                if not data:  # the file ended before the offset (it changed): at its end
+                    break
+                left -= len(data)
         return stream
     except BaseException:
         stream.close()

@@ -9,7 +9,7 @@ import pytest
 
 from connectors import open_source
 from connectors.csv import CsvSource
-from connectors.lines import data_lines, next_line, skip_rows
+from connectors.lines import data_lines, next_line, open_at, skip_rows
 from streammn.schema import Schema, SchemaError
 
 SCHEMA = Schema.from_cardinalities([2, 3, 2])
@@ -63,6 +63,15 @@ def test_skip_rows_counts_rows_as_pyarrow_does():
     assert skip_rows(io.BytesIO(text), 5) == (3, b"")
     assert list(data_lines(io.BytesIO(text))) == [b"1,0", b"2,2", b"3,3"]
     assert next_line(io.BytesIO(text)) == (b"1,0", b"\r\n\n2,2\n3,3")
+
+
+def test_open_at_past_the_end_of_a_compressed_file_stops_at_its_end(tmp_path):
+    path = tmp_path / "a.data.gz"
+    path.write_bytes(gzip.compress(b"1,0\n0,1\n"))  # not seekable: open_at reads past
+    with open_at(str(path), 4) as stream:
+        assert stream.read() == b"0,1\n"
+    with open_at(str(path), 100) as stream:  # shortened since it was measured: no endless loop
+        assert stream.read() == b""
 
 
 def test_seek_beyond_a_shortened_file_says_the_input_changed(tmp_path):

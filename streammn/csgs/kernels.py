@@ -179,6 +179,53 @@ def _conditional_test(P, c, a, b, blanket, n_blanket, cards, table, crit, min_ro
 
 
 @nb.njit(cache=True)
+def _edge_test(P, c, a, b, left_out, x, mask, mismatch, adj, blanket, cards, table, crit,
+               min_rows_per_cell, context_specific, use_cache, cache, counters):
+    """The verdict on ``I(X_a, X_b | blanket of a)`` for :func:`grow_shrink`, the blanket
+    without ``left_out`` (``b`` in the shrink phase, ``-1`` in the grow phase, where ``b`` is
+    not in it); counts it in ``counters`` (all but the phase counts)."""
+    if use_cache:
+        if left_out >= 0:
+            mask &= ~(np.int64(1) << left_out)
+        verdict = _cached_context_test(P, c, a, b, x, mask, cards, table, crit,
+                                       min_rows_per_cell, cache, counters)
+    elif context_specific:
+        verdict = _context_test(P, c, a, b, x, mismatch, left_out, cards, table, crit,
+                                min_rows_per_cell)
+        counters[4] += 1
+    else:
+        size = 0
+        for v in range(P.shape[1]):
+            if adj[a, v] and v != left_out:
+                blanket[size] = v
+                size += 1
+        verdict = _conditional_test(P, c, a, b, blanket, size, cards, table, crit,
+                                    min_rows_per_cell)
+        counters[4] += 1
+    counters[0] += 1
+    if verdict == UNRELIABLE:
+        counters[1] += 1
+    return verdict
+
+
+@nb.njit(cache=True)
+def _set_edge(P, x, a, b, present, adj, mask, mismatch, use_cache, incremental):
+    """Add (``present``) or remove the edge ``a - b`` for :func:`grow_shrink`, keeping the
+    blanket's bits and the rows' mismatch counts in step; returns the new bits."""
+    adj[a, b] = present
+    adj[b, a] = present
+    if incremental:
+        step = 1 if present else -1
+        for p in range(P.shape[0]):
+            if P[p, b] != x[b]:
+                mismatch[p] += step
+    if use_cache:
+        bit = np.int64(1) << b
+        mask = mask | bit if present else mask & ~bit
+    return mask
+
+
+@nb.njit(cache=True)
 def grow_shrink(P, c, x, cards, crit, min_rows_per_cell, context_specific, repeat_grow, adj,
                 counters, cache, use_cache):
     """Algorithm 2 on the graph ``adj`` (n x n bool, modified in place) of context ``x``.
@@ -219,71 +266,26 @@ def grow_shrink(P, c, x, cards, crit, min_rows_per_cell, context_specific, repea
             for b in range(n):
                 if b == a or adj[a, b]:
                     continue
-                if use_cache:
-                    verdict = _cached_context_test(P, c, a, b, x, mask, cards, table, crit,
-                                                   min_rows_per_cell, cache, counters)
-                elif context_specific:
-                    verdict = _context_test(P, c, a, b, x, mismatch, -1, cards, table, crit,
-                                            min_rows_per_cell)
-                    counters[4] += 1
-                else:
-                    nb_ = 0
-                    for v in range(n):
-                        if adj[a, v]:
-                            blanket[nb_] = v
-                            nb_ += 1
-                    verdict = _conditional_test(P, c, a, b, blanket, nb_, cards, table, crit,
-                                                min_rows_per_cell)
-                    counters[4] += 1
-                counters[0] += 1
+                verdict = _edge_test(P, c, a, b, -1, x, mask, mismatch, adj, blanket, cards,
+                                     table, crit, min_rows_per_cell, context_specific,
+                                     use_cache, cache, counters)
                 counters[2] += 1
-                if verdict == UNRELIABLE:
-                    counters[1] += 1
                 if verdict == DEPENDENT:
-                    adj[a, b] = True
-                    adj[b, a] = True
                     added = True
-                    if use_cache:
-                        mask |= np.int64(1) << b
-                    if incremental:
-                        for p in range(m):
-                            if P[p, b] != x[b]:
-                                mismatch[p] += 1
+                    mask = _set_edge(P, x, a, b, True, adj, mask, mismatch, use_cache,
+                                     incremental)
             if not (repeat_grow and added):
                 break
         # shrink
         for b in range(n):
             if not adj[a, b]:
                 continue
-            if use_cache:
-                verdict = _cached_context_test(P, c, a, b, x, mask & ~(np.int64(1) << b), cards,
-                                               table, crit, min_rows_per_cell, cache, counters)
-            elif context_specific:
-                verdict = _context_test(P, c, a, b, x, mismatch, b, cards, table, crit,
-                                        min_rows_per_cell)
-                counters[4] += 1
-            else:
-                nb_ = 0
-                for v in range(n):
-                    if adj[a, v] and v != b:
-                        blanket[nb_] = v
-                        nb_ += 1
-                verdict = _conditional_test(P, c, a, b, blanket, nb_, cards, table, crit,
-                                            min_rows_per_cell)
-                counters[4] += 1
-            counters[0] += 1
+            verdict = _edge_test(P, c, a, b, b, x, mask, mismatch, adj, blanket, cards, table,
+                                 crit, min_rows_per_cell, context_specific, use_cache, cache,
+                                 counters)
             counters[3] += 1
-            if verdict == UNRELIABLE:
-                counters[1] += 1
             if verdict != DEPENDENT:
-                adj[a, b] = False
-                adj[b, a] = False
-                if use_cache:
-                    mask &= ~(np.int64(1) << b)
-                if incremental:
-                    for p in range(m):
-                        if P[p, b] != x[b]:
-                            mismatch[p] -= 1
+                mask = _set_edge(P, x, a, b, False, adj, mask, mismatch, use_cache, incremental)
 
 
 def new_cache():
