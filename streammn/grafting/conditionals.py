@@ -65,6 +65,26 @@ def _across(k, v, edges, cards):
     return i, 1, cards[j]
 
 
+@nb.njit(cache=True, inline="always")
+def _edge_cells(v, cols, cards, edges, eoff, adj_ptr, adj_edge, flat, probs, gather):
+    """Walk ``v``'s edge tables at the cells every row selects (``v``'s state ``a``, the
+    neighbour's value in the row). ``gather``: multiply ``probs[a, r]`` by the cell of ``flat``
+    (the conditionals' product); else add ``probs[a, r]`` into it (the gradient's scatter)."""
+    n = cols.shape[1]
+    for q in range(adj_ptr[v], adj_ptr[v + 1]):
+        k = adj_edge[q]
+        u, sa, sb = _across(k, v, edges, cards)
+        col = cols[u]
+        for a in range(cards[v]):
+            base = eoff[k] + a * sa
+            if gather:
+                for r in range(n):
+                    probs[a, r] *= flat[base + col[r] * sb]
+            else:
+                for r in range(n):
+                    flat[base + col[r] * sb] += probs[a, r]
+
+
 @nb.njit(cache=True)
 def _log_domain_row(r, v, cols, cards, uoff, theta, edges, eoff, adj_ptr, adj_edge, probs):
     """Row ``r``'s conditional of ``v`` by log-sum-exp into ``probs[:, r]`` (the underflow
@@ -102,14 +122,7 @@ def conditionals(v, cols, cards, uoff, theta, etab, edges, eoff, adj_ptr, adj_ed
         e = etab[uoff[v] + a]
         for r in range(n):
             probs[a, r] = e
-    for q in range(adj_ptr[v], adj_ptr[v + 1]):
-        k = adj_edge[q]
-        u, sa, sb = _across(k, v, edges, cards)
-        col = cols[u]
-        for a in range(c):
-            base = eoff[k] + a * sa
-            for r in range(n):
-                probs[a, r] *= etab[base + col[r] * sb]
+    _edge_cells(v, cols, cards, edges, eoff, adj_ptr, adj_edge, etab, probs, True)
     own = cols[v]
     for r in range(n):
         total = 0.0
@@ -169,12 +182,5 @@ def pseudo_loglik_pass(cols, cards, uoff, theta, etab, edges, eoff, adj_ptr, adj
             for r in range(n):
                 g += probs[a, r]
             grad[uoff[v] + a] += g
-        for q in range(adj_ptr[v], adj_ptr[v + 1]):
-            k = adj_edge[q]
-            u, sa, sb = _across(k, v, edges, cards)
-            col = cols[u]
-            for a in range(c):
-                base = eoff[k] + a * sa
-                for r in range(n):
-                    grad[base + col[r] * sb] += probs[a, r]
+        _edge_cells(v, cols, cards, edges, eoff, adj_ptr, adj_edge, grad, probs, False)
     return total
