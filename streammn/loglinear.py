@@ -13,7 +13,9 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 from numba.core import cgutils, types
+from llvmlite import ir
 from numba.extending import intrinsic
+from numba.typed import Dict
 
 from streammn.features import FeatureSet
 
@@ -187,16 +189,16 @@ def _lowest_bit(x):
 
 
 @nb.njit(cache=True)
-def _chunk_literals(rows, start, n_words, offs, n_slots):
-    """Row bitsets of every literal for one chunk of ``64 * n_words`` rows.
+def _chunk_group_bits(rows, start, offs, lit_var, lit_mask):
+    """Row bitsets of every distinct group for one chunk of ``64 * CHUNK_WORDS`` rows.
 
-    ``lits[2 * (offs[j] + a), w]``: rows with ``x_j = a``; ``lits[2 * (offs[j] + a) + 1, w]``: rows
-    with ``x_j != a``; ``valid[w]``: rows that exist (the last chunk may be partial).
+    ``bits[k, w]``: the rows of word w whose value of variable ``lit_var[k]`` is one of the
+    values in ``lit_mask[k]``; ``valid[w]``: rows that exist (the last chunk may be partial).
     """
-    lits = np.zeros((2 * n_slots, n_words), dtype=np.uint64)
-    valid = np.zeros(n_words, dtype=np.uint64)
+    eq = np.zeros((offs[-1], CHUNK_WORDS), dtype=np.uint64)
+    valid = np.zeros(CHUNK_WORDS, dtype=np.uint64)
     n, n_vars = rows.shape
-    for w in range(n_words):
+    for w in range(CHUNK_WORDS):
         for b in range(64):
             r = start + 64 * w + b
             if r >= n:
@@ -204,35 +206,34 @@ def _chunk_literals(rows, start, n_words, offs, n_slots):
             m = np.uint64(1) << np.uint64(b)
             valid[w] |= m
             for j in range(n_vars):
-                lits[2 * (offs[j] + rows[r, j]), w] |= m
-    for s in range(n_slots):
-        for w in range(n_words):
-            lits[2 * s + 1, w] = valid[w] & ~lits[2 * s, w]
-    return lits, valid
+                eq[offs[j] + rows[r, j], w] |= m
+    bits = np.zeros((lit_var.shape[0], CHUNK_WORDS), dtype=np.uint64)
+    for k in range(lit_var.shape[0]):
+        j = lit_var[k]
+        for a in range(offs[j + 1] - offs[j]):
+            if (lit_mask[k] >> np.uint64(a)) & np.uint64(1):
+                for w in range(CHUNK_WORDS):
+                    bits[k, w] |= eq[offs[j] + a, w]
+    return bits, valid
 
 
 @nb.njit(cache=True)
-def _feature_status(lits, valid, g0, ng, g_start, g_end, code, H, one, two):
+def _feature_status(bits, valid, g0, ng, g_lit, one, two):
     """AND a feature's groups ``g0 .. g0 + ng`` over every word of a chunk of rows.
 
-    Fills ``H[k, w]`` with the rows of word w where group k holds, and ``one[w]`` / ``two[w]``
-    with the rows where at least one / at least two groups fail. Returns False, having stopped
+    Fills ``one[w]`` / ``two[w]`` with the rows of word w where at least one / at least two
+    groups fail (group k holds on ``bits[g_lit[g0 + k]]``). Returns False, having stopped
     early, once every row has failed twice: the feature then reaches no conditional in the
     chunk. All words at once, so the inner loops run over ``CHUNK_WORDS`` adjacent words.
     """
-    one[:] = 0
-    two[:] = 0
+    for w in range(CHUNK_WORDS):
+        one[w] = 0
+        two[w] = 0
     for k in range(ng):
-        g = g0 + k
-        c0 = g_start[g]
-        for w in range(CHUNK_WORDS):
-            H[k, w] = lits[code[c0], w]
-        for c in range(c0 + 1, g_end[g]):
-            for w in range(CHUNK_WORDS):
-                H[k, w] &= lits[code[c], w]
+        held = bits[g_lit[g0 + k]]
         done = True
         for w in range(CHUNK_WORDS):
-            fail = valid[w] & ~H[k, w]
+            fail = valid[w] & ~held[w]
             two[w] |= one[w] & fail
             one[w] |= fail
             done = done and two[w] == valid[w]
@@ -241,13 +242,70 @@ def _feature_status(lits, valid, g0, ng, g_start, g_end, code, H, one, two):
     return True
 
 
+@intrinsic
+def _add_at_bits(typingctx, target, base, x, wt):
+    """``target[base + b] += wt`` for the set bits b of x: eight 8-lane adds, branch-free (a
+    lane whose bit is clear adds zero, which changes nothing)."""
+    sig = types.void(target, types.int64, types.uint64, types.float64)
+
+    def codegen(context, builder, signature, args):
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        lanes = ir.VectorType(ir.DoubleType(), 8)
+        splat = builder.insert_element(ir.Constant(lanes, ir.Undefined), args[3],
+                                       ir.Constant(ir.IntType(32), 0))
+        splat = builder.shuffle_vector(splat, splat,
+                                       ir.Constant(ir.VectorType(ir.IntType(32), 8), [0] * 8))
+        zero = ir.Constant(lanes, [0.0] * 8)
+        for q in range(8):
+            byte = builder.trunc(builder.lshr(args[2], ir.Constant(ir.IntType(64), 8 * q)),
+                                 ir.IntType(8))
+            mask = builder.bitcast(byte, ir.VectorType(ir.IntType(1), 8))
+            at = builder.gep(data, [builder.add(args[1], ir.Constant(ir.IntType(64), 8 * q))])
+            at = builder.bitcast(at, lanes.as_pointer())
+            builder.store(builder.fadd(builder.load(at, align=8),
+                                       builder.select(mask, splat, zero)), at, align=8)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def _sum_at_bits(typingctx, target, base, x):
+    """The sum of ``target[base + b]`` over the set bits b of x: eight 8-lane adds of the
+    selected lanes, then the eight partial sums added pairwise (a fixed order)."""
+    sig = types.float64(target, types.int64, types.uint64)
+
+    def codegen(context, builder, signature, args):
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        lanes = ir.VectorType(ir.DoubleType(), 8)
+        total = ir.Constant(lanes, [0.0] * 8)
+        for q in range(8):
+            byte = builder.trunc(builder.lshr(args[2], ir.Constant(ir.IntType(64), 8 * q)),
+                                 ir.IntType(8))
+            mask = builder.bitcast(byte, ir.VectorType(ir.IntType(1), 8))
+            at = builder.gep(data, [builder.add(args[1], ir.Constant(ir.IntType(64), 8 * q))])
+            at = builder.bitcast(at, lanes.as_pointer())
+            total = builder.fadd(total, builder.select(mask, builder.load(at, align=8),
+                                                       ir.Constant(lanes, [0.0] * 8)))
+        width = 8
+        while width > 1:  # pairwise: lanes i and i + width / 2
+            width //= 2
+            ity = ir.VectorType(ir.IntType(32), width)
+            low = builder.shuffle_vector(total, total, ir.Constant(ity, list(range(width))))
+            high = builder.shuffle_vector(total, total,
+                                          ir.Constant(ity, list(range(width, 2 * width))))
+            total = builder.fadd(low, high)
+        return builder.extract_element(total, ir.Constant(ir.IntType(32), 0))
+
+    return sig, codegen
+
+
 @nb.njit(cache=True)
-def _chunk_pass(rows, start, offs, cards, weights, gptr, g_start, g_end, g_var, g_mask, g_slot,
-                code, table, gather, grad):
+def _chunk_pass(rows, start, offs, cards, weights, groups, table, gather, grad):
     """Every feature against one chunk of ``64 * CHUNK_WORDS`` rows, on a slot-major
     ``table[offs[j] + a, r]`` of the chunk (adjacent rows adjacent).
 
-    Feature f's conditions come grouped by variable (see :func:`_group_structure`). Over the
+    Feature f's conditions come grouped by variable (see :func:`_bitset_groups`). Over the
     chunk's words of 64 rows the groups are ANDed in order while tracking the rows where at
     least one / at least two groups fail; a feature is abandoned as soon as every row has
     failed twice (:func:`_feature_status`). It reaches variable j's conditional on the rows
@@ -255,12 +313,14 @@ def _chunk_pass(rows, start, offs, cards, weights, gptr, g_start, g_end, g_var, 
     value a the group allows. ``gather`` false: its weight is added to ``table`` there (the
     logits). ``gather`` true: ``table`` there is summed and subtracted from ``grad[f]``.
     """
-    lits, valid = _chunk_literals(rows, start, CHUNK_WORDS, offs, offs[-1])
-    H, one, two = _status_buffers(gptr)
+    gptr, g_slot, g_lit, lit_var, lit_mask = groups
+    bits, valid = _chunk_group_bits(rows, start, offs, lit_var, lit_mask)
+    one = np.empty(CHUNK_WORDS, dtype=np.uint64)
+    two = np.empty(CHUNK_WORDS, dtype=np.uint64)
     for f in range(gptr.shape[0] - 1):
         g0 = gptr[f]
         ng = gptr[f + 1] - g0
-        if not _feature_status(lits, valid, g0, ng, g_start, g_end, code, H, one, two):
+        if not _feature_status(bits, valid, g0, ng, g_lit, one, two):
             continue
         wt = weights[f]
         total = 0.0
@@ -269,54 +329,40 @@ def _chunk_pass(rows, start, offs, cards, weights, gptr, g_start, g_end, g_var, 
             if two[w] == vw:
                 continue
             holds = vw & ~one[w]
+            near = vw & ~two[w]  # rows where at most one group fails
             for k in range(ng):
                 g = g0 + k
                 sg = g_slot[g]
                 if sg == -2:
                     continue  # a dependency-network feature counts only for its own variable
-                x = holds | (vw & ~H[k, w] & ~two[w])  # holds, or only this group fails
-                if sg >= 0:  # one allowed value
-                    target = table[sg]
-                    while x != 0:
-                        if gather:
-                            total += target[64 * w + _lowest_bit(x)]
-                        else:
-                            target[64 * w + _lowest_bit(x)] += wt
-                        x &= x - np.uint64(1)
+                x = holds | (near & ~bits[g_lit[g], w])  # holds, or only this group fails
+                if x == 0:
+                    continue
+                if sg >= 0 and not gather:  # one allowed value
+                    _add_at_bits(table[sg], 64 * w, x, wt)
+                elif sg >= 0:
+                    total += _sum_at_bits(table[sg], 64 * w, x)
                 else:  # out of line: inline, this loop slowed the whole loop several times
-                    total += _values_at_bits(table, 64 * w, x, wt, gather, g, offs, cards, g_var,
-                                             g_mask)
+                    total += _values_at_bits(table, 64 * w, x, wt, gather, lit_var[g_lit[g]],
+                                             lit_mask[g_lit[g]], offs, cards)
         if gather:
             grad[f] -= total
 
 
 @nb.njit(cache=True)
-def _values_at_bits(table, base, x, wt, gather, g, offs, cards, g_var, g_mask):
-    """:func:`_chunk_pass` for a group g that allows several values: add ``wt`` to, or return
-    the sum of, ``table[offs[j] + a, base + b]`` over its values a and the set bits b of x."""
+def _values_at_bits(table, base, x, wt, gather, j, mask, offs, cards):
+    """:func:`_chunk_pass` for a group on variable j that allows several values (bit a of
+    ``mask``): add ``wt`` to, or return the sum of, ``table[offs[j] + a, base + b]`` over its
+    values a and the set bits b of x."""
     total = 0.0
-    j = g_var[g]
     for a in range(cards[j]):
-        if (g_mask[g] >> np.uint64(a)) & np.uint64(1):
+        if (mask >> np.uint64(a)) & np.uint64(1):
             target = table[offs[j] + a]
-            y = x
-            while y != 0:
-                if gather:
-                    total += target[base + _lowest_bit(y)]
-                else:
-                    target[base + _lowest_bit(y)] += wt
-                y &= y - np.uint64(1)
+            if gather:
+                total += _sum_at_bits(target, base, x)
+            else:
+                _add_at_bits(target, base, x, wt)
     return total
-
-
-@nb.njit(cache=True)
-def _status_buffers(gptr):
-    """Scratch for :func:`_feature_status`: ``(H, one, two)``."""
-    max_groups = 0
-    for f in range(gptr.shape[0] - 1):
-        max_groups = max(max_groups, gptr[f + 1] - gptr[f])
-    return (np.empty((max_groups, CHUNK_WORDS), dtype=np.uint64),
-            np.empty(CHUNK_WORDS, dtype=np.uint64), np.empty(CHUNK_WORDS, dtype=np.uint64))
 
 
 @nb.njit(cache=True)
@@ -438,7 +484,9 @@ def _order_groups(gptr, g_start, g_end, g_var, g_mask, g_slot, code, lit_rate):
 
 
 def _groups_for(fs: FeatureSet, rows: np.ndarray, cards: np.ndarray, owner):
-    """Group structure of ``fs`` with each feature's groups ordered rarest first on ``rows``."""
+    """The bitset kernels' view of ``fs``, each feature's groups ordered rarest first on
+    ``rows``: ``(gptr, g_slot, g_lit, lit_var, lit_mask)`` (see :func:`_group_structure` and
+    :func:`_distinct_groups`)."""
     groups = _group_structure(fs.ptr, fs.var, fs.val, fs.eq, cards, _owner(fs, owner))
     offs = value_offsets(cards)
     counts = np.bincount((rows + offs[:-1].astype(np.int64)).ravel(), minlength=offs[-1])
@@ -447,7 +495,36 @@ def _groups_for(fs: FeatureSet, rows: np.ndarray, cards: np.ndarray, owner):
     lit_rate[0::2] = rate_eq
     lit_rate[1::2] = 1.0 - rate_eq
     _order_groups(*groups, lit_rate)
-    return groups
+    gptr, _, _, g_var, g_mask, g_slot, _ = groups
+    return (gptr, g_slot) + _distinct_groups(g_var, g_mask)
+
+
+_LIT_KEY = types.UniTuple(types.uint64, 2)  # (variable, allowed values) of a group
+
+
+@nb.njit(cache=True)
+def _distinct_groups(g_var, g_mask):
+    """``(g_lit, lit_var, lit_mask)``: the distinct (variable, allowed values) pairs among the
+    groups, and for every group its index among them. A chunk's row bitset of each distinct
+    group is built once (:func:`_chunk_group_bits`), so testing a group is one load per word
+    whatever its number of conditions, and the groups' data stays small."""
+    index = Dict.empty(key_type=_LIT_KEY, value_type=types.int64)
+    g_lit = np.empty(g_var.shape[0], dtype=np.int64)
+    lit_var = np.empty(g_var.shape[0], dtype=np.int64)
+    lit_mask = np.empty(g_var.shape[0], dtype=np.uint64)
+    n = 0
+    for g in range(g_var.shape[0]):
+        key = (np.uint64(g_var[g]), g_mask[g])
+        if key in index:
+            k = index[key]
+        else:
+            k = n
+            index[key] = k
+            lit_var[k] = g_var[g]
+            lit_mask[k] = g_mask[g]
+            n += 1
+        g_lit[g] = k
+    return g_lit, lit_var[:n].copy(), lit_mask[:n].copy()
 
 
 @nb.njit(cache=True, parallel=True)
@@ -460,8 +537,7 @@ def _all_logits(rows, offs, cards, weights, groups):
     none = np.zeros(0)
     for k in nb.prange(n_chunks):
         table = np.zeros((n_slots, chunk))
-        _chunk_pass(rows, k * chunk, offs, cards, weights, groups[0], groups[1], groups[2],
-                    groups[3], groups[4], groups[5], groups[6], table, False, none)
+        _chunk_pass(rows, k * chunk, offs, cards, weights, groups, table, False, none)
         for r in range(min(chunk, n - k * chunk)):
             for s in range(n_slots):
                 logits[k * chunk + r, s] = table[s, r]
@@ -661,39 +737,41 @@ ENTRY_BYTES = 4  # an entry: an int32 feature
 
 
 @nb.njit(cache=True)
-def _scan_reach(rows, start, offs, cards, gptr, g_start, g_end, g_var, g_mask, g_slot, code, fill,
-                at, feat):
+def _scan_reach(rows, start, offs, cards, groups, fill, at, feat):
     """Scan one chunk of ``64 * CHUNK_WORDS`` rows (from ``start``) against every feature.
 
     ``at[(r - start) * n_slots + s]`` is row r's column s. ``fill`` false: count, adding the
     number of entries there. ``fill`` true: ``at`` holds the write positions in ``feat`` and
     advances as the entries are written (in feature order).
     """
+    gptr, g_slot, g_lit, lit_var, lit_mask = groups
     n_slots = offs[-1]
-    lits, valid = _chunk_literals(rows, start, CHUNK_WORDS, offs, n_slots)
-    H, one, two = _status_buffers(gptr)
+    bits, valid = _chunk_group_bits(rows, start, offs, lit_var, lit_mask)
+    one = np.empty(CHUNK_WORDS, dtype=np.uint64)
+    two = np.empty(CHUNK_WORDS, dtype=np.uint64)
     for f in range(gptr.shape[0] - 1):
         g0 = gptr[f]
         ng = gptr[f + 1] - g0
-        if not _feature_status(lits, valid, g0, ng, g_start, g_end, code, H, one, two):
+        if not _feature_status(bits, valid, g0, ng, g_lit, one, two):
             continue
         for w in range(CHUNK_WORDS):
             vw = valid[w]
             if two[w] == vw:
                 continue
             holds = vw & ~one[w]
+            near = vw & ~two[w]
             for k in range(ng):
                 g = g0 + k
                 sg = g_slot[g]
                 if sg == -2:
                     continue
-                x = holds | (vw & ~H[k, w] & ~two[w])  # holds, or only this group fails
+                x = holds | (near & ~bits[g_lit[g], w])  # holds, or only this group fails
                 if sg >= 0:
                     _reach_column(x, 64 * w, n_slots, sg, f, fill, at, feat)
                 else:  # out of line, as in _chunk_pass
-                    j = g_var[g]
+                    j = lit_var[g_lit[g]]
                     for a in range(cards[j]):
-                        if (g_mask[g] >> np.uint64(a)) & np.uint64(1):
+                        if (lit_mask[g_lit[g]] >> np.uint64(a)) & np.uint64(1):
                             _reach_column(x, 64 * w, n_slots, offs[j] + a, f, fill, at, feat)
 
 
@@ -720,8 +798,7 @@ def _count_reach(rows, offs, cards, groups):
     for k in nb.prange((n + chunk - 1) // chunk):
         s = k * chunk * n_slots
         e = min(k * chunk + chunk, n) * n_slots
-        _scan_reach(rows, k * chunk, offs, cards, groups[0], groups[1], groups[2], groups[3],
-                    groups[4], groups[5], groups[6], False, ptr[s + 1:e + 1], none)
+        _scan_reach(rows, k * chunk, offs, cards, groups, False, ptr[s + 1:e + 1], none)
     for i in range(n * n_slots):
         ptr[i + 1] += ptr[i]
     return ptr
@@ -736,8 +813,7 @@ def _fill_reach(rows, offs, cards, groups, ptr):
     feat = np.empty(ptr[-1], dtype=np.int32)
     for k in nb.prange((n + chunk - 1) // chunk):
         at = ptr[k * chunk * n_slots:min(k * chunk + chunk, n) * n_slots].copy()
-        _scan_reach(rows, k * chunk, offs, cards, groups[0], groups[1], groups[2], groups[3],
-                    groups[4], groups[5], groups[6], True, at, feat)
+        _scan_reach(rows, k * chunk, offs, cards, groups, True, at, feat)
     return feat
 
 
@@ -798,8 +874,7 @@ def _chunk_scan_pll(rows, counts, start, offs, cards, weights, groups, table, pr
     second pass that gathers the gradient."""
     table[:] = 0.0
     none = np.zeros(0)
-    _chunk_pass(rows, start, offs, cards, weights, groups[0], groups[1], groups[2], groups[3],
-                groups[4], groups[5], groups[6], table, False, none)
+    _chunk_pass(rows, start, offs, cards, weights, groups, table, False, none)
     value = 0.0
     for r in range(min(table.shape[1], rows.shape[0] - start)):
         for s in range(offs[-1]):
@@ -809,8 +884,7 @@ def _chunk_scan_pll(rows, counts, start, offs, cards, weights, groups, table, pr
             probs[offs[j] + rows[start + r, j]] -= 1.0
         for s in range(offs[-1]):
             table[s, r] = counts[start + r] * probs[s]
-    _chunk_pass(rows, start, offs, cards, weights, groups[0], groups[1], groups[2], groups[3],
-                groups[4], groups[5], groups[6], table, True, grad)
+    _chunk_pass(rows, start, offs, cards, weights, groups, table, True, grad)
     return value
 
 
