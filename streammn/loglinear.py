@@ -242,6 +242,15 @@ def _feature_status(bits, valid, g0, ng, g_lit, one, two):
     return True
 
 
+def _lane_block(builder, data, base, x, q):
+    """Block ``q`` of eight doubles from ``data[base]``: the 8-lane mask of bits 8q..8q+7 of
+    ``x`` and a pointer to ``data[base + 8q]`` as an 8-lane vector (for the two kernels below)."""
+    byte = builder.trunc(builder.lshr(x, ir.Constant(ir.IntType(64), 8 * q)), ir.IntType(8))
+    mask = builder.bitcast(byte, ir.VectorType(ir.IntType(1), 8))
+    at = builder.gep(data, [builder.add(base, ir.Constant(ir.IntType(64), 8 * q))])
+    return mask, builder.bitcast(at, ir.VectorType(ir.DoubleType(), 8).as_pointer())
+
+
 @intrinsic
 def _add_at_bits(typingctx, target, base, x, wt):
     """``target[base + b] += wt`` for the set bits b of x: eight 8-lane adds, branch-free (a
@@ -257,11 +266,7 @@ def _add_at_bits(typingctx, target, base, x, wt):
                                        ir.Constant(ir.VectorType(ir.IntType(32), 8), [0] * 8))
         zero = ir.Constant(lanes, [0.0] * 8)
         for q in range(8):
-            byte = builder.trunc(builder.lshr(args[2], ir.Constant(ir.IntType(64), 8 * q)),
-                                 ir.IntType(8))
-            mask = builder.bitcast(byte, ir.VectorType(ir.IntType(1), 8))
-            at = builder.gep(data, [builder.add(args[1], ir.Constant(ir.IntType(64), 8 * q))])
-            at = builder.bitcast(at, lanes.as_pointer())
+            mask, at = _lane_block(builder, data, args[1], args[2], q)
             builder.store(builder.fadd(builder.load(at, align=8),
                                        builder.select(mask, splat, zero)), at, align=8)
         return context.get_dummy_value()
@@ -280,11 +285,7 @@ def _sum_at_bits(typingctx, target, base, x):
         lanes = ir.VectorType(ir.DoubleType(), 8)
         total = ir.Constant(lanes, [0.0] * 8)
         for q in range(8):
-            byte = builder.trunc(builder.lshr(args[2], ir.Constant(ir.IntType(64), 8 * q)),
-                                 ir.IntType(8))
-            mask = builder.bitcast(byte, ir.VectorType(ir.IntType(1), 8))
-            at = builder.gep(data, [builder.add(args[1], ir.Constant(ir.IntType(64), 8 * q))])
-            at = builder.bitcast(at, lanes.as_pointer())
+            mask, at = _lane_block(builder, data, args[1], args[2], q)
             total = builder.fadd(total, builder.select(mask, builder.load(at, align=8),
                                                        ir.Constant(lanes, [0.0] * 8)))
         width = 8
