@@ -196,15 +196,12 @@ class LeafStats:
         if self.tot.shape[0] == 0:
             self._grow(1)
         n_blocks = self._blocks(trees.shape[0], rows.shape[0] * trees.shape[0])
-        node_slot = f.slot if node_slot is None else node_slot
-        n = f.n_nodes
-        active_per_tree = np.bincount(f.tree[:n][node_slot[:n] >= 0], minlength=1)
-        args = (rows, self.indicators(rows), self.K, trees, f.links, node_slot, self.tot,
-                self.stats, row_node, int(active_per_tree.max()) * f.max_card)
+        args = (rows, self.indicators(rows), trees, f.links,
+                f.slot if node_slot is None else node_slot, self.tot, self.stats, row_node)
         if n_blocks == 1:  # a parallel launch costs milliseconds on a busy machine
-            counting.accumulate_cached(*args)
+            kernels.accumulate_cached(*args)
         else:
-            counting.accumulate_cached_parallel(*args, n_blocks)
+            kernels.accumulate_cached_parallel(*args, n_blocks)
 
     def replay(self, rows: np.ndarray, row_leaf: np.ndarray, trees: np.ndarray) -> None:
         """Move past ``rows`` out of the just-split leaves of ``trees`` into the new children,
