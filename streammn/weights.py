@@ -25,6 +25,7 @@ from streammn import loglinear
 from streammn.features import FeatureSet
 from streammn.model import MarkovNetwork
 from streammn.errors import SettingsError
+from streammn.schema import require_observed
 
 
 class WeightLearningError(SettingsError):
@@ -33,11 +34,14 @@ class WeightLearningError(SettingsError):
 
 def _as_rows(data, schema) -> np.ndarray:
     """Rows from an array, a ``connectors.Batch`` or a row reservoir (anything with ``.rows``),
-    validated against ``schema``."""
+    validated against ``schema``. Pseudo-likelihood needs every value of a row, so a missing
+    value (missing mode) is refused with its row and column named."""
     rows = schema.rows_of(data)
     if rows.shape[0] == 0:
         raise WeightLearningError(f"weight learning needs a non-empty 2-D block of rows, "
                                   f"got shape {rows.shape}")
+    if schema.missing:
+        require_observed(rows, "pseudo-likelihood weight learning")
     return rows
 
 

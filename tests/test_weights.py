@@ -7,6 +7,7 @@ import pytest
 
 from helpers_mn import random_featureset
 from streammn import Schema
+from streammn.schema import MISSING, SchemaError
 from streammn.dn import DependencyNetwork
 from streammn.dn2mn import dn2mn
 from streammn.features import FeatureSet
@@ -77,6 +78,22 @@ def test_warm_start_and_errors():
         fit_weights(truth, rows[:0])
     with pytest.raises(WeightLearningError):
         pll_objective(truth.features, rows, stddev=0.0)
+
+
+def test_missing_values_are_refused_with_their_place():
+    """A model of a missing-mode schema learns weights from complete rows only: a hole is named
+    by row and column, not read as a state."""
+    truth = planted(1)
+    schema = truth.schema.with_missing()
+    model = MarkovNetwork(schema, FeatureSet.from_features(schema, truth.features.to_list()))
+    rows = exact_sample(truth, 200, seed=4)
+    holed = rows.copy()
+    holed[17, 2] = MISSING
+    for learn in (lambda r: fit_weights(model, r), lambda r: StochasticPLL(model).partial_fit(r)):
+        with pytest.raises(SchemaError, match="missing value") as err:
+            learn(holed)
+        assert (err.value.row, err.value.column) == (17, 2)
+    assert np.isfinite(fit_weights(model, rows, max_iter=3).weights).all()
 
 
 def test_stochastic_pll_approaches_batch_optimum():
