@@ -198,7 +198,7 @@ def ascend_tables(beta, rows, edge_tables, phi, base, max_iter=20, tol=1e-5, gam
         gain = new_value - value
         phi = candidate
         value, grad = value_and_gradient(phi)
-        step = min(1.0, step / gamma)
+        step /= gamma  # the next trial starts at twice the accepted step
         if gain < tol:
             break
     return phi, value
