@@ -25,6 +25,10 @@ all of them drops the Hamming distance from 87 to 79 (fewer false edges; the sam
 missed) for 1.3x the CPU, and all 10,000 rows would take the 100-variable fit past its time
 target (``benchmarks/results/et_diagnosis.md``).
 
+With ``learn_theta`` a phase continues from the plug-in fit by learning the edge tables with
+beta (Eq. 7, :mod:`streammn.et.edge_tables`); the learned tables are part of the state and of
+the published density, and the next phase starts again from the smoothed tables of the counts.
+
 The Markov network (snapshots, PLL scoring, .mn/.uai files) has one pairwise table per graph
 edge (rho above ``rho_threshold``) and one unary table per variable, started at the tree
 log-potentials ``log theta_u`` and ``log theta_uv / (theta_u theta_v)`` and fitted by
@@ -77,7 +81,7 @@ class EnsembleOfTrees(Estimator):
         Learn the edge distributions with beta (the full model of Eq. 7, MAP under the
         smoothing prior; :mod:`streammn.et.edge_tables`), starting from the smoothed tables and
         the plug-in beta: recovers the weak edges of dense networks and fits a much better
-        density, at 15-20x the CPU of a phase.
+        density, at about 10x the CPU of a phase.
     rho_threshold : float, optional
         An edge is in the graph when its appearance probability rho (Eq. 8) exceeds this
         (default ``2 / M``, every pair's rho under the uniform ensemble of all spanning trees;
