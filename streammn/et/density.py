@@ -81,7 +81,7 @@ it 50-3 loses 20-27 at 250 and 500 rows, where ET then falls behind L1 logistic 
 Neither random PGD restarts (objectives within 0.015 nats per row of this start, Hamming
 59-63 and 52-57) change that. Learning the edge tables with beta (the full model of Eq. 7,
 ``learn_theta``, :mod:`streammn.et.edge_tables`) does: a weak edge's table becomes more
-dependent than its marginal table, and the same fits miss 17 and 11 edges (Hamming 35 and 32
+dependent than its marginal table, and the same fits miss 17 and 11 edges (Hamming 42 and 32
 against L1 logistic regression's 44 and 39) for about 10x the CPU.
 
 Chow-Liu. ET with all of beta on one spanning tree is that tree's distribution, so
