@@ -112,9 +112,9 @@ class EnsembleOfTrees(Estimator):
     """
 
     def __init__(self, schema: Schema, alpha: float = DEFAULT_ALPHA, shrink: bool = True,
-                 learn_theta: bool = False, rho_threshold: float | None = None, sample_rows: int = 2000,
-                 update_every: int = 10000, max_iter: int = 100, tol: float = 1e-4,
-                 seed: int = 0):
+                 learn_theta: bool = False, rho_threshold: float | None = None,
+                 sample_rows: int = 2000, update_every: int = 10000, max_iter: int = 100,
+                 tol: float = 1e-4, seed: int = 0):
         if not isinstance(schema, Schema):
             raise ETError(f"schema must be a streammn Schema, got {type(schema).__name__}")
         if schema.n_vars < 2:
