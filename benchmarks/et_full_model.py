@@ -24,7 +24,9 @@ Eq. 9 optimum itself leaves them out. Two things the paper names could change th
 - Random restarts of PGD (the alternative the paper gives to its Eq. 14 start): beta drawn from a
   Dirichlet over all pairs, PGD to convergence, objective and Hamming of each.
 
-The code is an experiment, not a streammn option: see the results in et_diagnosis.md.
+This is the benchmark's own implementation (binary, log odds ratios), independent of
+:mod:`streammn.et.edge_tables` (any cardinality, Sinkhorn scaling), which fits the MAP model as
+the learner's ``learn_theta`` option. Results: et_diagnosis.md, "The full model".
 """
 
 from __future__ import annotations
