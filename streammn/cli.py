@@ -66,6 +66,9 @@ def _parser() -> argparse.ArgumentParser:
                             "likelihood in model.et) (default: dtsl)")
     learn.add_argument("--et-sample-rows", type=opt.positive_int, default=2000,
                        help="et: rows of the sample beta is learned on (default: 2000)")
+    learn.add_argument("--et-learn-theta", action="store_true",
+                       help="et: learn the edge distributions with beta (full model of Eq. 7, "
+                            "MAP): finds the weak edges of dense networks, about 10x the CPU")
     learn.add_argument("--significance", type=opt.confidence, default=0.05,
                        help="csgs: significance level of the chi-square tests (default: 0.05)")
     learn.add_argument("--max-contexts", type=opt.positive_int, default=5000,

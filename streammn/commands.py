@@ -67,7 +67,8 @@ def _make_learner(args, schema):
             raise UsageError("--mode exact is for dtsl; et counts the stream and learns beta "
                              "on a row sample every --update-every rows")
         return EnsembleOfTrees(schema, update_every=args.update_every,
-                               sample_rows=args.et_sample_rows, seed=args.seed)
+                               sample_rows=args.et_sample_rows, seed=args.seed,
+                               learn_theta=getattr(args, "et_learn_theta", False))
     if getattr(args, "algo", "dtsl") == "csgs":
         from streammn.csgs import CSGS
 

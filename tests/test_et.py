@@ -115,6 +115,35 @@ def test_gradient_matches_finite_differences():
         np.testing.assert_allclose(grad[u, v], fd, rtol=1e-5, atol=1e-8)
 
 
+def test_cell_resistance_sums_give_the_table_gradient_and_the_beta_gradient():
+    from streammn.et.kernels import (cell_resistance_sums, row_log_dets,
+                                     structure_objective_and_gradient)
+
+    rng = np.random.default_rng(4)
+    m, n = 5, 9
+    rows, table = random_ratios(rng, n, m)
+    b = rng.uniform(0.2, 2.0, size=(m, m))
+    beta = (b + b.T) / 2
+    np.fill_diagonal(beta, 0)
+    log_dets, sums = cell_resistance_sums(rows, beta, table)
+    np.testing.assert_array_equal(log_dets, row_log_dets(rows, beta, table)[0])
+    assert not np.tril(sums.sum(axis=(2, 3))).any()
+    # d (sum of log dets) / d table[u, v, a, b] = beta_uv S[u, v, a, b]
+    h = 1e-6
+    for u, v, ca, cb in [(0, 1, 0, 2), (1, 4, 1, 1), (2, 3, 2, 0), (0, 4, 0, 0)]:
+        tp, tm = table.copy(), table.copy()
+        tp[u, v, ca, cb] += h; tp[v, u, cb, ca] += h
+        tm[u, v, ca, cb] -= h; tm[v, u, cb, ca] -= h
+        fd = (row_log_dets(rows, beta, tp)[0].sum() - row_log_dets(rows, beta, tm)[0].sum()) / (2 * h)
+        np.testing.assert_allclose(beta[u, v] * sums[u, v, ca, cb], fd, rtol=1e-5, atol=1e-8)
+    # and sum_ab table S is the data part of the beta gradient
+    data_grad = (table * sums).sum(axis=(2, 3))
+    data_grad = (data_grad + data_grad.T) / n
+    _, bound_grad = structure_objective_and_gradient(beta, rows, table, bound=True)
+    np.fill_diagonal(data_grad, 0)
+    np.testing.assert_allclose(data_grad, bound_grad, rtol=1e-12, atol=1e-14)
+
+
 def test_pgd_never_decreases_objective():
     from streammn.et.kernels import projected_gradient_ascent
 

@@ -72,3 +72,18 @@ def test_et_refuses_exact_mode_and_bad_model_file(tmp_path, capsys):
     bad.write_bytes(b"junk")
     code, _, err = run(capsys, "score", bad, data)
     assert code == 3 and "m.et" in err
+
+
+def test_learn_et_with_learned_edge_tables(tmp_path, capsys):
+    rows = chain_rows(1200, 5, seed=2)
+    data = tmp_path / "train.parquet"
+    pq.write_table(pa.table({f"x{i}": rows[:, i] for i in range(5)}), data)
+    out = tmp_path / "snaps"
+    assert run(capsys, "learn", data, "--out", out, "--algo", "et", "--update-every", 1200,
+               "--quiet", "--et-sample-rows", 400, "--et-learn-theta")[0] == 0
+    snap = read_snapshot(list_snapshots(out)[-1])
+    saved = EnsembleOfTrees.from_bytes(snap.file("learner.bin").read_bytes())
+    assert saved.learn_theta and saved.learned_pair_probs is not None
+    density = ETDensity.from_bytes(snap.file("model.et").read_bytes())
+    np.testing.assert_array_equal(density.pair_probs, saved.learned_pair_probs)
+    assert load_snapshot(out).edges() == {(i, i + 1) for i in range(4)}

@@ -58,15 +58,21 @@ def ratio_table(node_probs, pair_probs):
     return pair_probs / (node_probs[:, None, :, None] * node_probs[None, :, None, :])
 
 
+VALUES, BETA_GRADIENT, CELL_SUMS = 0, 1, 2
+
+
 @nb.njit(cache=True, parallel=True)
-def _row_terms(rows, beta, table, with_grad, n_chunks):
-    """Per row: log det of the reduced Laplacian of ``beta * table[x]`` (Cholesky) and, with
-    ``with_grad``, the sum over rows of ``table[x] * effective resistance`` (from the inverse),
-    accumulated per chunk of rows so that the chunks run in parallel."""
+def _row_terms(rows, beta, table, mode, n_chunks):
+    """Per row: log det of the reduced Laplacian of ``beta * table[x]`` (Cholesky) and, unless
+    ``mode`` is VALUES, sums over rows of the effective resistances R_uv(x) (from the inverse),
+    accumulated per chunk of rows so that the chunks run in parallel: weighted by
+    ``table[u, v, x_u, x_v]`` into cell (0, 0) (BETA_GRADIENT), or unweighted into cell
+    ``(x_u, x_v)`` (CELL_SUMS, the derivative of the log-determinant in every table cell)."""
     n, m = rows.shape
     r = m - 1
+    k = table.shape[-1] if mode == CELL_SUMS else 1
     log_dets = np.empty(n)
-    grads = np.zeros((n_chunks, m, m))
+    sums = np.zeros((n_chunks, m, m, k, k))
     for c in nb.prange(n_chunks):
         w = np.zeros((m, m))
         lap = np.empty((r, r))
@@ -87,13 +93,26 @@ def _row_terms(rows, beta, table, with_grad, n_chunks):
             for u in range(r):
                 log_det += np.log(chol[u, u])
             log_dets[i] = 2.0 * log_det
-            if with_grad:
-                g = np.linalg.inv(lap)
-                for u in range(r):
-                    for v in range(u + 1, r):
-                        grads[c, u, v] += table[u, v, x[u], x[v]] * (g[u, u] + g[v, v] - 2.0 * g[u, v])
-                    grads[c, u, r] += table[u, r, x[u], x[r]] * g[u, u]
-    return log_dets, grads
+            if mode == VALUES:
+                continue
+            g = np.linalg.inv(lap)
+            for u in range(m):
+                for v in range(u + 1, m):
+                    resistance = g[u, u] if v == r else g[u, u] + g[v, v] - 2.0 * g[u, v]
+                    if mode == CELL_SUMS:
+                        sums[c, u, v, x[u], x[v]] += resistance
+                    else:
+                        sums[c, u, v, 0, 0] += table[u, v, x[u], x[v]] * resistance
+    return log_dets, sums
+
+
+def _run_rows(rows, beta, table, mode):
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    beta = np.ascontiguousarray(beta, dtype=np.float64)
+    n_chunks = max(1, min(rows.shape[0], 4 * nb.get_num_threads()))
+    with threadpool_limits(limits=1, user_api="blas"):  # the row chunks are the parallelism
+        log_dets, sums = _row_terms(rows, beta, np.ascontiguousarray(table), mode, n_chunks)
+    return log_dets, sums.sum(axis=0)
 
 
 def row_log_dets(rows, beta, table, with_grad=False):
@@ -102,15 +121,20 @@ def row_log_dets(rows, beta, table, with_grad=False):
     One Cholesky per row for the values, plus one inverse per row for the gradient: O(N M^3),
     spread over the available threads by row chunks.
     """
-    rows = np.ascontiguousarray(rows, dtype=np.int64)
-    beta = np.ascontiguousarray(beta, dtype=np.float64)
-    n_chunks = max(1, min(rows.shape[0], 4 * nb.get_num_threads()))
-    with threadpool_limits(limits=1, user_api="blas"):  # the row chunks are the parallelism
-        log_dets, grads = _row_terms(rows, beta, np.ascontiguousarray(table), with_grad, n_chunks)
+    log_dets, sums = _run_rows(rows, beta, table, BETA_GRADIENT if with_grad else VALUES)
     if not with_grad:
         return log_dets, None
-    grad = grads.sum(axis=0)
+    grad = sums[:, :, 0, 0]
     return log_dets, grad + grad.T
+
+
+def cell_resistance_sums(rows, beta, table):
+    """``(log dets (N,), S (M, M, K, K))`` with ``S[u, v, a, b]`` (``u < v``; zero below the
+    diagonal) the sum of R_uv(x) over the rows with ``x_u = a, x_v = b``: the derivative of the
+    summed log-determinants in the row weight ``w_uv(a, b)`` is ``beta_uv S[u, v, a, b]``, so
+    this gives the gradient in the edge distributions theta_uv (Eq. 7) as well as in beta
+    (``sum_ab table S``). Same cost as :func:`row_log_dets` with the gradient."""
+    return _run_rows(rows, beta, table, CELL_SUMS)
 
 
 def et_log_likelihood(rows, beta, node_probs, pair_probs):
