@@ -48,15 +48,20 @@ def brute_force(f, st, rows, dest, grace, slot_n, slot_last):
 
 @pytest.mark.parametrize("cards,missing", [((2,) * 9, False), ((2, 3, 4, 2, 5, 3), False),
                                            ((2, 3, 4, 2, 5, 3), True)])
-@pytest.mark.parametrize("route", ["bits", "rows"])
+@pytest.mark.parametrize("route", ["numbered", "listed", "sparse", "rows"])
 @pytest.mark.parametrize("n_rows", [1, 70, 333])
 def test_segmented_count_equals_row_by_row(cards, missing, route, n_rows):
+    """Bit-sliced routing with the groups' rows ``numbered`` (trees of many active leaves),
+    ``listed`` (few active leaves) or ``sparse`` (listed: active leaves with few rows by the
+    leaves' counts); row routing."""
     rng = np.random.default_rng(len(cards) + n_rows)
     schema = Schema.from_cardinalities(list(cards)).with_missing(missing)
-    f = random_forest(schema, rng, 40)
+    f = random_forest(schema, rng, 150 if route == "numbered" else 40)
     leaves = f.leaves()
     st = LeafStats(f, capacity=leaves.size)
-    st.activate(leaves[rng.random(leaves.size) < 0.7])
+    share = {"numbered": 0.9, "sparse": 0.1}.get(route, 0.7)
+    st.activate(leaves[rng.random(leaves.size) < share])
+    f.counts[leaves] = 1
     st.stats[:] = rng.integers(0, 5, st.stats.shape)
     rows = (rng.random((n_rows, len(cards))) * np.array(cards)).astype(np.uint8)
     if missing:
@@ -71,7 +76,7 @@ def test_segmented_count_equals_row_by_row(cards, missing, route, n_rows):
     table, steps, nodes = kernels.routing_table(f.links[:n], f.tree[:n], f.depth[:n],
                                                 f.roots.shape[0])
     assert nodes.sum() == n
-    forced = np.zeros_like(nodes) if route == "bits" else np.full_like(nodes, 2 ** 40)
+    forced = np.full_like(nodes, 2 ** 40) if route == "rows" else np.zeros_like(nodes)
     row_leaf = np.zeros((len(cards), n_rows), dtype=np.int32)
     due = np.empty((1, st.slot_node.shape[0]), dtype=np.int64)
     n_due = np.zeros(1, dtype=np.int64)
