@@ -102,3 +102,43 @@ def test_lane_sums_flush_before_uint8_overflows():
     st.activate(f.roots)
     st.add(np.ones((600, 3), dtype=np.uint8))
     assert (st.stats[:, 1] == 600).all() and (st.tot[:, 1] == 600).all()
+
+
+@pytest.mark.parametrize("cards", [(2,) * 70, (2, 3, 4, 2, 5, 3)])
+def test_replay_equals_row_by_row(cards):
+    """Rows of just-split leaves move to the children and are counted there (binary: summed
+    by group from the buffer's rows as lanes, past the 64-column block; else row by row)."""
+    from streammn.trees.hoeffding import _padded_buffer
+    rng = np.random.default_rng(len(cards))
+    schema = Schema.from_cardinalities(list(cards))
+    f = random_forest(schema, rng, 60)
+    rows = _padded_buffer(301, len(cards))
+    rows[:] = (rng.random((301, len(cards))) * np.array(cards)).astype(np.uint8)
+    row_leaf = np.ascontiguousarray(kernels.route(rows, f.roots, f.links).T)
+    leaves = f.leaves()
+    split = leaves[rng.random(leaves.size) < 0.3]
+    for node in split:
+        var = (f.tree[node] + 1) % len(cards)
+        f.split([node], [var], [int(rng.integers(f.cards[var]))], [np.zeros(f.max_card)])
+    st = LeafStats(f, capacity=f.leaves().size)
+    new_leaves = f.leaves()
+    st.activate(new_leaves[rng.random(new_leaves.size) < 0.8])
+    st.stats[:] = rng.integers(0, 5, st.stats.shape)
+    tot, stats, n = st.tot.copy(), st.stats.copy(), st.n.copy()
+    ind = st.indicators(rows).astype(np.int64) if st.binary else \
+        kernels.indicator_matrix(rows, f.cards, st.offsets, st.K).astype(np.int64)
+    leaf_after = kernels.route(rows, f.roots, f.links)
+    for r in range(rows.shape[0]):
+        for t in range(len(cards)):
+            leaf = leaf_after[r, t]
+            s = f.slot[leaf]
+            if f.parent[leaf] in split and row_leaf[t, r] == f.parent[leaf] and s >= 0:
+                tot[s, rows[r, t]] += 1
+                stats[s, rows[r, t]] += ind[r]
+                n[s] += 1
+    trees = np.unique(f.tree[split])
+    st.replay(rows, row_leaf, trees)
+    np.testing.assert_array_equal(row_leaf, leaf_after.T)
+    np.testing.assert_array_equal(st.tot, tot)
+    np.testing.assert_array_equal(st.stats, stats)
+    np.testing.assert_array_equal(st.n, n)

@@ -200,7 +200,7 @@ def _sum_group(lanes, listed, count, stats, s, y, K, acc):
                 _add_lane_block(acc, k, lanes, (listed[m] * width + k,))
         for k in range(K):
             stats[s, y, k] += acc[0, k]
-        for k in range(width):
+        for k in range(acc.shape[1]):
             acc[0, k] = 0
         i = stop
 
@@ -513,3 +513,105 @@ def accumulate_parallel(rows, bits, lanes, K, cards, trees, roots, links, table,
                              (b + 1) * T // n_blocks, roots, links, table, tree_steps,
                              tree_nodes, node_slot, node_counts, count_leaves, tot, stats,
                              slot_n, slot_last, grace, due[b], dest, row_leaf)
+
+
+@nb.njit(cache=True)
+def _replay_trees(rows, binary, offsets, row_leaf, trees, q0, q1, links, node_slot, tot, stats,
+                  slot_n):
+    n = rows.shape[0]
+    K = stats.shape[2]
+    C = stats.shape[1]
+    moving = np.empty(n, dtype=np.int32)
+    internal = np.empty(links.shape[0], dtype=np.uint8)  # a byte per node: the scan's lookups
+    for node in range(links.shape[0]):                  # stay in L1, not in ``links``
+        internal[node] = links[node, 0] >= 0
+    group_of_key = np.full(tot.shape[0] * C, -1, dtype=np.int32)  # key: slot * C + y
+    group_key = np.empty(n, dtype=np.int32)
+    group_start = np.empty(n + 1, dtype=np.int32)
+    group_of = np.empty(n, dtype=np.int32)
+    order = np.empty(n, dtype=np.int32)
+    acc = np.zeros((1, -(-rows.shape[1] // LANE_BLOCK) * LANE_BLOCK), dtype=np.uint8)
+    for q in range(q0, q1):
+        t = trees[q]
+        leaf_t = row_leaf[t]
+        n_moving = 0
+        for i in range(n):
+            moving[n_moving] = i
+            n_moving += internal[leaf_t[i]]
+        n_groups = 0
+        for m in range(n_moving):
+            i = moving[m]
+            node = leaf_t[i]
+            v = links[node, 0]
+            row = rows[i]
+            child = links[node, 2 + (row[v] != links[node, 1])]
+            leaf_t[i] = child
+            s = node_slot[child]
+            y = row[t]
+            group_of[m] = -1
+            if s < 0 or y == MISSING:
+                continue
+            tot[s, y] += 1
+            slot_n[s] += 1
+            if binary:  # summed by group below
+                key = s * C + y
+                g = group_of_key[key]
+                if g < 0:
+                    g = n_groups
+                    group_of_key[key] = g
+                    group_key[g] = key
+                    group_start[g + 1] = 0
+                    n_groups += 1
+                group_start[g + 1] += 1
+                group_of[m] = g
+            else:
+                dst = stats[s, y]
+                for j in range(row.shape[0]):
+                    if row[j] >= 1 and row[j] != MISSING:
+                        dst[offsets[j] + row[j] - 1] += 1
+        if n_groups == 0:
+            continue
+        group_start[0] = 0  # counting sort of the moving rows by group
+        for g in range(n_groups):
+            group_start[g + 1] += group_start[g]
+        for m in range(n_moving):
+            g = group_of[m]
+            if g >= 0:
+                order[group_start[g]] = moving[m]
+                group_start[g] += 1
+        begin = 0
+        for g in range(n_groups):
+            key = group_key[g]
+            group_of_key[key] = -1
+            end = group_start[g]
+            _sum_group(rows, order[begin:end], end - begin, stats, key // C, key % C, K, acc)
+            begin = end
+
+
+@nb.njit(cache=True)
+def replay(rows, binary, offsets, row_leaf, trees, links, node_slot, tot, stats, slot_n):
+    """Move buffered rows whose leaf (``row_leaf[t, i]``) has just been split to the child
+    they belong to, adding them to that child's statistics when it is active.
+
+    Only the listed ``trees`` are scanned; a just-split node's children are leaves, so one step
+    down suffices (Hoeffding replay). The scan lists the moving rows without a branch per row,
+    then moves them. With ``binary`` a row is its own indicator vector: the moving rows are
+    grouped by (slot, target value) with a counting sort and each group summed four rows per
+    vector add (:func:`_sum_group`, reading the rows as lanes: the vector adds read up to 63
+    bytes past a row's end, so ``rows`` must be followed by that many readable bytes, as the
+    replay buffer is). Otherwise column ``offsets[j] + x_j - 1`` is added for each ``x_j >= 1``
+    of the row, so the buffer's indicator matrix is never built.
+    """
+    _replay_trees(rows, binary, offsets, row_leaf, trees, 0, trees.shape[0], links, node_slot,
+                  tot, stats, slot_n)
+
+
+@nb.njit(cache=True, parallel=True)
+def replay_parallel(rows, binary, offsets, row_leaf, trees, links, node_slot, tot, stats,
+                    slot_n, n_blocks):
+    """:func:`replay` with the trees cut into ``n_blocks`` blocks run in parallel (a tree's
+    rows, slots and leaves are its own, so the result does not depend on the blocks)."""
+    T = trees.shape[0]
+    for b in nb.prange(n_blocks):
+        _replay_trees(rows, binary, offsets, row_leaf, trees, b * T // n_blocks,
+                      (b + 1) * T // n_blocks, links, node_slot, tot, stats, slot_n)
