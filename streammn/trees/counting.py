@@ -140,13 +140,13 @@ def value_bits(rows, max_card):
 @nb.njit(cache=True)
 def _sum_rows(lanes, group_of_row, n_groups, group_slot, group_y, K, acc, acc_rows, stats):
     """Add every row's indicator lanes to the ``uint8`` accumulator of its group
-    (``group_of_row[r]``, -1: none), in row order; a group's accumulator is flushed into
+    (``group_of_row[r]``; none when -1 or ``group_slot`` is -1), in row order; a group's accumulator is flushed into
     ``stats[group_slot[g], group_y[g]]`` when it holds ``LANE_ROWS`` rows and at the end, and
     left zeroed for the next call."""
     width = lanes.shape[1]
     for r in range(group_of_row.shape[0]):
         g = group_of_row[r]
-        if g < 0:
+        if g < 0 or group_slot[g] < 0:
             continue
         for k in range(0, width, LANE_BLOCK):
             _add_lane_block(acc, g * width + k, lanes, (r * width + k,))
@@ -328,15 +328,30 @@ def _tree_by_bits(t, rows, bits, card, lanes, K, root, links, node_slot, node_co
             if p:
                 for i in range(m):
                     group_of_row[base + i] |= np.int32((p >> np.uint64(i)) & np.uint64(1)) << b
-    for r in range(n):
-        number = group_of_row[r]
-        if keep_leaves and dest[r] >= 0:
-            row_leaf[t, dest[r]] = leaf_node[number]
-        y = rows[r, t]
-        g = number * C + y
-        if number == 0 or y == MISSING or group_slot[g] < 0:
-            g = -1
-        group_of_row[r] = g
+    if keep_leaves:
+        for r in range(n):
+            if dest[r] >= 0:
+                row_leaf[t, dest[r]] = leaf_node[group_of_row[r]]
+    for r in range(n):  # group: leaf number x C + target value, the latter from its bitmaps
+        group_of_row[r] *= C
+    for y in range(C):
+        group_slot[y] = -1  # leaf number 0: rows no numbered leaf holds
+    for w in range(W):
+        base = 64 * w
+        m = min(64, n - base)
+        observed = np.uint64(0)
+        for y in range(card):
+            p = bits[t, y, w]
+            observed |= p
+            if y and p:
+                for i in range(m):
+                    group_of_row[base + i] += y * np.int32((p >> np.uint64(i)) & np.uint64(1))
+        unobserved = ~observed  # missing targets: routed, not counted
+        if m < 64:
+            unobserved &= (np.uint64(1) << np.uint64(m)) - np.uint64(1)
+        while unobserved:
+            group_of_row[base + trailing_zeros(unobserved)] = -1
+            unobserved &= unobserved - np.uint64(1)
     _sum_rows(lanes, group_of_row, (n_leaves + 1) * C, group_slot, group_y, K, acc, acc_rows,
               stats)
     return n_due
