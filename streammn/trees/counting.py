@@ -140,9 +140,9 @@ def value_bits(rows, max_card):
 @nb.njit(cache=True)
 def _sum_rows(lanes, group_of_row, n_groups, group_slot, group_y, K, acc, acc_rows, stats):
     """Add every row's indicator lanes to the ``uint8`` accumulator of its group
-    (``group_of_row[r]``; none when -1 or ``group_slot`` is -1), in row order; a group's accumulator is flushed into
-    ``stats[group_slot[g], group_y[g]]`` when it holds ``LANE_ROWS`` rows and at the end, and
-    left zeroed for the next call."""
+    (``group_of_row[r]``; none when it is -1 or its ``group_slot`` is -1), in row order; a
+    group's accumulator is flushed into ``stats[group_slot[g], group_y[g]]`` when it holds
+    ``LANE_ROWS`` rows and at the end, and left zeroed for the next call."""
     width = lanes.shape[1]
     for r in range(group_of_row.shape[0]):
         g = group_of_row[r]
@@ -152,19 +152,21 @@ def _sum_rows(lanes, group_of_row, n_groups, group_slot, group_y, K, acc, acc_ro
             _add_lane_block(acc, g * width + k, lanes, (r * width + k,))
         acc_rows[g] += 1
         if acc_rows[g] == LANE_ROWS:
-            _flush(acc, acc_rows, g, stats, group_slot[g], group_y[g], K)
+            _flush(acc, g, stats, group_slot[g], group_y[g], K)
+            acc_rows[g] = 0
     for g in range(n_groups):
         if acc_rows[g]:
-            _flush(acc, acc_rows, g, stats, group_slot[g], group_y[g], K)
+            _flush(acc, g, stats, group_slot[g], group_y[g], K)
+            acc_rows[g] = 0
 
 
 @nb.njit(cache=True, inline="always")
-def _flush(acc, acc_rows, g, stats, s, y, K):
+def _flush(acc, g, stats, s, y, K):
+    """Add accumulator ``acc[g]`` to ``stats[s, y]`` and zero it."""
     for k in range(K):
         stats[s, y, k] += acc[g, k]
     for k in range(acc.shape[1]):
         acc[g, k] = 0
-    acc_rows[g] = 0
 
 
 @nb.njit(cache=True, inline="always")
@@ -198,10 +200,7 @@ def _sum_group(lanes, listed, count, stats, s, y, K, acc):
         for m in range(m, stop):
             for k in range(0, width, LANE_BLOCK):
                 _add_lane_block(acc, k, lanes, (listed[m] * width + k,))
-        for k in range(K):
-            stats[s, y, k] += acc[0, k]
-        for k in range(acc.shape[1]):
-            acc[0, k] = 0
+        _flush(acc, 0, stats, s, y, K)
         i = stop
 
 
@@ -218,7 +217,7 @@ def _due(s, c, slot_n, slot_last, grace, due, n_due):
 
 
 @nb.njit(cache=True)
-def _tree_by_bits(t, rows, bits, card, lanes, K, root, links, node_slot, node_counts,
+def _tree_by_bits(t, n, bits, card, lanes, K, root, links, node_slot, node_counts,
                   count_leaves, tot, stats, slot_n, slot_last, grace, due, n_due, dest,
                   row_leaf, keep_leaves, listing, masks, stack, planes, leaf_node, listed,
                   group_of_row, group, group_slot, group_y, acc, acc_rows):
@@ -238,7 +237,6 @@ def _tree_by_bits(t, rows, bits, card, lanes, K, root, links, node_slot, node_co
       later passes of exact growth): each group's rows are listed from its mask and summed
       four at a time (:func:`_sum_group`); rows at inactive leaves cost nothing, and a big
       group is not one chain of updates to the same accumulator."""
-    n = rows.shape[0]
     C = stats.shape[1]
     W = masks.shape[1]
     for w in range(W):
@@ -402,10 +400,6 @@ def _tree_by_rows(t, rows, lanes, K, root, steps, table, node_slot, node_counts,
         tot[s, y] += c
         if grace > 0:
             n_due = _due(s, c, slot_n, slot_last, grace, due, n_due)
-    for r in range(n):
-        g = group_of_row[r]
-        if g >= 0 and group_slot[g] < 0:
-            group_of_row[r] = -1
     _sum_rows(lanes, group_of_row, n_groups, group_slot, group_y, K, acc, acc_rows, stats)
     return n_due
 
@@ -483,12 +477,11 @@ def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, t
     for q in range(q0, q1):
         t = trees[q]
         if by_bits[q - q0]:
-            n_due = _tree_by_bits(t, rows, bits, cards[t], lanes, K, roots[t], links,
-                                  node_slot, node_counts, count_leaves, tot, stats, slot_n,
-                                  slot_last, grace, due, n_due, dest, row_leaf, keep_leaves,
-                                  listing[q - q0], masks, stack, planes,
-                                  leaf_node, listed, group_of_row, group,
-                                  group_slot, group_y, acc, acc_rows)
+            n_due = _tree_by_bits(t, n, bits, cards[t], lanes, K, roots[t], links, node_slot,
+                                  node_counts, count_leaves, tot, stats, slot_n, slot_last,
+                                  grace, due, n_due, dest, row_leaf, keep_leaves,
+                                  listing[q - q0], masks, stack, planes, leaf_node, listed,
+                                  group_of_row, group, group_slot, group_y, acc, acc_rows)
         else:
             if group_of_key.shape[0] == 0:
                 group_of_key = np.full(node_counts.shape[0] * C, -1, dtype=np.int32)
