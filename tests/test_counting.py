@@ -48,15 +48,20 @@ def brute_force(f, st, rows, dest, grace, slot_n, slot_last):
 
 @pytest.mark.parametrize("cards,missing", [((2,) * 9, False), ((2, 3, 4, 2, 5, 3), False),
                                            ((2, 3, 4, 2, 5, 3), True)])
-@pytest.mark.parametrize("route", ["bits", "rows"])
+@pytest.mark.parametrize("route", ["numbered", "listed", "sparse", "rows"])
 @pytest.mark.parametrize("n_rows", [1, 70, 333])
 def test_segmented_count_equals_row_by_row(cards, missing, route, n_rows):
+    """Bit-sliced routing with the groups' rows ``numbered`` (trees of many active leaves),
+    ``listed`` (few active leaves) or ``sparse`` (listed: active leaves with few rows by the
+    leaves' counts); row routing."""
     rng = np.random.default_rng(len(cards) + n_rows)
     schema = Schema.from_cardinalities(list(cards)).with_missing(missing)
-    f = random_forest(schema, rng, 40)
+    f = random_forest(schema, rng, 150 if route == "numbered" else 40)
     leaves = f.leaves()
     st = LeafStats(f, capacity=leaves.size)
-    st.activate(leaves[rng.random(leaves.size) < 0.7])
+    share = {"numbered": 0.9, "sparse": 0.1}.get(route, 0.7)
+    st.activate(leaves[rng.random(leaves.size) < share])
+    f.counts[leaves] = 1
     st.stats[:] = rng.integers(0, 5, st.stats.shape)
     rows = (rng.random((n_rows, len(cards))) * np.array(cards)).astype(np.uint8)
     if missing:
@@ -71,7 +76,7 @@ def test_segmented_count_equals_row_by_row(cards, missing, route, n_rows):
     table, steps, nodes = kernels.routing_table(f.links[:n], f.tree[:n], f.depth[:n],
                                                 f.roots.shape[0])
     assert nodes.sum() == n
-    forced = np.zeros_like(nodes) if route == "bits" else np.full_like(nodes, 2 ** 40)
+    forced = np.full_like(nodes, 2 ** 40) if route == "rows" else np.zeros_like(nodes)
     row_leaf = np.zeros((len(cards), n_rows), dtype=np.int32)
     due = np.empty((1, st.slot_node.shape[0]), dtype=np.int64)
     n_due = np.zeros(1, dtype=np.int64)
@@ -97,3 +102,43 @@ def test_lane_sums_flush_before_uint8_overflows():
     st.activate(f.roots)
     st.add(np.ones((600, 3), dtype=np.uint8))
     assert (st.stats[:, 1] == 600).all() and (st.tot[:, 1] == 600).all()
+
+
+@pytest.mark.parametrize("cards", [(2,) * 70, (2, 3, 4, 2, 5, 3)])
+def test_replay_equals_row_by_row(cards):
+    """Rows of just-split leaves move to the children and are counted there (binary: summed
+    by group from the buffer's rows as lanes, past the 64-column block; else row by row)."""
+    from streammn.trees.hoeffding import _padded_buffer
+    rng = np.random.default_rng(len(cards))
+    schema = Schema.from_cardinalities(list(cards))
+    f = random_forest(schema, rng, 60)
+    rows = _padded_buffer(301, len(cards))
+    rows[:] = (rng.random((301, len(cards))) * np.array(cards)).astype(np.uint8)
+    row_leaf = np.ascontiguousarray(kernels.route(rows, f.roots, f.links).T)
+    leaves = f.leaves()
+    split = leaves[rng.random(leaves.size) < 0.3]
+    for node in split:
+        var = (f.tree[node] + 1) % len(cards)
+        f.split([node], [var], [int(rng.integers(f.cards[var]))], [np.zeros(f.max_card)])
+    st = LeafStats(f, capacity=f.leaves().size)
+    new_leaves = f.leaves()
+    st.activate(new_leaves[rng.random(new_leaves.size) < 0.8])
+    st.stats[:] = rng.integers(0, 5, st.stats.shape)
+    tot, stats, n = st.tot.copy(), st.stats.copy(), st.n.copy()
+    ind = st.indicators(rows).astype(np.int64) if st.binary else \
+        kernels.indicator_matrix(rows, f.cards, st.offsets, st.K).astype(np.int64)
+    leaf_after = kernels.route(rows, f.roots, f.links)
+    for r in range(rows.shape[0]):
+        for t in range(len(cards)):
+            leaf = leaf_after[r, t]
+            s = f.slot[leaf]
+            if f.parent[leaf] in split and row_leaf[t, r] == f.parent[leaf] and s >= 0:
+                tot[s, rows[r, t]] += 1
+                stats[s, rows[r, t]] += ind[r]
+                n[s] += 1
+    trees = np.unique(f.tree[split])
+    st.replay(rows, row_leaf, trees)
+    np.testing.assert_array_equal(row_leaf, leaf_after.T)
+    np.testing.assert_array_equal(st.tot, tot)
+    np.testing.assert_array_equal(st.stats, stats)
+    np.testing.assert_array_equal(st.n, n)

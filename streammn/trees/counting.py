@@ -17,16 +17,25 @@ a whole counter row. Here, per tree:
      popcount. The cost is the tree's nodes times the batch's words (64 rows per word, eight
      words per vector instruction), not rows times depth; subtrees no row reaches are skipped.
    * *row routing* (trees with many nodes for the batch's rows): every row routed
-     (:func:`streammn.trees.kernels._route_fixed`), then a counting sort of the rows by
-     (leaf, target value).
+     (:func:`streammn.trees.kernels._route_fixed`), and its group found in a table of (leaf,
+     target value) keys.
 
    A group adds its size to the leaf's target counts, and to its slot's totals and row count
    (the slot is due for a look when that count passes its mark within the batch).
-2. **Sums.** A group of an active leaf has its rows' indicator vectors summed in ``uint8``
-   lanes (:func:`lanes`: the indicator matrix padded to 64 columns per vector instruction),
-   four rows per pass over the lanes, and flushed into the wide counters every 255 rows (a
-   lane holds at most 255 ones) and at the group's end: each counter row is read and written
-   once per group rather than once per row.
+2. **Sums.** The rows of a group of an active leaf have their indicator vectors summed in
+   ``uint8`` accumulators (:func:`lanes`: the indicator matrix padded to 64 columns, one vector
+   add per 64), flushed into the wide counters every 255 rows (a lane holds at most 255 ones)
+   and at the end: each counter row is read and written once per group rather than once per
+   row. Converged trees have many leaves of a few dozen rows each, so the rows are summed in
+   row order, each into its group's accumulator (all of them stay in L1), from every row's
+   group number (bit-sliced: read back from bitmaps of the leaf numbers' bits, see
+   :func:`_tree_by_bits`); listing a small group's rows from its mask would test every word of
+   the batch and mispredict on most. Young trees (few active leaves) and the later passes of
+   exact growth (few rows at active leaves) list each group's rows from its mask instead and
+   sum them four at a time.
+
+The vector adds are an LLVM intrinsic (:func:`_add_lane_block`): as a loop over the lanes,
+LLVM cannot tell that the accumulators and the lanes do not overlap and adds byte by byte.
 
 The counts are integers, so the order in which rows are added does not change them: the
 statistics, leaf counts and due slots are exactly those of adding the rows one at a time, in
@@ -37,9 +46,10 @@ from __future__ import annotations
 
 import numba as nb
 import numpy as np
+from llvmlite import ir
+from numba import types
 from numba.cpython.unsafe.numbers import trailing_zeros
 from numba.extending import intrinsic
-from numba import types
 
 from streammn.trees.kernels import MISSING, _route_fixed
 
@@ -50,6 +60,8 @@ LANE_ROWS = 255  # rows summed in uint8 lanes before they are flushed to the cou
 NODE_COST = 32
 STEP_COST = 4
 ROW_COST = 10
+LIST_LEAVES = 8  # bit-sliced: groups listed when a tree has fewer active leaves ...
+LIST_SHARE = 4  # ... or they hold less than a quarter of its rows (see _tree_by_bits)
 
 
 @intrinsic
@@ -62,6 +74,33 @@ def _popcount(typingctx, x):
         fn = builder.module.declare_intrinsic("llvm.ctpop", [args[0].type])
         return builder.call(fn, args)
     return x(x), codegen
+
+
+@intrinsic
+def _add_lane_block(typingctx, dst, dst_at, src, src_ats):
+    """``dst.flat[dst_at:dst_at + LANE_BLOCK] += src.flat[at:at + LANE_BLOCK]`` summed over
+    the offsets ``at`` in the tuple ``src_ats``, on ``uint8`` arrays, as vector adds: written
+    as a loop, LLVM cannot rule out that the arrays overlap and adds byte by byte."""
+    if not (isinstance(dst, types.Array) and isinstance(src, types.Array)
+            and dst.dtype == types.uint8 and src.dtype == types.uint8
+            and isinstance(src_ats, types.UniTuple)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        block = ir.VectorType(ir.IntType(8), LANE_BLOCK).as_pointer()
+
+        def at(array, typ, offset):
+            data = context.make_array(typ)(context, builder, array).data
+            return builder.bitcast(builder.gep(data, [offset]), block)
+        target = at(args[0], signature.args[0], args[1])
+        total = builder.load(target, align=1)
+        for i in range(signature.args[3].count):
+            offset = builder.extract_value(args[3], i)
+            total = builder.add(total, builder.load(at(args[2], signature.args[2], offset),
+                                                    align=1))
+        builder.store(total, target, align=1)
+        return context.get_dummy_value()
+    return types.void(dst, types.int64, src, src_ats), codegen
 
 
 @nb.njit(cache=True)
@@ -99,40 +138,70 @@ def value_bits(rows, max_card):
 
 
 @nb.njit(cache=True)
-def _sum_group(lanes, order, begin, end, stats, s, y, K, acc):
-    """Add the indicator rows ``lanes[order[begin:end]]`` to ``stats[s, y]``."""
+def _sum_rows(lanes, group_of_row, n_groups, group_slot, group_y, K, acc, acc_rows, stats):
+    """Add every row's indicator lanes to the ``uint8`` accumulator of its group
+    (``group_of_row[r]``; none when it is -1 or its ``group_slot`` is -1), in row order; a
+    group's accumulator is flushed into ``stats[group_slot[g], group_y[g]]`` when it holds
+    ``LANE_ROWS`` rows and at the end, and left zeroed for the next call."""
     width = lanes.shape[1]
-    i = begin
-    while i < end:
-        stop = min(end, i + LANE_ROWS)
-        for k in range(width):
-            acc[k] = 0
-        m = i
-        while m + 4 <= stop:
-            a, b, c, d = order[m], order[m + 1], order[m + 2], order[m + 3]
-            for k in range(width):
-                acc[k] += lanes[a, k] + lanes[b, k] + lanes[c, k] + lanes[d, k]
-            m += 4
-        for m in range(m, stop):
-            a = order[m]
-            for k in range(width):
-                acc[k] += lanes[a, k]
-        for k in range(K):
-            stats[s, y, k] += acc[k]
-        i = stop
+    for r in range(group_of_row.shape[0]):
+        g = group_of_row[r]
+        if g < 0 or group_slot[g] < 0:
+            continue
+        for k in range(0, width, LANE_BLOCK):
+            _add_lane_block(acc, g * width + k, lanes, (r * width + k,))
+        acc_rows[g] += 1
+        if acc_rows[g] == LANE_ROWS:
+            _flush(acc, g, stats, group_slot[g], group_y[g], K)
+            acc_rows[g] = 0
+    for g in range(n_groups):
+        if acc_rows[g]:
+            _flush(acc, g, stats, group_slot[g], group_y[g], K)
+            acc_rows[g] = 0
 
 
 @nb.njit(cache=True, inline="always")
-def _extract(mask, W, order):
-    """Write the positions of ``mask``'s set bits to ``order``; return how many."""
-    c = 0
+def _flush(acc, g, stats, s, y, K):
+    """Add accumulator ``acc[g]`` to ``stats[s, y]`` and zero it."""
+    for k in range(K):
+        stats[s, y, k] += acc[g, k]
+    for k in range(acc.shape[1]):
+        acc[g, k] = 0
+
+
+@nb.njit(cache=True, inline="always")
+def _extract(mask, W, listed):
+    """Write the positions of ``mask``'s set bits to ``listed``; return how many."""
+    count = 0
     for w in range(W):
         x = mask[w]
         while x:
-            order[c] = 64 * w + trailing_zeros(x)
-            c += 1
+            listed[count] = 64 * w + trailing_zeros(x)
+            count += 1
             x &= x - np.uint64(1)
-    return c
+    return count
+
+
+@nb.njit(cache=True)
+def _sum_group(lanes, listed, count, stats, s, y, K, acc):
+    """Add the indicator lanes of rows ``listed[:count]`` to ``stats[s, y]``: four rows per
+    vector add into the ``uint8`` accumulator ``acc[0]``, flushed every ``LANE_ROWS`` rows."""
+    width = lanes.shape[1]
+    i = 0
+    while i < count:
+        stop = min(count, i + LANE_ROWS)
+        m = i
+        while m + 4 <= stop:
+            a, b, c, d = listed[m], listed[m + 1], listed[m + 2], listed[m + 3]
+            for k in range(0, width, LANE_BLOCK):
+                _add_lane_block(acc, k, lanes, (a * width + k, b * width + k, c * width + k,
+                                                d * width + k))
+            m += 4
+        for m in range(m, stop):
+            for k in range(0, width, LANE_BLOCK):
+                _add_lane_block(acc, k, lanes, (listed[m] * width + k,))
+        _flush(acc, 0, stats, s, y, K)
+        i = stop
 
 
 @nb.njit(cache=True, inline="always")
@@ -150,8 +219,25 @@ def _due(s, c, slot_n, slot_last, grace, due, n_due):
 @nb.njit(cache=True)
 def _tree_by_bits(t, n, bits, card, lanes, K, root, links, node_slot, node_counts,
                   count_leaves, tot, stats, slot_n, slot_last, grace, due, n_due, dest,
-                  row_leaf, keep_leaves, masks, stack, order, group, acc, leaf_of_row):
-    """Bit-sliced routing of the batch through tree ``t`` and counting at its leaves."""
+                  row_leaf, keep_leaves, listing, masks, stack, planes, leaf_node, listed,
+                  group_of_row, group, group_slot, group_y, acc, acc_rows):
+    """Bit-sliced routing of the batch through tree ``t`` and counting at its leaves.
+
+    Two ways to find the rows of each group (leaf, target value), chosen by the caller:
+
+    * *numbering* (many active leaves, each holding a small share of the rows: converged
+      trees): the walk numbers the leaves whose rows are wanted (active ones, all with
+      ``keep_leaves``) 1, 2, ...; bit ``b`` of every row's leaf number is the OR of the masks
+      of the leaves with that bit, one bitmap per bit (``planes``), read back per row in one
+      vectorised pass; a row's group is its leaf number times ``C`` plus its target value, and
+      the rows are summed in row order into their groups' accumulators
+      (:func:`_sum_rows`). Listing the rows of many small groups would test every word of
+      the batch per group, and mispredict on most.
+    * *listing* (``listing``: few active leaves, or few rows at active leaves: young trees,
+      later passes of exact growth): each group's rows are listed from its mask and summed
+      four at a time (:func:`_sum_group`); rows at inactive leaves cost nothing, and a big
+      group is not one chain of updates to the same accumulator."""
+    C = stats.shape[1]
     W = masks.shape[1]
     for w in range(W):
         masks[0, w] = ~np.uint64(0)
@@ -159,6 +245,8 @@ def _tree_by_bits(t, n, bits, card, lanes, K, root, links, node_slot, node_count
         masks[0, W - 1] = (np.uint64(1) << np.uint64(n % 64)) - np.uint64(1)
     stack[0] = root
     sp = 0
+    n_leaves = 0  # leaves numbered so far
+    n_planes = 0  # bitmaps of leaf-number bits in use
     while sp >= 0:  # depth first; masks[sp] holds the rows of node stack[sp]
         node = stack[sp]
         v = links[node, 0]
@@ -188,99 +276,163 @@ def _tree_by_bits(t, n, bits, card, lanes, K, root, links, node_slot, node_count
         if s < 0 and not count_leaves and not keep_leaves:
             sp -= 1  # nothing to count at this leaf
             continue
-        if keep_leaves:  # a masked store per word (vectorised), rather than bit by bit
-            for w in range(W):
-                x = masks[sp, w]
-                if x:
-                    for i in range(64):
-                        if (x >> np.uint64(i)) & np.uint64(1):
-                            leaf_of_row[64 * w + i] = node
         total = 0
         for y in range(card):  # group (node, y): the leaf's rows with target value y
             c = 0
             for w in range(W):
-                x = masks[sp, w] & bits[t, y, w]
-                group[w] = x
-                c += _popcount(x)
-            if c == 0:
-                continue
+                c += _popcount(masks[sp, w] & bits[t, y, w])
             total += c
-            if count_leaves:
+            if c and count_leaves:
                 node_counts[node, y] += c
-            if s >= 0:
+            if c and s >= 0:
                 tot[s, y] += c
-                _extract(group, W, order)
-                _sum_group(lanes, order, 0, c, stats, s, y, K, acc)
         if s >= 0 and grace > 0 and total > 0:
             n_due = _due(s, total, slot_n, slot_last, grace, due, n_due)
+        if listing:
+            if keep_leaves:
+                for i in range(_extract(masks[sp], W, listed)):
+                    r = listed[i]
+                    if dest[r] >= 0:
+                        row_leaf[t, dest[r]] = node
+            if s >= 0:
+                for y in range(card):
+                    for w in range(W):
+                        group[w] = masks[sp, w] & bits[t, y, w]
+                    _sum_group(lanes, listed, _extract(group, W, listed), stats, s, y, K, acc)
+        elif s >= 0 or keep_leaves:
+            n_leaves += 1
+            leaf_node[n_leaves] = node
+            for y in range(C):
+                group_slot[n_leaves * C + y] = s
+                group_y[n_leaves * C + y] = y
+            if n_leaves >> n_planes:  # one more bit: its bitmap starts empty
+                for w in range(W):
+                    planes[n_planes, w] = 0
+                n_planes += 1
+            for b in range(n_planes):
+                if (n_leaves >> b) & 1:
+                    for w in range(W):
+                        planes[b, w] |= masks[sp, w]
         sp -= 1
+    if listing:
+        return n_due
+    for r in range(n):
+        group_of_row[r] = 0
+    for w in range(W):
+        base = 64 * w
+        m = min(64, n - base)
+        for b in range(n_planes):
+            p = planes[b, w]
+            if p:
+                for i in range(m):
+                    group_of_row[base + i] |= np.int32((p >> np.uint64(i)) & np.uint64(1)) << b
     if keep_leaves:
         for r in range(n):
             if dest[r] >= 0:
-                row_leaf[t, dest[r]] = leaf_of_row[r]
+                row_leaf[t, dest[r]] = leaf_node[group_of_row[r]]
+    for r in range(n):  # group: leaf number x C + target value, the latter from its bitmaps
+        group_of_row[r] *= C
+    for y in range(C):
+        group_slot[y] = -1  # leaf number 0: rows no numbered leaf holds
+    for w in range(W):
+        base = 64 * w
+        m = min(64, n - base)
+        observed = np.uint64(0)
+        for y in range(card):
+            p = bits[t, y, w]
+            observed |= p
+            if y and p:
+                for i in range(m):
+                    group_of_row[base + i] += y * np.int32((p >> np.uint64(i)) & np.uint64(1))
+        unobserved = ~observed  # missing targets: routed, not counted
+        if m < 64:
+            unobserved &= (np.uint64(1) << np.uint64(m)) - np.uint64(1)
+        while unobserved:
+            group_of_row[base + trailing_zeros(unobserved)] = -1
+            unobserved &= unobserved - np.uint64(1)
+    _sum_rows(lanes, group_of_row, (n_leaves + 1) * C, group_slot, group_y, K, acc, acc_rows,
+              stats)
     return n_due
 
 
 @nb.njit(cache=True)
 def _tree_by_rows(t, rows, lanes, K, root, steps, table, node_slot, node_counts, count_leaves,
                   tot, stats, slot_n, slot_last, grace, due, n_due, dest, row_leaf,
-                  group_of_key, leaves, group_key, group_end, order, acc):
-    """Row routing of the batch through tree ``t``, a counting sort of its rows by (leaf,
-    target value) and counting at the leaves."""
+                  group_of_key, group_of_row, group_slot, group_y, acc, acc_rows):
+    """Row routing of the batch through tree ``t``, its rows' groups found with a table of
+    (leaf, target value) keys, and counting at the leaves."""
     n = rows.shape[0]
     C = stats.shape[1]
-    _route_fixed(rows, root, steps, table, leaves)
+    _route_fixed(rows, root, steps, table, group_of_row)
     n_groups = 0
     for r in range(n):
-        leaf = leaves[r]
+        leaf = group_of_row[r]
         keep = dest[r]
         if keep >= 0:
             row_leaf[t, keep] = leaf
         y = rows[r, t]
         if y == MISSING:  # missing target: routed, not counted (streammn.trees.missing)
-            leaves[r] = -1
+            group_of_row[r] = -1
             continue
         key = leaf * C + y
         g = group_of_key[key]
         if g < 0:
             g = n_groups
             group_of_key[key] = g
-            group_key[g] = key
-            group_end[g] = 0
+            group_slot[g] = key  # the key, until the groups are counted below
+            acc_rows[g] = 0
             n_groups += 1
-        group_end[g] += 1
-        leaves[r] = g
-    start = 0  # groups of active leaves get consecutive ranges of ``order``
+        acc_rows[g] += 1  # the group's size, until the groups are counted below
+        group_of_row[r] = g
     for g in range(n_groups):
-        key = group_key[g]
+        key = group_slot[g]
         group_of_key[key] = -1
         leaf, y = key // C, key % C
-        c = group_end[g]
+        c = acc_rows[g]
+        acc_rows[g] = 0
         if count_leaves:
             node_counts[leaf, y] += c
         s = node_slot[leaf]
+        group_slot[g] = s
+        group_y[g] = y
         if s < 0:
-            group_end[g] = -1
             continue
         tot[s, y] += c
         if grace > 0:
             n_due = _due(s, c, slot_n, slot_last, grace, due, n_due)
-        group_end[g] = start
-        start += c
-    for r in range(n):
-        g = leaves[r]
-        if g >= 0 and group_end[g] >= 0:
-            order[group_end[g]] = r
-            group_end[g] += 1
-    start = 0
-    for g in range(n_groups):
-        end = group_end[g]
-        if end >= 0:
-            leaf = group_key[g] // C
-            _sum_group(lanes, order, start, end, stats, node_slot[leaf], group_key[g] % C, K,
-                       acc)
-            start = end
+    _sum_rows(lanes, group_of_row, n_groups, group_slot, group_y, K, acc, acc_rows, stats)
     return n_due
+
+
+@nb.njit(cache=True)
+def _leaf_census(root, links, node_slot, node_counts, pending):
+    """Leaves of the tree under ``root``, and whether its groups are best listed (see
+    :func:`_tree_by_bits`): fewer than ``LIST_LEAVES`` active leaves (``node_slot >= 0``), or
+    holding less than ``1 / LIST_SHARE`` of its rows by their counts (``pending``: scratch of
+    a node per node)."""
+    pending[0] = root
+    top = 1
+    leaves = 0
+    held = 0
+    active = 0
+    n_active = 0
+    while top:
+        top -= 1
+        node = pending[top]
+        if links[node, 0] < 0:
+            leaves += 1
+            c = 0
+            for y in range(node_counts.shape[1]):
+                c += node_counts[node, y]
+            held += c
+            if node_slot[node] >= 0:
+                active += c
+                n_active += 1
+        else:
+            pending[top] = links[node, 2]
+            pending[top + 1] = links[node, 3]
+            top += 2
+    return leaves, n_active < LIST_LEAVES or active * LIST_SHARE < held
 
 
 @nb.njit(cache=True)
@@ -290,40 +442,53 @@ def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, t
     """Count the batch into trees ``trees[q0:q1]``, one tree after another (its nodes and
     slots stay in cache); return the number of due slots written to ``due``."""
     n = rows.shape[0]
+    C = stats.shape[1]
     W = (n + 63) // 64
     depth = 0
-    for q in range(q0, q1):
-        depth = max(depth, tree_steps[trees[q]])
-    masks = np.empty((depth + 2, W), dtype=np.uint64)
-    stack = np.empty(depth + 2, dtype=np.int32)
-    group = np.empty(W, dtype=np.uint64)
-    order = np.empty(n, dtype=np.int32)
-    leaf_of_row = np.empty(64 * W, dtype=np.int32)
-    acc = np.zeros(lanes.shape[1], dtype=np.uint8)
-    group_of_key = np.zeros(0, dtype=np.int32)  # row routing's scratch, made when needed
-    leaves = np.empty(n, dtype=np.int32)
-    group_key = np.empty(n, dtype=np.int32)
-    group_end = np.empty(n, dtype=np.int32)
+    n_groups = 0  # most groups of a tree: (leaf number + 1) x C by bits, at most n by rows
+    by_bits = np.empty(q1 - q0, dtype=np.bool_)
+    pending = np.empty(links.shape[0], dtype=np.int32)
+    listing = np.empty(q1 - q0, dtype=np.bool_)
     keep_leaves = False
     for r in range(n):
         keep_leaves |= dest[r] >= 0
+    for q in range(q0, q1):
+        t = trees[q]
+        depth = max(depth, tree_steps[t])
+        steps = tree_steps[t]
+        by_bits[q - q0] = (tree_nodes[t] * (W // 2 + NODE_COST)
+                           <= n * (STEP_COST * steps + ROW_COST))
+        leaves, listing[q - q0] = _leaf_census(roots[t], links, node_slot, node_counts,
+                                               pending)
+        n_groups = max(n_groups, (leaves + 1) * C if by_bits[q - q0] else min(n, leaves * C))
+    masks = np.empty((depth + 2, W), dtype=np.uint64)
+    stack = np.empty(depth + 2, dtype=np.int32)
+    planes = np.empty((32, W), dtype=np.uint64)
+    leaf_node = np.zeros(n_groups // C + 1, dtype=np.int32)
+    group_of_row = np.empty(n, dtype=np.int32)
+    listed = np.empty(n, dtype=np.int32)
+    group = np.empty(W, dtype=np.uint64)
+    group_slot = np.full(n_groups, -1, dtype=np.int32)
+    group_y = np.zeros(n_groups, dtype=np.int32)
+    acc = np.zeros((n_groups, lanes.shape[1]), dtype=np.uint8)
+    acc_rows = np.zeros(n_groups, dtype=np.int32)
+    group_of_key = np.zeros(0, dtype=np.int32)  # row routing's scratch, made when needed
     n_due = 0
     for q in range(q0, q1):
         t = trees[q]
-        steps = tree_steps[t]
-        if tree_nodes[t] * (W // 2 + NODE_COST) <= n * (STEP_COST * steps + ROW_COST):
+        if by_bits[q - q0]:
             n_due = _tree_by_bits(t, n, bits, cards[t], lanes, K, roots[t], links, node_slot,
                                   node_counts, count_leaves, tot, stats, slot_n, slot_last,
-                                  grace, due, n_due, dest, row_leaf, keep_leaves, masks, stack,
-                                  order, group, acc, leaf_of_row)
+                                  grace, due, n_due, dest, row_leaf, keep_leaves,
+                                  listing[q - q0], masks, stack, planes, leaf_node, listed,
+                                  group_of_row, group, group_slot, group_y, acc, acc_rows)
         else:
             if group_of_key.shape[0] == 0:
-                group_of_key = np.full(node_counts.shape[0] * stats.shape[1], -1,
-                                       dtype=np.int32)
-            n_due = _tree_by_rows(t, rows, lanes, K, roots[t], steps, table, node_slot,
-                                  node_counts, count_leaves, tot, stats, slot_n, slot_last,
-                                  grace, due, n_due, dest, row_leaf, group_of_key, leaves,
-                                  group_key, group_end, order, acc)
+                group_of_key = np.full(node_counts.shape[0] * C, -1, dtype=np.int32)
+            n_due = _tree_by_rows(t, rows, lanes, K, roots[t], tree_steps[t], table,
+                                  node_slot, node_counts, count_leaves, tot, stats, slot_n,
+                                  slot_last, grace, due, n_due, dest, row_leaf, group_of_key,
+                                  group_of_row, group_slot, group_y, acc, acc_rows)
     return n_due
 
 
@@ -356,3 +521,105 @@ def accumulate_parallel(rows, bits, lanes, K, cards, trees, roots, links, table,
                              (b + 1) * T // n_blocks, roots, links, table, tree_steps,
                              tree_nodes, node_slot, node_counts, count_leaves, tot, stats,
                              slot_n, slot_last, grace, due[b], dest, row_leaf)
+
+
+@nb.njit(cache=True)
+def _replay_trees(rows, binary, offsets, row_leaf, trees, q0, q1, links, node_slot, tot, stats,
+                  slot_n):
+    n = rows.shape[0]
+    K = stats.shape[2]
+    C = stats.shape[1]
+    moving = np.empty(n, dtype=np.int32)
+    internal = np.empty(links.shape[0], dtype=np.uint8)  # a byte per node: the scan's lookups
+    for node in range(links.shape[0]):                  # stay in L1, not in ``links``
+        internal[node] = links[node, 0] >= 0
+    group_of_key = np.full(tot.shape[0] * C, -1, dtype=np.int32)  # key: slot * C + y
+    group_key = np.empty(n, dtype=np.int32)
+    group_start = np.empty(n + 1, dtype=np.int32)
+    group_of = np.empty(n, dtype=np.int32)
+    order = np.empty(n, dtype=np.int32)
+    acc = np.zeros((1, -(-rows.shape[1] // LANE_BLOCK) * LANE_BLOCK), dtype=np.uint8)
+    for q in range(q0, q1):
+        t = trees[q]
+        leaf_t = row_leaf[t]
+        n_moving = 0
+        for i in range(n):
+            moving[n_moving] = i
+            n_moving += internal[leaf_t[i]]
+        n_groups = 0
+        for m in range(n_moving):
+            i = moving[m]
+            node = leaf_t[i]
+            v = links[node, 0]
+            row = rows[i]
+            child = links[node, 2 + (row[v] != links[node, 1])]
+            leaf_t[i] = child
+            s = node_slot[child]
+            y = row[t]
+            group_of[m] = -1
+            if s < 0 or y == MISSING:
+                continue
+            tot[s, y] += 1
+            slot_n[s] += 1
+            if binary:  # summed by group below
+                key = s * C + y
+                g = group_of_key[key]
+                if g < 0:
+                    g = n_groups
+                    group_of_key[key] = g
+                    group_key[g] = key
+                    group_start[g + 1] = 0
+                    n_groups += 1
+                group_start[g + 1] += 1
+                group_of[m] = g
+            else:
+                dst = stats[s, y]
+                for j in range(row.shape[0]):
+                    if row[j] >= 1 and row[j] != MISSING:
+                        dst[offsets[j] + row[j] - 1] += 1
+        if n_groups == 0:
+            continue
+        group_start[0] = 0  # counting sort of the moving rows by group
+        for g in range(n_groups):
+            group_start[g + 1] += group_start[g]
+        for m in range(n_moving):
+            g = group_of[m]
+            if g >= 0:
+                order[group_start[g]] = moving[m]
+                group_start[g] += 1
+        begin = 0
+        for g in range(n_groups):
+            key = group_key[g]
+            group_of_key[key] = -1
+            end = group_start[g]
+            _sum_group(rows, order[begin:end], end - begin, stats, key // C, key % C, K, acc)
+            begin = end
+
+
+@nb.njit(cache=True)
+def replay(rows, binary, offsets, row_leaf, trees, links, node_slot, tot, stats, slot_n):
+    """Move buffered rows whose leaf (``row_leaf[t, i]``) has just been split to the child
+    they belong to, adding them to that child's statistics when it is active.
+
+    Only the listed ``trees`` are scanned; a just-split node's children are leaves, so one step
+    down suffices (Hoeffding replay). The scan lists the moving rows without a branch per row,
+    then moves them. With ``binary`` a row is its own indicator vector: the moving rows are
+    grouped by (slot, target value) with a counting sort and each group summed four rows per
+    vector add (:func:`_sum_group`, reading the rows as lanes: the vector adds read up to 63
+    bytes past a row's end, so ``rows`` must be followed by that many readable bytes, as the
+    replay buffer is). Otherwise column ``offsets[j] + x_j - 1`` is added for each ``x_j >= 1``
+    of the row, so the buffer's indicator matrix is never built.
+    """
+    _replay_trees(rows, binary, offsets, row_leaf, trees, 0, trees.shape[0], links, node_slot,
+                  tot, stats, slot_n)
+
+
+@nb.njit(cache=True, parallel=True)
+def replay_parallel(rows, binary, offsets, row_leaf, trees, links, node_slot, tot, stats,
+                    slot_n, n_blocks):
+    """:func:`replay` with the trees cut into ``n_blocks`` blocks run in parallel (a tree's
+    rows, slots and leaves are its own, so the result does not depend on the blocks)."""
+    T = trees.shape[0]
+    for b in nb.prange(n_blocks):
+        _replay_trees(rows, binary, offsets, row_leaf, trees, b * T // n_blocks,
+                      (b + 1) * T // n_blocks, links, node_slot, tot, stats, slot_n)

@@ -26,7 +26,8 @@ seeded leaf with ``grace_period`` rows is attempted at once, so children do not 
 finite stream that fits in the buffer grows trees close to exact ones. Memory:
 ``replay_rows * n_vars`` bytes plus the current leaf of every buffered row in every tree
 (``4 * replay_rows * n_vars``); cost: one extra routing per row, and a scan of the buffer for
-every tree that split (frequent while trees grow, rare once they have converged).
+every tree that split (frequent while trees grow, rare once they have converged). The rows
+that move are summed by (slot, target value) group (:func:`counting.replay`).
 
 Exact rebuilds (``'auto'`` with a replay buffer): a Hoeffding tree never revisits a split, and
 a split taken on the first hundred rows is often not the one the whole stream supports. While
@@ -64,7 +65,7 @@ import math
 
 import numpy as np
 
-from streammn.trees import kernels, missing
+from streammn.trees import counting, kernels, missing
 from streammn.trees.exact import grow_level_wise
 from streammn.trees.forest import Forest
 from streammn.trees.criterion import (AUTO, DEFAULT_ALPHA, DEFAULT_MIN_GAIN_PER_ROW,
@@ -80,6 +81,14 @@ CHUNK_FRACTION = 32   # 'auto': chunks of at most 1/32 of the stream ...
 MAX_CHUNK_GRACES = 32  # ... and at most 32 grace periods
 STATS_DTYPE = np.int32  # half the memory traffic of int64; see _retire_full_slots
 _FULL = np.iinfo(STATS_DTYPE).max
+
+
+def _padded_buffer(n_rows: int, n_vars: int) -> np.ndarray:
+    """An empty replay buffer of ``n_rows`` rows, followed in memory by at least
+    ``counting.LANE_BLOCK`` zero bytes: replay sums a binary buffer's rows as they are, in
+    vector adds that read up to 63 bytes past a row (:func:`counting.replay`)."""
+    padding = -(-counting.LANE_BLOCK // max(1, n_vars))
+    return np.zeros((n_rows + padding, n_vars), dtype=np.uint8)[:n_rows]
 
 
 class _BufferPasses:
@@ -149,7 +158,7 @@ class HoeffdingGrower:
         self._has_inactive = False  # some eligible leaf was denied statistics by the budget
         self._due = []  # due slots found since the last grace-period boundary
         self.replay_rows = int(replay_rows)
-        self._buf = np.zeros((self.replay_rows, forest.schema.n_vars), dtype=np.uint8)
+        self._buf = _padded_buffer(self.replay_rows, forest.schema.n_vars)
         self._buf_len = 0   # rows held (at most replay_rows)
         self._buf_pos = 0   # next row to overwrite
         # current leaf of every buffered row in every tree, kept up to date through splits
@@ -163,7 +172,9 @@ class HoeffdingGrower:
             self.rows_seen = int(state["rows_seen"])
             self._has_inactive = bool(state["has_inactive"])
             self._due = [np.asarray(state["pending_due"], dtype=np.int64)]
-            self._buf = np.array(state["replay_buffer"], dtype=np.uint8)
+            buf = np.asarray(state["replay_buffer"], dtype=np.uint8)
+            self._buf = _padded_buffer(*buf.shape)
+            self._buf[:] = buf
             self._buf_len, self._buf_pos = (int(v) for v in state["replay_len_pos"])
             if self._buf_len:  # derived, not stored: the rows' leaves in the restored forest
                 kernels.route_into(self._buf[:self._buf_len], forest.roots, forest.links,

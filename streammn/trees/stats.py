@@ -205,7 +205,8 @@ class LeafStats:
 
     def replay(self, rows: np.ndarray, row_leaf: np.ndarray, trees: np.ndarray) -> None:
         """Move past ``rows`` out of the just-split leaves of ``trees`` into the new children,
-        adding them to the children's statistics (see :func:`kernels.replay`)."""
+        adding them to the children's statistics (see :func:`counting.replay`; ``rows`` must be
+        followed by ``counting.LANE_BLOCK`` readable bytes)."""
         if rows.shape[0] == 0 or trees.size == 0:
             return
         f = self.forest
@@ -213,9 +214,9 @@ class LeafStats:
                 f.slot, self.tot, self.stats, self.n)
         n_blocks = self._blocks(trees.size, rows.shape[0] * trees.size)
         if n_blocks == 1:  # a parallel launch wakes (and spins) every thread
-            kernels.replay(*args)
+            counting.replay(*args)
         else:
-            kernels.replay_parallel(*args, n_blocks)
+            counting.replay_parallel(*args, n_blocks)
 
     def score(self, slots: np.ndarray, min_count: int):
         """Best split of each slot: see :func:`kernels.score_slots`."""
