@@ -302,29 +302,43 @@ def _sum_at_bits(typingctx, target, base, x):
 
 
 @nb.njit(cache=True)
-def _chunk_pass(rows, start, offs, cards, weights, groups, table, gather, grad):
-    """Every feature against one chunk of ``64 * CHUNK_WORDS`` rows, on a slot-major
-    ``table[offs[j] + a, r]`` of the chunk (adjacent rows adjacent).
+def _chunk_logits(rows, start, offs, cards, groups, weights, table, words, keep):
+    """Every feature against one chunk of ``64 * CHUNK_WORDS`` rows: adds its weight to the
+    logits in ``table`` where it reaches a conditional, and with ``keep`` lists where as the
+    chunk's *word list* (the same for any weights) for :func:`_gather_words` (the gradient).
+    ``table[offs[j] + a, r]`` is slot-major (adjacent rows adjacent), seen flat.
 
-    Feature f's conditions come grouped by variable (see :func:`_bitset_groups`). Over the
+    Feature f's conditions come grouped by variable (see :func:`_group_structure`). Over the
     chunk's words of 64 rows the groups are ANDed in order while tracking the rows where at
     least one / at least two groups fail; a feature is abandoned as soon as every row has
     failed twice (:func:`_feature_status`). It reaches variable j's conditional on the rows
     where it holds outright and on the rows where j's group is the only one failing, at every
-    value a the group allows. ``gather`` false: its weight is added to ``table`` there (the
-    logits). ``gather`` true: ``table`` there is summed and subtracted from ``grad[f]``.
+    value a the group allows: one *entry* per such (value, word), ``xs[e]`` the rows of the
+    word and ``at[e]`` the table position of its first row (``table`` has fewer than 2**31
+    cells). ``words = (feats, ends, xs, at)`` are buffers, grown as needed; returns them and
+    ``nf``: the chunk's reaching features are ``feats[:nf]``, feature ``feats[i]``'s entries
+    end at ``ends[i]``, in the order (word, group, value). Each feature's entries are added
+    to ``table`` as soon as they are written, while they are in cache (without ``keep`` they
+    are then overwritten by the next feature's).
     """
     gptr, g_slot, g_lit, lit_var, lit_mask = groups
+    feats, ends, xs, at = words
+    chunk = 64 * CHUNK_WORDS
     bits, valid = _chunk_group_bits(rows, start, offs, lit_var, lit_mask)
     one = np.empty(CHUNK_WORDS, dtype=np.uint64)
     two = np.empty(CHUNK_WORDS, dtype=np.uint64)
+    max_card = cards.max()
+    nf = 0
+    ne = 0
     for f in range(gptr.shape[0] - 1):
         g0 = gptr[f]
         ng = gptr[f + 1] - g0
         if not _feature_status(bits, valid, g0, ng, g_lit, one, two):
             continue
-        wt = weights[f]
-        total = 0.0
+        if ne + CHUNK_WORDS * ng * max_card > xs.shape[0]:  # room for f's entries
+            xs = _grown(xs, ne + CHUNK_WORDS * ng * max_card)
+            at = _grown(at, xs.shape[0])
+        first = ne
         for w in range(CHUNK_WORDS):
             vw = valid[w]
             if two[w] == vw:
@@ -339,31 +353,56 @@ def _chunk_pass(rows, start, offs, cards, weights, groups, table, gather, grad):
                 x = holds | (near & ~bits[g_lit[g], w])  # holds, or only this group fails
                 if x == 0:
                     continue
-                if sg >= 0 and not gather:  # one allowed value
-                    _add_at_bits(table[sg], 64 * w, x, wt)
-                elif sg >= 0:
-                    total += _sum_at_bits(table[sg], 64 * w, x)
-                else:  # out of line: inline, this loop slowed the whole loop several times
-                    total += _values_at_bits(table, 64 * w, x, wt, gather, lit_var[g_lit[g]],
-                                             lit_mask[g_lit[g]], offs, cards)
-        if gather:
-            grad[f] -= total
+                if sg >= 0:  # one allowed value
+                    xs[ne] = x
+                    at[ne] = sg * chunk + 64 * w
+                    ne += 1
+                    continue
+                j = lit_var[g_lit[g]]
+                for a in range(cards[j]):
+                    if (lit_mask[g_lit[g]] >> np.uint64(a)) & np.uint64(1):
+                        xs[ne] = x
+                        at[ne] = (offs[j] + a) * chunk + 64 * w
+                        ne += 1
+        wt = weights[f]
+        for e in range(first, ne):
+            _add_at_bits(table, at[e], xs[e], wt)
+        if not keep:
+            ne = first
+        elif ne > first:
+            feats[nf] = f
+            ends[nf] = ne
+            nf += 1
+    return (feats, ends, xs, at), nf
 
 
 @nb.njit(cache=True)
-def _values_at_bits(table, base, x, wt, gather, j, mask, offs, cards):
-    """:func:`_chunk_pass` for a group on variable j that allows several values (bit a of
-    ``mask``): add ``wt`` to, or return the sum of, ``table[offs[j] + a, base + b]`` over its
-    values a and the set bits b of x."""
-    total = 0.0
-    for a in range(cards[j]):
-        if (mask >> np.uint64(a)) & np.uint64(1):
-            target = table[offs[j] + a]
-            if gather:
-                total += _sum_at_bits(target, base, x)
-            else:
-                _add_at_bits(target, base, x, wt)
-    return total
+def _grown(a, n):
+    """A copy of ``a`` with room for at least ``n`` items (and half as many again)."""
+    b = np.empty(n + n // 2, dtype=a.dtype)
+    b[:a.shape[0]] = a
+    return b
+
+
+@nb.njit(cache=True)
+def _new_words(n_features):
+    """Empty word-list buffers for :func:`_chunk_logits`."""
+    return (np.empty(n_features, dtype=np.int32), np.empty(n_features, dtype=np.int64),
+            np.empty(4 * n_features, dtype=np.uint64), np.empty(4 * n_features, dtype=np.int32))
+
+
+@nb.njit(cache=True)
+def _gather_words(words, nf, table, grad):
+    """Subtract from ``grad[f]`` the sum of the flat ``table`` at listed feature f's entries'
+    rows (see :func:`_chunk_logits`)."""
+    feats, ends, xs, at = words
+    e = 0
+    for i in range(nf):
+        total = 0.0
+        while e < ends[i]:
+            total += _sum_at_bits(table, at[e], xs[e])
+            e += 1
+        grad[feats[i]] -= total
 
 
 @nb.njit(cache=True)
@@ -535,13 +574,16 @@ def _all_logits(rows, offs, cards, weights, groups):
     logits = np.empty((n, n_slots))
     chunk = 64 * CHUNK_WORDS
     n_chunks = (n + chunk - 1) // chunk
-    none = np.zeros(0)
-    for k in nb.prange(n_chunks):
-        table = np.zeros((n_slots, chunk))
-        _chunk_pass(rows, k * chunk, offs, cards, weights, groups, table, False, none)
-        for r in range(min(chunk, n - k * chunk)):
-            for s in range(n_slots):
-                logits[k * chunk + r, s] = table[s, r]
+    for b in nb.prange(PARTIAL_SUMS):  # chunk sequences, each reusing its buffers
+        table = np.empty((n_slots, chunk))
+        words = _new_words(weights.shape[0])
+        for k in range(b, n_chunks, PARTIAL_SUMS):
+            table[:] = 0.0
+            _chunk_logits(rows, k * chunk, offs, cards, groups, weights, table.reshape(-1),
+                          words, False)
+            for r in range(min(chunk, n - k * chunk)):
+                for s in range(n_slots):
+                    logits[k * chunk + r, s] = table[s, r]
     return logits
 
 
@@ -769,7 +811,7 @@ def _scan_reach(rows, start, offs, cards, groups, fill, at, feat):
                 x = holds | (near & ~bits[g_lit[g], w])  # holds, or only this group fails
                 if sg >= 0:
                     _reach_column(x, 64 * w, n_slots, sg, f, fill, at, feat)
-                else:  # out of line, as in _chunk_pass
+                else:
                     j = lit_var[g_lit[g]]
                     for a in range(cards[j]):
                         if (lit_mask[g_lit[g]] >> np.uint64(a)) & np.uint64(1):
@@ -869,13 +911,15 @@ def _chunk_pll(rows, counts, start, stop, offs, cards, weights, ptr, feat, probs
 
 
 @nb.njit(cache=True)
-def _chunk_scan_pll(rows, counts, start, offs, cards, weights, groups, table, probs, grad):
-    """:func:`_chunk_pll` without entries: one bitset pass adds the chunk's logits into the
-    slot-major ``table``, which then holds ``count * (P(a | x_-j) - [a = x_j])`` per row for a
-    second pass that gathers the gradient."""
+def _chunk_scan_pll(rows, counts, start, offs, cards, weights, groups, table, probs, grad,
+                    words):
+    """:func:`_chunk_pll` without entries: the chunk's logits in the slot-major ``table`` and
+    its word list (:func:`_chunk_logits`, in the ``words`` buffers, which it returns); ``table``
+    then holds ``count * (P(a | x_-j) - [a = x_j])`` per row, and gathers the gradient from it.
+    Returns ``(value, words)``."""
     table[:] = 0.0
-    none = np.zeros(0)
-    _chunk_pass(rows, start, offs, cards, weights, groups, table, False, none)
+    flat = table.reshape(-1)
+    words, nf = _chunk_logits(rows, start, offs, cards, groups, weights, flat, words, True)
     value = 0.0
     for r in range(min(table.shape[1], rows.shape[0] - start)):
         for s in range(offs[-1]):
@@ -885,8 +929,8 @@ def _chunk_scan_pll(rows, counts, start, offs, cards, weights, groups, table, pr
             probs[offs[j] + rows[start + r, j]] -= 1.0
         for s in range(offs[-1]):
             table[s, r] = counts[start + r] * probs[s]
-    _chunk_pass(rows, start, offs, cards, weights, groups, table, True, grad)
-    return value
+    _gather_words(words, nf, flat, grad)
+    return value, words
 
 
 @nb.njit(cache=True, parallel=True)
@@ -901,11 +945,13 @@ def _pll_and_gradient(rows, counts, offs, cards, weights, groups, ptr, feat):
     for b in nb.prange(PARTIAL_SUMS):
         probs = np.empty(offs[-1])
         table = np.empty((offs[-1], chunk))
+        words = _new_words(weights.shape[0] if ptr.shape[0] == 0 else 0)
         for k in range(b, n_chunks, PARTIAL_SUMS):
             s = k * chunk
             if ptr.shape[0] == 0:
-                values[b] += _chunk_scan_pll(rows, counts, s, offs, cards, weights, groups,
-                                             table, probs, grads[b])
+                value, words = _chunk_scan_pll(rows, counts, s, offs, cards, weights, groups,
+                                               table, probs, grads[b], words)
+                values[b] += value
             else:
                 values[b] += _chunk_pll(rows, counts, s, min(s + chunk, n), offs, cards,
                                         weights, ptr, feat, probs, grads[b])
