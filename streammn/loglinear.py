@@ -392,12 +392,25 @@ def _new_words(n_features):
 
 
 @nb.njit(cache=True)
-def _gather_words(words, nf, table, grad):
-    """Subtract from ``grad[f]`` the sum of the flat ``table`` at listed feature f's entries'
-    rows (see :func:`_chunk_logits`)."""
+def _add_words(words, f0, f1, e0, weights, table):
+    """Add listed features ``f0:f1``'s weights to the flat ``table`` at their entries' rows
+    (from entry ``e0``; see :func:`_chunk_logits`), in the order the list was made."""
     feats, ends, xs, at = words
-    e = 0
-    for i in range(nf):
+    e = e0
+    for i in range(f0, f1):
+        wt = weights[feats[i]]
+        while e < ends[i]:
+            _add_at_bits(table, at[e], xs[e], wt)
+            e += 1
+
+
+@nb.njit(cache=True)
+def _gather_words(words, f0, f1, e0, table, grad):
+    """Subtract from ``grad[f]`` the sum of the flat ``table`` at listed feature f's entries'
+    rows, for listed features ``f0:f1`` (from entry ``e0``; see :func:`_chunk_logits`)."""
+    feats, ends, xs, at = words
+    e = e0
+    for i in range(f0, f1):
         total = 0.0
         while e < ends[i]:
             total += _sum_at_bits(table, at[e], xs[e])
@@ -768,15 +781,22 @@ def distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
 # Memory: 4 bytes per entry plus 8 per (row, column), kept when they all fit in ``LIST_BYTES``.
 # Plants (69 binary variables, 8,258 distinct training rows): the 13,189 DN leaf features of
 # LW make about 1,200 entries per row (49 MB, kept); DN2MN's 178,651 features about 70,000
-# (2.3 GB). Past the budget every evaluation makes two bitset passes per chunk of rows instead
-# (logits, then the gradient gathered from the chunk's ``P - [own value]`` table), in bounded
-# memory: a slot-major table of one chunk per thread. The two ways add in different orders, so
-# they agree to rounding.
+# (2.3 GB). Past the budget an evaluation works chunk by chunk on a slot-major table of the
+# chunk's logits instead, from the chunk's *word list* (:func:`_chunk_logits`: per reaching
+# feature, its rows word by word, 12 bytes an entry; 64 rows to an entry rather than one):
+# adding the weights gives the logits, and after they become ``count * (P - [own value])`` the
+# gradient is gathered from the same list. The word lists of the first chunks of each sequence
+# are kept across evaluations while they fit in the budget (made by the first evaluation);
+# the other chunks' are made by a scan each time, in a buffer per sequence. Plants' DN2MN
+# model: 43.6M entries (520 MB), 13 of its 33 chunks kept, and one evaluation at one thread
+# from 1.6 CPU s (two scans per chunk) to about 0.95. Kept or scanned, a chunk gives the same
+# bits; entries and word lists add in different orders, so those two ways agree to rounding.
 # ---------------------------------------------------------------------------------------------
 
 PARTIAL_SUMS = 4  # fixed number of partial sums of value and gradient (see above)
-LIST_BYTES = 2 ** 28  # entries kept across evaluations, at most (256 MiB)
+LIST_BYTES = 2 ** 28  # entries or word lists kept across evaluations, at most (256 MiB)
 ENTRY_BYTES = 4  # an entry: an int32 feature
+ENTRY_WORD_BYTES = 12  # a word-list entry (uint64 rows, int32 position) or listed feature
 
 
 @nb.njit(cache=True)
@@ -911,15 +931,10 @@ def _chunk_pll(rows, counts, start, stop, offs, cards, weights, ptr, feat, probs
 
 
 @nb.njit(cache=True)
-def _chunk_scan_pll(rows, counts, start, offs, cards, weights, groups, table, probs, grad,
-                    words):
-    """:func:`_chunk_pll` without entries: the chunk's logits in the slot-major ``table`` and
-    its word list (:func:`_chunk_logits`, in the ``words`` buffers, which it returns); ``table``
-    then holds ``count * (P(a | x_-j) - [a = x_j])`` per row, and gathers the gradient from it.
-    Returns ``(value, words)``."""
-    table[:] = 0.0
-    flat = table.reshape(-1)
-    words, nf = _chunk_logits(rows, start, offs, cards, groups, weights, flat, words, True)
+def _table_pll(rows, counts, start, offs, cards, table, probs):
+    """Summed PLL of a chunk's rows from their logits in the slot-major ``table``, which then
+    holds ``count * (P(a | x_-j) - [a = x_j])`` per row for the gradient; ``probs`` is
+    scratch."""
     value = 0.0
     for r in range(min(table.shape[1], rows.shape[0] - start)):
         for s in range(offs[-1]):
@@ -929,14 +944,48 @@ def _chunk_scan_pll(rows, counts, start, offs, cards, weights, groups, table, pr
             probs[offs[j] + rows[start + r, j]] -= 1.0
         for s in range(offs[-1]):
             table[s, r] = counts[start + r] * probs[s]
-    _gather_words(words, nf, flat, grad)
+    return value
+
+
+@nb.njit(cache=True)
+def _chunk_scan_pll(rows, counts, start, offs, cards, weights, groups, table, probs, grad,
+                    words, kept, b, i):
+    """:func:`_chunk_pll` without entries, for chunk ``i`` of sequence ``b``: from its word
+    list when ``kept`` holds it, else from a scan (:func:`_chunk_logits`, into the ``words``
+    buffers), whose list ``kept`` then keeps if it is filling and the list fits. Returns
+    ``(value, words)``."""
+    k_feats, k_ends, k_xs, k_at, k_bounds, k_state = kept
+    listed = (k_feats[b], k_ends[b], k_xs[b], k_at[b])
+    f0, e0 = (0, 0) if i == 0 else (k_bounds[b, i - 1, 0], k_bounds[b, i - 1, 1])
+    table[:] = 0.0
+    flat = table.reshape(-1)
+    if i < k_state[b, 0]:
+        _add_words(listed, f0, k_bounds[b, i, 0], e0, weights, flat)
+        value = _table_pll(rows, counts, start, offs, cards, table, probs)
+        _gather_words(listed, f0, k_bounds[b, i, 0], e0, flat, grad)
+        return value, words
+    words, nf = _chunk_logits(rows, start, offs, cards, groups, weights, flat, words, True)
+    value = _table_pll(rows, counts, start, offs, cards, table, probs)
+    _gather_words(words, 0, nf, 0, flat, grad)
+    if k_state[b, 1] == 0:  # still filling: keep this chunk's list if it fits
+        ne = words[1][nf - 1] if nf else 0
+        if ENTRY_WORD_BYTES * (f0 + nf + e0 + ne) > k_state[b, 2]:
+            k_state[b, 1] = 1
+        else:
+            listed[0][f0:f0 + nf] = words[0][:nf]
+            listed[1][f0:f0 + nf] = words[1][:nf] + e0
+            listed[2][e0:e0 + ne] = words[2][:ne]
+            listed[3][e0:e0 + ne] = words[3][:ne]
+            k_bounds[b, i, 0] = f0 + nf
+            k_bounds[b, i, 1] = e0 + ne
+            k_state[b, 0] += 1
     return value, words
 
 
 @nb.njit(cache=True, parallel=True)
-def _pll_and_gradient(rows, counts, offs, cards, weights, groups, ptr, feat):
-    """Summed PLL and gradient from the entries, or by two bitset passes per chunk of rows
-    when there are no entries (``ptr`` empty)."""
+def _pll_and_gradient(rows, counts, offs, cards, weights, groups, ptr, feat, kept):
+    """Summed PLL and gradient from the entries, or by the word lists of the chunks of rows
+    when there are no entries (``ptr`` empty): kept ones, or made by a scan."""
     n = rows.shape[0]
     chunk = 64 * CHUNK_WORDS
     n_chunks = (n + chunk - 1) // chunk
@@ -948,9 +997,10 @@ def _pll_and_gradient(rows, counts, offs, cards, weights, groups, ptr, feat):
         words = _new_words(weights.shape[0] if ptr.shape[0] == 0 else 0)
         for k in range(b, n_chunks, PARTIAL_SUMS):
             s = k * chunk
-            if ptr.shape[0] == 0:
+            if ptr.shape[0] == 0:  # chunk k is sequence b's (k // PARTIAL_SUMS)-th
                 value, words = _chunk_scan_pll(rows, counts, s, offs, cards, weights, groups,
-                                               table, probs, grads[b], words)
+                                               table, probs, grads[b], words, kept, b,
+                                               k // PARTIAL_SUMS)
                 values[b] += value
             else:
                 values[b] += _chunk_pll(rows, counts, s, min(s + chunk, n), offs, cards,
@@ -961,6 +1011,25 @@ def _pll_and_gradient(rows, counts, offs, cards, weights, groups, ptr, feat):
         value += values[b]
         grad += grads[b]
     return value, grad
+
+
+def _kept_words(n_rows: int, budget: int):
+    """Empty storage for the word lists that :func:`_pll_and_gradient` keeps across
+    evaluations, ``budget`` bytes shared equally by the ``PARTIAL_SUMS`` sequences of chunks
+    (each keeps the lists of its first chunks, while they fit): ``(feats, ends, xs, at,
+    bounds, state)``; ``bounds[b, i]`` are the ends of chunk i's listed features and entries
+    in sequence b's arrays, ``state[b]`` its (kept chunks, full, byte share). Capacities are
+    counted in items; memory is only used as lists are written."""
+    share = budget // PARTIAL_SUMS
+    cap = share // ENTRY_WORD_BYTES
+    per_sequence = -(-n_rows // (64 * CHUNK_WORDS)) // PARTIAL_SUMS + 1
+    state = np.zeros((PARTIAL_SUMS, 3), dtype=np.int64)
+    state[:, 2] = share
+    return (np.empty((PARTIAL_SUMS, cap), dtype=np.int32),
+            np.empty((PARTIAL_SUMS, cap), dtype=np.int64),
+            np.empty((PARTIAL_SUMS, cap), dtype=np.uint64),
+            np.empty((PARTIAL_SUMS, cap), dtype=np.int32),
+            np.zeros((PARTIAL_SUMS, per_sequence, 2), dtype=np.int64), state)
 
 
 def distinct_rows_counted(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -995,6 +1064,7 @@ class ReachLists:
         chunk = 64 * CHUNK_WORDS
         self.ptr = np.zeros(0, dtype=np.int64)
         self.feat = np.zeros(0, dtype=np.int32)
+        self.kept = _kept_words(len(self.rows), budget)
         pointer_bytes = 8 * len(self.rows) * int(self.offs[-1])
         if budget <= pointer_bytes:
             return
@@ -1004,17 +1074,23 @@ class ReachLists:
             if ENTRY_BYTES * ptr[-1] + pointer_bytes <= budget:
                 self.ptr = ptr
                 self.feat = _fill_reach(self.rows, self.offs, self.cards, self.groups, ptr)
+                self.kept = _kept_words(0, 0)
 
     @property
     def n_entries(self) -> int:
         """Entries kept over the distinct rows (0 when every evaluation rescans)."""
         return int(self.ptr[-1]) if len(self.ptr) else 0
 
+    @property
+    def kept_chunks(self) -> int:
+        """Chunks of rows whose word lists are kept (made by the first evaluation)."""
+        return int(self.kept[5][:, 0].sum())
+
     def pll_and_gradient(self, weights: np.ndarray) -> tuple[float, np.ndarray]:
         """Summed PLL of the rows (with repeats) and its gradient at ``weights``."""
         weights = np.ascontiguousarray(weights, dtype=np.float64)
         return _pll_and_gradient(self.rows, self.counts, self.offs, self.cards, weights,
-                                 self.groups, self.ptr, self.feat)
+                                 self.groups, self.ptr, self.feat, self.kept)
 
 
 def pll_evaluator(fs: FeatureSet, rows: np.ndarray, owner=None, list_bytes: int | None = None):
