@@ -675,8 +675,8 @@ def _logits_rows(rows, cards, offs, var_ptr, var_feats, owner, weights, ptr, var
 
 
 @nb.njit(cache=True, parallel=True)
-def _gradient_rows(rows, probs, cards, offs, var_ptr, var_feats, owner, weights, ptr, var, val,
-                   eq, n_blocks):
+def _gradient_rows(rows, counts, probs, cards, offs, var_ptr, var_feats, owner, weights, ptr,
+                   var, val, eq, n_blocks):
     n, n_vars = rows.shape
     max_card = 0
     for j in range(n_vars):
@@ -700,7 +700,7 @@ def _gradient_rows(rows, probs, cards, offs, var_ptr, var_feats, owner, weights,
                     d = ind[rows[r, j]]
                     for a in range(cards[j]):
                         d -= ind[a] * probs[r, offs[j] + a]
-                    grads[blk, f] += d
+                    grads[blk, f] += counts[r] * d
     out = np.zeros(weights.shape[0])
     for blk in range(n_blocks):
         out += grads[blk]
@@ -1032,12 +1032,14 @@ def _kept_words(n_rows: int, budget: int):
             np.zeros((PARTIAL_SUMS, per_sequence, 2), dtype=np.int64), state)
 
 
-def distinct_rows_counted(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def distinct_rows_counted(rows: np.ndarray, counts=None) -> tuple[np.ndarray, np.ndarray]:
     """``(patterns, counts)``: the distinct rows in lexicographic order and how often each
-    occurs (sorted rows put rows that share values in the same words of the bitset scan)."""
+    occurs, or their summed ``counts`` when the rows come with counts (sorted rows put rows
+    that share values in the same words of the bitset scan)."""
     keys = np.ascontiguousarray(rows).view(np.dtype((np.void, rows.shape[1]))).ravel()
-    _, first, counts = np.unique(keys, return_index=True, return_counts=True)
-    return np.ascontiguousarray(rows[first]), counts.astype(np.float64)
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    summed = np.bincount(inverse.ravel(), weights=counts, minlength=first.shape[0])
+    return np.ascontiguousarray(rows[first]), summed.astype(np.float64)
 
 
 class ReachLists:
@@ -1046,18 +1048,20 @@ class ReachLists:
     gradient for any weights.
 
     The entries are counted (one bitset scan) and written (a second) when they take at most
-    ``list_bytes`` (default ``LIST_BYTES``); otherwise every evaluation makes two bitset
-    passes over the rows instead (``n_entries`` is then 0). Needs variables of at most
-    ``MASK_VALUES`` values.
+    ``list_bytes`` (default ``LIST_BYTES``); otherwise every evaluation works from the
+    chunks' word lists instead (``n_entries`` is then 0), kept within that budget. Needs
+    variables of at most ``MASK_VALUES`` values. ``counts`` weights the rows (default: one
+    each), as if each row were repeated that many times.
     """
 
     def __init__(self, fs: FeatureSet, rows: np.ndarray, owner=None,
-                 list_bytes: int | None = None):
+                 list_bytes: int | None = None, counts=None):
         rows = _rows(rows, fs)
+        counts = _counts(counts, rows)
         self.cards = np.ascontiguousarray(fs.schema.cardinalities, dtype=np.int64)
         if self.cards.max() > MASK_VALUES:
             raise ValueError(f"reach lists need variables of at most {MASK_VALUES} values")
-        self.rows, self.counts = distinct_rows_counted(rows)
+        self.rows, self.counts = distinct_rows_counted(rows, counts)
         self.offs = value_offsets(self.cards)
         self.groups = _groups_for(fs, self.rows, self.cards, owner)
         budget = LIST_BYTES if list_bytes is None else list_bytes
@@ -1093,14 +1097,28 @@ class ReachLists:
                                  self.groups, self.ptr, self.feat, self.kept)
 
 
-def pll_evaluator(fs: FeatureSet, rows: np.ndarray, owner=None, list_bytes: int | None = None):
-    """A function ``weights -> (summed PLL, gradient)`` of the features of ``fs`` on ``rows``:
-    :class:`ReachLists` built once (``list_bytes`` as there), or row by row when a variable has
-    more than 64 values."""
+def pll_evaluator(fs: FeatureSet, rows: np.ndarray, owner=None, list_bytes: int | None = None,
+                  counts=None):
+    """A function ``weights -> (summed PLL, gradient)`` of the features of ``fs`` on ``rows``
+    (weighted by ``counts``, default one each): :class:`ReachLists` built once (``list_bytes``
+    as there), or row by row when a variable has more than 64 values."""
     rows = _rows(rows, fs)
     if fs.schema.cardinalities.max() <= MASK_VALUES:
-        return ReachLists(fs, rows, owner, list_bytes).pll_and_gradient
-    return lambda weights: _rowwise_pll_and_gradient(fs.with_weights(weights), rows, owner)
+        return ReachLists(fs, rows, owner, list_bytes, counts).pll_and_gradient
+    if counts is not None:
+        counts = _counts(counts, rows)
+    return lambda weights: _rowwise_pll_and_gradient(fs.with_weights(weights), rows, owner,
+                                                     counts)
+
+
+def _counts(counts, rows: np.ndarray) -> np.ndarray:
+    """Row weights: ``counts`` as floats, one per row, or ones."""
+    if counts is None:
+        return np.ones(rows.shape[0])
+    counts = np.ascontiguousarray(counts, dtype=np.float64)
+    if counts.shape != (rows.shape[0],):
+        raise ValueError(f"expected one count per row ({rows.shape[0]}), got {counts.shape}")
+    return counts
 
 
 def pll_and_gradient(fs: FeatureSet, rows: np.ndarray, owner=None) -> tuple[float, np.ndarray]:
@@ -1109,12 +1127,15 @@ def pll_and_gradient(fs: FeatureSet, rows: np.ndarray, owner=None) -> tuple[floa
     return pll_evaluator(fs, rows, owner, list_bytes=0)(fs.weights)
 
 
-def _rowwise_pll_and_gradient(fs: FeatureSet, rows: np.ndarray, owner) -> tuple[float, np.ndarray]:
-    """:func:`pll_and_gradient` row by row, for variables with more than 64 values."""
+def _rowwise_pll_and_gradient(fs: FeatureSet, rows: np.ndarray, owner,
+                              counts) -> tuple[float, np.ndarray]:
+    """:func:`pll_and_gradient` row by row (weighted by ``counts`` unless None), for variables
+    with more than 64 values."""
     probs, terms = all_conditionals(fs, rows, owner)
     cards = np.ascontiguousarray(fs.schema.cardinalities, dtype=np.int64)
     var_ptr, var_feats = fs.features_by_variable()
-    grad = _gradient_rows(rows, probs, cards, value_offsets(cards), var_ptr, var_feats,
+    row_weights = _counts(counts, rows)
+    grad = _gradient_rows(rows, row_weights, probs, cards, value_offsets(cards), var_ptr, var_feats,
                           _owner(fs, owner), fs.weights, fs.ptr, fs.var, fs.val, fs.eq,
                           PARTIAL_SUMS)
-    return float(terms.sum()), grad
+    return float(terms.sum() if counts is None else terms.sum(axis=1) @ counts), grad

@@ -1,7 +1,7 @@
 """The reach lists of weight learning (loglinear.ReachLists): PLL and gradient against brute force
 with the lists kept and with every evaluation rescanning, each way the same bits at any thread
-count, word lists kept within the budget giving the scan's bits, and fits the same at one and
-two threads."""
+count, word lists kept within the budget giving the scan's bits, rows weighted by counts as
+repeats, and fits the same at one and two threads."""
 
 import numpy as np
 import pytest
@@ -113,6 +113,29 @@ def test_word_lists_kept_within_the_budget_give_the_bits_of_the_scan():
         assert 0 < partly.kept_chunks < n_chunks
         for (value, grad), (want_value, want_grad) in zip(got, want * 2):
             assert value == want_value and np.array_equal(grad, want_grad)
+
+
+@pytest.mark.parametrize("list_bytes", [None, 0])
+def test_counts_weigh_rows_as_repeats(list_bytes):
+    """Rows with counts give the bits of the rows repeated that many times (entries kept or
+    word lists), and the brute-force PLL and gradient of the repeated rows."""
+    rng = np.random.default_rng(12)
+    schema = Schema.from_cardinalities([2, 3, 2, 4, 2])
+    fs = random_featureset(rng, schema, 40, max_len=4, p_eq=0.6)
+    rows = rng.integers(0, schema.cardinalities, size=(150, 5)).astype(np.uint8)
+    counts = rng.integers(1, 5, size=len(rows))
+    repeated = np.repeat(rows, counts, axis=0)
+    weighted = loglinear.ReachLists(fs, rows, list_bytes=list_bytes, counts=counts)
+    plain = loglinear.ReachLists(fs, repeated, list_bytes=list_bytes)
+    value, grad = weighted.pll_and_gradient(fs.weights)
+    want_value, want_grad = plain.pll_and_gradient(fs.weights)
+    assert value == want_value and np.array_equal(grad, want_grad)
+    owner = np.full(fs.n_features, -1)
+    brute_value, brute_grad = brute_pll_and_gradient(fs, repeated, owner)
+    assert value == pytest.approx(brute_value, rel=1e-12)
+    np.testing.assert_allclose(grad, brute_grad, rtol=1e-10, atol=1e-9)
+    with pytest.raises(ValueError, match="one count per row"):
+        loglinear.ReachLists(fs, rows, counts=counts[1:])
 
 
 def test_fit_without_kept_lists_gives_the_same_weights(monkeypatch):
