@@ -1068,17 +1068,17 @@ class ReachLists:
         chunk = 64 * CHUNK_WORDS
         self.ptr = np.zeros(0, dtype=np.int64)
         self.feat = np.zeros(0, dtype=np.int32)
-        self.kept = _kept_words(len(self.rows), budget)
+        self.kept = _kept_words(0, 0)
         pointer_bytes = 8 * len(self.rows) * int(self.offs[-1])
-        if budget <= pointer_bytes:
-            return
-        first = _count_reach(self.rows[:chunk], self.offs, self.cards, self.groups)[-1]
-        if ENTRY_BYTES * first * (len(self.rows) / chunk) <= 2 * budget:  # a look before all
-            ptr = _count_reach(self.rows, self.offs, self.cards, self.groups)
-            if ENTRY_BYTES * ptr[-1] + pointer_bytes <= budget:
-                self.ptr = ptr
-                self.feat = _fill_reach(self.rows, self.offs, self.cards, self.groups, ptr)
-                self.kept = _kept_words(0, 0)
+        if budget > pointer_bytes:
+            first = _count_reach(self.rows[:chunk], self.offs, self.cards, self.groups)[-1]
+            if ENTRY_BYTES * first * (len(self.rows) / chunk) <= 2 * budget:  # a look first
+                ptr = _count_reach(self.rows, self.offs, self.cards, self.groups)
+                if ENTRY_BYTES * ptr[-1] + pointer_bytes <= budget:
+                    self.ptr = ptr
+                    self.feat = _fill_reach(self.rows, self.offs, self.cards, self.groups, ptr)
+                    return
+        self.kept = _kept_words(len(self.rows), budget)
 
     @property
     def n_entries(self) -> int:
