@@ -319,7 +319,7 @@ def _chunk_logits(rows, start, offs, cards, groups, weights, table, words, keep)
     ``nf``: the chunk's reaching features are ``feats[:nf]``, feature ``feats[i]``'s entries
     end at ``ends[i]``, in the order (word, group, value). Each feature's entries are added
     to ``table`` as soon as they are written, while they are in cache (without ``keep`` they
-    are then overwritten by the next feature's).
+    are then overwritten by the next feature's); an empty ``table``: the list only.
     """
     gptr, g_slot, g_lit, lit_var, lit_mask = groups
     feats, ends, xs, at = words
@@ -364,9 +364,10 @@ def _chunk_logits(rows, start, offs, cards, groups, weights, table, words, keep)
                         xs[ne] = x
                         at[ne] = (offs[j] + a) * chunk + 64 * w
                         ne += 1
-        wt = weights[f]
-        for e in range(first, ne):
-            _add_at_bits(table, at[e], xs[e], wt)
+        if table.shape[0]:
+            wt = weights[f]
+            for e in range(first, ne):
+                _add_at_bits(table, at[e], xs[e], wt)
         if not keep:
             ne = first
         elif ne > first:
@@ -801,41 +802,25 @@ ENTRY_WORD_BYTES = 12  # a word-list entry (uint64 rows, int32 position) or list
 
 @nb.njit(cache=True)
 def _scan_reach(rows, start, offs, cards, groups, fill, at, feat):
-    """Scan one chunk of ``64 * CHUNK_WORDS`` rows (from ``start``) against every feature.
+    """Scan one chunk of ``64 * CHUNK_WORDS`` rows (from ``start``) against every feature, by
+    its word list (:func:`_chunk_logits`), entry after entry.
 
     ``at[(r - start) * n_slots + s]`` is row r's column s. ``fill`` false: count, adding the
     number of entries there. ``fill`` true: ``at`` holds the write positions in ``feat`` and
     advances as the entries are written (in feature order).
     """
-    gptr, g_slot, g_lit, lit_var, lit_mask = groups
     n_slots = offs[-1]
-    bits, valid = _chunk_group_bits(rows, start, offs, lit_var, lit_mask)
-    one = np.empty(CHUNK_WORDS, dtype=np.uint64)
-    two = np.empty(CHUNK_WORDS, dtype=np.uint64)
-    for f in range(gptr.shape[0] - 1):
-        g0 = gptr[f]
-        ng = gptr[f + 1] - g0
-        if not _feature_status(bits, valid, g0, ng, g_lit, one, two):
-            continue
-        for w in range(CHUNK_WORDS):
-            vw = valid[w]
-            if two[w] == vw:
-                continue
-            holds = vw & ~one[w]
-            near = vw & ~two[w]
-            for k in range(ng):
-                g = g0 + k
-                sg = g_slot[g]
-                if sg == -2:
-                    continue
-                x = holds | (near & ~bits[g_lit[g], w])  # holds, or only this group fails
-                if sg >= 0:
-                    _reach_column(x, 64 * w, n_slots, sg, f, fill, at, feat)
-                else:
-                    j = lit_var[g_lit[g]]
-                    for a in range(cards[j]):
-                        if (lit_mask[g_lit[g]] >> np.uint64(a)) & np.uint64(1):
-                            _reach_column(x, 64 * w, n_slots, offs[j] + a, f, fill, at, feat)
+    chunk = 64 * CHUNK_WORDS
+    none = np.zeros(0)
+    words, nf = _chunk_logits(rows, start, offs, cards, groups, none, none,
+                              _new_words(groups[0].shape[0] - 1), True)
+    feats, ends, xs, pos = words
+    e = 0
+    for i in range(nf):
+        while e < ends[i]:
+            _reach_column(xs[e], pos[e] % chunk, n_slots, pos[e] // chunk, feats[i], fill, at,
+                          feat)
+            e += 1
 
 
 @nb.njit(cache=True)
