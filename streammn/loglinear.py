@@ -302,29 +302,43 @@ def _sum_at_bits(typingctx, target, base, x):
 
 
 @nb.njit(cache=True)
-def _chunk_pass(rows, start, offs, cards, weights, groups, table, gather, grad):
-    """Every feature against one chunk of ``64 * CHUNK_WORDS`` rows, on a slot-major
-    ``table[offs[j] + a, r]`` of the chunk (adjacent rows adjacent).
+def _chunk_logits(rows, start, offs, cards, groups, weights, table, words, keep):
+    """Every feature against one chunk of ``64 * CHUNK_WORDS`` rows: adds its weight to the
+    logits in ``table`` where it reaches a conditional, and with ``keep`` lists where as the
+    chunk's *word list* (the same for any weights) for :func:`_gather_words` (the gradient).
+    ``table[offs[j] + a, r]`` is slot-major (adjacent rows adjacent), seen flat.
 
-    Feature f's conditions come grouped by variable (see :func:`_bitset_groups`). Over the
+    Feature f's conditions come grouped by variable (see :func:`_group_structure`). Over the
     chunk's words of 64 rows the groups are ANDed in order while tracking the rows where at
     least one / at least two groups fail; a feature is abandoned as soon as every row has
     failed twice (:func:`_feature_status`). It reaches variable j's conditional on the rows
     where it holds outright and on the rows where j's group is the only one failing, at every
-    value a the group allows. ``gather`` false: its weight is added to ``table`` there (the
-    logits). ``gather`` true: ``table`` there is summed and subtracted from ``grad[f]``.
+    value a the group allows: one *entry* per such (value, word), ``xs[e]`` the rows of the
+    word and ``at[e]`` the table position of its first row (``table`` has fewer than 2**31
+    cells). ``words = (feats, ends, xs, at)`` are buffers, grown as needed; returns them and
+    ``nf``: the chunk's reaching features are ``feats[:nf]``, feature ``feats[i]``'s entries
+    end at ``ends[i]``, in the order (word, group, value). Each feature's entries are added
+    to ``table`` as soon as they are written, while they are in cache (without ``keep`` they
+    are then overwritten by the next feature's); an empty ``table``: the list only.
     """
     gptr, g_slot, g_lit, lit_var, lit_mask = groups
+    feats, ends, xs, at = words
+    chunk = 64 * CHUNK_WORDS
     bits, valid = _chunk_group_bits(rows, start, offs, lit_var, lit_mask)
     one = np.empty(CHUNK_WORDS, dtype=np.uint64)
     two = np.empty(CHUNK_WORDS, dtype=np.uint64)
+    max_card = cards.max()
+    nf = 0
+    ne = 0
     for f in range(gptr.shape[0] - 1):
         g0 = gptr[f]
         ng = gptr[f + 1] - g0
         if not _feature_status(bits, valid, g0, ng, g_lit, one, two):
             continue
-        wt = weights[f]
-        total = 0.0
+        if ne + CHUNK_WORDS * ng * max_card > xs.shape[0]:  # room for f's entries
+            xs = _grown(xs, ne + CHUNK_WORDS * ng * max_card)
+            at = _grown(at, xs.shape[0])
+        first = ne
         for w in range(CHUNK_WORDS):
             vw = valid[w]
             if two[w] == vw:
@@ -339,31 +353,70 @@ def _chunk_pass(rows, start, offs, cards, weights, groups, table, gather, grad):
                 x = holds | (near & ~bits[g_lit[g], w])  # holds, or only this group fails
                 if x == 0:
                     continue
-                if sg >= 0 and not gather:  # one allowed value
-                    _add_at_bits(table[sg], 64 * w, x, wt)
-                elif sg >= 0:
-                    total += _sum_at_bits(table[sg], 64 * w, x)
-                else:  # out of line: inline, this loop slowed the whole loop several times
-                    total += _values_at_bits(table, 64 * w, x, wt, gather, lit_var[g_lit[g]],
-                                             lit_mask[g_lit[g]], offs, cards)
-        if gather:
-            grad[f] -= total
+                if sg >= 0:  # one allowed value
+                    xs[ne] = x
+                    at[ne] = sg * chunk + 64 * w
+                    ne += 1
+                    continue
+                j = lit_var[g_lit[g]]
+                for a in range(cards[j]):
+                    if (lit_mask[g_lit[g]] >> np.uint64(a)) & np.uint64(1):
+                        xs[ne] = x
+                        at[ne] = (offs[j] + a) * chunk + 64 * w
+                        ne += 1
+        if table.shape[0]:
+            wt = weights[f]
+            for e in range(first, ne):
+                _add_at_bits(table, at[e], xs[e], wt)
+        if not keep:
+            ne = first
+        elif ne > first:
+            feats[nf] = f
+            ends[nf] = ne
+            nf += 1
+    return (feats, ends, xs, at), nf
 
 
 @nb.njit(cache=True)
-def _values_at_bits(table, base, x, wt, gather, j, mask, offs, cards):
-    """:func:`_chunk_pass` for a group on variable j that allows several values (bit a of
-    ``mask``): add ``wt`` to, or return the sum of, ``table[offs[j] + a, base + b]`` over its
-    values a and the set bits b of x."""
-    total = 0.0
-    for a in range(cards[j]):
-        if (mask >> np.uint64(a)) & np.uint64(1):
-            target = table[offs[j] + a]
-            if gather:
-                total += _sum_at_bits(target, base, x)
-            else:
-                _add_at_bits(target, base, x, wt)
-    return total
+def _grown(a, n):
+    """A copy of ``a`` with room for at least ``n`` items (and half as many again)."""
+    b = np.empty(n + n // 2, dtype=a.dtype)
+    b[:a.shape[0]] = a
+    return b
+
+
+@nb.njit(cache=True)
+def _new_words(n_features):
+    """Empty word-list buffers for :func:`_chunk_logits`."""
+    return (np.empty(n_features, dtype=np.int32), np.empty(n_features, dtype=np.int64),
+            np.empty(4 * n_features, dtype=np.uint64), np.empty(4 * n_features, dtype=np.int32))
+
+
+@nb.njit(cache=True)
+def _add_words(words, f0, f1, e0, weights, table):
+    """Add listed features ``f0:f1``'s weights to the flat ``table`` at their entries' rows
+    (from entry ``e0``; see :func:`_chunk_logits`), in the order the list was made."""
+    feats, ends, xs, at = words
+    e = e0
+    for i in range(f0, f1):
+        wt = weights[feats[i]]
+        while e < ends[i]:
+            _add_at_bits(table, at[e], xs[e], wt)
+            e += 1
+
+
+@nb.njit(cache=True)
+def _gather_words(words, f0, f1, e0, table, grad):
+    """Subtract from ``grad[f]`` the sum of the flat ``table`` at listed feature f's entries'
+    rows, for listed features ``f0:f1`` (from entry ``e0``; see :func:`_chunk_logits`)."""
+    feats, ends, xs, at = words
+    e = e0
+    for i in range(f0, f1):
+        total = 0.0
+        while e < ends[i]:
+            total += _sum_at_bits(table, at[e], xs[e])
+            e += 1
+        grad[feats[i]] -= total
 
 
 @nb.njit(cache=True)
@@ -535,13 +588,16 @@ def _all_logits(rows, offs, cards, weights, groups):
     logits = np.empty((n, n_slots))
     chunk = 64 * CHUNK_WORDS
     n_chunks = (n + chunk - 1) // chunk
-    none = np.zeros(0)
-    for k in nb.prange(n_chunks):
-        table = np.zeros((n_slots, chunk))
-        _chunk_pass(rows, k * chunk, offs, cards, weights, groups, table, False, none)
-        for r in range(min(chunk, n - k * chunk)):
-            for s in range(n_slots):
-                logits[k * chunk + r, s] = table[s, r]
+    for b in nb.prange(PARTIAL_SUMS):  # chunk sequences, each reusing its buffers
+        table = np.empty((n_slots, chunk))
+        words = _new_words(weights.shape[0])
+        for k in range(b, n_chunks, PARTIAL_SUMS):
+            table[:] = 0.0
+            _chunk_logits(rows, k * chunk, offs, cards, groups, weights, table.reshape(-1),
+                          words, False)
+            for r in range(min(chunk, n - k * chunk)):
+                for s in range(n_slots):
+                    logits[k * chunk + r, s] = table[s, r]
     return logits
 
 
@@ -620,8 +676,8 @@ def _logits_rows(rows, cards, offs, var_ptr, var_feats, owner, weights, ptr, var
 
 
 @nb.njit(cache=True, parallel=True)
-def _gradient_rows(rows, probs, cards, offs, var_ptr, var_feats, owner, weights, ptr, var, val,
-                   eq, n_blocks):
+def _gradient_rows(rows, counts, probs, cards, offs, var_ptr, var_feats, owner, weights, ptr,
+                   var, val, eq, n_blocks):
     n, n_vars = rows.shape
     max_card = 0
     for j in range(n_vars):
@@ -645,7 +701,7 @@ def _gradient_rows(rows, probs, cards, offs, var_ptr, var_feats, owner, weights,
                     d = ind[rows[r, j]]
                     for a in range(cards[j]):
                         d -= ind[a] * probs[r, offs[j] + a]
-                    grads[blk, f] += d
+                    grads[blk, f] += counts[r] * d
     out = np.zeros(weights.shape[0])
     for blk in range(n_blocks):
         out += grads[blk]
@@ -726,54 +782,45 @@ def distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
 # Memory: 4 bytes per entry plus 8 per (row, column), kept when they all fit in ``LIST_BYTES``.
 # Plants (69 binary variables, 8,258 distinct training rows): the 13,189 DN leaf features of
 # LW make about 1,200 entries per row (49 MB, kept); DN2MN's 178,651 features about 70,000
-# (2.3 GB). Past the budget every evaluation makes two bitset passes per chunk of rows instead
-# (logits, then the gradient gathered from the chunk's ``P - [own value]`` table), in bounded
-# memory: a slot-major table of one chunk per thread. The two ways add in different orders, so
-# they agree to rounding.
+# (2.3 GB). Past the budget an evaluation works chunk by chunk on a slot-major table of the
+# chunk's logits instead, from the chunk's *word list* (:func:`_chunk_logits`: per reaching
+# feature, its rows word by word, 12 bytes an entry; 64 rows to an entry rather than one):
+# adding the weights gives the logits, and after they become ``count * (P - [own value])`` the
+# gradient is gathered from the same list. The word lists of the first chunks of each sequence
+# are kept across evaluations while they fit in the budget (made by the first evaluation);
+# the other chunks' are made by a scan each time, in a buffer per sequence. Plants' DN2MN
+# model: 43.6M entries (520 MB), 13 of its 33 chunks kept, and one evaluation at one thread
+# from 1.6 CPU s (two scans per chunk) to about 0.95. Kept or scanned, a chunk gives the same
+# bits; entries and word lists add in different orders, so those two ways agree to rounding.
 # ---------------------------------------------------------------------------------------------
 
 PARTIAL_SUMS = 4  # fixed number of partial sums of value and gradient (see above)
-LIST_BYTES = 2 ** 28  # entries kept across evaluations, at most (256 MiB)
+LIST_BYTES = 2 ** 28  # entries or word lists kept across evaluations, at most (256 MiB)
 ENTRY_BYTES = 4  # an entry: an int32 feature
+ENTRY_WORD_BYTES = 12  # a word-list entry (uint64 rows, int32 position) or listed feature
 
 
 @nb.njit(cache=True)
 def _scan_reach(rows, start, offs, cards, groups, fill, at, feat):
-    """Scan one chunk of ``64 * CHUNK_WORDS`` rows (from ``start``) against every feature.
+    """Scan one chunk of ``64 * CHUNK_WORDS`` rows (from ``start``) against every feature, by
+    its word list (:func:`_chunk_logits`), entry after entry.
 
     ``at[(r - start) * n_slots + s]`` is row r's column s. ``fill`` false: count, adding the
     number of entries there. ``fill`` true: ``at`` holds the write positions in ``feat`` and
     advances as the entries are written (in feature order).
     """
-    gptr, g_slot, g_lit, lit_var, lit_mask = groups
     n_slots = offs[-1]
-    bits, valid = _chunk_group_bits(rows, start, offs, lit_var, lit_mask)
-    one = np.empty(CHUNK_WORDS, dtype=np.uint64)
-    two = np.empty(CHUNK_WORDS, dtype=np.uint64)
-    for f in range(gptr.shape[0] - 1):
-        g0 = gptr[f]
-        ng = gptr[f + 1] - g0
-        if not _feature_status(bits, valid, g0, ng, g_lit, one, two):
-            continue
-        for w in range(CHUNK_WORDS):
-            vw = valid[w]
-            if two[w] == vw:
-                continue
-            holds = vw & ~one[w]
-            near = vw & ~two[w]
-            for k in range(ng):
-                g = g0 + k
-                sg = g_slot[g]
-                if sg == -2:
-                    continue
-                x = holds | (near & ~bits[g_lit[g], w])  # holds, or only this group fails
-                if sg >= 0:
-                    _reach_column(x, 64 * w, n_slots, sg, f, fill, at, feat)
-                else:  # out of line, as in _chunk_pass
-                    j = lit_var[g_lit[g]]
-                    for a in range(cards[j]):
-                        if (lit_mask[g_lit[g]] >> np.uint64(a)) & np.uint64(1):
-                            _reach_column(x, 64 * w, n_slots, offs[j] + a, f, fill, at, feat)
+    chunk = 64 * CHUNK_WORDS
+    none = np.zeros(0)
+    words, nf = _chunk_logits(rows, start, offs, cards, groups, none, none,
+                              _new_words(groups[0].shape[0] - 1), True)
+    feats, ends, xs, pos = words
+    e = 0
+    for i in range(nf):
+        while e < ends[i]:
+            _reach_column(xs[e], pos[e] % chunk, n_slots, pos[e] // chunk, feats[i], fill, at,
+                          feat)
+            e += 1
 
 
 @nb.njit(cache=True)
@@ -869,13 +916,10 @@ def _chunk_pll(rows, counts, start, stop, offs, cards, weights, ptr, feat, probs
 
 
 @nb.njit(cache=True)
-def _chunk_scan_pll(rows, counts, start, offs, cards, weights, groups, table, probs, grad):
-    """:func:`_chunk_pll` without entries: one bitset pass adds the chunk's logits into the
-    slot-major ``table``, which then holds ``count * (P(a | x_-j) - [a = x_j])`` per row for a
-    second pass that gathers the gradient."""
-    table[:] = 0.0
-    none = np.zeros(0)
-    _chunk_pass(rows, start, offs, cards, weights, groups, table, False, none)
+def _table_pll(rows, counts, start, offs, cards, table, probs):
+    """Summed PLL of a chunk's rows from their logits in the slot-major ``table``, which then
+    holds ``count * (P(a | x_-j) - [a = x_j])`` per row for the gradient; ``probs`` is
+    scratch."""
     value = 0.0
     for r in range(min(table.shape[1], rows.shape[0] - start)):
         for s in range(offs[-1]):
@@ -885,14 +929,48 @@ def _chunk_scan_pll(rows, counts, start, offs, cards, weights, groups, table, pr
             probs[offs[j] + rows[start + r, j]] -= 1.0
         for s in range(offs[-1]):
             table[s, r] = counts[start + r] * probs[s]
-    _chunk_pass(rows, start, offs, cards, weights, groups, table, True, grad)
     return value
 
 
+@nb.njit(cache=True)
+def _chunk_scan_pll(rows, counts, start, offs, cards, weights, groups, table, probs, grad,
+                    words, kept, b, i):
+    """:func:`_chunk_pll` without entries, for chunk ``i`` of sequence ``b``: from its word
+    list when ``kept`` holds it, else from a scan (:func:`_chunk_logits`, into the ``words``
+    buffers), whose list ``kept`` then keeps if it is filling and the list fits. Returns
+    ``(value, words)``."""
+    k_feats, k_ends, k_xs, k_at, k_bounds, k_state = kept
+    listed = (k_feats[b], k_ends[b], k_xs[b], k_at[b])
+    f0, e0 = (0, 0) if i == 0 else (k_bounds[b, i - 1, 0], k_bounds[b, i - 1, 1])
+    table[:] = 0.0
+    flat = table.reshape(-1)
+    if i < k_state[b, 0]:
+        _add_words(listed, f0, k_bounds[b, i, 0], e0, weights, flat)
+        value = _table_pll(rows, counts, start, offs, cards, table, probs)
+        _gather_words(listed, f0, k_bounds[b, i, 0], e0, flat, grad)
+        return value, words
+    words, nf = _chunk_logits(rows, start, offs, cards, groups, weights, flat, words, True)
+    value = _table_pll(rows, counts, start, offs, cards, table, probs)
+    _gather_words(words, 0, nf, 0, flat, grad)
+    if k_state[b, 1] == 0:  # still filling: keep this chunk's list if it fits
+        ne = words[1][nf - 1] if nf else 0
+        if ENTRY_WORD_BYTES * (f0 + nf + e0 + ne) > k_state[b, 2]:
+            k_state[b, 1] = 1
+        else:
+            listed[0][f0:f0 + nf] = words[0][:nf]
+            listed[1][f0:f0 + nf] = words[1][:nf] + e0
+            listed[2][e0:e0 + ne] = words[2][:ne]
+            listed[3][e0:e0 + ne] = words[3][:ne]
+            k_bounds[b, i, 0] = f0 + nf
+            k_bounds[b, i, 1] = e0 + ne
+            k_state[b, 0] += 1
+    return value, words
+
+
 @nb.njit(cache=True, parallel=True)
-def _pll_and_gradient(rows, counts, offs, cards, weights, groups, ptr, feat):
-    """Summed PLL and gradient from the entries, or by two bitset passes per chunk of rows
-    when there are no entries (``ptr`` empty)."""
+def _pll_and_gradient(rows, counts, offs, cards, weights, groups, ptr, feat, kept):
+    """Summed PLL and gradient from the entries, or by the word lists of the chunks of rows
+    when there are no entries (``ptr`` empty): kept ones, or made by a scan."""
     n = rows.shape[0]
     chunk = 64 * CHUNK_WORDS
     n_chunks = (n + chunk - 1) // chunk
@@ -901,11 +979,14 @@ def _pll_and_gradient(rows, counts, offs, cards, weights, groups, ptr, feat):
     for b in nb.prange(PARTIAL_SUMS):
         probs = np.empty(offs[-1])
         table = np.empty((offs[-1], chunk))
+        words = _new_words(weights.shape[0] if ptr.shape[0] == 0 else 0)
         for k in range(b, n_chunks, PARTIAL_SUMS):
             s = k * chunk
-            if ptr.shape[0] == 0:
-                values[b] += _chunk_scan_pll(rows, counts, s, offs, cards, weights, groups,
-                                             table, probs, grads[b])
+            if ptr.shape[0] == 0:  # chunk k is sequence b's (k // PARTIAL_SUMS)-th
+                value, words = _chunk_scan_pll(rows, counts, s, offs, cards, weights, groups,
+                                               table, probs, grads[b], words, kept, b,
+                                               k // PARTIAL_SUMS)
+                values[b] += value
             else:
                 values[b] += _chunk_pll(rows, counts, s, min(s + chunk, n), offs, cards,
                                         weights, ptr, feat, probs, grads[b])
@@ -917,12 +998,33 @@ def _pll_and_gradient(rows, counts, offs, cards, weights, groups, ptr, feat):
     return value, grad
 
 
-def distinct_rows_counted(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _kept_words(n_rows: int, budget: int):
+    """Empty storage for the word lists that :func:`_pll_and_gradient` keeps across
+    evaluations, ``budget`` bytes shared equally by the ``PARTIAL_SUMS`` sequences of chunks
+    (each keeps the lists of its first chunks, while they fit): ``(feats, ends, xs, at,
+    bounds, state)``; ``bounds[b, i]`` are the ends of chunk i's listed features and entries
+    in sequence b's arrays, ``state[b]`` its (kept chunks, full, byte share). Capacities are
+    counted in items; memory is only used as lists are written."""
+    share = budget // PARTIAL_SUMS
+    cap = share // ENTRY_WORD_BYTES
+    per_sequence = -(-n_rows // (64 * CHUNK_WORDS)) // PARTIAL_SUMS + 1
+    state = np.zeros((PARTIAL_SUMS, 3), dtype=np.int64)
+    state[:, 2] = share
+    return (np.empty((PARTIAL_SUMS, cap), dtype=np.int32),
+            np.empty((PARTIAL_SUMS, cap), dtype=np.int64),
+            np.empty((PARTIAL_SUMS, cap), dtype=np.uint64),
+            np.empty((PARTIAL_SUMS, cap), dtype=np.int32),
+            np.zeros((PARTIAL_SUMS, per_sequence, 2), dtype=np.int64), state)
+
+
+def distinct_rows_counted(rows: np.ndarray, counts=None) -> tuple[np.ndarray, np.ndarray]:
     """``(patterns, counts)``: the distinct rows in lexicographic order and how often each
-    occurs (sorted rows put rows that share values in the same words of the bitset scan)."""
+    occurs, or their summed ``counts`` when the rows come with counts (sorted rows put rows
+    that share values in the same words of the bitset scan)."""
     keys = np.ascontiguousarray(rows).view(np.dtype((np.void, rows.shape[1]))).ravel()
-    _, first, counts = np.unique(keys, return_index=True, return_counts=True)
-    return np.ascontiguousarray(rows[first]), counts.astype(np.float64)
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    summed = np.bincount(inverse.ravel(), weights=counts, minlength=first.shape[0])
+    return np.ascontiguousarray(rows[first]), summed.astype(np.float64)
 
 
 class ReachLists:
@@ -931,54 +1033,77 @@ class ReachLists:
     gradient for any weights.
 
     The entries are counted (one bitset scan) and written (a second) when they take at most
-    ``list_bytes`` (default ``LIST_BYTES``); otherwise every evaluation makes two bitset
-    passes over the rows instead (``n_entries`` is then 0). Needs variables of at most
-    ``MASK_VALUES`` values.
+    ``list_bytes`` (default ``LIST_BYTES``); otherwise every evaluation works from the
+    chunks' word lists instead (``n_entries`` is then 0), kept within that budget. Needs
+    variables of at most ``MASK_VALUES`` values. ``counts`` weights the rows (default: one
+    each), as if each row were repeated that many times.
     """
 
     def __init__(self, fs: FeatureSet, rows: np.ndarray, owner=None,
-                 list_bytes: int | None = None):
+                 list_bytes: int | None = None, counts=None):
         rows = _rows(rows, fs)
+        counts = _counts(counts, rows)
         self.cards = np.ascontiguousarray(fs.schema.cardinalities, dtype=np.int64)
         if self.cards.max() > MASK_VALUES:
             raise ValueError(f"reach lists need variables of at most {MASK_VALUES} values")
-        self.rows, self.counts = distinct_rows_counted(rows)
+        self.rows, self.counts = distinct_rows_counted(rows, counts)
         self.offs = value_offsets(self.cards)
         self.groups = _groups_for(fs, self.rows, self.cards, owner)
         budget = LIST_BYTES if list_bytes is None else list_bytes
         chunk = 64 * CHUNK_WORDS
         self.ptr = np.zeros(0, dtype=np.int64)
         self.feat = np.zeros(0, dtype=np.int32)
+        self.kept = _kept_words(0, 0)
         pointer_bytes = 8 * len(self.rows) * int(self.offs[-1])
-        if budget <= pointer_bytes:
-            return
-        first = _count_reach(self.rows[:chunk], self.offs, self.cards, self.groups)[-1]
-        if ENTRY_BYTES * first * (len(self.rows) / chunk) <= 2 * budget:  # a look before all
-            ptr = _count_reach(self.rows, self.offs, self.cards, self.groups)
-            if ENTRY_BYTES * ptr[-1] + pointer_bytes <= budget:
-                self.ptr = ptr
-                self.feat = _fill_reach(self.rows, self.offs, self.cards, self.groups, ptr)
+        if budget > pointer_bytes:
+            first = _count_reach(self.rows[:chunk], self.offs, self.cards, self.groups)[-1]
+            if ENTRY_BYTES * first * (len(self.rows) / chunk) <= 2 * budget:  # a look first
+                ptr = _count_reach(self.rows, self.offs, self.cards, self.groups)
+                if ENTRY_BYTES * ptr[-1] + pointer_bytes <= budget:
+                    self.ptr = ptr
+                    self.feat = _fill_reach(self.rows, self.offs, self.cards, self.groups, ptr)
+                    return
+        self.kept = _kept_words(len(self.rows), budget)
 
     @property
     def n_entries(self) -> int:
         """Entries kept over the distinct rows (0 when every evaluation rescans)."""
         return int(self.ptr[-1]) if len(self.ptr) else 0
 
+    @property
+    def kept_chunks(self) -> int:
+        """Chunks of rows whose word lists are kept (made by the first evaluation)."""
+        return int(self.kept[5][:, 0].sum())
+
     def pll_and_gradient(self, weights: np.ndarray) -> tuple[float, np.ndarray]:
         """Summed PLL of the rows (with repeats) and its gradient at ``weights``."""
         weights = np.ascontiguousarray(weights, dtype=np.float64)
         return _pll_and_gradient(self.rows, self.counts, self.offs, self.cards, weights,
-                                 self.groups, self.ptr, self.feat)
+                                 self.groups, self.ptr, self.feat, self.kept)
 
 
-def pll_evaluator(fs: FeatureSet, rows: np.ndarray, owner=None, list_bytes: int | None = None):
-    """A function ``weights -> (summed PLL, gradient)`` of the features of ``fs`` on ``rows``:
-    :class:`ReachLists` built once (``list_bytes`` as there), or row by row when a variable has
-    more than 64 values."""
+def pll_evaluator(fs: FeatureSet, rows: np.ndarray, owner=None, list_bytes: int | None = None,
+                  counts=None):
+    """A function ``weights -> (summed PLL, gradient)`` of the features of ``fs`` on ``rows``
+    (weighted by ``counts``, default one each): :class:`ReachLists` built once (``list_bytes``
+    as there), or row by row when a variable has more than 64 values."""
     rows = _rows(rows, fs)
     if fs.schema.cardinalities.max() <= MASK_VALUES:
-        return ReachLists(fs, rows, owner, list_bytes).pll_and_gradient
-    return lambda weights: _rowwise_pll_and_gradient(fs.with_weights(weights), rows, owner)
+        return ReachLists(fs, rows, owner, list_bytes, counts).pll_and_gradient
+    if counts is not None:
+        counts = _counts(counts, rows)
+    return lambda weights: _rowwise_pll_and_gradient(fs.with_weights(weights), rows, owner,
+                                                     counts)
+
+
+def _counts(counts, rows: np.ndarray) -> np.ndarray:
+    """Row weights: ``counts`` as floats, one per row, or ones."""
+    if counts is None:
+        return np.ones(rows.shape[0])
+    counts = np.ascontiguousarray(counts, dtype=np.float64)
+    if counts.shape != (rows.shape[0],):
+        raise ValueError(f"expected one count per row ({rows.shape[0]}), got {counts.shape}")
+    return counts
 
 
 def pll_and_gradient(fs: FeatureSet, rows: np.ndarray, owner=None) -> tuple[float, np.ndarray]:
@@ -987,12 +1112,15 @@ def pll_and_gradient(fs: FeatureSet, rows: np.ndarray, owner=None) -> tuple[floa
     return pll_evaluator(fs, rows, owner, list_bytes=0)(fs.weights)
 
 
-def _rowwise_pll_and_gradient(fs: FeatureSet, rows: np.ndarray, owner) -> tuple[float, np.ndarray]:
-    """:func:`pll_and_gradient` row by row, for variables with more than 64 values."""
+def _rowwise_pll_and_gradient(fs: FeatureSet, rows: np.ndarray, owner,
+                              counts) -> tuple[float, np.ndarray]:
+    """:func:`pll_and_gradient` row by row (weighted by ``counts`` unless None), for variables
+    with more than 64 values."""
     probs, terms = all_conditionals(fs, rows, owner)
     cards = np.ascontiguousarray(fs.schema.cardinalities, dtype=np.int64)
     var_ptr, var_feats = fs.features_by_variable()
-    grad = _gradient_rows(rows, probs, cards, value_offsets(cards), var_ptr, var_feats,
+    row_weights = _counts(counts, rows)
+    grad = _gradient_rows(rows, row_weights, probs, cards, value_offsets(cards), var_ptr, var_feats,
                           _owner(fs, owner), fs.weights, fs.ptr, fs.var, fs.val, fs.eq,
                           PARTIAL_SUMS)
-    return float(terms.sum()), grad
+    return float(terms.sum() if counts is None else terms.sum(axis=1) @ counts), grad

@@ -6,9 +6,9 @@ of rows ``N`` so that step sizes and tolerances do not depend on the data size. 
 gradient come from the numba kernels of :mod:`streammn.loglinear`: a fit scans its distinct rows
 once into reach lists (per row and value, the features that hold and those that fail through
 that variable's conditions only; :class:`streammn.loglinear.ReachLists`), and every L-BFGS
-evaluation is then one sparse pass over them; lists past a memory budget (256 MiB) are not kept
-and each evaluation makes two bitset passes over the rows instead. Row chunks run on all cores,
-with the same bits at any thread count.
+evaluation is then one sparse pass over them; past a memory budget (256 MiB) the rows are
+scanned chunk by chunk into per-word lists instead, those that fit in the budget kept across
+evaluations. Row chunks run on all cores, with the same bits at any thread count.
 
 * :func:`fit_weights` — scipy's L-BFGS-B on rows in memory (an array, a ``Batch`` or a
   ``RowReservoir``'s sample), warm-started from any weights (e.g. DN2MN's).

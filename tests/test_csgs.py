@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from scipy.stats import chi2, chi2_contingency
 
+from helpers_mn import random_featureset
 from streammn import Schema
 from streammn.csgs import CSGS, CSGSError, CSGSStateError, pearson_test
 from streammn.csgs.canonical import CanonicalModel, learn_canonical_model, maximal_cliques
@@ -242,6 +243,28 @@ def test_pattern_weighted_pll_equals_repeated_rows(planted):
     v_rows, g_rows = pll_and_gradient(fs, rows)
     assert value == pytest.approx(v_rows, rel=1e-12)
     np.testing.assert_allclose(grad, g_rows, rtol=1e-10, atol=1e-9)
+
+
+def test_pattern_weighted_gradient_matches_finite_differences():
+    """Any conditions (equalities and inequalities), variables of 2 to 4 values: the gradient
+    of the count-weighted PLL is the derivative of its value."""
+    rng = np.random.default_rng(3)
+    schema = Schema.from_cardinalities([2, 3, 2, 4, 3])
+    fs = random_featureset(rng, schema, 30, max_len=3, p_eq=0.5)
+    assert not fs.eq.all()
+    patterns = np.unique(rng.integers(0, schema.cardinalities, size=(200, 5)).astype(np.uint8),
+                         axis=0)
+    counts = rng.integers(1, 20, size=len(patterns))
+    _, grad = pattern_pll_and_gradient(fs, patterns, counts)
+    step = 1e-6
+    for f in rng.choice(fs.n_features, 8, replace=False):
+        values = []
+        for sign in (1, -1):
+            w = fs.weights.copy()
+            w[f] += sign * step
+            values.append(pattern_pll_and_gradient(fs.with_weights(w), patterns, counts)[0])
+        assert grad[f] == pytest.approx((values[0] - values[1]) / (2 * step), rel=1e-5,
+                                        abs=1e-4)
 
 
 def test_conditional_ablation_matches_stratified_chi_square(planted):

@@ -1,6 +1,7 @@
 """The reach lists of weight learning (loglinear.ReachLists): PLL and gradient against brute force
 with the lists kept and with every evaluation rescanning, each way the same bits at any thread
-count, and fits the same at one and two threads."""
+count, word lists kept within the budget giving the scan's bits, rows weighted by counts as
+repeats, and fits the same at one and two threads."""
 
 import numpy as np
 import pytest
@@ -91,6 +92,50 @@ def test_lists_and_scan_agree_and_give_the_same_bits_at_any_thread_count():
         for way, (value, grad) in got.items():
             assert value == want[way][0]
             assert np.array_equal(grad, want[way][1])
+
+
+def test_word_lists_kept_within_the_budget_give_the_bits_of_the_scan():
+    """Past the entries' budget, the chunks' word lists that fit are kept by the first
+    evaluation and reused by later ones: every evaluation gives the bits of scanning every
+    chunk, at any thread count (variables of 2 to 4 values: groups allowing several)."""
+    rng = np.random.default_rng(11)
+    schema = Schema.from_cardinalities([2, 3, 2, 4] * 5)
+    fs = random_featureset(rng, schema, 120, max_len=4, p_eq=0.5)
+    rows = rng.integers(0, schema.cardinalities, size=(3000, 20)).astype(np.uint8)
+    weights = [fs.weights, rng.normal(size=fs.n_features)]
+    scan = loglinear.ReachLists(fs, rows, list_bytes=0)
+    want = [scan.pll_and_gradient(w) for w in weights]
+    budget = len(scan.rows) * int(scan.offs[-1])  # too little for entries, and for all lists
+    partly = loglinear.ReachLists(fs, rows, list_bytes=budget)
+    n_chunks = -(-len(partly.rows) // (64 * loglinear.CHUNK_WORDS))
+    assert partly.n_entries == 0 and partly.kept_chunks == 0
+    for got in at_each_thread_count(lambda: [partly.pll_and_gradient(w) for w in weights * 2]):
+        assert 0 < partly.kept_chunks < n_chunks
+        for (value, grad), (want_value, want_grad) in zip(got, want * 2):
+            assert value == want_value and np.array_equal(grad, want_grad)
+
+
+@pytest.mark.parametrize("list_bytes", [None, 0])
+def test_counts_weigh_rows_as_repeats(list_bytes):
+    """Rows with counts give the bits of the rows repeated that many times (entries kept or
+    word lists), and the brute-force PLL and gradient of the repeated rows."""
+    rng = np.random.default_rng(12)
+    schema = Schema.from_cardinalities([2, 3, 2, 4, 2])
+    fs = random_featureset(rng, schema, 40, max_len=4, p_eq=0.6)
+    rows = rng.integers(0, schema.cardinalities, size=(150, 5)).astype(np.uint8)
+    counts = rng.integers(1, 5, size=len(rows))
+    repeated = np.repeat(rows, counts, axis=0)
+    weighted = loglinear.ReachLists(fs, rows, list_bytes=list_bytes, counts=counts)
+    plain = loglinear.ReachLists(fs, repeated, list_bytes=list_bytes)
+    value, grad = weighted.pll_and_gradient(fs.weights)
+    want_value, want_grad = plain.pll_and_gradient(fs.weights)
+    assert value == want_value and np.array_equal(grad, want_grad)
+    owner = np.full(fs.n_features, -1)
+    brute_value, brute_grad = brute_pll_and_gradient(fs, repeated, owner)
+    assert value == pytest.approx(brute_value, rel=1e-12)
+    np.testing.assert_allclose(grad, brute_grad, rtol=1e-10, atol=1e-9)
+    with pytest.raises(ValueError, match="one count per row"):
+        loglinear.ReachLists(fs, rows, counts=counts[1:])
 
 
 def test_fit_without_kept_lists_gives_the_same_weights(monkeypatch):

@@ -7,12 +7,9 @@ gives exactly the objective of :func:`streammn.weights.fit_weights` on the repea
 (``-PLL / N + |w - 0|^2 / (2 stddev^2 N)``, ``N`` the number of rows) at the cost of the
 distinct rows only.
 
-The conditionals come from :func:`streammn.loglinear.all_conditionals` on the patterns. The
-gradient kernel below handles features whose conditions are all equalities on distinct
-variables (what CSGS's feature generation and the planted networks produce): for feature ``f``
-and one of its variables ``j``, ``d/dw_f log P(x_j | x_-j) = [the other conditions of f hold] *
-([x_j = v_j] - P(X_j = v_j | x_-j))``, so a pattern contributes when it misses at most one
-condition of ``f``.
+PLL and gradient come from :class:`streammn.loglinear.ReachLists` on the patterns with their
+counts as row weights, built once per fit: the same kernels, lists and memory budget as
+:func:`streammn.weights.fit_weights`, for any conditions.
 
 Small problems run on one thread: an L-BFGS fit makes a few hundred calls of parallel kernels,
 and on a few hundred patterns the cost of waking and joining threads (large on a loaded
@@ -44,39 +41,10 @@ def _threads(n: int):
         nb.set_num_threads(before)
 
 
-@nb.njit(cache=True, parallel=True)
-def _gradient(patterns, counts, probs, offs, ptr, var, val):
-    n_features = ptr.shape[0] - 1
-    grad = np.zeros(n_features)
-    for f in nb.prange(n_features):
-        g = 0.0
-        for p in range(patterns.shape[0]):
-            missed = 0
-            where = -1
-            for k in range(ptr[f], ptr[f + 1]):
-                if patterns[p, var[k]] != val[k]:
-                    missed += 1
-                    where = k
-                    if missed > 1:
-                        break
-            if missed == 0:
-                for k in range(ptr[f], ptr[f + 1]):
-                    g += counts[p] * (1.0 - probs[p, offs[var[k]] + val[k]])
-            elif missed == 1:
-                g -= counts[p] * probs[p, offs[var[where]] + val[where]]
-        grad[f] = g
-    return grad
-
-
 def pattern_pll_and_gradient(features, patterns: np.ndarray, counts: np.ndarray):
     """Count-weighted summed PLL of ``patterns`` and its gradient in ``features.weights``."""
-    fs = features
-    if fs.var.size and not fs.eq.all():
-        raise WeightLearningError("pattern-weighted PLL needs equality conditions only")
-    probs, terms = loglinear.all_conditionals(fs, patterns)
-    offs = loglinear.value_offsets(fs.schema.cardinalities)
-    grad = _gradient(patterns, counts.astype(np.float64), probs, offs, fs.ptr, fs.var, fs.val)
-    return float(terms.sum(axis=1) @ counts), grad
+    return loglinear.pll_evaluator(features, patterns, list_bytes=0, counts=counts)(
+        features.weights)
 
 
 def fit_pattern_weights(model: MarkovNetwork, patterns, counts, stddev: float = 1.0,
@@ -98,9 +66,10 @@ def fit_pattern_weights(model: MarkovNetwork, patterns, counts, stddev: float = 
         return model.with_weights(w0)
 
     def fun(w):
-        value, grad = pattern_pll_and_gradient(fs.with_weights(w), patterns, counts)
+        value, grad = pll_and_gradient(w)
         return (-value + 0.5 * float(w @ w) / stddev ** 2) / n, (-grad + w / stddev ** 2) / n
 
     threads = 1 if patterns.shape[0] * fs.n_features < SERIAL_WORK else nb.get_num_threads()
     with _threads(threads):
+        pll_and_gradient = loglinear.pll_evaluator(fs, patterns, counts=counts)
         return lbfgs(model, fun, w0, max_iter, tol)
