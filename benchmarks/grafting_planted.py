@@ -163,7 +163,8 @@ def run_grafting(mrf, train, test, strategy: str) -> dict:
                       "edges": len(learner.edges), "recall": recall})
         clock["eval"] += time.process_time() - now
 
-    learner = EdgeGrafting(mrf.schema, strategy=strategy)
+    base, _, variant = strategy.partition("+")  # "best_choice+z": standardised scores
+    learner = EdgeGrafting(mrf.schema, strategy=base, standardise=variant == "z")
     clock["start"] = time.process_time()
     learner.fit(train, callback=record)
     seconds = time.process_time() - clock["start"] - clock["eval"]
@@ -318,7 +319,8 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cases", nargs="+", type=parse_case, default=None,
                    help="family:n:states:strong|weak:rows:strategy[,strategy] (default: the "
-                        "list in DEFAULT_CASES)")
+                        "list in DEFAULT_CASES); a strategy 'X+z' runs X with standardised "
+                        "scores (EdgeGrafting standardise=True), 'l1lr' the baseline")
     p.add_argument("--seed", type=int, default=3)
     p.add_argument("--out", default=str(RESULTS / "grafting.json"))
     p.add_argument("--merge", nargs="+", help="combine the cases of these result files (runs "
