@@ -194,6 +194,9 @@ def commit() -> str:
     return git("rev-parse", "--short", "HEAD") + ("+dirty" if dirty else "")
 
 
+CODE_COMMIT = commit()  # at import: the code this process runs, whatever HEAD does later
+
+
 def machine() -> str:
     return (f"{platform.platform()}, {os.cpu_count()} cores (shared), "
             f"Python {platform.python_version()}")
@@ -214,7 +217,7 @@ def run_case(case, seed: int, save=lambda case: None) -> dict:
     family, n, states, coupling, rows, strategies = case
     mrf, train, test = case_data(case, seed)
     out = {"family": family, "n": n, "states": states, "coupling": coupling, "rows": rows,
-           "commit": commit(), "clock": "cpu", "true_edges": len(mrf.edges),
+           "commit": CODE_COMMIT, "clock": "cpu", "true_edges": len(mrf.edges),
            "true_model_test_pll": float(mrf.to_markov_network().pll(test)),
            "true_structure_test_pll": float(
                pll_weights(mrf.schema, mrf.edges, train, 0.001).pll(test)),
