@@ -272,7 +272,8 @@ def markdown(results: dict) -> str:
              "'vs L1-LR': the grafted model's test PLL minus the better L1-LR model's, "
              "mean ± standard error over test rows (paired). 'true structure': the planted "
              "edges with the same PLL weights. 'seconds': CPU seconds of the process where "
-             "the clock is 'cpu', wall seconds otherwise (older rows).",
+             "the clock is 'cpu', wall seconds otherwise (older rows). 'commit': the code "
+             "a row ran (a run's own when it differs from its case's).",
              "", "| family | n | states | couplings | rows | true edges | method | edges | "
              "recall | precision | test PLL | vs L1-LR | true structure | seconds | clock | "
              "commit |",
@@ -284,8 +285,8 @@ def markdown(results: dict) -> str:
                          f"{c['rows']} | {c['true_edges']} | {r['strategy']} | {r['edges']} | "
                          f"{r['recall']:.3f} | {r['precision']:.3f} | {r['test_pll']:.3f} | "
                          f"{gap(r)} | {'' if truth is None else f'{truth:.3f}'} | "
-                         f"{r['seconds']:.1f} | {c.get('clock', 'wall')} | "
-                         f"{c.get('commit', '?')} |")
+                         f"{r['seconds']:.1f} | {r.get('clock', c.get('clock', 'wall'))} | "
+                         f"{r.get('commit', c.get('commit', '?'))} |")
     lines += ["", "## Targets", ""]
     for c in results["cases"]:
         runs = {r["strategy"]: r for r in c["runs"]}
