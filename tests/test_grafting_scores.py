@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 from streammn.grafting import EdgeGrafting, planted_potts
-from streammn.grafting.learner import default_lambda
+from streammn.grafting.learner import GraftingError, default_lambda
 from streammn.grafting.mrf import PairwiseLayout
 from streammn.grafting.objective import pseudo_loglik
+from streammn.grafting.pseudo_score import PseudoScorer
 
 
 @pytest.fixture(scope="module")
@@ -152,3 +153,51 @@ def test_ising_scale_free_recovered_at_the_defaults():
     assert set(EdgeGrafting(mrf.schema).fit(rows).edges) == mrf.edges
     penalised = EdgeGrafting(mrf.schema, score_refit=False, lambda_c=4.5).fit(rows)
     assert set(penalised.edges) - mrf.edges
+
+
+def brute_row_gradients(layout, theta, rows, i, j):
+    """Each row's term of the gradient w.r.t. a new edge ``(i, j)``'s table at zero (rows x
+    cells), by central differences of the per-row log pseudo-likelihoods."""
+    cards = layout.cards
+    grown = PairwiseLayout(cards, np.vstack([layout.edges, [[i, j]]]))
+    base = np.concatenate([theta, np.zeros(int(cards[i] * cards[j]))])
+    grads = np.empty((rows.shape[0], int(cards[i] * cards[j])))
+    for c in range(grads.shape[1]):
+        up, down = base.copy(), base.copy()
+        up[layout.size + c] += 1e-5
+        down[layout.size + c] -= 1e-5
+        diff = pseudo_loglik(grown, up, rows).sum(1) - pseudo_loglik(grown, down, rows).sum(1)
+        grads[:, c] = -diff / 2e-5
+    return grads
+
+
+def test_standardised_scores_match_brute_force_per_row_gradients(small_model):
+    mrf, rows = small_model
+    rows = rows[:500]
+    learner = EdgeGrafting(mrf.schema, standardise=True, max_edges=3).fit(rows)
+    layout, theta = learner.layout, learner.score_theta
+    pairs = np.array([(i, j) for i in range(7) for j in range(i + 1, 7)
+                      if (i, j) not in learner.active][:6], dtype=np.int64)
+    z = PseudoScorer(layout, theta, rows, standardise=True).scores(pairs)
+    for (i, j), got in zip(pairs.tolist(), z.tolist()):
+        g = brute_row_gradients(layout, theta, rows, i, j)
+        mean = g.mean(axis=0)
+        spread = ((g * g).sum(axis=1).mean() - mean @ mean) / rows.shape[0]
+        assert got == pytest.approx(np.linalg.norm(mean) / np.sqrt(spread), rel=1e-4)
+    # the learner puts z on lambda's scale so that C2 (score > lambda) reads z > z_threshold
+    _, scores = learner.score(pairs)
+    np.testing.assert_allclose(scores, z * learner.strength / learner.z_threshold, rtol=1e-9)
+
+
+def test_standardised_run_ends_with_every_inactive_pair_below_the_z_threshold():
+    mrf = planted_potts("tree", 10, states=2, coupling=(0.8, 1.5), seed=4)
+    rows = mrf.sample(4000, seed=5, burn_in=100, thin=2, chains=4)
+    learner = EdgeGrafting(mrf.schema, standardise=True).fit(rows)
+    assert set(learner.edges) == mrf.edges
+    inactive = np.array([(i, j) for i in range(10) for j in range(i + 1, 10)
+                         if (i, j) not in learner.active], dtype=np.int64)
+    z = PseudoScorer(learner.layout, learner.score_theta, learner.stats.reservoir.rows,
+                     standardise=True).scores(inactive)
+    assert z.max() <= learner.z_threshold
+    with pytest.raises(GraftingError, match="pseudo-likelihood"):
+        EdgeGrafting(mrf.schema, standardise=True, objective="likelihood")
