@@ -8,6 +8,14 @@ import pytest
 from streammn.et.kernels import log_spanning_tree_sums
 
 
+def random_weights(rng, m):
+    """A symmetric, zero-diagonal structure matrix with every edge weight in [0.2, 2]."""
+    a = rng.uniform(0.2, 2.0, size=(m, m))
+    beta = (a + a.T) / 2
+    np.fill_diagonal(beta, 0)
+    return beta
+
+
 def spanning_tree_sum(w):
     m = w.shape[0]
     edges = [(u, v) for u in range(m) for v in range(u + 1, m)]
@@ -69,9 +77,7 @@ def test_et_likelihood_matches_brute_force(m):
             eps = rng.uniform(-0.5, 0.5) * min(node[u].min(), node[v].min()) ** 2
             pair[u, v] = pair[u, v] + eps * np.array([[1, -1], [-1, 1]])
             pair[v, u] = pair[u, v].T
-    a = rng.uniform(0.2, 2.0, size=(m, m))
-    beta = (a + a.T) / 2
-    np.fill_diagonal(beta, 0)
+    beta = random_weights(rng, m)
     trees = list(all_spanning_trees(m))
     states = np.array(list(itertools.product(range(k), repeat=m)))
     z = sum(np.prod([beta[u, v] for u, v in t]) for t in trees)
@@ -102,9 +108,7 @@ def test_gradient_matches_finite_differences():
     rng = np.random.default_rng(3)
     m, n = 5, 7
     rows, table = random_ratios(rng, n, m)
-    a = rng.uniform(0.2, 2.0, size=(m, m))
-    beta = (a + a.T) / 2
-    np.fill_diagonal(beta, 0)
+    beta = random_weights(rng, m)
     _, grad = structure_objective_and_gradient(beta, rows, table)
     h = 1e-6
     for u, v in [(0, 1), (1, 4), (2, 3), (0, 4)]:
@@ -122,9 +126,7 @@ def test_cell_resistance_sums_give_the_table_gradient_and_the_beta_gradient():
     rng = np.random.default_rng(4)
     m, n = 5, 9
     rows, table = random_ratios(rng, n, m)
-    b = rng.uniform(0.2, 2.0, size=(m, m))
-    beta = (b + b.T) / 2
-    np.fill_diagonal(beta, 0)
+    beta = random_weights(rng, m)
     log_dets, sums = cell_resistance_sums(rows, beta, table)
     np.testing.assert_array_equal(log_dets, row_log_dets(rows, beta, table)[0])
     assert not np.tril(sums.sum(axis=(2, 3))).any()
@@ -164,9 +166,7 @@ def test_likelihood_and_objective_invariant_to_scaling_beta():
     rng = np.random.default_rng(8)
     m, n = 6, 9
     rows, table = random_ratios(rng, n, m)
-    a = rng.uniform(0.2, 2.0, size=(m, m))
-    beta = (a + a.T) / 2
-    np.fill_diagonal(beta, 0)
+    beta = random_weights(rng, m)
     value, _ = structure_objective_and_gradient(beta, rows, table)
     for c in (0.01, 7.0, 1e4):
         np.testing.assert_allclose(structure_objective_and_gradient(c * beta, rows, table)[0], value, rtol=1e-10)
