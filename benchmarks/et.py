@@ -50,7 +50,7 @@ from streammn.et import EnsembleOfTrees, ETDensity
 from streammn.et.density import chow_liu_beta, edge_appearance, graph_edges, mutual_information
 from streammn.et.kernels import ratio_table, structure_objective_and_gradient
 
-import et_full_model
+from benchmarks import et_full_model
 
 RESULTS = Path(__file__).parent / "results"
 DATA = Path("/work/shared/data")
