@@ -22,6 +22,17 @@ def random_featureset(rng, schema, n_features, max_len=3, p_eq=0.7, scale=1.0):
     return FeatureSet.from_features(schema, feats)
 
 
+def noisy_chain_rows(rng, cards, n, p_copy, dtype=np.int64):
+    """Rows of a noisy Markov chain: each variable copies its predecessor (mod its cardinality)
+    with probability p_copy, else takes a uniform value."""
+    rows = np.empty((n, len(cards)), dtype=dtype)
+    rows[:, 0] = rng.integers(0, cards[0], n)
+    for v in range(1, len(cards)):
+        copy = rng.random(n) < p_copy
+        rows[:, v] = np.where(copy, rows[:, v - 1] % cards[v], rng.integers(0, cards[v], n))
+    return rows
+
+
 def all_rows(schema):
     return np.array(list(itertools.product(*[range(c) for c in schema.cardinalities])),
                     dtype=np.uint8).reshape(-1, schema.n_vars)

@@ -25,19 +25,10 @@ from streammn.dtsl import DTSL, DTSLError  # noqa: E402
 from streammn.schema import Schema, SchemaError  # noqa: E402
 from streammn.stats import MarginalCounts, PairCounts, RowReservoir  # noqa: E402
 
+from helpers_mn import noisy_chain_rows  # noqa: E402
+
 FILE_ROWS = (2500, 1700, 1800)
 ROW_GROUP = 600
-
-
-def _chain_rows(n: int, cards, seed: int) -> np.ndarray:
-    """Rows of a noisy Markov chain over variables with the given cardinalities."""
-    rng = np.random.default_rng(seed)
-    x = np.zeros((n, len(cards)), dtype=np.uint8)
-    x[:, 0] = rng.integers(0, cards[0], n)
-    for j in range(1, len(cards)):
-        copy = rng.random(n) < 0.75
-        x[:, j] = np.where(copy, x[:, j - 1] % cards[j], rng.integers(0, cards[j], n))
-    return x
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +43,8 @@ def dataset(tmp_path_factory):
     """Three Parquet files of unequal sizes, several row groups each; one 3-valued variable."""
     cards = [2, 2, 3, 2, 2, 2, 2, 2, 2, 2]
     schema = Schema.from_cardinalities(cards)
-    rows = _chain_rows(sum(FILE_ROWS), cards, seed=3)
+    rows = noisy_chain_rows(np.random.default_rng(3), cards, sum(FILE_ROWS), p_copy=0.75,
+                            dtype=np.uint8)
     d = tmp_path_factory.mktemp("parquet")
     start = 0
     for k, n in enumerate(FILE_ROWS):

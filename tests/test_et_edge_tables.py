@@ -8,6 +8,7 @@ from streammn import Schema
 from streammn.et import EnsembleOfTrees, ETDensity
 from streammn.et.edge_tables import EdgeTables, learn_jointly, map_objective
 from streammn.et.kernels import cell_resistance_sums, ratio_table
+from helpers_mn import noisy_chain_rows
 from test_et import all_spanning_trees
 
 CARDS = np.array([2, 3, 2, 3])
@@ -26,12 +27,7 @@ def independent_model(rng, cards):
 
 
 def dependent_rows(rng, cards, n):
-    rows = np.empty((n, len(cards)), dtype=np.int64)
-    rows[:, 0] = rng.integers(0, cards[0], n)
-    for v in range(1, len(cards)):
-        copy = rng.random(n) < 0.6
-        rows[:, v] = np.where(copy, rows[:, v - 1] % cards[v], rng.integers(0, cards[v], n))
-    return rows
+    return noisy_chain_rows(rng, cards, n, p_copy=0.6)
 
 
 def random_beta(rng, m):
