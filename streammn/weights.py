@@ -3,9 +3,9 @@
 The objective per example is ``-PLL(w) / N + sum_f (w_f - mu_f)^2 / (2 stddev^2 N)``: the negative
 log posterior of the weights under a ``N(mu, stddev^2)`` prior on each weight, divided by the number
 of rows ``N`` so that step sizes and tolerances do not depend on the data size. PLL and its
-gradient come from the numba kernels of :mod:`streammn.loglinear`: a fit scans its distinct rows
+gradient come from the numba kernels of :mod:`streammn.reach_lists`: a fit scans its distinct rows
 once into reach lists (per row and value, the features that hold and those that fail through
-that variable's conditions only; :class:`streammn.loglinear.ReachLists`), and every L-BFGS
+that variable's conditions only; :class:`streammn.reach_lists.ReachLists`), and every L-BFGS
 evaluation is then one sparse pass over them; past a memory budget (256 MiB) the rows are
 scanned chunk by chunk into per-word lists instead, those that fit in the budget kept across
 evaluations. Row chunks run on all cores, with the same bits at any thread count.
@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from streammn import loglinear
+from streammn import reach_lists
 from streammn.features import FeatureSet
 from streammn.model import MarkovNetwork
 from streammn.errors import SettingsError
@@ -70,13 +70,13 @@ def pll_objective(features: FeatureSet, rows, stddev: float = 1.0,
 
 def _objective(features: FeatureSet, rows, stddev: float, prior_mean):
     """The objective as a function ``weights -> (value, gradient)``, reading the rows through
-    reach lists built once (:func:`streammn.loglinear.pll_evaluator`)."""
+    reach lists built once (:func:`streammn.reach_lists.pll_evaluator`)."""
     rows = _as_rows(rows, features.schema)
     if not stddev > 0:
         raise WeightLearningError(f"stddev must be positive, got {stddev}")
     mu = _vector(prior_mean, features.n_features, "prior_mean", 0.0)
     n = rows.shape[0]
-    pll_and_gradient = loglinear.pll_evaluator(features, rows)
+    pll_and_gradient = reach_lists.pll_evaluator(features, rows)
 
     def objective(w):
         value, grad = pll_and_gradient(w)
@@ -165,7 +165,7 @@ class StochasticPLL:
         rows = _as_rows(rows, self.model.schema)
         self.n_seen += rows.shape[0]
         fs = self.model.features
-        value, grad = loglinear.pll_and_gradient(fs, rows)
+        value, grad = reach_lists.pll_and_gradient(fs, rows)
         g = -grad / rows.shape[0] + fs.weights / (self.stddev ** 2 * self.n_seen)
         self._g2 += g * g
         w = fs.weights - self.learning_rate * g / (np.sqrt(self._g2) + self.eps)

@@ -13,7 +13,7 @@ from streammn.csgs import CSGS, CSGSError, CSGSStateError, pearson_test
 from streammn.csgs.canonical import CanonicalModel, learn_canonical_model, maximal_cliques
 from streammn.csgs.pll import pattern_pll_and_gradient
 from streammn.csgs.synthetic import context_specific_network, kl_divergence, sample_rows
-from streammn.loglinear import pll_and_gradient
+from streammn.reach_lists import pll_and_gradient
 
 
 # chi-square ---------------------------------------------------------------------------------

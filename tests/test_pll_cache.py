@@ -1,4 +1,4 @@
-"""The reach lists of weight learning (loglinear.ReachLists): PLL and gradient against brute force
+"""The reach lists of weight learning (reach_lists.ReachLists): PLL and gradient against brute force
 with the lists kept and with every evaluation rescanning, each way the same bits at any thread
 count, word lists kept within the budget giving the scan's bits, rows weighted by counts as
 repeats, and fits the same at one and two threads."""
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from helpers_mn import all_rows, at_each_thread_count, holds, random_featureset
-from streammn import Schema, loglinear
+from streammn import Schema, bitscan, loglinear, reach_lists
 from streammn.features import FeatureSet
 from streammn.model import MarkovNetwork
 from streammn.weights import fit_weights
@@ -49,8 +49,8 @@ def test_cache_matches_brute_force(cards, dn):
     fs = random_featureset(rng, schema, 40, max_len=4, p_eq=0.6)
     owner = rng.integers(0, len(cards), fs.n_features) if dn else np.full(fs.n_features, -1)
     rows = rng.integers(0, schema.cardinalities, size=(300, len(cards))).astype(np.uint8)
-    kept = loglinear.ReachLists(fs, rows, owner)
-    scan = loglinear.ReachLists(fs, rows, owner, list_bytes=0)
+    kept = reach_lists.ReachLists(fs, rows, owner)
+    scan = reach_lists.ReachLists(fs, rows, owner, list_bytes=0)
     assert kept.n_entries > 0 and len(kept.rows) < len(rows)  # repeated rows counted once
     for w in (fs.weights, rng.normal(size=fs.n_features)):
         want_value, want_grad = brute_pll_and_gradient(fs.with_weights(w), rows, owner)
@@ -78,9 +78,9 @@ def test_lists_and_scan_agree_and_give_the_same_bits_at_any_thread_count():
     schema = Schema.binary(20)
     fs = random_featureset(rng, schema, 150, max_len=5, p_eq=0.8)
     rows = planted_rows(20, 3000, seed=6)
-    kept = loglinear.ReachLists(fs, rows)
-    scan = loglinear.ReachLists(fs, rows, list_bytes=0)
-    assert len(kept.rows) > 64 * loglinear.CHUNK_WORDS * loglinear.PARTIAL_SUMS
+    kept = reach_lists.ReachLists(fs, rows)
+    scan = reach_lists.ReachLists(fs, rows, list_bytes=0)
+    assert len(kept.rows) > 64 * bitscan.CHUNK_WORDS * bitscan.PARTIAL_SUMS
     assert kept.n_entries > 0 and scan.n_entries == 0
     want = {way: lists.pll_and_gradient(fs.weights) for way, lists in (("kept", kept),
                                                                         ("scan", scan))}
@@ -103,11 +103,11 @@ def test_word_lists_kept_within_the_budget_give_the_bits_of_the_scan():
     fs = random_featureset(rng, schema, 120, max_len=4, p_eq=0.5)
     rows = rng.integers(0, schema.cardinalities, size=(3000, 20)).astype(np.uint8)
     weights = [fs.weights, rng.normal(size=fs.n_features)]
-    scan = loglinear.ReachLists(fs, rows, list_bytes=0)
+    scan = reach_lists.ReachLists(fs, rows, list_bytes=0)
     want = [scan.pll_and_gradient(w) for w in weights]
     budget = len(scan.rows) * int(scan.offs[-1])  # too little for entries, and for all lists
-    partly = loglinear.ReachLists(fs, rows, list_bytes=budget)
-    n_chunks = -(-len(partly.rows) // (64 * loglinear.CHUNK_WORDS))
+    partly = reach_lists.ReachLists(fs, rows, list_bytes=budget)
+    n_chunks = -(-len(partly.rows) // (64 * bitscan.CHUNK_WORDS))
     assert partly.n_entries == 0 and partly.kept_chunks == 0
     for got in at_each_thread_count(lambda: [partly.pll_and_gradient(w) for w in weights * 2]):
         assert 0 < partly.kept_chunks < n_chunks
@@ -125,8 +125,8 @@ def test_counts_weigh_rows_as_repeats(list_bytes):
     rows = rng.integers(0, schema.cardinalities, size=(150, 5)).astype(np.uint8)
     counts = rng.integers(1, 5, size=len(rows))
     repeated = np.repeat(rows, counts, axis=0)
-    weighted = loglinear.ReachLists(fs, rows, list_bytes=list_bytes, counts=counts)
-    plain = loglinear.ReachLists(fs, repeated, list_bytes=list_bytes)
+    weighted = reach_lists.ReachLists(fs, rows, list_bytes=list_bytes, counts=counts)
+    plain = reach_lists.ReachLists(fs, repeated, list_bytes=list_bytes)
     value, grad = weighted.pll_and_gradient(fs.weights)
     want_value, want_grad = plain.pll_and_gradient(fs.weights)
     assert value == want_value and np.array_equal(grad, want_grad)
@@ -135,7 +135,7 @@ def test_counts_weigh_rows_as_repeats(list_bytes):
     assert value == pytest.approx(brute_value, rel=1e-12)
     np.testing.assert_allclose(grad, brute_grad, rtol=1e-10, atol=1e-9)
     with pytest.raises(ValueError, match="one count per row"):
-        loglinear.ReachLists(fs, rows, counts=counts[1:])
+        reach_lists.ReachLists(fs, rows, counts=counts[1:])
 
 
 def test_fit_without_kept_lists_gives_the_same_weights(monkeypatch):
@@ -146,7 +146,7 @@ def test_fit_without_kept_lists_gives_the_same_weights(monkeypatch):
     rows = rng.integers(0, schema.cardinalities, size=(700, 6)).astype(np.uint8)
     start = MarkovNetwork(schema, fs)
     kept = fit_weights(start, rows, stddev=0.5, max_iter=15)
-    monkeypatch.setattr(loglinear, "LIST_BYTES", 0)
+    monkeypatch.setattr(reach_lists, "LIST_BYTES", 0)
     rescanned = fit_weights(start, rows, stddev=0.5, max_iter=15)
     np.testing.assert_allclose(rescanned.weights, kept.weights, rtol=1e-9, atol=1e-10)
     assert rescanned.fit_info["iterations"] == kept.fit_info["iterations"]
@@ -183,7 +183,7 @@ def test_pll_of_extreme_weights_stays_finite_and_exact():
                                            for i in range(30)])
     rows = np.random.default_rng(11).integers(0, 2, size=(50, 30)).astype(np.uint8)
     for list_bytes in (None, 0):
-        value, grad = loglinear.ReachLists(fs, rows, list_bytes=list_bytes).pll_and_gradient(
+        value, grad = reach_lists.ReachLists(fs, rows, list_bytes=list_bytes).pll_and_gradient(
             fs.weights)
         want_value, want_grad = brute_pll_and_gradient(fs, rows, np.full(30, -1))
         assert np.isfinite(value)

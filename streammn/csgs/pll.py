@@ -7,7 +7,7 @@ gives exactly the objective of :func:`streammn.weights.fit_weights` on the repea
 (``-PLL / N + |w - 0|^2 / (2 stddev^2 N)``, ``N`` the number of rows) at the cost of the
 distinct rows only.
 
-PLL and gradient come from :class:`streammn.loglinear.ReachLists` on the patterns with their
+PLL and gradient come from :class:`streammn.reach_lists.ReachLists` on the patterns with their
 counts as row weights, built once per fit: the same kernels, lists and memory budget as
 :func:`streammn.weights.fit_weights`, for any conditions.
 
@@ -23,7 +23,7 @@ from contextlib import contextmanager
 import numba as nb
 import numpy as np
 
-from streammn import loglinear
+from streammn import reach_lists
 from streammn.model import MarkovNetwork
 from streammn.weights import WeightLearningError, lbfgs
 
@@ -43,7 +43,7 @@ def _threads(n: int):
 
 def pattern_pll_and_gradient(features, patterns: np.ndarray, counts: np.ndarray):
     """Count-weighted summed PLL of ``patterns`` and its gradient in ``features.weights``."""
-    return loglinear.pll_evaluator(features, patterns, list_bytes=0, counts=counts)(
+    return reach_lists.pll_evaluator(features, patterns, list_bytes=0, counts=counts)(
         features.weights)
 
 
@@ -71,5 +71,5 @@ def fit_pattern_weights(model: MarkovNetwork, patterns, counts, stddev: float = 
 
     threads = 1 if patterns.shape[0] * fs.n_features < SERIAL_WORK else nb.get_num_threads()
     with _threads(threads):
-        pll_and_gradient = loglinear.pll_evaluator(fs, patterns, counts=counts)
+        pll_and_gradient = reach_lists.pll_evaluator(fs, patterns, counts=counts)
         return lbfgs(model, fun, w0, max_iter, tol)

@@ -20,11 +20,12 @@ import numba as nb
 import numpy as np
 
 from streammn import loglinear
+from streammn.bitscan import _group_masks, _lowest_bit, value_offsets
 from streammn.dn import DependencyNetwork
 from streammn.features import FeatureSet
 from streammn.inference.draws import _draw, _draw_from, _next_at
 from streammn.inference.incremental import incremental_marginals
-from streammn.loglinear import _add_feature_logits, _group_masks, _lowest_bit, value_offsets
+from streammn.loglinear import _add_feature_logits
 from streammn.model import MarkovNetwork
 from streammn.errors import SettingsError
 

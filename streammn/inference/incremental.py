@@ -31,7 +31,7 @@ import numba as nb
 import numpy as np
 
 from streammn.inference.draws import _draw, _next_at
-from streammn.loglinear import _group_structure, _lowest_bit
+from streammn.bitscan import _group_structure, _lowest_bit
 
 
 @nb.njit(cache=True)
