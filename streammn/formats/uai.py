@@ -190,11 +190,6 @@ class UaiFactors:
         return self.scope_ptr.size - 1
 
 
-def uai_table_entries(schema: Schema, features: FeatureSet, merge: bool = True) -> int:
-    """How many potentials the UAI tables of these features hold (before writing them)."""
-    return int(UaiFactors(schema, features, merge).total)
-
-
 def _checked_log_tables(schema: Schema, features: FeatureSet, merge: bool, max_entries: int,
                         path, factors: UaiFactors | None):
     """Group the features into factors and sum their weights into log tables, refusing more
