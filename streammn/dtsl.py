@@ -116,7 +116,8 @@ class DTSL(Estimator):
         Hoeffding: keep the last ``replay_rows`` rows and seed every new leaf's statistics
         with those that reach it, so children do not start blind (0 = off, pure one-pass
         Hoeffding trees). ``'auto'``: up to 100,000 rows within a quarter of ``memory_mb``
-        (5 bytes per row and variable). Much better trees on short streams, at a CPU cost that
+        (counted at 5 bytes per row and variable, more than the rows and their value bitmaps
+        take). Much better trees on short streams, at a CPU cost that
         grows with the buffer and the number of splits.
     n_threads : int or 'auto', default 1
         Blocks of trees (or leaves) whose statistics are counted, replayed and scored in
@@ -271,7 +272,8 @@ class DTSL(Estimator):
     @property
     def replay_size(self) -> int:
         """Rows the replay buffer holds: ``replay_rows``, or for ``'auto'`` up to 100,000 rows
-        within a quarter of the memory budget (a row costs 5 bytes per variable)."""
+        within a quarter of the memory budget, counting 5 bytes per variable and row (the sizing
+        rule; a row and its value bitmaps take ``1 + max_card / 8``)."""
         if self.replay_rows != AUTO:
             return int(self.replay_rows)
         per_row = 5 * self.schema.n_vars

@@ -21,18 +21,15 @@ def random_forest(schema, rng, n_splits):
     return f
 
 
-def brute_force(f, st, rows, dest, grace, slot_n, slot_last):
-    """Leaf counts, slot totals and statistics, buffer leaves and due slots, row by row."""
+def brute_force(f, st, rows, grace, slot_n, slot_last):
+    """Leaf counts, slot totals and statistics and due slots, row by row."""
     counts, tot, stats = f.counts.copy(), st.tot.copy(), st.stats.copy()
     ind = st.indicators(rows).astype(np.int64)
     leaves = kernels.route(rows, f.roots, f.links)
-    row_leaf = np.zeros((rows.shape[1], rows.shape[0]), dtype=np.int32)
     n, due = slot_n.copy(), []
     for r in range(rows.shape[0]):
         for t in range(rows.shape[1]):
             leaf, y = leaves[r, t], rows[r, t]
-            if dest[r] >= 0:
-                row_leaf[t, dest[r]] = leaf
             if y == kernels.MISSING:
                 continue
             counts[leaf, y] += 1
@@ -43,7 +40,7 @@ def brute_force(f, st, rows, dest, grace, slot_n, slot_last):
                 n[s] += 1
                 if n[s] - slot_last[s] == grace:
                     due.append(s)
-    return counts, tot, stats, row_leaf, n, sorted(due)
+    return counts, tot, stats, n, sorted(due)
 
 
 @pytest.mark.parametrize("cards,missing", [((2,) * 9, False), ((2, 3, 4, 2, 5, 3), False),
@@ -66,30 +63,27 @@ def test_segmented_count_equals_row_by_row(cards, missing, route, n_rows):
     rows = (rng.random((n_rows, len(cards))) * np.array(cards)).astype(np.uint8)
     if missing:
         rows[rng.random(rows.shape) < 0.1] = kernels.MISSING
-    dest = np.where(rng.random(n_rows) < 0.8, rng.permutation(n_rows), -1).astype(np.int64)
     grace = 3
     st.n[:] = rng.integers(0, 3, st.n.shape)
     st.last_attempt[:] = 0
-    expected = brute_force(f, st, rows, dest, grace, st.n, st.last_attempt)
+    expected = brute_force(f, st, rows, grace, st.n, st.last_attempt)
 
     n = f.n_nodes
     table, steps, nodes = kernels.routing_table(f.links[:n], f.tree[:n], f.depth[:n],
                                                 f.roots.shape[0])
     assert nodes.sum() == n
     forced = np.full_like(nodes, 2 ** 40) if route == "rows" else np.zeros_like(nodes)
-    row_leaf = np.zeros((len(cards), n_rows), dtype=np.int32)
     due = np.empty((1, st.slot_node.shape[0]), dtype=np.int64)
     n_due = np.zeros(1, dtype=np.int64)
     counting.accumulate(rows, counting.value_bits(rows, f.max_card),
                         counting.lanes(st.indicators(rows)), st.K, f.cards,
                         np.arange(len(cards), dtype=np.int64), f.roots, f.links, table, steps,
                         forced, f.slot, f.counts, True, st.tot, st.stats, st.n, st.last_attempt,
-                        grace, due, n_due, dest, row_leaf)
-    counts, tot, stats, leaf_of, slot_n, due_slots = expected
+                        grace, due, n_due)
+    counts, tot, stats, slot_n, due_slots = expected
     np.testing.assert_array_equal(f.counts, counts)
     np.testing.assert_array_equal(st.tot, tot)
     np.testing.assert_array_equal(st.stats, stats)
-    np.testing.assert_array_equal(row_leaf[:, dest[dest >= 0]], leaf_of[:, dest[dest >= 0]])
     np.testing.assert_array_equal(st.n, slot_n)
     assert sorted(due[0, :n_due[0]].tolist()) == due_slots
 
@@ -104,17 +98,24 @@ def test_lane_sums_flush_before_uint8_overflows():
     assert (st.stats[:, 1] == 600).all() and (st.tot[:, 1] == 600).all()
 
 
-@pytest.mark.parametrize("cards", [(2,) * 70, (2, 3, 4, 2, 5, 3)])
-def test_replay_equals_row_by_row(cards):
-    """Rows of just-split leaves move to the children and are counted there (binary: summed
-    by group from the buffer's rows as lanes, past the 64-column block; else row by row)."""
+@pytest.mark.parametrize("cards,missing", [((2,) * 70, False), ((2, 3, 4, 2, 5, 3), False),
+                                           ((2, 3, 4, 2, 5, 3), True)])
+@pytest.mark.parametrize("n_blocks", [1, 2])
+def test_replay_equals_row_by_row(cards, missing, n_blocks):
+    """The buffered rows at just-split nodes, found from their value bitmaps, are counted at
+    the children (binary: summed by group from the buffer's rows as lanes, past the 64-column
+    block; else row by row); bits past the buffered rows are ignored; in blocks of nodes."""
     from streammn.trees.hoeffding import _padded_buffer
-    rng = np.random.default_rng(len(cards))
-    schema = Schema.from_cardinalities(list(cards))
+    rng = np.random.default_rng(len(cards) + missing)
+    schema = Schema.from_cardinalities(list(cards)).with_missing(missing)
     f = random_forest(schema, rng, 60)
-    rows = _padded_buffer(301, len(cards))
-    rows[:] = (rng.random((301, len(cards))) * np.array(cards)).astype(np.uint8)
-    row_leaf = np.ascontiguousarray(kernels.route(rows, f.roots, f.links).T)
+    buf = _padded_buffer(400, len(cards))
+    buf[:] = (rng.random((400, len(cards))) * np.array(cards)).astype(np.uint8)
+    if missing:
+        buf[rng.random(buf.shape) < 0.1] = kernels.MISSING
+    bits = counting.value_bits(buf, f.max_card)  # the buffer holds 301 rows: bits past are stale
+    rows = buf[:301]
+    leaf_before = kernels.route(rows, f.roots, f.links)
     leaves = f.leaves()
     split = leaves[rng.random(leaves.size) < 0.3]
     for node in split:
@@ -125,20 +126,40 @@ def test_replay_equals_row_by_row(cards):
     st.activate(new_leaves[rng.random(new_leaves.size) < 0.8])
     st.stats[:] = rng.integers(0, 5, st.stats.shape)
     tot, stats, n = st.tot.copy(), st.stats.copy(), st.n.copy()
-    ind = st.indicators(rows).astype(np.int64) if st.binary else \
-        kernels.indicator_matrix(rows, f.cards, st.offsets, st.K).astype(np.int64)
+    ind = st.indicators(rows).astype(np.int64)
     leaf_after = kernels.route(rows, f.roots, f.links)
     for r in range(rows.shape[0]):
         for t in range(len(cards)):
-            leaf = leaf_after[r, t]
+            leaf, y = leaf_after[r, t], rows[r, t]
             s = f.slot[leaf]
-            if f.parent[leaf] in split and row_leaf[t, r] == f.parent[leaf] and s >= 0:
-                tot[s, rows[r, t]] += 1
-                stats[s, rows[r, t]] += ind[r]
+            if leaf_before[r, t] in split and s >= 0 and y != kernels.MISSING:
+                tot[s, y] += 1
+                stats[s, y] += ind[r]
                 n[s] += 1
-    trees = np.unique(f.tree[split])
-    st.replay(rows, row_leaf, trees)
-    np.testing.assert_array_equal(row_leaf, leaf_after.T)
+    args = (rows, bits, rows.shape[0], st.binary, st.offsets, np.sort(split).astype(np.int64),
+            f.links, f.parent, f.tree, f.cards, f.slot, st.tot, st.stats, st.n)
+    if n_blocks == 1:
+        counting.replay(*args)
+    else:
+        counting.replay_parallel(*args, n_blocks)
     np.testing.assert_array_equal(st.tot, tot)
     np.testing.assert_array_equal(st.stats, stats)
     np.testing.assert_array_equal(st.n, n)
+
+
+def test_copy_bits_moves_bit_ranges_between_bitmaps():
+    """Bit ranges at any offsets and lengths (within a word, across words, whole words) land
+    where they should and leave the other bits alone."""
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        src = rng.integers(0, 2 ** 63, (3, 2, 5), dtype=np.uint64) * np.uint64(2) + \
+            rng.integers(0, 2, (3, 2, 5), dtype=np.uint64)
+        dst = rng.integers(0, 2 ** 63, (3, 2, 7), dtype=np.uint64)
+        count = int(rng.integers(0, 5 * 64 + 1))
+        src_at = int(rng.integers(0, 5 * 64 - count + 1))
+        dst_at = int(rng.integers(0, 7 * 64 - count + 1))
+        as_bits = lambda a: np.unpackbits(a.view(np.uint8), axis=-1, bitorder="little")
+        expected = as_bits(dst.copy())
+        expected[..., dst_at:dst_at + count] = as_bits(src)[..., src_at:src_at + count]
+        counting.copy_bits(dst, dst_at, src, src_at, count)
+        np.testing.assert_array_equal(as_bits(dst), expected)

@@ -8,6 +8,7 @@ from connectors.array import ArraySource
 from connectors.base import Batch
 from streammn.dtsl import DTSL
 from streammn.schema import Schema, SchemaError
+from streammn.trees import counting
 
 # A chain Bayesian network X0 -> X1 -> ... -> X9: X_{i+1} copies X_i with probability COPY[i]
 # and is a fair coin otherwise. Neighbours have different strengths, so every variable has one
@@ -170,14 +171,20 @@ def test_replay_with_whole_stream_buffer_gives_full_leaf_statistics():
             sub = at[at[:, t] == y]
             assert st.tot[s, y] == len(sub)
             np.testing.assert_array_equal(st.stats[s, y], sub.sum(axis=0))
-    g = model._grower  # the buffered rows' leaves are kept current through every split
-    np.testing.assert_array_equal(g._buf_leaf[:, :g._buf_len], f.route(g._buf[:g._buf_len]).T)
+    g = model._grower  # the buffer's value bitmaps are its rows'
+    np.testing.assert_array_equal(g._buf_bits, counting.value_bits(g._buf, f.max_card))
     shallow = DTSL(schema, kappa=0.1, grace_period=100, tau=1.0, replay_rows=2_500, max_depth=2)
     shallow.partial_fit(rows)
     g = shallow._grower
     assert shallow.tree_stats()["depth"].max() == 2
-    np.testing.assert_array_equal(g._buf_leaf[:, :g._buf_len],
-                                  shallow.forest.route(g._buf[:g._buf_len]).T)
+    # ... through the ring's wrap (100-row chunks at any bit offset) and chunks longer than
+    # the ring (3,000-row chunks, the last 1,000 rows kept)
+    long_chunks = DTSL(schema, grace_period=3000, replay_rows=1000).partial_fit(rows)
+    for g in (shallow._grower, long_chunks._grower):
+        assert g.rows_seen > g.replay_rows == g._buf_len
+        np.testing.assert_array_equal(g._buf, rows[-g.replay_rows:][
+            (np.arange(g.replay_rows) - g._buf_pos) % g.replay_rows])
+        np.testing.assert_array_equal(g._buf_bits, counting.value_bits(g._buf, f.max_card))
     # without replay, leaves created mid-stream only count the rows after their creation
     plain = DTSL(schema, kappa=0.1, grace_period=100, tau=1.0, replay_rows=0).partial_fit(rows)
     pst = plain._grower.stats

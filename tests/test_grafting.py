@@ -283,11 +283,14 @@ def test_scale_free_generator_shapes():
     np.testing.assert_array_equal(rows, mrf.sample(200, seed=0, burn_in=10, thin=2, chains=3))
 
 
+CLIMB_SCORES = {(0, 1): 5.0, (0, 2): 3.0, (0, 3): 0.1, (0, 4): 0.1, (1, 2): 0.1, (1, 3): 4.5,
+                (1, 4): 0.1, (2, 3): 0.1, (2, 4): 1.6, (3, 4): 2.9}
+
+
 def test_edges_climbed_away_from_go_back_to_the_queue():
-    scores = {(0, 1): 5.0, (0, 2): 3.0, (0, 3): 0.1, (0, 4): 0.1, (1, 2): 0.1, (1, 3): 4.5,
-              (1, 4): 0.1, (2, 3): 0.1, (2, 4): 1.6, (3, 4): 2.9}
-    ctx = ScriptedContext(scores, 5, 1.5)
-    bc = BestChoice(5, ctx.rng, capacity=5, t_max=1, alpha=0.0, hubs=False, climb=True)
+    ctx = ScriptedContext(CLIMB_SCORES, 5, 1.5)
+    bc = BestChoice(5, ctx.rng, capacity=5, t_max=1, alpha=0.0, hubs=False, climb=True,
+                    admit=False)
     bc.reservoir.scores = {(0, 2): 3.0, (3, 4): 2.9, (2, 4): 1.6}  # tau_0 = mean = 2.5
     # (0, 2) climbs to (0, 1); (3, 4) climbs via (1, 3) to (0, 1) too, already chosen
     assert bc.select(limit=10, ctx=ctx) == [(0, 1)]
@@ -296,3 +299,28 @@ def test_edges_climbed_away_from_go_back_to_the_queue():
     assert bc.queue.priority((3, 4)) == pytest.approx(1 - 2.9 / 1.5)
     assert bc.queue.pop() == (0, 2) and bc.queue.pop() == (3, 4)
     assert bc.reservoir.scores == {(2, 4): 1.6}
+
+
+def test_pairs_a_climb_scores_that_pass_c2_join_the_reservoir():
+    ctx = ScriptedContext(CLIMB_SCORES, 5, 1.5)
+    bc = BestChoice(5, ctx.rng, capacity=5, t_max=1, alpha=0.0, hubs=False, climb=True)
+    bc.frozen.freeze((1, 3), -2.0)
+    bc.queue.push((3, 4), -5.0)
+    bc.reservoir.scores = {(0, 2): 3.0, (2, 4): 1.6}  # tau_0 = mean = 2.3
+    # (0, 2) climbs to (0, 1), scoring every pair at 0, 1 or 2: the passing ones join R,
+    # (1, 3) leaving L; the climbed-away (0, 2) is back in R (scored from (0, 1)), not queued
+    assert bc.select(limit=10, ctx=ctx) == [(0, 1)]
+    assert bc.reservoir.scores == {(0, 2): 3.0, (1, 3): 4.5, (2, 4): 1.6}
+    assert not bc.frozen.offsets and bc.queue.priority((0, 2)) is None
+    # a full reservoir: an admitted pair evicts the minimum into L (or is frozen itself); a
+    # queued pair leaves the queue when a climb admits it; the climbed-away edge is queued
+    bc = BestChoice(5, ctx.rng, capacity=2, t_max=1, alpha=1.0, hubs=False, climb=True)
+    bc.queue.push((3, 4), -5.0)
+    bc.reservoir.scores = {(2, 4): 1.6}
+    # (2, 4) -> (0, 2) -> (0, 1); R takes (0, 2), (3, 4), then (0, 1) evicts (3, 4), (2, 4)
+    # is rejected, (1, 3) evicts (0, 2)
+    assert bc.select(limit=10, ctx=ctx) == [(0, 1)]
+    assert bc.reservoir.scores == {(1, 3): 4.5}
+    assert bc.frozen.offsets == pytest.approx({(3, 4): 1 - 2.9 / 1.5, (0, 2): 1 - 3.0 / 1.5})
+    assert bc.queue.priority((3, 4)) is None and (3, 4) in bc.queue.seen
+    assert bc.queue.priority((2, 4)) == pytest.approx(1 - 1.6 / 1.5)

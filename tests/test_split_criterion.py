@@ -123,7 +123,7 @@ def test_memory_budget_covers_forest_replay_and_statistics():
         large.partial_fit(rows[start:start + 10_000])
         g = small._grower
         slot = LeafStats.slot_bytes(small.forest, np.int32)
-        used = (small.forest.nbytes + g._buf.nbytes + g._buf_leaf.nbytes
+        used = (small.forest.nbytes + g._buf.nbytes + g._buf_bits.nbytes
                 + g.stats.n_active * slot)
         assert used <= small.memory_mb * 2 ** 20
     assert small.replay_size < large.replay_size

@@ -83,7 +83,6 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from streammn.trees import kernels
 from streammn.trees.forest import Forest
 
 DETECTORS = ("page-hinkley",)
@@ -293,16 +292,15 @@ def _learn(grower, rows: np.ndarray, loss: PeriodLoss) -> None:
 
 def _replace_trees(grower, donor: Forest, trees: np.ndarray) -> np.ndarray:
     """Put ``donor``'s ``trees`` into ``grower``'s forest (:func:`transplant`): the replaced
-    leaves' statistics slots are freed, the others follow their nodes, the buffered rows are
-    routed again. Returns the donor's node ids in the grower's forest."""
+    leaves' statistics slots are freed, the others follow their nodes (the buffered rows'
+    value bitmaps do not depend on the trees). Returns the donor's node ids in the grower's
+    forest."""
     f, st = grower.forest, grower.stats
     leaves = f.leaves()
     st.release(f.slot[leaves[np.isin(f.tree[leaves], trees) & (f.slot[leaves] >= 0)]])
     map_main, map_donor = transplant(f, donor, trees)
     active = st.slot_node >= 0
     st.slot_node[active] = map_main[st.slot_node[active]]
-    if grower._buf_len:
-        kernels.route_into(grower._buf[:grower._buf_len], f.roots, f.links, grower._buf_leaf, 0)
     return map_donor
 
 
@@ -472,8 +470,7 @@ class DriftAdapter:
         alt._enforce_budget(alt._eligible(f.roots[trees]))
         n = alt._buf_len
         if n:
-            due = alt.stats.add(alt._buf[:n], grace=alt._look_gap, trees=trees,
-                                dest=np.arange(n, dtype=np.int64), row_leaf=alt._buf_leaf)
+            due = alt.stats.add(alt._buf[:n], grace=alt._look_gap, trees=trees)
             alt._grow(np.sort(due))
 
     def _buffered_since(self, row: int) -> np.ndarray:
@@ -526,6 +523,7 @@ class DriftAdapter:
             return  # already in place
         main._buf[:k] = kept
         main._buf_len, main._buf_pos = k, k % max(main.replay_rows, 1)
+        main.index_buffer()
 
     def _end_alternates(self, done: np.ndarray, dropped: np.ndarray) -> None:
         """Stop growing the alternates of ``done``; the episode ends with the last one."""

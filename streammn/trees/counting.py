@@ -218,16 +218,15 @@ def _due(s, c, slot_n, slot_last, grace, due, n_due):
 
 @nb.njit(cache=True)
 def _tree_by_bits(t, n, bits, card, lanes, K, root, links, node_slot, node_counts,
-                  count_leaves, tot, stats, slot_n, slot_last, grace, due, n_due, dest,
-                  row_leaf, keep_leaves, listing, masks, stack, planes, leaf_node, listed,
-                  group_of_row, group, group_slot, group_y, acc, acc_rows):
+                  count_leaves, tot, stats, slot_n, slot_last, grace, due, n_due, listing,
+                  masks, stack, planes, listed, group_of_row, group, group_slot, group_y, acc,
+                  acc_rows):
     """Bit-sliced routing of the batch through tree ``t`` and counting at its leaves.
 
     Two ways to find the rows of each group (leaf, target value), chosen by the caller:
 
     * *numbering* (many active leaves, each holding a small share of the rows: converged
-      trees): the walk numbers the leaves whose rows are wanted (active ones, all with
-      ``keep_leaves``) 1, 2, ...; bit ``b`` of every row's leaf number is the OR of the masks
+      trees): the walk numbers the active leaves 1, 2, ...; bit ``b`` of every row's leaf number is the OR of the masks
       of the leaves with that bit, one bitmap per bit (``planes``), read back per row in one
       vectorised pass; a row's group is its leaf number times ``C`` plus its target value, and
       the rows are summed in row order into their groups' accumulators
@@ -273,7 +272,7 @@ def _tree_by_bits(t, n, bits, card, lanes, K, root, links, node_slot, node_count
                     masks[sp, w] = masks[sp + 1, w]
             continue
         s = node_slot[node]
-        if s < 0 and not count_leaves and not keep_leaves:
+        if s < 0 and not count_leaves:
             sp -= 1  # nothing to count at this leaf
             continue
         total = 0
@@ -288,20 +287,13 @@ def _tree_by_bits(t, n, bits, card, lanes, K, root, links, node_slot, node_count
                 tot[s, y] += c
         if s >= 0 and grace > 0 and total > 0:
             n_due = _due(s, total, slot_n, slot_last, grace, due, n_due)
-        if listing:
-            if keep_leaves:
-                for i in range(_extract(masks[sp], W, listed)):
-                    r = listed[i]
-                    if dest[r] >= 0:
-                        row_leaf[t, dest[r]] = node
-            if s >= 0:
-                for y in range(card):
-                    for w in range(W):
-                        group[w] = masks[sp, w] & bits[t, y, w]
-                    _sum_group(lanes, listed, _extract(group, W, listed), stats, s, y, K, acc)
-        elif s >= 0 or keep_leaves:
+        if s >= 0 and listing:
+            for y in range(card):
+                for w in range(W):
+                    group[w] = masks[sp, w] & bits[t, y, w]
+                _sum_group(lanes, listed, _extract(group, W, listed), stats, s, y, K, acc)
+        elif s >= 0:
             n_leaves += 1
-            leaf_node[n_leaves] = node
             for y in range(C):
                 group_slot[n_leaves * C + y] = s
                 group_y[n_leaves * C + y] = y
@@ -326,10 +318,6 @@ def _tree_by_bits(t, n, bits, card, lanes, K, root, links, node_slot, node_count
             if p:
                 for i in range(m):
                     group_of_row[base + i] |= np.int32((p >> np.uint64(i)) & np.uint64(1)) << b
-    if keep_leaves:
-        for r in range(n):
-            if dest[r] >= 0:
-                row_leaf[t, dest[r]] = leaf_node[group_of_row[r]]
     for r in range(n):  # group: leaf number x C + target value, the latter from its bitmaps
         group_of_row[r] *= C
     for y in range(C):
@@ -357,8 +345,8 @@ def _tree_by_bits(t, n, bits, card, lanes, K, root, links, node_slot, node_count
 
 @nb.njit(cache=True)
 def _tree_by_rows(t, rows, lanes, K, root, steps, table, node_slot, node_counts, count_leaves,
-                  tot, stats, slot_n, slot_last, grace, due, n_due, dest, row_leaf,
-                  group_of_key, group_of_row, group_slot, group_y, acc, acc_rows):
+                  tot, stats, slot_n, slot_last, grace, due, n_due, group_of_key, group_of_row,
+                  group_slot, group_y, acc, acc_rows):
     """Row routing of the batch through tree ``t``, its rows' groups found with a table of
     (leaf, target value) keys, and counting at the leaves."""
     n = rows.shape[0]
@@ -367,9 +355,6 @@ def _tree_by_rows(t, rows, lanes, K, root, steps, table, node_slot, node_counts,
     n_groups = 0
     for r in range(n):
         leaf = group_of_row[r]
-        keep = dest[r]
-        if keep >= 0:
-            row_leaf[t, keep] = leaf
         y = rows[r, t]
         if y == MISSING:  # missing target: routed, not counted (streammn.trees.missing)
             group_of_row[r] = -1
@@ -438,7 +423,7 @@ def _leaf_census(root, links, node_slot, node_counts, pending):
 @nb.njit(cache=True)
 def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, tree_steps,
               tree_nodes, node_slot, node_counts, count_leaves, tot, stats, slot_n, slot_last,
-              grace, due, dest, row_leaf):
+              grace, due):
     """Count the batch into trees ``trees[q0:q1]``, one tree after another (its nodes and
     slots stay in cache); return the number of due slots written to ``due``."""
     n = rows.shape[0]
@@ -449,9 +434,6 @@ def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, t
     by_bits = np.empty(q1 - q0, dtype=np.bool_)
     pending = np.empty(links.shape[0], dtype=np.int32)
     listing = np.empty(q1 - q0, dtype=np.bool_)
-    keep_leaves = False
-    for r in range(n):
-        keep_leaves |= dest[r] >= 0
     for q in range(q0, q1):
         t = trees[q]
         depth = max(depth, tree_steps[t])
@@ -464,7 +446,6 @@ def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, t
     masks = np.empty((depth + 2, W), dtype=np.uint64)
     stack = np.empty(depth + 2, dtype=np.int32)
     planes = np.empty((32, W), dtype=np.uint64)
-    leaf_node = np.zeros(n_groups // C + 1, dtype=np.int32)
     group_of_row = np.empty(n, dtype=np.int32)
     listed = np.empty(n, dtype=np.int32)
     group = np.empty(W, dtype=np.uint64)
@@ -479,147 +460,149 @@ def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, t
         if by_bits[q - q0]:
             n_due = _tree_by_bits(t, n, bits, cards[t], lanes, K, roots[t], links, node_slot,
                                   node_counts, count_leaves, tot, stats, slot_n, slot_last,
-                                  grace, due, n_due, dest, row_leaf, keep_leaves,
-                                  listing[q - q0], masks, stack, planes, leaf_node, listed,
-                                  group_of_row, group, group_slot, group_y, acc, acc_rows)
+                                  grace, due, n_due, listing[q - q0], masks, stack, planes,
+                                  listed, group_of_row, group, group_slot, group_y, acc,
+                                  acc_rows)
         else:
             if group_of_key.shape[0] == 0:
                 group_of_key = np.full(node_counts.shape[0] * C, -1, dtype=np.int32)
             n_due = _tree_by_rows(t, rows, lanes, K, roots[t], tree_steps[t], table,
                                   node_slot, node_counts, count_leaves, tot, stats, slot_n,
-                                  slot_last, grace, due, n_due, dest, row_leaf, group_of_key,
-                                  group_of_row, group_slot, group_y, acc, acc_rows)
+                                  slot_last, grace, due, n_due, group_of_key, group_of_row,
+                                  group_slot, group_y, acc, acc_rows)
     return n_due
 
 
 @nb.njit(cache=True)
 def accumulate(rows, bits, lanes, K, cards, trees, roots, links, table, tree_steps, tree_nodes,
                node_slot, node_counts, count_leaves, tot, stats, slot_n, slot_last, grace, due,
-               n_due, dest, row_leaf):
+               n_due):
     """Count ``rows`` (with their :func:`value_bits` and :func:`lanes`) into the listed trees:
     the target counts of every leaf with ``count_leaves``, the statistics of active leaves.
     ``table``/``tree_steps`` come from :func:`streammn.trees.kernels.routing_table`,
     ``tree_nodes`` is the number of nodes of every tree. With ``grace > 0``, slots whose row
-    count since ``slot_last`` passes ``grace`` are written to ``due[0, :n_due[0]]``. Rows with
-    ``dest[r] >= 0`` have their leaf in tree ``t`` written to ``row_leaf[t, dest[r]]``."""
+    count since ``slot_last`` passes ``grace`` are written to ``due[0, :n_due[0]]``."""
     n_due[0] = _add_rows(rows, bits, lanes, K, cards, trees, 0, trees.shape[0], roots, links,
                          table, tree_steps, tree_nodes, node_slot, node_counts, count_leaves,
-                         tot, stats, slot_n, slot_last, grace, due[0], dest, row_leaf)
+                         tot, stats, slot_n, slot_last, grace, due[0])
 
 
 @nb.njit(cache=True, parallel=True)
 def accumulate_parallel(rows, bits, lanes, K, cards, trees, roots, links, table, tree_steps,
                         tree_nodes, node_slot, node_counts, count_leaves, tot, stats, slot_n,
-                        slot_last, grace, due, n_due, dest, row_leaf):
+                        slot_last, grace, due, n_due):
     """:func:`accumulate` with the trees cut into ``due.shape[0]`` blocks run in parallel (each
-    block writes only its own trees' nodes, slots and ``row_leaf`` rows, and its own
-    ``due[block]``)."""
+    block writes only its own trees' nodes and slots, and its own ``due[block]``)."""
     T = trees.shape[0]
     n_blocks = due.shape[0]
     for b in nb.prange(n_blocks):
         n_due[b] = _add_rows(rows, bits, lanes, K, cards, trees, b * T // n_blocks,
                              (b + 1) * T // n_blocks, roots, links, table, tree_steps,
                              tree_nodes, node_slot, node_counts, count_leaves, tot, stats,
-                             slot_n, slot_last, grace, due[b], dest, row_leaf)
+                             slot_n, slot_last, grace, due[b])
 
 
 @nb.njit(cache=True)
-def _replay_trees(rows, binary, offsets, row_leaf, trees, q0, q1, links, node_slot, tot, stats,
-                  slot_n):
-    n = rows.shape[0]
+def copy_bits(dst, dst_at, src, src_at, count):
+    """Copy bits ``src_at .. src_at + count - 1`` of every bitmap of ``src`` (shaped as
+    :func:`value_bits`) to bits ``dst_at ..`` of the same bitmap of ``dst``: a word at a time,
+    each a funnel shift of two source words."""
+    n_src = src.shape[2]
+    done = 0
+    while done < count:
+        d, s = dst_at + done, src_at + done
+        dw, do = d >> 6, np.uint64(d & 63)
+        sw, so = s >> 6, np.uint64(s & 63)
+        take = min(64 - (d & 63), count - done)
+        low = ~np.uint64(0) >> np.uint64(64 - take)
+        keep = ~(low << do)
+        for j in range(src.shape[0]):
+            for a in range(src.shape[1]):
+                x = src[j, a, sw] >> so
+                if so and sw + 1 < n_src:
+                    x |= src[j, a, sw + 1] << (np.uint64(64) - so)
+                dst[j, a, dw] = (dst[j, a, dw] & keep) | ((x & low) << do)
+        done += take
+
+
+@nb.njit(cache=True)
+def _replay_splits(rows, bits, n, binary, offsets, parents, p0, p1, links, node_parent,
+                   node_tree, cards, node_slot, tot, stats, slot_n):
+    """Replay the buffered rows of split nodes ``parents[p0:p1]`` into their children."""
     K = stats.shape[2]
-    C = stats.shape[1]
-    moving = np.empty(n, dtype=np.int32)
-    internal = np.empty(links.shape[0], dtype=np.uint8)  # a byte per node: the scan's lookups
-    for node in range(links.shape[0]):                  # stay in L1, not in ``links``
-        internal[node] = links[node, 0] >= 0
-    group_of_key = np.full(tot.shape[0] * C, -1, dtype=np.int32)  # key: slot * C + y
-    group_key = np.empty(n, dtype=np.int32)
-    group_start = np.empty(n + 1, dtype=np.int32)
-    group_of = np.empty(n, dtype=np.int32)
-    order = np.empty(n, dtype=np.int32)
+    W = (n + 63) // 64
+    at_node = np.empty(W, dtype=np.uint64)
+    group = np.empty(W, dtype=np.uint64)
+    listed = np.empty(n, dtype=np.int32)
     acc = np.zeros((1, -(-rows.shape[1] // LANE_BLOCK) * LANE_BLOCK), dtype=np.uint8)
-    for q in range(q0, q1):
-        t = trees[q]
-        leaf_t = row_leaf[t]
-        n_moving = 0
-        for i in range(n):
-            moving[n_moving] = i
-            n_moving += internal[leaf_t[i]]
-        n_groups = 0
-        for m in range(n_moving):
-            i = moving[m]
-            node = leaf_t[i]
-            v = links[node, 0]
-            row = rows[i]
-            child = links[node, 2 + (row[v] != links[node, 1])]
-            leaf_t[i] = child
-            s = node_slot[child]
-            y = row[t]
-            group_of[m] = -1
-            if s < 0 or y == MISSING:
+    for q in range(p0, p1):
+        p = parents[q]
+        for w in range(W):  # the buffered rows (bits past n are not rows)
+            at_node[w] = ~np.uint64(0)
+        if n % 64:
+            at_node[W - 1] = (np.uint64(1) << np.uint64(n % 64)) - np.uint64(1)
+        child = p
+        node = node_parent[p]
+        while node >= 0:  # up to the root: the rows that reach p pass every test on the way
+            v, a = links[node, 0], links[node, 1]
+            side = np.uint64(0) if links[node, 2] == child else ~np.uint64(0)
+            for w in range(W):
+                at_node[w] &= bits[v, a, w] ^ side
+            child = node
+            node = node_parent[node]
+        t = node_tree[p]
+        v, a = links[p, 0], links[p, 1]
+        for c in range(2):  # the true child, then the false one
+            s = node_slot[links[p, 2 + c]]
+            if s < 0:
                 continue
-            tot[s, y] += 1
-            slot_n[s] += 1
-            if binary:  # summed by group below
-                key = s * C + y
-                g = group_of_key[key]
-                if g < 0:
-                    g = n_groups
-                    group_of_key[key] = g
-                    group_key[g] = key
-                    group_start[g + 1] = 0
-                    n_groups += 1
-                group_start[g + 1] += 1
-                group_of[m] = g
-            else:
+            side = np.uint64(0) if c == 0 else ~np.uint64(0)
+            for y in range(cards[t]):
+                for w in range(W):
+                    group[w] = at_node[w] & (bits[v, a, w] ^ side) & bits[t, y, w]
+                count = _extract(group, W, listed)
+                tot[s, y] += count
+                slot_n[s] += count
+                if binary:
+                    _sum_group(rows, listed, count, stats, s, y, K, acc)
+                    continue
                 dst = stats[s, y]
-                for j in range(row.shape[0]):
-                    if row[j] >= 1 and row[j] != MISSING:
-                        dst[offsets[j] + row[j] - 1] += 1
-        if n_groups == 0:
-            continue
-        group_start[0] = 0  # counting sort of the moving rows by group
-        for g in range(n_groups):
-            group_start[g + 1] += group_start[g]
-        for m in range(n_moving):
-            g = group_of[m]
-            if g >= 0:
-                order[group_start[g]] = moving[m]
-                group_start[g] += 1
-        begin = 0
-        for g in range(n_groups):
-            key = group_key[g]
-            group_of_key[key] = -1
-            end = group_start[g]
-            _sum_group(rows, order[begin:end], end - begin, stats, key // C, key % C, K, acc)
-            begin = end
+                for i in range(count):
+                    row = rows[listed[i]]
+                    for j in range(row.shape[0]):
+                        if row[j] >= 1 and row[j] != MISSING:
+                            dst[offsets[j] + row[j] - 1] += 1
 
 
 @nb.njit(cache=True)
-def replay(rows, binary, offsets, row_leaf, trees, links, node_slot, tot, stats, slot_n):
-    """Move buffered rows whose leaf (``row_leaf[t, i]``) has just been split to the child
-    they belong to, adding them to that child's statistics when it is active.
+def replay(rows, bits, n, binary, offsets, parents, links, node_parent, node_tree, cards,
+           node_slot, tot, stats, slot_n):
+    """Add the buffered rows (``rows[:n]``, with their :func:`value_bits` ``bits``) that reach
+    each just-split node of ``parents`` to the statistics of its children that are active
+    (Hoeffding replay; the children are leaves).
 
-    Only the listed ``trees`` are scanned; a just-split node's children are leaves, so one step
-    down suffices (Hoeffding replay). The scan lists the moving rows without a branch per row,
-    then moves them. With ``binary`` a row is its own indicator vector: the moving rows are
-    grouped by (slot, target value) with a counting sort and each group summed four rows per
-    vector add (:func:`_sum_group`, reading the rows as lanes: the vector adds read up to 63
-    bytes past a row's end, so ``rows`` must be followed by that many readable bytes, as the
-    replay buffer is). Otherwise column ``offsets[j] + x_j - 1`` is added for each ``x_j >= 1``
-    of the row, so the buffer's indicator matrix is never built.
-    """
-    _replay_trees(rows, binary, offsets, row_leaf, trees, 0, trees.shape[0], links, node_slot,
-                  tot, stats, slot_n)
+    The rows at a node are found from the bitmaps, not from a stored leaf per row and tree:
+    the buffer's mask ANDed with the bitmap of every test on the path from the root (or its
+    complement on a false branch), a few words per 64 rows and tree level per split, where a
+    scan of stored leaves read every buffered row of every tree that split. The rows of each
+    (child, target value) group are listed from its mask. With ``binary`` a row is its own
+    indicator vector, summed four rows per vector add (:func:`_sum_group`, reading the rows as
+    lanes: the vector adds read up to 63 bytes past a row's end, so ``rows`` must be followed
+    by that many readable bytes, as the replay buffer is). Otherwise column ``offsets[j] + x_j
+    - 1`` is added for each ``x_j >= 1`` of the row, so the buffer's indicator matrix is never
+    built."""
+    _replay_splits(rows, bits, n, binary, offsets, parents, 0, parents.shape[0], links,
+                   node_parent, node_tree, cards, node_slot, tot, stats, slot_n)
 
 
 @nb.njit(cache=True, parallel=True)
-def replay_parallel(rows, binary, offsets, row_leaf, trees, links, node_slot, tot, stats,
-                    slot_n, n_blocks):
-    """:func:`replay` with the trees cut into ``n_blocks`` blocks run in parallel (a tree's
-    rows, slots and leaves are its own, so the result does not depend on the blocks)."""
-    T = trees.shape[0]
+def replay_parallel(rows, bits, n, binary, offsets, parents, links, node_parent, node_tree,
+                    cards, node_slot, tot, stats, slot_n, n_blocks):
+    """:func:`replay` with the split nodes cut into ``n_blocks`` blocks run in parallel (a
+    node's children and their slots are its own, so the result does not depend on the
+    blocks)."""
+    P = parents.shape[0]
     for b in nb.prange(n_blocks):
-        _replay_trees(rows, binary, offsets, row_leaf, trees, b * T // n_blocks,
-                      (b + 1) * T // n_blocks, links, node_slot, tot, stats, slot_n)
+        _replay_splits(rows, bits, n, binary, offsets, parents, b * P // n_blocks,
+                       (b + 1) * P // n_blocks, links, node_parent, node_tree, cards,
+                       node_slot, tot, stats, slot_n)

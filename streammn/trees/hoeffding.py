@@ -23,11 +23,13 @@ second > eps`` or ``eps < tau``, and the best gain beats the structure prior.
 Statistics inheritance (``replay_rows > 0``): the last ``replay_rows`` rows of the stream are kept
 in a ring buffer; a new leaf's statistics are seeded with the buffered rows that reach it, and a
 seeded leaf with ``grace_period`` rows is attempted at once, so children do not start blind and a
-finite stream that fits in the buffer grows trees close to exact ones. Memory:
-``replay_rows * n_vars`` bytes plus the current leaf of every buffered row in every tree
-(``4 * replay_rows * n_vars``); cost: one extra routing per row, and a scan of the buffer for
-every tree that split (frequent while trees grow, rare once they have converged). The rows
-that move are summed by (slot, target value) group (:func:`counting.replay`).
+finite stream that fits in the buffer grows trees close to exact ones. The buffer keeps its
+rows and their value bitmaps (a bit per row for every variable and value, copied from the
+bitmaps the segmented count makes of every batch): the rows that reach a just-split node are
+the AND of the bitmaps of the tests on its path, a few words per 64 buffered rows and level
+(:func:`counting.replay`), so no leaf per buffered row and tree is stored or kept current.
+Memory: ``replay_rows * n_vars`` bytes of rows plus ``replay_rows * n_vars * max_card / 8``
+of bitmaps.
 
 Exact rebuilds (``'auto'`` with a replay buffer): a Hoeffding tree never revisits a split, and
 a split taken on the first hundred rows is often not the one the whole stream supports. While
@@ -65,7 +67,7 @@ import math
 
 import numpy as np
 
-from streammn.trees import counting, kernels, missing
+from streammn.trees import counting, missing
 from streammn.trees.exact import grow_level_wise
 from streammn.trees.forest import Forest
 from streammn.trees.criterion import (AUTO, DEFAULT_ALPHA, DEFAULT_MIN_GAIN_PER_ROW,
@@ -161,8 +163,9 @@ class HoeffdingGrower:
         self._buf = _padded_buffer(self.replay_rows, forest.schema.n_vars)
         self._buf_len = 0   # rows held (at most replay_rows)
         self._buf_pos = 0   # next row to overwrite
-        # current leaf of every buffered row in every tree, kept up to date through splits
-        self._buf_leaf = np.zeros((forest.schema.n_vars, self.replay_rows), dtype=np.int32)
+        # value bitmaps of the buffered rows (counting.value_bits), bit i: buffer row i
+        self._buf_bits = np.zeros((forest.schema.n_vars, forest.max_card,
+                                   -(-self.replay_rows // 64)), dtype=np.uint64)
         self.stats = LeafStats(forest, capacity=self.leaf_budget, dtype=STATS_DTYPE,
                                n_threads=n_threads)
         if state is None:
@@ -176,16 +179,14 @@ class HoeffdingGrower:
             self._buf = _padded_buffer(*buf.shape)
             self._buf[:] = buf
             self._buf_len, self._buf_pos = (int(v) for v in state["replay_len_pos"])
-            if self._buf_len:  # derived, not stored: the rows' leaves in the restored forest
-                kernels.route_into(self._buf[:self._buf_len], forest.roots, forest.links,
-                                   self._buf_leaf, 0)
+            self.index_buffer()  # derived, not stored
 
     @property
     def leaf_budget(self) -> int:
         """Statistics slots allowed now: ``max_leaves``, or what the memory budget leaves."""
         if self.max_leaves is not None:
             return self.max_leaves
-        free = self.memory_bytes - self.forest.nbytes - self._buf.nbytes - self._buf_leaf.nbytes
+        free = self.memory_bytes - self.forest.nbytes - self._buf.nbytes - self._buf_bits.nbytes
         return max(0, free // self._slot_bytes)
 
     def _eligible(self, leaves: np.ndarray) -> np.ndarray:
@@ -207,14 +208,14 @@ class HoeffdingGrower:
         while start < n:
             boundary = self._next_boundary()
             stop = min(n, start + boundary - self.rows_seen)
-            dest = self._buffer_positions(stop - start)
-            due = self.stats.add(rows[start:stop], grace=self._look_gap, dest=dest,
-                                 row_leaf=self._buf_leaf, trees=self.trees)
+            prepared = self.stats.prepare(rows[start:stop])
+            due = self.stats.add(rows[start:stop], grace=self._look_gap, trees=self.trees,
+                                 prepared=prepared)
             self._due.append(due)
             if self.forest.observed is not None:  # missing mode (streammn.trees.missing)
                 missing.count_observed(rows[start:stop], self.forest.roots, self.forest.links,
                                        self.forest.observed)
-            self._remember(rows[start:stop], dest)
+            self._remember(rows[start:stop], prepared[0])
             self.rows_seen += stop - start
             start = stop
             if self.rows_seen == boundary:
@@ -292,13 +293,12 @@ class HoeffdingGrower:
             missing.recount_observed(f, [rows])
         self._has_inactive = False
         self._enforce_budget(self._eligible(f.leaves()))
-        # seeding routes the rows to their leaves (kept as the buffer's leaves) and counts
-        # them only at leaves the exact passes never counted (too small to be tried)
+        # seeding counts the rows only at leaves the exact passes never counted (too small
+        # to be tried)
         known = np.concatenate([leaf_stats[0] for leaf_stats in final])
         counting = f.slot.copy()
         counting[known] = -1
-        st.add(rows, count_leaves=False, dest=np.arange(rows.shape[0], dtype=np.int64),
-               row_leaf=self._buf_leaf, node_slot=counting, prepared=passes.prepared)
+        st.add(rows, count_leaves=False, node_slot=counting, prepared=passes.prepared)
         slots = f.slot[known]
         active = slots >= 0
         st.tot[slots[active]] = np.concatenate([leaf_stats[1] for leaf_stats in final])[active]
@@ -308,25 +308,28 @@ class HoeffdingGrower:
         st.attempts[slots] = 1
         self._schedule(slots)
 
-    def _buffer_positions(self, n_rows: int) -> np.ndarray:
-        """Where the next ``n_rows`` rows go in the replay ring buffer (-1: not kept, when
-        more rows arrive than it holds)."""
+    def _remember(self, rows: np.ndarray, bits: np.ndarray) -> None:
+        """Keep the last ``replay_rows`` rows of the stream in a ring buffer, with their value
+        bitmaps (``bits``: :func:`counting.value_bits` of ``rows``)."""
         W = self.replay_rows
-        dest = np.full(n_rows, -1, dtype=np.int64)
-        kept = min(W, n_rows)
-        if kept:
-            dest[n_rows - kept:] = (self._buf_pos + np.arange(kept)) % W
-        return dest
+        kept = min(W, rows.shape[0])
+        first = rows.shape[0] - kept  # the rows before it do not fit
+        while kept:  # at most twice: up to the ring's end, then from its start
+            run = min(kept, W - self._buf_pos)
+            self._buf[self._buf_pos:self._buf_pos + run] = rows[first:first + run]
+            counting.copy_bits(self._buf_bits, self._buf_pos, bits, first, run)
+            self._buf_pos = (self._buf_pos + run) % W
+            self._buf_len = min(W, self._buf_len + run)
+            first += run
+            kept -= run
 
-    def _remember(self, rows: np.ndarray, dest: np.ndarray) -> None:
-        """Keep the last ``replay_rows`` rows of the stream in a ring buffer (their leaves were
-        written to ``_buf_leaf`` by the accumulation kernel, at the same ``dest``)."""
-        kept = dest >= 0
-        if not kept.any():
-            return
-        self._buf[dest[kept]] = rows[kept]
-        self._buf_pos = int(dest[-1] + 1) % self.replay_rows
-        self._buf_len = min(self.replay_rows, self._buf_len + int(kept.sum()))
+    def index_buffer(self) -> None:
+        """Make the buffer's value bitmaps from its rows (after they were restored or
+        rewritten)."""
+        self._buf_bits[:] = 0
+        if self._buf_len:
+            bits = counting.value_bits(self._buf[:self._buf_len], self.forest.max_card)
+            self._buf_bits[:, :, :bits.shape[2]] = bits
 
     def _grow(self, due: np.ndarray) -> None:
         """Attempt the due leaves; seed new children from the replay buffer, attempt those
@@ -336,8 +339,8 @@ class HoeffdingGrower:
             children = self._attempt_splits(due)
             if children.size == 0 or self._buf_len == 0:
                 return
-            trees = np.unique(self.forest.tree[self.forest.parent[children]])
-            st.replay(self._buf[:self._buf_len], self._buf_leaf, trees)
+            parents = np.unique(self.forest.parent[children])
+            st.replay(self._buf[:self._buf_len], self._buf_bits, parents)
             slots = self.forest.slot[children]
             slots = np.sort(slots[slots >= 0]).astype(np.int64)
             due = slots[st.n[slots] - st.last_attempt[slots] >= self._look_gap]

@@ -126,14 +126,6 @@ def _route_fixed(rows, root, steps, table, leaves):
         leaves[r] = node
 
 
-@nb.njit(cache=True)
-def route_into(rows, roots, links, out, col):
-    """Write the leaf of ``rows[i]`` in tree ``t`` to ``out[t, col + i]``."""
-    for i in range(rows.shape[0]):
-        for t in range(roots.shape[0]):
-            out[t, col + i] = _leaf_of(rows[i], roots[t], links)
-
-
 @nb.njit(cache=True, inline="always")
 def _loglik(c, d, alpha, prior):
     """Training log-likelihood of counts c[0:d] under their own smoothed estimate."""

@@ -14,7 +14,6 @@ from threadpoolctl import threadpool_limits
 from streammn.trees import counting, kernels, missing
 from streammn.trees.forest import Forest
 
-_NO_LEAVES = np.zeros((0, 0), dtype=np.int32)  # row_leaf when no row's leaves are kept
 PARALLEL_WORK = 200_000  # rows x trees (about 10 ms) below which a step runs on one thread
 GRAM_BLOCK = 8192  # rows per float32 block of add_at_roots: sums stay exact (< 2**24)
 
@@ -116,16 +115,13 @@ class LeafStats:
                 counting.lanes(self.indicators(rows)))
 
     def add(self, rows: np.ndarray, grace: int = 0, count_leaves: bool = True,
-            trees: np.ndarray | None = None, dest: np.ndarray | None = None,
-            row_leaf: np.ndarray | None = None, node_slot: np.ndarray | None = None,
+            trees: np.ndarray | None = None, node_slot: np.ndarray | None = None,
             prepared: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
         """Route ``rows`` through the given trees (default all) and count them at their leaves
         (target counts of every leaf when ``count_leaves``, statistics of active leaves); with
         ``grace > 0`` return the slots whose rows since ``last_attempt`` reached exactly
         ``grace`` during the call (each slot at most once, as the count passes it once; in
         no particular order).
-        ``dest``/``row_leaf``: also write row ``r``'s leaf in tree ``t`` to ``row_leaf[t,
-        dest[r]]`` where ``dest[r] >= 0`` (the replay buffer's leaves, routed once).
         ``node_slot``: count only at the leaves it gives a slot (default: every active leaf);
         ``prepared``: :meth:`prepare` of ``rows``."""
         f = self.forest
@@ -137,16 +133,13 @@ class LeafStats:
         due = np.empty((n_blocks, self.slot_node.shape[0] if grace > 0 else 1), dtype=np.int64)
         n_due = np.zeros(n_blocks, dtype=np.int64)
         kernel = counting.accumulate if n_blocks == 1 else counting.accumulate_parallel
-        if dest is None:
-            dest, row_leaf = np.full(rows.shape[0], -1, dtype=np.int64), _NO_LEAVES
         n = f.n_nodes
         table, tree_steps, tree_nodes = kernels.routing_table(f.links[:n], f.tree[:n],
                                                               f.depth[:n], f.roots.shape[0])
         bits, lanes = self.prepare(rows) if prepared is None else prepared
         kernel(rows, bits, lanes, self.K, f.cards, trees, f.roots, f.links, table, tree_steps,
                tree_nodes, f.slot if node_slot is None else node_slot, f.counts, count_leaves,
-               self.tot, self.stats, self.n, self.last_attempt, grace, due, n_due, dest,
-               row_leaf)
+               self.tot, self.stats, self.n, self.last_attempt, grace, due, n_due)
         return np.concatenate([due[b, :n_due[b]] for b in range(n_blocks)])
 
     def add_at_roots(self, rows: np.ndarray, trees: np.ndarray) -> None:
@@ -203,16 +196,19 @@ class LeafStats:
         else:
             kernels.accumulate_cached_parallel(*args, n_blocks)
 
-    def replay(self, rows: np.ndarray, row_leaf: np.ndarray, trees: np.ndarray) -> None:
-        """Move past ``rows`` out of the just-split leaves of ``trees`` into the new children,
-        adding them to the children's statistics (see :func:`counting.replay`; ``rows`` must be
-        followed by ``counting.LANE_BLOCK`` readable bytes)."""
-        if rows.shape[0] == 0 or trees.size == 0:
+    def replay(self, rows: np.ndarray, bits: np.ndarray, parents: np.ndarray) -> None:
+        """Add the past ``rows`` (with their :func:`counting.value_bits` ``bits``) that reach
+        the just-split nodes ``parents`` to their children's statistics (see
+        :func:`counting.replay`; ``rows`` must be followed by ``counting.LANE_BLOCK`` readable
+        bytes)."""
+        if rows.shape[0] == 0 or parents.size == 0:
             return
         f = self.forest
-        args = (rows, self.binary, self.offsets, row_leaf, trees.astype(np.int64), f.links,
-                f.slot, self.tot, self.stats, self.n)
-        n_blocks = self._blocks(trees.size, rows.shape[0] * trees.size)
+        args = (rows, bits, rows.shape[0], self.binary, self.offsets,
+                parents.astype(np.int64), f.links, f.parent, f.tree, f.cards, f.slot,
+                self.tot, self.stats, self.n)
+        # a split costs a few words per 64 rows and level: about a row x tree per 64 rows
+        n_blocks = self._blocks(parents.size, rows.shape[0] * parents.size // 64)
         if n_blocks == 1:  # a parallel launch wakes (and spins) every thread
             counting.replay(*args)
         else:
