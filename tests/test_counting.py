@@ -47,10 +47,11 @@ def brute_force(f, st, rows, grace, slot_n, slot_last):
                                            ((2, 3, 4, 2, 5, 3), True)])
 @pytest.mark.parametrize("route", ["numbered", "listed", "sparse", "rows"])
 @pytest.mark.parametrize("n_rows", [1, 70, 333])
-def test_segmented_count_equals_row_by_row(cards, missing, route, n_rows):
+@pytest.mark.parametrize("sums", ["lanes", "bits"])
+def test_segmented_count_equals_row_by_row(cards, missing, route, n_rows, sums):
     """Bit-sliced routing with the groups' rows ``numbered`` (trees of many active leaves),
     ``listed`` (few active leaves) or ``sparse`` (listed: active leaves with few rows by the
-    leaves' counts); row routing."""
+    leaves' counts); row routing. Groups summed by their lanes or counted from the bitmaps."""
     rng = np.random.default_rng(len(cards) + n_rows)
     schema = Schema.from_cardinalities(list(cards)).with_missing(missing)
     f = random_forest(schema, rng, 150 if route == "numbered" else 40)
@@ -79,7 +80,7 @@ def test_segmented_count_equals_row_by_row(cards, missing, route, n_rows):
                         counting.lanes(st.indicators(rows)), st.K, f.cards,
                         np.arange(len(cards), dtype=np.int64), f.roots, f.links, table, steps,
                         forced, f.slot, f.counts, True, st.tot, st.stats, st.n, st.last_attempt,
-                        grace, due, n_due)
+                        grace, due, n_due, 0 if sums == "lanes" else 2 ** 40)
     counts, tot, stats, slot_n, due_slots = expected
     np.testing.assert_array_equal(f.counts, counts)
     np.testing.assert_array_equal(st.tot, tot)

@@ -62,6 +62,10 @@ STEP_COST = 4
 ROW_COST = 10
 LIST_LEAVES = 8  # bit-sliced: groups listed when a tree has fewer active leaves ...
 LIST_SHARE = 4  # ... or they hold less than a quarter of its rows (see _tree_by_bits)
+# a row's vector add of one 64-lane block costs about as much as counting 13 words of bitmaps
+# (measured: ~2 ns against ~0.15 ns, the popcounts vectorised): groups above that many rows
+# per bitmap word are counted from the bitmaps
+BLOCK_COST = 13
 
 
 @intrinsic
@@ -205,6 +209,28 @@ def _sum_group(lanes, listed, count, stats, s, y, K, acc):
 
 
 @nb.njit(cache=True, inline="always")
+def _by_bits(n_rows, blocks, K, W, block_cost):
+    """Whether ``n_rows`` rows are counted faster from the bitmaps (``K`` bitmaps of ``W``
+    words, :func:`_count_bits`) than by summing their lanes (``blocks`` vector adds a row, each
+    costing ``block_cost`` words: :data:`BLOCK_COST`)."""
+    return n_rows * blocks * block_cost > K * W
+
+
+@nb.njit(cache=True)
+def _count_bits(group, W, bits, cards, offsets, stats, s, y):
+    """Add the indicator vectors of the rows in the mask ``group`` (``W`` words) to
+    ``stats[s, y]`` from the batch's bitmaps: column ``offsets[j] + a - 1`` (``x_j = a``) gains
+    the rows of ``group AND bits[j, a]``, a popcount per word (vectorised): the cost is the
+    columns times the words, whatever the group's size."""
+    for j in range(cards.shape[0]):
+        for a in range(1, cards[j]):
+            c = 0
+            for w in range(W):
+                c += np.int64(_popcount(group[w] & bits[j, a, w]))
+            stats[s, y, offsets[j] + a - 1] += c
+
+
+@nb.njit(cache=True, inline="always")
 def _due(s, c, slot_n, slot_last, grace, due, n_due):
     """Add ``c`` rows to slot ``s``'s count; list it as due when the count since its last
     look passes ``grace`` (which one row at a time would hit exactly once)."""
@@ -217,17 +243,17 @@ def _due(s, c, slot_n, slot_last, grace, due, n_due):
 
 
 @nb.njit(cache=True)
-def _tree_by_bits(t, n, bits, card, lanes, K, root, links, node_slot, node_counts,
+def _tree_by_bits(t, n, bits, cards, offsets, lanes, K, root, links, node_slot, node_counts,
                   count_leaves, tot, stats, slot_n, slot_last, grace, due, n_due, listing,
                   masks, stack, planes, listed, group_of_row, group, group_slot, group_y, acc,
-                  acc_rows):
+                  acc_rows, sizes, block_cost):
     """Bit-sliced routing of the batch through tree ``t`` and counting at its leaves.
 
     Two ways to find the rows of each group (leaf, target value), chosen by the caller:
 
     * *numbering* (many active leaves, each holding a small share of the rows: converged
-      trees): the walk numbers the active leaves 1, 2, ...; bit ``b`` of every row's leaf number is the OR of the masks
-      of the leaves with that bit, one bitmap per bit (``planes``), read back per row in one
+      trees): the walk numbers the active leaves 1, 2, ...; bit ``b`` of every row's leaf
+      number is the OR of the masks of the leaves with that bit, one bitmap per bit (``planes``), read back per row in one
       vectorised pass; a row's group is its leaf number times ``C`` plus its target value, and
       the rows are summed in row order into their groups' accumulators
       (:func:`_sum_rows`). Listing the rows of many small groups would test every word of
@@ -235,9 +261,14 @@ def _tree_by_bits(t, n, bits, card, lanes, K, root, links, node_slot, node_count
     * *listing* (``listing``: few active leaves, or few rows at active leaves: young trees,
       later passes of exact growth): each group's rows are listed from its mask and summed
       four at a time (:func:`_sum_group`); rows at inactive leaves cost nothing, and a big
-      group is not one chain of updates to the same accumulator."""
+      group is not one chain of updates to the same accumulator.
+
+    Either way a group (listing) or leaf (numbering) big enough that :func:`_by_bits` says so
+    is counted from the bitmaps instead (:func:`_count_bits`)."""
     C = stats.shape[1]
+    card = cards[t]
     W = masks.shape[1]
+    blocks = lanes.shape[1] // LANE_BLOCK
     for w in range(W):
         masks[0, w] = ~np.uint64(0)
     if n % 64:
@@ -281,17 +312,23 @@ def _tree_by_bits(t, n, bits, card, lanes, K, root, links, node_slot, node_count
             for w in range(W):
                 c += _popcount(masks[sp, w] & bits[t, y, w])
             total += c
+            sizes[y] = c
             if c and count_leaves:
                 node_counts[node, y] += c
             if c and s >= 0:
                 tot[s, y] += c
         if s >= 0 and grace > 0 and total > 0:
             n_due = _due(s, total, slot_n, slot_last, grace, due, n_due)
-        if s >= 0 and listing:
+        if s >= 0 and (listing or _by_bits(total, blocks, card * K, W, block_cost)):
             for y in range(card):
+                if sizes[y] == 0:
+                    continue
                 for w in range(W):
                     group[w] = masks[sp, w] & bits[t, y, w]
-                _sum_group(lanes, listed, _extract(group, W, listed), stats, s, y, K, acc)
+                if _by_bits(sizes[y], blocks, K, W, block_cost):
+                    _count_bits(group, W, bits, cards, offsets, stats, s, y)
+                else:
+                    _sum_group(lanes, listed, _extract(group, W, listed), stats, s, y, K, acc)
         elif s >= 0:
             n_leaves += 1
             for y in range(C):
@@ -423,7 +460,7 @@ def _leaf_census(root, links, node_slot, node_counts, pending):
 @nb.njit(cache=True)
 def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, tree_steps,
               tree_nodes, node_slot, node_counts, count_leaves, tot, stats, slot_n, slot_last,
-              grace, due):
+              grace, due, block_cost):
     """Count the batch into trees ``trees[q0:q1]``, one tree after another (its nodes and
     slots stay in cache); return the number of due slots written to ``due``."""
     n = rows.shape[0]
@@ -454,15 +491,20 @@ def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, t
     acc = np.zeros((n_groups, lanes.shape[1]), dtype=np.uint8)
     acc_rows = np.zeros(n_groups, dtype=np.int32)
     group_of_key = np.zeros(0, dtype=np.int32)  # row routing's scratch, made when needed
+    offsets = np.zeros(cards.shape[0], dtype=np.int64)  # of each variable's indicator columns
+    for j in range(1, cards.shape[0]):
+        offsets[j] = offsets[j - 1] + cards[j - 1] - 1
+    sizes = np.zeros(C, dtype=np.int64)
     n_due = 0
     for q in range(q0, q1):
         t = trees[q]
         if by_bits[q - q0]:
-            n_due = _tree_by_bits(t, n, bits, cards[t], lanes, K, roots[t], links, node_slot,
+            n_due = _tree_by_bits(t, n, bits, cards, offsets, lanes, K, roots[t], links,
+                                  node_slot,
                                   node_counts, count_leaves, tot, stats, slot_n, slot_last,
                                   grace, due, n_due, listing[q - q0], masks, stack, planes,
                                   listed, group_of_row, group, group_slot, group_y, acc,
-                                  acc_rows)
+                                  acc_rows, sizes, block_cost)
         else:
             if group_of_key.shape[0] == 0:
                 group_of_key = np.full(node_counts.shape[0] * C, -1, dtype=np.int32)
@@ -476,21 +518,22 @@ def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, t
 @nb.njit(cache=True)
 def accumulate(rows, bits, lanes, K, cards, trees, roots, links, table, tree_steps, tree_nodes,
                node_slot, node_counts, count_leaves, tot, stats, slot_n, slot_last, grace, due,
-               n_due):
+               n_due, block_cost=BLOCK_COST):
     """Count ``rows`` (with their :func:`value_bits` and :func:`lanes`) into the listed trees:
     the target counts of every leaf with ``count_leaves``, the statistics of active leaves.
     ``table``/``tree_steps`` come from :func:`streammn.trees.kernels.routing_table`,
     ``tree_nodes`` is the number of nodes of every tree. With ``grace > 0``, slots whose row
-    count since ``slot_last`` passes ``grace`` are written to ``due[0, :n_due[0]]``."""
+    count since ``slot_last`` passes ``grace`` are written to ``due[0, :n_due[0]]``. Groups are
+    counted from the bitmaps or by their lanes as ``block_cost`` says (:func:`_by_bits`)."""
     n_due[0] = _add_rows(rows, bits, lanes, K, cards, trees, 0, trees.shape[0], roots, links,
                          table, tree_steps, tree_nodes, node_slot, node_counts, count_leaves,
-                         tot, stats, slot_n, slot_last, grace, due[0])
+                         tot, stats, slot_n, slot_last, grace, due[0], block_cost)
 
 
 @nb.njit(cache=True, parallel=True)
 def accumulate_parallel(rows, bits, lanes, K, cards, trees, roots, links, table, tree_steps,
                         tree_nodes, node_slot, node_counts, count_leaves, tot, stats, slot_n,
-                        slot_last, grace, due, n_due):
+                        slot_last, grace, due, n_due, block_cost=BLOCK_COST):
     """:func:`accumulate` with the trees cut into ``due.shape[0]`` blocks run in parallel (each
     block writes only its own trees' nodes and slots, and its own ``due[block]``)."""
     T = trees.shape[0]
@@ -499,7 +542,7 @@ def accumulate_parallel(rows, bits, lanes, K, cards, trees, roots, links, table,
         n_due[b] = _add_rows(rows, bits, lanes, K, cards, trees, b * T // n_blocks,
                              (b + 1) * T // n_blocks, roots, links, table, tree_steps,
                              tree_nodes, node_slot, node_counts, count_leaves, tot, stats,
-                             slot_n, slot_last, grace, due[b])
+                             slot_n, slot_last, grace, due[b], block_cost)
 
 
 @nb.njit(cache=True)
