@@ -66,6 +66,7 @@ LIST_SHARE = 4  # ... or they hold less than a quarter of its rows (see _tree_by
 # (measured: ~2 ns against ~0.15 ns, the popcounts vectorised): groups above that many rows
 # per bitmap word are counted from the bitmaps
 BLOCK_COST = 13
+VALUE_COST = 10  # replay adds a multi-valued row's columns one by one: ~10 words a variable
 
 
 @intrinsic
@@ -570,10 +571,15 @@ def copy_bits(dst, dst_at, src, src_at, count):
 
 @nb.njit(cache=True)
 def _replay_splits(rows, bits, n, binary, offsets, parents, p0, p1, links, node_parent,
-                   node_tree, cards, node_slot, tot, stats, slot_n):
+                   node_tree, cards, node_slot, tot, stats, slot_n, block_cost):
     """Replay the buffered rows of split nodes ``parents[p0:p1]`` into their children."""
     K = stats.shape[2]
     W = (n + 63) // 64
+    # a row's cost in bitmap words: its lane adds, or its columns added one by one
+    if binary:
+        row_cost = -(-rows.shape[1] // LANE_BLOCK) * block_cost
+    else:
+        row_cost = rows.shape[1] * VALUE_COST * block_cost // BLOCK_COST
     at_node = np.empty(W, dtype=np.uint64)
     group = np.empty(W, dtype=np.uint64)
     listed = np.empty(n, dtype=np.int32)
@@ -601,11 +607,16 @@ def _replay_splits(rows, bits, n, binary, offsets, parents, p0, p1, links, node_
                 continue
             side = np.uint64(0) if c == 0 else ~np.uint64(0)
             for y in range(cards[t]):
+                count = 0
                 for w in range(W):
                     group[w] = at_node[w] & (bits[v, a, w] ^ side) & bits[t, y, w]
-                count = _extract(group, W, listed)
+                    count += np.int64(_popcount(group[w]))
                 tot[s, y] += count
                 slot_n[s] += count
+                if count * row_cost > K * W:
+                    _count_bits(group, W, bits, cards, offsets, stats, s, y)
+                    continue
+                count = _extract(group, W, listed)
                 if binary:
                     _sum_group(rows, listed, count, stats, s, y, K, acc)
                     continue
@@ -619,7 +630,7 @@ def _replay_splits(rows, bits, n, binary, offsets, parents, p0, p1, links, node_
 
 @nb.njit(cache=True)
 def replay(rows, bits, n, binary, offsets, parents, links, node_parent, node_tree, cards,
-           node_slot, tot, stats, slot_n):
+           node_slot, tot, stats, slot_n, block_cost=BLOCK_COST):
     """Add the buffered rows (``rows[:n]``, with their :func:`value_bits` ``bits``) that reach
     each just-split node of ``parents`` to the statistics of its children that are active
     (Hoeffding replay; the children are leaves).
@@ -627,20 +638,21 @@ def replay(rows, bits, n, binary, offsets, parents, links, node_parent, node_tre
     The rows at a node are found from the bitmaps, not from a stored leaf per row and tree:
     the buffer's mask ANDed with the bitmap of every test on the path from the root (or its
     complement on a false branch), a few words per 64 rows and tree level per split, where a
-    scan of stored leaves read every buffered row of every tree that split. The rows of each
-    (child, target value) group are listed from its mask. With ``binary`` a row is its own
-    indicator vector, summed four rows per vector add (:func:`_sum_group`, reading the rows as
-    lanes: the vector adds read up to 63 bytes past a row's end, so ``rows`` must be followed
-    by that many readable bytes, as the replay buffer is). Otherwise column ``offsets[j] + x_j
-    - 1`` is added for each ``x_j >= 1`` of the row, so the buffer's indicator matrix is never
-    built."""
+    scan of stored leaves read every buffered row of every tree that split. A big (child,
+    target value) group is counted from the bitmaps (:func:`_count_bits`; ``block_cost`` as in
+    :func:`_by_bits`); the rows of the others are listed from its mask. With ``binary`` a row
+    is its own indicator vector, summed four rows per vector add (:func:`_sum_group`, reading
+    the rows as lanes: the vector adds read up to 63 bytes past a row's end, so ``rows`` must
+    be followed by that many readable bytes, as the replay buffer is). Otherwise column
+    ``offsets[j] + x_j - 1`` is added for each ``x_j >= 1`` of the row, so the buffer's
+    indicator matrix is never built."""
     _replay_splits(rows, bits, n, binary, offsets, parents, 0, parents.shape[0], links,
-                   node_parent, node_tree, cards, node_slot, tot, stats, slot_n)
+                   node_parent, node_tree, cards, node_slot, tot, stats, slot_n, block_cost)
 
 
 @nb.njit(cache=True, parallel=True)
 def replay_parallel(rows, bits, n, binary, offsets, parents, links, node_parent, node_tree,
-                    cards, node_slot, tot, stats, slot_n, n_blocks):
+                    cards, node_slot, tot, stats, slot_n, n_blocks, block_cost=BLOCK_COST):
     """:func:`replay` with the split nodes cut into ``n_blocks`` blocks run in parallel (a
     node's children and their slots are its own, so the result does not depend on the
     blocks)."""
@@ -648,4 +660,4 @@ def replay_parallel(rows, bits, n, binary, offsets, parents, links, node_parent,
     for b in nb.prange(n_blocks):
         _replay_splits(rows, bits, n, binary, offsets, parents, b * P // n_blocks,
                        (b + 1) * P // n_blocks, links, node_parent, node_tree, cards,
-                       node_slot, tot, stats, slot_n)
+                       node_slot, tot, stats, slot_n, block_cost)

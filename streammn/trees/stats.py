@@ -16,6 +16,7 @@ from streammn.trees.forest import Forest
 
 PARALLEL_WORK = 200_000  # rows x trees (about 10 ms) below which a step runs on one thread
 GRAM_BLOCK = 8192  # rows per float32 block of add_at_roots: sums stay exact (< 2**24)
+LOG_TABLE = 1 << 15  # split scoring looks up the logarithms of counts below this
 
 
 class LeafStats:
@@ -42,6 +43,9 @@ class LeafStats:
         self.n = np.zeros(0, dtype=np.int64)             # rows counted in the slot
         self.last_attempt = np.zeros(0, dtype=np.int64)  # self.n at the last split attempt
         self.attempts = np.zeros(0, dtype=np.int64)      # split attempts on this slot's rows
+        # the logarithms scoring takes of counts (kernels.log_tables), made at the first score
+        self._logs = None
+        self._log_row = np.zeros(forest.max_card + 1, dtype=np.int64)
 
     @staticmethod
     def slot_bytes(forest: Forest, dtype=np.int64) -> int:
@@ -104,7 +108,9 @@ class LeafStats:
                                          ("n", (size,), 0, np.int64),
                                          ("last_attempt", (size,), 0, np.int64),
                                          ("attempts", (size,), 0, np.int64)):
-            grown = np.full(shape, fill, dtype=dtype)
+            # zeros come from fresh pages, not written: a big statistics array costs only
+            # the pages its slots use
+            grown = np.zeros(shape, dtype=dtype) if fill == 0 else np.full(shape, fill, dtype)
             grown[:old] = getattr(self, name)
             setattr(self, name, grown)
 
@@ -217,8 +223,12 @@ class LeafStats:
     def score(self, slots: np.ndarray, min_count: int):
         """Best split of each slot: see :func:`kernels.score_slots`."""
         slots = np.asarray(slots, dtype=np.int64)
+        if self._logs is None:
+            values = np.unique(self.forest.cards)
+            self._logs = kernels.log_tables(float(self.forest.prior), values, LOG_TABLE)
+            self._log_row[values] = np.arange(1, values.size + 1)
         args = (slots, self.slot_target, self.tot, self.stats, self.forest.cards, self.offsets,
-                int(min_count), self.forest.prior, not self.missing)
+                int(min_count), self.forest.prior, not self.missing, self._logs, self._log_row)
         n_blocks = self._blocks(slots.size, slots.size * self.K)
         if n_blocks == 1:
             return kernels.score_slots(*args)
