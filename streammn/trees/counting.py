@@ -34,8 +34,16 @@ a whole counter row. Here, per tree:
    exact growth (few rows at active leaves) list each group's rows from its mask instead and
    sum them four at a time.
 
+   A group so big that its lane adds would cost more than ``popcount(group AND bitmap)`` for
+   every indicator column (the columns times the batch's words, whatever the group's size:
+   big leaves of young trees, the first passes of exact growth) is counted from the bitmaps
+   (:func:`_count_bits`).
+
 The vector adds are an LLVM intrinsic (:func:`_add_lane_block`): as a loop over the lanes,
 LLVM cannot tell that the accumulators and the lanes do not overlap and adds byte by byte.
+
+Hoeffding replay (:func:`replay`) counts the replay buffer's rows that reach a just-split node
+into its children the same ways, the rows found from the buffer's bitmaps.
 
 The counts are integers, so the order in which rows are added does not change them: the
 statistics, leaf counts and due slots are exactly those of adding the rows one at a time, in
