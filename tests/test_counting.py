@@ -1,5 +1,6 @@
 """The segmented count (streammn.trees.counting) against a row-by-row count in numpy, through
-both of its routes (bit-sliced and row routing), binary and multi-valued, with missing values."""
+both of its routes (bit-sliced and row routing), binary and multi-valued, with missing values;
+the bitmap replay likewise; split scoring's log tables against computed logarithms."""
 
 import numpy as np
 import pytest
@@ -47,10 +48,11 @@ def brute_force(f, st, rows, grace, slot_n, slot_last):
                                            ((2, 3, 4, 2, 5, 3), True)])
 @pytest.mark.parametrize("route", ["numbered", "listed", "sparse", "rows"])
 @pytest.mark.parametrize("n_rows", [1, 70, 333])
-def test_segmented_count_equals_row_by_row(cards, missing, route, n_rows):
+@pytest.mark.parametrize("sums", ["lanes", "bits"])
+def test_segmented_count_equals_row_by_row(cards, missing, route, n_rows, sums):
     """Bit-sliced routing with the groups' rows ``numbered`` (trees of many active leaves),
     ``listed`` (few active leaves) or ``sparse`` (listed: active leaves with few rows by the
-    leaves' counts); row routing."""
+    leaves' counts); row routing. Groups summed by their lanes or counted from the bitmaps."""
     rng = np.random.default_rng(len(cards) + n_rows)
     schema = Schema.from_cardinalities(list(cards)).with_missing(missing)
     f = random_forest(schema, rng, 150 if route == "numbered" else 40)
@@ -79,7 +81,7 @@ def test_segmented_count_equals_row_by_row(cards, missing, route, n_rows):
                         counting.lanes(st.indicators(rows)), st.K, f.cards,
                         np.arange(len(cards), dtype=np.int64), f.roots, f.links, table, steps,
                         forced, f.slot, f.counts, True, st.tot, st.stats, st.n, st.last_attempt,
-                        grace, due, n_due)
+                        grace, due, n_due, 0 if sums == "lanes" else 2 ** 40)
     counts, tot, stats, slot_n, due_slots = expected
     np.testing.assert_array_equal(f.counts, counts)
     np.testing.assert_array_equal(st.tot, tot)
@@ -101,10 +103,12 @@ def test_lane_sums_flush_before_uint8_overflows():
 @pytest.mark.parametrize("cards,missing", [((2,) * 70, False), ((2, 3, 4, 2, 5, 3), False),
                                            ((2, 3, 4, 2, 5, 3), True)])
 @pytest.mark.parametrize("n_blocks", [1, 2])
-def test_replay_equals_row_by_row(cards, missing, n_blocks):
+@pytest.mark.parametrize("sums", ["rows", "bits"])
+def test_replay_equals_row_by_row(cards, missing, n_blocks, sums):
     """The buffered rows at just-split nodes, found from their value bitmaps, are counted at
     the children (binary: summed by group from the buffer's rows as lanes, past the 64-column
-    block; else row by row); bits past the buffered rows are ignored; in blocks of nodes."""
+    block; else row by row; or counted from the bitmaps); bits past the buffered rows are
+    ignored; in blocks of nodes."""
     from streammn.trees.hoeffding import _padded_buffer
     rng = np.random.default_rng(len(cards) + missing)
     schema = Schema.from_cardinalities(list(cards)).with_missing(missing)
@@ -138,10 +142,11 @@ def test_replay_equals_row_by_row(cards, missing, n_blocks):
                 n[s] += 1
     args = (rows, bits, rows.shape[0], st.binary, st.offsets, np.sort(split).astype(np.int64),
             f.links, f.parent, f.tree, f.cards, f.slot, st.tot, st.stats, st.n)
+    block_cost = 0 if sums == "rows" else 2 ** 40
     if n_blocks == 1:
-        counting.replay(*args)
+        counting.replay(*args, block_cost)
     else:
-        counting.replay_parallel(*args, n_blocks)
+        counting.replay_parallel(*args, n_blocks, block_cost)
     np.testing.assert_array_equal(st.tot, tot)
     np.testing.assert_array_equal(st.stats, stats)
     np.testing.assert_array_equal(st.n, n)
@@ -163,3 +168,30 @@ def test_copy_bits_moves_bit_ranges_between_bitmaps():
         expected[..., dst_at:dst_at + count] = as_bits(src)[..., src_at:src_at + count]
         counting.copy_bits(dst, dst_at, src, src_at, count)
         np.testing.assert_array_equal(as_bits(dst), expected)
+
+
+@pytest.mark.parametrize("cards,prior", [((2,) * 6, 1.0), ((2, 3, 4, 2, 5, 3), 2.5)])
+def test_scoring_log_tables_leave_every_gain_unchanged(cards, prior):
+    """Split scoring with the logarithms of counts looked up (tables of any size, counts past
+    the table computed) gives bit for bit the gains and choices computed without tables."""
+    rng = np.random.default_rng(11)
+    schema = Schema.from_cardinalities(list(cards))
+    f = random_forest(schema, rng, 12)
+    f.prior = prior
+    st = LeafStats(f, capacity=f.leaves().size)
+    st.activate(f.leaves())
+    st.add((rng.random((3000, len(cards))) * np.array(cards)).astype(np.uint8))
+    slots = np.flatnonzero(st.slot_node >= 0).astype(np.int64)
+    values = np.unique(f.cards)
+    log_row = np.zeros(f.max_card + 1, dtype=np.int64)
+    log_row[values] = np.arange(1, values.size + 1)
+    args = (slots, st.slot_target, st.tot, st.stats, f.cards, st.offsets, 1, f.prior, True)
+    computed = kernels.score_slots(*args, kernels.log_tables(f.prior, values, 0), log_row)
+    assert np.isfinite(computed[2]).sum() > 5
+    for size in (1, 64, 1 << 15):
+        looked_up = kernels.score_slots(*args, kernels.log_tables(f.prior, values, size),
+                                        log_row)
+        for a, b in zip(computed, looked_up):
+            np.testing.assert_array_equal(a, b)
+    for a, b in zip(computed, st.score(slots, 1)):
+        np.testing.assert_array_equal(a, b)

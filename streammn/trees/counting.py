@@ -34,8 +34,16 @@ a whole counter row. Here, per tree:
    exact growth (few rows at active leaves) list each group's rows from its mask instead and
    sum them four at a time.
 
+   A group so big that its lane adds would cost more than ``popcount(group AND bitmap)`` for
+   every indicator column (the columns times the batch's words, whatever the group's size:
+   big leaves of young trees, the first passes of exact growth) is counted from the bitmaps
+   (:func:`_count_bits`).
+
 The vector adds are an LLVM intrinsic (:func:`_add_lane_block`): as a loop over the lanes,
 LLVM cannot tell that the accumulators and the lanes do not overlap and adds byte by byte.
+
+Hoeffding replay (:func:`replay`) counts the replay buffer's rows that reach a just-split node
+into its children the same ways, the rows found from the buffer's bitmaps.
 
 The counts are integers, so the order in which rows are added does not change them: the
 statistics, leaf counts and due slots are exactly those of adding the rows one at a time, in
@@ -62,6 +70,11 @@ STEP_COST = 4
 ROW_COST = 10
 LIST_LEAVES = 8  # bit-sliced: groups listed when a tree has fewer active leaves ...
 LIST_SHARE = 4  # ... or they hold less than a quarter of its rows (see _tree_by_bits)
+# a row's vector add of one 64-lane block costs about as much as counting 13 words of bitmaps
+# (measured: ~2 ns against ~0.15 ns, the popcounts vectorised): groups above that many rows
+# per bitmap word are counted from the bitmaps
+BLOCK_COST = 13
+VALUE_COST = 10  # replay adds a multi-valued row's columns one by one: ~10 words a variable
 
 
 @intrinsic
@@ -205,6 +218,28 @@ def _sum_group(lanes, listed, count, stats, s, y, K, acc):
 
 
 @nb.njit(cache=True, inline="always")
+def _by_bits(n_rows, blocks, K, W, block_cost):
+    """Whether ``n_rows`` rows are counted faster from the bitmaps (``K`` bitmaps of ``W``
+    words, :func:`_count_bits`) than by summing their lanes (``blocks`` vector adds a row, each
+    costing ``block_cost`` words: :data:`BLOCK_COST`)."""
+    return n_rows * blocks * block_cost > K * W
+
+
+@nb.njit(cache=True)
+def _count_bits(group, W, bits, cards, offsets, stats, s, y):
+    """Add the indicator vectors of the rows in the mask ``group`` (``W`` words) to
+    ``stats[s, y]`` from the batch's bitmaps: column ``offsets[j] + a - 1`` (``x_j = a``) gains
+    the rows of ``group AND bits[j, a]``, a popcount per word (vectorised): the cost is the
+    columns times the words, whatever the group's size."""
+    for j in range(cards.shape[0]):
+        for a in range(1, cards[j]):
+            c = 0
+            for w in range(W):
+                c += np.int64(_popcount(group[w] & bits[j, a, w]))
+            stats[s, y, offsets[j] + a - 1] += c
+
+
+@nb.njit(cache=True, inline="always")
 def _due(s, c, slot_n, slot_last, grace, due, n_due):
     """Add ``c`` rows to slot ``s``'s count; list it as due when the count since its last
     look passes ``grace`` (which one row at a time would hit exactly once)."""
@@ -217,17 +252,17 @@ def _due(s, c, slot_n, slot_last, grace, due, n_due):
 
 
 @nb.njit(cache=True)
-def _tree_by_bits(t, n, bits, card, lanes, K, root, links, node_slot, node_counts,
+def _tree_by_bits(t, n, bits, cards, offsets, lanes, K, root, links, node_slot, node_counts,
                   count_leaves, tot, stats, slot_n, slot_last, grace, due, n_due, listing,
                   masks, stack, planes, listed, group_of_row, group, group_slot, group_y, acc,
-                  acc_rows):
+                  acc_rows, sizes, block_cost):
     """Bit-sliced routing of the batch through tree ``t`` and counting at its leaves.
 
     Two ways to find the rows of each group (leaf, target value), chosen by the caller:
 
     * *numbering* (many active leaves, each holding a small share of the rows: converged
-      trees): the walk numbers the active leaves 1, 2, ...; bit ``b`` of every row's leaf number is the OR of the masks
-      of the leaves with that bit, one bitmap per bit (``planes``), read back per row in one
+      trees): the walk numbers the active leaves 1, 2, ...; bit ``b`` of every row's leaf
+      number is the OR of the masks of the leaves with that bit, one bitmap per bit (``planes``), read back per row in one
       vectorised pass; a row's group is its leaf number times ``C`` plus its target value, and
       the rows are summed in row order into their groups' accumulators
       (:func:`_sum_rows`). Listing the rows of many small groups would test every word of
@@ -235,9 +270,14 @@ def _tree_by_bits(t, n, bits, card, lanes, K, root, links, node_slot, node_count
     * *listing* (``listing``: few active leaves, or few rows at active leaves: young trees,
       later passes of exact growth): each group's rows are listed from its mask and summed
       four at a time (:func:`_sum_group`); rows at inactive leaves cost nothing, and a big
-      group is not one chain of updates to the same accumulator."""
+      group is not one chain of updates to the same accumulator.
+
+    Either way a group (listing) or leaf (numbering) big enough that :func:`_by_bits` says so
+    is counted from the bitmaps instead (:func:`_count_bits`)."""
     C = stats.shape[1]
+    card = cards[t]
     W = masks.shape[1]
+    blocks = lanes.shape[1] // LANE_BLOCK
     for w in range(W):
         masks[0, w] = ~np.uint64(0)
     if n % 64:
@@ -281,17 +321,23 @@ def _tree_by_bits(t, n, bits, card, lanes, K, root, links, node_slot, node_count
             for w in range(W):
                 c += _popcount(masks[sp, w] & bits[t, y, w])
             total += c
+            sizes[y] = c
             if c and count_leaves:
                 node_counts[node, y] += c
             if c and s >= 0:
                 tot[s, y] += c
         if s >= 0 and grace > 0 and total > 0:
             n_due = _due(s, total, slot_n, slot_last, grace, due, n_due)
-        if s >= 0 and listing:
+        if s >= 0 and (listing or _by_bits(total, blocks, card * K, W, block_cost)):
             for y in range(card):
+                if sizes[y] == 0:
+                    continue
                 for w in range(W):
                     group[w] = masks[sp, w] & bits[t, y, w]
-                _sum_group(lanes, listed, _extract(group, W, listed), stats, s, y, K, acc)
+                if _by_bits(sizes[y], blocks, K, W, block_cost):
+                    _count_bits(group, W, bits, cards, offsets, stats, s, y)
+                else:
+                    _sum_group(lanes, listed, _extract(group, W, listed), stats, s, y, K, acc)
         elif s >= 0:
             n_leaves += 1
             for y in range(C):
@@ -423,7 +469,7 @@ def _leaf_census(root, links, node_slot, node_counts, pending):
 @nb.njit(cache=True)
 def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, tree_steps,
               tree_nodes, node_slot, node_counts, count_leaves, tot, stats, slot_n, slot_last,
-              grace, due):
+              grace, due, block_cost):
     """Count the batch into trees ``trees[q0:q1]``, one tree after another (its nodes and
     slots stay in cache); return the number of due slots written to ``due``."""
     n = rows.shape[0]
@@ -454,15 +500,20 @@ def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, t
     acc = np.zeros((n_groups, lanes.shape[1]), dtype=np.uint8)
     acc_rows = np.zeros(n_groups, dtype=np.int32)
     group_of_key = np.zeros(0, dtype=np.int32)  # row routing's scratch, made when needed
+    offsets = np.zeros(cards.shape[0], dtype=np.int64)  # of each variable's indicator columns
+    for j in range(1, cards.shape[0]):
+        offsets[j] = offsets[j - 1] + cards[j - 1] - 1
+    sizes = np.zeros(C, dtype=np.int64)
     n_due = 0
     for q in range(q0, q1):
         t = trees[q]
         if by_bits[q - q0]:
-            n_due = _tree_by_bits(t, n, bits, cards[t], lanes, K, roots[t], links, node_slot,
+            n_due = _tree_by_bits(t, n, bits, cards, offsets, lanes, K, roots[t], links,
+                                  node_slot,
                                   node_counts, count_leaves, tot, stats, slot_n, slot_last,
                                   grace, due, n_due, listing[q - q0], masks, stack, planes,
                                   listed, group_of_row, group, group_slot, group_y, acc,
-                                  acc_rows)
+                                  acc_rows, sizes, block_cost)
         else:
             if group_of_key.shape[0] == 0:
                 group_of_key = np.full(node_counts.shape[0] * C, -1, dtype=np.int32)
@@ -476,21 +527,22 @@ def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, t
 @nb.njit(cache=True)
 def accumulate(rows, bits, lanes, K, cards, trees, roots, links, table, tree_steps, tree_nodes,
                node_slot, node_counts, count_leaves, tot, stats, slot_n, slot_last, grace, due,
-               n_due):
+               n_due, block_cost=BLOCK_COST):
     """Count ``rows`` (with their :func:`value_bits` and :func:`lanes`) into the listed trees:
     the target counts of every leaf with ``count_leaves``, the statistics of active leaves.
     ``table``/``tree_steps`` come from :func:`streammn.trees.kernels.routing_table`,
     ``tree_nodes`` is the number of nodes of every tree. With ``grace > 0``, slots whose row
-    count since ``slot_last`` passes ``grace`` are written to ``due[0, :n_due[0]]``."""
+    count since ``slot_last`` passes ``grace`` are written to ``due[0, :n_due[0]]``. Groups are
+    counted from the bitmaps or by their lanes as ``block_cost`` says (:func:`_by_bits`)."""
     n_due[0] = _add_rows(rows, bits, lanes, K, cards, trees, 0, trees.shape[0], roots, links,
                          table, tree_steps, tree_nodes, node_slot, node_counts, count_leaves,
-                         tot, stats, slot_n, slot_last, grace, due[0])
+                         tot, stats, slot_n, slot_last, grace, due[0], block_cost)
 
 
 @nb.njit(cache=True, parallel=True)
 def accumulate_parallel(rows, bits, lanes, K, cards, trees, roots, links, table, tree_steps,
                         tree_nodes, node_slot, node_counts, count_leaves, tot, stats, slot_n,
-                        slot_last, grace, due, n_due):
+                        slot_last, grace, due, n_due, block_cost=BLOCK_COST):
     """:func:`accumulate` with the trees cut into ``due.shape[0]`` blocks run in parallel (each
     block writes only its own trees' nodes and slots, and its own ``due[block]``)."""
     T = trees.shape[0]
@@ -499,7 +551,7 @@ def accumulate_parallel(rows, bits, lanes, K, cards, trees, roots, links, table,
         n_due[b] = _add_rows(rows, bits, lanes, K, cards, trees, b * T // n_blocks,
                              (b + 1) * T // n_blocks, roots, links, table, tree_steps,
                              tree_nodes, node_slot, node_counts, count_leaves, tot, stats,
-                             slot_n, slot_last, grace, due[b])
+                             slot_n, slot_last, grace, due[b], block_cost)
 
 
 @nb.njit(cache=True)
@@ -527,10 +579,15 @@ def copy_bits(dst, dst_at, src, src_at, count):
 
 @nb.njit(cache=True)
 def _replay_splits(rows, bits, n, binary, offsets, parents, p0, p1, links, node_parent,
-                   node_tree, cards, node_slot, tot, stats, slot_n):
+                   node_tree, cards, node_slot, tot, stats, slot_n, block_cost):
     """Replay the buffered rows of split nodes ``parents[p0:p1]`` into their children."""
     K = stats.shape[2]
     W = (n + 63) // 64
+    # a row's cost in bitmap words: its lane adds, or its columns added one by one
+    if binary:
+        row_cost = -(-rows.shape[1] // LANE_BLOCK) * block_cost
+    else:
+        row_cost = rows.shape[1] * VALUE_COST * block_cost // BLOCK_COST
     at_node = np.empty(W, dtype=np.uint64)
     group = np.empty(W, dtype=np.uint64)
     listed = np.empty(n, dtype=np.int32)
@@ -558,11 +615,16 @@ def _replay_splits(rows, bits, n, binary, offsets, parents, p0, p1, links, node_
                 continue
             side = np.uint64(0) if c == 0 else ~np.uint64(0)
             for y in range(cards[t]):
+                count = 0
                 for w in range(W):
                     group[w] = at_node[w] & (bits[v, a, w] ^ side) & bits[t, y, w]
-                count = _extract(group, W, listed)
+                    count += np.int64(_popcount(group[w]))
                 tot[s, y] += count
                 slot_n[s] += count
+                if count * row_cost > K * W:
+                    _count_bits(group, W, bits, cards, offsets, stats, s, y)
+                    continue
+                count = _extract(group, W, listed)
                 if binary:
                     _sum_group(rows, listed, count, stats, s, y, K, acc)
                     continue
@@ -576,7 +638,7 @@ def _replay_splits(rows, bits, n, binary, offsets, parents, p0, p1, links, node_
 
 @nb.njit(cache=True)
 def replay(rows, bits, n, binary, offsets, parents, links, node_parent, node_tree, cards,
-           node_slot, tot, stats, slot_n):
+           node_slot, tot, stats, slot_n, block_cost=BLOCK_COST):
     """Add the buffered rows (``rows[:n]``, with their :func:`value_bits` ``bits``) that reach
     each just-split node of ``parents`` to the statistics of its children that are active
     (Hoeffding replay; the children are leaves).
@@ -584,20 +646,21 @@ def replay(rows, bits, n, binary, offsets, parents, links, node_parent, node_tre
     The rows at a node are found from the bitmaps, not from a stored leaf per row and tree:
     the buffer's mask ANDed with the bitmap of every test on the path from the root (or its
     complement on a false branch), a few words per 64 rows and tree level per split, where a
-    scan of stored leaves read every buffered row of every tree that split. The rows of each
-    (child, target value) group are listed from its mask. With ``binary`` a row is its own
-    indicator vector, summed four rows per vector add (:func:`_sum_group`, reading the rows as
-    lanes: the vector adds read up to 63 bytes past a row's end, so ``rows`` must be followed
-    by that many readable bytes, as the replay buffer is). Otherwise column ``offsets[j] + x_j
-    - 1`` is added for each ``x_j >= 1`` of the row, so the buffer's indicator matrix is never
-    built."""
+    scan of stored leaves read every buffered row of every tree that split. A big (child,
+    target value) group is counted from the bitmaps (:func:`_count_bits`; ``block_cost`` as in
+    :func:`_by_bits`); the rows of the others are listed from its mask. With ``binary`` a row
+    is its own indicator vector, summed four rows per vector add (:func:`_sum_group`, reading
+    the rows as lanes: the vector adds read up to 63 bytes past a row's end, so ``rows`` must
+    be followed by that many readable bytes, as the replay buffer is). Otherwise column
+    ``offsets[j] + x_j - 1`` is added for each ``x_j >= 1`` of the row, so the buffer's
+    indicator matrix is never built."""
     _replay_splits(rows, bits, n, binary, offsets, parents, 0, parents.shape[0], links,
-                   node_parent, node_tree, cards, node_slot, tot, stats, slot_n)
+                   node_parent, node_tree, cards, node_slot, tot, stats, slot_n, block_cost)
 
 
 @nb.njit(cache=True, parallel=True)
 def replay_parallel(rows, bits, n, binary, offsets, parents, links, node_parent, node_tree,
-                    cards, node_slot, tot, stats, slot_n, n_blocks):
+                    cards, node_slot, tot, stats, slot_n, n_blocks, block_cost=BLOCK_COST):
     """:func:`replay` with the split nodes cut into ``n_blocks`` blocks run in parallel (a
     node's children and their slots are its own, so the result does not depend on the
     blocks)."""
@@ -605,4 +668,4 @@ def replay_parallel(rows, bits, n, binary, offsets, parents, links, node_parent,
     for b in nb.prange(n_blocks):
         _replay_splits(rows, bits, n, binary, offsets, parents, b * P // n_blocks,
                        (b + 1) * P // n_blocks, links, node_parent, node_tree, cards,
-                       node_slot, tot, stats, slot_n)
+                       node_slot, tot, stats, slot_n, block_cost)

@@ -137,8 +137,7 @@ def grow_level_wise(forest: Forest, source, kappa, min_count: int, max_depth,
                 n_rows = int(forest.counts[forest.roots].sum(axis=1).max())  # missing mode
                 penalty = exact_threshold(kappa, alpha, forest.cards, n_rows, min_gain_per_row)
             go = cand & (bvar >= 0) & (bgain > penalty[forest.tree[chunk]])
-            split_parents.append((chunk[go], stats.tot[slots[go]].copy(),
-                                  stats.stats[slots[go]].copy()))
+            split_parents.append((chunk[go], stats.tot[slots[go]], stats.stats[slots[go]]))
             if on_final is not None:
                 on_final(chunk[~go], stats.tot[slots[~go]], stats.stats[slots[~go]])
             t_ids, f_ids = forest.split(chunk[go], bvar[go], bval[go], tcounts[go])

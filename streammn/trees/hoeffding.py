@@ -299,10 +299,12 @@ class HoeffdingGrower:
         counting = f.slot.copy()
         counting[known] = -1
         st.add(rows, count_leaves=False, node_slot=counting, prepared=passes.prepared)
-        slots = f.slot[known]
-        active = slots >= 0
-        st.tot[slots[active]] = np.concatenate([leaf_stats[1] for leaf_stats in final])[active]
-        st.stats[slots[active]] = np.concatenate([leaf_stats[2] for leaf_stats in final])[active]
+        for nodes, tot, stats in final:  # chunk by chunk: no copy of them all
+            slots = f.slot[nodes]
+            if (slots < 0).any():  # a budget that binds left some without a slot
+                tot, stats, slots = tot[slots >= 0], stats[slots >= 0], slots[slots >= 0]
+            st.tot[slots] = tot
+            st.stats[slots] = stats
         slots = np.flatnonzero(st.slot_node >= 0).astype(np.int64)
         st.n[slots] = st.tot[slots].sum(axis=1)
         st.attempts[slots] = 1

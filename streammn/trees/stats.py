@@ -7,15 +7,32 @@ the layout), feeds batches through the accumulation kernel and scores each slot'
 
 from __future__ import annotations
 
+import functools
+
 import numba
 import numpy as np
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from streammn.trees import counting, kernels, missing
 from streammn.trees.forest import Forest
 
 PARALLEL_WORK = 200_000  # rows x trees (about 10 ms) below which a step runs on one thread
 GRAM_BLOCK = 8192  # rows per float32 block of add_at_roots: sums stay exact (< 2**24)
+LOG_TABLE = 1 << 15  # split scoring looks up the logarithms of counts below this
+
+
+@functools.cache
+def _blas() -> ThreadpoolController:
+    """The process's thread pools, found once: finding them reads the loaded libraries, a few
+    milliseconds a time, which the root passes of a fast stream would pay at every rebuild."""
+    return ThreadpoolController()
+
+
+@functools.cache
+def _log_tables(prior: float, values: tuple) -> np.ndarray:
+    """:func:`kernels.log_tables` of ``prior`` for targets of the cardinalities ``values``,
+    made once per process and setting (every rebuild makes new statistics)."""
+    return kernels.log_tables(prior, np.array(values, dtype=np.int64), LOG_TABLE)
 
 
 class LeafStats:
@@ -42,6 +59,9 @@ class LeafStats:
         self.n = np.zeros(0, dtype=np.int64)             # rows counted in the slot
         self.last_attempt = np.zeros(0, dtype=np.int64)  # self.n at the last split attempt
         self.attempts = np.zeros(0, dtype=np.int64)      # split attempts on this slot's rows
+        # the logarithms scoring takes of counts (kernels.log_tables), at the first score
+        self._logs = None
+        self._log_row = np.zeros(forest.max_card + 1, dtype=np.int64)
 
     @staticmethod
     def slot_bytes(forest: Forest, dtype=np.int64) -> int:
@@ -104,7 +124,9 @@ class LeafStats:
                                          ("n", (size,), 0, np.int64),
                                          ("last_attempt", (size,), 0, np.int64),
                                          ("attempts", (size,), 0, np.int64)):
-            grown = np.full(shape, fill, dtype=dtype)
+            # zeros come from fresh pages, not written: a big statistics array costs only
+            # the pages its slots use
+            grown = np.zeros(shape, dtype=dtype) if fill == 0 else np.full(shape, fill, dtype)
             grown[:old] = getattr(self, name)
             setattr(self, name, grown)
 
@@ -159,7 +181,7 @@ class LeafStats:
         colsum = np.zeros(self.K, dtype=np.int64)
         n_rows = np.full(f.schema.n_vars, rows.shape[0], dtype=np.int64)  # target observed
         miss_by_col = np.zeros((f.schema.n_vars, self.K), dtype=np.int64)
-        with threadpool_limits(limits=self.n_threads, user_api="blas"):
+        with _blas().limit(limits=self.n_threads, user_api="blas"):
             for start in range(0, rows.shape[0], GRAM_BLOCK):
                 block_rows = rows[start:start + GRAM_BLOCK]
                 block = self.indicators(block_rows).astype(np.float32)
@@ -217,8 +239,12 @@ class LeafStats:
     def score(self, slots: np.ndarray, min_count: int):
         """Best split of each slot: see :func:`kernels.score_slots`."""
         slots = np.asarray(slots, dtype=np.int64)
+        if self._logs is None:
+            values = np.unique(self.forest.cards)
+            self._logs = _log_tables(float(self.forest.prior), tuple(values.tolist()))
+            self._log_row[values] = np.arange(1, values.size + 1)
         args = (slots, self.slot_target, self.tot, self.stats, self.forest.cards, self.offsets,
-                int(min_count), self.forest.prior, not self.missing)
+                int(min_count), self.forest.prior, not self.missing, self._logs, self._log_row)
         n_blocks = self._blocks(slots.size, slots.size * self.K)
         if n_blocks == 1:
             return kernels.score_slots(*args)
