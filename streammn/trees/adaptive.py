@@ -9,10 +9,10 @@ that has learned it. The scored rows are the first eighth of every monitoring pe
 cost as much as learning it (+50% time at 50 variables); a quarter of the rows with every
 touched leaf's log-probabilities recomputed every period still cost 25% at 60 variables, and
 22-27% with estimates refreshed every 5,000 rows once the trees were 10M rows deep (their
-leaves no longer fit in cache); an eighth halves that (``benchmarks/results/drift.md``). A contiguous
-scored block keeps the first-touch rule exact whatever the batch cuts (a row of the block
-learned before a later one reached that leaf first), and on exchangeable rows 125 rows a period
-carry what any 125 do; a leaf estimate at most 5,000 rows old is a fine yardstick for a loss
+leaves no longer fit in cache); an eighth halves that (``benchmarks/results/drift.md``).
+A contiguous scored block keeps the first-touch rule exact whatever the batch cuts (a row of
+the block learned before a later one reached that leaf first), and on exchangeable rows 125
+rows a period carry what any 125 do; a leaf estimate at most 5,000 rows old is a fine yardstick for a loss
 that moves when the stream changes. A numba kernel computes the losses for a whole piece of
 rows per tree, clips them at ``ln(d) + 3`` nats (a leaf that gives the seen value less than
 ``e**-3 / d`` is as wrong as it matters: unclipped, a near-deterministic leaf's rare misses
@@ -22,7 +22,8 @@ the stream was cut into batches and a resumed run is byte-identical.
 
 Detector. Every monitoring period (``MONITOR_ROWS`` rows rounded to a multiple of the grace
 period: one numpy update per period for all trees keeps the detector's cost per row small) each
-tree's mean loss over the period, ``x``, goes into a one-sided CUSUM (Page's test; Page-Hinkley with a fading reference), vectorised over trees::
+tree's mean loss over the period, ``x``, goes into a one-sided CUSUM (Page's test; Page-Hinkley
+with a fading reference), vectorised over trees::
 
     z = (x - mu) / sqrt(v / g)        G = max(0, G + z - K)        alarm when G > H
 

@@ -262,11 +262,11 @@ def _tree_by_bits(t, n, bits, cards, offsets, lanes, K, root, links, node_slot, 
 
     * *numbering* (many active leaves, each holding a small share of the rows: converged
       trees): the walk numbers the active leaves 1, 2, ...; bit ``b`` of every row's leaf
-      number is the OR of the masks of the leaves with that bit, one bitmap per bit (``planes``), read back per row in one
-      vectorised pass; a row's group is its leaf number times ``C`` plus its target value, and
-      the rows are summed in row order into their groups' accumulators
-      (:func:`_sum_rows`). Listing the rows of many small groups would test every word of
-      the batch per group, and mispredict on most.
+      number is the OR of the masks of the leaves with that bit, one bitmap per bit
+      (``planes``), read back per row in one vectorised pass; a row's group is its leaf number
+      times ``C`` plus its target value, and the rows are summed in row order into their
+      groups' accumulators (:func:`_sum_rows`). Listing the rows of many small groups would
+      test every word of the batch per group, and mispredict on most.
     * *listing* (``listing``: few active leaves, or few rows at active leaves: young trees,
       later passes of exact growth): each group's rows are listed from its mask and summed
       four at a time (:func:`_sum_group`); rows at inactive leaves cost nothing, and a big
@@ -509,10 +509,9 @@ def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, t
         t = trees[q]
         if by_bits[q - q0]:
             n_due = _tree_by_bits(t, n, bits, cards, offsets, lanes, K, roots[t], links,
-                                  node_slot,
-                                  node_counts, count_leaves, tot, stats, slot_n, slot_last,
-                                  grace, due, n_due, listing[q - q0], masks, stack, planes,
-                                  listed, group_of_row, group, group_slot, group_y, acc,
+                                  node_slot, node_counts, count_leaves, tot, stats, slot_n,
+                                  slot_last, grace, due, n_due, listing[q - q0], masks, stack,
+                                  planes, listed, group_of_row, group, group_slot, group_y, acc,
                                   acc_rows, sizes, block_cost)
         else:
             if group_of_key.shape[0] == 0:
