@@ -2,23 +2,23 @@
 
 What is monitored. For every tree ``t`` and scored row, the prequential conditional log-loss
 ``-log P(x_t | leaf)`` of the tree's target at the row's leaf, with the leaf's counts as they
-were when a scored row first reached it in the current epoch of ``SNAPSHOT_PERIODS``
-monitoring periods (or at the leaf's creation when it is newer), so a row never scores a model
-that has learned it. The scored rows are the first eighth of every monitoring period (125 of
-1,000 rows). Costs decided these choices: routing every row through every tree a second time
-cost as much as learning it (+50% time at 50 variables); a quarter of the rows with every
-touched leaf's log-probabilities recomputed every period still cost 25% at 60 variables, and
-22-27% with estimates refreshed every 5,000 rows once the trees were 10M rows deep (their
-leaves no longer fit in cache); an eighth halves that (``benchmarks/results/drift.md``).
-A contiguous scored block keeps the first-touch rule exact whatever the batch cuts (a row of
-the block learned before a later one reached that leaf first), and on exchangeable rows 125
-rows a period carry what any 125 do; a leaf estimate at most 5,000 rows old is a fine yardstick for a loss
-that moves when the stream changes. A numba kernel computes the losses for a whole piece of
-rows per tree, clips them at ``ln(d) + 3`` nats (a leaf that gives the seen value less than
-``e**-3 / d`` is as wrong as it matters: unclipped, a near-deterministic leaf's rare misses
-make the per-period means so skewed that no Gaussian threshold controls false alarms), and adds
-it in fixed point (``2**-16`` nats) to per-tree integer sums, so the sums do not depend on how
-the stream was cut into batches and a resumed run is byte-identical.
+were when a scored row first reached it in the current epoch of ``SNAPSHOT_PERIODS`` monitoring
+periods (or at the leaf's creation when it is newer), so a row never scores a model that has
+learned it. The scored rows are the first eighth of every monitoring period (125 of 1,000 rows).
+Costs decided these choices: routing every row through every tree a second time cost as much as
+learning it (+50% time at 50 variables); a quarter of the rows with every touched leaf's
+log-probabilities recomputed every period still cost 25% at 60 variables, and 22-27% with
+estimates refreshed every 5,000 rows once the trees were 10M rows deep (their leaves no longer
+fit in cache); an eighth halves that (``benchmarks/results/drift.md``). A contiguous scored
+block keeps the first-touch rule exact whatever the batch cuts (a row of the block learned
+before a later one reached that leaf first), and on exchangeable rows 125 rows a period carry
+what any 125 do; a leaf estimate at most 5,000 rows old is a fine yardstick for a loss that
+moves when the stream changes. A numba kernel computes the losses for a whole piece of rows per
+tree, clips them at ``ln(d) + 3`` nats (a leaf that gives the seen value less than ``e**-3 / d``
+is as wrong as it matters: unclipped, a near-deterministic leaf's rare misses make the
+per-period means so skewed that no Gaussian threshold controls false alarms), and adds it in
+fixed point (``2**-16`` nats) to per-tree integer sums, so the sums do not depend on how the
+stream was cut into batches and a resumed run is byte-identical.
 
 Detector. Every monitoring period (``MONITOR_ROWS`` rows rounded to a multiple of the grace
 period: one numpy update per period for all trees keeps the detector's cost per row small) each
