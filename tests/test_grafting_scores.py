@@ -201,3 +201,5 @@ def test_standardised_run_ends_with_every_inactive_pair_below_the_z_threshold():
     assert z.max() <= learner.z_threshold
     with pytest.raises(GraftingError, match="pseudo-likelihood"):
         EdgeGrafting(mrf.schema, standardise=True, objective="likelihood")
+    with pytest.raises(GraftingError, match="standardise must be one of"):
+        EdgeGrafting(mrf.schema, standardise="z")
