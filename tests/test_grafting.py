@@ -324,3 +324,21 @@ def test_pairs_a_climb_scores_that_pass_c2_join_the_reservoir():
     assert bc.frozen.offsets == pytest.approx({(3, 4): 1 - 2.9 / 1.5, (0, 2): 1 - 3.0 / 1.5})
     assert bc.queue.priority((3, 4)) is None and (3, 4) in bc.queue.seen
     assert bc.queue.priority((2, 4)) == pytest.approx(1 - 1.6 / 1.5)
+
+
+def test_climb_admissions_keep_the_graph_and_need_fewer_rounds(monkeypatch):
+    from streammn.grafting import planted_potts
+    mrf = planted_potts("random", 24, states=3, coupling=(0.8, 1.5), seed=2)
+    rows = mrf.sample(4000, seed=3, burn_in=100, thin=2, chains=4)
+    admitting = EdgeGrafting(mrf.schema).fit(rows)
+    make = EdgeGrafting._make_strategy
+
+    def without_admissions(self):
+        strategy = make(self)
+        strategy.admit = False
+        return strategy
+
+    monkeypatch.setattr(EdgeGrafting, "_make_strategy", without_admissions)
+    moving_only = EdgeGrafting(mrf.schema).fit(rows)
+    assert set(admitting.edges) == set(moving_only.edges) == mrf.edges
+    assert admitting.steps < moving_only.steps

@@ -201,3 +201,27 @@ def test_standardised_run_ends_with_every_inactive_pair_below_the_z_threshold():
     assert z.max() <= learner.z_threshold
     with pytest.raises(GraftingError, match="pseudo-likelihood"):
         EdgeGrafting(mrf.schema, standardise=True, objective="likelihood")
+    with pytest.raises(GraftingError, match="standardise must be one of"):
+        EdgeGrafting(mrf.schema, standardise="z")
+
+
+def test_default_c2_passes_a_pair_on_either_test_and_ends_when_neither_passes(small_model):
+    mrf, rows = small_model
+    learner = EdgeGrafting(mrf.schema).fit(rows)
+    assert learner.standardise == "either" and set(learner.edges) == mrf.edges
+    inactive = np.array([(i, j) for i in range(7) for j in range(i + 1, 7)
+                         if (i, j) not in learner.active], dtype=np.int64)
+    scorer = PseudoScorer(learner.layout, learner.score_theta, learner.stats.reservoir.rows,
+                          standardise=True)
+    raw, z = scorer.raw_scores(inactive), scorer.scores(inactive)
+    # the score is the larger of the raw score and z on lambda's scale ...
+    _, scores = learner.score(inactive)
+    np.testing.assert_allclose(scores, np.maximum(raw, z * learner.strength
+                                                  / learner.z_threshold), rtol=1e-9)
+    # ... so at the end neither test passes for any inactive pair
+    assert raw.max() <= learner.strength and z.max() <= learner.z_threshold
+    only_raw = EdgeGrafting(mrf.schema, standardise=False)
+    only_raw.fit(rows)
+    np.testing.assert_allclose(only_raw.score(inactive)[1],
+                               PseudoScorer(only_raw.layout, only_raw.score_theta,
+                                            rows).scores(inactive), rtol=1e-9)

@@ -36,6 +36,7 @@ from streammn.errors import DataError, SettingsError
 from streammn.learner import Estimator, pack_state, unpack_state
 
 STRATEGIES = ("best_choice", "first_hit", "exhaustive")
+STANDARDISE = (False, True, "either")
 Z_C = 1.5  # standardised C2: margin over the expected largest null z (see ``standardise``)
 FORMAT = "streammn-grafting-1"
 
@@ -143,16 +144,23 @@ class EdgeGrafting(Estimator):
         the false ones entering at 1.0-1.2 lambda one after another; issue 16, README). Unpenalised,
         the non-edges' scores are sampling noise (see :func:`default_lambda`). False: the
         paper's test at the penalised optimum (raise ``lambda_c``, see there).
-    standardise : bool, default False
-        Pseudo-likelihood objective only: test C2 on each pair's gradient norm over its own
-        standard deviation, ``z > z_c sqrt(2 log(n (n - 1) / 2))`` (``z_c`` = ``Z_C``; the
-        largest of that many standard normals is about ``sqrt(2 log M)``), instead of the raw
-        norm against lambda (which then only sets the penalty of the optimisation). Finds the
-        hub-to-hub edges a single threshold misses (:mod:`streammn.grafting.pseudo_score`;
-        issue 16: Ising scale-free n = 50 96 of 96 edges, none false, where the default
-        misses 4). Not the default yet: on the other n = 30/50 suite cases it finds the same
-        graphs, but on the 2k-row grid and the 5k-row random graph at n = 200 it misses one
-        edge the default finds (small samples: its threshold does not fall with N).
+    standardise : {"either", True, False}, default "either"
+        Pseudo-likelihood objective only: which form of test C2. ``False``: the paper's, the
+        raw gradient norm over ``d_e`` against lambda. ``True``: each pair's gradient norm
+        over its own standard deviation, ``z > z_c sqrt(2 log(n (n - 1) / 2))`` (``z_c`` =
+        ``Z_C``; the largest of that many standard normals is about ``sqrt(2 log M)``;
+        :mod:`streammn.grafting.pseudo_score`), lambda then only setting the penalty.
+        ``"either"``: a pair passes when it passes either test (its score is the larger of
+        the raw score and ``z`` put on lambda's scale). Each test alone misses edges the other
+        finds (issue 16's suite): lambda's single threshold, set by the noisiest pairs, keeps
+        out hub-to-hub edges of a strongly coupled scale-free graph (a hub nearly fixed by its
+        neighbours has small residuals, so its true edges' gradients are small, yet 7-12 of
+        their own standard deviations; Ising scale-free n = 50: 3-4 of 96 missed, test PLL
+        below L1-LR's), while the ``z`` threshold does not fall with the rows and misses a
+        weak edge on small samples (2k-row grid, 5k-row random graph at n = 200: one edge
+        each). Either: every edge of both, 96 of 96 on the Ising scale-free graph with one
+        false; both thresholds sit well above their noise, so the union adds few false edges.
+        The likelihood objective has only the raw test (``"either"`` is then ``False``).
     seed : int, default 0
         Randomness (edge sampling, row reservoir).
 
@@ -180,7 +188,8 @@ class EdgeGrafting(Estimator):
                  bp_damping: float = 0.5,
                  bp_tol: float = 1e-3, bp_max_iter: int = 60, update_every: int = 10000,
                  steps_per_update: int | None = None, stats_reservoir: int = 20000,
-                 refit: bool = True, score_refit: bool = True, standardise: bool = False,
+                 refit: bool = True, score_refit: bool = True,
+                 standardise: bool | str = "either",
                  seed: int = 0):
         if strategy not in STRATEGIES:
             raise GraftingError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
@@ -189,8 +198,10 @@ class EdgeGrafting(Estimator):
         if (lambda_ is not None and lambda_ <= 0) or lambda_c <= 0 or lambda2 < 0:
             raise GraftingError(f"need lambda_ > 0 (or None), lambda_c > 0 and lambda2 >= 0, "
                                 f"got {lambda_}, {lambda_c}, {lambda2}")
-        if standardise and objective != "pseudo":
-            raise GraftingError("standardise needs the pseudo-likelihood objective")
+        if standardise not in STANDARDISE:
+            raise GraftingError(f"standardise must be one of {STANDARDISE}, got {standardise!r}")
+        if standardise is True and objective != "pseudo":
+            raise GraftingError("standardise=True needs the pseudo-likelihood objective")
         self._exact = use_exact(inference, schema.cardinalities)
         if update_every < 1:
             raise GraftingError(f"update_every must be >= 1, got {update_every}")
@@ -208,7 +219,7 @@ class EdgeGrafting(Estimator):
         self.update_every, self.steps_per_update = int(update_every), steps_per_update
         self.stats_reservoir, self.seed = int(stats_reservoir), seed
         self.refit, self.score_refit = bool(refit), bool(score_refit)
-        self.standardise = bool(standardise)
+        self.standardise = standardise if standardise == "either" else bool(standardise)
         self._reset()
 
     # parameters ---------------------------------------------------------------------------
@@ -273,9 +284,10 @@ class EdgeGrafting(Estimator):
         if isinstance(self._inference, PseudoScorer):
             pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
             self._scored[pairs[:, 0], pairs[:, 1]] = True
-            scores = self._inference.scores(pairs)
-            if self.standardise:  # C2's "score > lambda" then reads "z > z_threshold"
-                scores = scores * (self.strength / self.z_threshold)
+            scores = self._inference.raw_scores(pairs)
+            if self.standardise:  # z on lambda's scale: "score > lambda" reads "z > z_threshold"
+                z = self._inference.z_scores(pairs, scores) * (self.strength / self.z_threshold)
+                scores = z if self.standardise is True else np.maximum(scores, z)
             return pairs, scores
         got, counts, offsets, n_rows = self.stats.flat_tables(pairs)
         model = self._inference.pair_tables(got)
@@ -345,7 +357,7 @@ class EdgeGrafting(Estimator):
         self.score_theta = weights  # the weights the activation scores are taken at
         if self.objective == "pseudo":
             self._inference = PseudoScorer(self.layout, weights, self.stats.reservoir.rows,
-                                           self.standardise)
+                                           bool(self.standardise))
             return
         self._infer_from = messages  # kept so that a restored state infers identically
         self._inference = infer(self.layout, weights, self._exact, self.bp_damping,

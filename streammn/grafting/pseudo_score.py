@@ -16,7 +16,7 @@ the likelihood score every pair passes C2 once the true edges are in and the run
 until it has scored every pair (issue 16's diagnosis). The pseudo-likelihood is consistent for
 structure recovery (Ravikumar et al. 2010 use its per-node version) and exact at any size.
 
-Standardised scores (``standardise=True``, issue 16): the gradient norm's own sampling spread
+Standardised scores (used by the learner's default C2 next to the raw score, issue 16): the gradient norm's own sampling spread
 differs from pair to pair. A variable nearly fixed by its neighbours (a hub of a strongly coupled
 scale-free graph) has small residuals, so both the gradient of a true edge at it and the noise
 of its non-edges are small, and one threshold for all pairs (the data-scaled lambda, set by the
@@ -134,8 +134,14 @@ class PseudoScorer:
             self._own = np.zeros((layout.n_vars, self.cols.shape[1]))
 
     def scores(self, pairs) -> np.ndarray:
-        """Scores of ``pairs`` (k x 2, i < j)."""
+        """Scores of ``pairs`` (k x 2, i < j): ``z`` with ``standardise``, else the raw
+        ``||G||_2 / d_e``."""
         pairs = np.ascontiguousarray(pairs, dtype=np.int64).reshape(-1, 2)
+        raw = self.raw_scores(pairs)
+        return self.z_scores(pairs, raw) if self.standardise else raw
+
+    def raw_scores(self, pairs) -> np.ndarray:
+        """``||G||_2 / d_e`` of ``pairs`` (k x 2 int64, i < j)."""
         ends = np.unique(pairs)
         wanted = ends[~self._ready[ends]]
         lay = self.layout
@@ -145,7 +151,8 @@ class PseudoScorer:
             if self.standardise:
                 _fill_spread(wanted, self.cols, lay.uoff, self._res, self._sq, self._own)
             self._ready[wanted] = True
-        raw = _pair_scores(pairs, self.cols, lay.cards, lay.uoff, self._res)
-        if not self.standardise:
-            return raw
-        return _standardise(pairs, lay.cards, raw, self._sq, self._own)
+        return _pair_scores(pairs, self.cols, lay.cards, lay.uoff, self._res)
+
+    def z_scores(self, pairs, raw) -> np.ndarray:
+        """``z`` of ``pairs`` from their :meth:`raw_scores` (needs ``standardise``)."""
+        return _standardise(pairs, self.layout.cards, raw, self._sq, self._own)
