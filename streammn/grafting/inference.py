@@ -94,7 +94,6 @@ class BPInference:
         self.node_marginals = res.marginals[:layout.uoff[-1]]
         self.component = _components(layout)
         self._conditionals: dict[int, np.ndarray] = {}
-        self.clamped_runs = 0
 
     def conditionals(self, v: int) -> np.ndarray:
         """``P(X_u = b | X_v = a)`` as a ``card_v x n_cells`` array (node cells of every u)."""
@@ -108,7 +107,6 @@ class BPInference:
                 theta[lay.uoff[v] + a] += CLAMP
                 res = belief_propagation(lay, theta, messages=self.messages.copy(), **self.bp)
                 got[a] = res.marginals[:lay.uoff[-1]]
-                self.clamped_runs += 1
             self._conditionals[v] = got
         return got
 

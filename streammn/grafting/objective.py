@@ -96,7 +96,6 @@ class GraftingObjective:
         self._starts = starts
         self._scale = lambda_ * sizes.astype(np.float64)  # lambda * d_g
         self._group_of = np.repeat(np.arange(sizes.shape[0]), sizes)
-        self.evaluations = 0
         self.messages = messages  # BP messages, carried from one evaluation to the next
 
     def penalty(self, theta) -> tuple[float, np.ndarray]:
@@ -122,7 +121,6 @@ class GraftingObjective:
         return -total / n, grad / n, None
 
     def __call__(self, theta) -> tuple[float, np.ndarray]:
-        self.evaluations += 1
         value, grad, _ = self.data_term(theta)
         pv, pg = self.penalty(theta)
         return value + pv, grad + pg
