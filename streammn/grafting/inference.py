@@ -113,7 +113,8 @@ class BPInference:
     def pair_tables(self, pairs) -> np.ndarray:
         """Model joint tables of ``pairs`` (k x 2), flat at :func:`pair_offsets`."""
         lay, node = self.layout, self.node_marginals
-        uses = np.bincount(np.asarray(pairs).ravel(), minlength=lay.n_vars)  # clamp hubs of the request
+        # clamp the hubs of the request
+        uses = np.bincount(np.asarray(pairs).ravel(), minlength=lay.n_vars)
         out = []
         for i, j in pairs.tolist():
             pi = node[lay.uoff[i]:lay.uoff[i + 1]]

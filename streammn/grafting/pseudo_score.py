@@ -16,13 +16,14 @@ the likelihood score every pair passes C2 once the true edges are in and the run
 until it has scored every pair (issue 16's diagnosis). The pseudo-likelihood is consistent for
 structure recovery (Ravikumar et al. 2010 use its per-node version) and exact at any size.
 
-Standardised scores (used by the learner's default C2 next to the raw score, issue 16): the gradient norm's own sampling spread
-differs from pair to pair. A variable nearly fixed by its neighbours (a hub of a strongly coupled
-scale-free graph) has small residuals, so both the gradient of a true edge at it and the noise
-of its non-edges are small, and one threshold for all pairs (the data-scaled lambda, set by the
-noisiest pairs) keeps such true edges out: on the Ising scale-free graph (n = 50) the four
-missed hub-to-hub edges score 0.5-0.9 lambda at the end of the run, below the largest non-edge,
-yet 7.4-11.6 of their own standard deviations. The standardised score is
+Standardised scores (used by the learner's default C2 next to the raw score, issue 16): the
+gradient norm's own sampling spread differs from pair to pair. A variable nearly fixed by its
+neighbours (a hub of a strongly coupled scale-free graph) has small residuals, so both the
+gradient of a true edge at it and the noise of its non-edges are small, and one threshold for
+all pairs (the data-scaled lambda, set by the noisiest pairs) keeps such true edges out: on the
+Ising scale-free graph (n = 50) the four missed hub-to-hub edges score 0.5-0.9 lambda at the end
+of the run, below the largest non-edge, yet 7.4-11.6 of their own standard deviations. The
+standardised score is
 
     z = ||G||_2 / sqrt(tr Cov(G)),  tr Cov(G) = (mean_r ||g_r||^2 - ||G||^2) / N
 
