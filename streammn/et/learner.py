@@ -203,7 +203,7 @@ class EnsembleOfTrees(Estimator):
         if not self.learn_theta:
             return beta, None, history
         return learn_jointly(beta, rows, node, pair, self.schema.cardinalities, self.alpha,
-                             max_iter=self.max_iter, tol=self.tol)
+                             tol=self.tol)
 
     def learn_beta(self) -> "EnsembleOfTrees":
         """One learning phase: theta from the counts, then PGD on the sample (Eq. 14 start the
