@@ -81,7 +81,8 @@ class EnsembleOfTrees(Estimator):
         Learn the edge distributions with beta (the full model of Eq. 7, MAP under the
         smoothing prior; :mod:`streammn.et.edge_tables`), starting from the smoothed tables and
         the plug-in beta: recovers the weak edges of dense networks and fits a much better
-        density, at about 10x the CPU of a phase.
+        density, at 5-8x the CPU of a phase; on the 200-node networks of the paper it adds
+        many false edges (``benchmarks/results/et.md``).
     rho_threshold : float, optional
         An edge is in the graph when its appearance probability rho (Eq. 8) exceeds this
         (default ``2 / M``, every pair's rho under the uniform ensemble of all spanning trees;
