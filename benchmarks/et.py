@@ -282,12 +282,12 @@ def full_model_markdown(results):
     return lines
 
 
-def learn_theta(results, networks, trials, save):
+def learn_theta(results, networks, trials, save, first_trial=0):
     """ET with ``learn_theta=True`` (edge tables learned with beta, Eq. 7 MAP) at the paper's
     sample sizes, beta (and the learned tables) on up to 2,000 rows, next to L1-LR."""
     for name in networks:
         m, degree, kind, n = NETWORKS[name]
-        for trial in range(trials):
+        for trial in range(first_trial, first_trial + trials):
             rng = np.random.default_rng(1000 * trial + m + degree)  # as in structure()
             edges = random_graph(m, degree, kind, rng)
             rows = ising_rows(m, edges, n, rng)
@@ -453,6 +453,7 @@ def main():
     p.add_argument("--parts", default="timing,datasets,structure")
     p.add_argument("--networks", default=",".join(NETWORKS))
     p.add_argument("--trials", type=int, default=2)
+    p.add_argument("--first-trial", type=int, default=0, help="learn_theta part: first trial")
     p.add_argument("--fractions", default="0.25,0.5,1.0")
     p.add_argument("--datasets", default=",".join(DATASETS))
     p.add_argument("--sample-rows", type=int, default=2000)
@@ -501,7 +502,7 @@ def main():
         results["diagnosis"] = [d for d in results["diagnosis"] if d["network"] not in nets]
         diagnosis(results, nets, save)
     if "learn_theta" in parts:
-        learn_theta(results, args.networks.split(","), args.trials, save)
+        learn_theta(results, args.networks.split(","), args.trials, save, args.first_trial)
     if "full_model" in parts:
         results["full_model"] = []
         full_model(results, save)
