@@ -302,8 +302,8 @@ def learn_theta(results, networks, trials, save, first_trial=0):
             top = np.argsort(-rho[iu])[:len(edges)]  # the |E| pairs of largest rho
             graph = nx.Graph(edges)
             graph.add_nodes_from(range(m))
-            two_steps = sum(1 for u, v in found - truth
-                            if nx.has_path(graph, u, v) and nx.shortest_path_length(graph, u, v) == 2)
+            two_steps = sum(1 for u, v in found - truth if nx.has_path(graph, u, v)
+                            and nx.shortest_path_length(graph, u, v) == 2)
             results["learn_theta"] = [r for r in results["learn_theta"]
                                       if (r["network"], r["trial"]) != (name, trial)]
             results["learn_theta"].append(

@@ -54,8 +54,8 @@ sample row, O(S M^3); each step takes one such pass and about two value-only pas
 only) for its trials, so a phase costs at most 180 gradient passes. The first version ran each
 block to convergence every round (up to 20 table steps and 100 PGD steps): on a 200-node
 network that was about 146 passes a round, and a fit on 2,000 sample rows ran over 82 CPU
-minutes without finishing; with the budget it converges on the 50-node networks in about the
-same number of rounds for half the CPU (``benchmarks/results/et.md``).
+minutes without finishing; with the budget (which every benchmark fit reached) it takes 750-1,020
+CPU s there, and 23-27 CPU s on the 50-node networks against 38-62 (``benchmarks/results/et.md``).
 """
 
 from __future__ import annotations

@@ -12,13 +12,15 @@ parallel: each row's weights are looked up in the (M, M, K, K) ratio table, its 
 factorised (LAPACK Cholesky), and for the gradient the inverse comes from LAPACK's blocked LU
 inverse (dgetri, through numba's own binding) applied to the Cholesky factor written as an LU
 factorisation: 4/3 r^3 flops after the factorisation, against 2 r^3 for np.linalg.inv (its own
-LU and dgetri), and 3x faster at M = 200 than substitution from the factor with plain loops. BLAS is held to one thread around the kernel:
+LU and dgetri), and 3x faster at M = 200 than substitution from the factor with plain loops.
+BLAS is held to one thread around the kernel:
 the row chunks are the parallelism, and OpenBLAS starting its own threads inside every chunk's
 factorisation made one 500-row evaluation at M = 200 take 98 s instead of 0.2 s on 2 shared
 cores. Memory is O(M^2) per
 thread, not O(N M^2). The few single matrices (the normaliser L(beta), rho) use numpy, also
 with one BLAS thread: with OpenBLAS's threads on a loaded machine a single 199 x 199 Cholesky
-took 0.17 s, 30% of a joint fit's time at M = 200 (profile in ``benchmarks/results/et.md``).
+took 0.17 s, 30% of a joint fit's time at M = 200 (profile in
+``benchmarks/results/et_diagnosis.md``).
 """
 
 import numba as nb
