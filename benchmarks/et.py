@@ -24,6 +24,7 @@ Writes ``benchmarks/results/et.json`` after every measurement, then ``et.md``.
     PYTHONPATH=. python benchmarks/et.py --parts structure --networks 50-3,50-6 --trials 2
     PYTHONPATH=. python benchmarks/et.py --parts diagnosis --networks 50-6,200-4
     PYTHONPATH=. python benchmarks/et.py --parts full_model --out benchmarks/results/et_diagnosis.json
+    PYTHONPATH=. python benchmarks/et.py --parts learn_theta --networks 200-4 --trials 1
 
 The ``full_model`` part (issue 14's last missed target) fits the full Eq. 7 model (theta learned
 with beta) and random PGD restarts on the 50-node, 6-neighbour networks: see
@@ -281,58 +282,69 @@ def full_model_markdown(results):
     return lines
 
 
-# (network, trial) at the paper's sample size, beta (and the learned tables) on up to 2,000 rows
-LEARN_THETA = [("50-6", 0), ("50-6", 1)]
-
-
-def learn_theta(results, save):
-    """ET with ``learn_theta=True`` (edge tables learned with beta, Eq. 7 MAP) on the networks
-    where the plug-in model misses the Figure 2 target, next to L1-LR."""
-    for name, trial in LEARN_THETA:
+def learn_theta(results, networks, trials, save, first_trial=0):
+    """ET with ``learn_theta=True`` (edge tables learned with beta, Eq. 7 MAP) at the paper's
+    sample sizes, beta (and the learned tables) on up to 2,000 rows, next to L1-LR."""
+    for name in networks:
         m, degree, kind, n = NETWORKS[name]
-        rng = np.random.default_rng(1000 * trial + m + degree)  # as in structure()
-        edges = random_graph(m, degree, kind, rng)
-        rows = ising_rows(m, edges, n, rng)
-        t0 = time.process_time()
-        et = EnsembleOfTrees(Schema.from_cardinalities([2] * m), learn_theta=True,
-                             sample_rows=min(n, 2000)).fit(rows)
-        cpu = round(time.process_time() - t0, 1)
-        and_, or_ = l1_lr_graphs(rows)
-        found, truth = set(et.edges), set(edges)
-        results["learn_theta"].append(
-            {"network": name, "trial": trial, "n_rows": n, "true_edges": len(edges),
-             "et_learn_theta": len(found ^ truth), "missed": len(truth - found),
-             "added": len(found - truth), "rounds": len(et.history) - 1,
-             "l1lr_and": hamming(and_, edges), "l1lr_or": hamming(or_, edges),
-             "et_cpu_seconds": cpu})
-        print(results["learn_theta"][-1], flush=True)
-        save()
+        for trial in range(first_trial, first_trial + trials):
+            rng = np.random.default_rng(1000 * trial + m + degree)  # as in structure()
+            edges = random_graph(m, degree, kind, rng)
+            rows = ising_rows(m, edges, n, rng)
+            t0, c0 = time.perf_counter(), time.process_time()
+            et = EnsembleOfTrees(Schema.from_cardinalities([2] * m), learn_theta=True,
+                                 sample_rows=min(n, 2000)).fit(rows)
+            cpu, wall = round(time.process_time() - c0, 1), round(time.perf_counter() - t0, 1)
+            and_, or_ = l1_lr_graphs(rows)
+            found, truth = set(et.edges), set(edges)
+            rho = et.rho
+            iu = np.triu_indices(m, 1)
+            top = np.argsort(-rho[iu])[:len(edges)]  # the |E| pairs of largest rho
+            graph = nx.Graph(edges)
+            graph.add_nodes_from(range(m))
+            two_steps = sum(1 for u, v in found - truth if nx.has_path(graph, u, v)
+                            and nx.shortest_path_length(graph, u, v) == 2)
+            results["learn_theta"] = [r for r in results["learn_theta"]
+                                      if (r["network"], r["trial"]) != (name, trial)]
+            results["learn_theta"].append(
+                {"network": name, "trial": trial, "n_rows": n, "true_edges": len(edges),
+                 "et_learn_theta": len(found ^ truth), "missed": len(truth - found),
+                 "added": len(found - truth), "added_two_steps_apart": two_steps,
+                 "true_in_top_rho": int(sum((iu[0][i], iu[1][i]) in truth for i in top)),
+                 "rounds": len(et.history) - 1,
+                 "objective": round(et.history[-1], 4),
+                 "l1lr_and": hamming(and_, edges), "l1lr_or": hamming(or_, edges),
+                 "et_cpu_seconds": cpu, "et_wall_seconds": wall})
+            print(results["learn_theta"][-1], flush=True)
+            save()
 
 
 def read_data(name, split):
     return np.loadtxt(DATA / name / f"{name}.{split}.data", delimiter=",", dtype=np.uint8)
 
 
-def datasets(results, names, sample_rows, save):
+def datasets(results, names, sample_rows, save, learn_theta=False):
+    key = "datasets_learn_theta" if learn_theta else "datasets"
+    results[key] = [d for d in results.get(key, []) if d["dataset"] not in names]
     for name in names:
         train, test = read_data(name, "train"), read_data(name, "test")
         schema = Schema.from_cardinalities([2] * train.shape[1])
         t0 = time.process_time()
-        et = EnsembleOfTrees(schema, sample_rows=sample_rows).fit(train)
+        et = EnsembleOfTrees(schema, sample_rows=sample_rows, learn_theta=learn_theta).fit(train)
         cpu = time.process_time() - t0
         node, pair = et.theta()
         cl = ETDensity(schema, chow_liu_beta(node, pair, schema.cardinalities), node, pair)
-        results["datasets"].append(
+        results[key].append(
             {"dataset": name, "n_vars": train.shape[1], "train_rows": train.shape[0],
              "sample_rows": min(sample_rows, train.shape[0]),
              "et_test_ll": float(et.density().log_likelihood(test).mean()),
              "chow_liu_test_ll": float(cl.log_likelihood(test).mean()),
              "et_edges": len(et.edges), "et_cpu_seconds": round(cpu, 1)})
-        print(results["datasets"][-1], flush=True)
+        print(results[key][-1], flush=True)
         save()
 
 
-def timing(results, save):
+def timing(results, save, learn_theta=False):
     rng = np.random.default_rng(7)
     m, n = 100, 10000
     rows = np.empty((n, m), dtype=np.uint8)
@@ -341,12 +353,13 @@ def timing(results, save):
         rows[:, v] = rows[:, rng.integers(0, v)] ^ (rng.random(n) > 0.8)
     schema = Schema.from_cardinalities([2] * m)
     t0, c0 = time.perf_counter(), time.process_time()
-    et = EnsembleOfTrees(schema).fit(rows)
-    results["timing"] = {"n_vars": m, "n_rows": n, "sample_rows": et.sample_rows,
-                         "wall_seconds": round(time.perf_counter() - t0, 1),
-                         "cpu_seconds": round(time.process_time() - c0, 1),
-                         "pgd_iterations": len(et.history) - 1, "target_seconds": 60}
-    print(results["timing"], flush=True)
+    et = EnsembleOfTrees(schema, learn_theta=learn_theta).fit(rows)
+    key = "timing_learn_theta" if learn_theta else "timing"
+    results[key] = {"n_vars": m, "n_rows": n, "sample_rows": et.sample_rows,
+                    "wall_seconds": round(time.perf_counter() - t0, 1),
+                    "cpu_seconds": round(time.process_time() - c0, 1),
+                    "pgd_iterations": len(et.history) - 1, "target_seconds": 60}
+    print(results[key], flush=True)
     save()
 
 
@@ -360,11 +373,17 @@ def write_markdown(results, path):
                   f"{t['n_vars']} variables, {t['n_rows']:,} rows, beta on a "
                   f"{t['sample_rows']:,}-row sample: {t['wall_seconds']} s wall, "
                   f"{t['cpu_seconds']} s CPU, {t['pgd_iterations']} PGD iterations.", ""]
-    if results["datasets"]:
-        lines += ["## Exact test LL (Eq. 6), ET vs Chow-Liu (target: ET >= Chow-Liu)", "",
-                  "| dataset | vars | beta sample rows | ET test LL | Chow-Liu test LL | "
+    if results.get("timing_learn_theta"):
+        t = results["timing_learn_theta"]
+        lines += [f"With `learn_theta=True`: {t['wall_seconds']} s wall, {t['cpu_seconds']} s CPU, "
+                  f"{t['pgd_iterations']} rounds.", ""]
+    for key, label in (("datasets", ""), ("datasets_learn_theta", ", `learn_theta=True`")):
+        if not results.get(key):
+            continue
+        lines += [f"## Exact test LL (Eq. 6), ET{label} vs Chow-Liu (target: ET >= Chow-Liu)",
+                  "", "| dataset | vars | beta sample rows | ET test LL | Chow-Liu test LL | "
                   "ET edges | ET CPU s |", "|---|---:|---:|---:|---:|---:|---:|"]
-        for d in results["datasets"]:
+        for d in results[key]:
             lines.append(f"| {d['dataset']} | {d['n_vars']} | {d['sample_rows']:,} | "
                          f"{d['et_test_ll']:.4f} | {d['chow_liu_test_ll']:.4f} | "
                          f"{d['et_edges']} | {d['et_cpu_seconds']} |")
@@ -389,13 +408,14 @@ def write_markdown(results, path):
     if results.get("learn_theta"):
         lines += ["## ET with the edge tables learned (`learn_theta=True`, Eq. 7 MAP)", "",
                   "| network | trial | rows | true edges | ET learn_theta | missed | added | "
-                  "L1-LR AND | L1-LR OR | rounds | ET CPU s |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-        for r in results["learn_theta"]:
+                  "L1-LR AND | L1-LR OR | rounds | objective | ET CPU s | ET wall s |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for r in sorted(results["learn_theta"], key=lambda r: (r["network"], r["trial"])):
             lines.append(f"| {r['network']} | {r['trial']} | {r['n_rows']:,} | {r['true_edges']} | "
                          f"{r['et_learn_theta']} | {r['missed']} | {r['added']} | "
                          f"{r['l1lr_and']} | {r['l1lr_or']} | {r['rounds']} | "
-                         f"{r['et_cpu_seconds']} |")
+                         f"{r.get('objective', '')} | {r['et_cpu_seconds']} | "
+                         f"{r.get('et_wall_seconds', '')} |")
         lines.append("")
     if results.get("note"):
         lines += [results["note"], ""]
@@ -433,6 +453,7 @@ def main():
     p.add_argument("--parts", default="timing,datasets,structure")
     p.add_argument("--networks", default=",".join(NETWORKS))
     p.add_argument("--trials", type=int, default=2)
+    p.add_argument("--first-trial", type=int, default=0, help="learn_theta part: first trial")
     p.add_argument("--fractions", default="0.25,0.5,1.0")
     p.add_argument("--datasets", default=",".join(DATASETS))
     p.add_argument("--sample-rows", type=int, default=2000)
@@ -442,6 +463,8 @@ def main():
     p.add_argument("--note", default=None, help="what ran and how, printed under the tables")
     p.add_argument("--diagnosis-note", default=None, help="conclusion printed under the diagnosis")
     p.add_argument("--full-model-note", default=None, help="conclusion under the full-model table")
+    p.add_argument("--learn-theta", action="store_true",
+                   help="the timing and datasets parts with learn_theta=True (kept apart)")
     p.add_argument("--out", default=str(RESULTS / "et.json"))
     args = p.parse_args()
     out = Path(args.out)
@@ -466,11 +489,9 @@ def main():
 
     parts = args.parts.split(",")
     if "timing" in parts:
-        timing(results, save)
+        timing(results, save, args.learn_theta)
     if "datasets" in parts:
-        results["datasets"] = [d for d in results["datasets"]
-                               if d["dataset"] not in args.datasets.split(",")]
-        datasets(results, args.datasets.split(","), args.sample_rows, save)
+        datasets(results, args.datasets.split(","), args.sample_rows, save, args.learn_theta)
     if "structure" in parts:
         nets = args.networks.split(",")
         results["structure"] = [r for r in results["structure"] if r["network"] not in nets]
@@ -481,8 +502,7 @@ def main():
         results["diagnosis"] = [d for d in results["diagnosis"] if d["network"] not in nets]
         diagnosis(results, nets, save)
     if "learn_theta" in parts:
-        results["learn_theta"] = []
-        learn_theta(results, save)
+        learn_theta(results, args.networks.split(","), args.trials, save, args.first_trial)
     if "full_model" in parts:
         results["full_model"] = []
         full_model(results, save)

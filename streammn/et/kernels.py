@@ -10,16 +10,22 @@ no inverse. Cost: O(N M^3) for N rows of M variables (one (M-1)x(M-1) factorisat
 The per-row terms of the structural objective run in one numba kernel over chunks of rows in
 parallel: each row's weights are looked up in the (M, M, K, K) ratio table, its Laplacian is
 factorised (LAPACK Cholesky), and for the gradient the inverse comes from LAPACK's blocked LU
-inverse: twice the flops of substitution from the Cholesky factor but 3x faster at M = 200
-(0.8 ms against 2.4 ms a row with plain loops). BLAS is held to one thread around the kernel:
+inverse (dgetri, through numba's own binding) applied to the Cholesky factor written as an LU
+factorisation: 4/3 r^3 flops after the factorisation, against 2 r^3 for np.linalg.inv (its own
+LU and dgetri), and 3x faster at M = 200 than substitution from the factor with plain loops.
+BLAS is held to one thread around the kernel:
 the row chunks are the parallelism, and OpenBLAS starting its own threads inside every chunk's
 factorisation made one 500-row evaluation at M = 200 take 98 s instead of 0.2 s on 2 shared
 cores. Memory is O(M^2) per
-thread, not O(N M^2). The few single matrices (the normaliser L(beta), rho) use numpy.
+thread, not O(N M^2). The few single matrices (the normaliser L(beta), rho) use numpy, also
+with one BLAS thread: with OpenBLAS's threads on a loaded machine a single 199 x 199 Cholesky
+took 0.17 s, 30% of a joint fit's time at M = 200 (profile in
+``benchmarks/results/et_diagnosis.md``).
 """
 
 import numba as nb
 import numpy as np
+from numba.np.linalg import _LAPACK
 from threadpoolctl import threadpool_limits
 
 
@@ -45,7 +51,8 @@ def log_spanning_tree_sums(weights):
     lap = reduced_laplacians(weights)
     if lap.shape[-1] == 0:
         return np.zeros(lap.shape[0])
-    chol = np.linalg.cholesky(lap)
+    with threadpool_limits(limits=1, user_api="blas"):  # see the module docstring
+        chol = np.linalg.cholesky(lap)
     return 2.0 * np.log(np.diagonal(chol, axis1=-2, axis2=-1)).sum(axis=-1)
 
 
@@ -59,6 +66,23 @@ def ratio_table(node_probs, pair_probs):
 
 
 VALUES, BETA_GRADIENT, CELL_SUMS = 0, 1, 2
+_GETRI = _LAPACK().numba_ez_xxgetri(nb.types.float64)  # numba's own binding of LAPACK dgetri
+_DOUBLE = ord("d")
+
+
+@nb.njit(cache=True)
+def _inverse_from_cholesky(chol, out, pivots):
+    """``out`` = the inverse of ``chol chol^T`` (``chol`` lower triangular, C order) by dgetri
+    from the Cholesky factor written as an LU factorisation without pivoting, ``(L D^-1)(D L^T)``
+    with ``D = diag(L)``: saves np.linalg.inv's own LU factorisation (2/3 r^3 of its 2 r^3
+    flops) since the Cholesky factor is there already. The buffer is read by LAPACK in Fortran
+    order (the transpose), and the inverse is symmetric."""
+    r = chol.shape[0]
+    for i in range(r):
+        for j in range(r):  # Fortran entry (i, j) at out[j, i]
+            out[j, i] = chol[i, j] / chol[j, j] if i > j else chol[i, i] * chol[j, i]
+    if _GETRI(_DOUBLE, r, out.ctypes, r, pivots.ctypes) != 0:
+        raise np.linalg.LinAlgError("singular reduced Laplacian")
 
 
 @nb.njit(cache=True, parallel=True)
@@ -76,6 +100,8 @@ def _row_terms(rows, beta, table, mode, n_chunks):
     for c in nb.prange(n_chunks):
         w = np.zeros((m, m))
         lap = np.empty((r, r))
+        g = np.empty((r, r))
+        pivots = np.arange(1, r + 1).astype(np.int32)  # LAPACK's 1-based identity permutation
         for i in range(c * n // n_chunks, (c + 1) * n // n_chunks):
             x = rows[i]
             for u in range(m):
@@ -95,7 +121,7 @@ def _row_terms(rows, beta, table, mode, n_chunks):
             log_dets[i] = 2.0 * log_det
             if mode == VALUES:
                 continue
-            g = np.linalg.inv(lap)
+            _inverse_from_cholesky(chol, g, pivots)
             for u in range(m):
                 for v in range(u + 1, m):
                     resistance = g[u, u] if v == r else g[u, u] + g[v, v] - 2.0 * g[u, v]
@@ -158,7 +184,8 @@ def effective_resistances(weights):
     lap = reduced_laplacians(weights)
     n, r = lap.shape[0], lap.shape[-1]
     g = np.zeros((n, r + 1, r + 1))
-    g[:, :r, :r] = np.linalg.solve(lap, np.broadcast_to(np.eye(r), lap.shape))
+    with threadpool_limits(limits=1, user_api="blas"):
+        g[:, :r, :r] = np.linalg.solve(lap, np.broadcast_to(np.eye(r), lap.shape))
     d = np.diagonal(g, axis1=-2, axis2=-1)
     return d[:, :, None] + d[:, None, :] - g - g.transpose(0, 2, 1)
 
@@ -167,6 +194,19 @@ def structure_objective(beta, rows, table, bound=False):
     """The value of :func:`structure_objective_and_gradient` alone (Cholesky only, no inverse)."""
     value = row_log_dets(rows, beta, table)[0].mean()
     return value if bound else value - log_spanning_tree_sums(beta[None])[0]
+
+
+def objective_and_cell_sums(beta, rows, table):
+    """``(value, gradient, S)``: :func:`structure_objective_and_gradient`'s value and gradient
+    in beta and the cell resistance sums ``S`` of :func:`cell_resistance_sums`, from one pass
+    over the rows (the beta gradient is ``sum_ab table S`` per pair)."""
+    beta = np.asarray(beta, dtype=np.float64)
+    log_dets, sums = cell_resistance_sums(rows, beta, table)
+    n = len(log_dets)
+    grad = (table * sums).sum(axis=(2, 3)) / n
+    grad = grad + grad.T - effective_resistances(beta[None])[0]
+    np.fill_diagonal(grad, 0.0)
+    return log_dets.mean() - log_spanning_tree_sums(beta[None])[0], grad, sums
 
 
 def structure_objective_and_gradient(beta, rows, table, bound=False):
@@ -199,48 +239,58 @@ def project_to_simplex(values):
 def projected_gradient_ascent(beta, rows, table, max_iter=100, gamma=0.5, eta=0.01, step=1.0, tol=1e-9,
                               bound=False):
     """Maximise the structural objective (``bound``: the Eq. 14 data term) over the simplex of
-    edge weights with Armijo steps.
+    edge weights with Armijo steps (:func:`armijo_step`).
 
-    Each iteration tries beta' = P(beta + s g) for s = step, step*gamma, ... and accepts the first
-    s with f(beta') - f(beta) >= eta * g . (beta' - beta) (Armijo along the projection arc).
-    The trial steps need the objective only; the gradient is computed at the accepted point.
-    After the first iteration the trial steps start at twice the last accepted one (capped at
-    ``step``), so a well-scaled step is not rediscovered from ``step`` every time.
-    Returns (beta, objective values per accepted iteration).
+    The trial steps need the objective only; the gradient is computed at the accepted point
+    (unless the ascent stops there). After the first iteration the trial steps start at twice the
+    last accepted one (capped at ``step``), so a well-scaled step is not rediscovered from
+    ``step`` every time. Returns (beta, objective values per accepted iteration).
     """
     m = beta.shape[0]
     iu = np.triu_indices(m, 1)
     b = np.asarray(beta, dtype=np.float64)[iu]
 
-    def full(vec):
-        out = np.zeros((m, m))
-        out[iu] = vec
-        return out + out.T
-
-    value, grad = structure_objective_and_gradient(full(b), rows, table, bound)
+    value, grad = structure_objective_and_gradient(full_weights(b, m), rows, table, bound)
     history = [value]
-    s = step * gamma
-    for _ in range(max_iter):
-        g = grad[iu]
-        s = min(step, s / gamma)
-        while s > 1e-12:
-            candidate = project_to_simplex(b + s * g)
-            if not _connected(full(candidate)):
-                s *= gamma
-                continue
-            new_value = structure_objective(full(candidate), rows, table, bound)
-            if new_value - value >= eta * g @ (candidate - b):
-                break
-            s *= gamma
-        else:
+    s = step
+    for iteration in range(max_iter):
+        trial = armijo_step(b, grad[iu], value, s, step, gamma, eta,
+                            lambda w: structure_objective(w, rows, table, bound))
+        if trial is None:
             break
-        improvement = new_value - value
-        b, value = candidate, new_value
-        grad = structure_objective_and_gradient(full(b), rows, table, bound)[1]
+        improvement = trial[1] - value
+        b, value, s = trial[0], trial[1], min(step, trial[2] / gamma)
         history.append(value)
-        if improvement < tol:
+        if improvement < tol or iteration == max_iter - 1:
             break
-    return full(b), np.array(history)
+        grad = structure_objective_and_gradient(full_weights(b, m), rows, table, bound)[1]
+    return full_weights(b, m), np.array(history)
+
+
+def full_weights(upper, m):
+    """The symmetric (M, M) matrix with ``upper`` on its strict upper triangle."""
+    out = np.zeros((m, m))
+    out[np.triu_indices(m, 1)] = upper
+    return out + out.T
+
+
+def armijo_step(b, g, value, s, step, gamma, eta, objective, gain=0.0, min_step=1e-12):
+    """One projected step from the upper-triangle weights ``b`` along the gradient ``g``: tries
+    ``b' = P(b + s g)`` for ``s``, ``s gamma``, ... (down to ``min_step``) and accepts the first
+    with ``f(b') - value >= gain + eta g . (b' - b)`` (Armijo along the projection arc; ``gain``
+    is a known increase of ``f`` at ``b`` since ``g`` was computed, by default none). Returns
+    ``(b', f(b'), s)`` or None. ``objective`` maps a full (M, M) beta to its value."""
+    m = int(round((1 + np.sqrt(1 + 8 * len(b))) / 2))
+    s = min(s, step)
+    while s >= min_step:
+        candidate = project_to_simplex(b + s * g)
+        weights = full_weights(candidate, m)
+        if _connected(weights):
+            new_value = objective(weights)
+            if new_value - value >= gain + eta * g @ (candidate - b):
+                return candidate, new_value, s
+        s *= gamma
+    return None
 
 
 def _connected(weights):

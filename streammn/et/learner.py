@@ -28,6 +28,7 @@ target (``benchmarks/results/et_diagnosis.md``).
 With ``learn_theta`` a phase continues from the plug-in fit by learning the edge tables with
 beta (Eq. 7, :mod:`streammn.et.edge_tables`); the learned tables are part of the state and of
 the published density, and the next phase starts again from the smoothed tables of the counts.
+Measured: 100 variables, 10,000 rows, 174 CPU s; 200 variables, 4,000 rows, 750-1,020 CPU s.
 
 The Markov network (snapshots, PLL scoring, .mn/.uai files) has one pairwise table per graph
 edge (rho above ``rho_threshold``) and one unary table per variable, started at the tree
@@ -81,7 +82,8 @@ class EnsembleOfTrees(Estimator):
         Learn the edge distributions with beta (the full model of Eq. 7, MAP under the
         smoothing prior; :mod:`streammn.et.edge_tables`), starting from the smoothed tables and
         the plug-in beta: recovers the weak edges of dense networks and fits a much better
-        density, at about 10x the CPU of a phase.
+        density, at 4-8x the CPU of a phase; on the 200-node networks of the paper it adds
+        many false edges (``benchmarks/results/et.md``).
     rho_threshold : float, optional
         An edge is in the graph when its appearance probability rho (Eq. 8) exceeds this
         (default ``2 / M``, every pair's rho under the uniform ensemble of all spanning trees;
@@ -203,7 +205,7 @@ class EnsembleOfTrees(Estimator):
         if not self.learn_theta:
             return beta, None, history
         return learn_jointly(beta, rows, node, pair, self.schema.cardinalities, self.alpha,
-                             max_iter=self.max_iter, tol=self.tol)
+                             tol=self.tol)
 
     def learn_beta(self) -> "EnsembleOfTrees":
         """One learning phase: theta from the counts, then PGD on the sample (Eq. 14 start the
