@@ -129,9 +129,12 @@ class EdgeGrafting(Estimator):
         Streaming: rows between two learning phases of :meth:`partial_fit`.
     steps_per_update : int or None, default None
         Streaming: activation steps per learning phase (None: until max_edges or no edge passes).
-    stats_reservoir : int, default 20000
+    stats_reservoir : int, default 50000
         Rows kept by the statistics' row reservoir (answers for pairs requested late, and is the
-        sample of the pseudo-likelihood objective).
+        sample of the pseudo-likelihood objective): n bytes a row. At 20,000 the planted grid
+        (n = 30, 3 states) on 50k rows was found exactly, but its weights, fit on 20k of the
+        rows, scored 0.006 +- 0.003 below L1-LR's on all 50k in test PLL; at 50,000 they match
+        (-21.358 both). Runs on fewer rows than this are unaffected.
     refit : bool, default True
         Publish the active set's weights re-optimised without the group L1 (see
         :attr:`model_theta`).
@@ -187,7 +190,7 @@ class EdgeGrafting(Estimator):
                  objective: str = "pseudo", max_iter: int = 20, inference: str = "auto",
                  bp_damping: float = 0.5,
                  bp_tol: float = 1e-3, bp_max_iter: int = 60, update_every: int = 10000,
-                 steps_per_update: int | None = None, stats_reservoir: int = 20000,
+                 steps_per_update: int | None = None, stats_reservoir: int = 50000,
                  refit: bool = True, score_refit: bool = True,
                  standardise: bool | str = "either",
                  seed: int = 0):
