@@ -79,6 +79,7 @@ REFINE_ITERATIONS = 30
 REFINE_ROWS = 20000
 UAI_MAX_ENTRIES = 1 << 22
 WHEN_BUSY = ("wait", "skip")
+STDERR = "stderr"  # progress to sys.stderr as it is when a line is printed
 
 
 def learner_to_model(learner: StructureLearner, refine: bool = False,
@@ -192,7 +193,8 @@ class StreamLearner:
     formats:
         Model files written into each snapshot: any of ``"json"``, ``"mn"``, ``"uai"``.
     progress:
-        A text stream for progress lines (``None``: silent).
+        A text stream for progress lines (``None``: silent; default ``"stderr"``: whatever
+        ``sys.stderr`` is when a line is printed, so a redirection made after import holds).
     background:
         Write periodic snapshots from a forked child while learning continues (default; falls
         back to writing in this thread where the platform cannot fork).
@@ -227,7 +229,7 @@ class StreamLearner:
                  every_rows: int | None = None, every_seconds: float | None = None,
                  keep: int = 5, refine: bool = False,
                  validation: np.ndarray | None = None, prequential_rows: int | None = 4096,
-                 formats=("json", "mn", "uai"), progress: TextIO | None = sys.stderr,
+                 formats=("json", "mn", "uai"), progress: TextIO | str | None = STDERR,
                  progress_interval: float = 2.0, background: bool = True,
                  when_busy: str = "wait"):
         if every_rows is not None and every_rows < 1:
@@ -254,7 +256,7 @@ class StreamLearner:
         self.validation = None if validation is None else source.schema.validate(validation)
         self.prequential_rows = prequential_rows
         self.formats = tuple(formats)
-        self.progress_stream = progress
+        self._progress = progress
         self.progress_interval = progress_interval
         stored = source.schema.ceiling()  # a growing schema's stores: at its maxima
         self.marginals = MarginalCounts(stored)
@@ -669,6 +671,11 @@ class StreamLearner:
     def _drift_summary(self) -> dict | None:
         summary = getattr(self.learner, "drift_summary", None)
         return None if summary is None else summary()
+
+    @property
+    def progress_stream(self) -> TextIO | None:
+        """Where progress lines go now (see ``progress``)."""
+        return sys.stderr if self._progress == STDERR else self._progress
 
     def _print_progress(self, elapsed: float, rows: int, final: bool = False) -> None:
         st = self.state

@@ -29,6 +29,14 @@ def make(tmp_path, rows, **kw):
     return StreamLearner(source, learner, tmp_path / "out", progress=None, **kw)
 
 
+def test_default_progress_goes_to_stderr_as_it_is_when_printing(tmp_path, capsys):
+    """The default binds no stream at import: a redirection made later (here capsys's) holds."""
+    rows = chain_rows(500)
+    source = ArraySource(rows, schema=Schema.binary(rows.shape[1]), batch_size=250)
+    StreamLearner(source, DTSL(source.schema), tmp_path / "out").run()
+    assert "done: rows 500" in capsys.readouterr().err
+
+
 def test_snapshot_cadence_and_scores(tmp_path):
     rows = chain_rows(3000)
     eng = make(tmp_path, rows, every_rows=1000, validation=chain_rows(500, seed=1))
