@@ -205,7 +205,7 @@ def learn_jointly(beta, rows, node_probs, pair_probs, cards, alpha, max_rounds=3
     n, m = rows.shape[0], len(cards)
     upper = edge_tables.upper
     phi = edge_tables.phi_of(pair_probs)
-    point = _evaluate(beta, phi, rows, edge_tables, pair_probs)
+    point = _evaluate(beta, edge_tables.tables(phi), rows, edge_tables, pair_probs)
     history = [point.value]
     phi_step = beta_step = 1.0
     for _ in range(max_rounds):
@@ -214,15 +214,15 @@ def learn_jointly(beta, rows, node_probs, pair_probs, cards, alpha, max_rounds=3
             slope = (point.phi_grad * point.phi_grad).sum()
             while phi_step > 1e-12:
                 candidate = phi + phi_step * point.phi_grad
-                new_value = map_objective(beta, rows, edge_tables, edge_tables.tables(candidate),
-                                          pair_probs)
+                tables = edge_tables.tables(candidate)
+                new_value = map_objective(beta, rows, edge_tables, tables, pair_probs)
                 if new_value - point.value >= eta * phi_step * slope:
                     break
                 phi_step *= gamma
             else:
                 break
             gain, phi, phi_step = new_value - point.value, candidate, phi_step / gamma
-            point = _evaluate(beta, phi, rows, edge_tables, pair_probs)
+            point = _evaluate(beta, tables, rows, edge_tables, pair_probs)
             if gain < tol / steps:
                 break
         prior = edge_tables.log_prior(point.tables, n)
@@ -234,7 +234,7 @@ def learn_jointly(beta, rows, node_probs, pair_probs, cards, alpha, max_rounds=3
                 break
             gain, beta, beta_step = (trial[1] - point.value, full_weights(trial[0], m),
                                      min(1.0, trial[2] / gamma))
-            point = _evaluate(beta, phi, rows, edge_tables, pair_probs)
+            point = _evaluate(beta, point.tables, rows, edge_tables, pair_probs)
             if gain < tol / steps:
                 break
         history.append(point.value)
@@ -251,9 +251,9 @@ class _Point(NamedTuple):
     table: np.ndarray  # the ratio table (M, M, K, K) of the row weights
 
 
-def _evaluate(beta, phi, rows, edge_tables, base):
-    """The MAP objective and its gradients in beta and phi from one pass over the rows."""
-    tables = edge_tables.tables(phi)
+def _evaluate(beta, tables, rows, edge_tables, base):
+    """The MAP objective and its gradients in beta and phi at the pair ``tables`` (those of the
+    current phi) from one pass over the rows."""
     table = ratio_table(edge_tables.node, edge_tables.full(tables, base))
     value, beta_grad, sums = objective_and_cell_sums(beta, rows, table)
     n = rows.shape[0]

@@ -26,7 +26,8 @@ took 0.17 s, 30% of a joint fit's time at M = 200 (profile in
 import numba as nb
 import numpy as np
 from numba.np.linalg import _LAPACK
-from threadpoolctl import threadpool_limits
+
+from streammn.blas import blas_threads
 
 
 def reduced_laplacians(weights):
@@ -51,7 +52,7 @@ def log_spanning_tree_sums(weights):
     lap = reduced_laplacians(weights)
     if lap.shape[-1] == 0:
         return np.zeros(lap.shape[0])
-    with threadpool_limits(limits=1, user_api="blas"):  # see the module docstring
+    with blas_threads(1):  # see the module docstring
         chol = np.linalg.cholesky(lap)
     return 2.0 * np.log(np.diagonal(chol, axis1=-2, axis2=-1)).sum(axis=-1)
 
@@ -136,7 +137,7 @@ def _run_rows(rows, beta, table, mode):
     rows = np.ascontiguousarray(rows, dtype=np.int64)
     beta = np.ascontiguousarray(beta, dtype=np.float64)
     n_chunks = max(1, min(rows.shape[0], 4 * nb.get_num_threads()))
-    with threadpool_limits(limits=1, user_api="blas"):  # the row chunks are the parallelism
+    with blas_threads(1):  # the row chunks are the parallelism
         log_dets, sums = _row_terms(rows, beta, np.ascontiguousarray(table), mode, n_chunks)
     return log_dets, sums.sum(axis=0)
 
@@ -184,7 +185,7 @@ def effective_resistances(weights):
     lap = reduced_laplacians(weights)
     n, r = lap.shape[0], lap.shape[-1]
     g = np.zeros((n, r + 1, r + 1))
-    with threadpool_limits(limits=1, user_api="blas"):
+    with blas_threads(1):
         g[:, :r, :r] = np.linalg.solve(lap, np.broadcast_to(np.eye(r), lap.shape))
     d = np.diagonal(g, axis1=-2, axis2=-1)
     return d[:, :, None] + d[:, None, :] - g - g.transpose(0, 2, 1)
@@ -202,11 +203,9 @@ def objective_and_cell_sums(beta, rows, table):
     over the rows (the beta gradient is ``sum_ab table S`` per pair)."""
     beta = np.asarray(beta, dtype=np.float64)
     log_dets, sums = cell_resistance_sums(rows, beta, table)
-    n = len(log_dets)
-    grad = (table * sums).sum(axis=(2, 3)) / n
-    grad = grad + grad.T - effective_resistances(beta[None])[0]
-    np.fill_diagonal(grad, 0.0)
-    return log_dets.mean() - log_spanning_tree_sums(beta[None])[0], grad, sums
+    upper = (table * sums).sum(axis=(2, 3))
+    value, grad = _objective(beta, log_dets, upper + upper.T, bound=False)
+    return value, grad, sums
 
 
 def structure_objective_and_gradient(beta, rows, table, bound=False):
@@ -219,7 +218,13 @@ def structure_objective_and_gradient(beta, rows, table, bound=False):
     """
     beta = np.asarray(beta, dtype=np.float64)
     log_dets, grad = row_log_dets(rows, beta, table, with_grad=True)
-    value, grad = log_dets.mean(), grad / len(log_dets)
+    return _objective(beta, log_dets, grad, bound)
+
+
+def _objective(beta, log_dets, row_grad, bound):
+    """The structural objective and its gradient from the rows' log-determinants and the
+    summed gradient of those in beta (symmetric), minus the normaliser's unless ``bound``."""
+    value, grad = log_dets.mean(), row_grad / len(log_dets)
     if not bound:
         value -= log_spanning_tree_sums(beta[None])[0]
         grad -= effective_resistances(beta[None])[0]

@@ -11,21 +11,14 @@ import functools
 
 import numba
 import numpy as np
-from threadpoolctl import ThreadpoolController
 
+from streammn.blas import blas_threads
 from streammn.trees import counting, kernels, missing
 from streammn.trees.forest import Forest
 
 PARALLEL_WORK = 200_000  # rows x trees (about 10 ms) below which a step runs on one thread
 GRAM_BLOCK = 8192  # rows per float32 block of add_at_roots: sums stay exact (< 2**24)
 LOG_TABLE = 1 << 15  # split scoring looks up the logarithms of counts below this
-
-
-@functools.cache
-def _blas() -> ThreadpoolController:
-    """The process's thread pools, found once: finding them reads the loaded libraries, a few
-    milliseconds a time, which the root passes of a fast stream would pay at every rebuild."""
-    return ThreadpoolController()
 
 
 @functools.cache
@@ -181,7 +174,7 @@ class LeafStats:
         colsum = np.zeros(self.K, dtype=np.int64)
         n_rows = np.full(f.schema.n_vars, rows.shape[0], dtype=np.int64)  # target observed
         miss_by_col = np.zeros((f.schema.n_vars, self.K), dtype=np.int64)
-        with _blas().limit(limits=self.n_threads, user_api="blas"):
+        with blas_threads(self.n_threads):
             for start in range(0, rows.shape[0], GRAM_BLOCK):
                 block_rows = rows[start:start + GRAM_BLOCK]
                 block = self.indicators(block_rows).astype(np.float32)
