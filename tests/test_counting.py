@@ -173,7 +173,8 @@ def test_copy_bits_moves_bit_ranges_between_bitmaps():
 @pytest.mark.parametrize("cards,prior", [((2,) * 6, 1.0), ((2, 3, 4, 2, 5, 3), 2.5)])
 def test_scoring_log_tables_leave_every_gain_unchanged(cards, prior):
     """Split scoring with the logarithms of counts looked up (tables of any size, counts past
-    the table computed) gives bit for bit the gains and choices computed without tables."""
+    the table computed), and by the binary path when every variable is binary, gives bit for
+    bit the gains and choices computed without tables by the general path."""
     rng = np.random.default_rng(11)
     schema = Schema.from_cardinalities(list(cards))
     f = random_forest(schema, rng, 12)
@@ -188,10 +189,12 @@ def test_scoring_log_tables_leave_every_gain_unchanged(cards, prior):
     args = (slots, st.slot_target, st.tot, st.stats, f.cards, st.offsets, 1, f.prior, True)
     computed = kernels.score_slots(*args, kernels.log_tables(f.prior, values, 0), log_row)
     assert np.isfinite(computed[2]).sum() > 5
+    binary_paths = (False, True) if max(cards) == 2 else (False,)
     for size in (1, 64, 1 << 15):
-        looked_up = kernels.score_slots(*args, kernels.log_tables(f.prior, values, size),
-                                        log_row)
-        for a, b in zip(computed, looked_up):
-            np.testing.assert_array_equal(a, b)
+        for binary in binary_paths:  # every variable binary: the binary path too
+            looked_up = kernels.score_slots(*args, kernels.log_tables(f.prior, values, size),
+                                            log_row, binary)
+            for a, b in zip(computed, looked_up):
+                np.testing.assert_array_equal(a, b)
     for a, b in zip(computed, st.score(slots, 1)):
         np.testing.assert_array_equal(a, b)

@@ -236,8 +236,10 @@ class LeafStats:
             values = np.unique(self.forest.cards)
             self._logs = _log_tables(float(self.forest.prior), tuple(values.tolist()))
             self._log_row[values] = np.arange(1, values.size + 1)
-        args = (slots, self.slot_target, self.tot, self.stats, self.forest.cards, self.offsets,
-                int(min_count), self.forest.prior, not self.missing, self._logs, self._log_row)
+        cards = self.forest.cards
+        args = (slots, self.slot_target, self.tot, self.stats, cards, self.offsets,
+                int(min_count), self.forest.prior, not self.missing, self._logs, self._log_row,
+                bool((cards == 2).all()))
         n_blocks = self._blocks(slots.size, slots.size * self.K)
         if n_blocks == 1:
             return kernels.score_slots(*args)
