@@ -144,15 +144,8 @@ def log_tables(prior, cards, size):
 
 @nb.njit(cache=True, inline="always")
 def _log_of(x, shift, logs, row):
-    """``log(x + shift)`` for a count ``x``: from row ``row`` of ``logs`` when it holds it."""
-    if 0.0 <= x < logs.shape[1]:
-        return logs[row, int(x)]
-    return np.log(x + shift)
-
-
-@nb.njit(cache=True, inline="always")
-def _log_of_count(x, shift, logs, row):
-    """:func:`_log_of` of a count ``x >= 0`` held as an integer."""
+    """``log(x + shift)`` for a count ``x >= 0`` (an integer): from row ``row`` of ``logs``
+    when it holds it."""
     if x < logs.shape[1]:
         return logs[row, x]
     return np.log(np.float64(x) + shift)
@@ -160,14 +153,15 @@ def _log_of_count(x, shift, logs, row):
 
 @nb.njit(cache=True, inline="always")
 def _loglik(c, d, alpha, prior, logs, row):
-    """Training log-likelihood of counts c[0:d] under their own smoothed estimate (logs of
-    ``count + alpha`` from row ``row`` of :func:`log_tables`)."""
-    n = 0.0
+    """Training log-likelihood of the integer counts c[0:d] under their own smoothed estimate
+    (logs of ``count + alpha`` from row ``row`` of :func:`log_tables`). A zero count adds a
+    signed zero, which leaves the sum as it is: no branch to mispredict."""
+    n = 0
     for y in range(d):
         n += c[y]
     ll = 0.0
     denom = _log_of(n, prior, logs, 0)
-    for y in range(d):  # a zero count adds a zero (no branch to mispredict): sum unchanged
+    for y in range(d):
         ll += c[y] * (_log_of(c[y], alpha, logs, row) - denom)
     return ll
 
@@ -240,10 +234,10 @@ def _score_slot(q, s, slot_target, tot, stats, cards, offsets, min_count, prior,
     t = slot_target[s]
     d = cards[t]
     alpha = prior / d
-    ct = np.zeros(d)
-    cf = np.zeros(d)
-    parent = np.zeros(d)
-    n_all = 0.0
+    ct = np.zeros(d, dtype=np.int64)
+    cf = np.zeros(d, dtype=np.int64)
+    parent = np.zeros(d, dtype=np.int64)
+    n_all = 0
     for y in range(d):
         parent[y] = tot[s, y]
         n_all += tot[s, y]
@@ -259,7 +253,7 @@ def _score_slot(q, s, slot_target, tot, stats, cards, offsets, min_count, prior,
         cj = cards[j]
         a0 = 1 if cj == 2 or not zero_tests else 0
         for a in range(a0, cj):
-            n_true = 0.0
+            n_true = 0
             for y in range(d):
                 if a >= 1:
                     v = stats[s, y, offsets[j] + a - 1]
@@ -302,14 +296,12 @@ def _score_slot(q, s, slot_target, tot, stats, cards, offsets, min_count, prior,
 
 @nb.njit(cache=True, inline="always")
 def _loglik2(c0, c1, alpha, prior, logs, row):
-    """:func:`_loglik` of the two counts ``c0, c1`` (integers), with the same floating-point
-    operations in the same order, so the result is the same to the bit. As there, a zero count
-    adds a signed zero, which leaves the sum as it is: no branch, which mispredicted on about
-    every other candidate and tripled the time of scoring."""
-    denom = _log_of_count(c0 + c1, prior, logs, 0)
+    """:func:`_loglik` of the two counts ``c0, c1``, with the same floating-point operations
+    in the same order (so the same result to the bit), without its loops over an array."""
+    denom = _log_of(c0 + c1, prior, logs, 0)
     ll = 0.0
-    ll += c0 * (_log_of_count(c0, alpha, logs, row) - denom)
-    ll += c1 * (_log_of_count(c1, alpha, logs, row) - denom)
+    ll += c0 * (_log_of(c0, alpha, logs, row) - denom)
+    ll += c1 * (_log_of(c1, alpha, logs, row) - denom)
     return ll
 
 
