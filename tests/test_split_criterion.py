@@ -9,7 +9,8 @@ from streammn.dtsl import DTSL
 from streammn.planted import LogisticBN
 from streammn.schema import Schema
 from streammn.trees import kernels
-from streammn.trees.criterion import n_candidates, significance_threshold
+from streammn.trees.criterion import (SignificanceThresholds, n_candidates,
+                                     significance_threshold)
 
 
 def test_threshold_is_the_corrected_chi_square_quantile():
@@ -27,6 +28,19 @@ def test_threshold_is_the_corrected_chi_square_quantile():
     # the spending sequence sums to alpha however many looks
     looks = np.arange(1, 10 ** 6, dtype=np.float64)
     assert (1.0 / (looks * (looks + 1))).sum() < 1.0
+
+
+def test_thresholds_kept_per_target_and_look_are_the_function_s_values():
+    """The streaming learner's table of thresholds gives bit for bit what the function gives,
+    whatever the order in which (target, look) pairs first come, past its initial width."""
+    rng = np.random.default_rng(5)
+    cards = np.array([2, 3, 2, 4, 5])
+    table = SignificanceThresholds(0.05, cards)
+    for size in (1, 7, 40, 3):
+        targets = rng.integers(0, cards.size, size)
+        looks = rng.integers(1, 60, size)
+        want = significance_threshold(0.05, cards[targets], n_candidates(cards)[targets], looks)
+        np.testing.assert_array_equal(table(targets, looks), want)
 
 
 def _split_variables(model: DTSL) -> list[set[int]]:

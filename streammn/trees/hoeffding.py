@@ -71,7 +71,7 @@ from streammn.trees import counting, missing
 from streammn.trees.exact import grow_level_wise
 from streammn.trees.forest import Forest
 from streammn.trees.criterion import (AUTO, DEFAULT_ALPHA, DEFAULT_MIN_GAIN_PER_ROW,
-                                     n_candidates, significance_threshold, split_penalty)
+                                     SignificanceThresholds, split_penalty)
 from streammn.trees.stats import LeafStats
 
 
@@ -153,7 +153,7 @@ class HoeffdingGrower:
         self.rebuilds = True  # exact rebuilds allowed (drift adaptation turns them off)
         self.rebuild_count = 0  # rebuilds made by this object (not state: callers compare)
         if kappa == AUTO:
-            self._candidates = n_candidates(forest.cards)
+            self._significance = SignificanceThresholds(self.alpha, forest.cards)
         else:
             self._penalty = split_penalty(kappa, forest.cards)
         self._range = np.log(forest.cards.astype(np.float64))
@@ -411,8 +411,7 @@ class HoeffdingGrower:
     def _threshold(self, targets: np.ndarray, attempts: np.ndarray) -> np.ndarray:
         """Gain each attempted split must exceed (see :mod:`streammn.trees.criterion`)."""
         if self.kappa == AUTO:
-            return significance_threshold(self.alpha, self.forest.cards[targets],
-                                          self._candidates[targets], attempts)
+            return self._significance(targets, attempts)
         return self._penalty[targets]
 
     def _within_tree_cap(self, nodes: np.ndarray, gain: np.ndarray,
