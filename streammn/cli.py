@@ -15,7 +15,7 @@ import textwrap
 import warnings
 
 from streammn import options as opt
-from streammn.errors import EXIT_OK, EXIT_USAGE, SettingsError, exit_code  # noqa: F401 (EXIT_OK)
+from streammn.errors import EXIT_USAGE, SettingsError, exit_code
 
 
 class UsageError(SettingsError):

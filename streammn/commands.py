@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from connectors import open_source
-from streammn.cli import EXIT_OK, UsageError
-from streammn.errors import EXIT_SIGINT, EXIT_SIGTERM, DataError
+from streammn.cli import UsageError
+from streammn.errors import EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, DataError
 from streammn.dn import DependencyNetwork
 from streammn.formats import read_model, write_model
 from streammn.model import MarkovNetwork

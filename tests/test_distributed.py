@@ -17,7 +17,8 @@ from distributed import Client, LocalCluster  # noqa: E402
 
 from connectors.base import SourceUnavailable  # noqa: E402
 from connectors.parquet import ParquetSource, write_parquet  # noqa: E402
-from streammn.cli import EXIT_OK, EXIT_USAGE, main  # noqa: E402
+from streammn.cli import main  # noqa: E402
+from streammn.errors import EXIT_OK, EXIT_USAGE  # noqa: E402
 from streammn.distributed import (PINNED_ENV, DaskPasses, count_statistics,  # noqa: E402
                                   dask_client, group_partitions, n_batches,
                                   parquet_partitions)
