@@ -359,14 +359,15 @@ class HoeffdingGrower:
         bvar, bval, bgain, sgain, tcounts = st.score(due, self.min_count)
         targets = st.slot_target[due]
         n = n_stat[due].astype(np.float64)
-        eps = np.sqrt(self._range[targets] ** 2 * math.log(1.0 / self.delta) / (2.0 * n))
-        with np.errstate(invalid="ignore"):
-            margin = (bgain - sgain) / n
-        confident = (margin > eps) | (eps < self.tau) | (self.kappa == AUTO)
-        go = (bvar >= 0) & confident & (bgain > self._threshold(targets, st.attempts[due]))
+        go = (bvar >= 0) & (bgain > self._threshold(targets, st.attempts[due]))
         if self.kappa == AUTO:  # relevance: the split's share of the stream's log-likelihood
             leaf_rows = f.counts[st.slot_node[due]].sum(axis=1)
             go &= bgain / n * leaf_rows >= self.min_gain_per_row * self.stream_weight
+        else:  # the Hoeffding bound: best clear of the runner-up, or a near tie
+            eps = np.sqrt(self._range[targets] ** 2 * math.log(1.0 / self.delta) / (2.0 * n))
+            with np.errstate(invalid="ignore"):
+                margin = (bgain - sgain) / n
+            go &= (margin > eps) | (eps < self.tau)
         if self.max_tree_leaves is not None:
             go &= self._within_tree_cap(st.slot_node[due], bgain, go)
         self._retire_full_slots(due[~go])
