@@ -172,6 +172,9 @@ def worker_synthetic(n_rows: int, n_vars: int, kappa: float, batch_size: int) ->
             "progress": progress, "peak_rss_mb": peak_rss_mb()}
 
 
+# the defaults (one thread), the defaults on both cores, and the defaults before issue 11
+THROUGHPUT_SETTINGS = (("defaults", {}), ("two_threads", {"n_threads": 2}),
+                       ("previous_defaults", None))
 THROUGHPUT_SHAPES = (("16 binary", 16, 2), ("100 binary", 100, 2), ("300 binary", 300, 2),
                      ("100 x 4 values", 100, 4))
 
@@ -208,7 +211,8 @@ def worker_throughput(n_rows: int, n_vars: int, card: int) -> dict:
     schema = Schema.from_cardinalities([card] * n_vars)
     rows = planted_rows(n_rows, n_vars, card)
     out = {"n_rows": n_rows, "n_vars": n_vars, "card": card, "batch_size": BATCH}
-    for label, params in (("defaults", {}), ("previous_defaults", PREVIOUS_DEFAULTS)):
+    for label, params in THROUGHPUT_SETTINGS:
+        params = PREVIOUS_DEFAULTS if params is None else params
         DTSL(schema, **params).fit(rows[:2000])  # load the compiled kernels
         model = DTSL(schema, **params)
         c0, w0 = time.process_time(), time.perf_counter()
@@ -219,7 +223,7 @@ def worker_throughput(n_rows: int, n_vars: int, card: int) -> dict:
                       "rows_per_s": n_rows / wall, "rows_per_s_cpu": n_rows / cpu,
                       "leaves": int(model.tree_stats()["n_leaves"].sum())}
     out["gram_rows_per_s"] = gram_rows_per_s(LeafStats(model.forest, 1).indicators(rows))
-    for label in ("defaults", "previous_defaults"):
+    for label, _ in THROUGHPUT_SETTINGS:
         out[label]["gram_ratio"] = out["gram_rows_per_s"] / out[label]["rows_per_s"]
     return out
 
@@ -229,7 +233,9 @@ def throughput_markdown(results: dict) -> str:
              f"Machine: {results['machine']}; load average before / after: "
              f"{results['load_before']} / {results['load_after']} (shared machine: other jobs "
              "ran alongside, so wall rates are below what the code does on a quiet core; "
-             "CPU rates are per CPU second of this process). One thread (learner and BLAS). "
+             "CPU rates are per CPU second of this process). One thread (learner and BLAS), "
+             "except `two_threads` (the learner's n_threads=2; its ratios are to the same "
+             "one-thread floor). "
              "Planted streams of "
              f"{results['n_rows']:,} rows, batches of {results['batch_size']:,}. Floor: float32 "
              "`X.T @ X` over the same rows' indicator columns, in the same process. Targets: "
@@ -238,7 +244,7 @@ def throughput_markdown(results: dict) -> str:
              "| variables | settings | rows/s wall | rows/s per CPU s | `X.T @ X` rows/s | "
              "ratio (wall) | ratio (CPU) | leaves |", "|---|---|---|---|---|---|---|---|"]
     for r in results["shapes"]:
-        for label in ("defaults", "previous_defaults"):
+        for label, _ in THROUGHPUT_SETTINGS:
             t = r[label]
             lines.append(f"| {r['label']} | {label} {t['params'] or ''} | "
                          f"{t['rows_per_s']:,.0f} | {t['rows_per_s_cpu']:,.0f} | "
@@ -257,6 +263,7 @@ def run_throughput(n_rows: int, out_dir: str) -> dict:
         r["label"] = label
         results["batch_size"] = r["batch_size"]
         print(f"throughput {label}: defaults {r['defaults']['rows_per_s']:,.0f} rows/s, "
+              f"two threads {r['two_threads']['rows_per_s']:,.0f}, "
               f"previous {r['previous_defaults']['rows_per_s']:,.0f}, X.T@X "
               f"{r['gram_rows_per_s']:,.0f}", flush=True)
         results["shapes"].append(r)
