@@ -95,23 +95,23 @@ def _padded_buffer(n_rows: int, n_vars: int) -> np.ndarray:
 
 class _BufferPasses:
     """Exact growth's passes (:data:`streammn.trees.exact.CountPass`) over the replay buffer's
-    rows, held in memory: the first at the roots as a co-occurrence count, the others by the
-    segmented count (:mod:`streammn.trees.counting`) with the rows' bitmaps and lanes made
-    once, whose bit-sliced routing costs a tree's nodes times the buffer's words per pass
-    rather than a step per row and tree."""
+    rows, held in memory with their value bitmaps: the first at the roots as a co-occurrence
+    count, the others as a replay (:func:`counting.replay`) of the split nodes whose children
+    the pass counts. Level-wise growth counts a level's leaves right after their parents split,
+    so the rows at each parent are the AND of the bitmaps of its path's tests, and only the
+    children that hold slots (after sibling subtraction, the smaller of each pair) have their
+    rows summed: no routing of the whole buffer through every tree at every level."""
 
-    def __init__(self, rows: np.ndarray, stats: LeafStats):
+    def __init__(self, rows: np.ndarray, bits: np.ndarray):
         self.rows = rows
-        self.prepared = stats.prepare(rows)
-        self.n_passes = 0
+        self.bits = bits
 
     def __call__(self, forest: Forest, stats: LeafStats, chunk: np.ndarray,
                  trees: np.ndarray) -> None:
-        if self.n_passes == 0 and np.array_equal(chunk, forest.roots[trees]):
+        if np.array_equal(chunk, forest.roots[trees]):
             stats.add_at_roots(self.rows, trees)
         else:
-            stats.add(self.rows, count_leaves=False, trees=trees, prepared=self.prepared)
-        self.n_passes += 1
+            stats.replay(self.rows, self.bits, np.unique(forest.parent[chunk]))
 
 
 class HoeffdingGrower:
@@ -272,8 +272,8 @@ class HoeffdingGrower:
         over a finite file of up to ``replay_rows`` rows should give, so it replaces the trees
         at doubling row counts. Each leaf of the rebuilt trees has had one look (the exact
         pass), so its looks go on from ``k = 2``. The new leaves keep the statistics the exact
-        pass that decided them counted; a last pass routes the rows to their leaves (the
-        buffer's leaves) and counts only the leaves too small to have been tried. Costs
+        pass that decided them counted; the leaves too small to have been tried are counted
+        last, by a replay of their parents. Costs
         an exact fit on the buffer; summed over the doubling points, about twice that for the
         full buffer, once per stream. Afterwards growth is plain Hoeffding
         growth."""
@@ -281,7 +281,7 @@ class HoeffdingGrower:
         self.rebuild_count += 1
         rows = self._buf[:self._buf_len]
         fresh = Forest(f.schema, prior=f.prior)
-        passes = _BufferPasses(rows, st)
+        passes = _BufferPasses(rows, self._buf_bits)
         final = []  # statistics of the exact trees' leaves, from the pass that decided them
         grow_level_wise(fresh, None, AUTO, self.min_count, self.max_depth,
                         max(1, self.leaf_budget), st.n_threads, count_pass=passes,
@@ -294,11 +294,12 @@ class HoeffdingGrower:
         self._has_inactive = False
         self._enforce_budget(self._eligible(f.leaves()))
         # seeding counts the rows only at leaves the exact passes never counted (too small
-        # to be tried)
+        # to be tried); every root was counted, so these are children of split nodes
         known = np.concatenate([leaf_stats[0] for leaf_stats in final])
-        counting = f.slot.copy()
-        counting[known] = -1
-        st.add(rows, count_leaves=False, node_slot=counting, prepared=passes.prepared)
+        unknown = f.slot.copy()
+        unknown[known] = -1
+        parents = np.unique(f.parent[np.flatnonzero(unknown >= 0)])
+        st.replay(rows, self._buf_bits, parents, node_slot=unknown)
         for nodes, tot, stats in final:  # chunk by chunk: no copy of them all
             slots = f.slot[nodes]
             if (slots < 0).any():  # a budget that binds left some without a slot

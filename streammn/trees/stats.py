@@ -211,17 +211,19 @@ class LeafStats:
         else:
             kernels.accumulate_cached_parallel(*args, n_blocks)
 
-    def replay(self, rows: np.ndarray, bits: np.ndarray, parents: np.ndarray) -> None:
+    def replay(self, rows: np.ndarray, bits: np.ndarray, parents: np.ndarray,
+               node_slot: np.ndarray | None = None) -> None:
         """Add the past ``rows`` (with their :func:`counting.value_bits` ``bits``) that reach
         the just-split nodes ``parents`` to their children's statistics (see
         :func:`counting.replay`; ``rows`` must be followed by ``counting.LANE_BLOCK`` readable
-        bytes)."""
+        bytes). ``node_slot``: count only at the children it gives a slot (default: every
+        active child, the forest's slots)."""
         if rows.shape[0] == 0 or parents.size == 0:
             return
         f = self.forest
         args = (rows, bits, rows.shape[0], self.binary, self.offsets,
-                parents.astype(np.int64), f.links, f.parent, f.tree, f.cards, f.slot,
-                self.tot, self.stats, self.n)
+                parents.astype(np.int64), f.links, f.parent, f.tree, f.cards,
+                f.slot if node_slot is None else node_slot, self.tot, self.stats, self.n)
         # a split costs a few words per 64 rows and level: about a row x tree per 64 rows
         n_blocks = self._blocks(parents.size, rows.shape[0] * parents.size // 64)
         if n_blocks == 1:  # a parallel launch wakes (and spins) every thread
