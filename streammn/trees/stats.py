@@ -212,24 +212,24 @@ class LeafStats:
             kernels.accumulate_cached_parallel(*args, n_blocks)
 
     def replay(self, rows: np.ndarray, bits: np.ndarray, parents: np.ndarray,
-               node_slot: np.ndarray | None = None) -> None:
-        """Add the past ``rows`` (with their :func:`counting.value_bits` ``bits``) that reach
-        the just-split nodes ``parents`` to their children's statistics (see
-        :func:`counting.replay`; ``rows`` must be followed by ``counting.LANE_BLOCK`` readable
-        bytes). ``node_slot``: count only at the children it gives a slot (default: every
-        active child, the forest's slots)."""
-        if rows.shape[0] == 0 or parents.size == 0:
+               node_slot: np.ndarray | None = None, first: int = 0) -> None:
+        """Add the past ``rows`` (with their :func:`counting.value_bits` ``bits``; from row
+        ``first`` on) that reach the just-split nodes ``parents`` to their children's
+        statistics (see :func:`counting.replay`; ``rows`` must be followed by
+        ``counting.LANE_BLOCK`` readable bytes). ``node_slot``: count only at the children it
+        gives a slot (default: every active child, the forest's slots)."""
+        if rows.shape[0] <= first or parents.size == 0:
             return
         f = self.forest
         args = (rows, bits, rows.shape[0], self.binary, self.offsets,
                 parents.astype(np.int64), f.links, f.parent, f.tree, f.cards,
                 f.slot if node_slot is None else node_slot, self.tot, self.stats, self.n)
         # a split costs a few words per 64 rows and level: about a row x tree per 64 rows
-        n_blocks = self._blocks(parents.size, rows.shape[0] * parents.size // 64)
+        n_blocks = self._blocks(parents.size, (rows.shape[0] - first) * parents.size // 64)
         if n_blocks == 1:  # a parallel launch wakes (and spins) every thread
-            counting.replay(*args)
+            counting.replay(*args, first=first)
         else:
-            counting.replay_parallel(*args, n_blocks)
+            counting.replay_parallel(*args, n_blocks, first=first)
 
     def score(self, slots: np.ndarray, min_count: int):
         """Best split of each slot: see :func:`kernels.score_slots`."""
