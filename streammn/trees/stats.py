@@ -165,13 +165,13 @@ class LeafStats:
         other values. One BLAS product per block of rows instead of a pass over every tree:
         the first pass of exact growth costs no more than ``X.T @ X``. Exact: the products of
         0/1 entries are summed in float32 over at most ``GRAM_BLOCK`` rows, so every partial
-        sum is an integer below 2**24."""
+        sum is an integer below 2**24. The column sums are the Gram matrix's diagonal (an
+        indicator is its own square)."""
         f = self.forest
         if self.tot.shape[0] == 0:
             self._grow(1)
         cards, offsets = f.cards, self.offsets
         gram = np.zeros((self.K, self.K), dtype=np.int64)
-        colsum = np.zeros(self.K, dtype=np.int64)
         n_rows = np.full(f.schema.n_vars, rows.shape[0], dtype=np.int64)  # target observed
         miss_by_col = np.zeros((f.schema.n_vars, self.K), dtype=np.int64)
         with blas_threads(self.n_threads):
@@ -179,11 +179,11 @@ class LeafStats:
                 block_rows = rows[start:start + GRAM_BLOCK]
                 block = self.indicators(block_rows).astype(np.float32)
                 gram += (block.T @ block).astype(np.int64)
-                colsum += block.sum(axis=0, dtype=np.int64)
                 if self.missing:
                     n_missing, with_col = missing.missing_by_indicator(block_rows, block)
                     n_rows -= n_missing
                     miss_by_col += with_col
+        colsum = gram.diagonal()
         for t in trees:
             s = f.slot[f.roots[t]]
             d, first = cards[t], offsets[t]
