@@ -43,7 +43,9 @@ The vector adds are an LLVM intrinsic (:func:`_add_lane_block`): as a loop over 
 LLVM cannot tell that the accumulators and the lanes do not overlap and adds byte by byte.
 
 Hoeffding replay (:func:`replay`) counts the replay buffer's rows that reach a just-split node
-into its children the same ways, the rows found from the buffer's bitmaps.
+into its children the same ways, the rows found from the buffer's bitmaps; the passes of the
+exact rebuilds over the buffer are replays too (from a first row on, for the nodes a rebuild
+takes over from the last).
 
 The counts are integers, so the order in which rows are added does not change them: the
 statistics, leaf counts and due slots are exactly those of adding the rows one at a time, in

@@ -36,7 +36,10 @@ a split taken on the first hundred rows is often not the one the whole stream su
 the buffer still holds every row of the stream, the trees are regrown exactly from it at
 ``REBUILD_FIRST * 2**k`` rows and at the last boundary the buffer can hold, so one pass over a
 file of up to ``replay_rows`` rows ends close to (at a rebuild point: equal to) exact DTSL on
-the same rows; see :meth:`HoeffdingGrower._rebuild`.
+the same rows; see :meth:`HoeffdingGrower._rebuild`. A rebuild's passes are replays of the
+buffer's bitmaps (a level's nodes are counted just after their parents split), and a node the
+last rebuild grew too starts from the statistics counted then and counts only the rows added
+since (:class:`_BufferPasses`).
 
 Rows are processed in chunks whose boundaries are fixed positions of the whole stream, and the
 leaves that came due within a chunk are looked at at its end, so the model does not depend on
@@ -96,7 +99,9 @@ def _padded_buffer(n_rows: int, n_vars: int) -> np.ndarray:
 class _EarlierGrowth:
     """The trees of the last rebuild and the statistics its exact growth counted at every node
     it counted (or derived), on the buffer's first ``n_rows`` rows: the next rebuild, on the
-    same rows and more, starts from them where it grows the same nodes."""
+    same rows and more, starts from them where it grows the same nodes. Derived, like the
+    buffer's bitmaps: not part of the grower's state (a resumed grower's next rebuild counts
+    every row, with the same result)."""
 
     def __init__(self, forest: Forest, n_rows: int, counted: list):
         """``counted``: the ``(nodes, tot, stats)`` chunks exact growth gave ``on_stats``."""
