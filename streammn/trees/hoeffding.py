@@ -104,19 +104,32 @@ class _EarlierGrowth:
     every row, with the same result)."""
 
     def __init__(self, forest: Forest, n_rows: int, counted: list):
-        """``counted``: the ``(nodes, tot, stats)`` chunks exact growth gave ``on_stats``."""
+        """``counted``: the ``(nodes, tot, stats)`` chunks exact growth gave ``on_stats``, kept
+        as they are (no copy of them all)."""
         self.links = forest.links[:forest.n_nodes].copy()
         self.roots = forest.roots.copy()
         self.n_rows = n_rows
-        nodes = np.concatenate([chunk[0] for chunk in counted])
-        self.row = np.full(forest.n_nodes, -1, dtype=np.int64)  # node -> row of tot, stats
-        self.row[nodes] = np.arange(nodes.size)
-        self.tot = np.concatenate([chunk[1] for chunk in counted], dtype=STATS_DTYPE)
-        self.stats = np.concatenate([chunk[2] for chunk in counted], dtype=STATS_DTYPE)
+        self.counted = [(tot, stats) for _, tot, stats in counted]
+        self.chunk = np.full(forest.n_nodes, -1, dtype=np.int32)  # node -> its chunk ...
+        self.row = np.zeros(forest.n_nodes, dtype=np.int64)  # ... and row there
+        for i, (nodes, _, _) in enumerate(counted):
+            self.chunk[nodes] = i
+            self.row[nodes] = np.arange(nodes.size)
 
     @property
     def nbytes(self) -> int:
-        return self.links.nbytes + self.row.nbytes + self.tot.nbytes + self.stats.nbytes
+        return (self.links.nbytes + self.chunk.nbytes + self.row.nbytes
+                + sum(tot.nbytes + stats.nbytes for tot, stats in self.counted))
+
+    def copy_to(self, stats: LeafStats, nodes: np.ndarray, slots: np.ndarray) -> None:
+        """Write the statistics of ``nodes`` (counted ones) to ``slots`` of ``stats``."""
+        chunk = self.chunk[nodes]
+        for i in np.unique(chunk):
+            at = chunk == i
+            tot, node_stats = self.counted[i]
+            rows = self.row[nodes[at]]
+            stats.tot[slots[at]] = tot[rows]
+            stats.stats[slots[at]] = node_stats[rows]
 
 
 class _BufferPasses:
@@ -175,17 +188,15 @@ class _BufferPasses:
             for side in (2, 3):
                 self.same[forest.links[parents[kept], side]] = earlier.links[old[kept], side]
         old = self.same[chunk]
-        row = np.where(old >= 0, earlier.row[old], -1)
+        counted = np.where(old >= 0, earlier.chunk[old], -1) >= 0
         if parents is None:
-            resumed = row >= 0
+            resumed = counted
             known = resumed
         else:
-            incomplete = np.unique(forest.parent[chunk[row < 0]])
+            incomplete = np.unique(forest.parent[chunk[~counted]])
             resumed = ~np.isin(parents, incomplete)
             known = np.isin(forest.parent[chunk], parents[resumed])
-        slots = forest.slot[chunk[known]]
-        stats.tot[slots] = earlier.tot[row[known]]
-        stats.stats[slots] = earlier.stats[row[known]]
+        earlier.copy_to(stats, old[known], forest.slot[chunk[known]])
         return resumed
 
 
@@ -370,16 +381,14 @@ class HoeffdingGrower:
         self._has_inactive = False
         self._enforce_budget(self._eligible(f.leaves()))
         growth = _EarlierGrowth(f, rows.shape[0], counted)
-        del counted
         # the leaves the exact passes counted keep those statistics; the others (too small to
         # be tried; every root was counted, so children of split nodes) are replayed
-        row = growth.row
-        unknown = np.where(row >= 0, -1, f.slot[:f.n_nodes]).astype(f.slot.dtype)
+        was_counted = growth.chunk >= 0
+        unknown = np.where(was_counted, -1, f.slot[:f.n_nodes]).astype(f.slot.dtype)
         st.replay(rows, self._buf_bits, np.unique(f.parent[np.flatnonzero(unknown >= 0)]),
                   node_slot=unknown)
-        known = np.flatnonzero((row >= 0) & (f.slot[:f.n_nodes] >= 0))
-        st.tot[f.slot[known]] = growth.tot[row[known]]
-        st.stats[f.slot[known]] = growth.stats[row[known]]
+        known = np.flatnonzero(was_counted & (f.slot[:f.n_nodes] >= 0))
+        growth.copy_to(st, known, f.slot[known])
         # kept for the next rebuild, if there is one, in statistics memory the slots leave free
         last = self.rows_seen + self._spacing(self.rows_seen) > self.replay_rows
         free = (self.leaf_budget - st.n_active) * self._slot_bytes
