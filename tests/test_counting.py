@@ -103,12 +103,14 @@ def test_lane_sums_flush_before_uint8_overflows():
 @pytest.mark.parametrize("cards,missing", [((2,) * 70, False), ((2, 3, 4, 2, 5, 3), False),
                                            ((2, 3, 4, 2, 5, 3), True)])
 @pytest.mark.parametrize("n_blocks", [1, 2])
-@pytest.mark.parametrize("sums", ["rows", "bits"])
-def test_replay_equals_row_by_row(cards, missing, n_blocks, sums):
+@pytest.mark.parametrize("sums", ["rows", "bits", "either"])
+@pytest.mark.parametrize("first", [0, 141])
+def test_replay_equals_row_by_row(cards, missing, n_blocks, sums, first):
     """The buffered rows at just-split nodes, found from their value bitmaps, are counted at
     the children (binary: summed by group from the buffer's rows as lanes, past the 64-column
-    block; else row by row; or counted from the bitmaps); bits past the buffered rows are
-    ignored; in blocks of nodes."""
+    block; else row by row; or counted from the bitmaps; or either, by the cost model);
+    bits past the buffered rows are ignored; in blocks of nodes; from a first row on
+    (mid-word), or all."""
     from streammn.trees.hoeffding import _padded_buffer
     rng = np.random.default_rng(len(cards) + missing)
     schema = Schema.from_cardinalities(list(cards)).with_missing(missing)
@@ -132,7 +134,7 @@ def test_replay_equals_row_by_row(cards, missing, n_blocks, sums):
     tot, stats, n = st.tot.copy(), st.stats.copy(), st.n.copy()
     ind = st.indicators(rows).astype(np.int64)
     leaf_after = kernels.route(rows, f.roots, f.links)
-    for r in range(rows.shape[0]):
+    for r in range(first, rows.shape[0]):
         for t in range(len(cards)):
             leaf, y = leaf_after[r, t], rows[r, t]
             s = f.slot[leaf]
@@ -142,11 +144,11 @@ def test_replay_equals_row_by_row(cards, missing, n_blocks, sums):
                 n[s] += 1
     args = (rows, bits, rows.shape[0], st.binary, st.offsets, np.sort(split).astype(np.int64),
             f.links, f.parent, f.tree, f.cards, f.slot, st.tot, st.stats, st.n)
-    block_cost = 0 if sums == "rows" else 2 ** 40
+    block_cost = {"rows": 0, "bits": 2 ** 40, "either": counting.BLOCK_COST}[sums]
     if n_blocks == 1:
-        counting.replay(*args, block_cost)
+        counting.replay(*args, block_cost, first)
     else:
-        counting.replay_parallel(*args, n_blocks, block_cost)
+        counting.replay_parallel(*args, n_blocks, block_cost, first)
     np.testing.assert_array_equal(st.tot, tot)
     np.testing.assert_array_equal(st.stats, stats)
     np.testing.assert_array_equal(st.n, n)

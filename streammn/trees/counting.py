@@ -43,7 +43,9 @@ The vector adds are an LLVM intrinsic (:func:`_add_lane_block`): as a loop over 
 LLVM cannot tell that the accumulators and the lanes do not overlap and adds byte by byte.
 
 Hoeffding replay (:func:`replay`) counts the replay buffer's rows that reach a just-split node
-into its children the same ways, the rows found from the buffer's bitmaps.
+into its children the same ways, the rows found from the buffer's bitmaps; the passes of the
+exact rebuilds over the buffer are replays too (from a first row on, for the nodes a rebuild
+takes over from the last).
 
 The counts are integers, so the order in which rows are added does not change them: the
 statistics, leaf counts and due slots are exactly those of adding the rows one at a time, in
@@ -183,10 +185,11 @@ def _flush(acc, g, stats, s, y, K):
 
 
 @nb.njit(cache=True, inline="always")
-def _extract(mask, W, listed):
-    """Write the positions of ``mask``'s set bits to ``listed``; return how many."""
+def _extract(mask, W, listed, start=0):
+    """Write the positions of the set bits of ``mask``'s words ``start .. W - 1`` to
+    ``listed``; return how many."""
     count = 0
-    for w in range(W):
+    for w in range(start, W):
         x = mask[w]
         while x:
             listed[count] = 64 * w + trailing_zeros(x)
@@ -226,16 +229,18 @@ def _by_bits(n_rows, blocks, K, W, block_cost):
 
 
 @nb.njit(cache=True)
-def _count_bits(group, W, bits, cards, offsets, stats, s, y):
-    """Add the indicator vectors of the rows in the mask ``group`` (``W`` words) to
-    ``stats[s, y]`` from the batch's bitmaps: column ``offsets[j] + a - 1`` (``x_j = a``) gains
-    the rows of ``group AND bits[j, a]``, a popcount per word (vectorised): the cost is the
-    columns times the words, whatever the group's size."""
+def _count_bits(group, W, bits, cards, offsets, stats, s, y, start=0):
+    """Add the indicator vectors of the rows in the mask ``group`` (its words ``start .. W -
+    1``) to ``stats[s, y]`` from the batch's bitmaps: column ``offsets[j] + a - 1`` (``x_j =
+    a``) gains the rows of ``group AND bits[j, a]``, a popcount per word (vectorised): the cost
+    is the columns times the words, whatever the group's size."""
+    rows = group[start:W]
     for j in range(cards.shape[0]):
         for a in range(1, cards[j]):
+            column = bits[j, a, start:W]
             c = 0
-            for w in range(W):
-                c += np.int64(_popcount(group[w] & bits[j, a, w]))
+            for w in range(rows.shape[0]):
+                c += np.int64(_popcount(rows[w] & column[w]))
             stats[s, y, offsets[j] + a - 1] += c
 
 
@@ -578,32 +583,40 @@ def copy_bits(dst, dst_at, src, src_at, count):
 
 @nb.njit(cache=True)
 def _replay_splits(rows, bits, n, binary, offsets, parents, p0, p1, links, node_parent,
-                   node_tree, cards, node_slot, tot, stats, slot_n, block_cost):
-    """Replay the buffered rows of split nodes ``parents[p0:p1]`` into their children."""
+                   node_tree, cards, node_slot, tot, stats, slot_n, block_cost, first):
+    """Replay the buffered rows ``first .. n - 1`` of split nodes ``parents[p0:p1]`` into
+    their children."""
     K = stats.shape[2]
     W = (n + 63) // 64
+    start = first // 64  # the first word holding rows to count
     # a row's cost in bitmap words: its lane adds, or its columns added one by one
     if binary:
         row_cost = -(-rows.shape[1] // LANE_BLOCK) * block_cost
     else:
         row_cost = rows.shape[1] * VALUE_COST * block_cost // BLOCK_COST
+    # the word loops run over slices from ``start`` (indexed from 0, so they vectorise)
     at_node = np.empty(W, dtype=np.uint64)
+    at = at_node[start:]
     group = np.empty(W, dtype=np.uint64)
+    in_group = group[start:]
     listed = np.empty(n, dtype=np.int32)
     acc = np.zeros((1, -(-rows.shape[1] // LANE_BLOCK) * LANE_BLOCK), dtype=np.uint8)
     for q in range(p0, p1):
         p = parents[q]
-        for w in range(W):  # the buffered rows (bits past n are not rows)
-            at_node[w] = ~np.uint64(0)
+        for w in range(at.shape[0]):  # the buffered rows (bits past n are not rows)
+            at[w] = ~np.uint64(0)
         if n % 64:
             at_node[W - 1] = (np.uint64(1) << np.uint64(n % 64)) - np.uint64(1)
+        if start < W:
+            at_node[start] &= ~np.uint64(0) << np.uint64(first % 64)
         child = p
         node = node_parent[p]
         while node >= 0:  # up to the root: the rows that reach p pass every test on the way
             v, a = links[node, 0], links[node, 1]
             side = np.uint64(0) if links[node, 2] == child else ~np.uint64(0)
-            for w in range(W):
-                at_node[w] &= bits[v, a, w] ^ side
+            test = bits[v, a, start:W]
+            for w in range(at.shape[0]):
+                at[w] &= test[w] ^ side
             child = node
             node = node_parent[node]
         t = node_tree[p]
@@ -613,17 +626,19 @@ def _replay_splits(rows, bits, n, binary, offsets, parents, p0, p1, links, node_
             if s < 0:
                 continue
             side = np.uint64(0) if c == 0 else ~np.uint64(0)
+            test = bits[v, a, start:W]
             for y in range(cards[t]):
+                target = bits[t, y, start:W]
                 count = 0
-                for w in range(W):
-                    group[w] = at_node[w] & (bits[v, a, w] ^ side) & bits[t, y, w]
-                    count += np.int64(_popcount(group[w]))
+                for w in range(at.shape[0]):
+                    in_group[w] = at[w] & (test[w] ^ side) & target[w]
+                    count += np.int64(_popcount(in_group[w]))
                 tot[s, y] += count
                 slot_n[s] += count
-                if count * row_cost > K * W:
-                    _count_bits(group, W, bits, cards, offsets, stats, s, y)
+                if count * row_cost > K * (W - start):
+                    _count_bits(group, W, bits, cards, offsets, stats, s, y, start)
                     continue
-                count = _extract(group, W, listed)
+                count = _extract(group, W, listed, start)
                 if binary:
                     _sum_group(rows, listed, count, stats, s, y, K, acc)
                     continue
@@ -637,10 +652,10 @@ def _replay_splits(rows, bits, n, binary, offsets, parents, p0, p1, links, node_
 
 @nb.njit(cache=True)
 def replay(rows, bits, n, binary, offsets, parents, links, node_parent, node_tree, cards,
-           node_slot, tot, stats, slot_n, block_cost=BLOCK_COST):
-    """Add the buffered rows (``rows[:n]``, with their :func:`value_bits` ``bits``) that reach
-    each just-split node of ``parents`` to the statistics of its children that are active
-    (Hoeffding replay; the children are leaves).
+           node_slot, tot, stats, slot_n, block_cost=BLOCK_COST, first=0):
+    """Add the buffered rows (``rows[:n]``, with their :func:`value_bits` ``bits``; from row
+    ``first`` on) that reach each just-split node of ``parents`` to the statistics of its
+    children that are active (Hoeffding replay; the children are leaves).
 
     The rows at a node are found from the bitmaps, not from a stored leaf per row and tree:
     the buffer's mask ANDed with the bitmap of every test on the path from the root (or its
@@ -654,12 +669,14 @@ def replay(rows, bits, n, binary, offsets, parents, links, node_parent, node_tre
     ``offsets[j] + x_j - 1`` is added for each ``x_j >= 1`` of the row, so the buffer's
     indicator matrix is never built."""
     _replay_splits(rows, bits, n, binary, offsets, parents, 0, parents.shape[0], links,
-                   node_parent, node_tree, cards, node_slot, tot, stats, slot_n, block_cost)
+                   node_parent, node_tree, cards, node_slot, tot, stats, slot_n, block_cost,
+                   first)
 
 
 @nb.njit(cache=True, parallel=True)
 def replay_parallel(rows, bits, n, binary, offsets, parents, links, node_parent, node_tree,
-                    cards, node_slot, tot, stats, slot_n, n_blocks, block_cost=BLOCK_COST):
+                    cards, node_slot, tot, stats, slot_n, n_blocks, block_cost=BLOCK_COST,
+                    first=0):
     """:func:`replay` with the split nodes cut into ``n_blocks`` blocks run in parallel (a
     node's children and their slots are its own, so the result does not depend on the
     blocks)."""
@@ -667,4 +684,4 @@ def replay_parallel(rows, bits, n, binary, offsets, parents, links, node_parent,
     for b in nb.prange(n_blocks):
         _replay_splits(rows, bits, n, binary, offsets, parents, b * P // n_blocks,
                        (b + 1) * P // n_blocks, links, node_parent, node_tree, cards,
-                       node_slot, tot, stats, slot_n, block_cost)
+                       node_slot, tot, stats, slot_n, block_cost, first)

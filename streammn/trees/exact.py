@@ -94,7 +94,7 @@ def grow_level_wise(forest: Forest, source, kappa, min_count: int, max_depth,
                     on_pass: Callable[[int, int], None] | None = None,
                     count_pass: CountPass | None = None, alpha: float = DEFAULT_ALPHA,
                     min_gain_per_row: float = DEFAULT_MIN_GAIN_PER_ROW,
-                    on_final: Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None = None
+                    on_stats: Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None = None
                     ) -> int:
     """Grow every tree of a fresh ``forest`` to completion; return the passes made.
 
@@ -104,9 +104,10 @@ def grow_level_wise(forest: Forest, source, kappa, min_count: int, max_depth,
     trees are counted in parallel by a local pass. ``on_pass(level, frontier_size)`` is called
     after each level (progress reporting). ``kappa`` is a fixed structure prior or ``'auto'``
     for the significance test at level ``alpha`` with the relevance floor ``min_gain_per_row``
-    (:mod:`streammn.trees.criterion`). ``on_final(nodes, tot, stats)`` receives the
-    statistics of the frontier leaves that did not split (copies, by slot layout): the final
-    leaves' statistics, for a caller that goes on counting from them (a Hoeffding rebuild).
+    (:mod:`streammn.trees.criterion`). ``on_stats(nodes, tot, stats)`` receives the
+    statistics of the frontier's nodes, split or not (copies, by slot layout): those of the
+    final leaves are for a caller that goes on counting from them, and those of all are for
+    a caller that grows trees again on more rows (a Hoeffding rebuild).
     """
     if count_pass is None:
         count_pass = SourcePasses(source, cache_bytes)
@@ -138,8 +139,8 @@ def grow_level_wise(forest: Forest, source, kappa, min_count: int, max_depth,
                 penalty = exact_threshold(kappa, alpha, forest.cards, n_rows, min_gain_per_row)
             go = cand & (bvar >= 0) & (bgain > penalty[forest.tree[chunk]])
             split_parents.append((chunk[go], stats.tot[slots[go]], stats.stats[slots[go]]))
-            if on_final is not None:
-                on_final(chunk[~go], stats.tot[slots[~go]], stats.stats[slots[~go]])
+            if on_stats is not None:
+                on_stats(chunk, stats.tot[slots], stats.stats[slots])
             t_ids, f_ids = forest.split(chunk[go], bvar[go], bval[go], tcounts[go])
             children = np.concatenate([t_ids, f_ids])
             next_frontier.append(_splittable(forest, children, min_count, max_depth))

@@ -165,13 +165,13 @@ class LeafStats:
         other values. One BLAS product per block of rows instead of a pass over every tree:
         the first pass of exact growth costs no more than ``X.T @ X``. Exact: the products of
         0/1 entries are summed in float32 over at most ``GRAM_BLOCK`` rows, so every partial
-        sum is an integer below 2**24."""
+        sum is an integer below 2**24. The column sums are the Gram matrix's diagonal (an
+        indicator is its own square)."""
         f = self.forest
         if self.tot.shape[0] == 0:
             self._grow(1)
         cards, offsets = f.cards, self.offsets
         gram = np.zeros((self.K, self.K), dtype=np.int64)
-        colsum = np.zeros(self.K, dtype=np.int64)
         n_rows = np.full(f.schema.n_vars, rows.shape[0], dtype=np.int64)  # target observed
         miss_by_col = np.zeros((f.schema.n_vars, self.K), dtype=np.int64)
         with blas_threads(self.n_threads):
@@ -179,11 +179,11 @@ class LeafStats:
                 block_rows = rows[start:start + GRAM_BLOCK]
                 block = self.indicators(block_rows).astype(np.float32)
                 gram += (block.T @ block).astype(np.int64)
-                colsum += block.sum(axis=0, dtype=np.int64)
                 if self.missing:
                     n_missing, with_col = missing.missing_by_indicator(block_rows, block)
                     n_rows -= n_missing
                     miss_by_col += with_col
+        colsum = gram.diagonal()
         for t in trees:
             s = f.slot[f.roots[t]]
             d, first = cards[t], offsets[t]
@@ -211,23 +211,25 @@ class LeafStats:
         else:
             kernels.accumulate_cached_parallel(*args, n_blocks)
 
-    def replay(self, rows: np.ndarray, bits: np.ndarray, parents: np.ndarray) -> None:
-        """Add the past ``rows`` (with their :func:`counting.value_bits` ``bits``) that reach
-        the just-split nodes ``parents`` to their children's statistics (see
-        :func:`counting.replay`; ``rows`` must be followed by ``counting.LANE_BLOCK`` readable
-        bytes)."""
-        if rows.shape[0] == 0 or parents.size == 0:
+    def replay(self, rows: np.ndarray, bits: np.ndarray, parents: np.ndarray,
+               node_slot: np.ndarray | None = None, first: int = 0) -> None:
+        """Add the past ``rows`` (with their :func:`counting.value_bits` ``bits``; from row
+        ``first`` on) that reach the just-split nodes ``parents`` to their children's
+        statistics (see :func:`counting.replay`; ``rows`` must be followed by
+        ``counting.LANE_BLOCK`` readable bytes). ``node_slot``: count only at the children it
+        gives a slot (default: every active child, the forest's slots)."""
+        if rows.shape[0] <= first or parents.size == 0:
             return
         f = self.forest
         args = (rows, bits, rows.shape[0], self.binary, self.offsets,
-                parents.astype(np.int64), f.links, f.parent, f.tree, f.cards, f.slot,
-                self.tot, self.stats, self.n)
+                parents.astype(np.int64), f.links, f.parent, f.tree, f.cards,
+                f.slot if node_slot is None else node_slot, self.tot, self.stats, self.n)
         # a split costs a few words per 64 rows and level: about a row x tree per 64 rows
-        n_blocks = self._blocks(parents.size, rows.shape[0] * parents.size // 64)
+        n_blocks = self._blocks(parents.size, (rows.shape[0] - first) * parents.size // 64)
         if n_blocks == 1:  # a parallel launch wakes (and spins) every thread
-            counting.replay(*args)
+            counting.replay(*args, first=first)
         else:
-            counting.replay_parallel(*args, n_blocks)
+            counting.replay_parallel(*args, n_blocks, first=first)
 
     def score(self, slots: np.ndarray, min_count: int):
         """Best split of each slot: see :func:`kernels.score_slots`."""
