@@ -106,8 +106,10 @@ class SignificanceThresholds:
             self.table = grown
         values = self.table[targets, attempts]
         todo = np.isnan(values)
-        if todo.any():
-            t, k = targets[todo], attempts[todo]
+        if todo.any():  # a look first taken: its thresholds for every target at once
+            looks = np.unique(attempts[todo])
+            t = np.repeat(np.arange(self.cards.size), looks.size)
+            k = np.tile(looks, self.cards.size)
             self.table[t, k] = significance_threshold(self.alpha, self.cards[t],
                                                       self.candidates[t], k)
             values = self.table[targets, attempts]
