@@ -218,7 +218,7 @@ def test_rebuilds_start_from_the_last_rebuilds_statistics(monkeypatch):
     a node split by the same test) from the statistics counted then and counts only the rows
     added since: the same trees, counts, statistics and state as counting every row again,
     with a 3-valued variable and missing values; rewriting the buffer drops them."""
-    from streammn.trees import hoeffding
+    from streammn.trees import rebuild_passes
     bn = LogisticBN(12, seed=4, weight_low=1.0, weight_high=3.0)
     rng = np.random.default_rng(6)
     rows = bn.sample(4000, rng)
@@ -226,16 +226,16 @@ def test_rebuilds_start_from_the_last_rebuilds_statistics(monkeypatch):
     rows[rng.random(rows.shape) < 0.03] = kernels.MISSING
     schema = Schema.from_cardinalities([2, 2, 2, 3] + [2] * 8).with_missing(True)
     given = []  # whether each rebuild's passes had the last rebuild's growth
-    passes_init = hoeffding._BufferPasses.__init__
+    passes_init = rebuild_passes.BufferPasses.__init__
 
     def spy(self, rows, bits, earlier):
         given.append(earlier is not None)
         passes_init(self, rows, bits, earlier)
-    monkeypatch.setattr(hoeffding._BufferPasses, "__init__", spy)
+    monkeypatch.setattr(rebuild_passes.BufferPasses, "__init__", spy)
     reused = DTSL(schema, min_count=5).partial_fit(rows)
     assert given == [False, True, True]  # rebuilds at 1,000, 2,000 and 4,000 rows
     given.clear()
-    monkeypatch.setattr(hoeffding._EarlierGrowth, "nbytes", property(lambda self: 2 ** 62))
+    monkeypatch.setattr(rebuild_passes.EarlierGrowth, "nbytes", property(lambda self: 2 ** 62))
     recounted = DTSL(schema, min_count=5).partial_fit(rows)  # never kept: too big
     assert given == [False, False, False]
     assert reused.equals(recounted)

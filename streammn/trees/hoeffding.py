@@ -39,7 +39,7 @@ file of up to ``replay_rows`` rows ends close to (at a rebuild point: equal to) 
 the same rows; see :meth:`HoeffdingGrower._rebuild`. A rebuild's passes are replays of the
 buffer's bitmaps (a level's nodes are counted just after their parents split), and a node the
 last rebuild grew too starts from the statistics counted then and counts only the rows added
-since (:class:`_BufferPasses`).
+since (:mod:`streammn.trees.rebuild_passes`).
 
 Rows are processed in chunks whose boundaries are fixed positions of the whole stream, and the
 leaves that came due within a chunk are looked at at its end, so the model does not depend on
@@ -73,6 +73,7 @@ import numpy as np
 from streammn.trees import counting, missing
 from streammn.trees.exact import grow_level_wise
 from streammn.trees.forest import Forest
+from streammn.trees.rebuild_passes import BufferPasses, EarlierGrowth
 from streammn.trees.criterion import (AUTO, DEFAULT_ALPHA, DEFAULT_MIN_GAIN_PER_ROW,
                                      SignificanceThresholds, split_penalty)
 from streammn.trees.stats import LeafStats
@@ -94,110 +95,6 @@ def _padded_buffer(n_rows: int, n_vars: int) -> np.ndarray:
     vector adds that read up to 63 bytes past a row (:func:`counting.replay`)."""
     padding = -(-counting.LANE_BLOCK // max(1, n_vars))
     return np.zeros((n_rows + padding, n_vars), dtype=np.uint8)[:n_rows]
-
-
-class _EarlierGrowth:
-    """The trees of the last rebuild and the statistics its exact growth counted at every node
-    it counted (or derived), on the buffer's first ``n_rows`` rows: the next rebuild, on the
-    same rows and more, starts from them where it grows the same nodes. Derived, like the
-    buffer's bitmaps: not part of the grower's state (a resumed grower's next rebuild counts
-    every row, with the same result)."""
-
-    def __init__(self, forest: Forest, n_rows: int, counted: list):
-        """``counted``: the ``(nodes, tot, stats)`` chunks exact growth gave ``on_stats``, kept
-        as they are (no copy of them all)."""
-        self.links = forest.links[:forest.n_nodes].copy()
-        self.roots = forest.roots.copy()
-        self.n_rows = n_rows
-        self.counted = [(tot, stats) for _, tot, stats in counted]
-        self.chunk = np.full(forest.n_nodes, -1, dtype=np.int32)  # node -> its chunk ...
-        self.row = np.zeros(forest.n_nodes, dtype=np.int64)  # ... and row there
-        for i, (nodes, _, _) in enumerate(counted):
-            self.chunk[nodes] = i
-            self.row[nodes] = np.arange(nodes.size)
-
-    @property
-    def nbytes(self) -> int:
-        return (self.links.nbytes + self.chunk.nbytes + self.row.nbytes
-                + sum(tot.nbytes + stats.nbytes for tot, stats in self.counted))
-
-    def copy_to(self, stats: LeafStats, nodes: np.ndarray, slots: np.ndarray) -> None:
-        """Write the statistics of ``nodes`` (counted ones) to ``slots`` of ``stats``."""
-        chunk = self.chunk[nodes]
-        for i in np.unique(chunk):
-            at = chunk == i
-            tot, node_stats = self.counted[i]
-            rows = self.row[nodes[at]]
-            stats.tot[slots[at]] = tot[rows]
-            stats.stats[slots[at]] = node_stats[rows]
-
-
-class _BufferPasses:
-    """Exact growth's passes (:data:`streammn.trees.exact.CountPass`) over the replay buffer's
-    rows, held in memory with their value bitmaps: the first at the roots as a co-occurrence
-    count, the others as a replay (:func:`counting.replay`) of the split nodes whose children
-    the pass counts. Level-wise growth counts a level's leaves right after their parents split,
-    so the rows at each parent are the AND of the bitmaps of its path's tests, and only the
-    children that hold slots (after sibling subtraction, the smaller of each pair) have their
-    rows summed: no routing of the whole buffer through every tree at every level.
-
-    With the ``earlier`` growth of the last rebuild (on the buffer's first rows, which are the
-    same), a node that is the same node there (the same root, or the same child of the same
-    node split by the same test) starts from the statistics counted there, and only the rows
-    added since are counted: the roots' and the top splits, which hold most rows, rarely
-    change between rebuilds at doubling row counts, so about half the counting is saved."""
-
-    def __init__(self, rows: np.ndarray, bits: np.ndarray, earlier: _EarlierGrowth | None):
-        self.rows = rows
-        self.bits = bits
-        self.earlier = earlier
-        self.same = np.zeros(0, dtype=np.int64)  # node -> the same node of earlier, or -1
-
-    def __call__(self, forest: Forest, stats: LeafStats, chunk: np.ndarray,
-                 trees: np.ndarray) -> None:
-        at_roots = np.array_equal(chunk, forest.roots[trees])
-        parents = None if at_roots else np.unique(forest.parent[chunk])
-        resumed = self._resume(forest, stats, chunk, parents)
-        first = 0 if self.earlier is None else self.earlier.n_rows
-        if at_roots:  # (every root had statistics in the earlier growth: its first pass)
-            for rows, of in ((self.rows[first:], trees[resumed]), (self.rows, trees[~resumed])):
-                if of.size:
-                    stats.add_at_roots(rows, of)
-        else:
-            stats.replay(self.rows, self.bits, parents[resumed], first=first)
-            stats.replay(self.rows, self.bits, parents[~resumed])
-
-    def _resume(self, forest: Forest, stats: LeafStats, chunk: np.ndarray,
-                parents: np.ndarray | None) -> np.ndarray:
-        """Which of ``parents`` (the roots ``chunk`` when None) have the same node in the
-        earlier growth, with statistics for every child in ``chunk``; give those children's
-        (those roots') slots the earlier statistics."""
-        none = np.zeros(chunk.size if parents is None else parents.size, dtype=bool)
-        if self.earlier is None:
-            return none
-        earlier = self.earlier
-        if self.same.size < forest.n_nodes:
-            self.same = np.concatenate([self.same, np.full(forest.n_nodes - self.same.size, -1)])
-        if parents is None:
-            self.same[chunk] = earlier.roots[forest.tree[chunk]]
-        else:  # the children of the same node split by the same test are the same
-            old = self.same[parents]
-            kept = old >= 0
-            same_test = earlier.links[old[kept], :2] == forest.links[parents[kept], :2]
-            kept[kept] = same_test.all(axis=1)
-            for side in (2, 3):
-                self.same[forest.links[parents[kept], side]] = earlier.links[old[kept], side]
-        old = self.same[chunk]
-        counted = np.where(old >= 0, earlier.chunk[old], -1) >= 0
-        if parents is None:
-            resumed = counted
-            known = resumed
-        else:
-            incomplete = np.unique(forest.parent[chunk[~counted]])
-            resumed = ~np.isin(parents, incomplete)
-            known = np.isin(forest.parent[chunk], parents[resumed])
-        earlier.copy_to(stats, old[known], forest.slot[chunk[known]])
-        return resumed
 
 
 class HoeffdingGrower:
@@ -249,7 +146,7 @@ class HoeffdingGrower:
         self._buf = _padded_buffer(self.replay_rows, forest.schema.n_vars)
         self._buf_len = 0   # rows held (at most replay_rows)
         self._buf_pos = 0   # next row to overwrite
-        self._earlier = None  # the last rebuild's growth (_BufferPasses), while rows are the same
+        self._earlier = None  # the last rebuild's growth, while the buffer's rows are the same
         # value bitmaps of the buffered rows (counting.value_bits), bit i: buffer row i
         self._buf_bits = np.zeros((forest.schema.n_vars, forest.max_card,
                                    -(-self.replay_rows // 64)), dtype=np.uint64)
@@ -362,13 +259,13 @@ class HoeffdingGrower:
         pass that decided them counted; the leaves too small to have been tried are counted
         last, by a replay of their parents. Costs an exact fit on the buffer; summed over the
         doubling points, about twice that for the full buffer, once per stream, less what each
-        rebuild takes over from the last (:class:`_BufferPasses`). Afterwards growth is plain
+        rebuild takes over from the last (:class:`rebuild_passes.BufferPasses`). Afterwards growth is plain
         Hoeffding growth."""
         f, st = self.forest, self.stats
         self.rebuild_count += 1
         rows = self._buf[:self._buf_len]
         fresh = Forest(f.schema, prior=f.prior)
-        passes = _BufferPasses(rows, self._buf_bits, self._earlier)
+        passes = BufferPasses(rows, self._buf_bits, self._earlier)
         counted = []  # statistics of every node the exact passes counted (or derived)
         grow_level_wise(fresh, None, AUTO, self.min_count, self.max_depth,
                         max(1, self.leaf_budget), st.n_threads, count_pass=passes,
@@ -380,7 +277,7 @@ class HoeffdingGrower:
             missing.recount_observed(f, [rows])
         self._has_inactive = False
         self._enforce_budget(self._eligible(f.leaves()))
-        growth = _EarlierGrowth(f, rows.shape[0], counted)
+        growth = EarlierGrowth(f, rows.shape[0], counted)
         # the leaves the exact passes counted keep those statistics; the others (too small to
         # be tried; every root was counted, so children of split nodes) are replayed
         was_counted = growth.chunk >= 0
