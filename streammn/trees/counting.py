@@ -145,6 +145,32 @@ def _spread_lane_block(typingctx, dst, dst_ats, src, src_at):
 
 
 @intrinsic
+def _add_where_set(typingctx, dst, at, word, value):
+    """``dst[at + i] += value`` for every set bit ``i`` of the ``uint64`` ``word``, on 64
+    ``int32`` entries from ``at``: the word is taken as a vector of 64 booleans (with
+    AVX-512, one mask register), where a loop over the bits costs a shift, a mask and an add
+    per bit."""
+    if not (isinstance(dst, types.Array) and dst.dtype == types.int32
+            and isinstance(word, types.Integer) and word.bitwidth == 64):
+        return None
+
+    def codegen(context, builder, signature, args):
+        lanes = ir.VectorType(ir.IntType(32), 64)
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        target = builder.bitcast(builder.gep(data, [args[1]]), lanes.as_pointer())
+        value = builder.trunc(args[3], ir.IntType(32))
+        splat = builder.shuffle_vector(
+            builder.insert_element(ir.Constant(lanes, ir.Undefined), value, ir.IntType(32)(0)),
+            ir.Constant(lanes, ir.Undefined), ir.Constant(ir.VectorType(ir.IntType(32), 64),
+                                                          [0] * 64))
+        where = builder.bitcast(args[2], ir.VectorType(ir.IntType(1), 64))
+        added = builder.select(where, splat, ir.Constant(lanes, [0] * 64))
+        builder.store(builder.add(builder.load(target, align=4), added), target, align=4)
+        return context.get_dummy_value()
+    return types.void(dst, types.int64, word, types.int64), codegen
+
+
+@intrinsic
 def _prefetch(typingctx, array, at):
     """Ask for the cache line of ``array.flat[at]``, to be written (LLVM's prefetch)."""
     if not isinstance(array, types.Array):
@@ -209,7 +235,7 @@ def _sum_rows(lanes, group_of_row, group_rows, group_slot, group_y, K, acc, stat
     counters of the group ``FLUSH_AHEAD`` ahead: the statistics of all the leaves do not
     stay in cache, and each flush would wait on memory."""
     width = lanes.shape[1]
-    n = group_of_row.shape[1]
+    n = lanes.shape[0]
     flushed = np.empty(group_rows.shape[0], dtype=np.int64)  # the big groups, then the others
     n_big = 0
     for g in range(group_rows.shape[0]):
@@ -334,8 +360,8 @@ def _due(s, c, slot_n, slot_last, grace, due, n_due):
 @nb.njit(cache=True)
 def _tree_by_bits(t, n, bits, cards, offsets, lanes, K, root, links, node_slot, node_counts,
                   count_leaves, tot, stats, slot_n, slot_last, grace, due, n_due, listing,
-                  masks, stack, planes, listed, group_of_row, group, group_rows, group_slot,
-                  group_y, acc, sizes, block_cost):
+                  masks, stack, planes, listed, group_of_row, base, trash, group, group_rows,
+                  group_slot, group_y, acc, sizes, block_cost):
     """Bit-sliced routing of the batch through tree ``t`` and counting at its leaves; return
     the number of due slots and whether the rows were numbered (to be summed by the caller).
 
@@ -344,10 +370,13 @@ def _tree_by_bits(t, n, bits, cards, offsets, lanes, K, root, links, node_slot, 
     * *numbering* (many active leaves, each holding a small share of the rows: converged
       trees): the walk numbers the active leaves 1, 2, ...; bit ``b`` of every row's leaf
       number is the OR of the masks of the leaves with that bit, one bitmap per bit
-      (``planes``), read back per row in one vectorised pass; a row's group is its leaf number
-      times ``C`` plus its target value (``group_of_row``; ``group_rows``, ``group_slot``
-      and ``group_y`` give a group's rows, slot and target value), and the caller sums the
-      rows in row order into their groups' accumulators (:func:`_sum_rows`). Listing the
+      (``planes``), read back 64 rows at a time (:func:`_add_where_set`); a row's group is its
+      leaf number times ``C`` plus its target value (``group_rows``, ``group_slot`` and
+      ``group_y`` give a group's rows, slot and target value), and ``group_of_row`` (64 x
+      ``W`` entries) its accumulator in the caller's sweep: ``base`` plus its group, or
+      ``trash`` for rows not to be summed (at no numbered leaf, or with a missing target).
+      The caller sums the rows in row order into their groups' accumulators
+      (:func:`_sum_rows`). Listing the
       rows of many small groups would test every word of the batch per group, and mispredict
       on most.
     * *listing* (``listing``: few active leaves, or few rows at active leaves: young trees,
@@ -438,36 +467,22 @@ def _tree_by_bits(t, n, bits, cards, offsets, lanes, K, root, links, node_slot, 
         sp -= 1
     if listing:
         return n_due, False
-    for r in range(n):
-        group_of_row[r] = 0
-    for w in range(W):
-        base = 64 * w
-        m = min(64, n - base)
+    for w in range(W):  # the groups from the bitmaps, 64 rows at a time
+        at = 64 * w
+        numbered = np.uint64(0)
         for b in range(n_planes):
-            p = planes[b, w]
-            if p:
-                for i in range(m):
-                    group_of_row[base + i] |= np.int32((p >> np.uint64(i)) & np.uint64(1)) << b
-    for r in range(n):  # group: leaf number x C + target value, the latter from its bitmaps
-        group_of_row[r] *= C
-    for y in range(C):
-        group_slot[y] = -1  # leaf number 0: rows no numbered leaf holds
-    for w in range(W):
-        base = 64 * w
-        m = min(64, n - base)
-        observed = np.uint64(0)
+            numbered |= planes[b, w]
+        summed = np.uint64(0)  # numbered rows with a target value
         for y in range(card):
-            p = bits[t, y, w]
-            observed |= p
-            if y and p:
-                for i in range(m):
-                    group_of_row[base + i] += y * np.int32((p >> np.uint64(i)) & np.uint64(1))
-        unobserved = ~observed  # missing targets: routed, not counted
-        if m < 64:
-            unobserved &= (np.uint64(1) << np.uint64(m)) - np.uint64(1)
-        while unobserved:
-            group_of_row[base + trailing_zeros(unobserved)] = -1
-            unobserved &= unobserved - np.uint64(1)
+            summed |= bits[t, y, w]
+        summed &= numbered
+        for i in range(64):
+            group_of_row[at + i] = base
+        for b in range(n_planes):
+            _add_where_set(group_of_row, at, planes[b, w] & summed, C << b)
+        for y in range(1, card):
+            _add_where_set(group_of_row, at, bits[t, y, w] & summed, y)
+        _add_where_set(group_of_row, at, ~summed, trash - base)
     return n_due, True
 
 
@@ -579,7 +594,7 @@ def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, t
     # the sweep's tree i has accumulator rows i * n_groups ..; then come the trash row and
     # the row the listing route sums in
     trash = SWEEP_TREES * n_groups
-    group_of_row = np.empty((SWEEP_TREES, n), dtype=np.int32)
+    group_of_row = np.empty((SWEEP_TREES, 64 * W), dtype=np.int32)
     group_slot = np.full(trash, -1, dtype=np.int32)
     group_y = np.zeros(trash, dtype=np.int32)
     acc = np.zeros((trash + 2, lanes.shape[1]), dtype=np.uint8)
@@ -601,18 +616,18 @@ def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, t
             n_due, numbered = _tree_by_bits(
                 t, n, bits, cards, offsets, lanes, K, roots[t], links, node_slot, node_counts,
                 count_leaves, tot, stats, slot_n, slot_last, grace, due, n_due, listing[q - q0],
-                masks, stack, planes, listed, group_of_row[in_sweep], group, tree_rows,
-                tree_slot, tree_y, acc[trash + 1:], sizes, block_cost)
+                masks, stack, planes, listed, group_of_row[in_sweep], base, trash, group,
+                tree_rows, tree_slot, tree_y, acc[trash + 1:], sizes, block_cost)
         else:
             if group_of_key.shape[0] == 0:
                 group_of_key = np.full(node_counts.shape[0] * C, -1, dtype=np.int32)
             n_due = _tree_by_rows(t, rows, roots[t], tree_steps[t], table, node_slot,
                                   node_counts, count_leaves, tot, stats, slot_n, slot_last,
-                                  grace, due, n_due, group_of_key, group_of_row[in_sweep],
+                                  grace, due, n_due, group_of_key, group_of_row[in_sweep, :n],
                                   tree_slot, tree_y, tree_rows)
+            _into_sweep(group_of_row[in_sweep, :n], base, tree_slot, trash)
             numbered = True
         if numbered:
-            _into_sweep(group_of_row[in_sweep], base, tree_slot, trash)
             in_sweep += 1
         if in_sweep == SWEEP_TREES or (in_sweep and q == q1 - 1):
             group_of_row[in_sweep:] = trash
