@@ -40,7 +40,8 @@ a whole counter row. Here, per tree:
    A group so big that its lane adds would cost more than ``popcount(group AND bitmap)`` for
    every indicator column (the columns times the batch's words, whatever the group's size:
    big leaves of young trees, the first passes of exact growth) is counted from the bitmaps
-   (:func:`_count_bits`).
+   (:func:`_count_bits`), when the groups are listed (in the four-tree pass every row costs
+   its adds anyway).
 
 The vector adds are an LLVM intrinsic (:func:`_add_lane_block`): as a loop over the lanes,
 LLVM cannot tell that the accumulators and the lanes do not overlap and adds byte by byte.
@@ -384,8 +385,9 @@ def _tree_by_bits(t, n, bits, cards, offsets, lanes, K, root, links, node_slot, 
       four at a time (:func:`_sum_group`, in ``acc[0]``); rows at inactive leaves cost
       nothing, and a big group is not one chain of updates to the same accumulator.
 
-    Either way a group (listing) or leaf (numbering) big enough that :func:`_by_bits` says so
-    is counted from the bitmaps instead (:func:`_count_bits`)."""
+    A listed group big enough that :func:`_by_bits` says so is counted from the bitmaps
+    instead (:func:`_count_bits`). A numbered leaf never is: in the caller's sweep a row costs
+    its lane adds whether it is summed or sent to the trash."""
     C = stats.shape[1]
     card = cards[t]
     W = masks.shape[1]
@@ -440,7 +442,7 @@ def _tree_by_bits(t, n, bits, cards, offsets, lanes, K, root, links, node_slot, 
                 tot[s, y] += c
         if s >= 0 and grace > 0 and total > 0:
             n_due = _due(s, total, slot_n, slot_last, grace, due, n_due)
-        if s >= 0 and (listing or _by_bits(total, blocks, card * K, W, block_cost)):
+        if s >= 0 and listing:
             for y in range(card):
                 if sizes[y] == 0:
                     continue
