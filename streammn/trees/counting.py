@@ -173,7 +173,8 @@ def _add_where_set(typingctx, dst, at, word, value):
 
 @intrinsic
 def _prefetch(typingctx, array, at):
-    """Ask for the cache line of ``array.flat[at]``, to be written (LLVM's prefetch)."""
+    """Ask for the cache line of ``array.flat[at]`` (LLVM's prefetch, for a write): a load
+    that would miss the caches is started early, without waiting for it."""
     if not isinstance(array, types.Array):
         return None
 
@@ -405,6 +406,11 @@ def _tree_by_bits(t, n, bits, cards, offsets, lanes, K, root, links, node_slot, 
         v = links[node, 0]
         if v >= 0:  # true side into masks[sp], false side into masks[sp + 1]
             a = links[node, 1]
+            for side in range(2, 4):  # the children's fields, fetched while the masks split
+                child = links[node, side]
+                _prefetch(links, links.shape[1] * child)
+                _prefetch(node_slot, child)
+                _prefetch(node_counts, node_counts.shape[1] * child)
             any_true = np.uint64(0)
             any_false = np.uint64(0)
             for w in range(W):
