@@ -43,8 +43,11 @@ a whole counter row. Here, per tree:
    (:func:`_count_bits`), when the groups are listed (in the four-tree pass every row costs
    its adds anyway).
 
-The vector adds are an LLVM intrinsic (:func:`_add_lane_block`): as a loop over the lanes,
-LLVM cannot tell that the accumulators and the lanes do not overlap and adds byte by byte.
+The vector adds are LLVM intrinsics (:func:`_add_lane_block`, :func:`_spread_lane_block`):
+as a loop over the lanes, LLVM cannot tell that the accumulators and the lanes do not overlap
+and adds byte by byte. Two reads would wait on memory, as the forest's nodes and the leaves'
+statistics do not stay in cache from one tree to the next: a node's children are fetched while
+its masks are split, and a group's counters some groups before its flush (:func:`_prefetch`).
 
 Hoeffding replay (:func:`replay`) counts the replay buffer's rows that reach a just-split node
 into its children the same ways, the rows found from the buffer's bitmaps.
@@ -95,11 +98,16 @@ def _popcount(typingctx, x):
     return x(x), codegen
 
 
+def _pointer_at(context, builder, array, typ, offset, pointee):
+    """Pointer to ``array.flat[offset]`` (of numba type ``typ``) as a pointer to ``pointee``."""
+    data = context.make_array(typ)(context, builder, array).data
+    return builder.bitcast(builder.gep(data, [offset]), pointee.as_pointer())
+
+
 def _lane_block_at(context, builder, array, typ, offset):
     """Pointer to the ``LANE_BLOCK`` bytes of ``array`` from flat ``offset``, as one vector."""
-    data = context.make_array(typ)(context, builder, array).data
-    return builder.bitcast(builder.gep(data, [offset]),
-                           ir.VectorType(ir.IntType(8), LANE_BLOCK).as_pointer())
+    return _pointer_at(context, builder, array, typ, offset,
+                       ir.VectorType(ir.IntType(8), LANE_BLOCK))
 
 
 def _uint8_arrays(*arrays):
@@ -157,15 +165,13 @@ def _add_where_set(typingctx, dst, at, word, value):
 
     def codegen(context, builder, signature, args):
         lanes = ir.VectorType(ir.IntType(32), 64)
-        data = context.make_array(signature.args[0])(context, builder, args[0]).data
-        target = builder.bitcast(builder.gep(data, [args[1]]), lanes.as_pointer())
-        value = builder.trunc(args[3], ir.IntType(32))
-        splat = builder.shuffle_vector(
-            builder.insert_element(ir.Constant(lanes, ir.Undefined), value, ir.IntType(32)(0)),
-            ir.Constant(lanes, ir.Undefined), ir.Constant(ir.VectorType(ir.IntType(32), 64),
-                                                          [0] * 64))
+        zeros = ir.Constant(lanes, [0] * 64)
+        target = _pointer_at(context, builder, args[0], signature.args[0], args[1], lanes)
+        first = builder.insert_element(ir.Constant(lanes, ir.Undefined),
+                                       builder.trunc(args[3], ir.IntType(32)), ir.IntType(32)(0))
+        value = builder.shuffle_vector(first, ir.Constant(lanes, ir.Undefined), zeros)  # splat
         where = builder.bitcast(args[2], ir.VectorType(ir.IntType(1), 64))
-        added = builder.select(where, splat, ir.Constant(lanes, [0] * 64))
+        added = builder.select(where, value, zeros)
         builder.store(builder.add(builder.load(target, align=4), added), target, align=4)
         return context.get_dummy_value()
     return types.void(dst, types.int64, word, types.int64), codegen
@@ -179,12 +185,12 @@ def _prefetch(typingctx, array, at):
         return None
 
     def codegen(context, builder, signature, args):
-        data = context.make_array(signature.args[0])(context, builder, args[0]).data
-        address = builder.bitcast(builder.gep(data, [args[1]]), ir.IntType(8).as_pointer())
-        fn = builder.module.declare_intrinsic("llvm.prefetch", fnty=ir.FunctionType(
-            ir.VoidType(), [ir.IntType(8).as_pointer()] + [ir.IntType(32)] * 3))
+        byte = ir.IntType(8)
+        address = _pointer_at(context, builder, args[0], signature.args[0], args[1], byte)
         int32 = ir.IntType(32)
-        builder.call(fn, [address, int32(1), int32(3), int32(1)])
+        fn = builder.module.declare_intrinsic("llvm.prefetch", fnty=ir.FunctionType(
+            ir.VoidType(), [byte.as_pointer(), int32, int32, int32]))
+        builder.call(fn, [address, int32(1), int32(3), int32(1)])  # write, keep, data
         return context.get_dummy_value()
     return types.void(array, types.int64), codegen
 
