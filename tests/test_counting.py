@@ -54,6 +54,25 @@ def test_segmented_count_equals_row_by_row(cards, missing, route, n_rows, sums):
     ``listed`` (few active leaves) or ``sparse`` (listed: active leaves with few rows by the
     leaves' counts); row routing. Groups summed by their lanes or counted from the bitmaps."""
     rng = np.random.default_rng(len(cards) + n_rows)
+    rows = (rng.random((n_rows, len(cards))) * np.array(cards)).astype(np.uint8)
+    if missing:
+        rows[rng.random(rows.shape) < 0.1] = kernels.MISSING
+    check_count(cards, missing, route, rows, sums, rng)
+
+
+@pytest.mark.parametrize("route", ["numbered", "rows"])
+def test_big_groups_flush_before_uint8_overflows(route):
+    """Trees summed in row order (numbered, row routing; 9 trees: two full sweeps of four and
+    one partial) with groups of more than 255 rows: 600 of the 700 rows are equal."""
+    rng = np.random.default_rng(5)
+    rows = rng.integers(0, 2, (700, 9)).astype(np.uint8)
+    rows[:600] = rows[0]
+    check_count((2,) * 9, False, route, rows, "lanes", rng)
+
+
+def check_count(cards, missing, route, rows, sums, rng):
+    """:func:`counting.accumulate` on ``rows`` against :func:`brute_force`, on a random forest
+    whose trees all take ``route``, the groups counted by ``sums``."""
     schema = Schema.from_cardinalities(list(cards)).with_missing(missing)
     f = random_forest(schema, rng, 150 if route == "numbered" else 40)
     leaves = f.leaves()
@@ -62,9 +81,6 @@ def test_segmented_count_equals_row_by_row(cards, missing, route, n_rows, sums):
     st.activate(leaves[rng.random(leaves.size) < share])
     f.counts[leaves] = 1
     st.stats[:] = rng.integers(0, 5, st.stats.shape)
-    rows = (rng.random((n_rows, len(cards))) * np.array(cards)).astype(np.uint8)
-    if missing:
-        rows[rng.random(rows.shape) < 0.1] = kernels.MISSING
     grace = 3
     st.n[:] = rng.integers(0, 3, st.n.shape)
     st.last_attempt[:] = 0

@@ -24,23 +24,30 @@ a whole counter row. Here, per tree:
    (the slot is due for a look when that count passes its mark within the batch).
 2. **Sums.** The rows of a group of an active leaf have their indicator vectors summed in
    ``uint8`` accumulators (:func:`lanes`: the indicator matrix padded to 64 columns, one vector
-   add per 64), flushed into the wide counters every 255 rows (a lane holds at most 255 ones)
-   and at the end: each counter row is read and written once per group rather than once per
-   row. Converged trees have many leaves of a few dozen rows each, so the rows are summed in
-   row order, each into its group's accumulator (all of them stay in L1), from every row's
+   add per 64), flushed into the wide counters at the end (and every 255 rows for a group of
+   more: a lane holds at most 255 ones): each counter row is read and written once per group
+   rather than once per row. Converged trees have many leaves of a few dozen rows each, so
+   the rows are summed in row order, each into its group's accumulator, from every row's
    group number (bit-sliced: read back from bitmaps of the leaf numbers' bits, see
-   :func:`_tree_by_bits`); listing a small group's rows from its mask would test every word of
-   the batch and mispredict on most. Young trees (few active leaves) and the later passes of
-   exact growth (few rows at active leaves) list each group's rows from its mask instead and
-   sum them four at a time.
+   :func:`_tree_by_bits`); listing a small group's rows from its mask would test every word
+   of the batch and mispredict on most. Four trees are summed in one pass over the rows
+   (:func:`_sum_rows`): a row's lanes are loaded once for the four, and rows not to be summed
+   (at a leaf counted from the bitmaps, say) are added to a trash accumulator rather than
+   skipped by a branch that would mispredict. Young trees (few active leaves) and the later
+   passes of exact growth (few rows at active leaves) list each group's rows from its mask
+   instead and sum them four at a time.
 
    A group so big that its lane adds would cost more than ``popcount(group AND bitmap)`` for
    every indicator column (the columns times the batch's words, whatever the group's size:
    big leaves of young trees, the first passes of exact growth) is counted from the bitmaps
-   (:func:`_count_bits`).
+   (:func:`_count_bits`), when the groups are listed (in the four-tree pass every row costs
+   its adds anyway).
 
-The vector adds are an LLVM intrinsic (:func:`_add_lane_block`): as a loop over the lanes,
-LLVM cannot tell that the accumulators and the lanes do not overlap and adds byte by byte.
+The vector adds are LLVM intrinsics (:func:`_add_lane_block`, :func:`_spread_lane_block`):
+as a loop over the lanes, LLVM cannot tell that the accumulators and the lanes do not overlap
+and adds byte by byte. Two reads would wait on memory, as the forest's nodes and the leaves'
+statistics do not stay in cache from one tree to the next: a node's children are fetched while
+its masks are split, and a group's counters some groups before its flush (:func:`_prefetch`).
 
 Hoeffding replay (:func:`replay`) counts the replay buffer's rows that reach a just-split node
 into its children the same ways, the rows found from the buffer's bitmaps; the passes of the
@@ -65,6 +72,8 @@ from streammn.trees.kernels import MISSING, _route_fixed
 
 LANE_BLOCK = 64  # uint8 lanes per vector instruction (the padding of the lane matrix)
 LANE_ROWS = 255  # rows summed in uint8 lanes before they are flushed to the counters
+SWEEP_TREES = 4  # trees whose groups one pass over the rows sums (the tuple in _sum_rows)
+FLUSH_AHEAD = 8  # groups whose counters are fetched ahead of their flush (see _sum_rows)
 # cost model of the two routes, per tree: bit-sliced ~ nodes x (words / 2 + NODE_COST),
 # row routing ~ rows x (STEP_COST x depth + ROW_COST)
 NODE_COST = 32
@@ -91,31 +100,101 @@ def _popcount(typingctx, x):
     return x(x), codegen
 
 
+def _pointer_at(context, builder, array, typ, offset, pointee):
+    """Pointer to ``array.flat[offset]`` (of numba type ``typ``) as a pointer to ``pointee``."""
+    data = context.make_array(typ)(context, builder, array).data
+    return builder.bitcast(builder.gep(data, [offset]), pointee.as_pointer())
+
+
+def _lane_block_at(context, builder, array, typ, offset):
+    """Pointer to the ``LANE_BLOCK`` bytes of ``array`` from flat ``offset``, as one vector."""
+    return _pointer_at(context, builder, array, typ, offset,
+                       ir.VectorType(ir.IntType(8), LANE_BLOCK))
+
+
+def _uint8_arrays(*arrays):
+    return all(isinstance(a, types.Array) and a.dtype == types.uint8 for a in arrays)
+
+
 @intrinsic
 def _add_lane_block(typingctx, dst, dst_at, src, src_ats):
     """``dst.flat[dst_at:dst_at + LANE_BLOCK] += src.flat[at:at + LANE_BLOCK]`` summed over
     the offsets ``at`` in the tuple ``src_ats``, on ``uint8`` arrays, as vector adds: written
     as a loop, LLVM cannot rule out that the arrays overlap and adds byte by byte."""
-    if not (isinstance(dst, types.Array) and isinstance(src, types.Array)
-            and dst.dtype == types.uint8 and src.dtype == types.uint8
-            and isinstance(src_ats, types.UniTuple)):
+    if not (_uint8_arrays(dst, src) and isinstance(src_ats, types.UniTuple)):
         return None
 
     def codegen(context, builder, signature, args):
-        block = ir.VectorType(ir.IntType(8), LANE_BLOCK).as_pointer()
-
-        def at(array, typ, offset):
-            data = context.make_array(typ)(context, builder, array).data
-            return builder.bitcast(builder.gep(data, [offset]), block)
-        target = at(args[0], signature.args[0], args[1])
+        target = _lane_block_at(context, builder, args[0], signature.args[0], args[1])
         total = builder.load(target, align=1)
         for i in range(signature.args[3].count):
             offset = builder.extract_value(args[3], i)
-            total = builder.add(total, builder.load(at(args[2], signature.args[2], offset),
-                                                    align=1))
+            total = builder.add(total, builder.load(
+                _lane_block_at(context, builder, args[2], signature.args[2], offset), align=1))
         builder.store(total, target, align=1)
         return context.get_dummy_value()
     return types.void(dst, types.int64, src, src_ats), codegen
+
+
+@intrinsic
+def _spread_lane_block(typingctx, dst, dst_ats, src, src_at):
+    """``dst.flat[at:at + LANE_BLOCK] += src.flat[src_at:src_at + LANE_BLOCK]`` for every
+    offset ``at`` in the tuple ``dst_ats``, in turn, on ``uint8`` arrays: the source block is
+    loaded once, then added to each target, as vector adds."""
+    if not (_uint8_arrays(dst, src) and isinstance(dst_ats, types.UniTuple)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        block = builder.load(_lane_block_at(context, builder, args[2], signature.args[2],
+                                            args[3]), align=1)
+        for i in range(signature.args[1].count):
+            target = _lane_block_at(context, builder, args[0], signature.args[0],
+                                    builder.extract_value(args[1], i))
+            builder.store(builder.add(builder.load(target, align=1), block), target, align=1)
+        return context.get_dummy_value()
+    return types.void(dst, dst_ats, src, types.int64), codegen
+
+
+@intrinsic
+def _add_where_set(typingctx, dst, at, word, value):
+    """``dst[at + i] += value`` for every set bit ``i`` of the ``uint64`` ``word``, on 64
+    ``int32`` entries from ``at``: the word is taken as a vector of 64 booleans (with
+    AVX-512, one mask register), where a loop over the bits costs a shift, a mask and an add
+    per bit."""
+    if not (isinstance(dst, types.Array) and dst.dtype == types.int32
+            and isinstance(word, types.Integer) and word.bitwidth == 64):
+        return None
+
+    def codegen(context, builder, signature, args):
+        lanes = ir.VectorType(ir.IntType(32), 64)
+        zeros = ir.Constant(lanes, [0] * 64)
+        target = _pointer_at(context, builder, args[0], signature.args[0], args[1], lanes)
+        first = builder.insert_element(ir.Constant(lanes, ir.Undefined),
+                                       builder.trunc(args[3], ir.IntType(32)), ir.IntType(32)(0))
+        value = builder.shuffle_vector(first, ir.Constant(lanes, ir.Undefined), zeros)  # splat
+        where = builder.bitcast(args[2], ir.VectorType(ir.IntType(1), 64))
+        added = builder.select(where, value, zeros)
+        builder.store(builder.add(builder.load(target, align=4), added), target, align=4)
+        return context.get_dummy_value()
+    return types.void(dst, types.int64, word, types.int64), codegen
+
+
+@intrinsic
+def _prefetch(typingctx, array, at):
+    """Ask for the cache line of ``array.flat[at]`` (LLVM's prefetch, for a write): a load
+    that would miss the caches is started early, without waiting for it."""
+    if not isinstance(array, types.Array):
+        return None
+
+    def codegen(context, builder, signature, args):
+        byte = ir.IntType(8)
+        address = _pointer_at(context, builder, args[0], signature.args[0], args[1], byte)
+        int32 = ir.IntType(32)
+        fn = builder.module.declare_intrinsic("llvm.prefetch", fnty=ir.FunctionType(
+            ir.VoidType(), [byte.as_pointer(), int32, int32, int32]))
+        builder.call(fn, [address, int32(1), int32(3), int32(1)])  # write, keep, data
+        return context.get_dummy_value()
+    return types.void(array, types.int64), codegen
 
 
 @nb.njit(cache=True)
@@ -153,26 +232,51 @@ def value_bits(rows, max_card):
 
 
 @nb.njit(cache=True)
-def _sum_rows(lanes, group_of_row, n_groups, group_slot, group_y, K, acc, acc_rows, stats):
-    """Add every row's indicator lanes to the ``uint8`` accumulator of its group
-    (``group_of_row[r]``; none when it is -1 or its ``group_slot`` is -1), in row order; a
-    group's accumulator is flushed into ``stats[group_slot[g], group_y[g]]`` when it holds
-    ``LANE_ROWS`` rows and at the end, and left zeroed for the next call."""
+def _sum_rows(lanes, group_of_row, group_rows, group_slot, group_y, K, acc, stats):
+    """Sum the rows of ``SWEEP_TREES`` trees into their groups' statistics, in one pass.
+
+    Every row's indicator lanes are added to the ``uint8`` accumulators ``acc[g]`` of its
+    groups ``g = group_of_row[i, r]`` in the sweep's trees ``i``, in row order: a row's lanes
+    are loaded once for all of them, and the rows that are not summed (group without a slot,
+    trees missing from the sweep) go to a trash accumulator without a branch. A group with
+    rows (``group_rows[g]``, zeroed here) and a slot is flushed into ``stats[group_slot[g],
+    group_y[g]]``: at the end, and every ``LANE_ROWS`` rows if it has more (no lane
+    overflows, and no row keeps a count of its group's rows). The last flushes fetch the
+    counters of the group ``FLUSH_AHEAD`` ahead: the statistics of all the leaves do not
+    stay in cache, and each flush would wait on memory."""
     width = lanes.shape[1]
-    for r in range(group_of_row.shape[0]):
-        g = group_of_row[r]
-        if g < 0 or group_slot[g] < 0:
-            continue
-        for k in range(0, width, LANE_BLOCK):
-            _add_lane_block(acc, g * width + k, lanes, (r * width + k,))
-        acc_rows[g] += 1
-        if acc_rows[g] == LANE_ROWS:
+    n = lanes.shape[0]
+    flushed = np.empty(group_rows.shape[0], dtype=np.int64)  # the big groups, then the others
+    n_big = 0
+    for g in range(group_rows.shape[0]):
+        if group_rows[g] > LANE_ROWS and group_slot[g] >= 0:
+            flushed[n_big] = g
+            n_big += 1
+    for start in range(0, n, LANE_ROWS):
+        for r in range(start, min(n, start + LANE_ROWS)):
+            g0, g1, g2, g3 = group_of_row[0, r], group_of_row[1, r], group_of_row[2, r], \
+                group_of_row[3, r]
+            for k in range(0, width, LANE_BLOCK):
+                _spread_lane_block(acc, (g0 * width + k, g1 * width + k, g2 * width + k,
+                                         g3 * width + k), lanes, r * width + k)
+        for i in range(n_big):
+            g = flushed[i]
             _flush(acc, g, stats, group_slot[g], group_y[g], K)
-            acc_rows[g] = 0
-    for g in range(n_groups):
-        if acc_rows[g]:
-            _flush(acc, g, stats, group_slot[g], group_y[g], K)
-            acc_rows[g] = 0
+    n_flushed = n_big
+    for g in range(group_rows.shape[0]):
+        if 0 < group_rows[g] <= LANE_ROWS and group_slot[g] >= 0:
+            flushed[n_flushed] = g
+            n_flushed += 1
+        group_rows[g] = 0
+    for i in range(n_big, n_flushed):
+        if i + FLUSH_AHEAD < n_flushed:
+            g = flushed[i + FLUSH_AHEAD]
+            at = (group_slot[g] * stats.shape[1] + group_y[g]) * K
+            for k in range(0, K, 64 // stats.itemsize):  # every cache line of the row
+                _prefetch(stats, at + k)
+            _prefetch(stats, at + K - 1)
+        g = flushed[i]
+        _flush(acc, g, stats, group_slot[g], group_y[g], K)
 
 
 @nb.njit(cache=True, inline="always")
@@ -182,6 +286,16 @@ def _flush(acc, g, stats, s, y, K):
         stats[s, y, k] += acc[g, k]
     for k in range(acc.shape[1]):
         acc[g, k] = 0
+
+
+@nb.njit(cache=True)
+def _into_sweep(group_of_row, base, group_slot, trash):
+    """A tree's group numbers (``group_slot``: its groups' slots) made rows of the sweep's
+    accumulators from ``base``; rows of no group (-1: a missing target) or of a group without
+    a slot go to the ``trash`` row."""
+    for r in range(group_of_row.shape[0]):
+        g = group_of_row[r]
+        group_of_row[r] = trash if g < 0 or group_slot[g] < 0 else base + g
 
 
 @nb.njit(cache=True, inline="always")
@@ -259,26 +373,33 @@ def _due(s, c, slot_n, slot_last, grace, due, n_due):
 @nb.njit(cache=True)
 def _tree_by_bits(t, n, bits, cards, offsets, lanes, K, root, links, node_slot, node_counts,
                   count_leaves, tot, stats, slot_n, slot_last, grace, due, n_due, listing,
-                  masks, stack, planes, listed, group_of_row, group, group_slot, group_y, acc,
-                  acc_rows, sizes, block_cost):
-    """Bit-sliced routing of the batch through tree ``t`` and counting at its leaves.
+                  masks, stack, planes, listed, group_of_row, base, trash, group, group_rows,
+                  group_slot, group_y, acc, sizes, block_cost):
+    """Bit-sliced routing of the batch through tree ``t`` and counting at its leaves; return
+    the number of due slots and whether the rows were numbered (to be summed by the caller).
 
     Two ways to find the rows of each group (leaf, target value), chosen by the caller:
 
     * *numbering* (many active leaves, each holding a small share of the rows: converged
       trees): the walk numbers the active leaves 1, 2, ...; bit ``b`` of every row's leaf
       number is the OR of the masks of the leaves with that bit, one bitmap per bit
-      (``planes``), read back per row in one vectorised pass; a row's group is its leaf number
-      times ``C`` plus its target value, and the rows are summed in row order into their
-      groups' accumulators (:func:`_sum_rows`). Listing the rows of many small groups would
-      test every word of the batch per group, and mispredict on most.
+      (``planes``), read back 64 rows at a time (:func:`_add_where_set`); a row's group is its
+      leaf number times ``C`` plus its target value (``group_rows``, ``group_slot`` and
+      ``group_y`` give a group's rows, slot and target value), and ``group_of_row`` (64 x
+      ``W`` entries) its accumulator in the caller's sweep: ``base`` plus its group, or
+      ``trash`` for rows not to be summed (at no numbered leaf, or with a missing target).
+      The caller sums the rows in row order into their groups' accumulators
+      (:func:`_sum_rows`). Listing the
+      rows of many small groups would test every word of the batch per group, and mispredict
+      on most.
     * *listing* (``listing``: few active leaves, or few rows at active leaves: young trees,
       later passes of exact growth): each group's rows are listed from its mask and summed
-      four at a time (:func:`_sum_group`); rows at inactive leaves cost nothing, and a big
-      group is not one chain of updates to the same accumulator.
+      four at a time (:func:`_sum_group`, in ``acc[0]``); rows at inactive leaves cost
+      nothing, and a big group is not one chain of updates to the same accumulator.
 
-    Either way a group (listing) or leaf (numbering) big enough that :func:`_by_bits` says so
-    is counted from the bitmaps instead (:func:`_count_bits`)."""
+    A listed group big enough that :func:`_by_bits` says so is counted from the bitmaps
+    instead (:func:`_count_bits`). A numbered leaf never is: in the caller's sweep a row costs
+    its lane adds whether it is summed or sent to the trash."""
     C = stats.shape[1]
     card = cards[t]
     W = masks.shape[1]
@@ -296,6 +417,11 @@ def _tree_by_bits(t, n, bits, cards, offsets, lanes, K, root, links, node_slot, 
         v = links[node, 0]
         if v >= 0:  # true side into masks[sp], false side into masks[sp + 1]
             a = links[node, 1]
+            for side in range(2, 4):  # the children's fields, fetched while the masks split
+                child = links[node, side]
+                _prefetch(links, links.shape[1] * child)
+                _prefetch(node_slot, child)
+                _prefetch(node_counts, node_counts.shape[1] * child)
             any_true = np.uint64(0)
             any_false = np.uint64(0)
             for w in range(W):
@@ -333,7 +459,7 @@ def _tree_by_bits(t, n, bits, cards, offsets, lanes, K, root, links, node_slot, 
                 tot[s, y] += c
         if s >= 0 and grace > 0 and total > 0:
             n_due = _due(s, total, slot_n, slot_last, grace, due, n_due)
-        if s >= 0 and (listing or _by_bits(total, blocks, card * K, W, block_cost)):
+        if s >= 0 and listing:
             for y in range(card):
                 if sizes[y] == 0:
                     continue
@@ -348,6 +474,7 @@ def _tree_by_bits(t, n, bits, cards, offsets, lanes, K, root, links, node_slot, 
             for y in range(C):
                 group_slot[n_leaves * C + y] = s
                 group_y[n_leaves * C + y] = y
+                group_rows[n_leaves * C + y] = sizes[y] if y < card else 0
             if n_leaves >> n_planes:  # one more bit: its bitmap starts empty
                 for w in range(W):
                     planes[n_planes, w] = 0
@@ -358,48 +485,33 @@ def _tree_by_bits(t, n, bits, cards, offsets, lanes, K, root, links, node_slot, 
                         planes[b, w] |= masks[sp, w]
         sp -= 1
     if listing:
-        return n_due
-    for r in range(n):
-        group_of_row[r] = 0
-    for w in range(W):
-        base = 64 * w
-        m = min(64, n - base)
+        return n_due, False
+    for w in range(W):  # the groups from the bitmaps, 64 rows at a time
+        at = 64 * w
+        numbered = np.uint64(0)
         for b in range(n_planes):
-            p = planes[b, w]
-            if p:
-                for i in range(m):
-                    group_of_row[base + i] |= np.int32((p >> np.uint64(i)) & np.uint64(1)) << b
-    for r in range(n):  # group: leaf number x C + target value, the latter from its bitmaps
-        group_of_row[r] *= C
-    for y in range(C):
-        group_slot[y] = -1  # leaf number 0: rows no numbered leaf holds
-    for w in range(W):
-        base = 64 * w
-        m = min(64, n - base)
-        observed = np.uint64(0)
+            numbered |= planes[b, w]
+        summed = np.uint64(0)  # numbered rows with a target value
         for y in range(card):
-            p = bits[t, y, w]
-            observed |= p
-            if y and p:
-                for i in range(m):
-                    group_of_row[base + i] += y * np.int32((p >> np.uint64(i)) & np.uint64(1))
-        unobserved = ~observed  # missing targets: routed, not counted
-        if m < 64:
-            unobserved &= (np.uint64(1) << np.uint64(m)) - np.uint64(1)
-        while unobserved:
-            group_of_row[base + trailing_zeros(unobserved)] = -1
-            unobserved &= unobserved - np.uint64(1)
-    _sum_rows(lanes, group_of_row, (n_leaves + 1) * C, group_slot, group_y, K, acc, acc_rows,
-              stats)
-    return n_due
+            summed |= bits[t, y, w]
+        summed &= numbered
+        for i in range(64):
+            group_of_row[at + i] = base
+        for b in range(n_planes):
+            _add_where_set(group_of_row, at, planes[b, w] & summed, C << b)
+        for y in range(1, card):
+            _add_where_set(group_of_row, at, bits[t, y, w] & summed, y)
+        _add_where_set(group_of_row, at, ~summed, trash - base)
+    return n_due, True
 
 
 @nb.njit(cache=True)
-def _tree_by_rows(t, rows, lanes, K, root, steps, table, node_slot, node_counts, count_leaves,
-                  tot, stats, slot_n, slot_last, grace, due, n_due, group_of_key, group_of_row,
-                  group_slot, group_y, acc, acc_rows):
+def _tree_by_rows(t, rows, root, steps, table, node_slot, node_counts, count_leaves, tot, stats,
+                  slot_n, slot_last, grace, due, n_due, group_of_key, group_of_row, group_slot,
+                  group_y, group_rows):
     """Row routing of the batch through tree ``t``, its rows' groups found with a table of
-    (leaf, target value) keys, and counting at the leaves."""
+    (leaf, target value) keys, and counting at the leaves; the caller sums the rows into their
+    groups (as after :func:`_tree_by_bits`)."""
     n = rows.shape[0]
     C = stats.shape[1]
     _route_fixed(rows, root, steps, table, group_of_row)
@@ -416,16 +528,15 @@ def _tree_by_rows(t, rows, lanes, K, root, steps, table, node_slot, node_counts,
             g = n_groups
             group_of_key[key] = g
             group_slot[g] = key  # the key, until the groups are counted below
-            acc_rows[g] = 0
+            group_rows[g] = 0
             n_groups += 1
-        acc_rows[g] += 1  # the group's size, until the groups are counted below
+        group_rows[g] += 1
         group_of_row[r] = g
     for g in range(n_groups):
         key = group_slot[g]
         group_of_key[key] = -1
         leaf, y = key // C, key % C
-        c = acc_rows[g]
-        acc_rows[g] = 0
+        c = group_rows[g]
         if count_leaves:
             node_counts[leaf, y] += c
         s = node_slot[leaf]
@@ -436,7 +547,6 @@ def _tree_by_rows(t, rows, lanes, K, root, steps, table, node_slot, node_counts,
         tot[s, y] += c
         if grace > 0:
             n_due = _due(s, c, slot_n, slot_last, grace, due, n_due)
-    _sum_rows(lanes, group_of_row, n_groups, group_slot, group_y, K, acc, acc_rows, stats)
     return n_due
 
 
@@ -475,8 +585,9 @@ def _leaf_census(root, links, node_slot, node_counts, pending):
 def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, tree_steps,
               tree_nodes, node_slot, node_counts, count_leaves, tot, stats, slot_n, slot_last,
               grace, due, block_cost):
-    """Count the batch into trees ``trees[q0:q1]``, one tree after another (its nodes and
-    slots stay in cache); return the number of due slots written to ``due``."""
+    """Count the batch into trees ``trees[q0:q1]``, routed one tree after another (its nodes
+    and slots stay in cache), the rows of numbered trees summed ``SWEEP_TREES`` trees per
+    sweep (:func:`_sum_rows`); return the number of due slots written to ``due``."""
     n = rows.shape[0]
     C = stats.shape[1]
     W = (n + 63) // 64
@@ -497,34 +608,50 @@ def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, t
     masks = np.empty((depth + 2, W), dtype=np.uint64)
     stack = np.empty(depth + 2, dtype=np.int32)
     planes = np.empty((32, W), dtype=np.uint64)
-    group_of_row = np.empty(n, dtype=np.int32)
     listed = np.empty(n, dtype=np.int32)
     group = np.empty(W, dtype=np.uint64)
-    group_slot = np.full(n_groups, -1, dtype=np.int32)
-    group_y = np.zeros(n_groups, dtype=np.int32)
-    acc = np.zeros((n_groups, lanes.shape[1]), dtype=np.uint8)
-    acc_rows = np.zeros(n_groups, dtype=np.int32)
+    # the sweep's tree i has accumulator rows i * n_groups ..; then come the trash row and
+    # the row the listing route sums in
+    trash = SWEEP_TREES * n_groups
+    group_of_row = np.empty((SWEEP_TREES, 64 * W), dtype=np.int32)
+    group_slot = np.full(trash, -1, dtype=np.int32)
+    group_y = np.zeros(trash, dtype=np.int32)
+    acc = np.zeros((trash + 2, lanes.shape[1]), dtype=np.uint8)
+    group_rows = np.zeros(trash, dtype=np.int64)
     group_of_key = np.zeros(0, dtype=np.int32)  # row routing's scratch, made when needed
     offsets = np.zeros(cards.shape[0], dtype=np.int64)  # of each variable's indicator columns
     for j in range(1, cards.shape[0]):
         offsets[j] = offsets[j - 1] + cards[j - 1] - 1
     sizes = np.zeros(C, dtype=np.int64)
     n_due = 0
+    in_sweep = 0  # trees whose rows' groups wait in group_of_row
     for q in range(q0, q1):
         t = trees[q]
+        base = in_sweep * n_groups
+        tree_rows = group_rows[base:base + n_groups]
+        tree_slot = group_slot[base:base + n_groups]
+        tree_y = group_y[base:base + n_groups]
         if by_bits[q - q0]:
-            n_due = _tree_by_bits(t, n, bits, cards, offsets, lanes, K, roots[t], links,
-                                  node_slot, node_counts, count_leaves, tot, stats, slot_n,
-                                  slot_last, grace, due, n_due, listing[q - q0], masks, stack,
-                                  planes, listed, group_of_row, group, group_slot, group_y, acc,
-                                  acc_rows, sizes, block_cost)
+            n_due, numbered = _tree_by_bits(
+                t, n, bits, cards, offsets, lanes, K, roots[t], links, node_slot, node_counts,
+                count_leaves, tot, stats, slot_n, slot_last, grace, due, n_due, listing[q - q0],
+                masks, stack, planes, listed, group_of_row[in_sweep], base, trash, group,
+                tree_rows, tree_slot, tree_y, acc[trash + 1:], sizes, block_cost)
         else:
             if group_of_key.shape[0] == 0:
                 group_of_key = np.full(node_counts.shape[0] * C, -1, dtype=np.int32)
-            n_due = _tree_by_rows(t, rows, lanes, K, roots[t], tree_steps[t], table,
-                                  node_slot, node_counts, count_leaves, tot, stats, slot_n,
-                                  slot_last, grace, due, n_due, group_of_key, group_of_row,
-                                  group_slot, group_y, acc, acc_rows)
+            n_due = _tree_by_rows(t, rows, roots[t], tree_steps[t], table, node_slot,
+                                  node_counts, count_leaves, tot, stats, slot_n, slot_last,
+                                  grace, due, n_due, group_of_key, group_of_row[in_sweep, :n],
+                                  tree_slot, tree_y, tree_rows)
+            _into_sweep(group_of_row[in_sweep, :n], base, tree_slot, trash)
+            numbered = True
+        if numbered:
+            in_sweep += 1
+        if in_sweep == SWEEP_TREES or (in_sweep and q == q1 - 1):
+            group_of_row[in_sweep:] = trash
+            _sum_rows(lanes, group_of_row, group_rows, group_slot, group_y, K, acc, stats)
+            in_sweep = 0
     return n_due
 
 
