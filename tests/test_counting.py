@@ -121,12 +121,15 @@ def test_lane_sums_flush_before_uint8_overflows():
 @pytest.mark.parametrize("n_blocks", [1, 2])
 @pytest.mark.parametrize("sums", ["rows", "bits", "either"])
 @pytest.mark.parametrize("first", [0, 141])
-def test_replay_equals_row_by_row(cards, missing, n_blocks, sums, first):
+@pytest.mark.parametrize("as_lanes", [False, True])
+def test_replay_equals_row_by_row(cards, missing, n_blocks, sums, first, as_lanes):
     """The buffered rows at just-split nodes, found from their value bitmaps, are counted at
     the children (binary: summed by group from the buffer's rows as lanes, past the 64-column
-    block; else row by row; or counted from the bitmaps; or either, by the cost model);
-    bits past the buffered rows are ignored; in blocks of nodes; from a first row on
-    (mid-word), or all."""
+    block; else row by row, or summed from their indicator lanes given as the rows; or counted
+    from the bitmaps; or either, by the cost model); bits past the buffered rows are ignored;
+    in blocks of nodes; from a first row on (mid-word), or all."""
+    if as_lanes and max(cards) == 2:
+        pytest.skip("binary rows are their own lanes")
     from streammn.trees.hoeffding import _padded_buffer
     rng = np.random.default_rng(len(cards) + missing)
     schema = Schema.from_cardinalities(list(cards)).with_missing(missing)
@@ -158,8 +161,10 @@ def test_replay_equals_row_by_row(cards, missing, n_blocks, sums, first):
                 tot[s, y] += 1
                 stats[s, y] += ind[r]
                 n[s] += 1
-    args = (rows, bits, rows.shape[0], st.binary, st.offsets, np.sort(split).astype(np.int64),
-            f.links, f.parent, f.tree, f.cards, f.slot, st.tot, st.stats, st.n)
+    values = counting.lanes(st.indicators(rows)) if as_lanes else rows
+    args = (values, bits, rows.shape[0], st.binary or as_lanes, st.offsets,
+            np.sort(split).astype(np.int64), f.links, f.parent, f.tree, f.cards, f.slot,
+            st.tot, st.stats, st.n)
     block_cost = {"rows": 0, "bits": 2 ** 40, "either": counting.BLOCK_COST}[sums]
     if n_blocks == 1:
         counting.replay(*args, block_cost, first)

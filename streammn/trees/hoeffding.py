@@ -259,8 +259,8 @@ class HoeffdingGrower:
         pass that decided them counted; the leaves too small to have been tried are counted
         last, by a replay of their parents. Costs an exact fit on the buffer; summed over the
         doubling points, about twice that for the full buffer, once per stream, less what each
-        rebuild takes over from the last (:class:`rebuild_passes.BufferPasses`). Afterwards growth is plain
-        Hoeffding growth."""
+        rebuild takes over from the last (:class:`rebuild_passes.BufferPasses`). Afterwards
+        growth is plain Hoeffding growth."""
         f, st = self.forest, self.stats
         self.rebuild_count += 1
         rows = self._buf[:self._buf_len]
@@ -282,8 +282,7 @@ class HoeffdingGrower:
         # be tried; every root was counted, so children of split nodes) are replayed
         was_counted = growth.chunk >= 0
         unknown = np.where(was_counted, -1, f.slot[:f.n_nodes]).astype(f.slot.dtype)
-        st.replay(rows, self._buf_bits, np.unique(f.parent[np.flatnonzero(unknown >= 0)]),
-                  node_slot=unknown)
+        passes.replay(st, np.unique(f.parent[np.flatnonzero(unknown >= 0)]), node_slot=unknown)
         known = np.flatnonzero(was_counted & (f.slot[:f.n_nodes] >= 0))
         growth.copy_to(st, known, f.slot[known])
         # kept for the next rebuild, if there is one, in statistics memory the slots leave free

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from streammn.trees import counting
 from streammn.trees.forest import Forest
 from streammn.trees.stats import LeafStats
 
@@ -72,6 +73,15 @@ class BufferPasses:
         self.bits = bits
         self.earlier = earlier
         self.same = np.zeros(0, dtype=np.int64)  # node -> the same node of earlier, or -1
+        self.lanes = None  # the rows' indicator lanes (multi-valued rows), made when needed
+
+    def replay(self, stats: LeafStats, parents: np.ndarray, **options) -> None:
+        """:meth:`LeafStats.replay` of the buffer's rows; multi-valued rows are replayed as
+        their indicator lanes, made once per rebuild (adding a row's values one by one cost
+        a rebuild of 100 four-valued variables 2.5x its counting time)."""
+        if self.lanes is None and not stats.binary:
+            self.lanes = counting.lanes(stats.indicators(self.rows))
+        stats.replay(self.rows, self.bits, parents, lanes=self.lanes, **options)
 
     def __call__(self, forest: Forest, stats: LeafStats, chunk: np.ndarray,
                  trees: np.ndarray) -> None:
@@ -84,8 +94,8 @@ class BufferPasses:
                 if of.size:
                     stats.add_at_roots(rows, of)
         else:
-            stats.replay(self.rows, self.bits, parents[resumed], first=first)
-            stats.replay(self.rows, self.bits, parents[~resumed])
+            self.replay(stats, parents[resumed], first=first)
+            self.replay(stats, parents[~resumed])
 
     def _resume(self, forest: Forest, stats: LeafStats, chunk: np.ndarray,
                 parents: np.ndarray | None) -> np.ndarray:

@@ -224,16 +224,20 @@ class LeafStats:
             kernels.accumulate_cached_parallel(*args, n_blocks)
 
     def replay(self, rows: np.ndarray, bits: np.ndarray, parents: np.ndarray,
-               node_slot: np.ndarray | None = None, first: int = 0) -> None:
+               node_slot: np.ndarray | None = None, first: int = 0,
+               lanes: np.ndarray | None = None) -> None:
         """Add the past ``rows`` (with their :func:`counting.value_bits` ``bits``; from row
         ``first`` on) that reach the just-split nodes ``parents`` to their children's
         statistics (see :func:`counting.replay`; ``rows`` must be followed by
         ``counting.LANE_BLOCK`` readable bytes). ``node_slot``: count only at the children it
-        gives a slot (default: every active child, the forest's slots)."""
+        gives a slot (default: every active child, the forest's slots). ``lanes``: the rows'
+        :func:`counting.lanes`, for a caller that replays the same rows many times: their
+        vectors are summed instead of the values of multi-valued rows one by one."""
         if rows.shape[0] <= first or parents.size == 0:
             return
         f = self.forest
-        args = (rows, bits, rows.shape[0], self.binary, self.offsets,
+        as_lanes = self.binary or lanes is not None
+        args = (rows if lanes is None else lanes, bits, rows.shape[0], as_lanes, self.offsets,
                 parents.astype(np.int64), f.links, f.parent, f.tree, f.cards,
                 f.slot if node_slot is None else node_slot, self.tot, self.stats, self.n)
         # a split costs a few words per 64 rows and level: about a row x tree per 64 rows
