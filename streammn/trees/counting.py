@@ -728,6 +728,7 @@ def _replay_splits(rows, bits, n, binary, offsets, parents, p0, p1, links, node_
     in_group = group[start:]
     listed = np.empty(n, dtype=np.int32)
     acc = np.zeros((1, -(-rows.shape[1] // LANE_BLOCK) * LANE_BLOCK), dtype=np.uint8)
+    columns = np.zeros(K + 1, dtype=np.int64)  # _add_values' counts (K: values not counted)
     for q in range(p0, p1):
         p = parents[q]
         for w in range(at.shape[0]):  # the buffered rows (bits past n are not rows)
@@ -769,12 +770,27 @@ def _replay_splits(rows, bits, n, binary, offsets, parents, p0, p1, links, node_
                 if binary:
                     _sum_group(rows, listed, count, stats, s, y, K, acc)
                     continue
-                dst = stats[s, y]
-                for i in range(count):
-                    row = rows[listed[i]]
-                    for j in range(row.shape[0]):
-                        if row[j] >= 1 and row[j] != MISSING:
-                            dst[offsets[j] + row[j] - 1] += 1
+                _add_values(rows, listed, count, offsets, columns, stats, s, y)
+
+
+@nb.njit(cache=True)
+def _add_values(rows, listed, count, offsets, columns, stats, s, y):
+    """Add the indicator vectors of rows ``listed[:count]`` (multi-valued rows, taken value by
+    value) to ``stats[s, y]``: column ``offsets[j] + x_j - 1`` of each ``x_j >= 1`` gains one,
+    counted first in ``columns`` (zeroed, one entry longer than a statistics row), where a
+    value that adds nothing (0, or missing) goes to the last entry: no branch, which would
+    mispredict on about every other value."""
+    K = columns.shape[0] - 1
+    for i in range(count):
+        row = rows[listed[i]]
+        for j in range(row.shape[0]):
+            x = np.int64(row[j])
+            counted = (x >= 1) & (x != MISSING)
+            columns[K + counted * (offsets[j] + x - 1 - K)] += 1
+    for k in range(K):
+        stats[s, y, k] += columns[k]
+        columns[k] = 0
+    columns[K] = 0
 
 
 @nb.njit(cache=True)
