@@ -179,8 +179,8 @@ def score_slots(slots, slot_target, tot, stats, cards, offsets, min_count, prior
     Leaves are smoothed as ``(count + prior/d) / (total + prior)``; ``logs`` are
     :func:`log_tables` of ``prior``, the row of a ``d``-valued target at ``log_row[d]``.
 
-    ``binary``: every variable is binary (and none missing), so a slot is scored by
-    :func:`_score_binary_slot`, the same arithmetic in fewer steps.
+    ``binary``: every variable is binary, so a slot is scored by :func:`_score_binary_slot`,
+    the same arithmetic in fewer steps.
 
     Returns per slot: best variable (-1 when no candidate qualifies), best value, best gain, the
     best gain among the other variables (``-inf`` when none), and the target counts on the true
