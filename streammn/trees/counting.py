@@ -32,8 +32,8 @@ a whole counter row. Here, per tree:
    :func:`_tree_by_bits`); listing a small group's rows from its mask would test every word
    of the batch and mispredict on most. Four trees are summed in one pass over the rows
    (:func:`_sum_rows`): a row's lanes are loaded once for the four, and rows not to be summed
-   (at a leaf counted from the bitmaps, say) are added to a trash accumulator rather than
-   skipped by a branch that would mispredict. Young trees (few active leaves) and the later
+   (at no active leaf, with a missing target, or padding for a sweep of fewer trees) are
+   added to a trash accumulator rather than skipped by a branch that would mispredict. Young trees (few active leaves) and the later
    passes of exact growth (few rows at active leaves) list each group's rows from its mask
    instead and sum them four at a time.
 
@@ -72,7 +72,7 @@ from streammn.trees.kernels import MISSING, _route_fixed
 
 LANE_BLOCK = 64  # uint8 lanes per vector instruction (the padding of the lane matrix)
 LANE_ROWS = 255  # rows summed in uint8 lanes before they are flushed to the counters
-SWEEP_TREES = 4  # trees whose groups one pass over the rows sums (the tuple in _sum_rows)
+SWEEP_TREES = 4  # trees whose groups one pass over the rows sums (_sum_rows reads 4: keep)
 FLUSH_AHEAD = 8  # groups whose counters are fetched ahead of their flush (see _sum_rows)
 # cost model of the two routes, per tree: bit-sliced ~ nodes x (words / 2 + NODE_COST),
 # row routing ~ rows x (STEP_COST x depth + ROW_COST)
@@ -376,7 +376,8 @@ def _tree_by_bits(t, n, bits, cards, offsets, lanes, K, root, links, node_slot, 
                   masks, stack, planes, listed, group_of_row, base, trash, group, group_rows,
                   group_slot, group_y, acc, sizes, block_cost):
     """Bit-sliced routing of the batch through tree ``t`` and counting at its leaves; return
-    the number of due slots and whether the rows were numbered (to be summed by the caller).
+    the number of due slots (the rows are numbered, to be summed by the caller, unless
+    ``listing``).
 
     Two ways to find the rows of each group (leaf, target value), chosen by the caller:
 
@@ -485,7 +486,7 @@ def _tree_by_bits(t, n, bits, cards, offsets, lanes, K, root, links, node_slot, 
                         planes[b, w] |= masks[sp, w]
         sp -= 1
     if listing:
-        return n_due, False
+        return n_due
     for w in range(W):  # the groups from the bitmaps, 64 rows at a time
         at = 64 * w
         numbered = np.uint64(0)
@@ -502,7 +503,7 @@ def _tree_by_bits(t, n, bits, cards, offsets, lanes, K, root, links, node_slot, 
         for y in range(1, card):
             _add_where_set(group_of_row, at, bits[t, y, w] & summed, y)
         _add_where_set(group_of_row, at, ~summed, trash - base)
-    return n_due, True
+    return n_due
 
 
 @nb.njit(cache=True)
@@ -632,7 +633,8 @@ def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, t
         tree_slot = group_slot[base:base + n_groups]
         tree_y = group_y[base:base + n_groups]
         if by_bits[q - q0]:
-            n_due, numbered = _tree_by_bits(
+            numbered = not listing[q - q0]
+            n_due = _tree_by_bits(
                 t, n, bits, cards, offsets, lanes, K, roots[t], links, node_slot, node_counts,
                 count_leaves, tot, stats, slot_n, slot_last, grace, due, n_due, listing[q - q0],
                 masks, stack, planes, listed, group_of_row[in_sweep], base, trash, group,
@@ -663,8 +665,9 @@ def accumulate(rows, bits, lanes, K, cards, trees, roots, links, table, tree_ste
     the target counts of every leaf with ``count_leaves``, the statistics of active leaves.
     ``table``/``tree_steps`` come from :func:`streammn.trees.kernels.routing_table`,
     ``tree_nodes`` is the number of nodes of every tree. With ``grace > 0``, slots whose row
-    count since ``slot_last`` passes ``grace`` are written to ``due[0, :n_due[0]]``. Groups are
-    counted from the bitmaps or by their lanes as ``block_cost`` says (:func:`_by_bits`)."""
+    count since ``slot_last`` passes ``grace`` are written to ``due[0, :n_due[0]]``. The groups
+    of trees whose groups are listed are counted from the bitmaps or by their lanes as
+    ``block_cost`` says (:func:`_by_bits`)."""
     n_due[0] = _add_rows(rows, bits, lanes, K, cards, trees, 0, trees.shape[0], roots, links,
                          table, tree_steps, tree_nodes, node_slot, node_counts, count_leaves,
                          tot, stats, slot_n, slot_last, grace, due[0], block_cost)

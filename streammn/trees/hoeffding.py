@@ -235,8 +235,8 @@ class HoeffdingGrower:
         if (self.kappa != AUTO or self.max_tree_leaves is not None or not self.rebuilds
                 or not 0 < n <= W):
             return False
-        if n + self._spacing(n) > W:
-            return True  # the last boundary at which the buffer holds the whole stream
+        if self._last_rebuild_point(n):
+            return True
         chunk_start = n - self._spacing(n - 1)
         point = REBUILD_FIRST
         while point <= n:
@@ -244,6 +244,11 @@ class HoeffdingGrower:
                 return True
             point *= REBUILD_GROWTH
         return False
+
+    def _last_rebuild_point(self, n: int) -> bool:
+        """Whether ``n`` rows is the last chunk boundary at which the buffer holds the whole
+        stream (the next one lies past it)."""
+        return n + self._spacing(n) > self.replay_rows
 
     def _rebuild(self) -> None:
         """Regrow every tree exactly from the buffered rows (the whole stream so far), then
@@ -286,8 +291,8 @@ class HoeffdingGrower:
         known = np.flatnonzero(was_counted & (f.slot[:f.n_nodes] >= 0))
         growth.copy_to(st, known, f.slot[known])
         # kept for the next rebuild, if there is one, in statistics memory the slots leave free
-        last = self.rows_seen + self._spacing(self.rows_seen) > self.replay_rows
         free = (self.leaf_budget - st.n_active) * self._slot_bytes
+        last = self._last_rebuild_point(self.rows_seen)
         self._earlier = None if last or growth.nbytes > free else growth
         slots = np.flatnonzero(st.slot_node >= 0).astype(np.int64)
         st.n[slots] = st.tot[slots].sum(axis=1)

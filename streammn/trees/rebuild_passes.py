@@ -102,9 +102,8 @@ class BufferPasses:
         """Which of ``parents`` (the roots ``chunk`` when None) have the same node in the
         earlier growth, with statistics for every child in ``chunk``; give those children's
         (those roots') slots the earlier statistics."""
-        none = np.zeros(chunk.size if parents is None else parents.size, dtype=bool)
         if self.earlier is None:
-            return none
+            return np.zeros(chunk.size if parents is None else parents.size, dtype=bool)
         earlier = self.earlier
         if self.same.size < forest.n_nodes:
             self.same = np.concatenate([self.same, np.full(forest.n_nodes - self.same.size, -1)])
