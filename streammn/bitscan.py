@@ -20,7 +20,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 from llvmlite import ir
-from numba.core import cgutils, types
+from numba.core import types
+from numba.cpython.unsafe.numbers import trailing_zeros
 from numba.extending import intrinsic
 from numba.typed import Dict
 
@@ -31,21 +32,10 @@ CHUNK_WORDS = 4  # rows are processed in chunks of 64 * CHUNK_WORDS
 PARTIAL_SUMS = 4  # fixed number of chunk sequences, whatever the thread count
 
 
-@intrinsic
-def _cttz(typingctx, x):
-    """LLVM count-trailing-zeros of a uint64 (one instruction on x86-64)."""
-    sig = types.uint64(types.uint64)
-
-    def codegen(context, builder, signature, args):
-        return builder.cttz(args[0], cgutils.true_bit)
-
-    return sig, codegen
-
-
 @nb.njit(cache=True)
 def _lowest_bit(x):
     """Index of the lowest set bit of a non-zero uint64."""
-    return np.int64(_cttz(x))
+    return np.int64(trailing_zeros(x))
 
 
 @nb.njit(cache=True)

@@ -227,7 +227,7 @@ def learn_jointly(beta, rows, node_probs, pair_probs, cards, alpha, max_rounds=3
                 break
         prior = edge_tables.log_prior(point.tables, n)
         for _ in range(steps):  # beta at fixed tables
-            trial = armijo_step(beta[upper], point.beta_grad[upper], point.value, beta_step, 1.0,
+            trial = armijo_step(beta[upper], point.beta_grad[upper], m, point.value, beta_step,
                                 gamma, eta, lambda w: structure_objective(w, rows, point.table)
                                 + prior)
             if trial is None:

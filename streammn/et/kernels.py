@@ -29,6 +29,8 @@ from numba.np.linalg import _LAPACK
 
 from streammn.blas import blas_threads
 
+MIN_STEP = 1e-12  # the smallest step armijo_step tries
+
 
 def reduced_laplacians(weights):
     """Stack of reduced Laplacians, shape (N, M-1, M-1), from symmetric weights (N, M, M).
@@ -259,7 +261,7 @@ def projected_gradient_ascent(beta, rows, table, max_iter=100, gamma=0.5, eta=0.
     history = [value]
     s = step
     for iteration in range(max_iter):
-        trial = armijo_step(b, grad[iu], value, s, step, gamma, eta,
+        trial = armijo_step(b, grad[iu], m, value, s, gamma, eta,
                             lambda w: structure_objective(w, rows, table, bound))
         if trial is None:
             break
@@ -279,20 +281,18 @@ def full_weights(upper, m):
     return out + out.T
 
 
-def armijo_step(b, g, value, s, step, gamma, eta, objective, gain=0.0, min_step=1e-12):
-    """One projected step from the upper-triangle weights ``b`` along the gradient ``g``: tries
-    ``b' = P(b + s g)`` for ``s``, ``s gamma``, ... (down to ``min_step``) and accepts the first
-    with ``f(b') - value >= gain + eta g . (b' - b)`` (Armijo along the projection arc; ``gain``
-    is a known increase of ``f`` at ``b`` since ``g`` was computed, by default none). Returns
-    ``(b', f(b'), s)`` or None. ``objective`` maps a full (M, M) beta to its value."""
-    m = int(round((1 + np.sqrt(1 + 8 * len(b))) / 2))
-    s = min(s, step)
-    while s >= min_step:
+def armijo_step(b, g, m, value, s, gamma, eta, objective):
+    """One projected step from the upper-triangle weights ``b`` of ``m`` variables along the
+    gradient ``g``: tries ``b' = P(b + s g)`` for ``s``, ``s gamma``, ... (down to
+    ``MIN_STEP``) and accepts the first with ``f(b') - value >= eta g . (b' - b)`` (Armijo
+    along the projection arc). Returns ``(b', f(b'), s)`` or None. ``objective`` maps a full
+    (M, M) beta to its value."""
+    while s >= MIN_STEP:
         candidate = project_to_simplex(b + s * g)
         weights = full_weights(candidate, m)
         if _connected(weights):
             new_value = objective(weights)
-            if new_value - value >= gain + eta * g @ (candidate - b):
+            if new_value - value >= eta * g @ (candidate - b):
                 return candidate, new_value, s
         s *= gamma
     return None

@@ -214,6 +214,10 @@ class FrozenList:
     def freeze(self, edge, offset: float) -> None:
         self.offsets[edge] = float(offset)
 
+    def discard(self, edge) -> None:
+        """Take ``edge`` off the list, if it is on it."""
+        self.offsets.pop(edge, None)
+
     def refill(self, queue: EdgeQueue) -> int:
         """Move every frozen edge into ``queue`` with its offset as priority; returns how many."""
         n = len(self.offsets)
@@ -346,7 +350,7 @@ class BestChoice:
             self.reservoir.scores[edge] = score
             return
         self.queue.take(edge)
-        self.frozen.offsets.pop(edge, None)
+        self.frozen.discard(edge)
         self._record(edge, score, lambda_)
 
     def _set_aside(self, edge, score: float, lambda_: float) -> None:
@@ -354,7 +358,7 @@ class BestChoice:
         chosen: it still violates C2, so it is tested first next round (unless a climb put
         it back in R)."""
         if edge not in self.reservoir.scores:
-            self.frozen.offsets.pop(edge, None)
+            self.frozen.discard(edge)
             self.queue.push(edge, violation_offset(score, lambda_))
 
     def _round_done(self, t: int) -> bool:
@@ -437,10 +441,9 @@ class BestChoice:
                 return edge, score
             _, scores = ctx.score(np.array(around, dtype=np.int64))
             self.tests += len(around)
-            if self.admit:
-                for e, s in zip(around, scores.tolist()):
-                    if passes_c2(s, ctx.strength):
-                        self._admit(e, s, ctx.strength)
+            if self.admit:  # the pairs that pass C2 (passes_c2), in order
+                for k in np.flatnonzero(scores > ctx.strength).tolist():
+                    self._admit(around[k], float(scores[k]), ctx.strength)
             best = int(np.argmax(scores))
             if scores[best] <= score:
                 return edge, score
