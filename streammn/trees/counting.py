@@ -688,27 +688,61 @@ def accumulate_parallel(rows, bits, lanes, K, cards, trees, roots, links, table,
                              slot_n, slot_last, grace, due[b], block_cost)
 
 
+@nb.njit(cache=True, inline="always")
+def _bits_from(row, at):
+    """The 64 bits of bitmap ``row`` from bit ``at`` on (bits past its end read as 0)."""
+    w, shift = at >> 6, np.uint64(at & 63)
+    x = row[w] >> shift if w < row.shape[0] else np.uint64(0)
+    if shift and w + 1 < row.shape[0]:
+        x |= row[w + 1] << (np.uint64(64) - shift)
+    return x
+
+
 @nb.njit(cache=True)
 def copy_bits(dst, dst_at, src, src_at, count):
     """Copy bits ``src_at .. src_at + count - 1`` of every bitmap of ``src`` (shaped as
-    :func:`value_bits`) to bits ``dst_at ..`` of the same bitmap of ``dst``: a word at a time,
-    each a funnel shift of two source words."""
-    n_src = src.shape[2]
-    done = 0
-    while done < count:
-        d, s = dst_at + done, src_at + done
-        dw, do = d >> 6, np.uint64(d & 63)
-        sw, so = s >> 6, np.uint64(s & 63)
-        take = min(64 - (d & 63), count - done)
-        low = ~np.uint64(0) >> np.uint64(64 - take)
-        keep = ~(low << do)
-        for j in range(src.shape[0]):
-            for a in range(src.shape[1]):
-                x = src[j, a, sw] >> so
-                if so and sw + 1 < n_src:
-                    x |= src[j, a, sw + 1] << (np.uint64(64) - so)
-                dst[j, a, dw] = (dst[j, a, dw] & keep) | ((x & low) << do)
-        done += take
+    :func:`value_bits`) to bits ``dst_at ..`` of the same bitmap of ``dst``, a destination
+    word at a time: the words the range covers whole are a funnel shift of two source words
+    (a loop without branches, vectorised), the one or two words at its ends are merged."""
+    if count <= 0:
+        return
+    end = dst_at + count
+    first_w, last_w = dst_at >> 6, (end - 1) >> 6
+    full_from = first_w if dst_at & 63 == 0 else first_w + 1
+    full_to = last_w + 1 if end & 63 == 0 else last_w  # whole words: full_from .. full_to - 1
+    # whole words read source words sw, sw + 1 from sw = (64 dw + delta) >> 6: keep sw + 1
+    # within the source, or leave the word to the merging path
+    delta = src_at - dst_at
+    shift = np.uint64(delta & 63)
+    while full_to > full_from and ((64 * (full_to - 1) + delta) >> 6) + 1 >= src.shape[2]:
+        full_to -= 1
+    full_to = max(full_to, full_from)
+    for j in range(src.shape[0]):
+        for a in range(src.shape[1]):
+            s_row, d_row = src[j, a], dst[j, a]
+            # slices indexed from 0, so the loops vectorise
+            whole = d_row[full_from:full_to]
+            from_word = s_row[(64 * full_from + delta) >> 6:]
+            if shift:
+                for i in range(whole.shape[0]):
+                    whole[i] = (from_word[i] >> shift) | (from_word[i + 1]
+                                                          << (np.uint64(64) - shift))
+            else:
+                whole[:] = from_word[:whole.shape[0]]
+            _merge_words(s_row, d_row, first_w, full_from, dst_at, end, delta)
+            _merge_words(s_row, d_row, full_to, last_w + 1, dst_at, end, delta)
+
+
+@nb.njit(cache=True, inline="always")
+def _merge_words(s_row, d_row, w0, w1, dst_at, end, delta):
+    """:func:`copy_bits`' words ``w0 .. w1 - 1`` of one bitmap, each merged with the bits of
+    the destination word outside the copied range."""
+    for dw in range(w0, w1):
+        lo, hi = max(dst_at, 64 * dw), min(end, 64 * dw + 64)
+        low = ~np.uint64(0) >> np.uint64(64 - (hi - lo))
+        at = np.uint64(lo & 63)
+        x = _bits_from(s_row, lo + delta) & low
+        d_row[dw] = (d_row[dw] & ~(low << at)) | (x << at)
 
 
 @nb.njit(cache=True)
