@@ -38,6 +38,35 @@ def _dealt(items: np.ndarray, sizes: np.ndarray, n_blocks: int) -> np.ndarray:
     return np.concatenate([order[b::n_blocks] for b in range(n_blocks)])
 
 
+@numba.njit(cache=True)
+def _claim_slots(nodes, node_tree, node_slot, slot_node, slot_target, tot, stats, n,
+                 last_attempt, attempts):
+    """Give leaf ``nodes[i]`` the ``i``-th lowest free slot, emptied; False (and nothing
+    changed) when there are fewer free slots than nodes. One scan that stops at the last slot
+    it needs, where finding the free slots with numpy scanned them all at every split."""
+    slots = np.empty(nodes.shape[0], dtype=np.int64)
+    found = 0
+    for s in range(slot_node.shape[0]):
+        if found == nodes.shape[0]:
+            break
+        if slot_node[s] < 0:
+            slots[found] = s
+            found += 1
+    if found < nodes.shape[0]:
+        return False
+    for i in range(nodes.shape[0]):
+        s = slots[i]
+        tot[s] = 0
+        stats[s] = 0
+        n[s] = 0
+        last_attempt[s] = 0
+        attempts[s] = 0
+        slot_node[s] = nodes[i]
+        slot_target[s] = node_tree[nodes[i]]
+        node_slot[nodes[i]] = s
+    return True
+
+
 class LeafStats:
     """Statistics slots for up to ``capacity`` active leaves of a :class:`Forest`."""
 
@@ -91,19 +120,16 @@ class LeafStats:
         nodes = np.asarray(nodes, dtype=np.int32)
         if nodes.size == 0:
             return
-        free = np.flatnonzero(self.slot_node < 0)
-        if free.size < nodes.size:
-            self._grow(self.slot_node.shape[0] + nodes.size - free.size)
-            free = np.flatnonzero(self.slot_node < 0)
-        slots = free[:nodes.size]
-        self.tot[slots] = 0
-        self.stats[slots] = 0
-        self.n[slots] = 0
-        self.last_attempt[slots] = 0
-        self.attempts[slots] = 0
-        self.slot_node[slots] = nodes
-        self.slot_target[slots] = self.forest.tree[nodes]
-        self.forest.slot[nodes] = slots
+        f = self.forest
+        args = (nodes, f.tree, f.slot)
+        if not _claim_slots(*args, *self._slot_arrays()):
+            self._grow(self.slot_node.shape[0] + nodes.size - (self.slot_node < 0).sum())
+            _claim_slots(*args, *self._slot_arrays())
+
+    def _slot_arrays(self):
+        """The per-slot arrays, in :func:`_claim_slots`' order."""
+        return (self.slot_node, self.slot_target, self.tot, self.stats, self.n,
+                self.last_attempt, self.attempts)
 
     def release(self, slots: np.ndarray) -> None:
         """Free the given slots; their leaves keep their counts but stop collecting stats."""
