@@ -209,15 +209,19 @@ def test_scoring_log_tables_leave_every_gain_unchanged(cards, prior):
     values = np.unique(f.cards)
     log_row = np.zeros(f.max_card + 1, dtype=np.int64)
     log_row[values] = np.arange(1, values.size + 1)
-    args = (slots, st.slot_target, st.tot, st.stats, f.cards, st.offsets, 1, f.prior, True)
-    computed = kernels.score_slots(*args, kernels.log_tables(f.prior, values, 0), log_row)
-    assert np.isfinite(computed[2]).sum() > 5
     binary_paths = (False, True) if max(cards) == 2 else (False,)
-    for size in (1, 64, 1 << 15):
-        for binary in binary_paths:  # every variable binary: the binary path too
-            looked_up = kernels.score_slots(*args, kernels.log_tables(f.prior, values, size),
-                                            log_row, binary)
-            for a, b in zip(computed, looked_up):
-                np.testing.assert_array_equal(a, b)
-    for a, b in zip(computed, st.score(slots, 1)):
-        np.testing.assert_array_equal(a, b)
+    # a min_count near the rows on a side leaves out candidates (and some slots entirely)
+    side = np.minimum(st.stats.sum(axis=1), st.tot.sum(axis=1)[:, None] - st.stats.sum(axis=1))
+    for min_count in (1, int(np.median(side))):
+        args = (slots, st.slot_target, st.tot, st.stats, f.cards, st.offsets, min_count,
+                f.prior, True)
+        computed = kernels.score_slots(*args, kernels.log_tables(f.prior, values, 0), log_row)
+        assert np.isfinite(computed[2]).sum() > 5
+        for size in (1, 64, 1 << 15):
+            for binary in binary_paths:  # every variable binary: the binary path too
+                looked_up = kernels.score_slots(
+                    *args, kernels.log_tables(f.prior, values, size), log_row, binary)
+                for a, b in zip(computed, looked_up):
+                    np.testing.assert_array_equal(a, b)
+        for a, b in zip(computed, st.score(slots, min_count)):
+            np.testing.assert_array_equal(a, b)
