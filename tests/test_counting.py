@@ -175,6 +175,24 @@ def test_replay_equals_row_by_row(cards, missing, n_blocks, sums, first, as_lane
     np.testing.assert_array_equal(st.n, n)
 
 
+@pytest.mark.parametrize("n_rows", [1, 63, 64, 130])
+def test_value_bits_of_complete_rows_derive_value_zero(n_rows):
+    """Rows without missing values: value 0's bitmaps made as the complement of the others'
+    are those made by comparison, for binary and mixed cardinalities, with a last word of
+    fewer than 64 rows (its bits past the rows stay clear); with a missing value, no bit."""
+    rng = np.random.default_rng(n_rows)
+    for cards in ((2,) * 7, (2, 3, 4, 2, 5)):
+        rows = (rng.random((n_rows, len(cards))) * np.array(cards)).astype(np.uint8)
+        bits = counting.value_bits(rows, max(cards), True)
+        np.testing.assert_array_equal(bits, counting.value_bits(rows, max(cards)))
+        for j, a in ((0, 0), (len(cards) - 1, 1)):
+            set_rows = np.flatnonzero(np.unpackbits(bits[j, a].view(np.uint8),
+                                                    bitorder="little"))
+            np.testing.assert_array_equal(set_rows, np.flatnonzero(rows[:, j] == a))
+    rows[0, 0] = 255  # missing
+    assert not (counting.value_bits(rows, max(cards))[0, :, 0] & np.uint64(1)).any()
+
+
 def test_copy_bits_moves_bit_ranges_between_bitmaps():
     """Bit ranges at any offsets and lengths (within a word, across words, whole words) land
     where they should and leave the other bits alone."""

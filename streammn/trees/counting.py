@@ -210,21 +210,32 @@ def lanes(indicators):
 
 
 @nb.njit(cache=True)
-def value_bits(rows, max_card):
+def value_bits(rows, max_card, complete=False):
     """``bits[j, a, w]``: bit ``i`` is set when ``rows[64 w + i, j] == a`` (a missing value
-    sets none), shape (n_vars, max_card, words)."""
+    sets none), shape (n_vars, max_card, words). ``complete``: the rows have no missing
+    values, so a row whose value is none of ``1 .. max_card - 1`` is 0, and the bitmaps of
+    value 0 are the rows' complement of the others' (half the comparisons for binary rows)."""
     n, n_vars = rows.shape
     W = (n + 63) // 64
     bits = np.zeros((n_vars, max_card, W), dtype=np.uint64)
     word = np.zeros((max_card, n_vars), dtype=np.uint64)
+    compared = 1 if complete else 0  # the first value compared
     for w in range(W):
         word[:] = 0
-        for i in range(min(64, n - 64 * w)):
+        in_word = min(64, n - 64 * w)
+        for i in range(in_word):
             bit = np.uint64(1) << np.uint64(i)
-            for a in range(max_card):
+            for a in range(compared, max_card):
                 for j in range(n_vars):
                     if rows[64 * w + i, j] == a:
                         word[a, j] |= bit
+        if complete:
+            rows_of_word = ~np.uint64(0) >> np.uint64(64 - in_word)
+            for j in range(n_vars):
+                other = np.uint64(0)
+                for a in range(1, max_card):
+                    other |= word[a, j]
+                word[0, j] = rows_of_word & ~other
         for a in range(max_card):
             for j in range(n_vars):
                 bits[j, a, w] = word[a, j]

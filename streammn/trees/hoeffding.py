@@ -320,7 +320,8 @@ class HoeffdingGrower:
         self._earlier = None
         self._buf_bits[:] = 0
         if self._buf_len:
-            bits = counting.value_bits(self._buf[:self._buf_len], self.forest.max_card)
+            bits = counting.value_bits(self._buf[:self._buf_len], self.forest.max_card,
+                                       not self.forest.schema.missing)
             self._buf_bits[:, :, :bits.shape[2]] = bits
 
     def _grow(self, due: np.ndarray) -> None:

@@ -162,7 +162,7 @@ class LeafStats:
     def prepare(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """What :meth:`add` derives from ``rows`` (their value bitmaps and indicator lanes,
         see :mod:`streammn.trees.counting`), for a caller that adds the same rows again."""
-        return (counting.value_bits(rows, self.forest.max_card),
+        return (counting.value_bits(rows, self.forest.max_card, not self.missing),
                 counting.lanes(self.indicators(rows)))
 
     def add(self, rows: np.ndarray, grace: int = 0, count_leaves: bool = True,
