@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from streammn.schema import Schema
-from streammn.trees import counting, kernels
+from streammn.trees import counting, kernels, replay
 from streammn.trees.forest import Forest
 from streammn.trees.stats import LeafStats
 
@@ -167,9 +167,9 @@ def test_replay_equals_row_by_row(cards, missing, n_blocks, sums, first, as_lane
             st.tot, st.stats, st.n)
     block_cost = {"rows": 0, "bits": 2 ** 40, "either": counting.BLOCK_COST}[sums]
     if n_blocks == 1:
-        counting.replay(*args, block_cost, first)
+        replay.replay(*args, block_cost, first)
     else:
-        counting.replay_parallel(*args, n_blocks, block_cost, first)
+        replay.replay_parallel(*args, n_blocks, block_cost, first)
     np.testing.assert_array_equal(st.tot, tot)
     np.testing.assert_array_equal(st.stats, stats)
     np.testing.assert_array_equal(st.n, n)

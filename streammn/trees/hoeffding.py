@@ -27,7 +27,7 @@ finite stream that fits in the buffer grows trees close to exact ones. The buffe
 rows and their value bitmaps (a bit per row for every variable and value, copied from the
 bitmaps the segmented count makes of every batch): the rows that reach a just-split node are
 the AND of the bitmaps of the tests on its path, a few words per 64 buffered rows and level
-(:func:`counting.replay`), so no leaf per buffered row and tree is stored or kept current.
+(:func:`streammn.trees.replay.replay`), so no leaf per buffered row and tree is stored or kept current.
 Memory: ``replay_rows * n_vars`` bytes of rows plus ``replay_rows * n_vars * max_card / 8``
 of bitmaps.
 
@@ -92,7 +92,7 @@ _FULL = np.iinfo(STATS_DTYPE).max
 def _padded_buffer(n_rows: int, n_vars: int) -> np.ndarray:
     """An empty replay buffer of ``n_rows`` rows, followed in memory by at least
     ``counting.LANE_BLOCK`` zero bytes: replay sums a binary buffer's rows as they are, in
-    vector adds that read up to 63 bytes past a row (:func:`counting.replay`)."""
+    vector adds that read up to 63 bytes past a row (:func:`streammn.trees.replay.replay`)."""
     padding = -(-counting.LANE_BLOCK // max(1, n_vars))
     return np.zeros((n_rows + padding, n_vars), dtype=np.uint8)[:n_rows]
 

@@ -56,11 +56,11 @@ class EarlierGrowth:
 class BufferPasses:
     """Exact growth's passes (:data:`streammn.trees.exact.CountPass`) over the replay buffer's
     rows, held in memory with their value bitmaps: the first at the roots as a co-occurrence
-    count, the others as a replay (:func:`counting.replay`) of the split nodes whose children
-    the pass counts. Level-wise growth counts a level's leaves right after their parents split,
-    so the rows at each parent are the AND of the bitmaps of its path's tests, and only the
-    children that hold slots (after sibling subtraction, the smaller of each pair) have their
-    rows summed: no routing of the whole buffer through every tree at every level.
+    count, the others as a replay (:func:`streammn.trees.replay.replay`) of the split nodes
+    whose children the pass counts. Level-wise growth counts a level's leaves right after their
+    parents split, so the rows at each parent are the AND of the bitmaps of its path's tests,
+    and only the children that hold slots (after sibling subtraction, the smaller of each pair)
+    have their rows summed: no routing of the whole buffer through every tree at every level.
 
     With the ``earlier`` growth of the last rebuild (on the buffer's first rows, which are the
     same), a node that is the same node there (the same root, or the same child of the same

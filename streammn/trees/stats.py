@@ -13,7 +13,7 @@ import numba
 import numpy as np
 
 from streammn.blas import blas_threads
-from streammn.trees import counting, kernels, missing
+from streammn.trees import counting, kernels, missing, replay
 from streammn.trees.forest import Forest
 
 PARALLEL_WORK = 200_000  # rows x trees (about 10 ms) below which a step runs on one thread
@@ -257,7 +257,7 @@ class LeafStats:
                lanes: np.ndarray | None = None) -> None:
         """Add the past ``rows`` (with their :func:`counting.value_bits` ``bits``; from row
         ``first`` on) that reach the just-split nodes ``parents`` to their children's
-        statistics (see :func:`counting.replay`; ``rows`` must be followed by
+        statistics (see :func:`replay.replay`; ``rows`` must be followed by
         ``counting.LANE_BLOCK`` readable bytes). ``node_slot``: count only at the children it
         gives a slot (default: every active child, the forest's slots). ``lanes``: the rows'
         :func:`counting.lanes`, for a caller that replays the same rows many times: their
@@ -272,9 +272,9 @@ class LeafStats:
         # a split costs a few words per 64 rows and level: about a row x tree per 64 rows
         n_blocks = self._blocks(parents.size, (rows.shape[0] - first) * parents.size // 64)
         if n_blocks == 1:  # a parallel launch wakes (and spins) every thread
-            counting.replay(*args, first=first)
+            replay.replay(*args, first=first)
         else:
-            counting.replay_parallel(*args, n_blocks, first=first)
+            replay.replay_parallel(*args, n_blocks, first=first)
 
     def score(self, slots: np.ndarray, min_count: int):
         """Best split of each slot: see :func:`kernels.score_slots`."""
