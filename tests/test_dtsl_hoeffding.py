@@ -210,7 +210,7 @@ def test_exact_model_round_trip():
 def test_thread_count_does_not_change_the_model(mode, kappa, replay, monkeypatch):
     """Counting, replay and scoring in blocks of trees (or slots) run in parallel (here at any
     size of step: small ones run on one thread by default)."""
-    monkeypatch.setattr("streammn.trees.stats.PARALLEL_WORK", 0)
+    monkeypatch.setattr("streammn.trees.stats.PARALLEL_NS", 0)
     rng = np.random.default_rng(9)
     rows = sample_chain(rng, 8_000)
     schema = Schema.binary(rows.shape[1])

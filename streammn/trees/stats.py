@@ -16,7 +16,13 @@ from streammn.blas import blas_threads
 from streammn.trees import counting, kernels, missing, replay
 from streammn.trees.forest import Forest
 
-PARALLEL_WORK = 200_000  # rows x trees (about 10 ms) below which a step runs on one thread
+# A step runs on several threads when its estimated one-thread time reaches PARALLEL_NS: a
+# parallel step first wakes the other threads (10-60 us) and waits for the slowest, so it
+# gains only when its work is several times that. Estimated costs (100 binary variables):
+PARALLEL_NS = 1_000_000
+ROW_TREE_NS = 5  # the streaming count of a row into a tree
+SLOT_COLUMN_NS = 12  # scoring a slot's candidates, per indicator column
+REPLAY_ROWS_PER_NS = 2  # the buffered rows a split node's replay scans in a nanosecond
 GRAM_BLOCK = 8192  # rows per float32 block of add_at_roots: sums stay exact (< 2**24)
 LOG_TABLE = 1 << 15  # split scoring looks up the logarithms of counts below this
 
@@ -180,7 +186,7 @@ class LeafStats:
             self._grow(1)
         if trees is None:
             trees = self._all_trees
-        n_blocks = self._blocks(trees.shape[0], rows.shape[0] * trees.shape[0])
+        n_blocks = self._blocks(trees.shape[0], rows.shape[0] * trees.shape[0] * ROW_TREE_NS)
         due = np.empty((n_blocks, self.slot_node.shape[0] if grace > 0 else 1), dtype=np.int64)
         n_due = np.zeros(n_blocks, dtype=np.int64)
         kernel = counting.accumulate if n_blocks == 1 else counting.accumulate_parallel
@@ -244,7 +250,7 @@ class LeafStats:
         f = self.forest
         if self.tot.shape[0] == 0:
             self._grow(1)
-        n_blocks = self._blocks(trees.shape[0], rows.shape[0] * trees.shape[0])
+        n_blocks = self._blocks(trees.shape[0], rows.shape[0] * trees.shape[0] * ROW_TREE_NS)
         args = (rows, self.indicators(rows), trees, f.links,
                 f.slot if node_slot is None else node_slot, self.tot, self.stats, row_node)
         if n_blocks == 1:  # a parallel launch costs milliseconds on a busy machine
@@ -269,8 +275,8 @@ class LeafStats:
         args = (rows if lanes is None else lanes, bits, rows.shape[0], as_lanes, self.offsets,
                 parents.astype(np.int64), f.links, f.parent, f.tree, f.cards,
                 f.slot if node_slot is None else node_slot, self.tot, self.stats, self.n)
-        # a split costs a few words per 64 rows and level: about a row x tree per 64 rows
-        n_blocks = self._blocks(parents.size, (rows.shape[0] - first) * parents.size // 64)
+        n_blocks = self._blocks(parents.size,
+                                (rows.shape[0] - first) * parents.size // REPLAY_ROWS_PER_NS)
         if n_blocks == 1:  # a parallel launch wakes (and spins) every thread
             replay.replay(*args, first=first)
         else:
@@ -287,17 +293,17 @@ class LeafStats:
         args = (slots, self.slot_target, self.tot, self.stats, cards, self.offsets,
                 int(min_count), self.forest.prior, not self.missing, self._logs, self._log_row,
                 bool((cards == 2).all()))
-        n_blocks = self._blocks(slots.size, slots.size * self.K)
+        n_blocks = self._blocks(slots.size, slots.size * self.K * SLOT_COLUMN_NS)
         if n_blocks == 1:
             return kernels.score_slots(*args)
         return kernels.score_slots_parallel(*args, n_blocks)
 
-    def _blocks(self, n_items: int, work: int) -> int:
+    def _blocks(self, n_items: int, work_ns: int) -> int:
         """Blocks a parallel kernel cuts ``n_items`` independent items into: one per thread,
-        never more than the items, and one when the call's ``work`` (rows x trees, or slots x
-        candidates) is below ``PARALLEL_WORK``: a parallel step waits for all its threads, and
+        never more than the items, and one when the call's estimated one-thread time
+        ``work_ns`` is below ``PARALLEL_NS``: a parallel step waits for all its threads, and
         on a busy machine a descheduled thread costs more than a small step saves."""
-        if work < PARALLEL_WORK:
+        if work_ns < PARALLEL_NS:
             return 1
         return max(1, min(self.n_threads, n_items))
 
