@@ -7,11 +7,12 @@ Then: Hoeffding throughput on a synthetic 1M x 100 binary stream sampled from a 
 Bayesian network, and msnbc_stream (first 80,000 rows learn, the rest test; kappa chosen on the
 last 8,000 learning rows), exact vs Hoeffding.
 
-Throughput (``--throughput``, issue 13): one pass at the defaults and at the previous defaults
-over planted streams (:class:`streammn.planted.LogisticBN`) of 16, 100 and 300 binary variables
+Throughput (``--throughput``, issue 13): one pass at the defaults, on one and on two threads,
+and at the previous defaults over planted streams (:class:`streammn.planted.LogisticBN`) of 16, 100 and 300 binary variables
 and 100 four-valued variables (pairs of planted binary variables), next to the floor measured in
 the same process: float32 ``X.T @ X`` over the rows' indicator columns (every row times every
-candidate test, the co-occurrence count one-pass DTSL amounts to). Results go to
+candidate test, the co-occurrence count one-pass DTSL amounts to), on one BLAS thread and on
+as many as the learner's. Results go to
 ``dtsl_throughput.json`` and ``.md`` with the machine's load average.
 
 Each (dataset, mode) runs in its own subprocess so that peak RSS is its own. Results go to
@@ -173,8 +174,8 @@ def worker_synthetic(n_rows: int, n_vars: int, kappa: float, batch_size: int) ->
 
 
 # the defaults (one thread), the defaults on both cores, and the defaults before issue 11
-THROUGHPUT_SETTINGS = (("defaults", {}), ("two_threads", {"n_threads": 2}),
-                       ("previous_defaults", None))
+THROUGHPUT_SETTINGS = (("defaults", {}), ("one_thread", {"n_threads": 1}),
+                       ("two_threads", {"n_threads": 2}), ("previous_defaults", None))
 THROUGHPUT_SHAPES = (("16 binary", 16, 2), ("100 binary", 100, 2), ("300 binary", 300, 2),
                      ("100 x 4 values", 100, 4))
 
@@ -188,14 +189,14 @@ def planted_rows(n_rows: int, n_vars: int, card: int) -> np.ndarray:
     return X if bits == 1 else (2 * X[:, 0::2] + X[:, 1::2]).astype(np.uint8)
 
 
-def gram_rows_per_s(indicators: np.ndarray) -> float:
-    """Rows/s of float32 ``X.T @ X`` over the indicator columns (best of three), on one BLAS
-    thread like the learner (a multi-threaded BLAS on a busy machine spins and runs 100x
-    slower)."""
+def gram_rows_per_s(indicators: np.ndarray, threads: int = 1) -> float:
+    """Rows/s of float32 ``X.T @ X`` over the indicator columns (best of three), on as many
+    BLAS threads as the learner it is set against (a multi-threaded BLAS on a busy machine
+    spins and runs 100x slower)."""
     from threadpoolctl import threadpool_limits
     X = indicators.astype(np.float32)
     best = np.inf
-    with threadpool_limits(1):
+    with threadpool_limits(threads):
         for _ in range(3):
             t = time.perf_counter()
             X.T @ X
@@ -221,35 +222,43 @@ def worker_throughput(n_rows: int, n_vars: int, card: int) -> dict:
         cpu, wall = time.process_time() - c0, time.perf_counter() - w0
         out[label] = {"params": params, "wall_s": wall, "cpu_s": cpu,
                       "rows_per_s": n_rows / wall, "rows_per_s_cpu": n_rows / cpu,
-                      "leaves": int(model.tree_stats()["n_leaves"].sum())}
-    out["gram_rows_per_s"] = gram_rows_per_s(LeafStats(model.forest, 1).indicators(rows))
+                      "leaves": int(model.tree_stats()["n_leaves"].sum()),
+                      "threads": model.threads}
+    indicators = LeafStats(model.forest, 1).indicators(rows)
+    out["gram_rows_per_s"] = gram_rows_per_s(indicators)
+    out["gram_rows_per_s_threads"] = {}
     for label, _ in THROUGHPUT_SETTINGS:
+        threads = out[label]["threads"]
+        if threads not in out["gram_rows_per_s_threads"]:
+            out["gram_rows_per_s_threads"][threads] = gram_rows_per_s(indicators, threads)
+        floor = out["gram_rows_per_s_threads"][threads]
         out[label]["gram_ratio"] = out["gram_rows_per_s"] / out[label]["rows_per_s"]
+        out[label]["gram_ratio_same_threads"] = floor / out[label]["rows_per_s"]
     return out
 
 
 def throughput_markdown(results: dict) -> str:
     lines = ["# One-pass DTSL throughput (issue 13)\n",
              f"Machine: {results['machine']}; load average before / after: "
-             f"{results['load_before']} / {results['load_after']} (shared machine: other jobs "
-             "ran alongside, so wall rates are below what the code does on a quiet core; "
-             "CPU rates are per CPU second of this process). One thread (learner and BLAS), "
-             "except `two_threads` (the learner's n_threads=2; its ratios are to the same "
-             "one-thread floor). "
-             "Planted streams of "
-             f"{results['n_rows']:,} rows, batches of {results['batch_size']:,}. Floor: float32 "
-             "`X.T @ X` over the same rows' indicator columns, in the same process. Targets: "
-             ">= 1M rows/s (within 5.5x of `X.T @ X`) at 100 binary variables, >= 3M rows/s "
-             "at 16, at the defaults.\n",
-             "| variables | settings | rows/s wall | rows/s per CPU s | `X.T @ X` rows/s | "
-             "ratio (wall) | ratio (CPU) | leaves |", "|---|---|---|---|---|---|---|---|"]
+             f"{results['load_before']} / {results['load_after']} (on a shared machine other "
+             "jobs run alongside, so wall rates are below what the code does on quiet cores; "
+             "CPU rates are per CPU second of this process, all its threads). Planted streams "
+             f"of {results['n_rows']:,} rows, batches of {results['batch_size']:,}. Floor: "
+             "float32 `X.T @ X` over the same rows' indicator columns, in the same process, on "
+             "one BLAS thread and on as many as the learner's threads. Targets: >= 1M rows/s "
+             "(within 5.5x of `X.T @ X`) at 100 binary variables, >= 3M rows/s at 16, at the "
+             "defaults.\n",
+             "| variables | settings | threads | rows/s wall | rows/s per CPU s | "
+             "`X.T @ X` rows/s, 1 thread | ratio to it | `X.T @ X`, same threads | "
+             "ratio to it | leaves |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in results["shapes"]:
         for label, _ in THROUGHPUT_SETTINGS:
             t = r[label]
-            lines.append(f"| {r['label']} | {label} {t['params'] or ''} | "
+            same = r["gram_rows_per_s_threads"][str(t["threads"])]
+            lines.append(f"| {r['label']} | {label} {t['params'] or ''} | {t['threads']} | "
                          f"{t['rows_per_s']:,.0f} | {t['rows_per_s_cpu']:,.0f} | "
                          f"{r['gram_rows_per_s']:,.0f} | {t['gram_ratio']:,.1f}x | "
-                         f"{r['gram_rows_per_s'] / t['rows_per_s_cpu']:,.1f}x | "
+                         f"{same:,.0f} | {t['gram_ratio_same_threads']:,.1f}x | "
                          f"{t['leaves']:,} |")
     return "\n".join(lines) + "\n"
 
@@ -263,6 +272,7 @@ def run_throughput(n_rows: int, out_dir: str) -> dict:
         r["label"] = label
         results["batch_size"] = r["batch_size"]
         print(f"throughput {label}: defaults {r['defaults']['rows_per_s']:,.0f} rows/s, "
+              f"one thread {r['one_thread']['rows_per_s']:,.0f}, "
               f"two threads {r['two_threads']['rows_per_s']:,.0f}, "
               f"previous {r['previous_defaults']['rows_per_s']:,.0f}, X.T@X "
               f"{r['gram_rows_per_s']:,.0f}", flush=True)
