@@ -247,6 +247,9 @@ class StreamLearner:
         if when_busy not in WHEN_BUSY:
             raise EngineError(f"when_busy must be one of {', '.join(WHEN_BUSY)}, "
                               f"got {when_busy!r}")
+        if isinstance(progress, str) and progress != STDERR:
+            raise EngineError(f"progress must be a text stream, None or {STDERR!r}, "
+                              f"got {progress!r}")
         self.source = source
         self.learner = learner
         self.writer = SnapshotWriter(snapshot_dir, keep=keep)

@@ -144,6 +144,8 @@ def test_schema_mismatch_and_bad_settings(tmp_path):
         StreamLearner(source, DTSL(Schema.binary(8)), tmp_path, every_rows=0)
     with pytest.raises(ValueError, match="validation"):
         StreamLearner(source, DTSL(Schema.binary(8)), tmp_path, refine=True)
+    with pytest.raises(EngineError, match="progress must be a text stream"):
+        StreamLearner(source, DTSL(Schema.binary(8)), tmp_path, progress="stdout")
 
 
 def test_refined_snapshots_equal_dn2mn_refine_and_the_engine_needs_a_learner(tmp_path):
