@@ -210,6 +210,15 @@ def lanes(indicators):
 
 
 @nb.njit(cache=True)
+def _aligned_zeros(n_rows, width):
+    """A zeroed ``uint8`` matrix whose rows start on cache lines (``width`` a multiple of
+    ``LANE_BLOCK``): a vector add into a row that straddles two lines costs two."""
+    buffer = np.zeros(n_rows * width + LANE_BLOCK, dtype=np.uint8)
+    skip = -buffer.ctypes.data % LANE_BLOCK
+    return buffer[skip:skip + n_rows * width].reshape((n_rows, width))
+
+
+@nb.njit(cache=True)
 def value_bits(rows, max_card):
     """``bits[j, a, w]``: bit ``i`` is set when ``rows[64 w + i, j] == a`` (a missing value
     sets none), shape (n_vars, max_card, words)."""
@@ -617,7 +626,7 @@ def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, t
     group_of_row = np.empty((SWEEP_TREES, 64 * W), dtype=np.int32)
     group_slot = np.full(trash, -1, dtype=np.int32)
     group_y = np.zeros(trash, dtype=np.int32)
-    acc = np.zeros((trash + 2, lanes.shape[1]), dtype=np.uint8)
+    acc = _aligned_zeros(trash + 2, lanes.shape[1])
     group_rows = np.zeros(trash, dtype=np.int64)
     group_of_key = np.zeros(0, dtype=np.int32)  # row routing's scratch, made when needed
     offsets = np.zeros(cards.shape[0], dtype=np.int64)  # of each variable's indicator columns
