@@ -561,59 +561,54 @@ def _tree_by_rows(t, rows, root, steps, table, node_slot, node_counts, count_lea
 
 
 @nb.njit(cache=True)
-def _leaf_census(root, links, node_slot, node_counts, pending):
-    """Leaves of the tree under ``root``, and whether its groups are best listed (see
-    :func:`_tree_by_bits`): fewer than ``LIST_LEAVES`` active leaves (``node_slot >= 0``), or
-    holding less than ``1 / LIST_SHARE`` of its rows by their counts (``pending``: scratch of
-    a node per node)."""
-    pending[0] = root
-    top = 1
-    leaves = 0
-    held = 0
-    active = 0
-    n_active = 0
-    while top:
-        top -= 1
-        node = pending[top]
-        if links[node, 0] < 0:
-            leaves += 1
-            c = 0
-            for y in range(node_counts.shape[1]):
-                c += node_counts[node, y]
-            held += c
-            if node_slot[node] >= 0:
-                active += c
-                n_active += 1
-        else:
-            pending[top] = links[node, 2]
-            pending[top + 1] = links[node, 3]
-            top += 2
-    return leaves, n_active < LIST_LEAVES or active * LIST_SHARE < held
+def _leaf_census(node_tree, links, node_slot, node_counts, n_trees):
+    """Leaves of every tree of the forest's first ``node_tree.shape[0]`` nodes, and whether
+    its groups are best listed (see :func:`_tree_by_bits`): fewer than ``LIST_LEAVES`` active
+    leaves (``node_slot >= 0``), or holding less than ``1 / LIST_SHARE`` of its rows by their
+    counts. One pass over the nodes in memory order, without a branch on what a node is: a
+    walk of each tree from its root would wait on memory at every node."""
+    leaves = np.zeros(n_trees, dtype=np.int64)
+    held = np.zeros(n_trees, dtype=np.int64)
+    active = np.zeros(n_trees, dtype=np.int64)
+    n_active = np.zeros(n_trees, dtype=np.int64)
+    for node in range(node_tree.shape[0]):
+        t = node_tree[node]
+        leaf = links[node, 0] < 0
+        c = 0
+        for y in range(node_counts.shape[1]):
+            c += node_counts[node, y]
+        is_active = leaf & (node_slot[node] >= 0)
+        leaves[t] += leaf
+        held[t] += c * leaf
+        active[t] += c * is_active
+        n_active[t] += is_active
+    listing = np.empty(n_trees, dtype=np.bool_)
+    for t in range(n_trees):
+        listing[t] = n_active[t] < LIST_LEAVES or active[t] * LIST_SHARE < held[t]
+    return leaves, listing
 
 
 @nb.njit(cache=True)
 def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, tree_steps,
-              tree_nodes, node_slot, node_counts, count_leaves, tot, stats, slot_n, slot_last,
-              grace, due, block_cost):
+              tree_nodes, tree_leaves, tree_listing, node_slot, node_counts, count_leaves, tot,
+              stats, slot_n, slot_last, grace, due, block_cost):
     """Count the batch into trees ``trees[q0:q1]``, routed one tree after another (its nodes
     and slots stay in cache), the rows of numbered trees summed ``SWEEP_TREES`` trees per
-    sweep (:func:`_sum_rows`); return the number of due slots written to ``due``."""
+    sweep (:func:`_sum_rows`); return the number of due slots written to ``due``.
+    ``tree_leaves``, ``tree_listing``: :func:`_leaf_census` of every tree."""
     n = rows.shape[0]
     C = stats.shape[1]
     W = (n + 63) // 64
     depth = 0
     n_groups = 0  # most groups of a tree: (leaf number + 1) x C by bits, at most n by rows
     by_bits = np.empty(q1 - q0, dtype=np.bool_)
-    pending = np.empty(links.shape[0], dtype=np.int32)
-    listing = np.empty(q1 - q0, dtype=np.bool_)
     for q in range(q0, q1):
         t = trees[q]
         depth = max(depth, tree_steps[t])
         steps = tree_steps[t]
         by_bits[q - q0] = (tree_nodes[t] * (W // 2 + NODE_COST)
                            <= n * (STEP_COST * steps + ROW_COST))
-        leaves, listing[q - q0] = _leaf_census(roots[t], links, node_slot, node_counts,
-                                               pending)
+        leaves = tree_leaves[t]
         n_groups = max(n_groups, (leaves + 1) * C if by_bits[q - q0] else min(n, leaves * C))
     masks = np.empty((depth + 2, W), dtype=np.uint64)
     stack = np.empty(depth + 2, dtype=np.int32)
@@ -642,10 +637,10 @@ def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, t
         tree_slot = group_slot[base:base + n_groups]
         tree_y = group_y[base:base + n_groups]
         if by_bits[q - q0]:
-            numbered = not listing[q - q0]
+            numbered = not tree_listing[t]
             n_due = _tree_by_bits(
                 t, n, bits, cards, offsets, lanes, K, roots[t], links, node_slot, node_counts,
-                count_leaves, tot, stats, slot_n, slot_last, grace, due, n_due, listing[q - q0],
+                count_leaves, tot, stats, slot_n, slot_last, grace, due, n_due, tree_listing[t],
                 masks, stack, planes, listed, group_of_row[in_sweep], base, trash, group,
                 tree_rows, tree_slot, tree_y, acc[trash + 1:], sizes, block_cost)
         else:
@@ -668,33 +663,39 @@ def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, t
 
 @nb.njit(cache=True)
 def accumulate(rows, bits, lanes, K, cards, trees, roots, links, table, tree_steps, tree_nodes,
-               node_slot, node_counts, count_leaves, tot, stats, slot_n, slot_last, grace, due,
-               n_due, block_cost=BLOCK_COST):
+               node_tree, node_slot, node_counts, count_leaves, tot, stats, slot_n, slot_last,
+               grace, due, n_due, block_cost=BLOCK_COST):
     """Count ``rows`` (with their :func:`value_bits` and :func:`lanes`) into the listed trees:
     the target counts of every leaf with ``count_leaves``, the statistics of active leaves.
     ``table``/``tree_steps`` come from :func:`streammn.trees.kernels.routing_table`,
-    ``tree_nodes`` is the number of nodes of every tree. With ``grace > 0``, slots whose row
+    ``tree_nodes`` is the number of nodes of every tree, ``node_tree`` the tree of every node
+    (the forest's first ``table.shape[0]`` nodes). With ``grace > 0``, slots whose row
     count since ``slot_last`` passes ``grace`` are written to ``due[0, :n_due[0]]``. The groups
     of trees whose groups are listed are counted from the bitmaps or by their lanes as
     ``block_cost`` says (:func:`_by_bits`)."""
+    leaves, listing = _leaf_census(node_tree[:table.shape[0]], links, node_slot, node_counts,
+                                   roots.shape[0])
     n_due[0] = _add_rows(rows, bits, lanes, K, cards, trees, 0, trees.shape[0], roots, links,
-                         table, tree_steps, tree_nodes, node_slot, node_counts, count_leaves,
-                         tot, stats, slot_n, slot_last, grace, due[0], block_cost)
+                         table, tree_steps, tree_nodes, leaves, listing, node_slot,
+                         node_counts, count_leaves, tot, stats, slot_n, slot_last, grace,
+                         due[0], block_cost)
 
 
 @nb.njit(cache=True, parallel=True)
 def accumulate_parallel(rows, bits, lanes, K, cards, trees, roots, links, table, tree_steps,
-                        tree_nodes, node_slot, node_counts, count_leaves, tot, stats, slot_n,
-                        slot_last, grace, due, n_due, block_cost=BLOCK_COST):
+                        tree_nodes, node_tree, node_slot, node_counts, count_leaves, tot, stats,
+                        slot_n, slot_last, grace, due, n_due, block_cost=BLOCK_COST):
     """:func:`accumulate` with the trees cut into ``due.shape[0]`` blocks run in parallel (each
     block writes only its own trees' nodes and slots, and its own ``due[block]``)."""
     T = trees.shape[0]
     n_blocks = due.shape[0]
+    leaves, listing = _leaf_census(node_tree[:table.shape[0]], links, node_slot, node_counts,
+                                   roots.shape[0])
     for b in nb.prange(n_blocks):
         n_due[b] = _add_rows(rows, bits, lanes, K, cards, trees, b * T // n_blocks,
                              (b + 1) * T // n_blocks, roots, links, table, tree_steps,
-                             tree_nodes, node_slot, node_counts, count_leaves, tot, stats,
-                             slot_n, slot_last, grace, due[b], block_cost)
+                             tree_nodes, leaves, listing, node_slot, node_counts, count_leaves,
+                             tot, stats, slot_n, slot_last, grace, due[b], block_cost)
 
 
 @nb.njit(cache=True)
