@@ -489,10 +489,12 @@ def _tree_by_bits(t, n, bits, cards, offsets, lanes, K, root, links, node_slot, 
                 for w in range(W):
                     planes[n_planes, w] = 0
                 n_planes += 1
-            for b in range(n_planes):
-                if (n_leaves >> b) & 1:
-                    for w in range(W):
-                        planes[b, w] |= masks[sp, w]
+            number = n_leaves
+            while number:  # its set bits, lowest first (a test of every bit would mispredict)
+                b = trailing_zeros(number)
+                number &= number - 1
+                for w in range(W):
+                    planes[b, w] |= masks[sp, w]
         sp -= 1
     if listing:
         return n_due
