@@ -65,6 +65,7 @@ import numba as nb
 import numpy as np
 from llvmlite import ir
 from numba import types
+from numba.core import cgutils
 from numba.cpython.unsafe.numbers import trailing_zeros
 from numba.extending import intrinsic
 
@@ -177,6 +178,44 @@ def _add_where_set(typingctx, dst, at, word, value):
         builder.store(builder.add(builder.load(target, align=4), added), target, align=4)
         return context.get_dummy_value()
     return types.void(dst, types.int64, word, types.int64), codegen
+
+
+@intrinsic
+def _set_numbers(typingctx, dst, at, first, planes, n_planes, w, mask, scale):
+    """``dst[at + i] = first + sum(scale << b)`` over the bitmaps ``b < n_planes`` of
+    ``planes`` (shape (planes, words)) whose word ``w``, ANDed with ``mask``, has bit ``i``
+    set, on 64 ``int32`` entries from ``at``: the bitmaps' bits are summed in vector
+    registers and stored once, where adding them one at a time (:func:`_add_where_set`)
+    would read and write the entries again for every bitmap."""
+    if not (isinstance(dst, types.Array) and dst.dtype == types.int32
+            and isinstance(planes, types.Array) and planes.dtype == types.uint64
+            and planes.ndim == 2):
+        return None
+
+    def codegen(context, builder, signature, args):
+        dst_v, at_v, first_v, planes_v, n_v, w_v, mask_v, scale_v = args
+        i32, i64 = ir.IntType(32), ir.IntType(64)
+        lanes = ir.VectorType(i32, 64)
+        zeros = ir.Constant(lanes, [0] * 64)
+
+        def splat(value):
+            one = builder.insert_element(ir.Constant(lanes, ir.Undefined),
+                                         builder.trunc(value, i32), i32(0))
+            return builder.shuffle_vector(one, ir.Constant(lanes, ir.Undefined), zeros)
+        planes_array = context.make_array(signature.args[3])(context, builder, planes_v)
+        stride = builder.extract_value(planes_array.shape, 1)
+        total = cgutils.alloca_once_value(builder, splat(first_v))
+        with cgutils.for_range_slice(builder, i64(0), n_v, i64(1)) as (b, _):
+            word = builder.load(_pointer_at(context, builder, planes_v, signature.args[3],
+                                            builder.add(builder.mul(b, stride), w_v), i64))
+            where = builder.bitcast(builder.and_(word, mask_v), ir.VectorType(ir.IntType(1), 64))
+            added = builder.select(where, splat(builder.shl(scale_v, b)), zeros)
+            builder.store(builder.add(builder.load(total), added), total)
+        target = _pointer_at(context, builder, dst_v, signature.args[0], at_v, lanes)
+        builder.store(builder.load(total), target, align=4)
+        return context.get_dummy_value()
+    return types.void(dst, types.int64, types.int64, planes, types.int64, types.int64,
+                      types.uint64, types.int64), codegen
 
 
 @intrinsic
@@ -393,7 +432,7 @@ def _tree_by_bits(t, n, bits, cards, offsets, lanes, K, root, links, node_slot, 
     * *numbering* (many active leaves, each holding a small share of the rows: converged
       trees): the walk numbers the active leaves 1, 2, ...; bit ``b`` of every row's leaf
       number is the OR of the masks of the leaves with that bit, one bitmap per bit
-      (``planes``), read back 64 rows at a time (:func:`_add_where_set`); a row's group is its
+      (``planes``), read back 64 rows at a time (:func:`_set_numbers`); a row's group is its
       leaf number times ``C`` plus its target value (``group_rows``, ``group_slot`` and
       ``group_y`` give a group's rows, slot and target value), and ``group_of_row`` (64 x
       ``W`` entries) its accumulator in the caller's sweep: ``base`` plus its group, or
@@ -507,10 +546,7 @@ def _tree_by_bits(t, n, bits, cards, offsets, lanes, K, root, links, node_slot, 
         for y in range(card):
             summed |= bits[t, y, w]
         summed &= numbered
-        for i in range(64):
-            group_of_row[at + i] = base
-        for b in range(n_planes):
-            _add_where_set(group_of_row, at, planes[b, w] & summed, C << b)
+        _set_numbers(group_of_row, at, base, planes, n_planes, w, summed, C)
         for y in range(1, card):
             _add_where_set(group_of_row, at, bits[t, y, w] & summed, y)
         _add_where_set(group_of_row, at, ~summed, trash - base)
