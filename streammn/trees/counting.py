@@ -64,6 +64,7 @@ import numba as nb
 import numpy as np
 from llvmlite import ir
 from numba import types
+from numba.core import cgutils
 from numba.cpython.unsafe.numbers import trailing_zeros
 from numba.extending import intrinsic
 
@@ -178,6 +179,44 @@ def _add_where_set(typingctx, dst, at, word, value):
 
 
 @intrinsic
+def _set_numbers(typingctx, dst, at, first, planes, n_planes, w, mask, scale):
+    """``dst[at + i] = first + sum(scale << b)`` over the bitmaps ``b < n_planes`` of
+    ``planes`` (shape (planes, words)) whose word ``w``, ANDed with ``mask``, has bit ``i``
+    set, on 64 ``int32`` entries from ``at``: the bitmaps' bits are summed in vector
+    registers and stored once, where adding them one at a time (:func:`_add_where_set`)
+    would read and write the entries again for every bitmap."""
+    if not (isinstance(dst, types.Array) and dst.dtype == types.int32
+            and isinstance(planes, types.Array) and planes.dtype == types.uint64
+            and planes.ndim == 2):
+        return None
+
+    def codegen(context, builder, signature, args):
+        dst_v, at_v, first_v, planes_v, n_v, w_v, mask_v, scale_v = args
+        i32, i64 = ir.IntType(32), ir.IntType(64)
+        lanes = ir.VectorType(i32, 64)
+        zeros = ir.Constant(lanes, [0] * 64)
+
+        def splat(value):
+            one = builder.insert_element(ir.Constant(lanes, ir.Undefined),
+                                         builder.trunc(value, i32), i32(0))
+            return builder.shuffle_vector(one, ir.Constant(lanes, ir.Undefined), zeros)
+        planes_array = context.make_array(signature.args[3])(context, builder, planes_v)
+        stride = builder.extract_value(planes_array.shape, 1)
+        total = cgutils.alloca_once_value(builder, splat(first_v))
+        with cgutils.for_range_slice(builder, i64(0), n_v, i64(1)) as (b, _):
+            word = builder.load(_pointer_at(context, builder, planes_v, signature.args[3],
+                                            builder.add(builder.mul(b, stride), w_v), i64))
+            where = builder.bitcast(builder.and_(word, mask_v), ir.VectorType(ir.IntType(1), 64))
+            added = builder.select(where, splat(builder.shl(scale_v, b)), zeros)
+            builder.store(builder.add(builder.load(total), added), total)
+        target = _pointer_at(context, builder, dst_v, signature.args[0], at_v, lanes)
+        builder.store(builder.load(total), target, align=4)
+        return context.get_dummy_value()
+    return types.void(dst, types.int64, types.int64, planes, types.int64, types.int64,
+                      types.uint64, types.int64), codegen
+
+
+@intrinsic
 def _prefetch(typingctx, array, at):
     """Ask for the cache line of ``array.flat[at]`` (LLVM's prefetch, for a write): a load
     that would miss the caches is started early, without waiting for it."""
@@ -205,6 +244,15 @@ def lanes(indicators):
         for k in range(K):
             out[r, k] = indicators[r, k]
     return out
+
+
+@nb.njit(cache=True)
+def _aligned_zeros(n_rows, width):
+    """A zeroed ``uint8`` matrix whose rows start on cache lines (``width`` a multiple of
+    ``LANE_BLOCK``): a vector add into a row that straddles two lines costs two."""
+    buffer = np.zeros(n_rows * width + LANE_BLOCK, dtype=np.uint8)
+    skip = -buffer.ctypes.data % LANE_BLOCK
+    return buffer[skip:skip + n_rows * width].reshape((n_rows, width))
 
 
 @nb.njit(cache=True)
@@ -393,7 +441,7 @@ def _tree_by_bits(t, n, bits, cards, offsets, lanes, K, root, links, node_slot, 
     * *numbering* (many active leaves, each holding a small share of the rows: converged
       trees): the walk numbers the active leaves 1, 2, ...; bit ``b`` of every row's leaf
       number is the OR of the masks of the leaves with that bit, one bitmap per bit
-      (``planes``), read back 64 rows at a time (:func:`_add_where_set`); a row's group is its
+      (``planes``), read back 64 rows at a time (:func:`_set_numbers`); a row's group is its
       leaf number times ``C`` plus its target value (``group_rows``, ``group_slot`` and
       ``group_y`` give a group's rows, slot and target value), and ``group_of_row`` (64 x
       ``W`` entries) its accumulator in the caller's sweep: ``base`` plus its group, or
@@ -489,10 +537,12 @@ def _tree_by_bits(t, n, bits, cards, offsets, lanes, K, root, links, node_slot, 
                 for w in range(W):
                     planes[n_planes, w] = 0
                 n_planes += 1
-            for b in range(n_planes):
-                if (n_leaves >> b) & 1:
-                    for w in range(W):
-                        planes[b, w] |= masks[sp, w]
+            number = n_leaves
+            while number:  # its set bits, lowest first (a test of every bit would mispredict)
+                b = trailing_zeros(number)
+                number &= number - 1
+                for w in range(W):
+                    planes[b, w] |= masks[sp, w]
         sp -= 1
     if listing:
         return n_due
@@ -505,10 +555,7 @@ def _tree_by_bits(t, n, bits, cards, offsets, lanes, K, root, links, node_slot, 
         for y in range(card):
             summed |= bits[t, y, w]
         summed &= numbered
-        for i in range(64):
-            group_of_row[at + i] = base
-        for b in range(n_planes):
-            _add_where_set(group_of_row, at, planes[b, w] & summed, C << b)
+        _set_numbers(group_of_row, at, base, planes, n_planes, w, summed, C)
         for y in range(1, card):
             _add_where_set(group_of_row, at, bits[t, y, w] & summed, y)
         _add_where_set(group_of_row, at, ~summed, trash - base)
@@ -561,59 +608,54 @@ def _tree_by_rows(t, rows, root, steps, table, node_slot, node_counts, count_lea
 
 
 @nb.njit(cache=True)
-def _leaf_census(root, links, node_slot, node_counts, pending):
-    """Leaves of the tree under ``root``, and whether its groups are best listed (see
-    :func:`_tree_by_bits`): fewer than ``LIST_LEAVES`` active leaves (``node_slot >= 0``), or
-    holding less than ``1 / LIST_SHARE`` of its rows by their counts (``pending``: scratch of
-    a node per node)."""
-    pending[0] = root
-    top = 1
-    leaves = 0
-    held = 0
-    active = 0
-    n_active = 0
-    while top:
-        top -= 1
-        node = pending[top]
-        if links[node, 0] < 0:
-            leaves += 1
-            c = 0
-            for y in range(node_counts.shape[1]):
-                c += node_counts[node, y]
-            held += c
-            if node_slot[node] >= 0:
-                active += c
-                n_active += 1
-        else:
-            pending[top] = links[node, 2]
-            pending[top + 1] = links[node, 3]
-            top += 2
-    return leaves, n_active < LIST_LEAVES or active * LIST_SHARE < held
+def _leaf_census(node_tree, links, node_slot, node_counts, n_trees):
+    """Leaves of every tree of the forest's first ``node_tree.shape[0]`` nodes, and whether
+    its groups are best listed (see :func:`_tree_by_bits`): fewer than ``LIST_LEAVES`` active
+    leaves (``node_slot >= 0``), or holding less than ``1 / LIST_SHARE`` of its rows by their
+    counts. One pass over the nodes in memory order, without a branch on what a node is: a
+    walk of each tree from its root would wait on memory at every node."""
+    leaves = np.zeros(n_trees, dtype=np.int64)
+    held = np.zeros(n_trees, dtype=np.int64)
+    active = np.zeros(n_trees, dtype=np.int64)
+    n_active = np.zeros(n_trees, dtype=np.int64)
+    for node in range(node_tree.shape[0]):
+        t = node_tree[node]
+        leaf = links[node, 0] < 0
+        c = 0
+        for y in range(node_counts.shape[1]):
+            c += node_counts[node, y]
+        is_active = leaf & (node_slot[node] >= 0)
+        leaves[t] += leaf
+        held[t] += c * leaf
+        active[t] += c * is_active
+        n_active[t] += is_active
+    listing = np.empty(n_trees, dtype=np.bool_)
+    for t in range(n_trees):
+        listing[t] = n_active[t] < LIST_LEAVES or active[t] * LIST_SHARE < held[t]
+    return leaves, listing
 
 
 @nb.njit(cache=True)
 def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, tree_steps,
-              tree_nodes, node_slot, node_counts, count_leaves, tot, stats, slot_n, slot_last,
-              grace, due, block_cost):
+              tree_nodes, tree_leaves, tree_listing, node_slot, node_counts, count_leaves, tot,
+              stats, slot_n, slot_last, grace, due, block_cost):
     """Count the batch into trees ``trees[q0:q1]``, routed one tree after another (its nodes
     and slots stay in cache), the rows of numbered trees summed ``SWEEP_TREES`` trees per
-    sweep (:func:`_sum_rows`); return the number of due slots written to ``due``."""
+    sweep (:func:`_sum_rows`); return the number of due slots written to ``due``.
+    ``tree_leaves``, ``tree_listing``: :func:`_leaf_census` of every tree."""
     n = rows.shape[0]
     C = stats.shape[1]
     W = (n + 63) // 64
     depth = 0
     n_groups = 0  # most groups of a tree: (leaf number + 1) x C by bits, at most n by rows
     by_bits = np.empty(q1 - q0, dtype=np.bool_)
-    pending = np.empty(links.shape[0], dtype=np.int32)
-    listing = np.empty(q1 - q0, dtype=np.bool_)
     for q in range(q0, q1):
         t = trees[q]
         depth = max(depth, tree_steps[t])
         steps = tree_steps[t]
         by_bits[q - q0] = (tree_nodes[t] * (W // 2 + NODE_COST)
                            <= n * (STEP_COST * steps + ROW_COST))
-        leaves, listing[q - q0] = _leaf_census(roots[t], links, node_slot, node_counts,
-                                               pending)
+        leaves = tree_leaves[t]
         n_groups = max(n_groups, (leaves + 1) * C if by_bits[q - q0] else min(n, leaves * C))
     masks = np.empty((depth + 2, W), dtype=np.uint64)
     stack = np.empty(depth + 2, dtype=np.int32)
@@ -626,7 +668,7 @@ def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, t
     group_of_row = np.empty((SWEEP_TREES, 64 * W), dtype=np.int32)
     group_slot = np.full(trash, -1, dtype=np.int32)
     group_y = np.zeros(trash, dtype=np.int32)
-    acc = np.zeros((trash + 2, lanes.shape[1]), dtype=np.uint8)
+    acc = _aligned_zeros(trash + 2, lanes.shape[1])
     group_rows = np.zeros(trash, dtype=np.int64)
     group_of_key = np.zeros(0, dtype=np.int32)  # row routing's scratch, made when needed
     offsets = np.zeros(cards.shape[0], dtype=np.int64)  # of each variable's indicator columns
@@ -642,10 +684,10 @@ def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, t
         tree_slot = group_slot[base:base + n_groups]
         tree_y = group_y[base:base + n_groups]
         if by_bits[q - q0]:
-            numbered = not listing[q - q0]
+            numbered = not tree_listing[t]
             n_due = _tree_by_bits(
                 t, n, bits, cards, offsets, lanes, K, roots[t], links, node_slot, node_counts,
-                count_leaves, tot, stats, slot_n, slot_last, grace, due, n_due, listing[q - q0],
+                count_leaves, tot, stats, slot_n, slot_last, grace, due, n_due, tree_listing[t],
                 masks, stack, planes, listed, group_of_row[in_sweep], base, trash, group,
                 tree_rows, tree_slot, tree_y, acc[trash + 1:], sizes, block_cost)
         else:
@@ -668,33 +710,39 @@ def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, t
 
 @nb.njit(cache=True)
 def accumulate(rows, bits, lanes, K, cards, trees, roots, links, table, tree_steps, tree_nodes,
-               node_slot, node_counts, count_leaves, tot, stats, slot_n, slot_last, grace, due,
-               n_due, block_cost=BLOCK_COST):
+               node_tree, node_slot, node_counts, count_leaves, tot, stats, slot_n, slot_last,
+               grace, due, n_due, block_cost=BLOCK_COST):
     """Count ``rows`` (with their :func:`value_bits` and :func:`lanes`) into the listed trees:
     the target counts of every leaf with ``count_leaves``, the statistics of active leaves.
     ``table``/``tree_steps`` come from :func:`streammn.trees.kernels.routing_table`,
-    ``tree_nodes`` is the number of nodes of every tree. With ``grace > 0``, slots whose row
+    ``tree_nodes`` is the number of nodes of every tree, ``node_tree`` the tree of every node
+    (the forest's first ``table.shape[0]`` nodes). With ``grace > 0``, slots whose row
     count since ``slot_last`` passes ``grace`` are written to ``due[0, :n_due[0]]``. The groups
     of trees whose groups are listed are counted from the bitmaps or by their lanes as
     ``block_cost`` says (:func:`_by_bits`)."""
+    leaves, listing = _leaf_census(node_tree[:table.shape[0]], links, node_slot, node_counts,
+                                   roots.shape[0])
     n_due[0] = _add_rows(rows, bits, lanes, K, cards, trees, 0, trees.shape[0], roots, links,
-                         table, tree_steps, tree_nodes, node_slot, node_counts, count_leaves,
-                         tot, stats, slot_n, slot_last, grace, due[0], block_cost)
+                         table, tree_steps, tree_nodes, leaves, listing, node_slot,
+                         node_counts, count_leaves, tot, stats, slot_n, slot_last, grace,
+                         due[0], block_cost)
 
 
 @nb.njit(cache=True, parallel=True)
 def accumulate_parallel(rows, bits, lanes, K, cards, trees, roots, links, table, tree_steps,
-                        tree_nodes, node_slot, node_counts, count_leaves, tot, stats, slot_n,
-                        slot_last, grace, due, n_due, block_cost=BLOCK_COST):
+                        tree_nodes, node_tree, node_slot, node_counts, count_leaves, tot, stats,
+                        slot_n, slot_last, grace, due, n_due, block_cost=BLOCK_COST):
     """:func:`accumulate` with the trees cut into ``due.shape[0]`` blocks run in parallel (each
     block writes only its own trees' nodes and slots, and its own ``due[block]``)."""
     T = trees.shape[0]
     n_blocks = due.shape[0]
+    leaves, listing = _leaf_census(node_tree[:table.shape[0]], links, node_slot, node_counts,
+                                   roots.shape[0])
     for b in nb.prange(n_blocks):
         n_due[b] = _add_rows(rows, bits, lanes, K, cards, trees, b * T // n_blocks,
                              (b + 1) * T // n_blocks, roots, links, table, tree_steps,
-                             tree_nodes, node_slot, node_counts, count_leaves, tot, stats,
-                             slot_n, slot_last, grace, due[b], block_cost)
+                             tree_nodes, leaves, listing, node_slot, node_counts, count_leaves,
+                             tot, stats, slot_n, slot_last, grace, due[b], block_cost)
 
 
 @nb.njit(cache=True, inline="always")

@@ -197,8 +197,8 @@ class LeafStats:
             trees = _dealt(trees, tree_nodes[trees], n_blocks)
         bits, lanes = self.prepare(rows) if prepared is None else prepared
         kernel(rows, bits, lanes, self.K, f.cards, trees, f.roots, f.links, table, tree_steps,
-               tree_nodes, f.slot if node_slot is None else node_slot, f.counts, count_leaves,
-               self.tot, self.stats, self.n, self.last_attempt, grace, due, n_due)
+               tree_nodes, f.tree, f.slot if node_slot is None else node_slot, f.counts,
+               count_leaves, self.tot, self.stats, self.n, self.last_attempt, grace, due, n_due)
         return np.concatenate([due[b, :n_due[b]] for b in range(n_blocks)])
 
     def add_at_roots(self, rows: np.ndarray, trees: np.ndarray) -> None:
