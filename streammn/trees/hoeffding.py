@@ -27,7 +27,7 @@ finite stream that fits in the buffer grows trees close to exact ones. The buffe
 rows and their value bitmaps (a bit per row for every variable and value, copied from the
 bitmaps the segmented count makes of every batch): the rows that reach a just-split node are
 the AND of the bitmaps of the tests on its path, a few words per 64 buffered rows and level
-(:func:`streammn.trees.replay.replay`), so no leaf per buffered row and tree is stored or kept current.
+(:mod:`streammn.trees.replay`), so no leaf per buffered row and tree is stored or kept current.
 Memory: ``replay_rows * n_vars`` bytes of rows plus ``replay_rows * n_vars * max_card / 8``
 of bitmaps.
 

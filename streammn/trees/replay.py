@@ -28,6 +28,11 @@ from streammn.trees.counting import (BLOCK_COST, LANE_BLOCK, _count_bits, _extra
                                      _sum_group)
 from streammn.trees.kernels import MISSING
 
+# a buffered row's vector add of one 64-lane block costs about as much as counting 50 words of
+# bitmaps (measured: a group's rows lie scattered over a buffer that does not stay in cache, and
+# listing and summing one costs ~35 ns, against ~0.2 ns a word): bigger groups than in a batch
+# (counting.BLOCK_COST) are counted from the bitmaps
+REPLAY_BLOCK_COST = 50
 VALUE_COST = 10  # replay adds a multi-valued row's columns one by one: ~10 words a variable
 
 
@@ -118,18 +123,19 @@ def _add_values(rows, listed, count, offsets, columns, stats, s, y):
 
 @nb.njit(cache=True)
 def replay(rows, bits, n, binary, offsets, parents, links, node_parent, node_tree, cards,
-           node_slot, tot, stats, slot_n, block_cost=BLOCK_COST, first=0):
+           node_slot, tot, stats, slot_n, block_cost=REPLAY_BLOCK_COST, first=0):
     """Add the buffered rows (``rows[:n]``, with their value bitmaps ``bits``; from row
     ``first`` on) that reach each just-split node of ``parents`` to the statistics of its
     children that are active (Hoeffding replay; the children are leaves).
 
     A big (child, target value) group is counted from the bitmaps (:func:`_count_bits`;
-    ``block_cost`` as in :func:`streammn.trees.counting._by_bits`); the rows of the others are
-    listed from its mask. With ``binary`` a row is its own indicator vector, summed four rows
-    per vector add (:func:`_sum_group`, reading the rows as lanes: the vector adds read up to
-    63 bytes past a row's end, so ``rows`` must be followed by that many readable bytes, as
-    the replay buffer is). Otherwise column ``offsets[j] + x_j - 1`` is added for each ``x_j
-    >= 1`` of the row, so the buffer's indicator matrix is never built."""
+    ``block_cost``: a row's vector add of one lane block in bitmap words, as in
+    :func:`streammn.trees.counting._by_bits`); the rows of the others are listed from its
+    mask. With ``binary`` a row is its own indicator vector, summed four rows per vector add
+    (:func:`_sum_group`, reading the rows as lanes: the vector adds read up to 63 bytes past a
+    row's end, so ``rows`` must be followed by that many readable bytes, as the replay buffer
+    is). Otherwise column ``offsets[j] + x_j - 1`` is added for each ``x_j >= 1`` of the row,
+    so the buffer's indicator matrix is never built."""
     _replay_splits(rows, bits, n, binary, offsets, parents, 0, parents.shape[0], links,
                    node_parent, node_tree, cards, node_slot, tot, stats, slot_n, block_cost,
                    first)
@@ -137,8 +143,8 @@ def replay(rows, bits, n, binary, offsets, parents, links, node_parent, node_tre
 
 @nb.njit(cache=True, parallel=True)
 def replay_parallel(rows, bits, n, binary, offsets, parents, links, node_parent, node_tree,
-                    cards, node_slot, tot, stats, slot_n, n_blocks, block_cost=BLOCK_COST,
-                    first=0):
+                    cards, node_slot, tot, stats, slot_n, n_blocks,
+                    block_cost=REPLAY_BLOCK_COST, first=0):
     """:func:`replay` with the split nodes cut into ``n_blocks`` blocks run in parallel (a
     node's children and their slots are its own, so the result does not depend on the
     blocks)."""
