@@ -38,7 +38,7 @@ from numba import types
 from numba.extending import intrinsic
 
 from streammn.trees.counting import (LANE_ROWS, _count_bits, _extract, _flush, _pointer_at,
-                                     _popcount)
+                                     _popcount, _prefetch)
 from streammn.trees.kernels import MISSING
 
 # listing a buffered row costs about as much as counting 40 words of bitmaps, and adding each
@@ -47,6 +47,7 @@ from streammn.trees.kernels import MISSING
 # order): groups whose rows cost more are counted from the bitmaps
 ROW_COST = 40
 WORD_COST = 15
+SUM_AHEAD = 16  # listed rows whose packed words are fetched ahead of their sum
 
 
 def packed_words(n_indicators: int) -> int:
@@ -125,13 +126,16 @@ def pack_rows(rows, first, count, cards, offsets, packed):
 def _sum_packed(packed, listed, count, stats, s, y, K, acc):
     """Add the indicator vectors of the packed rows ``listed[:count]`` to ``stats[s, y]``:
     four rows per vector add into the ``uint8`` accumulator ``acc[0]``, flushed every
-    ``LANE_ROWS`` rows."""
+    ``LANE_ROWS`` rows. The rows ``SUM_AHEAD`` places on are fetched ahead: most miss the
+    caches, and the adds would wait on them a few at a time."""
     P = packed.shape[1]
     i = 0
     while i < count:
         stop = min(count, i + LANE_ROWS)
         m = i
         while m + 4 <= stop:
+            for j in range(m + SUM_AHEAD, m + SUM_AHEAD + 4):
+                _prefetch(packed, listed[min(j, count - 1)] * P)
             a, b, c, d = listed[m], listed[m + 1], listed[m + 2], listed[m + 3]
             for k in range(P):
                 _add_bit_block(acc, 64 * k, (packed[a, k], packed[b, k], packed[c, k],
