@@ -116,20 +116,17 @@ def test_lane_sums_flush_before_uint8_overflows():
     assert (st.stats[:, 1] == 600).all() and (st.tot[:, 1] == 600).all()
 
 
-@pytest.mark.parametrize("cards,missing", [((2,) * 70, False), ((2, 3, 4, 2, 5, 3), False),
+@pytest.mark.parametrize("cards,missing", [((2,) * 70, False), ((2,) * 70, True),
+                                           ((2, 3, 4, 2, 5, 3), False),
                                            ((2, 3, 4, 2, 5, 3), True)])
 @pytest.mark.parametrize("n_blocks", [1, 2])
 @pytest.mark.parametrize("sums", ["rows", "bits", "either"])
 @pytest.mark.parametrize("first", [0, 141])
-@pytest.mark.parametrize("as_lanes", [False, True])
-def test_replay_equals_row_by_row(cards, missing, n_blocks, sums, first, as_lanes):
+def test_replay_equals_row_by_row(cards, missing, n_blocks, sums, first):
     """The buffered rows at just-split nodes, found from their value bitmaps, are counted at
-    the children (binary: summed by group from the buffer's rows as lanes, past the 64-column
-    block; else row by row, or summed from their indicator lanes given as the rows; or counted
-    from the bitmaps; or either, by the cost model); bits past the buffered rows are ignored;
-    in blocks of nodes; from a first row on (mid-word), or all."""
-    if as_lanes and max(cards) == 2:
-        pytest.skip("binary rows are their own lanes")
+    the children (summed by group from their packed indicator vectors, past the first word;
+    or counted from the bitmaps; or either, by the cost model); bits past the buffered rows
+    are ignored; in blocks of nodes; from a first row on (mid-word), or all."""
     from streammn.trees.hoeffding import _padded_buffer
     rng = np.random.default_rng(len(cards) + missing)
     schema = Schema.from_cardinalities(list(cards)).with_missing(missing)
@@ -161,15 +158,15 @@ def test_replay_equals_row_by_row(cards, missing, n_blocks, sums, first, as_lane
                 tot[s, y] += 1
                 stats[s, y] += ind[r]
                 n[s] += 1
-    values = counting.lanes(st.indicators(rows)) if as_lanes else rows
-    args = (values, bits, rows.shape[0], st.binary or as_lanes, st.offsets,
-            np.sort(split).astype(np.int64), f.links, f.parent, f.tree, f.cards, f.slot,
-            st.tot, st.stats, st.n)
-    block_cost = {"rows": 0, "bits": 2 ** 40, "either": counting.BLOCK_COST}[sums]
+    packed = np.zeros((rows.shape[0], replay.packed_words(st.K)), dtype=np.uint64)
+    st.pack(buf, 0, rows.shape[0], packed)
+    args = (packed, bits, rows.shape[0], st.offsets, np.sort(split).astype(np.int64), f.links,
+            f.parent, f.tree, f.cards, f.slot, st.tot, st.stats, st.n)
+    row_cost = {"rows": 0, "bits": 2 ** 40, "either": -1}[sums]
     if n_blocks == 1:
-        replay.replay(*args, block_cost, first)
+        replay.replay(*args, row_cost, first)
     else:
-        replay.replay_parallel(*args, n_blocks, block_cost, first)
+        replay.replay_parallel(*args, n_blocks, row_cost, first)
     np.testing.assert_array_equal(st.tot, tot)
     np.testing.assert_array_equal(st.stats, stats)
     np.testing.assert_array_equal(st.n, n)
@@ -191,6 +188,44 @@ def test_value_bits_of_complete_rows_derive_value_zero(n_rows):
             np.testing.assert_array_equal(set_rows, np.flatnonzero(rows[:, j] == a))
     rows[0, 0] = 255  # missing
     assert not (counting.value_bits(rows, max(cards))[0, :, 0] & np.uint64(1)).any()
+
+
+@pytest.mark.parametrize("cards,missing", [((2,) * 130, True), ((2, 3, 4, 2, 5, 3) * 12, True)])
+def test_packed_rows_are_the_indicator_vectors(cards, missing):
+    """Rows packed as bits (binary: 64 bytes compared at a time, into a third word; else value
+    by value) hold exactly their indicator vectors, missing values none, the rows not packed
+    untouched; the bytes past a row (the next row's) add nothing."""
+    from streammn.trees.hoeffding import _padded_buffer
+    rng = np.random.default_rng(len(cards))
+    schema = Schema.from_cardinalities(list(cards)).with_missing(missing)
+    st = LeafStats(Forest(schema), capacity=1)
+    buf = _padded_buffer(50, len(cards))
+    buf[:] = (rng.random(buf.shape) * np.array(cards)).astype(np.uint8)
+    buf[rng.random(buf.shape) < 0.1] = kernels.MISSING
+    packed = np.full((50, replay.packed_words(st.K)), 7, dtype=np.uint64)
+    st.pack(buf, 10, 39, packed)
+    as_bits = np.unpackbits(packed.view(np.uint8), axis=1, bitorder="little")[:, :st.K]
+    np.testing.assert_array_equal(as_bits[10:49], st.indicators(buf[10:49]))
+    assert (packed[:10] == 7).all() and (packed[49:] == 7).all()
+
+
+def test_replay_sums_flush_before_uint8_overflows():
+    """600 identical buffered rows reach a just-split root: more than a byte lane holds."""
+    schema = Schema.binary(3)
+    f = Forest(schema)
+    f.split(f.roots[:1], [1], [1], [np.zeros(2)])
+    st = LeafStats(f, capacity=3)
+    st.activate(f.leaves())
+    from streammn.trees.hoeffding import _padded_buffer
+    rows = _padded_buffer(600, 3)
+    rows[:] = 1
+    packed = np.zeros((600, 1), dtype=np.uint64)
+    st.pack(rows, 0, 600, packed)
+    args = (packed, counting.value_bits(rows, 2), 600, st.offsets, f.roots[:1].astype(np.int64),
+            f.links, f.parent, f.tree, f.cards, f.slot, st.tot, st.stats, st.n)
+    replay.replay(*args, 0)  # every row summed
+    s = f.slot[f.links[f.roots[0], 2]]
+    assert (st.stats[s, 1] == 600).all() and st.tot[s, 1] == 600
 
 
 def test_copy_bits_moves_bit_ranges_between_bitmaps():

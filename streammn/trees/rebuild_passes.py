@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from streammn.trees import counting
 from streammn.trees.forest import Forest
 from streammn.trees.stats import LeafStats
 
@@ -68,20 +67,19 @@ class BufferPasses:
     added since are counted: the roots' and the top splits, which hold most rows, rarely
     change between rebuilds at doubling row counts, so about half the counting is saved."""
 
-    def __init__(self, rows: np.ndarray, bits: np.ndarray, earlier: EarlierGrowth | None):
+    def __init__(self, rows: np.ndarray, bits: np.ndarray, packed: np.ndarray,
+                 earlier: EarlierGrowth | None):
+        """``rows`` with their value bitmaps ``bits`` and their packed indicator vectors
+        ``packed`` (:func:`streammn.trees.replay.pack_rows`)."""
         self.rows = rows
         self.bits = bits
+        self.packed = packed
         self.earlier = earlier
         self.same = np.zeros(0, dtype=np.int64)  # node -> the same node of earlier, or -1
-        self.lanes = None  # the rows' indicator lanes (multi-valued rows), made when needed
 
     def replay(self, stats: LeafStats, parents: np.ndarray, **options) -> None:
-        """:meth:`LeafStats.replay` of the buffer's rows; multi-valued rows are replayed as
-        their indicator lanes, made once per rebuild (adding a row's values one by one cost
-        a rebuild of 100 four-valued variables 2.5x its counting time)."""
-        if self.lanes is None and not stats.binary:
-            self.lanes = counting.lanes(stats.indicators(self.rows))
-        stats.replay(self.rows, self.bits, parents, lanes=self.lanes, **options)
+        """:meth:`LeafStats.replay` of the buffer's rows."""
+        stats.replay(self.packed, self.bits, parents, **options)
 
     def __call__(self, forest: Forest, stats: LeafStats, chunk: np.ndarray,
                  trees: np.ndarray) -> None:

@@ -12,8 +12,17 @@ buffer's mask ANDed with the bitmap of every test on the path from the root (or 
 on a false branch), a few words per 64 rows and tree level per split, where a scan of stored
 leaves would read every buffered row of every tree that split. Each (child, target value)
 group is then counted the way the segmented count of a batch counts a listed group
-(:mod:`streammn.trees.counting`): its rows listed from its mask and their indicator lanes
+(:mod:`streammn.trees.counting`): its rows listed from its mask and their indicator vectors
 summed, or, when the group is big, every indicator column counted from the bitmaps.
+
+The rows a group lists lie scattered over a buffer too big to stay in cache (100,000 rows of
+100 variables: 10 MB), so summing them waits on memory, a row's bytes two or three cache lines
+away from the next listed row's. Replay therefore reads the rows as their indicator vectors
+packed as bits (:func:`pack_rows`, which the grower keeps up to date next to the buffer): 16
+bytes a row of 100 binary variables, one cache line, and a multi-valued row's indicators at
+once rather than value by value. A packed row is summed in byte lanes, each word of 64 bits
+widened to 64 bytes (with AVX-512 one mask register and one instruction,
+:func:`_add_bit_block`), four rows per vector add.
 
 The counts are integers, so neither the order of the rows nor the route a group takes changes
 them.
@@ -24,34 +33,138 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from streammn.trees.counting import (BLOCK_COST, LANE_BLOCK, _count_bits, _extract, _popcount,
-                                     _sum_group)
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
+
+from streammn.trees.counting import (LANE_ROWS, _count_bits, _extract, _flush, _pointer_at,
+                                     _popcount, _prefetch)
 from streammn.trees.kernels import MISSING
 
-VALUE_COST = 10  # replay adds a multi-valued row's columns one by one: ~10 words a variable
+# listing a buffered row costs about as much as counting 40 words of bitmaps, and adding each
+# 64-bit word of its packed indicators 15 more (measured on replays of 100 binary and 100
+# four-valued variables: the rows lie scattered over the buffer, the bitmaps are read in
+# order): groups whose rows cost more are counted from the bitmaps
+ROW_COST = 40
+WORD_COST = 15
+SUM_AHEAD = 16  # listed rows whose packed words are fetched ahead of their sum
+
+
+def packed_words(n_indicators: int) -> int:
+    """Words of a packed row (:func:`pack_rows`) of ``n_indicators`` indicator columns."""
+    return max(1, -(-n_indicators // 64))
+
+
+@intrinsic
+def _ones_word(typingctx, array, at):
+    """The word whose bit ``i`` is set when ``array.flat[at + i] == 1``, for ``i < 64``, on a
+    ``uint8`` array: one vector compare of 64 bytes (which must be readable)."""
+    if not (isinstance(array, types.Array) and array.dtype == types.uint8):
+        return None
+
+    def codegen(context, builder, signature, args):
+        lanes = ir.VectorType(ir.IntType(8), 64)
+        block = builder.load(_pointer_at(context, builder, args[0], signature.args[0], args[1],
+                                         lanes), align=1)
+        ones = builder.icmp_unsigned("==", block, ir.Constant(lanes, [1] * 64))
+        return builder.bitcast(ones, ir.IntType(64))
+    return types.uint64(array, types.int64), codegen
+
+
+@intrinsic
+def _add_bit_block(typingctx, dst, at, words):
+    """``dst.flat[at + i] += 1`` for every set bit ``i`` of every ``uint64`` word of the tuple
+    ``words``, on the 64 ``uint8`` entries from ``at``: each word taken as a vector of 64
+    booleans widened to bytes, and the vectors summed."""
+    if not (isinstance(dst, types.Array) and dst.dtype == types.uint8
+            and isinstance(words, types.UniTuple)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        lanes = ir.VectorType(ir.IntType(8), 64)
+        target = _pointer_at(context, builder, args[0], signature.args[0], args[1], lanes)
+        total = builder.load(target, align=1)
+        for i in range(signature.args[2].count):
+            where = builder.bitcast(builder.extract_value(args[2], i),
+                                    ir.VectorType(ir.IntType(1), 64))
+            total = builder.add(total, builder.zext(where, lanes))
+        builder.store(total, target, align=1)
+        return context.get_dummy_value()
+    return types.void(dst, types.int64, words), codegen
 
 
 @nb.njit(cache=True)
-def _replay_splits(rows, bits, n, binary, offsets, parents, p0, p1, links, node_parent,
-                   node_tree, cards, node_slot, tot, stats, slot_n, block_cost, first):
+def pack_rows(rows, first, count, cards, offsets, packed):
+    """Write the indicator vectors of rows ``first .. first + count - 1`` of ``rows`` to the
+    same rows of ``packed`` as bits: bit ``k % 64`` of word ``k // 64`` is indicator column
+    ``k``, ``offsets[j] + x_j - 1`` for each ``x_j >= 1`` (missing values set none). When every
+    variable is binary a row's bytes are its indicators, compared with 1 sixty-four at a time:
+    the compares read up to 63 bytes past a row's end, so ``rows`` must be followed by that
+    many readable bytes, as the replay buffer is."""
+    n_vars = rows.shape[1]
+    binary = True
+    for j in range(n_vars):
+        binary &= cards[j] == 2
+    for r in range(first, first + count):
+        if binary:
+            for i in range(packed.shape[1]):
+                word = _ones_word(rows, r * n_vars + 64 * i)
+                if n_vars - 64 * i < 64:  # the bytes past the row
+                    word &= (np.uint64(1) << np.uint64(n_vars - 64 * i)) - np.uint64(1)
+                packed[r, i] = word
+            continue
+        for i in range(packed.shape[1]):
+            packed[r, i] = 0
+        for j in range(n_vars):
+            x = np.int64(rows[r, j])
+            if x >= 1 and x != MISSING:
+                k = offsets[j] + x - 1
+                packed[r, k >> 6] |= np.uint64(1) << np.uint64(k & 63)
+
+
+@nb.njit(cache=True)
+def _sum_packed(packed, listed, count, stats, s, y, K, acc):
+    """Add the indicator vectors of the packed rows ``listed[:count]`` to ``stats[s, y]``:
+    four rows per vector add into the ``uint8`` accumulator ``acc[0]``, flushed every
+    ``LANE_ROWS`` rows. The rows ``SUM_AHEAD`` places on are fetched ahead: most miss the
+    caches, and the adds would wait on them a few at a time."""
+    P = packed.shape[1]
+    i = 0
+    while i < count:
+        stop = min(count, i + LANE_ROWS)
+        m = i
+        while m + 4 <= stop:
+            for j in range(m + SUM_AHEAD, m + SUM_AHEAD + 4):
+                _prefetch(packed, listed[min(j, count - 1)] * P)
+            a, b, c, d = listed[m], listed[m + 1], listed[m + 2], listed[m + 3]
+            for k in range(P):
+                _add_bit_block(acc, 64 * k, (packed[a, k], packed[b, k], packed[c, k],
+                                             packed[d, k]))
+            m += 4
+        for m in range(m, stop):
+            for k in range(P):
+                _add_bit_block(acc, 64 * k, (packed[listed[m], k],))
+        _flush(acc, 0, stats, s, y, K)
+        i = stop
+
+
+@nb.njit(cache=True)
+def _replay_splits(packed, bits, n, offsets, parents, p0, p1, links, node_parent, node_tree,
+                   cards, node_slot, tot, stats, slot_n, row_cost, first):
     """Replay the buffered rows ``first .. n - 1`` of split nodes ``parents[p0:p1]`` into
     their children."""
     K = stats.shape[2]
     W = (n + 63) // 64
     start = first // 64  # the first word holding rows to count
-    # a row's cost in bitmap words: its lane adds, or its columns added one by one
-    if binary:
-        row_cost = -(-rows.shape[1] // LANE_BLOCK) * block_cost
-    else:
-        row_cost = rows.shape[1] * VALUE_COST * block_cost // BLOCK_COST
+    if row_cost < 0:
+        row_cost = ROW_COST + packed.shape[1] * WORD_COST
     # the word loops run over slices from ``start`` (indexed from 0, so they vectorise)
     at_node = np.empty(W, dtype=np.uint64)
     at = at_node[start:]
     group = np.empty(W, dtype=np.uint64)
     in_group = group[start:]
     listed = np.empty(n, dtype=np.int32)
-    acc = np.zeros((1, -(-rows.shape[1] // LANE_BLOCK) * LANE_BLOCK), dtype=np.uint8)
-    columns = np.zeros(K + 1, dtype=np.int64)  # _add_values' counts (K: values not counted)
+    acc = np.zeros((1, 64 * packed.shape[1]), dtype=np.uint8)
     for q in range(p0, p1):
         p = parents[q]
         for w in range(at.shape[0]):  # the buffered rows (bits past n are not rows)
@@ -89,61 +202,33 @@ def _replay_splits(rows, bits, n, binary, offsets, parents, p0, p1, links, node_
                 if count * row_cost > K * (W - start):
                     _count_bits(group, W, bits, cards, offsets, stats, s, y, start)
                     continue
-                count = _extract(group, W, listed, start)
-                if binary:
-                    _sum_group(rows, listed, count, stats, s, y, K, acc)
-                    continue
-                _add_values(rows, listed, count, offsets, columns, stats, s, y)
+                _sum_packed(packed, listed, _extract(group, W, listed, start), stats, s, y, K,
+                            acc)
 
 
 @nb.njit(cache=True)
-def _add_values(rows, listed, count, offsets, columns, stats, s, y):
-    """Add the indicator vectors of rows ``listed[:count]`` (multi-valued rows, taken value by
-    value) to ``stats[s, y]``: column ``offsets[j] + x_j - 1`` of each ``x_j >= 1`` gains one,
-    counted first in ``columns`` (zeroed, one entry longer than a statistics row), where a
-    value that adds nothing (0, or missing) goes to the last entry: no branch, which would
-    mispredict on about every other value."""
-    K = columns.shape[0] - 1
-    for i in range(count):
-        row = rows[listed[i]]
-        for j in range(row.shape[0]):
-            x = np.int64(row[j])
-            counted = (x >= 1) & (x != MISSING)
-            columns[K + counted * (offsets[j] + x - 1 - K)] += 1
-    for k in range(K):
-        stats[s, y, k] += columns[k]
-        columns[k] = 0
-    columns[K] = 0
-
-
-@nb.njit(cache=True)
-def replay(rows, bits, n, binary, offsets, parents, links, node_parent, node_tree, cards,
-           node_slot, tot, stats, slot_n, block_cost=BLOCK_COST, first=0):
-    """Add the buffered rows (``rows[:n]``, with their value bitmaps ``bits``; from row
-    ``first`` on) that reach each just-split node of ``parents`` to the statistics of its
-    children that are active (Hoeffding replay; the children are leaves).
-
-    A big (child, target value) group is counted from the bitmaps (:func:`_count_bits`;
-    ``block_cost`` as in :func:`streammn.trees.counting._by_bits`); the rows of the others are
-    listed from its mask. With ``binary`` a row is its own indicator vector, summed four rows
-    per vector add (:func:`_sum_group`, reading the rows as lanes: the vector adds read up to
-    63 bytes past a row's end, so ``rows`` must be followed by that many readable bytes, as
-    the replay buffer is). Otherwise column ``offsets[j] + x_j - 1`` is added for each ``x_j
-    >= 1`` of the row, so the buffer's indicator matrix is never built."""
-    _replay_splits(rows, bits, n, binary, offsets, parents, 0, parents.shape[0], links,
-                   node_parent, node_tree, cards, node_slot, tot, stats, slot_n, block_cost,
-                   first)
+def replay(packed, bits, n, offsets, parents, links, node_parent, node_tree, cards, node_slot,
+           tot, stats, slot_n, row_cost=-1, first=0):
+    """Add the buffered rows (``packed[:n]``, packed by :func:`pack_rows`, with their value
+    bitmaps ``bits``; from row ``first`` on) that reach each just-split node of ``parents`` to
+    the statistics of its children that are active (Hoeffding replay; the children are
+    leaves). A (child, target value) group whose rows would cost more than counting every
+    indicator column from the bitmaps (:func:`_count_bits`; ``row_cost``: a row's listing and
+    sum in bitmap words, by default :data:`ROW_COST` plus :data:`WORD_COST` a packed word) is
+    counted from the bitmaps; the rows of the others are listed from its mask and summed
+    (:func:`_sum_packed`)."""
+    _replay_splits(packed, bits, n, offsets, parents, 0, parents.shape[0], links, node_parent,
+                   node_tree, cards, node_slot, tot, stats, slot_n, row_cost, first)
 
 
 @nb.njit(cache=True, parallel=True)
-def replay_parallel(rows, bits, n, binary, offsets, parents, links, node_parent, node_tree,
-                    cards, node_slot, tot, stats, slot_n, n_blocks, block_cost=BLOCK_COST,
-                    first=0):
+def replay_parallel(packed, bits, n, offsets, parents, links, node_parent, node_tree, cards,
+                    node_slot, tot, stats, slot_n, n_blocks, row_cost=-1, first=0):
     """:func:`replay` with the split nodes cut into ``n_blocks`` blocks run in parallel (a
     node's children and their slots are its own, so the result does not depend on the
     blocks)."""
     P = parents.shape[0]
     for b in nb.prange(n_blocks):
-        _replay_splits(rows, bits, n, binary, offsets, parents, b * P // n_blocks,
+        _replay_splits(packed, bits, n, offsets, parents, b * P // n_blocks,
                        (b + 1) * P // n_blocks, links, node_parent, node_tree, cards,
-                       node_slot, tot, stats, slot_n, block_cost, first)
+                       node_slot, tot, stats, slot_n, row_cost, first)

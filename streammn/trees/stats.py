@@ -258,29 +258,31 @@ class LeafStats:
         else:
             kernels.accumulate_cached_parallel(*args, n_blocks)
 
-    def replay(self, rows: np.ndarray, bits: np.ndarray, parents: np.ndarray,
-               node_slot: np.ndarray | None = None, first: int = 0,
-               lanes: np.ndarray | None = None) -> None:
-        """Add the past ``rows`` (with their :func:`counting.value_bits` ``bits``; from row
+    def replay(self, packed: np.ndarray, bits: np.ndarray, parents: np.ndarray,
+               node_slot: np.ndarray | None = None, first: int = 0) -> None:
+        """Add the past rows (``packed``: their indicator vectors as bits,
+        :func:`replay.pack_rows`; ``bits``: their :func:`counting.value_bits`; from row
         ``first`` on) that reach the just-split nodes ``parents`` to their children's
-        statistics (see :func:`replay.replay`; ``rows`` must be followed by
-        ``counting.LANE_BLOCK`` readable bytes). ``node_slot``: count only at the children it
-        gives a slot (default: every active child, the forest's slots). ``lanes``: the rows'
-        :func:`counting.lanes`, for a caller that replays the same rows many times: their
-        vectors are summed instead of the values of multi-valued rows one by one."""
-        if rows.shape[0] <= first or parents.size == 0:
+        statistics (see :func:`replay.replay`). ``node_slot``: count only at the children it
+        gives a slot (default: every active child, the forest's slots)."""
+        n = packed.shape[0]
+        if n <= first or parents.size == 0:
             return
         f = self.forest
-        as_lanes = self.binary or lanes is not None
-        args = (rows if lanes is None else lanes, bits, rows.shape[0], as_lanes, self.offsets,
-                parents.astype(np.int64), f.links, f.parent, f.tree, f.cards,
-                f.slot if node_slot is None else node_slot, self.tot, self.stats, self.n)
-        n_blocks = self._blocks(parents.size,
-                                (rows.shape[0] - first) * parents.size // REPLAY_ROWS_PER_NS)
+        args = (packed, bits, n, self.offsets, parents.astype(np.int64), f.links, f.parent,
+                f.tree, f.cards, f.slot if node_slot is None else node_slot, self.tot,
+                self.stats, self.n)
+        n_blocks = self._blocks(parents.size, (n - first) * parents.size // REPLAY_ROWS_PER_NS)
         if n_blocks == 1:  # a parallel launch wakes (and spins) every thread
             replay.replay(*args, first=first)
         else:
             replay.replay_parallel(*args, n_blocks, first=first)
+
+    def pack(self, rows: np.ndarray, first: int, count: int, packed: np.ndarray) -> None:
+        """Pack rows ``first .. first + count - 1`` of ``rows`` into the same rows of
+        ``packed`` (:func:`replay.pack_rows`, ``replay.packed_words(self.K)`` words a row;
+        ``rows`` must be followed by 63 readable bytes)."""
+        replay.pack_rows(rows, first, count, self.forest.cards, self.offsets, packed)
 
     def score(self, slots: np.ndarray, min_count: int):
         """Best split of each slot: see :func:`kernels.score_slots`."""
