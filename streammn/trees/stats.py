@@ -207,6 +207,19 @@ class LeafStats:
             self.tot[s, 1:d] += n_value.astype(self.dtype)
             self.tot[s, 0] += n_rows[t] - n_value.sum()
 
+    def count_roots(self, bits: np.ndarray, n_rows: int, trees: np.ndarray,
+                    first: int = 0) -> None:
+        """Add the rows ``first .. n_rows - 1`` of which ``bits`` are the value bitmaps
+        (:func:`counting.value_bits`) to the statistics of the roots of ``trees`` (which must
+        hold slots), from the bitmaps (:func:`replay.count_roots`): :meth:`add_at_roots` for
+        rows whose bitmaps are at hand."""
+        f = self.forest
+        if self.tot.shape[0] == 0:
+            self._grow(1)
+        trees = np.asarray(trees, dtype=np.int64)
+        replay.count_roots(bits, n_rows, first, trees, f.slot[f.roots[trees]].astype(np.int64),
+                           f.cards, self.offsets, self.tot, self.stats)
+
     def add_cached(self, rows: np.ndarray, trees: np.ndarray, row_node: np.ndarray,
                    node_slot: np.ndarray | None = None) -> None:
         """Exact mode: add ``rows`` to the active leaves' statistics, moving each row down
