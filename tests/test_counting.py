@@ -209,6 +209,28 @@ def test_packed_rows_are_the_indicator_vectors(cards, missing):
     assert (packed[:10] == 7).all() and (packed[49:] == 7).all()
 
 
+@pytest.mark.parametrize("cards,missing", [((2,) * 70, False), ((2, 3, 4, 2, 5, 3), True)])
+@pytest.mark.parametrize("first", [0, 141])
+def test_roots_counted_from_bitmaps_equal_the_gram_count(cards, missing, first):
+    """The roots' statistics from the buffer's value bitmaps (popcounts; from a first row on,
+    mid-word; stale bits past the buffered rows ignored) equal the Gram-matrix count of the
+    same rows, missing values and all."""
+    rng = np.random.default_rng(len(cards))
+    schema = Schema.from_cardinalities(list(cards)).with_missing(missing)
+    buf = (rng.random((400, len(cards))) * np.array(cards)).astype(np.uint8)
+    if missing:
+        buf[rng.random(buf.shape) < 0.1] = kernels.MISSING
+    bits = counting.value_bits(buf, max(cards))  # the buffer holds 301 rows: bits past are stale
+    trees = np.arange(1, len(cards), 2)
+    by_bits, by_gram = (LeafStats(Forest(schema), capacity=len(cards)) for _ in range(2))
+    for st in (by_bits, by_gram):
+        st.activate(st.forest.roots[trees])
+    by_bits.count_roots(bits, 301, trees, first=first)
+    by_gram.add_at_roots(buf[first:301], trees)
+    np.testing.assert_array_equal(by_bits.tot, by_gram.tot)
+    np.testing.assert_array_equal(by_bits.stats, by_gram.stats)
+
+
 def test_replay_sums_flush_before_uint8_overflows():
     """600 identical buffered rows reach a just-split root: more than a byte lane holds."""
     schema = Schema.binary(3)

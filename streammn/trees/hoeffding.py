@@ -278,7 +278,7 @@ class HoeffdingGrower:
         self.rebuild_count += 1
         rows = self._buf[:self._buf_len]
         fresh = Forest(f.schema, prior=f.prior)
-        passes = BufferPasses(rows, self._buf_bits, self._packed_rows(), self._earlier)
+        passes = BufferPasses(self._buf_bits, self._packed_rows(), self._earlier)
         counted = []  # statistics of every node the exact passes counted (or derived)
         grow_level_wise(fresh, None, AUTO, self.min_count, self.max_depth,
                         max(1, self.leaf_budget), st.n_threads, count_pass=passes,

@@ -54,12 +54,13 @@ class EarlierGrowth:
 
 class BufferPasses:
     """Exact growth's passes (:data:`streammn.trees.exact.CountPass`) over the replay buffer's
-    rows, held in memory with their value bitmaps: the first at the roots as a co-occurrence
-    count, the others as a replay (:func:`streammn.trees.replay.replay`) of the split nodes
-    whose children the pass counts. Level-wise growth counts a level's leaves right after their
-    parents split, so the rows at each parent are the AND of the bitmaps of its path's tests,
-    and only the children that hold slots (after sibling subtraction, the smaller of each pair)
-    have their rows summed: no routing of the whole buffer through every tree at every level.
+    rows, held in memory as their value bitmaps and packed indicator vectors: the first at the
+    roots as a co-occurrence count in popcounts (:meth:`LeafStats.count_roots`), the others as a
+    replay (:func:`streammn.trees.replay.replay`) of the split nodes whose children the pass
+    counts. Level-wise growth counts a level's leaves right after their parents split, so the
+    rows at each parent are the AND of the bitmaps of its path's tests, and only the children
+    that hold slots (after sibling subtraction, the smaller of each pair) have their rows
+    summed: no routing of the whole buffer through every tree at every level.
 
     With the ``earlier`` growth of the last rebuild (on the buffer's first rows, which are the
     same), a node that is the same node there (the same root, or the same child of the same
@@ -67,11 +68,9 @@ class BufferPasses:
     added since are counted: the roots' and the top splits, which hold most rows, rarely
     change between rebuilds at doubling row counts, so about half the counting is saved."""
 
-    def __init__(self, rows: np.ndarray, bits: np.ndarray, packed: np.ndarray,
-                 earlier: EarlierGrowth | None):
-        """``rows`` with their value bitmaps ``bits`` and their packed indicator vectors
-        ``packed`` (:func:`streammn.trees.replay.pack_rows`)."""
-        self.rows = rows
+    def __init__(self, bits: np.ndarray, packed: np.ndarray, earlier: EarlierGrowth | None):
+        """The buffer's rows as their value bitmaps ``bits`` and their packed indicator
+        vectors ``packed`` (:func:`streammn.trees.replay.pack_rows`)."""
         self.bits = bits
         self.packed = packed
         self.earlier = earlier
@@ -88,9 +87,9 @@ class BufferPasses:
         resumed = self._resume(forest, stats, chunk, parents)
         first = 0 if self.earlier is None else self.earlier.n_rows
         if at_roots:  # (every root had statistics in the earlier growth: its first pass)
-            for rows, of in ((self.rows[first:], trees[resumed]), (self.rows, trees[~resumed])):
+            for start, of in ((first, trees[resumed]), (0, trees[~resumed])):
                 if of.size:
-                    stats.add_at_roots(rows, of)
+                    stats.count_roots(self.bits, self.packed.shape[0], of, first=start)
         else:
             self.replay(stats, parents[resumed], first=first)
             self.replay(stats, parents[~resumed])

@@ -242,6 +242,19 @@ class LeafStats:
             self.tot[s, 1:d] += n_value.astype(self.dtype)
             self.tot[s, 0] += n_rows[t] - n_value.sum()
 
+    def count_roots(self, bits: np.ndarray, n_rows: int, trees: np.ndarray,
+                    first: int = 0) -> None:
+        """Add the rows ``first .. n_rows - 1`` of which ``bits`` are the value bitmaps
+        (:func:`counting.value_bits`) to the statistics of the roots of ``trees`` (which must
+        hold slots), from the bitmaps (:func:`replay.count_roots`): :meth:`add_at_roots` for
+        rows whose bitmaps are at hand."""
+        f = self.forest
+        if self.tot.shape[0] == 0:
+            self._grow(1)
+        trees = np.asarray(trees, dtype=np.int64)
+        replay.count_roots(bits, n_rows, first, trees, f.slot[f.roots[trees]].astype(np.int64),
+                           f.cards, self.offsets, self.tot, self.stats)
+
     def add_cached(self, rows: np.ndarray, trees: np.ndarray, row_node: np.ndarray,
                    node_slot: np.ndarray | None = None) -> None:
         """Exact mode: add ``rows`` to the active leaves' statistics, moving each row down
@@ -273,10 +286,12 @@ class LeafStats:
                 f.tree, f.cards, f.slot if node_slot is None else node_slot, self.tot,
                 self.stats, self.n)
         n_blocks = self._blocks(parents.size, (n - first) * parents.size // REPLAY_ROWS_PER_NS)
+        # every argument given, none by keyword: numba's dispatcher then finds the compiled
+        # kernel in C, not by typing each argument in Python (~0.1 ms a call)
         if n_blocks == 1:  # a parallel launch wakes (and spins) every thread
-            replay.replay(*args, first=first)
+            replay.replay(*args, -1, first)
         else:
-            replay.replay_parallel(*args, n_blocks, first=first)
+            replay.replay_parallel(*args, n_blocks, -1, first)
 
     def pack(self, rows: np.ndarray, first: int, count: int, packed: np.ndarray) -> None:
         """Pack rows ``first .. first + count - 1`` of ``rows`` into the same rows of
