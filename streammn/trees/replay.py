@@ -18,11 +18,14 @@ summed, or, when the group is big, every indicator column counted from the bitma
 The rows a group lists lie scattered over a buffer too big to stay in cache (100,000 rows of
 100 variables: 10 MB), so summing them waits on memory, a row's bytes two or three cache lines
 away from the next listed row's. Replay therefore reads the rows as their indicator vectors
-packed as bits (:func:`pack_rows`, which the grower keeps up to date next to the buffer): 16
+packed as bits (:func:`pack_rows`, which the grower brings up to date before a replay): 16
 bytes a row of 100 binary variables, one cache line, and a multi-valued row's indicators at
 once rather than value by value. A packed row is summed in byte lanes, each word of 64 bits
 widened to 64 bytes (with AVX-512 one mask register and one instruction,
-:func:`_add_bit_block`), four rows per vector add.
+:func:`_add_bit_block`), four rows per vector add, the rows fetched some rows ahead.
+
+A rebuild's first pass, at the roots, needs no rows at all: a root's groups are the bitmaps
+of its target's values, and its columns popcounts of their ANDs (:func:`count_roots`).
 
 The counts are integers, so neither the order of the rows nor the route a group takes changes
 them.
