@@ -50,8 +50,8 @@ statistics do not stay in cache from one tree to the next: a node's children are
 its masks are split, and a group's counters some groups before its flush (:func:`_prefetch`).
 
 Hoeffding replay (:mod:`streammn.trees.replay`) counts the replay buffer's rows that reach a
-just-split node into its children with the same pieces (:func:`_extract`, :func:`_sum_group`,
-:func:`_count_bits`).
+just-split node into its children with some of the same pieces (:func:`_extract`,
+:func:`_count_bits`), summing the rows from their indicator vectors packed as bits.
 
 The counts are integers, so the order in which rows are added does not change them: the
 statistics, leaf counts and due slots are exactly those of adding the rows one at a time, in

@@ -18,11 +18,14 @@ summed, or, when the group is big, every indicator column counted from the bitma
 The rows a group lists lie scattered over a buffer too big to stay in cache (100,000 rows of
 100 variables: 10 MB), so summing them waits on memory, a row's bytes two or three cache lines
 away from the next listed row's. Replay therefore reads the rows as their indicator vectors
-packed as bits (:func:`pack_rows`, which the grower keeps up to date next to the buffer): 16
+packed as bits (:func:`pack_rows`, which the grower brings up to date before a replay): 16
 bytes a row of 100 binary variables, one cache line, and a multi-valued row's indicators at
 once rather than value by value. A packed row is summed in byte lanes, each word of 64 bits
 widened to 64 bytes (with AVX-512 one mask register and one instruction,
-:func:`_add_bit_block`), four rows per vector add.
+:func:`_add_bit_block`), four rows per vector add, the rows fetched some rows ahead.
+
+A rebuild's first pass, at the roots, needs no rows at all: a root's groups are the bitmaps
+of its target's values, and its columns popcounts of their ANDs (:func:`count_roots`).
 
 The counts are integers, so neither the order of the rows nor the route a group takes changes
 them.
@@ -115,11 +118,11 @@ def pack_rows(rows, first, count, cards, offsets, packed):
             continue
         for i in range(packed.shape[1]):
             packed[r, i] = 0
-        for j in range(n_vars):
+        for j in range(n_vars):  # no branch: it would mispredict on about every other value
             x = np.int64(rows[r, j])
-            if x >= 1 and x != MISSING:
-                k = offsets[j] + x - 1
-                packed[r, k >> 6] |= np.uint64(1) << np.uint64(k & 63)
+            counted = (x >= 1) & (x != MISSING)
+            k = offsets[j] + counted * (x - 1)  # a value that adds nothing sets no bit
+            packed[r, k >> 6] |= np.uint64(counted) << np.uint64(k & 63)
 
 
 @nb.njit(cache=True)
