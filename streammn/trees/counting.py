@@ -282,7 +282,7 @@ def value_bits(rows, max_card):
 
 
 @nb.njit(cache=True)
-def _sum_rows(lanes, group_of_row, group_rows, group_slot, group_y, K, acc, stats):
+def _sum_rows(lanes, group_of_row, group_rows, group_slot, group_y, K, acc, stats, in_use):
     """Sum the rows of ``SWEEP_TREES`` trees into their groups' statistics, in one pass.
 
     Every row's indicator lanes are added to the ``uint8`` accumulators ``acc[g]`` of its
@@ -293,15 +293,19 @@ def _sum_rows(lanes, group_of_row, group_rows, group_slot, group_y, K, acc, stat
     group_y[g]]``: at the end, and every ``LANE_ROWS`` rows if it has more (no lane
     overflows, and no row keeps a count of its group's rows). The last flushes fetch the
     counters of the group ``FLUSH_AHEAD`` ahead: the statistics of all the leaves do not
-    stay in cache, and each flush would wait on memory."""
+    stay in cache, and each flush would wait on memory. Tree ``i``'s groups are the first
+    ``in_use[i]`` of its share of the groups (the shares are sized for the biggest tree of
+    the batch: most trees use few of theirs)."""
     width = lanes.shape[1]
     n = lanes.shape[0]
+    stride = group_rows.shape[0] // SWEEP_TREES
     flushed = np.empty(group_rows.shape[0], dtype=np.int64)  # the big groups, then the others
     n_big = 0
-    for g in range(group_rows.shape[0]):
-        if group_rows[g] > LANE_ROWS and group_slot[g] >= 0:
-            flushed[n_big] = g
-            n_big += 1
+    for i in range(SWEEP_TREES):
+        for g in range(i * stride, i * stride + in_use[i]):
+            if group_rows[g] > LANE_ROWS and group_slot[g] >= 0:
+                flushed[n_big] = g
+                n_big += 1
     for start in range(0, n, LANE_ROWS):
         for r in range(start, min(n, start + LANE_ROWS)):
             g0, g1, g2, g3 = group_of_row[0, r], group_of_row[1, r], group_of_row[2, r], \
@@ -313,11 +317,12 @@ def _sum_rows(lanes, group_of_row, group_rows, group_slot, group_y, K, acc, stat
             g = flushed[i]
             _flush(acc, g, stats, group_slot[g], group_y[g], K)
     n_flushed = n_big
-    for g in range(group_rows.shape[0]):
-        if 0 < group_rows[g] <= LANE_ROWS and group_slot[g] >= 0:
-            flushed[n_flushed] = g
-            n_flushed += 1
-        group_rows[g] = 0
+    for i in range(SWEEP_TREES):
+        for g in range(i * stride, i * stride + in_use[i]):
+            if 0 < group_rows[g] <= LANE_ROWS and group_slot[g] >= 0:
+                flushed[n_flushed] = g
+                n_flushed += 1
+            group_rows[g] = 0
     for i in range(n_big, n_flushed):
         if i + FLUSH_AHEAD < n_flushed:
             g = flushed[i + FLUSH_AHEAD]
@@ -672,6 +677,7 @@ def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, t
     sizes = np.zeros(C, dtype=np.int64)
     n_due = 0
     in_sweep = 0  # trees whose rows' groups wait in group_of_row
+    in_use = np.zeros(SWEEP_TREES, dtype=np.int64)  # their groups, at most
     for q in range(q0, q1):
         t = trees[q]
         base = in_sweep * n_groups
@@ -696,11 +702,15 @@ def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, t
             _into_sweep(group_of_row[in_sweep, :n], base, tree_slot, trash + in_sweep)
             numbered = True
         if numbered:
+            leaves = tree_leaves[t]
+            in_use[in_sweep] = (leaves + 1) * C if by_bits[q - q0] else min(n, leaves * C)
             in_sweep += 1
         if in_sweep == SWEEP_TREES or (in_sweep and q == q1 - 1):
             for i in range(in_sweep, SWEEP_TREES):
                 group_of_row[i] = trash + i
-            _sum_rows(lanes, group_of_row, group_rows, group_slot, group_y, K, acc, stats)
+                in_use[i] = 0
+            _sum_rows(lanes, group_of_row, group_rows, group_slot, group_y, K, acc, stats,
+                      in_use)
             in_sweep = 0
     return n_due
 
