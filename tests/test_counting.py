@@ -96,8 +96,8 @@ def check_count(cards, missing, route, rows, sums, rng):
     counting.accumulate(rows, counting.value_bits(rows, f.max_card),
                         counting.lanes(st.indicators(rows)), st.K, f.cards,
                         np.arange(len(cards), dtype=np.int64), f.roots, f.links, table, steps,
-                        forced, f.tree, f.slot, f.counts, True, st.tot, st.stats, st.n, st.last_attempt,
-                        grace, due, n_due, 0 if sums == "lanes" else 2 ** 40)
+                        forced, f.tree, f.slot, f.counts, True, st.tot, st.stats, st.n,
+                        st.last_attempt, grace, due, n_due, 0 if sums == "lanes" else 2 ** 40)
     counts, tot, stats, slot_n, due_slots = expected
     np.testing.assert_array_equal(f.counts, counts)
     np.testing.assert_array_equal(st.tot, tot)

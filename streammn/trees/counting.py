@@ -33,9 +33,11 @@ a whole counter row. Here, per tree:
    of the batch and mispredict on most. Four trees are summed in one pass over the rows
    (:func:`_sum_rows`): a row's lanes are loaded once for the four, and rows not to be summed
    (at no active leaf, with a missing target, or padding for a sweep of fewer trees) are
-   added to a trash accumulator rather than skipped by a branch that would mispredict. Young trees (few active leaves) and the later
-   passes of exact growth (few rows at active leaves) list each group's rows from its mask
-   instead and sum them four at a time.
+   added to a trash accumulator rather than skipped by a branch that would mispredict (one
+   per tree of the sweep: with one for all, the adds of a row's padding trees would wait on
+   each other). Young trees (few active leaves) and the later passes of exact growth (few
+   rows at active leaves) list each group's rows from its mask instead and sum them four at
+   a time.
 
    A group so big that its lane adds would cost more than ``popcount(group AND bitmap)`` for
    every indicator column (the columns times the batch's words, whatever the group's size:
@@ -289,26 +291,30 @@ def value_bits(rows, max_card, complete=False):
 
 
 @nb.njit(cache=True)
-def _sum_rows(lanes, group_of_row, group_rows, group_slot, group_y, K, acc, stats):
+def _sum_rows(lanes, group_of_row, group_rows, group_slot, group_y, K, acc, stats, in_use):
     """Sum the rows of ``SWEEP_TREES`` trees into their groups' statistics, in one pass.
 
     Every row's indicator lanes are added to the ``uint8`` accumulators ``acc[g]`` of its
     groups ``g = group_of_row[i, r]`` in the sweep's trees ``i``, in row order: a row's lanes
     are loaded once for all of them, and the rows that are not summed (group without a slot,
-    trees missing from the sweep) go to a trash accumulator without a branch. A group with
+    trees missing from the sweep) go to trash accumulators without a branch. A group with
     rows (``group_rows[g]``, zeroed here) and a slot is flushed into ``stats[group_slot[g],
     group_y[g]]``: at the end, and every ``LANE_ROWS`` rows if it has more (no lane
     overflows, and no row keeps a count of its group's rows). The last flushes fetch the
     counters of the group ``FLUSH_AHEAD`` ahead: the statistics of all the leaves do not
-    stay in cache, and each flush would wait on memory."""
+    stay in cache, and each flush would wait on memory. Tree ``i``'s groups are the first
+    ``in_use[i]`` of its share of the groups (the shares are sized for the biggest tree of
+    the batch: most trees use few of theirs)."""
     width = lanes.shape[1]
     n = lanes.shape[0]
+    stride = group_rows.shape[0] // SWEEP_TREES
     flushed = np.empty(group_rows.shape[0], dtype=np.int64)  # the big groups, then the others
     n_big = 0
-    for g in range(group_rows.shape[0]):
-        if group_rows[g] > LANE_ROWS and group_slot[g] >= 0:
-            flushed[n_big] = g
-            n_big += 1
+    for i in range(SWEEP_TREES):
+        for g in range(i * stride, i * stride + in_use[i]):
+            if group_rows[g] > LANE_ROWS and group_slot[g] >= 0:
+                flushed[n_big] = g
+                n_big += 1
     for start in range(0, n, LANE_ROWS):
         for r in range(start, min(n, start + LANE_ROWS)):
             g0, g1, g2, g3 = group_of_row[0, r], group_of_row[1, r], group_of_row[2, r], \
@@ -320,11 +326,12 @@ def _sum_rows(lanes, group_of_row, group_rows, group_slot, group_y, K, acc, stat
             g = flushed[i]
             _flush(acc, g, stats, group_slot[g], group_y[g], K)
     n_flushed = n_big
-    for g in range(group_rows.shape[0]):
-        if 0 < group_rows[g] <= LANE_ROWS and group_slot[g] >= 0:
-            flushed[n_flushed] = g
-            n_flushed += 1
-        group_rows[g] = 0
+    for i in range(SWEEP_TREES):
+        for g in range(i * stride, i * stride + in_use[i]):
+            if 0 < group_rows[g] <= LANE_ROWS and group_slot[g] >= 0:
+                flushed[n_flushed] = g
+                n_flushed += 1
+            group_rows[g] = 0
     for i in range(n_big, n_flushed):
         if i + FLUSH_AHEAD < n_flushed:
             g = flushed[i + FLUSH_AHEAD]
@@ -662,13 +669,15 @@ def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, t
     planes = np.empty((32, W), dtype=np.uint64)
     listed = np.empty(n, dtype=np.int32)
     group = np.empty(W, dtype=np.uint64)
-    # the sweep's tree i has accumulator rows i * n_groups ..; then come the trash row and
-    # the row the listing route sums in
+    # the sweep's tree i has accumulator rows i * n_groups ..; then come a trash row for each
+    # tree of the sweep (trash + i: a trash row shared by the trees would make one chain of
+    # updates of rows that wait on each other, as when a sweep has fewer than four trees)
+    # and the row the listing route sums in
     trash = SWEEP_TREES * n_groups
     group_of_row = np.empty((SWEEP_TREES, 64 * W), dtype=np.int32)
     group_slot = np.full(trash, -1, dtype=np.int32)
     group_y = np.zeros(trash, dtype=np.int32)
-    acc = _aligned_zeros(trash + 2, lanes.shape[1])
+    acc = _aligned_zeros(trash + SWEEP_TREES + 1, lanes.shape[1])
     group_rows = np.zeros(trash, dtype=np.int64)
     group_of_key = np.zeros(0, dtype=np.int32)  # row routing's scratch, made when needed
     offsets = np.zeros(cards.shape[0], dtype=np.int64)  # of each variable's indicator columns
@@ -677,6 +686,7 @@ def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, t
     sizes = np.zeros(C, dtype=np.int64)
     n_due = 0
     in_sweep = 0  # trees whose rows' groups wait in group_of_row
+    in_use = np.zeros(SWEEP_TREES, dtype=np.int64)  # their groups, at most
     for q in range(q0, q1):
         t = trees[q]
         base = in_sweep * n_groups
@@ -688,8 +698,9 @@ def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, t
             n_due = _tree_by_bits(
                 t, n, bits, cards, offsets, lanes, K, roots[t], links, node_slot, node_counts,
                 count_leaves, tot, stats, slot_n, slot_last, grace, due, n_due, tree_listing[t],
-                masks, stack, planes, listed, group_of_row[in_sweep], base, trash, group,
-                tree_rows, tree_slot, tree_y, acc[trash + 1:], sizes, block_cost)
+                masks, stack, planes, listed, group_of_row[in_sweep], base, trash + in_sweep,
+                group, tree_rows, tree_slot, tree_y, acc[trash + SWEEP_TREES:], sizes,
+                block_cost)
         else:
             if group_of_key.shape[0] == 0:
                 group_of_key = np.full(node_counts.shape[0] * C, -1, dtype=np.int32)
@@ -697,13 +708,18 @@ def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, t
                                   node_counts, count_leaves, tot, stats, slot_n, slot_last,
                                   grace, due, n_due, group_of_key, group_of_row[in_sweep, :n],
                                   tree_slot, tree_y, tree_rows)
-            _into_sweep(group_of_row[in_sweep, :n], base, tree_slot, trash)
+            _into_sweep(group_of_row[in_sweep, :n], base, tree_slot, trash + in_sweep)
             numbered = True
         if numbered:
+            leaves = tree_leaves[t]
+            in_use[in_sweep] = (leaves + 1) * C if by_bits[q - q0] else min(n, leaves * C)
             in_sweep += 1
         if in_sweep == SWEEP_TREES or (in_sweep and q == q1 - 1):
-            group_of_row[in_sweep:] = trash
-            _sum_rows(lanes, group_of_row, group_rows, group_slot, group_y, K, acc, stats)
+            for i in range(in_sweep, SWEEP_TREES):
+                group_of_row[i] = trash + i
+                in_use[i] = 0
+            _sum_rows(lanes, group_of_row, group_rows, group_slot, group_y, K, acc, stats,
+                      in_use)
             in_sweep = 0
     return n_due
 
