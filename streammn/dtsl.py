@@ -125,8 +125,8 @@ class DTSL(Estimator):
         ``NUMBA_NUM_THREADS``). The result does not depend on it. 1 is the default because
         every parallel step waits for all its threads: on an idle 2-core machine 2 threads cut
         one-pass wall time by 4-35% (more with more variables and values), but with other
-        jobs on the cores a parallel step waits for a descheduled thread and runs 2-3x slower
-        than one thread.
+        jobs on the cores a parallel step waits for a descheduled thread, and a pass can run
+        slower than on one thread.
     seed : int or None, default None
         Accepted for uniformity with streammn's other learners; DTSL is deterministic (ties
         go to the first candidate in variable order), so it does not change the result.
