@@ -654,8 +654,9 @@ def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, t
     C = stats.shape[1]
     W = (n + 63) // 64
     depth = 0
-    n_groups = 0  # most groups of a tree: (leaf number + 1) x C by bits, at most n by rows
     by_bits = np.empty(q1 - q0, dtype=np.bool_)
+    # groups of each tree: (leaf number + 1) x C by bits, at most n by rows
+    tree_groups = np.empty(q1 - q0, dtype=np.int64)
     for q in range(q0, q1):
         t = trees[q]
         depth = max(depth, tree_steps[t])
@@ -663,7 +664,8 @@ def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, t
         by_bits[q - q0] = (tree_nodes[t] * (W // 2 + NODE_COST)
                            <= n * (STEP_COST * steps + ROW_COST))
         leaves = tree_leaves[t]
-        n_groups = max(n_groups, (leaves + 1) * C if by_bits[q - q0] else min(n, leaves * C))
+        tree_groups[q - q0] = (leaves + 1) * C if by_bits[q - q0] else min(n, leaves * C)
+    n_groups = tree_groups.max() if q1 > q0 else 0  # a sweep's share for each of its trees
     masks = np.empty((depth + 2, W), dtype=np.uint64)
     stack = np.empty(depth + 2, dtype=np.int32)
     planes = np.empty((32, W), dtype=np.uint64)
@@ -711,8 +713,7 @@ def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, t
             _into_sweep(group_of_row[in_sweep, :n], base, tree_slot, trash + in_sweep)
             numbered = True
         if numbered:
-            leaves = tree_leaves[t]
-            in_use[in_sweep] = (leaves + 1) * C if by_bits[q - q0] else min(n, leaves * C)
+            in_use[in_sweep] = tree_groups[q - q0]
             in_sweep += 1
         if in_sweep == SWEEP_TREES or (in_sweep and q == q1 - 1):
             for i in range(in_sweep, SWEEP_TREES):

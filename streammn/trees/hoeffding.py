@@ -29,8 +29,7 @@ bitmaps the segmented count makes of every batch): the rows that reach a just-sp
 the AND of the bitmaps of the tests on its path, a few words per 64 buffered rows and level
 (:mod:`streammn.trees.replay`), so no leaf per buffered row and tree is stored or kept current.
 Replay reads the rows as their indicator vectors packed as bits (:func:`replay.pack_rows
-<streammn.trees.replay.pack_rows>`), packed when a replay needs them from the rows written
-since the last. Memory: ``replay_rows * n_vars`` bytes of rows plus ``replay_rows * n_vars *
+<streammn.trees.replay.pack_rows>`), packed as they enter the buffer. Memory: ``replay_rows * n_vars`` bytes of rows plus ``replay_rows * n_vars *
 max_card / 8`` of bitmaps (what ``memory_bytes`` counts), and ``replay_rows * K / 8`` of packed
 rows (``K`` indicator columns, rounded up to 64 a row).
 
@@ -153,11 +152,9 @@ class HoeffdingGrower:
         # value bitmaps of the buffered rows (counting.value_bits), bit i: buffer row i
         self._buf_bits = np.zeros((forest.schema.n_vars, forest.max_card,
                                    -(-self.replay_rows // 64)), dtype=np.uint64)
-        # the buffered rows' indicator vectors as bits (replay.pack_rows), for replay; brought
-        # up to date before it, from the rows written since rows_seen was _packed_at (-1: none)
+        # the buffered rows' indicator vectors as bits (replay.pack_rows), read by replay
         self._buf_packed = np.zeros((self.replay_rows, replay.packed_words(
             int((forest.cards - 1).sum()))), dtype=np.uint64)
-        self._packed_at = -1
         self.stats = LeafStats(forest, capacity=self.leaf_budget, dtype=STATS_DTYPE,
                                n_threads=n_threads)
         if state is None:
@@ -278,7 +275,8 @@ class HoeffdingGrower:
         self.rebuild_count += 1
         rows = self._buf[:self._buf_len]
         fresh = Forest(f.schema, prior=f.prior)
-        passes = BufferPasses(self._buf_bits, self._packed_rows(), self._earlier)
+        passes = BufferPasses(self._buf_bits, self._buf_packed[:self._buf_len],
+                              self._earlier)
         counted = []  # statistics of every node the exact passes counted (or derived)
         grow_level_wise(fresh, None, AUTO, self.min_count, self.max_depth,
                         max(1, self.leaf_budget), st.n_threads, count_pass=passes,
@@ -309,7 +307,8 @@ class HoeffdingGrower:
 
     def _remember(self, rows: np.ndarray, bits: np.ndarray) -> None:
         """Keep the last ``replay_rows`` rows of the stream in a ring buffer, with their value
-        bitmaps (``bits``: :func:`counting.value_bits` of ``rows``)."""
+        bitmaps (``bits``: :func:`counting.value_bits` of ``rows``) and packed indicator
+        vectors."""
         W = self.replay_rows
         kept = min(W, rows.shape[0])
         first = rows.shape[0] - kept  # the rows before it do not fit
@@ -317,33 +316,22 @@ class HoeffdingGrower:
             run = min(kept, W - self._buf_pos)
             self._buf[self._buf_pos:self._buf_pos + run] = rows[first:first + run]
             counting.copy_bits(self._buf_bits, self._buf_pos, bits, first, run)
+            self.stats.pack(self._buf, self._buf_pos, run, self._buf_packed)
             self._buf_pos = (self._buf_pos + run) % W
             self._buf_len = min(W, self._buf_len + run)
             first += run
             kept -= run
 
     def index_buffer(self) -> None:
-        """Make the buffer's value bitmaps from its rows (after they were restored or
-        rewritten); the last rebuild's growth no longer describes them."""
+        """Make the buffer's value bitmaps and packed rows from its rows (after they were
+        restored or rewritten); the last rebuild's growth no longer describes them."""
         self._earlier = None
-        self._packed_at = -1
         self._buf_bits[:] = 0
         if self._buf_len:
             bits = counting.value_bits(self._buf[:self._buf_len], self.forest.max_card,
                                        not self.forest.schema.missing)
             self._buf_bits[:, :, :bits.shape[2]] = bits
-
-    def _packed_rows(self) -> np.ndarray:
-        """The buffered rows' packed indicator vectors, brought up to date: the rows written
-        since the last call are the ring's last ``rows_seen - _packed_at`` (all after the
-        buffer was rewritten) before ``_buf_pos``."""
-        n, at, W = self._buf_len, self._buf_pos, self.replay_rows
-        new = n if self._packed_at < 0 else min(n, self.rows_seen - self._packed_at)
-        for first, stop in ((max(0, at - new), at), (W + min(0, at - new), W)):
-            if first < stop:
-                self.stats.pack(self._buf, first, stop - first, self._buf_packed)
-        self._packed_at = self.rows_seen
-        return self._buf_packed[:n]
+            self.stats.pack(self._buf, 0, self._buf_len, self._buf_packed)
 
     def _grow(self, due: np.ndarray) -> None:
         """Attempt the due leaves; seed new children from the replay buffer, attempt those
@@ -354,7 +342,7 @@ class HoeffdingGrower:
             if children.size == 0 or self._buf_len == 0:
                 return
             parents = np.unique(self.forest.parent[children])
-            st.replay(self._packed_rows(), self._buf_bits, parents)
+            st.replay(self._buf_packed[:self._buf_len], self._buf_bits, parents)
             slots = self.forest.slot[children]
             slots = np.sort(slots[slots >= 0]).astype(np.int64)
             due = slots[st.n[slots] - st.last_attempt[slots] >= self._look_gap]

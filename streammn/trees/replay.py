@@ -151,6 +151,18 @@ def _sum_packed(packed, listed, count, stats, s, y, K, acc):
         i = stop
 
 
+@nb.njit(cache=True, inline="always")
+def _keep_rows(mask, n, first):
+    """Clear the bits of ``mask`` (bit ``i`` of word ``w``: buffered row ``64 w + i``) of the
+    rows before ``first`` and from ``n`` on, in the words that hold both kinds (the bits past
+    the buffer's rows are not rows; the words before ``first``'s are not read)."""
+    W = (n + 63) // 64
+    if n % 64:
+        mask[W - 1] &= (np.uint64(1) << np.uint64(n % 64)) - np.uint64(1)
+    if first // 64 < W:
+        mask[first // 64] &= ~np.uint64(0) << np.uint64(first % 64)
+
+
 @nb.njit(cache=True)
 def _replay_splits(packed, bits, n, offsets, parents, p0, p1, links, node_parent, node_tree,
                    cards, node_slot, tot, stats, slot_n, row_cost, first):
@@ -170,12 +182,9 @@ def _replay_splits(packed, bits, n, offsets, parents, p0, p1, links, node_parent
     acc = np.zeros((1, 64 * packed.shape[1]), dtype=np.uint8)
     for q in range(p0, p1):
         p = parents[q]
-        for w in range(at.shape[0]):  # the buffered rows (bits past n are not rows)
+        for w in range(at.shape[0]):
             at[w] = ~np.uint64(0)
-        if n % 64:
-            at_node[W - 1] = (np.uint64(1) << np.uint64(n % 64)) - np.uint64(1)
-        if start < W:
-            at_node[start] &= ~np.uint64(0) << np.uint64(first % 64)
+        _keep_rows(at_node, n, first)
         child = p
         node = node_parent[p]
         while node >= 0:  # up to the root: the rows that reach p pass every test on the way
@@ -225,10 +234,7 @@ def count_roots(bits, n, first, trees, root_slot, cards, offsets, tot, stats):
         t, s = trees[i], root_slot[i]
         for y in range(cards[t]):
             group[start:] = bits[t, y, start:W]
-            if n % 64:
-                group[W - 1] &= (np.uint64(1) << np.uint64(n % 64)) - np.uint64(1)
-            if start < W:
-                group[start] &= ~np.uint64(0) << np.uint64(first % 64)
+            _keep_rows(group, n, first)
             count = 0
             for w in range(in_group.shape[0]):
                 count += np.int64(_popcount(in_group[w]))
