@@ -308,6 +308,18 @@ def _loglik2(c0, c1, alpha, prior, logs, row):
     return ll
 
 
+@nb.njit(cache=True, inline="always")
+def _tabled_loglik2(c0, c1, logs, row):
+    """:func:`_loglik2` when ``c0 + c1`` is below the tables' size, so every logarithm is
+    looked up: the same operations in the same order, without a test of each count (a loop
+    of them runs without branches, about 20% faster)."""
+    denom = logs[0, c0 + c1]
+    ll = 0.0
+    ll += c0 * (logs[row, c0] - denom)
+    ll += c1 * (logs[row, c1] - denom)
+    return ll
+
+
 @nb.njit(cache=True)
 def _score_binary_slot(q, s, t, tot, stats, min_count, prior, logs, row, best_var, best_val,
                        best_gain, second_gain, true_counts, gains):
@@ -332,16 +344,8 @@ def _score_binary_slot(q, s, t, tot, stats, min_count, prior, logs, row, best_va
         for j in range(J):
             c0 = np.int64(stats[s, 0, j])
             c1 = np.int64(stats[s, 1, j])
-            f0, f1 = p0 - c0, p1 - c1
-            d_true = logs[0, c0 + c1]
-            d_false = logs[0, f0 + f1]
-            ll_true = 0.0  # _loglik2's operations, in its order
-            ll_true += c0 * (logs[row, c0] - d_true)
-            ll_true += c1 * (logs[row, c1] - d_true)
-            ll_false = 0.0
-            ll_false += f0 * (logs[row, f0] - d_false)
-            ll_false += f1 * (logs[row, f1] - d_false)
-            gains[j] = ll_true + ll_false - ll_parent
+            gains[j] = (_tabled_loglik2(c0, c1, logs, row)
+                        + _tabled_loglik2(p0 - c0, p1 - c1, logs, row) - ll_parent)
     else:
         for j in range(J):
             c0 = np.int64(stats[s, 0, j])
