@@ -7,7 +7,7 @@ Then: Hoeffding throughput on a synthetic 1M x 100 binary stream sampled from a 
 Bayesian network, and msnbc_stream (first 80,000 rows learn, the rest test; kappa chosen on the
 last 8,000 learning rows), exact vs Hoeffding.
 
-Throughput (``--throughput``, issue 13): one pass at the defaults, on one and on two threads,
+Throughput (``--throughput``, issue 13): one pass at the defaults (every core), on one and on two threads,
 and at the previous defaults over planted streams (:class:`streammn.planted.LogisticBN`) of 16, 100 and 300 binary variables
 and 100 four-valued variables (pairs of planted binary variables), next to the floor measured in
 the same process: float32 ``X.T @ X`` over the rows' indicator columns (every row times every
@@ -174,7 +174,7 @@ def worker_synthetic(n_rows: int, n_vars: int, kappa: float, batch_size: int) ->
             "progress": progress, "peak_rss_mb": peak_rss_mb()}
 
 
-# the defaults (one thread), the defaults on both cores, and the defaults before issue 11
+# the defaults (every core), one thread, two threads, and the defaults before issue 11
 THROUGHPUT_SETTINGS = (("defaults", {}), ("one_thread", {"n_threads": 1}),
                        ("two_threads", {"n_threads": 2}), ("previous_defaults", None))
 THROUGHPUT_SHAPES = (("16 binary", 16, 2), ("100 binary", 100, 2), ("300 binary", 300, 2),

@@ -119,14 +119,15 @@ class DTSL(Estimator):
         (counted at 5 bytes per row and variable, more than the rows and their value bitmaps
         take). Much better trees on short streams, at a CPU cost that
         grows with the buffer and the number of splits.
-    n_threads : int or 'auto', default 1
+    n_threads : int or 'auto', default 'auto'
         Blocks of trees (or leaves) whose statistics are counted, replayed and scored in
         parallel (numba threads); ``'auto'``: numba's thread count (every core, or
-        ``NUMBA_NUM_THREADS``). The result does not depend on it. 1 is the default because
-        every parallel step waits for all its threads: on an idle 2-core machine 2 threads cut
-        one-pass wall time by 4-35% (more with more variables and values), but with other
-        jobs on the cores a parallel step waits for a descheduled thread, and a pass can run
-        slower than on one thread.
+        ``NUMBA_NUM_THREADS``). The result does not depend on it. A step runs in parallel only
+        when it is big enough to gain (:data:`streammn.trees.stats.PARALLEL_NS`). On an idle
+        2-core machine two threads run a one-pass 1M-row stream 14% faster than one at 100
+        binary variables, more with more variables and values; with other jobs on the cores
+        they measured no slower than one thread (``benchmarks/results/dtsl_threads.md``). 1
+        leaves the other cores to other work.
     seed : int or None, default None
         Accepted for uniformity with streammn's other learners; DTSL is deterministic (ties
         go to the first candidate in variable order), so it does not change the result.
@@ -175,7 +176,7 @@ class DTSL(Estimator):
                  max_depth: int | None = None, max_tree_leaves: int | None = None,
                  max_leaves: int | None = None, memory_mb: float = 256.0,
                  min_count: int | str = AUTO,
-                 prior: float = 1.0, replay_rows: int | str = AUTO, n_threads: int | str = 1,
+                 prior: float = 1.0, replay_rows: int | str = AUTO, n_threads: int | str = AUTO,
                  seed: int | None = None, split_alpha: float = DEFAULT_ALPHA,
                  min_gain_per_row: float = DEFAULT_MIN_GAIN_PER_ROW,
                  drift: str | None = None, half_life: float | None = None):

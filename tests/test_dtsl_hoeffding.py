@@ -224,6 +224,23 @@ def test_thread_count_does_not_change_the_model(mode, kappa, replay, monkeypatch
             np.testing.assert_array_equal(v, other.get_state()[1][k])
 
 
+def test_parallel_steps_use_every_core_by_default_in_blocks_that_pay():
+    """The default thread count is numba's; a step is cut into one block per thread only when
+    each block gets at least half of ``PARALLEL_NS`` of work, never more blocks than items."""
+    import numba
+
+    from streammn.trees.forest import Forest
+    from streammn.trees.stats import PARALLEL_NS, LeafStats
+    schema = Schema.binary(4)
+    assert DTSL(schema).threads == numba.get_num_threads()
+    stats = LeafStats(Forest(schema), capacity=1, n_threads=8)
+    assert stats._blocks(100, PARALLEL_NS - 1) == 1
+    assert stats._blocks(100, PARALLEL_NS) == 2
+    assert stats._blocks(100, 2 * PARALLEL_NS) == 4
+    assert stats._blocks(100, 100 * PARALLEL_NS) == 8
+    assert stats._blocks(3, 100 * PARALLEL_NS) == 3
+
+
 def test_max_tree_leaves_bounds_every_tree_on_a_long_noisy_stream():
     rng = np.random.default_rng(11)
     schema = Schema.binary(12)

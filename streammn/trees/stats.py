@@ -317,12 +317,15 @@ class LeafStats:
 
     def _blocks(self, n_items: int, work_ns: int) -> int:
         """Blocks a parallel kernel cuts ``n_items`` independent items into: one per thread,
-        never more than the items, and one when the call's estimated one-thread time
-        ``work_ns`` is below ``PARALLEL_NS``: a parallel step waits for all its threads, and
-        on a busy machine a descheduled thread costs more than a small step saves."""
+        never more than the items nor than give each block half of ``PARALLEL_NS`` of the
+        call's estimated one-thread time ``work_ns``, and one when that time is below
+        ``PARALLEL_NS``: a parallel step waits for all its threads, and on a busy machine a
+        descheduled thread costs more than a small step saves (on many cores, a share per
+        core would be too small to gain)."""
         if work_ns < PARALLEL_NS:
             return 1
-        return max(1, min(self.n_threads, n_items))
+        shares = work_ns // max(1, PARALLEL_NS // 2)
+        return max(1, min(self.n_threads, n_items, shares))
 
     # state ----------------------------------------------------------------------------------
     def get_state(self) -> dict[str, np.ndarray]:
