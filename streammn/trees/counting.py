@@ -262,21 +262,42 @@ def value_bits(rows, max_card, complete=False):
     """``bits[j, a, w]``: bit ``i`` is set when ``rows[64 w + i, j] == a`` (a missing value
     sets none), shape (n_vars, max_card, words). ``complete``: the rows have no missing
     values, so a row whose value is none of ``1 .. max_card - 1`` is 0, and the bitmaps of
-    value 0 are the rows' complement of the others' (half the comparisons for binary rows)."""
+    value 0 are the rows' complement of the others' (half the comparisons for binary rows).
+
+    A whole word's 64 rows are compared eight rows at a time into a byte per variable (a
+    loop over the variables of byte lanes, vectorised), and the eight bytes of a variable
+    then joined into its word: setting each row's bit in 64-bit words would compare and
+    OR in 64-bit lanes, eight times the vector operations (2.5x slower)."""
     n, n_vars = rows.shape
     W = (n + 63) // 64
     bits = np.zeros((n_vars, max_card, W), dtype=np.uint64)
-    word = np.zeros((max_card, n_vars), dtype=np.uint64)
+    word = np.empty((max_card, n_vars), dtype=np.uint64)
+    octets = np.empty((8, n_vars), dtype=np.uint8)  # bit k of octets[g, j]: row 8 g + k
     compared = 1 if complete else 0  # the first value compared
     for w in range(W):
-        word[:] = 0
         in_word = min(64, n - 64 * w)
-        for i in range(in_word):
-            bit = np.uint64(1) << np.uint64(i)
-            for a in range(compared, max_card):
+        for a in range(compared, max_card):
+            value = np.uint8(a)
+            if in_word < 64:  # the last word, row by row
+                word[a] = 0
+                for i in range(in_word):
+                    for j in range(n_vars):
+                        if rows[64 * w + i, j] == value:
+                            word[a, j] |= np.uint64(1) << np.uint64(i)
+                continue
+            for g in range(8):
+                first = 64 * w + 8 * g
+                octet = octets[g]
                 for j in range(n_vars):
-                    if rows[64 * w + i, j] == a:
-                        word[a, j] |= bit
+                    x = np.uint8(0)
+                    for k in range(8):
+                        x |= np.uint8(1 << k) if rows[first + k, j] == value else np.uint8(0)
+                    octet[j] = x
+            for j in range(n_vars):
+                x = np.uint64(0)
+                for g in range(8):
+                    x |= np.uint64(octets[g, j]) << np.uint64(8 * g)
+                word[a, j] = x
         if complete:
             rows_of_word = ~np.uint64(0) >> np.uint64(64 - in_word)
             for j in range(n_vars):
