@@ -336,13 +336,18 @@ def _sum_rows(lanes, group_of_row, group_rows, group_slot, group_y, K, acc, stat
             if group_rows[g] > LANE_ROWS and group_slot[g] >= 0:
                 flushed[n_big] = g
                 n_big += 1
+    in0, in1, in2, in3 = group_of_row[0], group_of_row[1], group_of_row[2], group_of_row[3]
     for start in range(0, n, LANE_ROWS):
         for r in range(start, min(n, start + LANE_ROWS)):
-            g0, g1, g2, g3 = group_of_row[0, r], group_of_row[1, r], group_of_row[2, r], \
-                group_of_row[3, r]
+            i = np.uint64(r)  # unsigned: no test for a negative index
+            g0, g1, g2, g3 = in0[i] * width, in1[i] * width, in2[i] * width, in3[i] * width
+            if width == 2 * LANE_BLOCK:
+                _spread_lane_block(acc, (g0, g1, g2, g3), lanes, r * width)
+                _spread_lane_block(acc, (g0 + LANE_BLOCK, g1 + LANE_BLOCK, g2 + LANE_BLOCK,
+                                         g3 + LANE_BLOCK), lanes, r * width + LANE_BLOCK)
+                continue
             for k in range(0, width, LANE_BLOCK):
-                _spread_lane_block(acc, (g0 * width + k, g1 * width + k, g2 * width + k,
-                                         g3 * width + k), lanes, r * width + k)
+                _spread_lane_block(acc, (g0 + k, g1 + k, g2 + k, g3 + k), lanes, r * width + k)
         for i in range(n_big):
             g = flushed[i]
             _flush(acc, g, stats, group_slot[g], group_y[g], K)
