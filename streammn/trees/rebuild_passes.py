@@ -119,8 +119,8 @@ class BufferPasses:
             resumed = counted
             known = resumed
         else:
-            incomplete = np.unique(forest.parent[chunk[~counted]])
-            resumed = ~np.isin(parents, incomplete)
-            known = np.isin(forest.parent[chunk], parents[resumed])
+            incomplete = forest.parent[chunk[~counted]]
+            resumed = ~forest.marked(incomplete)[parents]
+            known = forest.marked(parents[resumed])[forest.parent[chunk]]
         earlier.copy_to(stats, old[known], forest.slot[chunk[known]])
         return resumed
