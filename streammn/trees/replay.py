@@ -53,7 +53,7 @@ WORD_COST = 15
 SUM_AHEAD = 16  # listed rows whose packed words are fetched ahead of their sum
 # groups counted from the bitmaps are counted four at a time, in runs of BITS_RUN words: each
 # column's run is read once for the four (from the L1 cache after the first), where one group
-# at a time read every column from L2 for every group
+# at a time read every column from L2 for every group (BITS_GROUPS is _count_groups_bits' four)
 BITS_GROUPS = 4
 BITS_RUN = 512
 
@@ -160,18 +160,26 @@ def _sum_packed(packed, listed, count, stats, s, y, K, acc):
 def _count_groups_bits(groups, G, W, bits, cards, offsets, stats, group_slot, group_y, start):
     """Add the indicator vectors of the rows in each of the masks ``groups[:G]`` (``G <=
     BITS_GROUPS``; their words ``start .. W - 1``) to ``stats[group_slot[g], group_y[g]]``
-    from the bitmaps, as :func:`streammn.trees.counting._count_bits` does for one group: the
-    four groups' popcounts of each column word taken together, the words in runs of
-    :data:`BITS_RUN` that stay in the L1 cache while every column passes (with fewer than
-    four groups, the last one is counted again in the unused places and not added)."""
-    last = G - 1
+    from the bitmaps, as :func:`streammn.trees.counting._count_bits` does for one group, with
+    the words in runs of :data:`BITS_RUN` that stay in the L1 cache while every column passes:
+    a column's run is read from L2 once for all the groups, and with four groups each column
+    word is loaded once for the four popcounts."""
     for w0 in range(start, W, BITS_RUN):
         w1 = min(W, w0 + BITS_RUN)
-        g0, g1 = groups[0, w0:w1], groups[min(1, last), w0:w1]
-        g2, g3 = groups[min(2, last), w0:w1], groups[min(3, last), w0:w1]
+        g0, g1, g2, g3 = (groups[0, w0:w1], groups[1, w0:w1], groups[2, w0:w1],
+                          groups[3, w0:w1])
         for j in range(cards.shape[0]):
             for a in range(1, cards[j]):
                 column = bits[j, a, w0:w1]
+                k = offsets[j] + a - 1
+                if G < 4:
+                    for g in range(G):
+                        rows = groups[g, w0:w1]
+                        c = 0
+                        for w in range(column.shape[0]):
+                            c += np.int64(_popcount(rows[w] & column[w]))
+                        stats[group_slot[g], group_y[g], k] += c
+                    continue
                 c0 = c1 = c2 = c3 = 0
                 for w in range(column.shape[0]):
                     x = column[w]
@@ -179,10 +187,8 @@ def _count_groups_bits(groups, G, W, bits, cards, offsets, stats, group_slot, gr
                     c1 += np.int64(_popcount(g1[w] & x))
                     c2 += np.int64(_popcount(g2[w] & x))
                     c3 += np.int64(_popcount(g3[w] & x))
-                k = offsets[j] + a - 1
                 for g, c in enumerate((c0, c1, c2, c3)):
-                    if g < G:
-                        stats[group_slot[g], group_y[g], k] += c
+                    stats[group_slot[g], group_y[g], k] += c
 
 
 @nb.njit(cache=True, inline="always")
