@@ -163,7 +163,10 @@ def grow_level_wise(forest: Forest, source, kappa, min_count: int, max_depth,
 
 
 def _by_node(split_parents):
-    """The split leaves' statistics, ``(nodes, tot, stats)`` sorted by node."""
+    """The split leaves' statistics, ``(nodes, tot, stats)`` sorted by node (a level counted
+    in one chunk gives them sorted already: its chunk is)."""
+    if len(split_parents) == 1:
+        return split_parents[0]
     nodes = np.concatenate([p[0] for p in split_parents])
     order = np.argsort(nodes)
     return (nodes[order], np.concatenate([p[1] for p in split_parents])[order],
@@ -201,6 +204,5 @@ def _subtract(stats: LeafStats, counted: np.ndarray, derived: np.ndarray,
                        forest.true[parents])
     sib_slots = forest.slot[sibling].astype(np.int64)
     at = np.searchsorted(split_stats[0], parents)
-    stats.tot[slots] = split_stats[1][at] - stats.tot[sib_slots]
-    stats.stats[slots] = split_stats[2][at] - stats.stats[sib_slots]
+    stats.derive(slots, sib_slots, split_stats[1], split_stats[2], at)
     return np.sort(np.concatenate([counted, derived])).astype(np.int32)
