@@ -47,9 +47,7 @@ class EarlierGrowth:
         for i in np.unique(chunk):
             at = chunk == i
             tot, node_stats = self.counted[i]
-            rows = self.row[nodes[at]]
-            stats.tot[slots[at]] = tot[rows]
-            stats.stats[slots[at]] = node_stats[rows]
+            stats.put(slots[at], tot, node_stats, self.row[nodes[at]])
 
 
 class BufferPasses:

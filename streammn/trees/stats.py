@@ -85,6 +85,18 @@ def _derive_slots(slots, sibling_slots, parent_rows, parent_tot, parent_stats, t
                 stats[s, y, k] = parent_stats[p, y, k] - stats[b, y, k]
 
 
+@numba.njit(cache=True)
+def _put_slots(slots, rows, from_tot, from_stats, tot, stats):
+    """``tot[slots[i]]``, ``stats[slots[i]]``: row ``rows[i]`` of ``from_tot``,
+    ``from_stats``; one pass, no temporaries."""
+    for i in range(slots.shape[0]):
+        s, r = slots[i], rows[i]
+        for y in range(tot.shape[1]):
+            tot[s, y] = from_tot[r, y]
+            for k in range(stats.shape[2]):
+                stats[s, y, k] = from_stats[r, y, k]
+
+
 class LeafStats:
     """Statistics slots for up to ``capacity`` active leaves of a :class:`Forest`."""
 
@@ -157,6 +169,13 @@ class LeafStats:
         _derive_slots(slots.astype(np.int64), sibling_slots.astype(np.int64),
                       parent_rows.astype(np.int64), parent_tot, parent_stats, self.tot,
                       self.stats)
+
+    def put(self, slots: np.ndarray, tot: np.ndarray, stats: np.ndarray,
+            rows: np.ndarray) -> None:
+        """Give each of ``slots`` the statistics in row ``rows[i]`` of ``tot`` and ``stats``
+        (statistics counted before), in one pass without numpy's gathered temporaries."""
+        _put_slots(slots.astype(np.int64), rows.astype(np.int64), tot, stats, self.tot,
+                   self.stats)
 
     def release(self, slots: np.ndarray) -> None:
         """Free the given slots; their leaves keep their counts but stop collecting stats."""
