@@ -41,12 +41,18 @@ from streammn.trees.stats import LeafStats
 CountPass = Callable[[Forest, LeafStats, np.ndarray, np.ndarray], None]
 
 
-def _splittable(forest: Forest, nodes: np.ndarray, min_count: int, max_depth) -> np.ndarray:
-    """Leaves that could still split: enough rows for two sides and below the depth limit."""
+def _can_split(forest: Forest, nodes: np.ndarray, min_count: int, max_depth) -> np.ndarray:
+    """Which of the leaves ``nodes`` could still split: enough rows for two sides and below
+    the depth limit."""
     ok = forest.counts[nodes].sum(axis=1) >= 2 * min_count
     if max_depth is not None:
         ok &= forest.depth[nodes] < max_depth
-    return nodes[ok]
+    return ok
+
+
+def _splittable(forest: Forest, nodes: np.ndarray, min_count: int, max_depth) -> np.ndarray:
+    """The leaves of ``nodes`` that could still split (:func:`_can_split`)."""
+    return nodes[_can_split(forest, nodes, min_count, max_depth)]
 
 
 class SourcePasses:
@@ -120,7 +126,7 @@ def grow_level_wise(forest: Forest, source, kappa, min_count: int, max_depth,
     while frontier.size:
         next_frontier, split_parents = [], []
         derived, parents = _derivable(forest, frontier, split_stats, max_leaves)
-        counted = frontier[~np.isin(frontier, derived)]
+        counted = frontier[~forest.marked(derived)[frontier]]
         for start in range(0, counted.size, max_leaves):
             chunk = counted[start:start + max_leaves]
             stats.release_all()
@@ -132,7 +138,7 @@ def grow_level_wise(forest: Forest, source, kappa, min_count: int, max_depth,
                 chunk = _subtract(stats, chunk, derived, parents, split_stats)
             slots = forest.slot[chunk].astype(np.int64)
             forest.counts[chunk] = stats.tot[slots]
-            cand = np.isin(chunk, _splittable(forest, chunk, min_count, max_depth))
+            cand = _can_split(forest, chunk, min_count, max_depth)
             bvar, bval, bgain, _, tcounts = stats.score(slots, min_count)
             if penalty is None:
                 n_rows = int(forest.counts[forest.roots].sum(axis=1).max())  # missing mode
@@ -157,7 +163,10 @@ def grow_level_wise(forest: Forest, source, kappa, min_count: int, max_depth,
 
 
 def _by_node(split_parents):
-    """The split leaves' statistics, ``(nodes, tot, stats)`` sorted by node."""
+    """The split leaves' statistics, ``(nodes, tot, stats)`` sorted by node (a level counted
+    in one chunk gives them sorted already: its chunk is)."""
+    if len(split_parents) == 1:
+        return split_parents[0]
     nodes = np.concatenate([p[0] for p in split_parents])
     order = np.argsort(nodes)
     return (nodes[order], np.concatenate([p[1] for p in split_parents])[order],
@@ -175,7 +184,7 @@ def _derivable(forest: Forest, frontier: np.ndarray, split_stats, max_leaves: in
     parent = forest.parent[frontier]
     sibling = np.where(forest.true[parent] == frontier, forest.false[parent],
                        forest.true[parent])
-    paired = np.isin(sibling, frontier)
+    paired = forest.marked(frontier)[sibling]
     rows = forest.counts[frontier].sum(axis=1)
     sibling_rows = forest.counts[sibling].sum(axis=1)
     is_false = forest.false[parent] == frontier
@@ -195,6 +204,5 @@ def _subtract(stats: LeafStats, counted: np.ndarray, derived: np.ndarray,
                        forest.true[parents])
     sib_slots = forest.slot[sibling].astype(np.int64)
     at = np.searchsorted(split_stats[0], parents)
-    stats.tot[slots] = split_stats[1][at] - stats.tot[sib_slots]
-    stats.stats[slots] = split_stats[2][at] - stats.stats[sib_slots]
+    stats.derive(slots, sib_slots, split_stats[1], split_stats[2], at)
     return np.sort(np.concatenate([counted, derived])).astype(np.int32)

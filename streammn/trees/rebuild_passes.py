@@ -47,9 +47,7 @@ class EarlierGrowth:
         for i in np.unique(chunk):
             at = chunk == i
             tot, node_stats = self.counted[i]
-            rows = self.row[nodes[at]]
-            stats.tot[slots[at]] = tot[rows]
-            stats.stats[slots[at]] = node_stats[rows]
+            stats.put(slots[at], tot, node_stats, self.row[nodes[at]])
 
 
 class BufferPasses:
@@ -119,8 +117,8 @@ class BufferPasses:
             resumed = counted
             known = resumed
         else:
-            incomplete = np.unique(forest.parent[chunk[~counted]])
-            resumed = ~np.isin(parents, incomplete)
-            known = np.isin(forest.parent[chunk], parents[resumed])
+            incomplete = forest.parent[chunk[~counted]]
+            resumed = ~forest.marked(incomplete)[parents]
+            known = forest.marked(parents[resumed])[forest.parent[chunk]]
         earlier.copy_to(stats, old[known], forest.slot[chunk[known]])
         return resumed

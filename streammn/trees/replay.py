@@ -40,8 +40,8 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from streammn.trees.counting import (LANE_ROWS, _count_bits, _extract, _flush, _pointer_at,
-                                     _popcount, _prefetch)
+from streammn.trees.counting import (LANE_ROWS, _extract, _flush, _pointer_at, _popcount,
+                                     _prefetch)
 from streammn.trees.kernels import MISSING
 
 # listing a buffered row costs about as much as counting 40 words of bitmaps, and adding each
@@ -51,6 +51,11 @@ from streammn.trees.kernels import MISSING
 ROW_COST = 40
 WORD_COST = 15
 SUM_AHEAD = 16  # listed rows whose packed words are fetched ahead of their sum
+# groups counted from the bitmaps are counted four at a time, in runs of BITS_RUN words: each
+# column's run is read once for the four (from the L1 cache after the first), where one group
+# at a time read every column from L2 for every group (BITS_GROUPS is _count_groups_bits' four)
+BITS_GROUPS = 4
+BITS_RUN = 512
 
 
 def packed_words(n_indicators: int) -> int:
@@ -151,6 +156,41 @@ def _sum_packed(packed, listed, count, stats, s, y, K, acc):
         i = stop
 
 
+@nb.njit(cache=True)
+def _count_groups_bits(groups, G, W, bits, cards, offsets, stats, group_slot, group_y, start):
+    """Add the indicator vectors of the rows in each of the masks ``groups[:G]`` (``G <=
+    BITS_GROUPS``; their words ``start .. W - 1``) to ``stats[group_slot[g], group_y[g]]``
+    from the bitmaps, as :func:`streammn.trees.counting._count_bits` does for one group, with
+    the words in runs of :data:`BITS_RUN` that stay in the L1 cache while every column passes:
+    a column's run is read from L2 once for all the groups, and with four groups each column
+    word is loaded once for the four popcounts."""
+    for w0 in range(start, W, BITS_RUN):
+        w1 = min(W, w0 + BITS_RUN)
+        g0, g1, g2, g3 = (groups[0, w0:w1], groups[1, w0:w1], groups[2, w0:w1],
+                          groups[3, w0:w1])
+        for j in range(cards.shape[0]):
+            for a in range(1, cards[j]):
+                column = bits[j, a, w0:w1]
+                k = offsets[j] + a - 1
+                if G < 4:
+                    for g in range(G):
+                        rows = groups[g, w0:w1]
+                        c = 0
+                        for w in range(column.shape[0]):
+                            c += np.int64(_popcount(rows[w] & column[w]))
+                        stats[group_slot[g], group_y[g], k] += c
+                    continue
+                c0 = c1 = c2 = c3 = 0
+                for w in range(column.shape[0]):
+                    x = column[w]
+                    c0 += np.int64(_popcount(g0[w] & x))
+                    c1 += np.int64(_popcount(g1[w] & x))
+                    c2 += np.int64(_popcount(g2[w] & x))
+                    c3 += np.int64(_popcount(g3[w] & x))
+                for g, c in enumerate((c0, c1, c2, c3)):
+                    stats[group_slot[g], group_y[g], k] += c
+
+
 @nb.njit(cache=True, inline="always")
 def _keep_rows(mask, n, first):
     """Clear the bits of ``mask`` (bit ``i`` of word ``w``: buffered row ``64 w + i``) of the
@@ -180,6 +220,12 @@ def _replay_splits(packed, bits, n, offsets, parents, p0, p1, links, node_parent
     in_group = group[start:]
     listed = np.empty(n, dtype=np.int32)
     acc = np.zeros((1, 64 * packed.shape[1]), dtype=np.uint8)
+    # the groups waiting to be counted from the bitmaps (_count_groups_bits), their slots and
+    # target values
+    waiting = np.empty((BITS_GROUPS, W), dtype=np.uint64)
+    wait_slot = np.empty(BITS_GROUPS, dtype=np.int64)
+    wait_y = np.empty(BITS_GROUPS, dtype=np.int64)
+    n_waiting = 0
     for q in range(p0, p1):
         p = parents[q]
         for w in range(at.shape[0]):
@@ -212,10 +258,19 @@ def _replay_splits(packed, bits, n, offsets, parents, p0, p1, links, node_parent
                 tot[s, y] += count
                 slot_n[s] += count
                 if count * row_cost > K * (W - start):
-                    _count_bits(group, W, bits, cards, offsets, stats, s, y, start)
+                    waiting[n_waiting, start:] = in_group
+                    wait_slot[n_waiting], wait_y[n_waiting] = s, y
+                    n_waiting += 1
+                    if n_waiting == BITS_GROUPS:
+                        _count_groups_bits(waiting, n_waiting, W, bits, cards, offsets, stats,
+                                           wait_slot, wait_y, start)
+                        n_waiting = 0
                     continue
                 _sum_packed(packed, listed, _extract(group, W, listed, start), stats, s, y, K,
                             acc)
+    if n_waiting:
+        _count_groups_bits(waiting, n_waiting, W, bits, cards, offsets, stats, wait_slot,
+                           wait_y, start)
 
 
 @nb.njit(cache=True)
@@ -223,23 +278,34 @@ def count_roots(bits, n, first, trees, root_slot, cards, offsets, tot, stats):
     """Add the buffered rows ``first .. n - 1`` (value bitmaps ``bits``) to the statistics of
     the roots of ``trees`` (in slots ``root_slot``), from the bitmaps alone: the root of tree
     ``t`` holds every row, so its group ``y`` is the bitmap of ``x_t = y`` and each of its
-    indicator columns a popcount of that AND a column's bitmap (:func:`_count_bits`): the
-    co-occurrence count of the rows in popcounts of 64 rows a word, several times cheaper
-    than the rows' Gram matrix in floating point."""
+    indicator columns a popcount of that AND a column's bitmap (:func:`_count_groups_bits`,
+    four groups at a time): the co-occurrence count of the rows in popcounts of 64 rows a
+    word, several times cheaper than the rows' Gram matrix in floating point."""
     W = (n + 63) // 64
     start = first // 64
-    group = np.empty(W, dtype=np.uint64)
-    in_group = group[start:]
+    waiting = np.empty((BITS_GROUPS, W), dtype=np.uint64)
+    wait_slot = np.empty(BITS_GROUPS, dtype=np.int64)
+    wait_y = np.empty(BITS_GROUPS, dtype=np.int64)
+    n_waiting = 0
     for i in range(trees.shape[0]):
         t, s = trees[i], root_slot[i]
         for y in range(cards[t]):
+            group = waiting[n_waiting]
             group[start:] = bits[t, y, start:W]
             _keep_rows(group, n, first)
             count = 0
-            for w in range(in_group.shape[0]):
-                count += np.int64(_popcount(in_group[w]))
+            for w in range(start, W):
+                count += np.int64(_popcount(group[w]))
             tot[s, y] += count
-            _count_bits(group, W, bits, cards, offsets, stats, s, y, start)
+            wait_slot[n_waiting], wait_y[n_waiting] = s, y
+            n_waiting += 1
+            if n_waiting == BITS_GROUPS:
+                _count_groups_bits(waiting, n_waiting, W, bits, cards, offsets, stats,
+                                   wait_slot, wait_y, start)
+                n_waiting = 0
+    if n_waiting:
+        _count_groups_bits(waiting, n_waiting, W, bits, cards, offsets, stats, wait_slot,
+                           wait_y, start)
 
 
 @nb.njit(cache=True)
@@ -249,8 +315,8 @@ def replay(packed, bits, n, offsets, parents, links, node_parent, node_tree, car
     bitmaps ``bits``; from row ``first`` on) that reach each just-split node of ``parents`` to
     the statistics of its children that are active (Hoeffding replay; the children are
     leaves). A (child, target value) group whose rows would cost more than counting every
-    indicator column from the bitmaps (:func:`_count_bits`; ``row_cost``: a row's listing and
-    sum in bitmap words, by default :data:`ROW_COST` plus :data:`WORD_COST` a packed word) is
+    indicator column from the bitmaps (:func:`_count_groups_bits`; ``row_cost``: a row's
+    listing and sum in bitmap words, by default :data:`ROW_COST` plus :data:`WORD_COST` a packed word) is
     counted from the bitmaps; the rows of the others are listed from its mask and summed
     (:func:`_sum_packed`)."""
     _replay_splits(packed, bits, n, offsets, parents, 0, parents.shape[0], links, node_parent,

@@ -73,6 +73,30 @@ def _claim_slots(nodes, node_tree, node_slot, slot_node, slot_target, tot, stats
     return True
 
 
+@numba.njit(cache=True)
+def _derive_slots(slots, sibling_slots, parent_rows, parent_tot, parent_stats, tot, stats):
+    """``tot[slots[i]]``, ``stats[slots[i]]``: row ``parent_rows[i]`` of ``parent_tot``,
+    ``parent_stats`` minus the same of slot ``sibling_slots[i]``; one pass, no temporaries."""
+    for i in range(slots.shape[0]):
+        s, b, p = slots[i], sibling_slots[i], parent_rows[i]
+        for y in range(tot.shape[1]):
+            tot[s, y] = parent_tot[p, y] - tot[b, y]
+            for k in range(stats.shape[2]):
+                stats[s, y, k] = parent_stats[p, y, k] - stats[b, y, k]
+
+
+@numba.njit(cache=True)
+def _put_slots(slots, rows, from_tot, from_stats, tot, stats):
+    """``tot[slots[i]]``, ``stats[slots[i]]``: row ``rows[i]`` of ``from_tot``,
+    ``from_stats``; one pass, no temporaries."""
+    for i in range(slots.shape[0]):
+        s, r = slots[i], rows[i]
+        for y in range(tot.shape[1]):
+            tot[s, y] = from_tot[r, y]
+            for k in range(stats.shape[2]):
+                stats[s, y, k] = from_stats[r, y, k]
+
+
 class LeafStats:
     """Statistics slots for up to ``capacity`` active leaves of a :class:`Forest`."""
 
@@ -136,6 +160,22 @@ class LeafStats:
         """The per-slot arrays, in :func:`_claim_slots`' order."""
         return (self.slot_node, self.slot_target, self.tot, self.stats, self.n,
                 self.last_attempt, self.attempts)
+
+    def derive(self, slots: np.ndarray, sibling_slots: np.ndarray, parent_tot: np.ndarray,
+               parent_stats: np.ndarray, parent_rows: np.ndarray) -> None:
+        """Give each of ``slots`` the statistics in row ``parent_rows[i]`` of ``parent_tot``
+        and ``parent_stats`` minus those of ``sibling_slots[i]``: sibling subtraction
+        (integer counts, exact), in one pass without numpy's gathered temporaries."""
+        _derive_slots(slots.astype(np.int64), sibling_slots.astype(np.int64),
+                      parent_rows.astype(np.int64), parent_tot, parent_stats, self.tot,
+                      self.stats)
+
+    def put(self, slots: np.ndarray, tot: np.ndarray, stats: np.ndarray,
+            rows: np.ndarray) -> None:
+        """Give each of ``slots`` the statistics in row ``rows[i]`` of ``tot`` and ``stats``
+        (statistics counted before), in one pass without numpy's gathered temporaries."""
+        _put_slots(slots.astype(np.int64), rows.astype(np.int64), tot, stats, self.tot,
+                   self.stats)
 
     def release(self, slots: np.ndarray) -> None:
         """Free the given slots; their leaves keep their counts but stop collecting stats."""
