@@ -237,24 +237,26 @@ def _prefetch(typingctx, array, at):
 
 
 @nb.njit(cache=True)
-def lanes(indicators):
-    """The indicator matrix padded with zero columns to a multiple of ``LANE_BLOCK``."""
-    n, K = indicators.shape
-    width = max(1, -(-K // LANE_BLOCK)) * LANE_BLOCK
-    out = np.zeros((n, width), dtype=np.uint8)
-    for r in range(n):
-        for k in range(K):
-            out[r, k] = indicators[r, k]
-    return out
-
-
-@nb.njit(cache=True)
 def _aligned_zeros(n_rows, width):
     """A zeroed ``uint8`` matrix whose rows start on cache lines (``width`` a multiple of
     ``LANE_BLOCK``): a vector add into a row that straddles two lines costs two."""
     buffer = np.zeros(n_rows * width + LANE_BLOCK, dtype=np.uint8)
     skip = -buffer.ctypes.data % LANE_BLOCK
     return buffer[skip:skip + n_rows * width].reshape((n_rows, width))
+
+
+@nb.njit(cache=True)
+def lanes(indicators):
+    """The indicator matrix padded with zero columns to a multiple of ``LANE_BLOCK``, its rows
+    on cache lines (numpy aligns to 16 bytes only): the count loads a row's lanes a block of
+    ``LANE_BLOCK`` at a time, and a load that straddles two lines costs two."""
+    n, K = indicators.shape
+    width = max(1, -(-K // LANE_BLOCK)) * LANE_BLOCK
+    out = _aligned_zeros(n, width)
+    for r in range(n):
+        for k in range(K):
+            out[r, k] = indicators[r, k]
+    return out
 
 
 @nb.njit(cache=True)
