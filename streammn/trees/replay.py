@@ -316,9 +316,9 @@ def replay(packed, bits, n, offsets, parents, links, node_parent, node_tree, car
     the statistics of its children that are active (Hoeffding replay; the children are
     leaves). A (child, target value) group whose rows would cost more than counting every
     indicator column from the bitmaps (:func:`_count_groups_bits`; ``row_cost``: a row's
-    listing and sum in bitmap words, by default :data:`ROW_COST` plus :data:`WORD_COST` a packed word) is
-    counted from the bitmaps; the rows of the others are listed from its mask and summed
-    (:func:`_sum_packed`)."""
+    listing and sum in bitmap words, by default :data:`ROW_COST` plus :data:`WORD_COST` a
+    packed word) is counted from the bitmaps; the rows of the others are listed from its mask
+    and summed (:func:`_sum_packed`)."""
     _replay_splits(packed, bits, n, offsets, parents, 0, parents.shape[0], links, node_parent,
                    node_tree, cards, node_slot, tot, stats, slot_n, row_cost, first)
 
