@@ -192,6 +192,21 @@ def _count_groups_bits(groups, G, W, bits, cards, offsets, stats, group_slot, gr
 
 
 @nb.njit(cache=True, inline="always")
+def _queue_for_bits(waiting, n_waiting, wait_slot, wait_y, s, y, W, bits, cards, offsets, stats,
+                    start):
+    """Queue the group whose mask is ``waiting[n_waiting]`` (slot ``s``, target value ``y``)
+    to be counted from the bitmaps, counting the queue when it holds :data:`BITS_GROUPS`;
+    returns the queue's new length."""
+    wait_slot[n_waiting], wait_y[n_waiting] = s, y
+    n_waiting += 1
+    if n_waiting == BITS_GROUPS:
+        _count_groups_bits(waiting, n_waiting, W, bits, cards, offsets, stats, wait_slot,
+                           wait_y, start)
+        n_waiting = 0
+    return n_waiting
+
+
+@nb.njit(cache=True, inline="always")
 def _keep_rows(mask, n, first):
     """Clear the bits of ``mask`` (bit ``i`` of word ``w``: buffered row ``64 w + i``) of the
     rows before ``first`` and from ``n`` on, in the words that hold both kinds (the bits past
@@ -259,12 +274,8 @@ def _replay_splits(packed, bits, n, offsets, parents, p0, p1, links, node_parent
                 slot_n[s] += count
                 if count * row_cost > K * (W - start):
                     waiting[n_waiting, start:] = in_group
-                    wait_slot[n_waiting], wait_y[n_waiting] = s, y
-                    n_waiting += 1
-                    if n_waiting == BITS_GROUPS:
-                        _count_groups_bits(waiting, n_waiting, W, bits, cards, offsets, stats,
-                                           wait_slot, wait_y, start)
-                        n_waiting = 0
+                    n_waiting = _queue_for_bits(waiting, n_waiting, wait_slot, wait_y, s, y, W,
+                                                bits, cards, offsets, stats, start)
                     continue
                 _sum_packed(packed, listed, _extract(group, W, listed, start), stats, s, y, K,
                             acc)
@@ -297,12 +308,8 @@ def count_roots(bits, n, first, trees, root_slot, cards, offsets, tot, stats):
             for w in range(start, W):
                 count += np.int64(_popcount(group[w]))
             tot[s, y] += count
-            wait_slot[n_waiting], wait_y[n_waiting] = s, y
-            n_waiting += 1
-            if n_waiting == BITS_GROUPS:
-                _count_groups_bits(waiting, n_waiting, W, bits, cards, offsets, stats,
-                                   wait_slot, wait_y, start)
-                n_waiting = 0
+            n_waiting = _queue_for_bits(waiting, n_waiting, wait_slot, wait_y, s, y, W, bits,
+                                        cards, offsets, stats, start)
     if n_waiting:
         _count_groups_bits(waiting, n_waiting, W, bits, cards, offsets, stats, wait_slot,
                            wait_y, start)
