@@ -356,12 +356,11 @@ class LeafStats:
         return kernels.score_slots_parallel(*args, n_blocks)
 
     def _blocks(self, n_items: int, work_ns: int) -> int:
-        """Blocks a parallel kernel cuts ``n_items`` independent items into: one per thread,
-        never more than the items nor than give each block half of ``PARALLEL_NS`` of the
-        call's estimated one-thread time ``work_ns``, and one when that time is below
-        ``PARALLEL_NS``: a parallel step waits for all its threads, and on a busy machine a
-        descheduled thread costs more than a small step saves (on many cores, a share per
-        core would be too small to gain)."""
+        """Blocks a parallel kernel cuts ``n_items`` independent items into, given the call's
+        estimated one-thread time ``work_ns``. One when that is below ``PARALLEL_NS``: a
+        parallel step waits for all its threads, and on a busy machine a descheduled thread
+        costs more than a small step saves. Otherwise one per thread, but no more than the
+        items, and none with less than half of ``PARALLEL_NS`` of work (many cores)."""
         if work_ns < PARALLEL_NS:
             return 1
         shares = work_ns // max(1, PARALLEL_NS // 2)
