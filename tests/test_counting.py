@@ -87,16 +87,15 @@ def check_count(cards, missing, route, rows, sums, rng):
     expected = brute_force(f, st, rows, grace, st.n, st.last_attempt)
 
     n = f.n_nodes
-    table, steps, nodes = kernels.routing_table(f.links[:n], f.tree[:n], f.depth[:n],
-                                                f.roots.shape[0])
+    steps, nodes = kernels.tree_shapes(f.tree[:n], f.depth[:n], f.roots.shape[0])
     assert nodes.sum() == n
     forced = np.full_like(nodes, 2 ** 40) if route == "rows" else np.zeros_like(nodes)
     due = np.empty((1, st.slot_node.shape[0]), dtype=np.int64)
     n_due = np.zeros(1, dtype=np.int64)
     counting.accumulate(rows, counting.value_bits(rows, f.max_card),
                         counting.lanes(st.indicators(rows)), st.K, f.cards,
-                        np.arange(len(cards), dtype=np.int64), f.roots, f.links, table, steps,
-                        forced, f.tree, f.slot, f.counts, True, st.tot, st.stats, st.n,
+                        np.arange(len(cards), dtype=np.int64), f.roots, f.links, steps,
+                        forced, f.tree[:n], f.slot, f.counts, True, st.tot, st.stats, st.n,
                         st.last_attempt, grace, due, n_due, 0 if sums == "lanes" else 2 ** 40)
     counts, tot, stats, slot_n, due_slots = expected
     np.testing.assert_array_equal(f.counts, counts)

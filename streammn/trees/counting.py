@@ -70,7 +70,7 @@ from numba.core import cgutils
 from numba.cpython.unsafe.numbers import trailing_zeros
 from numba.extending import intrinsic
 
-from streammn.trees.kernels import MISSING, _route_fixed
+from streammn.trees.kernels import MISSING, _route_fixed, routing_table
 
 LANE_BLOCK = 64  # uint8 lanes per vector instruction (the padding of the lane matrix)
 LANE_ROWS = 255  # rows summed in uint8 lanes before they are flushed to the counters
@@ -674,13 +674,33 @@ def _leaf_census(node_tree, links, node_slot, node_counts, n_trees):
 
 
 @nb.njit(cache=True)
+def _routes(trees, n, links, tree_steps, tree_nodes):
+    """Whether each tree of ``trees`` routes a batch of ``n`` rows bit-sliced (by the cost
+    model of the two routes, see :data:`NODE_COST`), by tree; and the routing table of
+    ``links`` (:func:`streammn.trees.kernels.routing_table`) when some tree is routed by rows,
+    else an empty one: the table is a copy of every node, and converged trees of a batch of a
+    few thousand rows all route bit-sliced."""
+    W = (n + 63) // 64
+    by_bits = np.ones(tree_nodes.shape[0], dtype=np.bool_)
+    by_rows = False
+    for t in trees:
+        by_bits[t] = (tree_nodes[t] * (W // 2 + NODE_COST)
+                      <= n * (STEP_COST * tree_steps[t] + ROW_COST))
+        by_rows |= not by_bits[t]
+    if by_rows:
+        return by_bits, routing_table(links)
+    return by_bits, np.empty((0, links.shape[1]), dtype=links.dtype)
+
+
+@nb.njit(cache=True)
 def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, tree_steps,
-              tree_nodes, tree_leaves, tree_listing, node_slot, node_counts, count_leaves, tot,
-              stats, slot_n, slot_last, grace, due, block_cost):
+              tree_by_bits, tree_leaves, tree_listing, node_slot, node_counts, count_leaves,
+              tot, stats, slot_n, slot_last, grace, due, block_cost):
     """Count the batch into trees ``trees[q0:q1]``, routed one tree after another (its nodes
     and slots stay in cache), the rows of numbered trees summed ``SWEEP_TREES`` trees per
     sweep (:func:`_sum_rows`); return the number of due slots written to ``due``.
-    ``tree_leaves``, ``tree_listing``: :func:`_leaf_census` of every tree."""
+    ``tree_by_bits``, ``table``: :func:`_routes`; ``tree_leaves``, ``tree_listing``:
+    :func:`_leaf_census` of every tree."""
     n = rows.shape[0]
     C = stats.shape[1]
     W = (n + 63) // 64
@@ -691,9 +711,7 @@ def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, t
     for q in range(q0, q1):
         t = trees[q]
         depth = max(depth, tree_steps[t])
-        steps = tree_steps[t]
-        by_bits[q - q0] = (tree_nodes[t] * (W // 2 + NODE_COST)
-                           <= n * (STEP_COST * steps + ROW_COST))
+        by_bits[q - q0] = tree_by_bits[t]
         leaves = tree_leaves[t]
         tree_groups[q - q0] = (leaves + 1) * C if by_bits[q - q0] else min(n, leaves * C)
     n_groups = tree_groups.max() if q1 > q0 else 0  # a sweep's share for each of its trees
@@ -757,40 +775,42 @@ def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, t
 
 
 @nb.njit(cache=True)
-def accumulate(rows, bits, lanes, K, cards, trees, roots, links, table, tree_steps, tree_nodes,
+def accumulate(rows, bits, lanes, K, cards, trees, roots, links, tree_steps, tree_nodes,
                node_tree, node_slot, node_counts, count_leaves, tot, stats, slot_n, slot_last,
                grace, due, n_due, block_cost=BLOCK_COST):
     """Count ``rows`` (with their :func:`value_bits` and :func:`lanes`) into the listed trees:
     the target counts of every leaf with ``count_leaves``, the statistics of active leaves.
-    ``table``/``tree_steps`` come from :func:`streammn.trees.kernels.routing_table`,
-    ``tree_nodes`` is the number of nodes of every tree, ``node_tree`` the tree of every node
-    (the forest's first ``table.shape[0]`` nodes). With ``grace > 0``, slots whose row
-    count since ``slot_last`` passes ``grace`` are written to ``due[0, :n_due[0]]``. The groups
-    of trees whose groups are listed are counted from the bitmaps or by their lanes as
-    ``block_cost`` says (:func:`_by_bits`)."""
-    leaves, listing = _leaf_census(node_tree[:table.shape[0]], links, node_slot, node_counts,
-                                   roots.shape[0])
+    ``tree_steps``/``tree_nodes`` are the depth and the number of nodes of every tree
+    (:func:`streammn.trees.kernels.tree_shapes`), ``node_tree`` the tree of every node of the
+    forest (its first ``node_tree.shape[0]`` nodes are all there are). With ``grace > 0``,
+    slots whose row count since ``slot_last`` passes ``grace`` are written to ``due[0,
+    :n_due[0]]``. The groups of trees whose groups are listed are counted from the bitmaps or
+    by their lanes as ``block_cost`` says (:func:`_by_bits`)."""
+    n_nodes = node_tree.shape[0]
+    leaves, listing = _leaf_census(node_tree, links, node_slot, node_counts, roots.shape[0])
+    by_bits, table = _routes(trees, rows.shape[0], links[:n_nodes], tree_steps, tree_nodes)
     n_due[0] = _add_rows(rows, bits, lanes, K, cards, trees, 0, trees.shape[0], roots, links,
-                         table, tree_steps, tree_nodes, leaves, listing, node_slot,
-                         node_counts, count_leaves, tot, stats, slot_n, slot_last, grace,
-                         due[0], block_cost)
+                         table, tree_steps, by_bits, leaves, listing, node_slot, node_counts,
+                         count_leaves, tot, stats, slot_n, slot_last, grace, due[0],
+                         block_cost)
 
 
 @nb.njit(cache=True, parallel=True)
-def accumulate_parallel(rows, bits, lanes, K, cards, trees, roots, links, table, tree_steps,
+def accumulate_parallel(rows, bits, lanes, K, cards, trees, roots, links, tree_steps,
                         tree_nodes, node_tree, node_slot, node_counts, count_leaves, tot, stats,
                         slot_n, slot_last, grace, due, n_due, block_cost=BLOCK_COST):
     """:func:`accumulate` with the trees cut into ``due.shape[0]`` blocks run in parallel (each
     block writes only its own trees' nodes and slots, and its own ``due[block]``)."""
     T = trees.shape[0]
     n_blocks = due.shape[0]
-    leaves, listing = _leaf_census(node_tree[:table.shape[0]], links, node_slot, node_counts,
-                                   roots.shape[0])
+    n_nodes = node_tree.shape[0]
+    leaves, listing = _leaf_census(node_tree, links, node_slot, node_counts, roots.shape[0])
+    by_bits, table = _routes(trees, rows.shape[0], links[:n_nodes], tree_steps, tree_nodes)
     for b in nb.prange(n_blocks):
         n_due[b] = _add_rows(rows, bits, lanes, K, cards, trees, b * T // n_blocks,
-                             (b + 1) * T // n_blocks, roots, links, table, tree_steps,
-                             tree_nodes, leaves, listing, node_slot, node_counts, count_leaves,
-                             tot, stats, slot_n, slot_last, grace, due[b], block_cost)
+                             (b + 1) * T // n_blocks, roots, links, table, tree_steps, by_bits,
+                             leaves, listing, node_slot, node_counts, count_leaves, tot, stats,
+                             slot_n, slot_last, grace, due[b], block_cost)
 
 
 @nb.njit(cache=True, inline="always")

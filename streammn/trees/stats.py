@@ -231,13 +231,12 @@ class LeafStats:
         n_due = np.zeros(n_blocks, dtype=np.int64)
         kernel = counting.accumulate if n_blocks == 1 else counting.accumulate_parallel
         n = f.n_nodes
-        table, tree_steps, tree_nodes = kernels.routing_table(f.links[:n], f.tree[:n],
-                                                              f.depth[:n], f.roots.shape[0])
+        tree_steps, tree_nodes = kernels.tree_shapes(f.tree[:n], f.depth[:n], f.roots.shape[0])
         if n_blocks > 1:
             trees = _dealt(trees, tree_nodes[trees], n_blocks)
         bits, lanes = self.prepare(rows) if prepared is None else prepared
-        kernel(rows, bits, lanes, self.K, f.cards, trees, f.roots, f.links, table, tree_steps,
-               tree_nodes, f.tree, f.slot if node_slot is None else node_slot, f.counts,
+        kernel(rows, bits, lanes, self.K, f.cards, trees, f.roots, f.links, tree_steps,
+               tree_nodes, f.tree[:n], f.slot if node_slot is None else node_slot, f.counts,
                count_leaves, self.tot, self.stats, self.n, self.last_attempt, grace, due, n_due)
         return np.concatenate([due[b, :n_due[b]] for b in range(n_blocks)])
 
