@@ -18,11 +18,18 @@ from streammn.trees.forest import Forest
 
 # A step runs on several threads when its estimated one-thread time reaches PARALLEL_NS: a
 # parallel step first wakes the other threads (10-60 us) and waits for the slowest, so it
-# gains only when its work is several times that. Estimated costs (100 binary variables):
-PARALLEL_NS = 1_000_000
-ROW_TREE_NS = 5  # the streaming count of a row into a tree
-SLOT_COLUMN_NS = 12  # scoring a slot's candidates, per indicator column
-REPLAY_ROWS_PER_NS = 2  # the buffered rows a split node's replay scans in a nanosecond
+# gains only when its work is several times that. The estimates below are fitted to one-thread
+# timings of every step of 1M-row default passes (16, 100 and 300 binary variables), so that
+# one threshold serves all shapes: with a flat cost per row and tree, the 16-variable count
+# went parallel where it loses (27% slower) while the 100-variable one stayed serial where
+# it gains (3% faster).
+PARALLEL_NS = 400_000
+TREE_NS = 2000  # the streaming count: a tree's fixed cost per batch (walk, groups, flushes) ...
+ROW_BLOCK_NS = 1.5  # ... and per row and 64-lane block of its indicators
+ROW_TREE_NS = 5  # exact mode's cached count of a row into a tree
+SLOT_NS = 400  # scoring a slot: its fixed cost ...
+SLOT_COLUMN_NS = 4  # ... and per indicator column
+REPLAY_ROWS_PER_NS = 5  # the buffered rows a split node's replay scans in a nanosecond
 GRAM_BLOCK = 8192  # rows per float32 block of add_at_roots: sums stay exact (< 2**24)
 LOG_TABLE = 1 << 15  # split scoring looks up the logarithms of counts below this
 
@@ -109,6 +116,7 @@ class LeafStats:
         cards = forest.cards
         self.offsets = np.concatenate([[0], np.cumsum(cards - 1)[:-1]]).astype(np.int64)
         self.K = int((cards - 1).sum())
+        self._lane_blocks = max(1, -(-self.K // counting.LANE_BLOCK))  # of the count's lanes
         self.missing = forest.schema.missing  # see streammn.trees.missing
         self.binary = bool((cards == 2).all()) and not self.missing
         self._all_trees = np.arange(forest.schema.n_vars, dtype=np.int64)
@@ -226,7 +234,8 @@ class LeafStats:
             self._grow(1)
         if trees is None:
             trees = self._all_trees
-        n_blocks = self._blocks(trees.shape[0], rows.shape[0] * trees.shape[0] * ROW_TREE_NS)
+        work = trees.shape[0] * (TREE_NS + rows.shape[0] * self._lane_blocks * ROW_BLOCK_NS)
+        n_blocks = self._blocks(trees.shape[0], int(work))
         due = np.empty((n_blocks, self.slot_node.shape[0] if grace > 0 else 1), dtype=np.int64)
         n_due = np.zeros(n_blocks, dtype=np.int64)
         kernel = counting.accumulate if n_blocks == 1 else counting.accumulate_parallel
@@ -349,7 +358,7 @@ class LeafStats:
         args = (slots, self.slot_target, self.tot, self.stats, cards, self.offsets,
                 int(min_count), self.forest.prior, not self.missing, self._logs, self._log_row,
                 bool((cards == 2).all()))
-        n_blocks = self._blocks(slots.size, slots.size * self.K * SLOT_COLUMN_NS)
+        n_blocks = self._blocks(slots.size, slots.size * (SLOT_NS + self.K * SLOT_COLUMN_NS))
         if n_blocks == 1:
             return kernels.score_slots(*args)
         return kernels.score_slots_parallel(*args, n_blocks)
