@@ -20,9 +20,9 @@ from streammn.trees.forest import Forest
 # parallel step first wakes the other threads (10-60 us) and waits for the slowest, so it
 # gains only when its work is several times that. The estimates below are fitted to one-thread
 # timings of every step of 1M-row default passes (16, 100 and 300 binary variables), so that
-# one threshold serves all shapes: with a flat cost per row and tree, the 16-variable count
-# went parallel where it loses (27% slower) while the 100-variable one stayed serial where
-# it gains (3% faster).
+# one threshold serves all shapes. With the earlier flat cost per row and tree, a threshold
+# low enough for the 100-variable passes to gain (3% at 500 us) also sent the 16-variable
+# count parallel, where it lost 27%.
 PARALLEL_NS = 400_000
 TREE_NS = 2000  # the streaming count: a tree's fixed cost per batch (walk, groups, flushes) ...
 ROW_BLOCK_NS = 1.5  # ... and per row and 64-lane block of its indicators
