@@ -705,15 +705,13 @@ def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, t
     C = stats.shape[1]
     W = (n + 63) // 64
     depth = 0
-    by_bits = np.empty(q1 - q0, dtype=np.bool_)
     # groups of each tree: (leaf number + 1) x C by bits, at most n by rows
     tree_groups = np.empty(q1 - q0, dtype=np.int64)
     for q in range(q0, q1):
         t = trees[q]
         depth = max(depth, tree_steps[t])
-        by_bits[q - q0] = tree_by_bits[t]
         leaves = tree_leaves[t]
-        tree_groups[q - q0] = (leaves + 1) * C if by_bits[q - q0] else min(n, leaves * C)
+        tree_groups[q - q0] = (leaves + 1) * C if tree_by_bits[t] else min(n, leaves * C)
     n_groups = tree_groups.max() if q1 > q0 else 0  # a sweep's share for each of its trees
     masks = np.empty((depth + 2, W), dtype=np.uint64)
     stack = np.empty(depth + 2, dtype=np.int32)
@@ -744,7 +742,7 @@ def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, t
         tree_rows = group_rows[base:base + n_groups]
         tree_slot = group_slot[base:base + n_groups]
         tree_y = group_y[base:base + n_groups]
-        if by_bits[q - q0]:
+        if tree_by_bits[t]:
             numbered = not tree_listing[t]
             n_due = _tree_by_bits(
                 t, n, bits, cards, offsets, lanes, K, roots[t], links, node_slot, node_counts,
