@@ -87,22 +87,19 @@ def check_count(cards, missing, route, rows, sums, rng):
     expected = brute_force(f, st, rows, grace, st.n, st.last_attempt)
 
     n = f.n_nodes
-    steps, nodes = kernels.tree_shapes(f.tree[:n], f.depth[:n], f.roots.shape[0])
-    assert nodes.sum() == n
-    forced = np.full_like(nodes, 2 ** 40) if route == "rows" else np.zeros_like(nodes)
     due = np.empty((1, st.slot_node.shape[0]), dtype=np.int64)
-    n_due = np.zeros(1, dtype=np.int64)
-    counting.accumulate(rows, counting.value_bits(rows, f.max_card),
-                        counting.lanes(st.indicators(rows)), st.K, f.cards,
-                        np.arange(len(cards), dtype=np.int64), f.roots, f.links, steps,
-                        forced, f.tree[:n], f.slot, f.counts, True, st.tot, st.stats, st.n,
-                        st.last_attempt, grace, due, n_due, 0 if sums == "lanes" else 2 ** 40)
+    n_due = counting.accumulate(
+        rows, counting.value_bits(rows, f.max_card), counting.lanes(st.indicators(rows)), st.K,
+        f.cards, np.arange(len(cards), dtype=np.int64), f.roots, f.links, f.tree[:n],
+        f.depth[:n], f.slot, f.counts, True, st.tot, st.stats, st.n, st.last_attempt, grace,
+        due, 0 if sums == "lanes" else 2 ** 40,
+        counting.BY_ROWS if route == "rows" else counting.BY_BITS)
     counts, tot, stats, slot_n, due_slots = expected
     np.testing.assert_array_equal(f.counts, counts)
     np.testing.assert_array_equal(st.tot, tot)
     np.testing.assert_array_equal(st.stats, stats)
     np.testing.assert_array_equal(st.n, slot_n)
-    assert sorted(due[0, :n_due[0]].tolist()) == due_slots
+    assert sorted(due[0, :n_due].tolist()) == due_slots
 
 
 def test_lane_sums_flush_before_uint8_overflows():

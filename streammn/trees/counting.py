@@ -87,6 +87,7 @@ LIST_SHARE = 4  # ... or they hold less than a quarter of its rows (see _tree_by
 # (measured: ~2 ns against ~0.15 ns, the popcounts vectorised): groups above that many rows
 # per bitmap word are counted from the bitmaps
 BLOCK_COST = 13
+BY_COST, BY_ROWS, BY_BITS = 0, 1, 2  # the route of every tree: by the cost model, or forced
 
 
 @intrinsic
@@ -646,12 +647,17 @@ def _tree_by_rows(t, rows, root, steps, table, node_slot, node_counts, count_lea
 
 
 @nb.njit(cache=True)
-def _leaf_census(node_tree, links, node_slot, node_counts, n_trees):
-    """Leaves of every tree of the forest's first ``node_tree.shape[0]`` nodes, and whether
-    its groups are best listed (see :func:`_tree_by_bits`): fewer than ``LIST_LEAVES`` active
-    leaves (``node_slot >= 0``), or holding less than ``1 / LIST_SHARE`` of its rows by their
-    counts. One pass over the nodes in memory order, without a branch on what a node is: a
-    walk of each tree from its root would wait on memory at every node."""
+def _census(node_tree, node_depth, links, node_slot, node_counts, n_trees):
+    """Every tree of the forest's first ``node_tree.shape[0]`` nodes: its depth (``depth``
+    unconditional steps through a :func:`streammn.trees.kernels.routing_table` take any row
+    from the root to its leaf, see :func:`streammn.trees.kernels._route_fixed`), its number
+    of nodes and of leaves, and whether its groups are best listed (see
+    :func:`_tree_by_bits`): fewer than ``LIST_LEAVES`` active leaves (``node_slot >= 0``), or
+    holding less than ``1 / LIST_SHARE`` of its rows by their counts. One pass over the nodes
+    in memory order, without a branch on what a node is: a walk of each tree from its root
+    would wait on memory at every node."""
+    depth = np.zeros(n_trees, dtype=np.int64)
+    nodes = np.zeros(n_trees, dtype=np.int64)
     leaves = np.zeros(n_trees, dtype=np.int64)
     held = np.zeros(n_trees, dtype=np.int64)
     active = np.zeros(n_trees, dtype=np.int64)
@@ -663,6 +669,8 @@ def _leaf_census(node_tree, links, node_slot, node_counts, n_trees):
         for y in range(node_counts.shape[1]):
             c += node_counts[node, y]
         is_active = leaf & (node_slot[node] >= 0)
+        depth[t] = max(depth[t], node_depth[node])
+        nodes[t] += 1
         leaves[t] += leaf
         held[t] += c * leaf
         active[t] += c * is_active
@@ -670,13 +678,14 @@ def _leaf_census(node_tree, links, node_slot, node_counts, n_trees):
     listing = np.empty(n_trees, dtype=np.bool_)
     for t in range(n_trees):
         listing[t] = n_active[t] < LIST_LEAVES or active[t] * LIST_SHARE < held[t]
-    return leaves, listing
+    return depth, nodes, leaves, listing
 
 
 @nb.njit(cache=True)
-def _routes(trees, n, links, tree_steps, tree_nodes):
+def _routes(trees, n, links, tree_steps, tree_nodes, route):
     """Whether each tree of ``trees`` routes a batch of ``n`` rows bit-sliced (by the cost
-    model of the two routes, see :data:`NODE_COST`), by tree; and the routing table of
+    model of the two routes, see :data:`NODE_COST`; or all of them as ``route`` says, when
+    it is :data:`BY_ROWS` or :data:`BY_BITS`), by tree; and the routing table of
     ``links`` (:func:`streammn.trees.kernels.routing_table`) when some tree is routed by rows,
     else an empty one: the table is a copy of every node, and converged trees of a batch of a
     few thousand rows all route bit-sliced."""
@@ -686,6 +695,8 @@ def _routes(trees, n, links, tree_steps, tree_nodes):
     for t in trees:
         by_bits[t] = (tree_nodes[t] * (W // 2 + NODE_COST)
                       <= n * (STEP_COST * tree_steps[t] + ROW_COST))
+        if route != BY_COST:
+            by_bits[t] = route == BY_BITS
         by_rows |= not by_bits[t]
     if by_rows:
         return by_bits, routing_table(links)
@@ -700,7 +711,7 @@ def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, t
     and slots stay in cache), the rows of numbered trees summed ``SWEEP_TREES`` trees per
     sweep (:func:`_sum_rows`); return the number of due slots written to ``due``.
     ``tree_by_bits``, ``table``: :func:`_routes`; ``tree_leaves``, ``tree_listing``:
-    :func:`_leaf_census` of every tree."""
+    :func:`_census` of every tree."""
     n = rows.shape[0]
     C = stats.shape[1]
     W = (n + 63) // 64
@@ -773,42 +784,83 @@ def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, t
 
 
 @nb.njit(cache=True)
-def accumulate(rows, bits, lanes, K, cards, trees, roots, links, tree_steps, tree_nodes,
-               node_tree, node_slot, node_counts, count_leaves, tot, stats, slot_n, slot_last,
-               grace, due, n_due, block_cost=BLOCK_COST):
+def accumulate(rows, bits, lanes, K, cards, trees, roots, links, node_tree, node_depth,
+               node_slot, node_counts, count_leaves, tot, stats, slot_n, slot_last, grace, due,
+               block_cost=BLOCK_COST, route=BY_COST):
     """Count ``rows`` (with their :func:`value_bits` and :func:`lanes`) into the listed trees:
     the target counts of every leaf with ``count_leaves``, the statistics of active leaves.
-    ``tree_steps``/``tree_nodes`` are the depth and the number of nodes of every tree
-    (:func:`streammn.trees.kernels.tree_shapes`), ``node_tree`` the tree of every node of the
-    forest (its first ``node_tree.shape[0]`` nodes are all there are). With ``grace > 0``,
-    slots whose row count since ``slot_last`` passes ``grace`` are written to ``due[0,
-    :n_due[0]]``. The groups of trees whose groups are listed are counted from the bitmaps or
-    by their lanes as ``block_cost`` says (:func:`_by_bits`)."""
+    ``node_tree`` and ``node_depth`` are the tree and the depth of every node of the forest
+    (its first ``node_tree.shape[0]`` nodes are all there are). With ``grace > 0``, slots
+    whose row count since ``slot_last`` passes ``grace`` are written to ``due[0]``; returns
+    how many. The groups of trees whose groups are listed are counted from the bitmaps or by
+    their lanes as ``block_cost`` says (:func:`_by_bits`); ``route``: see :func:`_routes`."""
     n_nodes = node_tree.shape[0]
-    leaves, listing = _leaf_census(node_tree, links, node_slot, node_counts, roots.shape[0])
-    by_bits, table = _routes(trees, rows.shape[0], links[:n_nodes], tree_steps, tree_nodes)
-    n_due[0] = _add_rows(rows, bits, lanes, K, cards, trees, 0, trees.shape[0], roots, links,
-                         table, tree_steps, by_bits, leaves, listing, node_slot, node_counts,
-                         count_leaves, tot, stats, slot_n, slot_last, grace, due[0],
-                         block_cost)
+    steps, nodes, leaves, listing = _census(node_tree, node_depth, links, node_slot,
+                                            node_counts, roots.shape[0])
+    by_bits, table = _routes(trees, rows.shape[0], links[:n_nodes], steps, nodes, route)
+    return _add_rows(rows, bits, lanes, K, cards, trees, 0, trees.shape[0], roots, links,
+                     table, steps, by_bits, leaves, listing, node_slot, node_counts,
+                     count_leaves, tot, stats, slot_n, slot_last, grace, due[0], block_cost)
+
+
+@nb.njit(cache=True)
+def _dealt(items, sizes, n_blocks):
+    """``items`` reordered so that cut into ``n_blocks`` equal runs (a parallel kernel's
+    blocks) each run holds a like share of their ``sizes[items]``: largest first, dealt out
+    in turn. A forest's trees differ in size tenfold (on a planted network the trees of the
+    first half of the variables held 90% of the leaves), and a parallel step waits for its
+    slowest block."""
+    order = items[np.argsort(-sizes[items], kind="mergesort")]
+    dealt = np.empty_like(order)
+    i = 0
+    for b in range(n_blocks):
+        for j in range(b, order.shape[0], n_blocks):
+            dealt[i] = order[j]
+            i += 1
+    return dealt
 
 
 @nb.njit(cache=True, parallel=True)
-def accumulate_parallel(rows, bits, lanes, K, cards, trees, roots, links, tree_steps,
-                        tree_nodes, node_tree, node_slot, node_counts, count_leaves, tot, stats,
-                        slot_n, slot_last, grace, due, n_due, block_cost=BLOCK_COST):
-    """:func:`accumulate` with the trees cut into ``due.shape[0]`` blocks run in parallel (each
-    block writes only its own trees' nodes and slots, and its own ``due[block]``)."""
+def accumulate_parallel(rows, bits, lanes, K, cards, trees, roots, links, node_tree,
+                        node_depth, node_slot, node_counts, count_leaves, tot, stats, slot_n,
+                        slot_last, grace, due, block_cost=BLOCK_COST, route=BY_COST):
+    """:func:`accumulate` with the trees, dealt by their number of nodes (:func:`_dealt`),
+    cut into ``due.shape[0]`` blocks run in parallel (each block writes only its own trees'
+    nodes and slots, and its own ``due[block]``; the due slots are then gathered into
+    ``due[0]``)."""
     T = trees.shape[0]
     n_blocks = due.shape[0]
     n_nodes = node_tree.shape[0]
-    leaves, listing = _leaf_census(node_tree, links, node_slot, node_counts, roots.shape[0])
-    by_bits, table = _routes(trees, rows.shape[0], links[:n_nodes], tree_steps, tree_nodes)
+    steps, nodes, leaves, listing = _census(node_tree, node_depth, links, node_slot,
+                                            node_counts, roots.shape[0])
+    trees = _dealt(trees, nodes, n_blocks)
+    by_bits, table = _routes(trees, rows.shape[0], links[:n_nodes], steps, nodes, route)
+    n_due = _zeros(n_blocks)
     for b in nb.prange(n_blocks):
         n_due[b] = _add_rows(rows, bits, lanes, K, cards, trees, b * T // n_blocks,
-                             (b + 1) * T // n_blocks, roots, links, table, tree_steps, by_bits,
+                             (b + 1) * T // n_blocks, roots, links, table, steps, by_bits,
                              leaves, listing, node_slot, node_counts, count_leaves, tot, stats,
                              slot_n, slot_last, grace, due[b], block_cost)
+    return _gather(due, n_due)
+
+
+@nb.njit(cache=True)
+def _zeros(n):
+    """``n`` zero counts, made outside the parallel kernel: there numba makes every array
+    operation a parallel loop of its own, each waking the threads."""
+    return np.zeros(n, dtype=np.int64)
+
+
+@nb.njit(cache=True)
+def _gather(due, n_due):
+    """Move the ``n_due[b]`` due slots of every block ``b`` into ``due[0]``; return how many
+    (outside the parallel kernel, as :func:`_zeros`)."""
+    count = n_due[0]
+    for b in range(1, due.shape[0]):
+        for i in range(n_due[b]):
+            due[0, count + i] = due[b, i]
+        count += n_due[b]
+    return count
 
 
 @nb.njit(cache=True, inline="always")

@@ -79,21 +79,6 @@ LANES = 8  # rows routed in lockstep by _route_fixed
 
 
 @nb.njit(cache=True)
-def tree_shapes(node_tree, node_depth, n_trees):
-    """The depth of every tree (``depth`` unconditional steps through a :func:`routing_table`
-    take any row from the root to its leaf, see :func:`_route_fixed`) and its number of
-    nodes."""
-    depth = np.zeros(n_trees, dtype=np.int64)
-    nodes = np.zeros(n_trees, dtype=np.int64)
-    for node in range(node_tree.shape[0]):
-        t = node_tree[node]
-        nodes[t] += 1
-        if node_depth[node] > depth[t]:
-            depth[t] = node_depth[node]
-    return depth, nodes
-
-
-@nb.njit(cache=True)
 def routing_table(links):
     """``links`` with every leaf made a self-loop (its test ``x_0 != -1`` always sends a row to
     itself), so that a tree's depth in unconditional steps from the root takes any row to its

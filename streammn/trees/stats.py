@@ -41,16 +41,6 @@ def _log_tables(prior: float, values: tuple) -> np.ndarray:
     return kernels.log_tables(prior, np.array(values, dtype=np.int64), LOG_TABLE)
 
 
-def _dealt(items: np.ndarray, sizes: np.ndarray, n_blocks: int) -> np.ndarray:
-    """``items`` reordered so that cut into ``n_blocks`` equal runs (a parallel kernel's
-    blocks) each run holds a like share of their ``sizes``: largest first, dealt out in turn.
-    A forest's trees differ in size tenfold (on a planted network the trees of the first half
-    of the variables held 90% of the leaves), and a parallel step waits for its slowest
-    block."""
-    order = items[np.argsort(-sizes, kind="stable")]
-    return np.concatenate([order[b::n_blocks] for b in range(n_blocks)])
-
-
 @numba.njit(cache=True)
 def _claim_slots(nodes, node_tree, node_slot, slot_node, slot_target, tot, stats, n,
                  last_attempt, attempts):
@@ -237,17 +227,16 @@ class LeafStats:
         work = trees.shape[0] * (TREE_NS + rows.shape[0] * self._lane_blocks * ROW_BLOCK_NS)
         n_blocks = self._blocks(trees.shape[0], int(work))
         due = np.empty((n_blocks, self.slot_node.shape[0] if grace > 0 else 1), dtype=np.int64)
-        n_due = np.zeros(n_blocks, dtype=np.int64)
-        kernel = counting.accumulate if n_blocks == 1 else counting.accumulate_parallel
-        n = f.n_nodes
-        tree_steps, tree_nodes = kernels.tree_shapes(f.tree[:n], f.depth[:n], f.roots.shape[0])
-        if n_blocks > 1:
-            trees = _dealt(trees, tree_nodes[trees], n_blocks)
         bits, lanes = self.prepare(rows) if prepared is None else prepared
-        kernel(rows, bits, lanes, self.K, f.cards, trees, f.roots, f.links, tree_steps,
-               tree_nodes, f.tree[:n], f.slot if node_slot is None else node_slot, f.counts,
-               count_leaves, self.tot, self.stats, self.n, self.last_attempt, grace, due, n_due)
-        return np.concatenate([due[b, :n_due[b]] for b in range(n_blocks)])
+        n = f.n_nodes
+        # every argument given, none by keyword (see replay)
+        args = (rows, bits, lanes, self.K, f.cards, trees, f.roots, f.links, f.tree[:n],
+                f.depth[:n], f.slot if node_slot is None else node_slot, f.counts, count_leaves,
+                self.tot, self.stats, self.n, self.last_attempt, grace, due, counting.BLOCK_COST,
+                counting.BY_COST)
+        if n_blocks == 1:
+            return due[0, :counting.accumulate(*args)]
+        return due[0, :counting.accumulate_parallel(*args)]
 
     def add_at_roots(self, rows: np.ndarray, trees: np.ndarray) -> None:
         """Add ``rows`` to the statistics of the roots of ``trees`` (which must hold slots), as
