@@ -252,14 +252,22 @@ def lanes(indicators):
     on cache lines (numpy aligns to 16 bytes only): the count loads a row's lanes a block of
     ``LANE_BLOCK`` at a time, and a load that straddles two lines costs two."""
     n, K = indicators.shape
-    width = max(1, -(-K // LANE_BLOCK)) * LANE_BLOCK
-    out = _aligned_zeros(n, width)
-    flat = out.reshape(n * width)  # copied through 1-d views, the loop vectorises (1.25x)
-    for r in range(n):
+    out = _aligned_zeros(n, max(1, -(-K // LANE_BLOCK)) * LANE_BLOCK)
+    write_lanes(indicators, out)
+    return out
+
+
+@nb.njit(cache=True)
+def write_lanes(indicators, out):
+    """:func:`lanes` of ``indicators`` into the first rows of ``out`` (made as :func:`lanes`
+    makes its matrix, its padding columns zero: they are not written)."""
+    K = indicators.shape[1]
+    width = out.shape[1]
+    flat = out.reshape(out.shape[0] * width)  # copied through 1-d views, the loop vectorises
+    for r in range(indicators.shape[0]):
         dst, src = flat[r * width:r * width + K], indicators[r]
         for k in range(K):
             dst[k] = src[k]
-    return out
 
 
 @nb.njit(cache=True)
@@ -273,9 +281,17 @@ def value_bits(rows, max_card, complete=False):
     loop over the variables of byte lanes, vectorised), and the eight bytes of a variable
     then joined into its word: setting each row's bit in 64-bit words would compare and
     OR in 64-bit lanes, eight times the vector operations (2.5x slower)."""
+    bits = np.empty((rows.shape[1], max_card, (rows.shape[0] + 63) // 64), dtype=np.uint64)
+    write_value_bits(rows, bits, complete)
+    return bits
+
+
+@nb.njit(cache=True)
+def write_value_bits(rows, bits, complete=False):
+    """:func:`value_bits` of ``rows`` into ``bits`` (of its shape; every entry is written)."""
     n, n_vars = rows.shape
-    W = (n + 63) // 64
-    bits = np.zeros((n_vars, max_card, W), dtype=np.uint64)
+    W = bits.shape[2]
+    max_card = bits.shape[1]
     word = np.empty((max_card, n_vars), dtype=np.uint64)
     octets = np.empty((8, n_vars), dtype=np.uint8)  # bit k of octets[g, j]: row 8 g + k
     compared = 1 if complete else 0  # the first value compared
@@ -313,7 +329,6 @@ def value_bits(rows, max_card, complete=False):
         for a in range(max_card):
             for j in range(n_vars):
                 bits[j, a, w] = word[a, j]
-    return bits
 
 
 @nb.njit(cache=True)
