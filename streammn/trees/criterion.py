@@ -86,34 +86,33 @@ def significance_threshold(alpha: float, target_cards: np.ndarray, candidates: n
 
 
 class SignificanceThresholds:
-    """:func:`significance_threshold` for streaming looks, each (target, look number) computed
-    once: the inverse chi-square took about a microsecond per attempted split, the same few
-    values again and again (a leaf has had ``O(log n)`` looks). Values are those of the function
-    itself, so decisions are unchanged to the bit."""
+    """:func:`significance_threshold` for streaming looks, as a table by (target, look number)
+    made once: the inverse chi-square took about a microsecond per attempted split, the same
+    few values again and again (a leaf has had ``O(log n)`` looks). Values are those of the
+    function itself, so decisions are unchanged to the bit."""
 
     def __init__(self, alpha: float, cards: np.ndarray):
         self.alpha = alpha
         self.cards = np.asarray(cards, dtype=np.int64)
         self.candidates = n_candidates(self.cards)
-        self.table = np.full((self.cards.size, 0), np.nan)  # [target, look]; NaN: not yet
+        self.table = np.full((self.cards.size, 1), np.nan)  # [target, look]; look 0 unused
+        self.looks = 0  # the table holds every look 1 .. looks
 
-    def __call__(self, targets: np.ndarray, attempts: np.ndarray) -> np.ndarray:
-        """Threshold of each split attempt: target ``targets[i]``, look ``attempts[i]``."""
-        looks = int(attempts.max()) + 1 if attempts.size else 0
-        if looks > self.table.shape[1]:
-            grown = np.full((self.cards.size, max(looks, 2 * self.table.shape[1], 16)), np.nan)
-            grown[:, :self.table.shape[1]] = self.table
-            self.table = grown
-        values = self.table[targets, attempts]
-        todo = np.isnan(values)
-        if todo.any():  # a look first taken: its thresholds for every target at once
-            looks = np.unique(attempts[todo])
-            t = np.repeat(np.arange(self.cards.size), looks.size)
-            k = np.tile(looks, self.cards.size)
+    def up_to(self, looks: int) -> np.ndarray:
+        """The table, ``table[target, look]`` given for every look ``1 .. looks``."""
+        if looks > self.looks:
+            if looks >= self.table.shape[1]:
+                grown = np.full((self.cards.size, max(looks + 1, 2 * self.table.shape[1], 16)),
+                                np.nan)
+                grown[:, :self.table.shape[1]] = self.table
+                self.table = grown
+            k = np.arange(self.looks + 1, looks + 1)
+            t = np.repeat(np.arange(self.cards.size), k.size)
+            k = np.tile(k, self.cards.size)
             self.table[t, k] = significance_threshold(self.alpha, self.cards[t],
                                                       self.candidates[t], k)
-            values = self.table[targets, attempts]
-        return values
+            self.looks = looks
+        return self.table
 
 
 def exact_threshold(kappa, alpha: float, cards: np.ndarray, n_rows: int = 0,

@@ -72,7 +72,7 @@ import math
 
 import numpy as np
 
-from streammn.trees import counting, missing, replay
+from streammn.trees import counting, looks, missing, replay
 from streammn.trees.exact import grow_level_wise
 from streammn.trees.forest import Forest
 from streammn.trees.rebuild_passes import BufferPasses, EarlierGrowth
@@ -129,6 +129,7 @@ class HoeffdingGrower:
         self.delta = delta
         self.tau = tau
         self.min_count = int(min_count)
+        self._first_look = max(FIRST_LOOK, 2 * self.min_count)  # rows at a leaf's first look
         self.max_depth = max_depth
         self.max_leaves = None if max_leaves is None else int(max_leaves)
         self.memory_bytes = int(memory_bytes)
@@ -353,17 +354,20 @@ class HoeffdingGrower:
             return np.zeros(0, dtype=np.int32)
         st = self.stats
         f = self.forest
-        n_stat = st.n
-        self._schedule(due)
-        st.attempts[due] += 1
-        bvar, bval, bgain, sgain, tcounts = st.score(due, self.min_count)
-        targets = st.slot_target[due]
-        n = n_stat[due].astype(np.float64)
-        go = (bvar >= 0) & (bgain > self._threshold(targets, st.attempts[due]))
-        if self.kappa == AUTO:  # relevance: the split's share of the stream's log-likelihood
-            leaf_rows = f.counts[st.slot_node[due]].sum(axis=1)
-            go &= bgain / n * leaf_rows >= self.min_gain_per_row * self.stream_weight
+        if self.kappa == AUTO:  # significance, and relevance (see looks.passing)
+            most = looks.begin(due, st.n, st.last_attempt, st.attempts, LOOK_GROWTH,
+                               self._first_look)
+            bvar, bval, bgain, sgain, tcounts = st.score(due, self.min_count)
+            go = looks.passing(due, bvar, bgain, st.n, st.slot_target, st.attempts,
+                               self._significance.up_to(most), st.slot_node, f.counts,
+                               self.min_gain_per_row * self.stream_weight)
         else:  # the Hoeffding bound: best clear of the runner-up, or a near tie
+            self._schedule(due)
+            st.attempts[due] += 1
+            bvar, bval, bgain, sgain, tcounts = st.score(due, self.min_count)
+            targets = st.slot_target[due]
+            n = st.n[due].astype(np.float64)
+            go = (bvar >= 0) & (bgain > self._penalty[targets])
             eps = np.sqrt(self._range[targets] ** 2 * math.log(1.0 / self.delta) / (2.0 * n))
             with np.errstate(invalid="ignore"):
                 margin = (bgain - sgain) / n
@@ -398,22 +402,14 @@ class HoeffdingGrower:
         large ones rarely, so a leaf of ``n`` rows has had ``O(log n)`` looks and the alpha
         spent on them stays small."""
         st = self.stats
-        n = st.n[slots]
         if self.kappa != AUTO:
-            st.last_attempt[slots] = n
+            st.last_attempt[slots] = st.n[slots]
             return
-        following = np.maximum(np.ceil(n * LOOK_GROWTH).astype(np.int64), n + 1)
-        st.last_attempt[slots] = np.maximum(following, max(FIRST_LOOK, 2 * self.min_count)) - 1
+        looks.schedule(slots, st.n, st.last_attempt, LOOK_GROWTH, self._first_look)
 
     def _activate(self, leaves: np.ndarray) -> None:
         self.stats.activate(leaves)
         self._schedule(self.forest.slot[leaves].astype(np.int64))
-
-    def _threshold(self, targets: np.ndarray, attempts: np.ndarray) -> np.ndarray:
-        """Gain each attempted split must exceed (see :mod:`streammn.trees.criterion`)."""
-        if self.kappa == AUTO:
-            return self._significance(targets, attempts)
-        return self._penalty[targets]
 
     def _within_tree_cap(self, nodes: np.ndarray, gain: np.ndarray,
                          go: np.ndarray) -> np.ndarray:
