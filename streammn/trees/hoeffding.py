@@ -211,8 +211,8 @@ class HoeffdingGrower:
             if self.rows_seen == boundary:
                 if self._rebuild_due():
                     self._rebuild()
-                else:
-                    self._grow(np.sort(np.concatenate(self._due)))
+                else:  # each slot once: halved counts (decay) can pass a look twice
+                    self._grow(np.unique(np.concatenate(self._due)))
                 self._due = []
 
     def _next_boundary(self) -> int:
@@ -462,7 +462,7 @@ class HoeffdingGrower:
         state["rows_seen"] = np.array(self.rows_seen, dtype=np.int64)
         state["has_inactive"] = np.array(self._has_inactive)
         # slots come due once per chunk; sorted, so the state does not depend on the batches
-        state["pending_due"] = (np.sort(np.concatenate(self._due)) if self._due
+        state["pending_due"] = (np.unique(np.concatenate(self._due)) if self._due
                                 else np.zeros(0, dtype=np.int64))
         state["replay_buffer"] = self._buf.copy()
         state["replay_len_pos"] = np.array([self._buf_len, self._buf_pos], dtype=np.int64)

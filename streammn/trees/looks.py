@@ -27,22 +27,17 @@ def schedule(slots, slot_n, last_attempt, growth, first):
 
 @nb.njit(cache=True)
 def begin(slots, slot_n, last_attempt, attempts, growth, first):
-    """A look at each of ``slots``: its next one scheduled (:func:`schedule`) and its looks
-    counted, once however often it is listed (as numpy's ``attempts[slots] += 1``: a slot
-    can come due twice when the counts halve between, see :mod:`streammn.trees.decay`);
-    returns the most looks any of them has had."""
+    """A look at each of the distinct ``slots``: its next one scheduled (:func:`schedule`)
+    and its looks counted; returns the most looks any of them has had."""
     schedule(slots, slot_n, last_attempt, growth, first)
-    counted = np.empty(slots.shape[0], dtype=attempts.dtype)
-    for i in range(slots.shape[0]):
-        counted[i] = attempts[slots[i]] + 1
     most = 0
     for i in range(slots.shape[0]):
-        attempts[slots[i]] = counted[i]
-        most = max(most, counted[i])
+        attempts[slots[i]] += 1
+        most = max(most, attempts[slots[i]])
     return most
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, error_model="numpy")  # a slot of no rows: gain / 0 as numpy has it
 def passing(slots, best_var, best_gain, slot_n, slot_target, attempts, thresholds, slot_node,
             node_counts, floor):
     """Whether the best split found at each slot's look passes: it exists, its gain exceeds
