@@ -1,7 +1,7 @@
 """When a Hoeffding leaf is looked at, and whether the split found at a look passes ('auto').
 
 A grower looks at some dozens of leaves at a time, a few times per batch; done as numpy steps
-on those few slots, each step's call cost more than its arithmetic (about 10% of a default pass
+on those few slots, each step's call cost more than its arithmetic (about 5% of a default pass
 at 100 binary variables went to such steps). These kernels do each stage of a look in one
 call, with the same arithmetic as the numpy steps they replace, so the decisions are the same
 to the bit (see :class:`streammn.trees.hoeffding.HoeffdingGrower` for what they mean).
