@@ -304,12 +304,17 @@ def run_throughput(n_rows: int, out_dir: str) -> dict:
               f"{r['gram_rows_per_s']:,.0f}", flush=True)
         results["shapes"].append(r)
     results["load_after"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "dtsl_throughput.json"), "w") as f:
-        json.dump(results, f, indent=1)
-    with open(os.path.join(out_dir, "dtsl_throughput.md"), "w") as f:
-        f.write(throughput_markdown(results))
+    write_results(out_dir, "dtsl_throughput", results, throughput_markdown(results))
     return results
+
+
+def write_results(out_dir: str, name: str, results: dict, table: str) -> None:
+    """``results`` to ``out_dir/name.json`` and their markdown ``table`` to ``name.md``."""
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, f"{name}.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    with open(os.path.join(out_dir, f"{name}.md"), "w") as f:
+        f.write(table)
 
 
 def run_worker(args_list: list[str]) -> dict:
@@ -433,11 +438,7 @@ def main(argv=None):
         r = run_worker(["synthetic", str(args.synthetic_rows), str(args.synthetic_kappa)])
         print(f"synthetic  {r['rows_per_s_wall']:,.0f} rows/s", flush=True)
         results["synthetic"] = r
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "dtsl.json"), "w") as f:
-        json.dump(results, f, indent=1)
-    with open(os.path.join(args.out, "dtsl.md"), "w") as f:
-        f.write(markdown(results))
+    write_results(args.out, "dtsl", results, markdown(results))
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ Results go to ``benchmarks/results/dtsl_threads.json`` and ``.md``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -26,7 +25,7 @@ import time
 import numba
 
 from benchmarks.convergence import BATCH
-from benchmarks.dtsl import every_step_parallel, one_pass, planted_rows
+from benchmarks.dtsl import every_step_parallel, one_pass, planted_rows, write_results
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BUSY_LOOP = "while True: pass"
@@ -100,11 +99,7 @@ def main(argv=None):
     p.add_argument("--out", default=os.path.join(HERE, "results"))
     args = p.parse_args(argv)
     results = measure(args.rows, args.reps)
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "dtsl_threads.json"), "w") as f:
-        json.dump(results, f, indent=1)
-    with open(os.path.join(args.out, "dtsl_threads.md"), "w") as f:
-        f.write(markdown(results))
+    write_results(args.out, "dtsl_threads", results, markdown(results))
 
 
 if __name__ == "__main__":
