@@ -809,13 +809,28 @@ def accumulate(rows, bits, lanes, K, cards, trees, roots, links, node_tree, node
     whose row count since ``slot_last`` passes ``grace`` are written to ``due[0]``; returns
     how many. The groups of trees whose groups are listed are counted from the bitmaps or by
     their lanes as ``block_cost`` says (:func:`_by_bits`); ``route``: see :func:`_routes`."""
-    n_nodes = node_tree.shape[0]
-    steps, nodes, leaves, listing = _census(node_tree, node_depth, links, node_slot,
-                                            node_counts, roots.shape[0])
-    by_bits, table = _routes(trees, rows.shape[0], links[:n_nodes], steps, nodes, route)
+    trees, steps, by_bits, leaves, listing, table = plan(
+        rows.shape[0], trees, roots, links, node_tree, node_depth, node_slot, node_counts, 1,
+        route)
     return _add_rows(rows, bits, lanes, K, cards, trees, 0, trees.shape[0], roots, links,
                      table, steps, by_bits, leaves, listing, node_slot, node_counts,
                      count_leaves, tot, stats, slot_n, slot_last, grace, due[0], block_cost)
+
+
+@nb.njit(cache=True)
+def plan(n_rows, trees, roots, links, node_tree, node_depth, node_slot, node_counts, n_blocks,
+         route):
+    """What a count of ``n_rows`` rows into ``trees`` in ``n_blocks`` parallel blocks needs
+    before it starts: the trees in block order (dealt by their number of nodes when
+    ``n_blocks > 1``, :func:`_dealt`), every tree's depth, route, leaves and whether its groups
+    are listed (:func:`_census`, :func:`_routes`), and the routing table."""
+    n_nodes = node_tree.shape[0]
+    steps, nodes, leaves, listing = _census(node_tree, node_depth, links, node_slot,
+                                            node_counts, roots.shape[0])
+    if n_blocks > 1:
+        trees = _dealt(trees, nodes, n_blocks)
+    by_bits, table = _routes(trees, n_rows, links[:n_nodes], steps, nodes, route)
+    return trees, steps, by_bits, leaves, listing, table
 
 
 @nb.njit(cache=True)
@@ -845,11 +860,9 @@ def accumulate_parallel(rows, bits, lanes, K, cards, trees, roots, links, node_t
     ``due[0]``)."""
     T = trees.shape[0]
     n_blocks = due.shape[0]
-    n_nodes = node_tree.shape[0]
-    steps, nodes, leaves, listing = _census(node_tree, node_depth, links, node_slot,
-                                            node_counts, roots.shape[0])
-    trees = _dealt(trees, nodes, n_blocks)
-    by_bits, table = _routes(trees, rows.shape[0], links[:n_nodes], steps, nodes, route)
+    trees, steps, by_bits, leaves, listing, table = plan(
+        rows.shape[0], trees, roots, links, node_tree, node_depth, node_slot, node_counts,
+        n_blocks, route)
     n_due = _zeros(n_blocks)
     for b in nb.prange(n_blocks):
         n_due[b] = _add_rows(rows, bits, lanes, K, cards, trees, b * T // n_blocks,

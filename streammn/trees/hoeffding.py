@@ -192,20 +192,23 @@ class HoeffdingGrower:
 
     def learn(self, rows: np.ndarray) -> None:
         """Learn from validated rows, in chunks between fixed stream positions (module
-        docstring); the due leaves are looked at at each chunk's end."""
+        docstring); the due leaves are looked at at each chunk's end. A chunk's count also
+        writes it to the replay buffer and prepares the next chunk, on the side when it runs
+        in parallel (:mod:`streammn.trees.pipeline`)."""
         start = 0
         n = rows.shape[0]
+        prepared = None  # the chunk's bitmaps and lanes, when the last count prepared them
         while start < n:
             boundary = self._next_boundary()
             stop = min(n, start + boundary - self.rows_seen)
-            prepared = self.stats.prepare(rows[start:stop])
-            due = self.stats.add(rows[start:stop], grace=self._look_gap, trees=self.trees,
-                                 prepared=prepared)
+            ahead = rows[stop:stop + self._next_boundary(boundary) - boundary]  # next chunk
+            due, prepared = self.stats.add_and_stage(
+                rows[start:stop], prepared, ahead, self._look_gap, self.trees,
+                (self._buf, self._buf_bits, self._buf_packed), self._buffer_runs(stop - start))
             self._due.append(due)
             if self.forest.observed is not None:  # missing mode (streammn.trees.missing)
                 missing.count_observed(rows[start:stop], self.forest.roots, self.forest.links,
                                        self.forest.observed)
-            self._remember(rows[start:stop], prepared[0])
             self.rows_seen += stop - start
             start = stop
             if self.rows_seen == boundary:
@@ -215,10 +218,12 @@ class HoeffdingGrower:
                     self._grow(np.unique(np.concatenate(self._due)))
                 self._due = []
 
-    def _next_boundary(self) -> int:
-        """The first chunk boundary after ``rows_seen``: the next multiple of the spacing."""
-        spacing = self._spacing(self.rows_seen)
-        return (self.rows_seen // spacing + 1) * spacing
+    def _next_boundary(self, n: int | None = None) -> int:
+        """The first chunk boundary after row count ``n`` (default ``rows_seen``): the next
+        multiple of the spacing."""
+        n = self.rows_seen if n is None else n
+        spacing = self._spacing(n)
+        return (n // spacing + 1) * spacing
 
     def _spacing(self, n: int) -> int:
         """Rows between chunk boundaries around row count ``n``: ``grace_period`` under a
@@ -306,22 +311,26 @@ class HoeffdingGrower:
         st.attempts[slots] = 1
         self._schedule(slots)
 
-    def _remember(self, rows: np.ndarray, bits: np.ndarray) -> None:
-        """Keep the last ``replay_rows`` rows of the stream in a ring buffer, with their value
-        bitmaps (``bits``: :func:`counting.value_bits` of ``rows``) and packed indicator
-        vectors."""
+    def _buffer_runs(self, n_rows: int) -> np.ndarray:
+        """Where the replay ring buffer keeps the next ``n_rows`` rows of the stream (the last
+        ``replay_rows`` of them, the rows before do not fit): at most two runs, up to the
+        ring's end and then from its start, as (first row, buffer row, rows) for
+        :func:`pipeline.remember <streammn.trees.pipeline.remember>`; the buffer's length
+        and position move on past them."""
         W = self.replay_rows
-        kept = min(W, rows.shape[0])
-        first = rows.shape[0] - kept  # the rows before it do not fit
-        while kept:  # at most twice: up to the ring's end, then from its start
+        kept = min(W, n_rows)
+        first = n_rows - kept
+        runs = np.zeros((2, 3), dtype=np.int64)
+        n_runs = 0
+        while kept:
             run = min(kept, W - self._buf_pos)
-            self._buf[self._buf_pos:self._buf_pos + run] = rows[first:first + run]
-            counting.copy_bits(self._buf_bits, self._buf_pos, bits, first, run)
-            self.stats.pack(self._buf, self._buf_pos, run, self._buf_packed)
+            runs[n_runs] = first, self._buf_pos, run
+            n_runs += 1
             self._buf_pos = (self._buf_pos + run) % W
             self._buf_len = min(W, self._buf_len + run)
             first += run
             kept -= run
+        return runs[:n_runs]
 
     def index_buffer(self) -> None:
         """Make the buffer's value bitmaps and packed rows from its rows (after they were

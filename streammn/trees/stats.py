@@ -13,7 +13,7 @@ import numba
 import numpy as np
 
 from streammn.blas import blas_threads
-from streammn.trees import counting, kernels, missing, replay
+from streammn.trees import counting, kernels, missing, pipeline, replay
 from streammn.trees.forest import Forest
 
 # A step runs on several threads when its estimated one-thread time reaches PARALLEL_NS: a
@@ -108,9 +108,12 @@ class LeafStats:
         self.offsets = np.concatenate([[0], np.cumsum(cards - 1)[:-1]]).astype(np.int64)
         self.K = int((cards - 1).sum())
         self._lane_blocks = max(1, -(-self.K // counting.LANE_BLOCK))  # of the count's lanes
-        # the last batch's indicator lanes and value bitmaps, written over (see prepare)
-        self._lanes = counting._aligned_zeros(0, self._lane_blocks * counting.LANE_BLOCK)
-        self._bits = np.zeros((forest.schema.n_vars, forest.max_card, 0), dtype=np.uint64)
+        # kept value bitmaps and indicator lanes, written over batch after batch: those of
+        # prepare, then two that add_and_stage prepares the next chunk in, in turn
+        self._kept = [(np.zeros((forest.schema.n_vars, forest.max_card, 0), dtype=np.uint64),
+                       counting._aligned_zeros(0, self._lane_blocks * counting.LANE_BLOCK))
+                      for _ in range(3)]
+        self._stage_turn = 0  # the kept arrays add_and_stage prepared in last: 1 + turn
         self.missing = forest.schema.missing  # see streammn.trees.missing
         self.binary = bool((cards == 2).all()) and not self.missing
         self._all_trees = np.arange(forest.schema.n_vars, dtype=np.int64)
@@ -215,19 +218,26 @@ class LeafStats:
         object keeps (valid until the next call), which stay in the caches from batch to
         batch: arrays made anew for every batch (zeroed, at other addresses) cost 3% of a
         default pass at 100 binary variables."""
-        n = rows.shape[0]
-        if n > PREPARED_ROWS:  # big batches (exact passes): arrays of their own, not kept
+        if rows.shape[0] > PREPARED_ROWS:  # big batches (exact passes): arrays of their own
             return (counting.value_bits(rows, self.forest.max_card, not self.missing),
                     counting.lanes(self.indicators(rows)))
-        if self._lanes.shape[0] < n:
-            rows_kept = max(n, min(PREPARED_ROWS, 2 * self._lanes.shape[0]))
-            self._lanes = counting._aligned_zeros(rows_kept, self._lanes.shape[1])
-        counting.write_lanes(self.indicators(rows), self._lanes)
+        bits, lanes = self._kept_arrays(0, rows)
+        pipeline.prepare(rows, self.indicators(rows), not self.missing, bits, lanes)
+        return bits, lanes
+
+    def _kept_arrays(self, i: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Kept arrays ``i`` (see ``__init__``) shaped for the value bitmaps and lanes of
+        ``rows`` (at most ``PREPARED_ROWS``), made bigger when they are too small."""
+        bits, lanes = self._kept[i]
+        n = rows.shape[0]
+        if lanes.shape[0] < n:
+            rows_kept = max(n, min(PREPARED_ROWS, 2 * lanes.shape[0]))
+            lanes = counting._aligned_zeros(rows_kept, lanes.shape[1])
         W = (n + 63) // 64
-        if self._bits.shape[2] != W:
-            self._bits = np.empty((rows.shape[1], self.forest.max_card, W), dtype=np.uint64)
-        counting.write_value_bits(rows, self._bits, not self.missing)
-        return self._bits, self._lanes[:n]
+        if bits.shape[2] != W:
+            bits = np.empty((rows.shape[1], self.forest.max_card, W), dtype=np.uint64)
+        self._kept[i] = bits, lanes
+        return bits, lanes[:n]
 
     def add(self, rows: np.ndarray, grace: int = 0, count_leaves: bool = True,
             trees: np.ndarray | None = None, node_slot: np.ndarray | None = None,
@@ -244,8 +254,7 @@ class LeafStats:
             self._grow(1)
         if trees is None:
             trees = self._all_trees
-        work = trees.shape[0] * (TREE_NS + rows.shape[0] * self._lane_blocks * ROW_BLOCK_NS)
-        n_blocks = self._blocks(trees.shape[0], int(work))
+        n_blocks = self._count_blocks(rows.shape[0], trees)
         due = np.empty((n_blocks, self.slot_node.shape[0] if grace > 0 else 1), dtype=np.int64)
         bits, lanes = self.prepare(rows) if prepared is None else prepared
         n = f.n_nodes
@@ -257,6 +266,42 @@ class LeafStats:
         if n_blocks == 1:
             return due[0, :counting.accumulate(*args)]
         return due[0, :counting.accumulate_parallel(*args)]
+
+    def add_and_stage(self, rows: np.ndarray, prepared: tuple[np.ndarray, np.ndarray] | None,
+                      ahead: np.ndarray, grace: int, trees: np.ndarray | None,
+                      buffer: tuple[np.ndarray, np.ndarray, np.ndarray],
+                      runs: np.ndarray) -> tuple[np.ndarray, tuple | None]:
+        """:meth:`add` of ``rows`` (``prepared``: their :meth:`prepare`, or None), which also
+        writes them to a replay buffer (``buffer``: its rows, value bitmaps and packed rows;
+        ``runs``: where, see :func:`pipeline.remember`) and prepares the rows ``ahead`` (the
+        next chunk), inside the count's parallel step when it has one
+        (:mod:`streammn.trees.pipeline`). Returns the due slots and the prepared arrays of
+        ``ahead`` (valid until the call after next), or None when they were not prepared: the
+        count ran on one thread, or a chunk was too big for kept arrays."""
+        f = self.forest
+        if self.tot.shape[0] == 0:
+            self._grow(1)
+        if trees is None:
+            trees = self._all_trees
+        n_blocks = self._count_blocks(rows.shape[0], trees)
+        staged = n_blocks > 1 and 0 < ahead.shape[0] and max(rows.shape[0],
+                                                            ahead.shape[0]) <= PREPARED_ROWS
+        if prepared is None:
+            prepared = self.prepare(rows)
+        if not staged:
+            due = self.add(rows, grace=grace, trees=trees, prepared=prepared)
+            pipeline.remember(rows, prepared[0], *buffer, runs, f.cards, self.offsets)
+            return due, None
+        self._stage_turn = 1 - self._stage_turn  # not the arrays ``prepared`` may be
+        ahead_bits, ahead_lanes = self._kept_arrays(1 + self._stage_turn, ahead)
+        due = np.empty((n_blocks, self.slot_node.shape[0] if grace > 0 else 1), dtype=np.int64)
+        n = f.n_nodes
+        n_due = pipeline.count_and_stage(
+            rows, prepared[0], prepared[1], self.K, f.cards, trees, f.roots, f.links,
+            f.tree[:n], f.depth[:n], f.slot, f.counts, self.tot, self.stats, self.n,
+            self.last_attempt, grace, due, ahead, self.indicators(ahead), not self.missing,
+            ahead_bits, ahead_lanes, *buffer, runs, self.offsets)
+        return due[0, :n_due], (ahead_bits, ahead_lanes)
 
     def add_at_roots(self, rows: np.ndarray, trees: np.ndarray) -> None:
         """Add ``rows`` to the statistics of the roots of ``trees`` (which must hold slots), as
@@ -371,6 +416,11 @@ class LeafStats:
         if n_blocks == 1:
             return kernels.score_slots(*args)
         return kernels.score_slots_parallel(*args, n_blocks)
+
+    def _count_blocks(self, n_rows: int, trees: np.ndarray) -> int:
+        """Blocks the count of ``n_rows`` rows into ``trees`` runs in (see :meth:`_blocks`)."""
+        work = trees.shape[0] * (TREE_NS + n_rows * self._lane_blocks * ROW_BLOCK_NS)
+        return self._blocks(trees.shape[0], int(work))
 
     def _blocks(self, n_items: int, work_ns: int) -> int:
         """Blocks a parallel kernel cuts ``n_items`` independent items into, given the call's

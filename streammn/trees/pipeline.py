@@ -1,0 +1,79 @@
+"""The one-pass count of a chunk, with the chunk's other work done on the side.
+
+A Hoeffding grower (:mod:`streammn.trees.hoeffding`) does three things with each chunk of the
+stream: it prepares the chunk (its value bitmaps and indicator lanes,
+:meth:`LeafStats.prepare <streammn.trees.stats.LeafStats.prepare>`), counts it into the trees
+(:mod:`streammn.trees.counting`), and writes it into its replay buffer (the rows, their
+bitmaps and their packed indicator vectors, :func:`remember`). Only the count runs on several
+threads; done one after another, the other two were a fifth of a default pass at 100 binary
+variables, on one core while the other waited.
+
+When the count runs in parallel, :func:`count_and_stage` therefore does the other two inside
+the same parallel step: the first block also prepares the *next* chunk (the rows of a chunk
+do not depend on what the looks at its start decide, only where they go does), and the last
+block writes this chunk into the buffer (the count reads neither). No block waits for
+another within the step, so a busy machine that deschedules a thread costs what it cost the
+count alone; the next chunk's count finds its bitmaps and lanes ready. Every array a block
+writes is its own: the next chunk's prepared arrays, the buffer's rows and words, and the
+count's own trees and slots.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+
+from streammn.trees import counting, replay
+from streammn.trees.counting import _add_rows, _gather, _zeros
+
+
+@nb.njit(cache=True)
+def remember(rows, bits, ring, ring_bits, ring_packed, runs, cards, offsets):
+    """Write rows ``runs[i, 0] ..`` of ``rows`` (value bitmaps ``bits``) to the replay buffer
+    from its row ``runs[i, 1]`` on, ``runs[i, 2]`` rows, for every run ``i`` (a ring buffer
+    takes a chunk in at most two runs): the rows to ``ring``, their bitmaps to ``ring_bits``
+    (:func:`counting.copy_bits`) and their packed indicator vectors to ``ring_packed``
+    (:func:`replay.pack_rows`, which reads the rows from ``ring``)."""
+    for i in range(runs.shape[0]):
+        src, dst, count = runs[i, 0], runs[i, 1], runs[i, 2]
+        for r in range(count):
+            for j in range(rows.shape[1]):  # (assigned as row slices: 5x slower)
+                ring[dst + r, j] = rows[src + r, j]
+        counting.copy_bits(ring_bits, dst, bits, src, count)
+        replay.pack_rows(ring, dst, count, cards, offsets, ring_packed)
+
+
+@nb.njit(cache=True)
+def prepare(rows, indicators, complete, bits, lanes):
+    """The value bitmaps (:func:`counting.write_value_bits`) and indicator lanes
+    (:func:`counting.write_lanes`) of ``rows`` into ``bits`` and ``lanes`` (none when there
+    are no rows)."""
+    if rows.shape[0]:
+        counting.write_lanes(indicators, lanes)
+        counting.write_value_bits(rows, bits, complete)
+
+
+@nb.njit(cache=True, parallel=True)
+def count_and_stage(rows, bits, lanes, K, cards, trees, roots, links, node_tree, node_depth,
+                    node_slot, node_counts, tot, stats, slot_n, slot_last, grace, due,
+                    ahead, ahead_indicators, complete, ahead_bits, ahead_lanes, ring, ring_bits,
+                    ring_packed, runs, offsets):
+    """:func:`counting.accumulate_parallel` of ``rows`` (every leaf's target counts too),
+    with the first block also preparing the rows ``ahead`` (:func:`prepare`, into
+    ``ahead_bits`` and ``ahead_lanes``) and the last also writing ``rows`` to the replay buffer
+    (:func:`remember`); returns the number of due slots gathered in ``due[0]``."""
+    T = trees.shape[0]
+    n_blocks = due.shape[0]
+    trees, steps, by_bits, leaves, listing, table = counting.plan(
+        rows.shape[0], trees, roots, links, node_tree, node_depth, node_slot, node_counts,
+        n_blocks, counting.BY_COST)
+    n_due = _zeros(n_blocks)
+    for b in nb.prange(n_blocks):
+        if b == 0:
+            prepare(ahead, ahead_indicators, complete, ahead_bits, ahead_lanes)
+        if b == n_blocks - 1:
+            remember(rows, bits, ring, ring_bits, ring_packed, runs, cards, offsets)
+        n_due[b] = _add_rows(rows, bits, lanes, K, cards, trees, b * T // n_blocks,
+                             (b + 1) * T // n_blocks, roots, links, table, steps, by_bits,
+                             leaves, listing, node_slot, node_counts, True, tot, stats,
+                             slot_n, slot_last, grace, due[b], counting.BLOCK_COST)
+    return _gather(due, n_due)
