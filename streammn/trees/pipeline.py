@@ -32,12 +32,17 @@ def remember(rows, bits, ring, ring_bits, ring_packed, runs, cards, offsets):
     from its row ``runs[i, 1]`` on, ``runs[i, 2]`` rows, for every run ``i`` (a ring buffer
     takes a chunk in at most two runs): the rows to ``ring``, their bitmaps to ``ring_bits``
     (:func:`counting.copy_bits`) and their packed indicator vectors to ``ring_packed``
-    (:func:`replay.pack_rows`, which reads the rows from ``ring``)."""
+    (:func:`replay.pack_rows`, which reads the rows from ``ring``). ``rows`` and ``ring``
+    are C-contiguous: a run's rows are copied as one run of bytes (row by row, the copy of
+    16-variable rows took 4x longer; as row slices, numba's copy of 100-variable rows 14x)."""
+    m = rows.shape[1]
+    flat_rows, flat_ring = rows.reshape(rows.size), ring.reshape(ring.size)
     for i in range(runs.shape[0]):
         src, dst, count = runs[i, 0], runs[i, 1], runs[i, 2]
-        for r in range(count):
-            for j in range(rows.shape[1]):  # (assigned as row slices: 5x slower)
-                ring[dst + r, j] = rows[src + r, j]
+        source = flat_rows[src * m:(src + count) * m]
+        target = flat_ring[dst * m:(dst + count) * m]
+        for k in range(source.shape[0]):
+            target[k] = source[k]
         counting.copy_bits(ring_bits, dst, bits, src, count)
         replay.pack_rows(ring, dst, count, cards, offsets, ring_packed)
 

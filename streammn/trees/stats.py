@@ -279,6 +279,7 @@ class LeafStats:
         ``ahead`` (valid until the call after next), or None when they were not prepared: the
         count ran on one thread, or a chunk was too big for kept arrays."""
         f = self.forest
+        rows = np.ascontiguousarray(rows)  # (as pipeline.remember reads them)
         if self.tot.shape[0] == 0:
             self._grow(1)
         if trees is None:
