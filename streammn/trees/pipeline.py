@@ -5,8 +5,8 @@ stream: it prepares the chunk (its value bitmaps and indicator lanes,
 :meth:`LeafStats.prepare <streammn.trees.stats.LeafStats.prepare>`), counts it into the trees
 (:mod:`streammn.trees.counting`), and writes it into its replay buffer (the rows, their
 bitmaps and their packed indicator vectors, :func:`remember`). Only the count runs on several
-threads; done one after another, the other two were a fifth of a default pass at 100 binary
-variables, on one core while the other waited.
+threads; done one after another, the other two took about a tenth of a default pass at 100
+binary variables, on one core while the other waited.
 
 When the count runs in parallel, :func:`count_and_stage` therefore does the other two inside
 the same parallel step: the first block also prepares the *next* chunk (the rows of a chunk
