@@ -124,7 +124,7 @@ class DTSL(Estimator):
         parallel (numba threads); ``'auto'``: numba's thread count (every core, or
         ``NUMBA_NUM_THREADS``). The result does not depend on it. A step runs in parallel only
         when it is big enough to gain (:data:`streammn.trees.stats.PARALLEL_NS`). On an idle
-        2-core machine two threads run a one-pass 1M-row stream 20-26% faster than one at 100
+        2-core machine two threads run a one-pass 1M-row stream 26-30% faster than one at 100
         binary variables, more with more variables and values; with other jobs on the cores
         they measured about as fast as one thread, with more variable times
         (``benchmarks/results/dtsl_threads.md``). 1 leaves the other cores to other work.
