@@ -59,7 +59,8 @@ def test_count_and_stage_equals_the_steps_one_after_another(cards, missing, n_bl
             ahead_bits = np.zeros((len(cards), f.max_card, 3), dtype=np.uint64)
             ahead_lanes = counting._aligned_zeros(150, lanes.shape[1])
             n_due = pipeline.count_and_stage(
-                *args, st.tot, st.stats, st.n, st.last_attempt, 3, due, ahead,
+                *args, True, st.tot, st.stats, st.n, st.last_attempt, 3, due,
+                counting.BLOCK_COST, counting.BY_COST, ahead,
                 st.indicators(ahead), not missing, ahead_bits, ahead_lanes, *buffer, runs,
                 st.offsets)
             prepared_ahead = ahead_bits, ahead_lanes

@@ -59,18 +59,18 @@ def prepare(rows, indicators, complete, bits, lanes):
 
 @nb.njit(cache=True, parallel=True)
 def count_and_stage(rows, bits, lanes, K, cards, trees, roots, links, node_tree, node_depth,
-                    node_slot, node_counts, tot, stats, slot_n, slot_last, grace, due,
-                    ahead, ahead_indicators, complete, ahead_bits, ahead_lanes, ring, ring_bits,
-                    ring_packed, runs, offsets):
-    """:func:`counting.accumulate_parallel` of ``rows`` (every leaf's target counts too),
-    with the first block also preparing the rows ``ahead`` (:func:`prepare`, into
-    ``ahead_bits`` and ``ahead_lanes``) and the last also writing ``rows`` to the replay buffer
-    (:func:`remember`); returns the number of due slots gathered in ``due[0]``."""
+                    node_slot, node_counts, count_leaves, tot, stats, slot_n, slot_last, grace,
+                    due, block_cost, route, ahead, ahead_indicators, complete, ahead_bits,
+                    ahead_lanes, ring, ring_bits, ring_packed, runs, offsets):
+    """:func:`counting.accumulate_parallel` (its arguments first), with the first block also
+    preparing the rows ``ahead`` (:func:`prepare`, into ``ahead_bits`` and ``ahead_lanes``)
+    and the last also writing ``rows`` to the replay buffer (:func:`remember`); returns the
+    number of due slots gathered in ``due[0]``."""
     T = trees.shape[0]
     n_blocks = due.shape[0]
     trees, steps, by_bits, leaves, listing, table = counting.plan(
         rows.shape[0], trees, roots, links, node_tree, node_depth, node_slot, node_counts,
-        n_blocks, counting.BY_COST)
+        n_blocks, route)
     n_due = _zeros(n_blocks)
     for b in nb.prange(n_blocks):
         if b == 0:
@@ -79,6 +79,6 @@ def count_and_stage(rows, bits, lanes, K, cards, trees, roots, links, node_tree,
             remember(rows, bits, ring, ring_bits, ring_packed, runs, cards, offsets)
         n_due[b] = _add_rows(rows, bits, lanes, K, cards, trees, b * T // n_blocks,
                              (b + 1) * T // n_blocks, roots, links, table, steps, by_bits,
-                             leaves, listing, node_slot, node_counts, True, tot, stats,
-                             slot_n, slot_last, grace, due[b], counting.BLOCK_COST)
+                             leaves, listing, node_slot, node_counts, count_leaves, tot, stats,
+                             slot_n, slot_last, grace, due[b], block_cost)
     return _gather(due, n_due)

@@ -249,6 +249,16 @@ class LeafStats:
         no particular order).
         ``node_slot``: count only at the leaves it gives a slot (default: every active leaf);
         ``prepared``: :meth:`prepare` of ``rows``."""
+        due, args = self._count_args(rows, grace, count_leaves, trees, node_slot, prepared)
+        if due.shape[0] == 1:
+            return due[0, :counting.accumulate(*args)]
+        return due[0, :counting.accumulate_parallel(*args)]
+
+    def _count_args(self, rows: np.ndarray, grace: int, count_leaves: bool,
+                    trees: np.ndarray | None, node_slot: np.ndarray | None,
+                    prepared: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray, tuple]:
+        """The arguments of the count of :meth:`add` (as :func:`counting.accumulate` takes
+        them), with its array of due slots, one row per parallel block."""
         f = self.forest
         if self.tot.shape[0] == 0:  # kernels need at least one (unused) slot row
             self._grow(1)
@@ -259,13 +269,10 @@ class LeafStats:
         bits, lanes = self.prepare(rows) if prepared is None else prepared
         n = f.n_nodes
         # every argument given, none by keyword (see replay)
-        args = (rows, bits, lanes, self.K, f.cards, trees, f.roots, f.links, f.tree[:n],
-                f.depth[:n], f.slot if node_slot is None else node_slot, f.counts, count_leaves,
-                self.tot, self.stats, self.n, self.last_attempt, grace, due, counting.BLOCK_COST,
-                counting.BY_COST)
-        if n_blocks == 1:
-            return due[0, :counting.accumulate(*args)]
-        return due[0, :counting.accumulate_parallel(*args)]
+        return due, (rows, bits, lanes, self.K, f.cards, trees, f.roots, f.links, f.tree[:n],
+                     f.depth[:n], f.slot if node_slot is None else node_slot, f.counts,
+                     count_leaves, self.tot, self.stats, self.n, self.last_attempt, grace, due,
+                     counting.BLOCK_COST, counting.BY_COST)
 
     def add_and_stage(self, rows: np.ndarray, prepared: tuple[np.ndarray, np.ndarray] | None,
                       ahead: np.ndarray, grace: int, trees: np.ndarray | None,
@@ -278,30 +285,21 @@ class LeafStats:
         (:mod:`streammn.trees.pipeline`). Returns the due slots and the prepared arrays of
         ``ahead`` (valid until the call after next), or None when they were not prepared: the
         count ran on one thread, or a chunk was too big for kept arrays."""
-        f = self.forest
         rows = np.ascontiguousarray(rows)  # (as pipeline.remember reads them)
-        if self.tot.shape[0] == 0:
-            self._grow(1)
-        if trees is None:
-            trees = self._all_trees
-        n_blocks = self._count_blocks(rows.shape[0], trees)
+        n_blocks = self._count_blocks(rows.shape[0], self._all_trees if trees is None else trees)
         staged = n_blocks > 1 and 0 < ahead.shape[0] and max(rows.shape[0],
                                                             ahead.shape[0]) <= PREPARED_ROWS
         if prepared is None:
             prepared = self.prepare(rows)
         if not staged:
             due = self.add(rows, grace=grace, trees=trees, prepared=prepared)
-            pipeline.remember(rows, prepared[0], *buffer, runs, f.cards, self.offsets)
+            pipeline.remember(rows, prepared[0], *buffer, runs, self.forest.cards, self.offsets)
             return due, None
         self._stage_turn = 1 - self._stage_turn  # not the arrays ``prepared`` may be
         ahead_bits, ahead_lanes = self._kept_arrays(1 + self._stage_turn, ahead)
-        due = np.empty((n_blocks, self.slot_node.shape[0] if grace > 0 else 1), dtype=np.int64)
-        n = f.n_nodes
-        n_due = pipeline.count_and_stage(
-            rows, prepared[0], prepared[1], self.K, f.cards, trees, f.roots, f.links,
-            f.tree[:n], f.depth[:n], f.slot, f.counts, self.tot, self.stats, self.n,
-            self.last_attempt, grace, due, ahead, self.indicators(ahead), not self.missing,
-            ahead_bits, ahead_lanes, *buffer, runs, self.offsets)
+        due, args = self._count_args(rows, grace, True, trees, None, prepared)
+        n_due = pipeline.count_and_stage(*args, ahead, self.indicators(ahead), not self.missing,
+                                         ahead_bits, ahead_lanes, *buffer, runs, self.offsets)
         return due[0, :n_due], (ahead_bits, ahead_lanes)
 
     def add_at_roots(self, rows: np.ndarray, trees: np.ndarray) -> None:
