@@ -131,14 +131,19 @@ def _parser() -> argparse.ArgumentParser:
                             "forked background process")
     learn.add_argument("--resume", action="store_true",
                        help="continue from the newest valid snapshot in --out; the learner "
-                            "and its options (--algo, --kappa, --grace-period, ..., --refine) "
+                            "and its options (--algo, --kappa, --grace-period, ..., --weights) "
                             "must be the snapshot's, else exit 2 naming the option; cadence, "
                             "--keep, --formats and --quiet may change")
-    learn.add_argument("--validation", help="rows scored at every snapshot (and for --refine); "
+    learn.add_argument("--validation", help="rows scored at every snapshot; with --weights "
+                                            "refined they are the held-out rows the weights "
+                                            "are judged on (none of the stream is held out); "
                                             "with --missing, its complete rows")
-    learn.add_argument("--refine", action="store_true",
-                       help="refine DN2MN weights by pseudo-likelihood when validation improves; "
-                            "with --missing, on a sample of the complete rows")
+    learn.add_argument("--weights", choices=("refined", "closed-form"), default=None,
+                       help="weights of the published network: 'refined' (default) continues "
+                            "the learner's (DN2MN's closed form) by pseudo-likelihood on a "
+                            "sample of the stream and publishes them when they score held-out "
+                            "rows of the stream better; 'closed-form' publishes the learner's "
+                            "as they are (the default with --dask)")
     learn.add_argument("--dask", nargs="?", const="local", default=None,
                        metavar="SCHEDULER_ADDRESS|local[N]",
                        help="exact mode on a Parquet dataset: run the passes on Dask, on a "

@@ -120,10 +120,10 @@ def learn(args) -> int:
     if args.dask is not None and args.mode != "exact":
         raise UsageError("--dask runs the passes of --mode exact; hoeffding mode is one "
                          "stream read in order")
-    if args.dask is not None and args.refine:
-        raise UsageError("--refine keeps a row sample in this process; drop it with --dask")
-    if args.refine and not args.validation:
-        raise UsageError("--refine needs --validation rows to decide whether refining helps")
+    if args.dask is not None and args.weights == "refined":
+        raise UsageError("--weights refined keeps a row sample in this process; with --dask "
+                         "the closed form is published (drop --weights)")
+    weights = args.weights or ("closed-form" if args.dask is not None else "refined")
     schema = Schema.from_libra(args.schema) if args.schema else None
     missing = _missing_options(args)
     if missing and schema is not None:
@@ -140,7 +140,7 @@ def learn(args) -> int:
     learner = _make_learner(args, source.schema)
     engine = StreamLearner(source, learner, args.out, every_rows=args.every_rows,
                            every_seconds=args.every_seconds, keep=args.keep,
-                           refine=args.refine, validation=validation, formats=args.formats,
+                           weights=weights, validation=validation, formats=args.formats,
                            progress=_progress(args), when_busy=args.when_busy,
                            background=not args.foreground_snapshots)
     with source:

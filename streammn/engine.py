@@ -20,10 +20,20 @@ is durable). Coalescing a late snapshot into a later row would break the exact r
 is not offered. A failed write (disk full, a killed writer) ends the run with
 :class:`~streammn.snapshot.SnapshotWriteFailed` (exit code 1); the snapshots before it stay
 valid. The final snapshot (end of source, signal, bad batch) is written in the foreground.
-With ``validation`` rows or ``refine``, or a learner whose conversion is not declared serial
+With ``validation`` rows, or a learner whose conversion is not declared serial
 (``converts_in_writer``, see :class:`~streammn.learner.StructureLearner`), the model is converted
-and scored on the learning thread (pseudo-likelihood and CSGS's fits run numba's parallel
-kernels, which a forked child must not start); only the files are written in the background.
+and scored on the learning thread (scoring and CSGS's fits run numba's parallel kernels, which a
+forked child must not start); only the weights' refinement and the files are left to the child.
+
+The published weights (:mod:`streammn.published`): with ``weights="refined"`` (the default) the
+engine keeps a sample of the stream, a training share and a held-out share, and every snapshot
+publishes the learner's network with its weights continued by pseudo-likelihood on the sample
+when they score the held-out rows (or the ``validation`` rows) better; the manifest's
+``weights`` entry records the choice, each candidate's held-out PLL and the time it took. The
+refinement runs where the conversion does (in the writer child, on serial kernels, unless the
+model is converted on the learning thread) and continues from the previous snapshot's refined
+weights, which the parent reads back from the durable snapshot (``WARM_FILE``), so a resumed
+run continues from the very weights an uninterrupted one does.
 
 With ``every_rows=N`` snapshots fall on rows N, 2N, 3N... exactly: a batch that crosses a
 multiple of N is learned in two pieces, cut at the multiple, when the source can name the
@@ -57,52 +67,28 @@ from typing import TextIO
 import numpy as np
 
 from connectors.base import Batch, Source
-from streammn.dn2mn import refine_weights
 from streammn.formats.uai import UaiFactors, write_uai
 from streammn.learner import StructureLearner
-from streammn.publishing import serial_kernels
 from streammn.model import MarkovNetwork
-from streammn.publishing import Publisher
+from streammn.published import (MEMORY_MB, Published, WeightSample, check_weights, list_bytes,
+                                publish, warm_from_bytes, warm_to_bytes, warm_up)
+from streammn.publishing import Publisher, serial_kernels
 from streammn.snapshot import (MODEL_FILES, NO_SNAPSHOT, RESUME_HINT, SnapshotWriteFailed,
                                SnapshotWriter, latest_valid_snapshot, model_files,
                                model_summary, resolve_snapshot)
-from streammn.stats import MarginalCounts, RowReservoir
+from streammn.stats import MarginalCounts
 from streammn.schema import complete_rows
 from streammn.trees.growth import rows_within
 from streammn.errors import SettingsError
 
 LEARNER_FILE = "learner.bin"
 STATS_FILE = "marginals.bin"
-RESERVOIR_FILE = "reservoir.bin"
+SAMPLE_FILE = "weight_sample.bin"
+WARM_FILE = "weights_warm.bin"
 ENGINE_KEY = "engine"
-REFINE_ITERATIONS = 30
-REFINE_ROWS = 20000
 UAI_MAX_ENTRIES = 1 << 22
 WHEN_BUSY = ("wait", "skip")
 STDERR = "stderr"  # progress to sys.stderr as it is when a line is printed
-
-
-def learner_to_model(learner: StructureLearner, refine: bool = False,
-                     validation: np.ndarray | None = None,
-                     train: np.ndarray | None = None) -> MarkovNetwork:
-    """The learner's current Markov network. With ``refine``, its weights continue by
-    pseudo-likelihood on ``train`` and are kept only if the validation PLL improves.
-
-    Both use the rows the model can score (:func:`scorable_rows`). In missing mode these are
-    the complete rows: a term ``log P(x_i | x_-i)`` of a Markov network reads the whole
-    Markov blanket of ``X_i``, so a row with a hole gives no exact term for its neighbours,
-    and summing the hole out of every conditional it enters is inference the weight learner
-    does not do. Imputing the holes instead would fit the weights to the imputation rule
-    (the trees' own guesses, fed back as data). Dropping incomplete rows is unbiased when
-    values are missing at random, and the refined weights are kept only if they score the
-    complete validation rows better, so refining never makes that score worse."""
-    model = learner.to_markov_network()
-    if refine and train is not None and validation is not None:
-        train = scorable_rows(model.schema, train)
-        validation = scorable_rows(model.schema, validation)
-        if train.shape[0] and validation.shape[0]:
-            return refine_weights(model, REFINE_ITERATIONS, train, validation)
-    return model
 
 
 def scorable_rows(schema, rows: np.ndarray | None) -> np.ndarray | None:
@@ -183,11 +169,15 @@ class StreamLearner:
         Snapshot cadence (either, both, or neither: then only at the end / on a signal).
     keep:
         Snapshots retained; older ones are removed once a newer one is durable.
-    refine:
-        Continue DN2MN's weights with pseudo-likelihood steps, kept only if the validation PLL
-        improves (needs ``validation``).
+    weights:
+        ``"refined"`` (default): the learner's weights continued by pseudo-likelihood on a
+        sample of the stream, published when they score held-out rows better
+        (:mod:`streammn.published`); ``"closed-form"``: the learner's network as it gives it.
+    weights_memory_mb:
+        Budget of the weight step (its row sample and the reach lists of a fit).
     validation:
-        Rows (a ``uint8`` matrix) scored at every snapshot; also guide ``refine``.
+        Rows (a ``uint8`` matrix) scored at every snapshot; with ``weights="refined"`` they
+        are the held-out rows, and no row of the stream is held out.
     prequential_rows:
         Rows of each batch scored before learning (the first ones); ``None`` scores all.
     formats:
@@ -227,7 +217,7 @@ class StreamLearner:
 
     def __init__(self, source: Source, learner: StructureLearner, snapshot_dir,
                  every_rows: int | None = None, every_seconds: float | None = None,
-                 keep: int = 5, refine: bool = False,
+                 keep: int = 5, weights: str = "refined", weights_memory_mb: float = MEMORY_MB,
                  validation: np.ndarray | None = None, prequential_rows: int | None = 4096,
                  formats=("json", "mn", "uai"), progress: TextIO | str | None = STDERR,
                  progress_interval: float = 2.0, background: bool = True,
@@ -242,8 +232,7 @@ class StreamLearner:
         if not learner.schema.same_stream(source.schema):
             raise EngineError(f"learner schema {learner.schema!r} differs from the source's "
                               f"{source.schema!r}")
-        if refine and validation is None:
-            raise EngineError("refine needs validation rows")
+        check_weights(weights)
         if when_busy not in WHEN_BUSY:
             raise EngineError(f"when_busy must be one of {', '.join(WHEN_BUSY)}, "
                               f"got {when_busy!r}")
@@ -255,7 +244,7 @@ class StreamLearner:
         self.writer = SnapshotWriter(snapshot_dir, keep=keep)
         self.every_rows = every_rows
         self.every_seconds = every_seconds
-        self.refine = refine
+        self.weights = weights
         self.validation = None if validation is None else source.schema.validate(validation)
         self.prequential_rows = prequential_rows
         self.formats = tuple(formats)
@@ -263,8 +252,9 @@ class StreamLearner:
         self.progress_interval = progress_interval
         stored = source.schema.ceiling()  # a growing schema's stores: at its maxima
         self.marginals = MarginalCounts(stored)
-        self.reservoir = RowReservoir(stored, capacity=REFINE_ROWS, seed=0) \
-            if refine else None  # in missing mode: of the complete rows (learner_to_model)
+        self.sample = (WeightSample(stored, weights_memory_mb, hold_out=validation is None)
+                       if weights == "refined" else None)
+        self.warm = None  # the last refined weights (published.start_weights)
         self.state = Progress(next_snapshot_rows=every_rows)
         self.model: MarkovNetwork | None = None
         self.when_busy = when_busy
@@ -279,7 +269,7 @@ class StreamLearner:
     def __repr__(self) -> str:
         return (f"StreamLearner({self.source.describe()}, {self.learner!r}, "
                 f"every_rows={self.every_rows}, every_seconds={self.every_seconds}, "
-                f"keep={self.writer.keep}, refine={self.refine}, "
+                f"keep={self.writer.keep}, weights={self.weights!r}, "
                 f"background={self.publisher.background}, when_busy={self.when_busy!r})")
 
     # resume -------------------------------------------------------------------------------
@@ -287,7 +277,7 @@ class StreamLearner:
         """Restore learner, statistics, counters and source position from the newest valid
         snapshot, and point ``LATEST`` at it. Returns False (and changes nothing) when there is
         none. A snapshot of another learner class or other learner settings is refused
-        (:class:`ResumeSettingsError` names the setting), as is a change of ``refine`` (its
+        (:class:`ResumeSettingsError` names the setting), as is a change of ``weights`` (its
         row sample would start over). Takes the snapshot directory's writer lock, which the
         following :meth:`run` keeps until it ends."""
         self.writer.acquire()
@@ -299,15 +289,16 @@ class StreamLearner:
         if engine is None or LEARNER_FILE not in snap.files:
             raise EngineError(f"{snap.path}: not a snapshot of a StreamLearner run")
         check_resume_settings(snap.path, manifest, self.learner)
-        if (RESERVOIR_FILE in snap.files) != (self.reservoir is not None):
-            raise ResumeSettingsError(snap.path, "refine", RESERVOIR_FILE in snap.files,
-                                      self.reservoir is not None)
+        had = "refined" if SAMPLE_FILE in snap.files else "closed-form"
+        if had != self.weights:
+            raise ResumeSettingsError(snap.path, "weights", had, self.weights)
         learner = type(self.learner).from_bytes(snap.file(LEARNER_FILE).read_bytes())
         if not learner.schema.same_stream(self.source.schema):
             raise EngineError(f"{snap.path}: snapshot schema differs from the source's")
         marginals = MarginalCounts.from_bytes(snap.file(STATS_FILE).read_bytes())
-        if self.reservoir is not None:
-            self.reservoir = RowReservoir.from_bytes(snap.file(RESERVOIR_FILE).read_bytes())
+        if self.sample is not None:
+            self.sample = WeightSample.from_bytes(snap.file(SAMPLE_FILE).read_bytes())
+            self.warm = warm_from_bytes(snap.file(WARM_FILE).read_bytes())
         self.source.seek(manifest["source"]["position"])
         self.learner, self.marginals = learner, marginals
         self.state = Progress.from_dict(engine)
@@ -402,9 +393,10 @@ class StreamLearner:
         count_pass = None
         if dask_client is not None:
             from streammn.distributed import DaskPasses, count_statistics, n_batches
-            if self.reservoir is not None:
-                raise EngineError("refine keeps a row sample in this process; it does not "
-                                  "combine with Dask passes")
+            if self.sample is not None:
+                raise EngineError("refined weights keep a row sample in this process; with "
+                                  "Dask passes, publish the closed form (weights="
+                                  "'closed-form')")
             self.marginals.merge(count_statistics(self.source, MarginalCounts, dask_client))
             self.state.rows_seen += self.marginals.n_rows
             self.state.batches_seen += n_batches(self.source)
@@ -449,9 +441,12 @@ class StreamLearner:
         """Convert and write the current model once here, into a scratch directory, with the
         kernels a forked writer runs: numba loads them into this process once and every writer
         inherits them, instead of each loading them from numba's cache again (0.2 s of CPU per
-        snapshot). Cheap at the start of a run, when the model is small."""
+        snapshot). Cheap at the start of a run, when the model is small. The weights'
+        refinement is warmed up on a row or two, not run."""
         with serial_kernels():
-            model = self.current_model()
+            model = self.learner.to_markov_network()
+            if self.sample is not None:
+                warm_up(model)
         formats, _, factors = self._formats_for(model)
         files = model_files(model.schema, model.features, formats=formats)
         if factors is not None:
@@ -489,11 +484,9 @@ class StreamLearner:
         self._position = batch.end
 
     def _sample_rows(self, batch: Batch) -> None:
-        """Offer the batch to refine's row sample: all its rows, or in missing mode its
-        complete ones (refine learns from those only, see :func:`learner_to_model`)."""
-        if self.reservoir is not None:
-            missing = self.reservoir.schema.missing
-            self.reservoir.update(complete_rows(batch.rows) if missing else batch)
+        """Offer the batch to the weights' row sample (before ``rows_seen`` counts it)."""
+        if self.sample is not None:
+            self.sample.update(batch.rows, self.state.rows_seen)
 
     def _advance_cadence(self) -> None:
         st = self.state
@@ -521,10 +514,34 @@ class StreamLearner:
         return self.state.history[-1]["rows_seen"] if self.state.history else None
 
     def current_model(self) -> MarkovNetwork:
-        """Convert the learner's current state into a Markov network (no snapshot)."""
-        train = self.reservoir.rows if self.reservoir is not None else None
-        return learner_to_model(self.learner, refine=self.refine,
-                                validation=self.validation, train=train)
+        """The Markov network a snapshot would publish now (no snapshot is written)."""
+        return self._weigh(self.learner.to_markov_network(), self._learner_pll()).model
+
+    def _held_out(self) -> np.ndarray | None:
+        """The rows the published weights are judged on: the validation rows, else the
+        sample's held-out share."""
+        if self.sample is not None and self.validation is None:
+            return self.sample.held_out
+        return self.validation
+
+    def _learner_pll(self) -> float | None:
+        """The learner's own PLL of the held-out rows (a DN's, for DTSL): recorded beside the
+        published candidates. Computed here on the learning thread (its kernels may be
+        parallel), at the cut."""
+        held = scorable_rows(self.learner.schema, self._held_out())
+        if self.sample is None or held is None or held.shape[0] == 0:
+            return None
+        return _finite(float(self.learner.pll_terms(held).sum(axis=1).mean()))
+
+    def _weigh(self, model: MarkovNetwork, learner_pll: float | None) -> Published:
+        """The weights to publish for the learner's ``model`` (module docstring). The rows are
+        those the model can score (:func:`scorable_rows`): in missing mode the complete ones,
+        as a pseudo-likelihood term reads the whole Markov blanket of its variable."""
+        if self.sample is None:
+            return Published(model, {"published": "closed-form", "refinement": "off"})
+        train = scorable_rows(model.schema, self.sample.train)
+        held = scorable_rows(model.schema, self._held_out())
+        return publish(model, train, held, self.warm, list_bytes(self.sample), learner_pll)
 
     def _snapshot(self, reason: str, background: bool = False) -> Path | None:
         """Cut a snapshot of the state now: written by the publisher's child (``background``,
@@ -542,10 +559,12 @@ class StreamLearner:
         st.history.append(entry)
         st.history = st.history[-1000:]
         scored = None
+        learner_pll = self._learner_pll()
         in_writer = getattr(self.learner, "converts_in_writer", False)
-        if background and (self.validation is not None or self.refine or not in_writer):
-            scored = self._convert()  # numba's parallel kernels: not in a forked child
-        work = functools.partial(self._publish, reason, self._position, _peak_rss_mb(), scored)
+        if background and (self.validation is not None or not in_writer):
+            scored = self._convert(learner_pll)  # parallel kernels: not in a forked child
+        work = functools.partial(self._publish, reason, self._position, _peak_rss_mb(),
+                                 learner_pll, scored)
         if background:
             self.publisher.start(work)
             self._in_flight = (entry, self._position)
@@ -559,20 +578,25 @@ class StreamLearner:
         self._published(entry, self._position, result)
         return self._last_path
 
-    def _convert(self) -> tuple[MarkovNetwork, float, float | None]:
-        """The current model, the seconds its conversion took, and its validation PLL."""
+    def _convert(self, learner_pll: float | None):
+        """The model to publish with the seconds its conversion took, its validation PLL and
+        the weights' record (:class:`~streammn.published.Published`); keeps the refined
+        weights to continue from."""
         t0 = time.perf_counter()
-        model = self.current_model()
+        published = self._weigh(self.learner.to_markov_network(), learner_pll)
+        self.warm = published.warm
+        model = published.model
         convert_seconds = time.perf_counter() - t0
         validation = scorable_rows(model.schema, self.validation)
         validation_pll = _finite(model.pll(validation) if validation is not None
                                  and validation.shape[0] else None)
-        return model, convert_seconds, validation_pll
+        record = {**published.record, "seconds": published.seconds}
+        return model, convert_seconds, validation_pll, record
 
-    def _publish(self, reason: str, position, peak_rss_mb, scored=None) -> dict:
+    def _publish(self, reason: str, position, peak_rss_mb, learner_pll, scored=None) -> dict:
         """Write the snapshot (in the publisher's child, or here); the model is converted
         here unless ``scored`` (from :meth:`_convert`) already holds it."""
-        model, convert_seconds, validation_pll = scored or self._convert()
+        model, convert_seconds, validation_pll, record = scored or self._convert(learner_pll)
         self.model = model
         st = self.state
         st.history[-1]["validation_pll"] = validation_pll
@@ -584,8 +608,9 @@ class StreamLearner:
         files[LEARNER_FILE] = self.learner.to_bytes()
         files.update(getattr(self.learner, "snapshot_files", dict)())  # e.g. ET's model.et
         files[STATS_FILE] = self.marginals.to_bytes()
-        if self.reservoir is not None:
-            files[RESERVOIR_FILE] = self.reservoir.to_bytes()
+        if self.sample is not None:
+            files[SAMPLE_FILE] = self.sample.to_bytes()
+            files[WARM_FILE] = warm_to_bytes(self.warm)
         manifest = {
             "rows_seen": st.rows_seen,
             "reason": reason,
@@ -596,7 +621,10 @@ class StreamLearner:
                        "validation_pll": validation_pll},
             "model": model_summary(model.schema, model.features),
             "skipped_formats": skipped,
-            "timings": {"convert_seconds": convert_seconds},
+            "weights": {"choice": self.weights,
+                        **{k: v for k, v in record.items() if k != "seconds"}},
+            "timings": {"convert_seconds": convert_seconds,
+                        "weights_seconds": record.get("seconds", 0.0)},
             "peak_rss_mb": peak_rss_mb,
             ENGINE_KEY: st.to_dict(),
         }
@@ -610,7 +638,8 @@ class StreamLearner:
         t1 = time.perf_counter()
         path = self.writer.write(files, manifest)
         return {"path": str(path), "validation_pll": validation_pll,
-                "convert_seconds": convert_seconds, "write_seconds": time.perf_counter() - t1}
+                "convert_seconds": convert_seconds, "write_seconds": time.perf_counter() - t1,
+                "weights": record["published"]}
 
     def _finish_in_flight(self, block: bool = True) -> None:
         """Take the result of the snapshot in flight (waiting for it with ``block``)."""
@@ -630,6 +659,8 @@ class StreamLearner:
             raise SnapshotWriteFailed(self._failure(entry, error)) from None
         if result is not None:
             self._in_flight = None
+            if self.sample is not None:  # refined in the child: continue from its weights
+                self.warm = warm_from_bytes((Path(result["path"]) / WARM_FILE).read_bytes())
             self._published(entry, position, result)
 
     def _published(self, entry: dict, position, result: dict) -> None:
@@ -637,6 +668,7 @@ class StreamLearner:
         entry["validation_pll"] = result["validation_pll"]
         entry["convert_seconds"] = result["convert_seconds"]  # kept by the next snapshot
         entry["write_seconds"] = result["write_seconds"]
+        entry["weights"] = result["weights"]  # which weights the snapshot published
         self._last_path = Path(result["path"])
         self.published.append({"rows_seen": entry["rows_seen"], "path": self._last_path,
                                "durable_at_rows": self.state.rows_seen})

@@ -42,6 +42,7 @@ import numpy as np
 from streammn.bitscan import (CHUNK_WORDS, PARTIAL_SUMS, _add_words, _chunk_logits,
                               _gather_words, _groups_for, _lowest_bit, _new_words, value_offsets)
 from streammn.features import FeatureSet
+from streammn.publishing import serial_kernels_only
 from streammn.loglinear import (MASK_VALUES, _binary_conditional, _gradient_rows,
                                 _normalise_variable, _owner, _rows, all_conditionals)
 
@@ -86,34 +87,43 @@ def _reach_column(x, base, n_slots, column, f, fill, at, feat):
         x &= x - np.uint64(1)
 
 
-@nb.njit(cache=True, parallel=True)
-def _count_reach(rows, offs, cards, groups):
-    """``ptr``: the entries of row r, column s will be ``ptr[r * n_slots + s]`` to the next."""
-    n = rows.shape[0]
-    n_slots = offs[-1]
-    chunk = 64 * CHUNK_WORDS
-    ptr = np.zeros(n * n_slots + 1, dtype=np.int64)
-    none = np.zeros(0, dtype=np.int32)
-    for k in nb.prange((n + chunk - 1) // chunk):
-        s = k * chunk * n_slots
-        e = min(k * chunk + chunk, n) * n_slots
-        _scan_reach(rows, k * chunk, offs, cards, groups, False, ptr[s + 1:e + 1], none)
-    for i in range(n * n_slots):
-        ptr[i + 1] += ptr[i]
-    return ptr
+def _reach_scans(loop):
+    """The two scans that list the entries (count, then fill), their loops over chunks of rows
+    run by ``loop``: ``nb.prange`` in numba's thread pool, ``range`` in a forked snapshot writer,
+    which must not start the pool (:mod:`streammn.publishing`). One body, two kernels each."""
+
+    def count_reach(rows, offs, cards, groups):
+        """``ptr``: the entries of row r, column s will be ``ptr[r * n_slots + s]`` to the next."""
+        n = rows.shape[0]
+        n_slots = offs[-1]
+        chunk = 64 * CHUNK_WORDS
+        ptr = np.zeros(n * n_slots + 1, dtype=np.int64)
+        none = np.zeros(0, dtype=np.int32)
+        for k in loop((n + chunk - 1) // chunk):
+            s = k * chunk * n_slots
+            e = min(k * chunk + chunk, n) * n_slots
+            _scan_reach(rows, k * chunk, offs, cards, groups, False, ptr[s + 1:e + 1], none)
+        for i in range(n * n_slots):
+            ptr[i + 1] += ptr[i]
+        return ptr
+
+    def fill_reach(rows, offs, cards, groups, ptr):
+        """The entries of every row, chunk by chunk of rows."""
+        n = rows.shape[0]
+        n_slots = offs[-1]
+        chunk = 64 * CHUNK_WORDS
+        feat = np.empty(ptr[-1], dtype=np.int32)
+        for k in loop((n + chunk - 1) // chunk):
+            at = ptr[k * chunk * n_slots:min(k * chunk + chunk, n) * n_slots].copy()
+            _scan_reach(rows, k * chunk, offs, cards, groups, True, at, feat)
+        return feat
+
+    return count_reach, fill_reach
 
 
-@nb.njit(cache=True, parallel=True)
-def _fill_reach(rows, offs, cards, groups, ptr):
-    """The entries of every row, chunks of rows in parallel."""
-    n = rows.shape[0]
-    n_slots = offs[-1]
-    chunk = 64 * CHUNK_WORDS
-    feat = np.empty(ptr[-1], dtype=np.int32)
-    for k in nb.prange((n + chunk - 1) // chunk):
-        at = ptr[k * chunk * n_slots:min(k * chunk + chunk, n) * n_slots].copy()
-        _scan_reach(rows, k * chunk, offs, cards, groups, True, at, feat)
-    return feat
+_count_reach, _fill_reach = (nb.njit(cache=True, parallel=True)(f)
+                             for f in _reach_scans(nb.prange))
+_count_reach_serial, _fill_reach_serial = (nb.njit(cache=True)(f) for f in _reach_scans(range))
 
 
 @nb.njit(cache=True)
@@ -218,35 +228,45 @@ def _chunk_scan_pll(rows, counts, start, offs, cards, weights, groups, table, pr
     return value, words
 
 
-@nb.njit(cache=True, parallel=True)
-def _pll_and_gradient(rows, counts, offs, cards, weights, groups, ptr, feat, kept):
-    """Summed PLL and gradient from the entries, or by the word lists of the chunks of rows
-    when there are no entries (``ptr`` empty): kept ones, or made by a scan."""
-    n = rows.shape[0]
-    chunk = 64 * CHUNK_WORDS
-    n_chunks = (n + chunk - 1) // chunk
-    values = np.zeros(PARTIAL_SUMS)
-    grads = np.zeros((PARTIAL_SUMS, weights.shape[0]))
-    for b in nb.prange(PARTIAL_SUMS):
-        probs = np.empty(offs[-1])
-        table = np.empty((offs[-1], chunk))
-        words = _new_words(weights.shape[0] if ptr.shape[0] == 0 else 0)
-        for k in range(b, n_chunks, PARTIAL_SUMS):
-            s = k * chunk
-            if ptr.shape[0] == 0:  # chunk k is sequence b's (k // PARTIAL_SUMS)-th
-                value, words = _chunk_scan_pll(rows, counts, s, offs, cards, weights, groups,
-                                               table, probs, grads[b], words, kept, b,
-                                               k // PARTIAL_SUMS)
-                values[b] += value
-            else:
-                values[b] += _chunk_pll(rows, counts, s, min(s + chunk, n), offs, cards,
-                                        weights, ptr, feat, probs, grads[b])
-    grad = np.zeros(weights.shape[0])
-    value = 0.0
-    for b in range(PARTIAL_SUMS):
-        value += values[b]
-        grad += grads[b]
-    return value, grad
+def _evaluation(loop):
+    """The evaluation kernel, its ``PARTIAL_SUMS`` sequences run by ``loop`` (see
+    :func:`_reach_scans`); the sums add in the same order either way, so both give the same
+    bits."""
+
+    def pll_and_gradient(rows, counts, offs, cards, weights, groups, ptr, feat, kept):
+        """Summed PLL and gradient from the entries, or by the word lists of the chunks of rows
+        when there are no entries (``ptr`` empty): kept ones, or made by a scan."""
+        n = rows.shape[0]
+        chunk = 64 * CHUNK_WORDS
+        n_chunks = (n + chunk - 1) // chunk
+        values = np.zeros(PARTIAL_SUMS)
+        grads = np.zeros((PARTIAL_SUMS, weights.shape[0]))
+        for b in loop(PARTIAL_SUMS):
+            probs = np.empty(offs[-1])
+            table = np.empty((offs[-1], chunk))
+            words = _new_words(weights.shape[0] if ptr.shape[0] == 0 else 0)
+            for k in range(b, n_chunks, PARTIAL_SUMS):
+                s = k * chunk
+                if ptr.shape[0] == 0:  # chunk k is sequence b's (k // PARTIAL_SUMS)-th
+                    value, words = _chunk_scan_pll(rows, counts, s, offs, cards, weights,
+                                                   groups, table, probs, grads[b], words,
+                                                   kept, b, k // PARTIAL_SUMS)
+                    values[b] += value
+                else:
+                    values[b] += _chunk_pll(rows, counts, s, min(s + chunk, n), offs, cards,
+                                            weights, ptr, feat, probs, grads[b])
+        grad = np.zeros(weights.shape[0])
+        value = 0.0
+        for b in range(PARTIAL_SUMS):
+            value += values[b]
+            grad += grads[b]
+        return value, grad
+
+    return pll_and_gradient
+
+
+_pll_and_gradient = nb.njit(cache=True, parallel=True)(_evaluation(nb.prange))
+_pll_and_gradient_serial = nb.njit(cache=True)(_evaluation(range))
 
 
 def _kept_words(n_rows: int, budget: int):
@@ -287,11 +307,19 @@ class ReachLists:
     ``list_bytes`` (default ``LIST_BYTES``); otherwise every evaluation works from the
     chunks' word lists instead (``n_entries`` is then 0), kept within that budget. Needs
     variables of at most ``MASK_VALUES`` values. ``counts`` weights the rows (default: one
-    each), as if each row were repeated that many times.
+    each), as if each row were repeated that many times. ``parallel`` runs the scans and
+    evaluations on numba's thread pool (``True``) or serially (``False``); by default serially
+    in a forked snapshot writer (:func:`streammn.publishing.serial_kernels_only`), on the pool
+    elsewhere. Both give the same bits.
     """
 
     def __init__(self, fs: FeatureSet, rows: np.ndarray, owner=None,
-                 list_bytes: int | None = None, counts=None):
+                 list_bytes: int | None = None, counts=None, parallel: bool | None = None):
+        if parallel is None:
+            parallel = not serial_kernels_only()
+        count_reach, fill_reach, self._evaluate = (
+            (_count_reach, _fill_reach, _pll_and_gradient) if parallel else
+            (_count_reach_serial, _fill_reach_serial, _pll_and_gradient_serial))
         rows = _rows(rows, fs)
         counts = _counts(counts, rows)
         self.cards = np.ascontiguousarray(fs.schema.cardinalities, dtype=np.int64)
@@ -307,12 +335,12 @@ class ReachLists:
         self.kept = _kept_words(0, 0)
         pointer_bytes = 8 * len(self.rows) * int(self.offs[-1])
         if budget > pointer_bytes:
-            first = _count_reach(self.rows[:chunk], self.offs, self.cards, self.groups)[-1]
+            first = count_reach(self.rows[:chunk], self.offs, self.cards, self.groups)[-1]
             if ENTRY_BYTES * first * (len(self.rows) / chunk) <= 2 * budget:  # a look first
-                ptr = _count_reach(self.rows, self.offs, self.cards, self.groups)
+                ptr = count_reach(self.rows, self.offs, self.cards, self.groups)
                 if ENTRY_BYTES * ptr[-1] + pointer_bytes <= budget:
                     self.ptr = ptr
-                    self.feat = _fill_reach(self.rows, self.offs, self.cards, self.groups, ptr)
+                    self.feat = fill_reach(self.rows, self.offs, self.cards, self.groups, ptr)
                     return
         self.kept = _kept_words(len(self.rows), budget)
 
@@ -329,18 +357,18 @@ class ReachLists:
     def pll_and_gradient(self, weights: np.ndarray) -> tuple[float, np.ndarray]:
         """Summed PLL of the rows (with repeats) and its gradient at ``weights``."""
         weights = np.ascontiguousarray(weights, dtype=np.float64)
-        return _pll_and_gradient(self.rows, self.counts, self.offs, self.cards, weights,
+        return self._evaluate(self.rows, self.counts, self.offs, self.cards, weights,
                                  self.groups, self.ptr, self.feat, self.kept)
 
 
 def pll_evaluator(fs: FeatureSet, rows: np.ndarray, owner=None, list_bytes: int | None = None,
-                  counts=None):
+                  counts=None, parallel: bool | None = None):
     """A function ``weights -> (summed PLL, gradient)`` of the features of ``fs`` on ``rows``
     (weighted by ``counts``, default one each): :class:`ReachLists` built once (``list_bytes``
-    as there), or row by row when a variable has more than 64 values."""
+    and ``parallel`` as there), or row by row when a variable has more than 64 values."""
     rows = _rows(rows, fs)
     if fs.schema.cardinalities.max() <= MASK_VALUES:
-        return ReachLists(fs, rows, owner, list_bytes, counts).pll_and_gradient
+        return ReachLists(fs, rows, owner, list_bytes, counts, parallel).pll_and_gradient
     if counts is not None:
         counts = _counts(counts, rows)
     return lambda weights: _rowwise_pll_and_gradient(fs.with_weights(weights), rows, owner,

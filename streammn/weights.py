@@ -75,13 +75,18 @@ def _objective(features: FeatureSet, rows, stddev: float, prior_mean):
     if not stddev > 0:
         raise WeightLearningError(f"stddev must be positive, got {stddev}")
     mu = _vector(prior_mean, features.n_features, "prior_mean", 0.0)
-    n = rows.shape[0]
-    pll_and_gradient = reach_lists.pll_evaluator(features, rows)
+    return penalised(reach_lists.pll_evaluator(features, rows), rows.shape[0], stddev, mu)
+
+
+def penalised(pll_and_gradient, n_rows: int, stddev: float, prior_mean: np.ndarray):
+    """``weights -> (value, gradient)`` of the module's objective, from a function giving the
+    summed PLL of ``n_rows`` rows and its gradient."""
 
     def objective(w):
         value, grad = pll_and_gradient(w)
-        d = w - mu
-        return (-value + 0.5 * float(d @ d) / stddev ** 2) / n, (-grad + d / stddev ** 2) / n
+        d = w - prior_mean
+        return ((-value + 0.5 * float(d @ d) / stddev ** 2) / n_rows,
+                (-grad + d / stddev ** 2) / n_rows)
 
     return objective
 
@@ -117,6 +122,15 @@ def fit_weights(model, rows, stddev: float = 1.0, max_iter: int = 100, tol: floa
 def lbfgs(model: MarkovNetwork, fun, w0: np.ndarray, max_iter: int, tol: float) -> MarkovNetwork:
     """``model`` with the weights that minimise ``fun`` (value and gradient) by L-BFGS-B from
     ``w0``, and a ``fit_info`` dict saying how the optimisation ended."""
+    w, info = minimise(fun, w0, max_iter, tol)
+    out = model.with_weights(w)
+    out.fit_info = info
+    return out
+
+
+def minimise(fun, w0: np.ndarray, max_iter: int, tol: float) -> tuple[np.ndarray, dict]:
+    """The weights that minimise ``fun`` (value and gradient) by L-BFGS-B from ``w0``, and how
+    the optimisation ended (``iterations``, ``objective``, ``converged``, ``message``)."""
     from scipy.optimize import minimize  # imported here: it costs a second at CLI start-up
 
     # L-BFGS-B's own vector work is a few level-1 BLAS calls per step: threaded BLAS only spins
@@ -125,10 +139,8 @@ def lbfgs(model: MarkovNetwork, fun, w0: np.ndarray, max_iter: int, tol: float) 
         res = minimize(fun, w0, jac=True, method="L-BFGS-B",
                        options={"maxiter": int(max_iter), "ftol": tol, "gtol": 1e-10,
                                 "maxcor": 10})
-    out = model.with_weights(res.x)
-    out.fit_info = {"iterations": int(res.nit), "objective": float(res.fun),
-                    "converged": bool(res.success), "message": str(res.message)}
-    return out
+    return res.x, {"iterations": int(res.nit), "objective": float(res.fun),
+                   "converged": bool(res.success), "message": str(res.message)}
 
 
 class StochasticPLL:

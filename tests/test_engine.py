@@ -142,24 +142,29 @@ def test_schema_mismatch_and_bad_settings(tmp_path):
         StreamLearner(source, DTSL(Schema.binary(7)), tmp_path)
     with pytest.raises(ValueError, match="every_rows"):
         StreamLearner(source, DTSL(Schema.binary(8)), tmp_path, every_rows=0)
-    with pytest.raises(ValueError, match="validation"):
-        StreamLearner(source, DTSL(Schema.binary(8)), tmp_path, refine=True)
+    with pytest.raises(ValueError, match="weights must be one of"):
+        StreamLearner(source, DTSL(Schema.binary(8)), tmp_path, weights="refine")
     with pytest.raises(EngineError, match="progress must be a text stream"):
         StreamLearner(source, DTSL(Schema.binary(8)), tmp_path, progress="stdout")
 
 
-def test_refined_snapshots_equal_dn2mn_refine_and_the_engine_needs_a_learner(tmp_path):
-    """With refine, the snapshot model is DTSL's DN2MN (marginals from the trees, which equal
-    the engine's counts) refined on the row sample and kept only if validation improves."""
+def test_refined_snapshots_equal_publish_and_the_engine_needs_a_learner(tmp_path):
+    """With validation rows, the snapshot model is DTSL's DN2MN (marginals from the trees,
+    which equal the engine's counts) refined on the engine's row sample and judged on the
+    validation rows, none of the stream held out."""
     from streammn.dn2mn import dn2mn
+    from streammn.published import publish
 
     rows, valid = chain_rows(2000), chain_rows(300, seed=1)
-    eng = make(tmp_path, rows, refine=True, validation=valid)
+    eng = make(tmp_path, rows, validation=valid)
     eng.run()
-    expected = dn2mn(eng.learner.to_dependency_network(), marginals=eng.marginals,
-                     refine=engine_module.REFINE_ITERATIONS, train=eng.reservoir.rows,
-                     valid=valid)
-    assert eng.model.features.equals(expected.features, atol=1e-9)
+    assert eng.sample.held_out is None and eng.sample.train.shape[0] == 2000
+    closed = dn2mn(eng.learner.to_dependency_network(), marginals=eng.marginals)
+    expected = publish(closed, eng.sample.train, valid)
+    assert eng.model.features.equals(expected.model.features, atol=1e-9)
+    record = read_snapshot(eng._last_path).manifest["weights"]
+    assert record["published"] == expected.record["published"]
+    assert record["held_out_pll"]["closed_form"] == pytest.approx(closed.pll(valid))
     source = ArraySource(rows, schema=Schema.binary(8))
     with pytest.raises(EngineError, match="not a structure learner"):
         StreamLearner(source, object(), tmp_path / "x", progress=None)

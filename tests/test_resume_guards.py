@@ -260,7 +260,7 @@ def test_another_file_with_the_same_relative_name_is_refused(killed_midway, nltc
     ("--kappa", 0.001, ["kappa='auto'", "kappa=0.001"]),
     ("--grace-period", 100, ["grace_period=200", "grace_period=100"]),
     ("--max-tree-leaves", 8, ["max_tree_leaves=None", "max_tree_leaves=8"]),
-    ("--refine", None, ["refine=False", "refine=True"]),
+    ("--weights", "closed-form", ["weights='refined'", "weights='closed-form'"]),
 ])
 def test_changed_learner_options_are_refused(killed_midway, tmp_path, capsys, option, value,
                                              shown):
@@ -268,8 +268,6 @@ def test_changed_learner_options_are_refused(killed_midway, tmp_path, capsys, op
     out = tmp_path / "out"
     shutil.copytree(work / "out", out)
     extra = [option] if value is None else [option, value]
-    if option == "--refine":
-        extra += ["--validation", d / "data" / "b.data"]
     code, _, err = cli(capsys, "learn", "data", "--out", out, "--resume", *extra,
                        "--every-rows", 2000, *COMMON, cwd=d)
     assert code == 2 and option in err and all(s in err for s in shown), err

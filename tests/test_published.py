@@ -1,0 +1,216 @@
+"""The published weights (streammn.published): the refined optimum against brute force, never
+worse than the closed form on held-out rows, warm start equal to cold start, the row sample's
+split, budget and round trip."""
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+
+from streammn.dn2mn import dn2mn
+from streammn.dtsl import DTSL
+from streammn.features import FeatureSet
+from streammn.published import (STDDEVS, Warm, WeightSample, WeightStateError, _fit,
+                                held_out_mask, list_bytes, publish, sample_rows, start_weights,
+                                warm_from_bytes, warm_to_bytes)
+from streammn.schema import Schema
+
+
+def near_deterministic_rows(n, n_vars=5, flip=0.02, seed=0):
+    """Each variable copies the one before it, flipped rarely: trees of near-deterministic
+    leaves, where DN2MN's closed form is far from the best weights."""
+    rng = np.random.default_rng(seed)
+    x = np.empty((n, n_vars), dtype=np.uint8)
+    x[:, 0] = rng.random(n) < 0.5
+    for j in range(1, n_vars):
+        x[:, j] = x[:, j - 1] ^ (rng.random(n) < flip)
+    return x
+
+
+def closed_form(rows, **kw):
+    schema = Schema.binary(rows.shape[1])
+    return dn2mn(DTSL(schema, mode="exact", kappa=0.5, **kw).fit(rows).to_dependency_network())
+
+
+def one_hot_rows(n, seed=0):
+    """Two three-valued categoricals, one-hot encoded (six binary columns, exactly one 1 in each
+    group) and equal four times in five: the kind of data (mushrooms) where DN2MN's closed form
+    puts inconsistent weights on contexts never seen."""
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, 3, n)
+    b = np.where(rng.random(n) < 0.8, a, rng.integers(0, 3, n))
+    x = np.zeros((n, 6), dtype=np.uint8)
+    x[np.arange(n), a] = 1
+    x[np.arange(n), 3 + b] = 1
+    return x
+
+
+def brute_objective(model, rows, stddev):
+    """``-PLL/N + |w - w_closed|^2 / (2 stddev^2 N)`` with every conditional enumerated from
+    the unnormalised log scores of each distinct row and its one-variable changes."""
+    n, n_vars = rows.shape
+    distinct, counts = np.unique(rows, axis=0, return_counts=True)
+    centre = model.weights
+
+    def value(w):
+        m = model.with_weights(w)
+        total = 0.0
+        for i in range(n_vars):
+            scores = []
+            for a in range(2):
+                changed = distinct.copy()
+                changed[:, i] = a
+                scores.append(m.log_score(changed))
+            scores = np.array(scores)
+            top = scores.max(axis=0)
+            log_z = top + np.log(np.exp(scores - top).sum(axis=0))
+            total += float(((scores[distinct[:, i], np.arange(len(distinct))] - log_z)
+                            * counts).sum())
+        d = w - centre
+        return (-total + 0.5 * float(d @ d) / stddev ** 2) / n
+
+    return value
+
+
+@pytest.mark.parametrize("stddev", [0.3, 3.0])
+def test_a_fit_reaches_the_brute_force_optimum(stddev):
+    rows = near_deterministic_rows(2000)
+    model = closed_form(rows)
+    fs = model.features
+    weights, _ = _fit(fs, rows, fs.weights, stddev, 2 ** 24)
+    objective = brute_objective(model, rows, stddev)
+    best = minimize(objective, fs.weights, method="L-BFGS-B",
+                    options={"ftol": 1e-14, "gtol": 1e-9, "maxiter": 5000})
+    # within L-BFGS's stopping tolerance (a relative decrease of TOL = 1e-7 per step)
+    assert objective(weights) == pytest.approx(best.fun, rel=5e-5)
+    assert objective(weights) >= best.fun - 1e-9
+    assert np.abs(weights - best.x).max() < (2e-3 if stddev < 1 else 0.1)
+
+
+def test_refined_weights_are_published_where_they_score_better():
+    rows = one_hot_rows(2000)
+    model = closed_form(rows)
+    sample = WeightSample(model.schema)
+    sample.update(rows, 0)
+    published = publish(model, sample.train, sample.held_out)
+    pll = published.record["held_out_pll"]
+    assert published.record["published"] == "refined"
+    assert pll["refined"] > pll["closed_form"] + 0.005
+    assert pll["refined"] == pytest.approx(published.model.pll(sample.held_out))
+    assert pll["closed_form"] == pytest.approx(model.pll(sample.held_out))
+    assert published.record["stddev"] in STDDEVS
+    assert published.warm.features.equals(published.model.features)
+
+
+@pytest.mark.parametrize("n_rows, flip, seed", [(400, 0.02, 1), (3000, 0.3, 2), (600, 0.45, 3),
+                                                (5000, 0.1, 4)])
+def test_the_published_model_never_scores_the_held_out_rows_worse(n_rows, flip, seed):
+    rows = near_deterministic_rows(n_rows, n_vars=7, flip=flip, seed=seed)
+    model = closed_form(rows)
+    sample = WeightSample(model.schema)
+    sample.update(rows, 0)
+    published = publish(model, sample.train, sample.held_out)
+    assert published.model.pll(sample.held_out) >= model.pll(sample.held_out) - 1e-12
+    if published.record["published"] == "closed-form":
+        assert published.model is model and published.warm is None
+    else:
+        assert published.warm.features.equals(published.model.features)
+
+
+def test_a_sample_that_cannot_help_publishes_the_closed_form():
+    """Held-out rows of another distribution than the training rows: refining fits the
+    training rows and scores the held-out ones worse, so the closed form stays."""
+    rows = near_deterministic_rows(4000, flip=0.05)
+    model = closed_form(rows)
+    other = near_deterministic_rows(1000, flip=0.5, seed=9)
+    published = publish(model, rows, other)
+    assert published.record["published"] == "closed-form"
+    assert published.model is model
+
+
+def test_warm_start_gives_the_cold_start_result():
+    rows = one_hot_rows(2000)
+    model = closed_form(rows)
+    sample = WeightSample(model.schema)
+    sample.update(rows, 0)
+    cold = publish(model, sample.train, sample.held_out)
+    # a warm state from elsewhere: some features shared (perturbed weights), some not
+    rng = np.random.default_rng(0)
+    shared = cold.model.features.select(np.arange(0, model.n_features, 2))
+    stranger = closed_form(near_deterministic_rows(500, n_vars=6, seed=5)).features
+    warm_fs = FeatureSet.concat(model.schema, [shared, stranger])
+    warm_fs = warm_fs.with_weights(warm_fs.weights + rng.normal(0, 0.3, warm_fs.n_features))
+    warm = publish(model, sample.train, sample.held_out, warm=Warm(warm_fs, cold.record["stddev"]))
+    assert warm.record["warm_start"] and warm.record["stddev"] == cold.record["stddev"]
+    assert np.abs(warm.model.weights - cold.model.weights).max() < 5e-3
+    assert warm.record["held_out_pll"]["refined"] == pytest.approx(
+        cold.record["held_out_pll"]["refined"], abs=1e-5)
+
+
+def test_start_weights_keep_the_surviving_features_weights():
+    schema = Schema.binary(3)
+    old = FeatureSet.from_features(schema, [(1.5, ((0, 1, True),)), (-2.0, ((0, 1, True),
+                                                                              (1, 0, True)))])
+    new = FeatureSet.from_features(schema, [(0.1, ((2, 1, True),)), (0.2, ((0, 1, True),
+                                                                            (1, 0, True))),
+                                            (0.3, ((0, 1, True),))])
+    assert start_weights(new, old).tolist() == [0.1, -2.0, 1.5]
+    assert start_weights(new, None).tolist() == [0.1, 0.2, 0.3]
+
+
+def test_held_out_rows_depend_on_the_stream_index_only():
+    rows = near_deterministic_rows(5000, n_vars=6)
+    whole = WeightSample(Schema.binary(6), seed=3)
+    whole.update(rows, 0)
+    cut = WeightSample(Schema.binary(6), seed=3)
+    for start, stop in [(0, 7), (7, 1000), (1000, 1001), (1001, 5000)]:
+        cut.update(rows[start:stop], start)
+    assert whole.to_bytes() == cut.to_bytes()
+    mask = held_out_mask(0, 100_000)
+    assert abs(mask.mean() - 0.2) < 0.01
+    assert np.array_equal(held_out_mask(500, 1000), mask[500:1500])
+    assert whole.held_out.shape[0] + whole.train.shape[0] == 5000
+
+
+def test_a_validation_file_replaces_the_held_out_share():
+    rows = near_deterministic_rows(1000)
+    sample = WeightSample(Schema.binary(5), hold_out=False)
+    sample.update(rows, 0)
+    assert sample.held_out is None and np.array_equal(sample.train, rows)
+
+
+def test_missing_mode_keeps_complete_rows_only():
+    schema = Schema.binary(3).with_missing()
+    rows = np.array([[0, 1, 0], [255, 1, 0], [1, 1, 1]] * 10, dtype=np.uint8)
+    sample = WeightSample(schema, hold_out=False)
+    sample.update(rows, 0)
+    assert sample.train.shape[0] == 20 and (sample.train != 255).all()
+
+
+def test_the_sample_and_the_reach_lists_stay_within_the_budget():
+    for n_vars, mb in [(100, 64.0), (2000, 4.0), (16, 0.5)]:
+        sample = WeightSample(Schema.binary(n_vars), memory_mb=mb)
+        assert sample.nbytes + list_bytes(sample) <= mb * 2 ** 20
+        assert sample.nbytes <= mb * 2 ** 20 / 8
+    assert sample_rows(100, 64.0) == 20_000
+    assert sample_rows(2000, 4.0) < 20_000
+
+
+def test_sample_and_warm_state_round_trip_and_refuse_garbage():
+    rows = near_deterministic_rows(3000)
+    sample = WeightSample(Schema.binary(5), seed=1)
+    sample.update(rows, 0)
+    again = WeightSample.from_bytes(sample.to_bytes())
+    assert np.array_equal(again.train, sample.train)
+    assert np.array_equal(again.held_out, sample.held_out)
+    again.update(rows, 3000)
+    sample.update(rows, 3000)
+    assert again.to_bytes() == sample.to_bytes()
+    with pytest.raises(WeightStateError):
+        WeightSample.from_bytes(b"not a sample")
+    model = closed_form(rows)
+    warm = Warm(model.features, STDDEVS[1])
+    back = warm_from_bytes(warm_to_bytes(warm))
+    assert back.features.equals(model.features) and back.stddev == STDDEVS[1]
+    assert warm_from_bytes(warm_to_bytes(None)) is None
+    with pytest.raises(WeightStateError):
+        warm_from_bytes(b"\x00garbage")
