@@ -136,7 +136,7 @@ def section_gibbs() -> dict:
     from streammn.dn2mn import dn2mn
     train = CsvSource(os.path.join(DATA, "nltcs", "nltcs.train.data")).read_all()
     dn = DTSL(Schema.binary(train.shape[1]), mode="exact").fit(train).to_dependency_network()
-    mn = dn2mn(dn, train=train)
+    mn = dn2mn(dn, train=train, weights="closed-form")
     test = np.concatenate([b.rows for b in SyntheticSource(mn, n_rows=20_000, seed=99)])
     truth = float(mn.pll(test))
     checkpoints = CHECKPOINTS[:3]

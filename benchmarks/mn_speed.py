@@ -76,17 +76,18 @@ def synthetic(args):
     dn = random_tree_dn(schema, args.leaves, seed=args.seed)
     res = {"dataset": "plants schema, random trees", "leaves_per_tree": args.leaves,
            "dn_features": dn.n_features, "train_rows": len(train), "test_rows": len(test)}
-    mn, res["dn2mn_wall_s"], res["dn2mn_cpu_s"] = timed(lambda: dn2mn(dn, train=train),
+    mn, res["dn2mn_wall_s"], res["dn2mn_cpu_s"] = timed(lambda: dn2mn(dn, train=train, weights="closed-form"),
                                                         args.repeat)
     res["mn_features"] = mn.n_features
     res["mn_mean_feature_length"] = round(float(mn.features.lengths().mean()), 2)
-    raw = dn2mn(dn, train=train, merge=False)
+    raw = dn2mn(dn, train=train, merge=False, weights="closed-form")
     res["mn_features_before_merge"] = raw.n_features
     res["variants"] = {}
     for base in ("marginals", "single"):
         for orderings in ORDERINGS:
             m, wall, cpu = timed(lambda: dn2mn(dn, base=base, orderings=orderings, train=train,
-                                               base_instance=np.zeros(schema.n_vars, int)), 1)
+                                               base_instance=np.zeros(schema.n_vars, int),
+                                               weights="closed-form"), 1)
             res["variants"][f"{base}/{orderings}"] = {"features": m.n_features, "wall_s": wall,
                                                       "cpu_s": cpu}
     res["mn_test_pll"], res["mn_pll_wall_s"], res["mn_pll_cpu_s"] = timed(
@@ -159,7 +160,7 @@ def real(args, res=None):
         schema = Schema.binary(train.shape[1])
         dn, wall, cpu = once(lambda: DTSL(schema, kappa=0.1, mode="exact")
                              .fit(ArraySource(train, schema=schema)).to_dependency_network())
-        mn = dn2mn(dn, train=train)
+        mn = dn2mn(dn, train=train, weights="closed-form")
         models[name] = (dn, mn, train, split(args.data, name, "valid"),
                         split(args.data, name, "test"))
         if not cmll_only:

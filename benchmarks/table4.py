@@ -92,7 +92,7 @@ def learn_dns(schema, train, valid, log):
         (dn, secs) = cpu(lambda: DTSL(schema, kappa=kappa, mode="exact")
                          .fit(ArraySource(train, schema=schema)).to_dependency_network())
         dn_score = dn.pll(valid)
-        mn_score = dn2mn(dn, train=train).pll(valid)
+        mn_score = dn2mn(dn, train=train, weights="closed-form").pll(valid)
         log(f"  kappa {kappa:g}: valid PLL DN {dn_score:.4f}, DN2MN {mn_score:.4f} "
             f"({secs:.1f} s CPU to learn)")
         out.append({"kappa": kappa, "dn": dn, "learn_s": secs, "dn_valid": dn_score,
@@ -143,7 +143,7 @@ def run(directory: Path, args, log=print) -> dict:
     default = None
     for label, base, orderings in VARIANTS:
         (mn, secs) = cpu(lambda: dn2mn(dn, base=base, orderings=orderings, train=train,
-                                       base_instance=mode_instance))
+                                       base_instance=mode_instance, weights="closed-form"))
         out["DN2MN"][label] = scores(mn, f"DN2MN {label}", {"convert_cpu_s": secs})
         default = mn
 

@@ -158,8 +158,18 @@ def learn(args) -> int:
             path = engine.run()
     manifest = read_snapshot(path).manifest
     print(f"snapshot {path}: {manifest['rows_seen']:,} rows, "
-          f"{manifest['model']['n_features']:,} features, {manifest['model']['n_edges']:,} edges")
+          f"{manifest['model']['n_features']:,} features, {manifest['model']['n_edges']:,} edges"
+          f"{_weights_note(manifest.get('weights'))}")
     return SIGNAL_EXIT.get(engine.stop_signal, EXIT_OK)
+
+
+def _weights_note(record: dict | None) -> str:
+    """What the closing line says of the published weights (streammn.published)."""
+    if not record or record.get("published") != "refined":
+        return ", closed-form weights"
+    pll = record["held_out_pll"]
+    return (f", refined weights (held-out PLL {pll['published']:.4f}, closed form "
+            f"{pll['closed_form']:.4f})")
 
 
 def _resume(engine) -> bool:

@@ -38,6 +38,7 @@ from streammn.features import FeatureSet
 from streammn.model import MarkovNetwork
 from streammn.schema import Schema
 from streammn.errors import SettingsError
+from streammn.published import check_weights, refine_on_rows
 from streammn.publishing import serial_kernels_only
 
 BASES = ("marginals", "single", "uniform")
@@ -319,7 +320,8 @@ _convert_serial = nb.njit(cache=True)(_block_conversion(range))
 def dn2mn(dn: DependencyNetwork, base: str = "marginals", orderings: str = "rotations2",
           base_instance=None, marginals=None, order=None, merge: bool = True,
           zero_tol: float = 1e-12, refine: int | None = None, train=None, valid=None,
-          refine_stddev: float = 1.0, parallel: bool | None = None) -> MarkovNetwork:
+          refine_stddev: float = 1.0, parallel: bool | None = None,
+          weights: str | None = None) -> MarkovNetwork:
     """Convert a dependency network into a Markov network in closed form.
 
     Parameters
@@ -340,11 +342,17 @@ def dn2mn(dn: DependencyNetwork, base: str = "marginals", orderings: str = "rota
     merge:
         Merge duplicate features by summing their weights and drop those within ``zero_tol`` of
         zero (default). ``merge=False`` returns every conditioned feature as produced.
+    weights:
+        ``'refined'`` (the default when ``train`` rows are given): the weights snapshots publish
+        (:func:`streammn.published.refine_on_rows`), continued by pseudo-likelihood on ``train``
+        and kept only if they score ``valid`` (by default one row of ``train`` in five, held
+        out of the fit) better than the closed form; ``'closed-form'`` (the default without
+        rows): the paper's conversion as it is.
     refine:
-        Beyond the paper: the number of L-BFGS pseudo-likelihood iterations to continue from the
-        DN2MN weights on ``train``, with a Gaussian prior of ``refine_stddev`` centred on those
-        weights. The refined model is returned only if its PLL on ``valid`` is higher;
-        otherwise the plain conversion.
+        The number of L-BFGS pseudo-likelihood iterations to continue from the DN2MN weights on
+        ``train``, with a Gaussian prior of ``refine_stddev`` centred on those weights. The
+        refined model is returned only if its PLL on ``valid`` is higher; otherwise the plain
+        conversion. Given, it replaces ``weights``.
     parallel:
         Convert on numba's thread pool (``True``), or serially (``False``: in a process forked
         from one that has used the pool, where it must not be started). Default: serially in a
@@ -392,7 +400,13 @@ def dn2mn(dn: DependencyNetwork, base: str = "marginals", orderings: str = "rota
         features = features.merge_duplicates(drop_zero=True, tol=zero_tol)
     model = MarkovNetwork(schema, features)
     if refine:
-        model = refine_weights(model, refine, train, valid, refine_stddev)
+        return refine_weights(model, refine, train, valid, refine_stddev)
+    if weights is None:
+        weights = "closed-form" if train is None else "refined"
+    if check_weights(weights) == "refined":
+        if train is None:
+            raise DN2MNError("weights='refined' needs train= rows to learn the weights on")
+        return refine_on_rows(model, train, valid).model
     return model
 
 

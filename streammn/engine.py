@@ -32,8 +32,8 @@ when they score the held-out rows (or the ``validation`` rows) better; the manif
 ``weights`` entry records the choice, each candidate's held-out PLL and the time it took. The
 refinement runs where the conversion does (in the writer child, on serial kernels, unless the
 model is converted on the learning thread) and continues from the previous snapshot's refined
-weights, which the parent reads back from the durable snapshot (``WARM_FILE``), so a resumed
-run continues from the very weights an uninterrupted one does.
+weights, which the parent reads back from the durable snapshot (``WEIGHT_STATE_FILE``), so a
+resumed run continues from the very weights an uninterrupted one does.
 
 With ``every_rows=N`` snapshots fall on rows N, 2N, 3N... exactly: a batch that crosses a
 multiple of N is learned in two pieces, cut at the multiple, when the source can name the
@@ -70,21 +70,21 @@ from connectors.base import Batch, Source
 from streammn.formats.uai import UaiFactors, write_uai
 from streammn.learner import StructureLearner
 from streammn.model import MarkovNetwork
-from streammn.published import (MEMORY_MB, Published, WeightSample, check_weights, list_bytes,
-                                publish, warm_from_bytes, warm_to_bytes, warm_up)
+from streammn.published import (MEMORY_MB, Published, WeightSample, WeightState, check_weights,
+                                list_bytes, publish, warm_up)
 from streammn.publishing import Publisher, serial_kernels
 from streammn.snapshot import (MODEL_FILES, NO_SNAPSHOT, RESUME_HINT, SnapshotWriteFailed,
                                SnapshotWriter, latest_valid_snapshot, model_files,
                                model_summary, resolve_snapshot)
 from streammn.stats import MarginalCounts
-from streammn.schema import complete_rows
+from streammn.schema import Validated, complete_rows
 from streammn.trees.growth import rows_within
 from streammn.errors import SettingsError
 
 LEARNER_FILE = "learner.bin"
 STATS_FILE = "marginals.bin"
 SAMPLE_FILE = "weight_sample.bin"
-WARM_FILE = "weights_warm.bin"
+WEIGHT_STATE_FILE = "weight_state.bin"
 ENGINE_KEY = "engine"
 UAI_MAX_ENTRIES = 1 << 22
 WHEN_BUSY = ("wait", "skip")
@@ -254,7 +254,7 @@ class StreamLearner:
         self.marginals = MarginalCounts(stored)
         self.sample = (WeightSample(stored, weights_memory_mb, hold_out=validation is None)
                        if weights == "refined" else None)
-        self.warm = None  # the last refined weights (published.start_weights)
+        self.weight_state = WeightState()  # where the last refinement left off
         self.state = Progress(next_snapshot_rows=every_rows)
         self.model: MarkovNetwork | None = None
         self.when_busy = when_busy
@@ -298,7 +298,8 @@ class StreamLearner:
         marginals = MarginalCounts.from_bytes(snap.file(STATS_FILE).read_bytes())
         if self.sample is not None:
             self.sample = WeightSample.from_bytes(snap.file(SAMPLE_FILE).read_bytes())
-            self.warm = warm_from_bytes(snap.file(WARM_FILE).read_bytes())
+            self.weight_state = WeightState.from_bytes(
+                snap.file(WEIGHT_STATE_FILE).read_bytes())
         self.source.seek(manifest["source"]["position"])
         self.learner, self.marginals = learner, marginals
         self.state = Progress.from_dict(engine)
@@ -515,7 +516,7 @@ class StreamLearner:
 
     def current_model(self) -> MarkovNetwork:
         """The Markov network a snapshot would publish now (no snapshot is written)."""
-        return self._weigh(self.learner.to_markov_network(), self._learner_pll()).model
+        return self._weigh(self.learner.to_markov_network(), self._learner_pll(), None).model
 
     def _held_out(self) -> np.ndarray | None:
         """The rows the published weights are judged on: the validation rows, else the
@@ -531,17 +532,25 @@ class StreamLearner:
         held = scorable_rows(self.learner.schema, self._held_out())
         if self.sample is None or held is None or held.shape[0] == 0:
             return None
-        return _finite(float(self.learner.pll_terms(held).sum(axis=1).mean()))
+        terms = self.learner.pll_terms(Validated(held, self.learner.schema))
+        return _finite(float(terms.sum(axis=1).mean()))
 
-    def _weigh(self, model: MarkovNetwork, learner_pll: float | None) -> Published:
+    def _weigh(self, model: MarkovNetwork, learner_pll: float | None,
+               reason: str | None) -> Published:
         """The weights to publish for the learner's ``model`` (module docstring). The rows are
         those the model can score (:func:`scorable_rows`): in missing mode the complete ones,
-        as a pseudo-likelihood term reads the whole Markov blanket of its variable."""
+        as a pseudo-likelihood term reads the whole Markov blanket of its variable. The fit's
+        work is what the rows learned have earned (:meth:`WeightState.affordable`), except at
+        the end of a finite source, where the model a run leaves behind gets a full fit."""
         if self.sample is None:
-            return Published(model, {"published": "closed-form", "refinement": "off"})
+            return Published(model, {"published": "closed-form", "refinement": "off"},
+                             self.weight_state)
         train = scorable_rows(model.schema, self.sample.train)
         held = scorable_rows(model.schema, self._held_out())
-        return publish(model, train, held, self.warm, list_bytes(self.sample), learner_pll)
+        limit = None if reason == "end" else self.weight_state.affordable(
+            self.state.rows_seen, train.shape[0])
+        return publish(model, train, held, self.weight_state, list_bytes(self.sample),
+                       learner_pll, limit)
 
     def _snapshot(self, reason: str, background: bool = False) -> Path | None:
         """Cut a snapshot of the state now: written by the publisher's child (``background``,
@@ -562,7 +571,7 @@ class StreamLearner:
         learner_pll = self._learner_pll()
         in_writer = getattr(self.learner, "converts_in_writer", False)
         if background and (self.validation is not None or not in_writer):
-            scored = self._convert(learner_pll)  # parallel kernels: not in a forked child
+            scored = self._convert(learner_pll, reason)  # parallel kernels: not in a child
         work = functools.partial(self._publish, reason, self._position, _peak_rss_mb(),
                                  learner_pll, scored)
         if background:
@@ -578,13 +587,13 @@ class StreamLearner:
         self._published(entry, self._position, result)
         return self._last_path
 
-    def _convert(self, learner_pll: float | None):
+    def _convert(self, learner_pll: float | None, reason: str | None):
         """The model to publish with the seconds its conversion took, its validation PLL and
         the weights' record (:class:`~streammn.published.Published`); keeps the refined
         weights to continue from."""
         t0 = time.perf_counter()
-        published = self._weigh(self.learner.to_markov_network(), learner_pll)
-        self.warm = published.warm
+        published = self._weigh(self.learner.to_markov_network(), learner_pll, reason)
+        self.weight_state = published.state
         model = published.model
         convert_seconds = time.perf_counter() - t0
         validation = scorable_rows(model.schema, self.validation)
@@ -596,7 +605,8 @@ class StreamLearner:
     def _publish(self, reason: str, position, peak_rss_mb, learner_pll, scored=None) -> dict:
         """Write the snapshot (in the publisher's child, or here); the model is converted
         here unless ``scored`` (from :meth:`_convert`) already holds it."""
-        model, convert_seconds, validation_pll, record = scored or self._convert(learner_pll)
+        model, convert_seconds, validation_pll, record = \
+            scored or self._convert(learner_pll, reason)
         self.model = model
         st = self.state
         st.history[-1]["validation_pll"] = validation_pll
@@ -610,7 +620,7 @@ class StreamLearner:
         files[STATS_FILE] = self.marginals.to_bytes()
         if self.sample is not None:
             files[SAMPLE_FILE] = self.sample.to_bytes()
-            files[WARM_FILE] = warm_to_bytes(self.warm)
+            files[WEIGHT_STATE_FILE] = self.weight_state.to_bytes()
         manifest = {
             "rows_seen": st.rows_seen,
             "reason": reason,
@@ -659,8 +669,9 @@ class StreamLearner:
             raise SnapshotWriteFailed(self._failure(entry, error)) from None
         if result is not None:
             self._in_flight = None
-            if self.sample is not None:  # refined in the child: continue from its weights
-                self.warm = warm_from_bytes((Path(result["path"]) / WARM_FILE).read_bytes())
+            if self.sample is not None:  # refined in the child: continue where it left off
+                self.weight_state = WeightState.from_bytes(
+                    (Path(result["path"]) / WEIGHT_STATE_FILE).read_bytes())
             self._published(entry, position, result)
 
     def _published(self, entry: dict, position, result: dict) -> None:

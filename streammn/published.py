@@ -45,10 +45,19 @@ The cost. A probe first fits the narrowest prior on at most ``PROBE_ROWS`` of th
 rows: where even that does not beat the closed form on the held-out rows (a long stream of
 noisy data, where the closed form of trees grown on millions of rows is already as good as a
 sample of twenty thousand can make it) the closed form is published after a fraction of the
-work. Between snapshots the fit continues from the last refined weights (:func:`start_weights`:
-features that survived keep their weights, new ones start from the closed form); the optimum
-of each width does not depend on the start, so a warm start changes the time, not the result
-(within L-BFGS's tolerance).
+work. Each width's fit stops after ``MAX_ITER`` iterations (plants and accidents lose 0.001
+and 0.01 nats against 100, at 60% of the time). The first fit of a run, and the fit of the
+snapshot at the end of a finite source, have no other limit; every other snapshot's fits spend
+what the rows learned have earned, ``WORK_PER_ROW`` evaluations of one training row per row
+(:meth:`WeightState.affordable`), so frequent snapshots of a fast stream cost the stream a
+bounded share instead of a full fit each (msnbc, 60,000 rows, a snapshot every 5,000: 57 s
+with a full fit at each, 8 s so). Between snapshots the weights carry over
+(:func:`start_weights`: features that survived keep their weights, new ones start from the
+closed form): the carried-over weights are a candidate of their own, and the start of the
+next fit, whose width search begins at the width chosen last. The optimum of each width does
+not depend on the start, so a warm start changes the time, not the result (within L-BFGS's
+tolerance). :class:`WeightState` holds what carries over; the engine checkpoints it with the
+sample, so a run killed and resumed continues exactly as it would have.
 """
 
 from __future__ import annotations
@@ -64,7 +73,7 @@ from streammn.errors import DataError, SettingsError
 from streammn.features import FeatureSet
 from streammn.learner import pack_state, unpack_state
 from streammn.model import MarkovNetwork
-from streammn.schema import MISSING, Schema
+from streammn.schema import MISSING, Schema, Validated
 from streammn.stats.reservoir import RowReservoir
 from streammn.stats.store import StatsFormatError
 
@@ -75,8 +84,9 @@ HELD_OUT_EVERY = 5  # one row in five is held out (when no validation file is gi
 SAMPLE_SHARE = 8  # the sample takes at most 1/8 of the budget, the reach lists the rest
 PROBE_ROWS = 2_000
 STDDEVS = (0.03, 0.1, 0.3, 1.0, 3.0)
-MAX_ITER = 100  # L-BFGS iterations per prior width, at most
+MAX_ITER = 50  # L-BFGS iterations per prior width, at most (warm starts carry on from there)
 TOL = 1e-7
+WORK_PER_ROW = 0.5  # training-row evaluations each learned row earns the fits after the first
 
 
 class WeightsError(SettingsError):
@@ -163,8 +173,8 @@ class WeightSample:
     def _offer(self, reservoir: RowReservoir, rows: np.ndarray) -> None:
         if self.schema.missing:
             rows = rows[(rows != MISSING).all(axis=1)]
-        if rows.shape[0]:
-            reservoir.update(rows)
+        if rows.shape[0]:  # rows of validated batches: trusted, not checked again
+            reservoir.update(Validated(rows, self.schema))
 
     def to_bytes(self) -> bytes:
         return pack_state({"memory_mb": self.memory_mb, "hold_out": self.hold_out},
@@ -197,39 +207,49 @@ def list_bytes(sample: WeightSample) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
-# warm start
+# what carries over from one snapshot to the next
 # ---------------------------------------------------------------------------------------------
 
 @dataclass
-class Warm:
-    """Where the last refinement ended: its features and weights, and the prior width the
-    held-out rows chose."""
+class WeightState:
+    """Where the refinements so far left off: the last refined features and weights (``None``
+    when the closed form was published), the prior width the held-out rows chose, the work
+    spent by budgeted fits (``spent``, in training-row evaluations) and the number of fits
+    made without a budget (``full_fits``)."""
 
-    features: FeatureSet
-    stddev: float
+    features: FeatureSet | None = None
+    stddev: float | None = None
+    spent: float = 0.0
+    full_fits: int = 0
 
     def to_bytes(self) -> bytes:
+        meta = {"stddev": self.stddev, "spent": self.spent, "full_fits": self.full_fits}
+        if self.features is None:
+            return pack_state(meta, {})
         fs = self.features
-        return pack_state({"schema": fs.schema.to_dict(), "stddev": self.stddev},
+        return pack_state({**meta, "schema": fs.schema.to_dict()},
                           {"weights": fs.weights, "ptr": fs.ptr, "var": fs.var, "val": fs.val,
                            "eq": fs.eq})
 
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "WeightState":
+        try:
+            meta, a = unpack_state(data)
+            features = None
+            if "schema" in meta:
+                features = FeatureSet(Schema.from_dict(meta["schema"]), a["weights"], a["ptr"],
+                                      a["var"], a["val"], a["eq"])
+            return cls(features, meta["stddev"], float(meta["spent"]), int(meta["full_fits"]))
+        except (ValueError, OSError, KeyError, TypeError) as e:
+            raise WeightStateError(f"not a weight state: {e}") from None
 
-def warm_to_bytes(warm: Warm | None) -> bytes:
-    """The warm-start state as bytes (an empty state for ``None``)."""
-    return pack_state({}, {}) if warm is None else warm.to_bytes()
-
-
-def warm_from_bytes(data: bytes) -> Warm | None:
-    try:
-        meta, a = unpack_state(data)
-        if not meta:
+    def affordable(self, rows_seen: int, train_rows: int) -> float | None:
+        """Evaluations of the whole training sample the next fit may make: no limit
+        (``None``) for the first fit, else what ``WORK_PER_ROW`` per row learned has earned
+        beyond the work spent already."""
+        if self.full_fits == 0:
             return None
-        features = FeatureSet(Schema.from_dict(meta["schema"]), a["weights"], a["ptr"],
-                              a["var"], a["val"], a["eq"])
-        return Warm(features, float(meta["stddev"]))
-    except (ValueError, OSError, KeyError, TypeError) as e:
-        raise WeightStateError(f"not a warm-start state: {e}") from None
+        return max(WORK_PER_ROW * rows_seen - self.spent, 0.0) / max(train_rows, 1)
 
 
 def start_weights(features: FeatureSet, warm: FeatureSet | None) -> np.ndarray:
@@ -255,30 +275,95 @@ def start_weights(features: FeatureSet, warm: FeatureSet | None) -> np.ndarray:
 @dataclass
 class Published:
     """What :func:`publish` decided: the model to publish, the manifest's record of the choice,
-    and where to continue from at the next snapshot (``None``: from the closed form)."""
+    the state to continue from at the next snapshot, and the seconds it took."""
 
     model: MarkovNetwork
     record: dict = field(default_factory=dict)
-    warm: Warm | None = None
+    state: WeightState = field(default_factory=WeightState)
     seconds: float = 0.0
 
 
+class _Search:
+    """One snapshot's fits, scored on the held-out rows, and the work they cost (in
+    evaluations of the whole training sample)."""
+
+    def __init__(self, fs: FeatureSet, train: np.ndarray, held_out: np.ndarray,
+                 budget_bytes: int, max_evaluations: float | None):
+        self.fs, self.train, self.budget_bytes = fs, train, budget_bytes
+        self.left = np.inf if max_evaluations is None else max_evaluations
+        self.evaluations = 0.0
+        self.iterations = 0
+        judge = reach_lists.pll_evaluator(fs, held_out, list_bytes=budget_bytes // 4)
+        self.held_pll = lambda w: judge(w)[0] / held_out.shape[0]
+        self._evaluate = None
+        self.scores: dict[int, tuple[float, np.ndarray]] = {}
+
+    def fit(self, rows: np.ndarray, w0: np.ndarray, stddev: float) -> np.ndarray | None:
+        """L-BFGS from ``w0`` with a ``N(closed form, stddev^2)`` prior on ``rows`` (the whole
+        sample or a probe's share of it), within the work left; ``None`` when none is."""
+        from streammn.weights import minimise, penalised
+
+        share = rows.shape[0] / self.train.shape[0]  # one evaluation's work
+        if self.left < share:
+            return None
+        if rows is self.train:  # its reach lists serve every width
+            if self._evaluate is None:
+                self._evaluate = reach_lists.pll_evaluator(self.fs, rows,
+                                                           list_bytes=self.budget_bytes)
+            evaluate = self._evaluate
+        else:
+            evaluate = reach_lists.pll_evaluator(self.fs, rows, list_bytes=self.budget_bytes)
+        objective = penalised(evaluate, rows.shape[0], stddev, self.fs.weights)
+        w, info = minimise(objective, w0, MAX_ITER, TOL,
+                           max_evaluations=int(min(self.left / share, 10 * MAX_ITER)))
+        self.iterations += info["iterations"]
+        self.evaluations += info["evaluations"] * share
+        self.left -= info["evaluations"] * share
+        return w
+
+    def fit_at(self, k: int, w0: np.ndarray) -> bool:
+        """Fit the ``k``-th prior width on the whole sample; whether there was work left."""
+        w = self.fit(self.train, w0, STDDEVS[k])
+        if w is not None:
+            self.scores[k] = (self.held_pll(w), w)
+        return w is not None
+
+    def climb(self, k0: int, step: int) -> bool:
+        """Fit the widths from ``k0`` on in direction ``step`` while each scores better than
+        the one before; whether it moved at all."""
+        k = k0
+        while 0 <= k + step < len(STDDEVS) and self.fit_at(k + step, self.scores[k][1]):
+            if not self.scores[k + step][0] > self.scores[k][0]:
+                break
+            k += step
+        return k != k0
+
+
 def publish(model: MarkovNetwork, train: np.ndarray, held_out: np.ndarray,
-            warm: Warm | None = None, budget_bytes: int | None = None,
-            learner_pll: float | None = None) -> Published:
+            state: WeightState | None = None, budget_bytes: int | None = None,
+            learner_pll: float | None = None,
+            max_evaluations: float | None = None) -> Published:
     """The weights to publish for ``model`` (DN2MN's closed form, or any learner's network):
     refined on ``train`` as the module docstring says, kept if they beat ``model``'s own on
     ``held_out``. ``learner_pll`` (the learner's own held-out PLL, e.g. its DN's) is recorded
     beside the candidates.
 
-    From a ``warm`` start the search over prior widths begins at the width chosen last time
-    and moves to a neighbour only while that scores better (wider first, then narrower); from
-    the closed form it walks ``STDDEVS`` from the narrowest, after the probe."""
+    ``state`` is where the last snapshot's refinement left off: its weights carried over to
+    the features that survived are a candidate of their own and the start of the fit, whose
+    search over prior widths then begins at the width chosen last time and moves to a
+    neighbour only while that scores better (wider first, then narrower). From the closed
+    form the search walks ``STDDEVS`` from the narrowest, after the probe. ``max_evaluations``
+    limits the fits' work, in evaluations of the whole training sample (``None``: no limit;
+    L-BFGS-B may finish its last step one evaluation past it)."""
     t0 = time.perf_counter()
+    state = state or WeightState()
+    warm = state.features is not None
     record = {"published": "closed-form", "train_rows": int(train.shape[0]),
               "held_out_rows": int(held_out.shape[0]),
-              "held_out_pll": {"closed_form": None, "refined": None, "learner": learner_pll},
-              "stddev": None, "iterations": 0, "warm_start": warm is not None}
+              "held_out_pll": {"published": None, "closed_form": None, "carried_over": None,
+                               "refined": None, "learner": learner_pll},
+              "stddev": None, "iterations": 0, "evaluations": 0.0, "warm_start": warm,
+              "budget_evaluations": max_evaluations}
     fs = model.features
 
     def done(published: Published) -> Published:
@@ -286,56 +371,66 @@ def publish(model: MarkovNetwork, train: np.ndarray, held_out: np.ndarray,
         return published
 
     if fs.n_features == 0 or train.shape[0] == 0 or held_out.shape[0] == 0:
-        return done(Published(model, record))
-    budget = reach_lists.LIST_BYTES if budget_bytes is None else budget_bytes
-    judge = reach_lists.pll_evaluator(fs, held_out, list_bytes=budget // 4)
+        return done(Published(model, record, state))
+    search = _Search(fs, train, held_out,
+                     reach_lists.LIST_BYTES if budget_bytes is None else budget_bytes,
+                     max_evaluations)
+    pll = record["held_out_pll"]
+    pll["closed_form"] = search.held_pll(fs.weights)
+    best = (pll["closed_form"], None, None)  # (held-out PLL, weights, prior width)
+    w = start_weights(fs, state.features)
+    if warm:
+        pll["carried_over"] = search.held_pll(w)
+        best = max(best, (pll["carried_over"], w, state.stddev), key=lambda b: b[0])
+    elif train.shape[0] > PROBE_ROWS:  # a cheap look first: does a sample help at all?
+        probe = search.fit(train[::-(-train.shape[0] // PROBE_ROWS)], w, STDDEVS[0])
+        if probe is None or not search.held_pll(probe) > pll["closed_form"]:
+            record["probe"] = ("no work left" if probe is None
+                               else "no better than the closed form")
+            return done(_decide(model, best, record, state, search, max_evaluations))
+        w = probe
+    k0 = int(np.argmin(np.abs(np.log(STDDEVS) - np.log(state.stddev)))) if warm else 0
+    if search.fit_at(k0, w) and not search.climb(k0, 1) and warm:
+        search.climb(k0, -1)
+    if search.scores:
+        k = max(search.scores, key=lambda k: search.scores[k][0])
+        pll["refined"] = search.scores[k][0]
+        best = max(best, (*search.scores[k], STDDEVS[k]), key=lambda b: b[0])
+    return done(_decide(model, best, record, state, search, max_evaluations))
 
-    def held_pll(w):
-        return judge(w)[0] / held_out.shape[0]
 
-    closed = held_pll(fs.weights)
-    record["held_out_pll"]["closed_form"] = closed
-    w = start_weights(fs, warm.features if warm is not None else None)
-    if warm is None and train.shape[0] > PROBE_ROWS:  # a cheap look: does a sample help?
-        probe = train[::-(-train.shape[0] // PROBE_ROWS)]
-        w, it = _fit(fs, probe, w, STDDEVS[0], budget)
-        record["iterations"] += it
-        if not held_pll(w) > closed:
-            record["probe"] = "no better than the closed form"
-            return done(Published(model, record))
-    evaluate = reach_lists.pll_evaluator(fs, train, list_bytes=budget)
-    scores = {}
+def _decide(model: MarkovNetwork, best: tuple, record: dict, state: WeightState,
+            search: _Search, max_evaluations: float | None) -> Published:
+    """The best candidate published, and the state after it: a budgeted search's work is
+    spent, an unbudgeted one counted."""
+    score, weights, stddev = best
+    record["held_out_pll"]["published"] = score
+    record["iterations"] = search.iterations
+    record["evaluations"] = round(search.evaluations, 3)
+    if weights is not None:
+        model = model.with_weights(weights)
+        record["published"], record["stddev"] = "refined", stddev
+    features = model.features if weights is not None else None
+    if max_evaluations is None:
+        after = WeightState(features, stddev, state.spent, state.full_fits + 1)
+    else:
+        after = WeightState(features, stddev,
+                            state.spent + search.evaluations * search.train.shape[0],
+                            state.full_fits)
+    return Published(model, record, after)
 
-    def fit_at(k: int, w0: np.ndarray) -> np.ndarray:
-        w, it = _fit(fs, train, w0, STDDEVS[k], budget, evaluate)
-        record["iterations"] += it
-        scores[k] = (held_pll(w), w)
-        return w
 
-    def climb(k: int, step: int) -> bool:
-        """Fit the widths from ``k`` on in direction ``step`` while each scores better than
-        the one before; whether it moved at all."""
-        w = scores[k][1]
-        while 0 <= k + step < len(STDDEVS):
-            w = fit_at(k + step, w)
-            if not scores[k + step][0] > scores[k][0]:
-                break
-            k += step
-        return k != k0
-
-    k0 = 0 if warm is None else int(np.argmin(np.abs(np.log(STDDEVS) - np.log(warm.stddev))))
-    fit_at(k0, w)
-    if not climb(k0, 1) and warm is not None:
-        climb(k0, -1)
-    k_best = max(scores, key=lambda k: scores[k][0])
-    best, best_w = scores[k_best]
-    record["held_out_pll"]["refined"] = best
-    record["stddev"] = STDDEVS[k_best]
-    if not best > closed:
-        return done(Published(model, record))
-    refined = model.with_weights(best_w)
-    record["published"] = "refined"
-    return done(Published(refined, record, Warm(refined.features, STDDEVS[k_best])))
+def refine_on_rows(model: MarkovNetwork, rows: np.ndarray,
+                   held_out: np.ndarray | None = None) -> Published:
+    """:func:`publish` on rows in memory: ``held_out``, or else one row of ``rows`` in
+    ``HELD_OUT_EVERY`` (by :func:`held_out_mask`), judges the weights refined on the others."""
+    rows = model.schema.rows_of(rows)
+    if held_out is None:
+        held = held_out_mask(0, rows.shape[0])
+        rows, held_out = rows[~held], rows[held]
+    else:
+        held_out = model.schema.rows_of(held_out)
+    return publish(model, rows, held_out)
 
 
 def warm_up(model: MarkovNetwork) -> None:
@@ -344,16 +439,3 @@ def warm_up(model: MarkovNetwork) -> None:
     if model.n_features:
         rows = np.zeros((2, model.schema.n_vars), dtype=np.uint8)
         publish(model, rows, rows[:1])
-
-
-def _fit(fs: FeatureSet, rows: np.ndarray, w0: np.ndarray, stddev: float, budget: int,
-         evaluate=None) -> tuple[np.ndarray, int]:
-    """L-BFGS from ``w0`` on the PLL of ``rows`` with a ``N(fs.weights, stddev^2)`` prior:
-    the optimum's weights and the iterations taken."""
-    from streammn.weights import minimise, penalised
-
-    if evaluate is None:
-        evaluate = reach_lists.pll_evaluator(fs, rows, list_bytes=budget)
-    objective = penalised(evaluate, rows.shape[0], stddev, fs.weights)
-    w, info = minimise(objective, w0, MAX_ITER, TOL)
-    return w, info["iterations"]

@@ -17,9 +17,10 @@ the state on the learning thread, and a process start. The fork needs care:
 - only the forking thread exists in the child, so the child must not use what other threads
   (a Kafka client's, numba's OpenMP pool) were running: the publishing work converts and writes
   files only. numba's OpenMP layer aborts a child that starts a ``parallel=True`` kernel, so
-  nothing on the publishing path may call one (the DN2MN conversion, the model formats and the
-  pseudo-likelihood kernels are serial); a child that dies anyway is reported as a failed
-  snapshot, never silently;
+  nothing on the publishing path may call one (the DN2MN conversion and the pseudo-likelihood
+  kernels of the weights' refinement run serial variants there, see
+  :func:`serial_kernels_only`; the model formats are serial); a child that dies anyway is
+  reported as a failed snapshot, never silently;
 - the child ignores SIGINT (Ctrl-C reaches the whole process group; the parent decides when
   to stop, and waits for the child), keeps SIGTERM's default action (numba's OpenMP guard
   ends a misbehaving child with it, which must fail the snapshot, never let it go on), dies

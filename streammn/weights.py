@@ -128,9 +128,12 @@ def lbfgs(model: MarkovNetwork, fun, w0: np.ndarray, max_iter: int, tol: float) 
     return out
 
 
-def minimise(fun, w0: np.ndarray, max_iter: int, tol: float) -> tuple[np.ndarray, dict]:
-    """The weights that minimise ``fun`` (value and gradient) by L-BFGS-B from ``w0``, and how
-    the optimisation ended (``iterations``, ``objective``, ``converged``, ``message``)."""
+def minimise(fun, w0: np.ndarray, max_iter: int, tol: float,
+             max_evaluations: int | None = None) -> tuple[np.ndarray, dict]:
+    """The weights that minimise ``fun`` (value and gradient) by L-BFGS-B from ``w0`` in at
+    most ``max_iter`` iterations (and ``max_evaluations`` calls of ``fun``), and how the
+    optimisation ended (``iterations``, ``evaluations``, ``objective``, ``converged``,
+    ``message``)."""
     from scipy.optimize import minimize  # imported here: it costs a second at CLI start-up
 
     # L-BFGS-B's own vector work is a few level-1 BLAS calls per step: threaded BLAS only spins
@@ -138,8 +141,9 @@ def minimise(fun, w0: np.ndarray, max_iter: int, tol: float) -> tuple[np.ndarray
     with threadpool_limits(limits=1, user_api="blas"):
         res = minimize(fun, w0, jac=True, method="L-BFGS-B",
                        options={"maxiter": int(max_iter), "ftol": tol, "gtol": 1e-10,
-                                "maxcor": 10})
-    return res.x, {"iterations": int(res.nit), "objective": float(res.fun),
+                                "maxcor": 10, "maxfun": max_evaluations or 15000})
+    return res.x, {"iterations": int(res.nit), "evaluations": int(res.nfev),
+                   "objective": float(res.fun),
                    "converged": bool(res.success), "message": str(res.message)}
 
 

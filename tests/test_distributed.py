@@ -162,7 +162,9 @@ def _learn(args) -> int:
 
 def test_cli_dask_local_cluster_gives_the_same_snapshot(dataset, tmp_path):
     path, _, _ = dataset
-    assert _learn([path, "--out", str(tmp_path / "one"), "--mode", "exact"]) == EXIT_OK
+    # Dask runs publish the closed form (their rows stay on the workers): so does this one
+    assert _learn([path, "--out", str(tmp_path / "one"), "--mode", "exact",
+                   "--weights", "closed-form"]) == EXIT_OK
     assert _learn([path, "--out", str(tmp_path / "dask"), "--mode", "exact",
                    "--dask", "local[2]"]) == EXIT_OK
     one, dask = (tmp_path / name / "snap-000001" for name in ("one", "dask"))
@@ -184,6 +186,9 @@ def test_cli_dask_usage_errors(dataset, tmp_path, capsys):
         == EXIT_USAGE
     assert "Parquet" in capsys.readouterr().err
     assert _learn([path, "--out", out, "--mode", "exact", "--dask", "local[x]"]) == EXIT_USAGE
+    assert _learn([path, "--out", out, "--mode", "exact", "--dask", "local[1]", "--weights",
+                   "refined"]) == EXIT_USAGE
+    assert "--weights refined" in capsys.readouterr().err
     assert not os.path.exists(out) or not os.listdir(out)
 
 

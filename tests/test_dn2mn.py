@@ -187,7 +187,7 @@ def test_consistent_dn_with_ten_binary_variables():
     dn = conditional_table_dn(mn)
     rows = rng.integers(0, 2, size=(200, 10))
     for orderings in ORDERINGS:
-        got = dn2mn(dn, orderings=orderings, train=rows)
+        got = dn2mn(dn, orderings=orderings, train=rows, weights="closed-form")
         np.testing.assert_allclose(joint_of(got), truth, atol=1e-9)
 
 
@@ -307,7 +307,8 @@ def test_a_learned_dn_carries_its_marginals():
         for i, c in enumerate(counts):
             np.testing.assert_array_equal(c, np.bincount(rows[:, i], minlength=2))
         from_trees = dn2mn(dn)
-        assert from_trees.features.equals(dn2mn(dn, train=rows).features, atol=1e-12)
+        assert from_trees.features.equals(
+            dn2mn(dn, train=rows, weights="closed-form").features, atol=1e-12)
         uniform = [np.ones(2)] * 6
         assert dn2mn(dn, marginals=uniform).features.equals(dn2mn(dn, base="uniform").features,
                                                              atol=1e-12)

@@ -18,6 +18,7 @@ def test_dtsl_dn2mn_matches_libra_on_nltcs():
     result = load("dtsl_dn2mn").main(str(DATA), "nltcs", 0.1)
     assert result["dn_pll"] == pytest.approx(-4.972, abs=0.01)  # Libra DN, REFERENCE.md
     assert result["mn_pll"] == pytest.approx(-4.928, abs=0.01)  # Libra DN2MN
+    assert result["published_pll"] >= result["mn_pll"] - 1e-9  # refined only where it wins
 
 
 def test_stream_parquet_example(tmp_path):

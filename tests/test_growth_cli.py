@@ -128,30 +128,30 @@ def test_resume_with_missing_values_equals_one_run(rows, tmp_path, capsys):
     assert learner_bytes(part) == learner_bytes(whole)
 
 
-def test_refine_with_missing_values_learns_from_complete_rows(rows, tmp_path, capsys,
-                                                             monkeypatch):
-    """``--refine`` with ``--missing``: the row sample holds the complete rows, refining and
-    the validation PLL use the complete rows, and a resumed run equals one run."""
+def test_refined_weights_with_missing_values_learn_from_complete_rows(rows, tmp_path, capsys,
+                                                                     monkeypatch):
+    """Refined weights with ``--missing`` and ``--validation``: the row sample holds the
+    complete rows, the weights are fitted on them and judged on the complete validation rows,
+    and a run resumed after new files learns the same learner and sample as one run."""
     from streammn import engine
-    from streammn.dn2mn import refine_weights
     from streammn.dtsl import DTSL
+    from streammn.published import WeightSample, publish
     from streammn.snapshot import load_snapshot
-    from streammn.stats import RowReservoir
 
-    refined = []  # the rows of every refine call
+    weighed = []  # the rows of every refinement
 
-    def spy(model, iterations, train, valid):
-        refined.append((train.copy(), valid.copy()))
-        return refine_weights(model, iterations, train, valid)
+    def spy(model, train, held_out, *args):
+        weighed.append((train.copy(), held_out.copy()))
+        return publish(model, train, held_out, *args)
 
-    monkeypatch.setattr(engine, "refine_weights", spy)
+    monkeypatch.setattr(engine, "publish", spy)
 
     holes = np.random.default_rng(5).random(rows.shape) < 0.1
     rows = np.minimum(rows, 1)
     data, valid = tmp_path / "data", tmp_path / "valid.data"
     write(data / "a.data", rows[:1500], holes[:1500])
     write(valid, rows[FIRST:FIRST + 1000], holes[FIRST:FIRST + 1000])
-    flags = ["--missing", "--refine", "--validation", valid, *COMMON]
+    flags = ["--missing", "--validation", valid, *COMMON]
     part = tmp_path / "part"
     assert cli(capsys, "learn", data, "--out", part, *flags)[0] == 0
     write(data / "b.data", rows[1500:FIRST], holes[1500:FIRST])
@@ -163,22 +163,26 @@ def test_refine_with_missing_values_learns_from_complete_rows(rows, tmp_path, ca
 
     snap = read_snapshot(resolve_snapshot(whole))
     complete = rows[:FIRST][~holes[:FIRST].any(axis=1)]
-    sample = RowReservoir.from_bytes(snap.file("reservoir.bin").read_bytes())
-    assert sample.n_seen == len(complete) < 20000  # all of them, in stream order
-    np.testing.assert_array_equal(sample.rows, complete)
+    sample = WeightSample.from_bytes(snap.file("weight_sample.bin").read_bytes())
+    assert sample.held_out is None  # the validation file is the held-out set
+    np.testing.assert_array_equal(sample.train, complete)  # all of them, in stream order
     scored = rows[FIRST:FIRST + 1000][~holes[FIRST:FIRST + 1000].any(axis=1)]
-    train, valid = refined[-1]  # the final snapshot's
+    train, held_out = weighed[-1]  # the final snapshot's
     np.testing.assert_array_equal(train, complete)
-    np.testing.assert_array_equal(valid, scored)
+    np.testing.assert_array_equal(held_out, scored)
     model = load_snapshot(snap.path)
     assert snap.manifest["scores"]["validation_pll"] == pytest.approx(model.pll(scored))
     unrefined = DTSL.from_bytes(snap.file("learner.bin").read_bytes()).to_markov_network()
     assert model.pll(scored) >= unrefined.pll(scored)  # refined weights kept only if better
     assert learner_bytes(part) == learner_bytes(whole)
     part_snap = read_snapshot(resolve_snapshot(part))
-    assert part_snap.file("reservoir.bin").read_bytes() == \
-        snap.file("reservoir.bin").read_bytes()
-    assert part_snap.file("model.json").read_bytes() == snap.file("model.json").read_bytes()
+    assert part_snap.file("weight_sample.bin").read_bytes() == \
+        snap.file("weight_sample.bin").read_bytes()
+    # the run that ended at row 1,500 made one refinement more, so its weights continue from
+    # another start: the same features, the same optimum within L-BFGS's tolerance
+    resumed = load_snapshot(part_snap.path)
+    assert resumed.features.with_weights(model.weights).equals(model.features)
+    assert resumed.pll(scored) == pytest.approx(model.pll(scored), abs=5e-3)
 
 
 def test_marginal_counts_skip_missing_values():

@@ -9,9 +9,9 @@ from scipy.optimize import minimize
 from streammn.dn2mn import dn2mn
 from streammn.dtsl import DTSL
 from streammn.features import FeatureSet
-from streammn.published import (STDDEVS, Warm, WeightSample, WeightStateError, _fit,
-                                held_out_mask, list_bytes, publish, sample_rows, start_weights,
-                                warm_from_bytes, warm_to_bytes)
+from streammn.published import (STDDEVS, WORK_PER_ROW, WeightSample, WeightState,
+                                WeightStateError, _Search, held_out_mask, list_bytes, publish,
+                                sample_rows, start_weights)
 from streammn.schema import Schema
 
 
@@ -76,7 +76,7 @@ def test_a_fit_reaches_the_brute_force_optimum(stddev):
     rows = near_deterministic_rows(2000)
     model = closed_form(rows)
     fs = model.features
-    weights, _ = _fit(fs, rows, fs.weights, stddev, 2 ** 24)
+    weights = _Search(fs, rows, rows[:10], 2 ** 24, None).fit(rows, fs.weights, stddev)
     objective = brute_objective(model, rows, stddev)
     best = minimize(objective, fs.weights, method="L-BFGS-B",
                     options={"ftol": 1e-14, "gtol": 1e-9, "maxiter": 5000})
@@ -98,7 +98,8 @@ def test_refined_weights_are_published_where_they_score_better():
     assert pll["refined"] == pytest.approx(published.model.pll(sample.held_out))
     assert pll["closed_form"] == pytest.approx(model.pll(sample.held_out))
     assert published.record["stddev"] in STDDEVS
-    assert published.warm.features.equals(published.model.features)
+    assert published.state.features.equals(published.model.features)
+    assert published.state.full_fits == 1 and published.state.spent == 0
 
 
 @pytest.mark.parametrize("n_rows, flip, seed", [(400, 0.02, 1), (3000, 0.3, 2), (600, 0.45, 3),
@@ -111,9 +112,9 @@ def test_the_published_model_never_scores_the_held_out_rows_worse(n_rows, flip, 
     published = publish(model, sample.train, sample.held_out)
     assert published.model.pll(sample.held_out) >= model.pll(sample.held_out) - 1e-12
     if published.record["published"] == "closed-form":
-        assert published.model is model and published.warm is None
+        assert published.model is model and published.state.features is None
     else:
-        assert published.warm.features.equals(published.model.features)
+        assert published.state.features.equals(published.model.features)
 
 
 def test_a_sample_that_cannot_help_publishes_the_closed_form():
@@ -139,11 +140,33 @@ def test_warm_start_gives_the_cold_start_result():
     stranger = closed_form(near_deterministic_rows(500, n_vars=6, seed=5)).features
     warm_fs = FeatureSet.concat(model.schema, [shared, stranger])
     warm_fs = warm_fs.with_weights(warm_fs.weights + rng.normal(0, 0.3, warm_fs.n_features))
-    warm = publish(model, sample.train, sample.held_out, warm=Warm(warm_fs, cold.record["stddev"]))
+    state = WeightState(warm_fs, cold.record["stddev"], full_fits=1)
+    warm = publish(model, sample.train, sample.held_out, state)
     assert warm.record["warm_start"] and warm.record["stddev"] == cold.record["stddev"]
     assert np.abs(warm.model.weights - cold.model.weights).max() < 5e-3
     assert warm.record["held_out_pll"]["refined"] == pytest.approx(
         cold.record["held_out_pll"]["refined"], abs=1e-5)
+
+
+def test_a_budget_bounds_the_fit_and_the_carried_over_weights_still_count():
+    rows = one_hot_rows(2000)
+    model = closed_form(rows)
+    sample = WeightSample(model.schema)
+    sample.update(rows, 0)
+    first = publish(model, sample.train, sample.held_out)
+    # no work left: the last refined weights, carried over, against the closed form
+    none = publish(model, sample.train, sample.held_out, first.state, max_evaluations=0)
+    assert none.record["evaluations"] == 0 and none.record["published"] == "refined"
+    assert none.model.features.equals(first.model.features)
+    assert none.state.spent == first.state.spent and none.state.full_fits == 1
+    some = publish(model, sample.train, sample.held_out, WeightState(full_fits=1),
+                   max_evaluations=7)
+    assert 0 < some.record["evaluations"] <= 7 + 1  # L-BFGS-B ends its last step first
+    assert some.state.spent == pytest.approx(some.record["evaluations"] * len(sample.train),
+                                             rel=1e-3)
+    state = WeightState(full_fits=1, spent=100.0)
+    assert WeightState().affordable(10 ** 6, 1000) is None  # the first fit is a full one
+    assert state.affordable(1000, 50) == pytest.approx((WORK_PER_ROW * 1000 - 100) / 50)
 
 
 def test_start_weights_keep_the_surviving_features_weights():
@@ -208,9 +231,10 @@ def test_sample_and_warm_state_round_trip_and_refuse_garbage():
     with pytest.raises(WeightStateError):
         WeightSample.from_bytes(b"not a sample")
     model = closed_form(rows)
-    warm = Warm(model.features, STDDEVS[1])
-    back = warm_from_bytes(warm_to_bytes(warm))
+    state = WeightState(model.features, STDDEVS[1], 12.5, 3)
+    back = WeightState.from_bytes(state.to_bytes())
     assert back.features.equals(model.features) and back.stddev == STDDEVS[1]
-    assert warm_from_bytes(warm_to_bytes(None)) is None
+    assert (back.spent, back.full_fits) == (12.5, 3)
+    assert WeightState.from_bytes(WeightState().to_bytes()) == WeightState()
     with pytest.raises(WeightStateError):
-        warm_from_bytes(b"\x00garbage")
+        WeightState.from_bytes(b"\x00garbage")

@@ -121,7 +121,7 @@ def test_dn2mn_refine_keeps_the_better_model():
         part = truth.features.select(var_feats[var_ptr[i]:var_ptr[i + 1]])
         cpds.append(part.with_weights(part.weights + rng.normal(0, 0.8, part.n_features)))
     dn = DependencyNetwork(truth.schema, cpds)
-    plain = dn2mn(dn, train=train)
+    plain = dn2mn(dn, train=train, weights="closed-form")
     refined = dn2mn(dn, train=train, valid=valid, refine=30, refine_stddev=5.0)
     assert refined.pll(valid) > plain.pll(valid) + 0.01
     # refining the truth's own (exact) DN on 30 rows with a weak prior overfits: the refined
@@ -129,7 +129,7 @@ def test_dn2mn_refine_keeps_the_better_model():
     exact_dn = DependencyNetwork(truth.schema, [truth.features.select(
         var_feats[var_ptr[i]:var_ptr[i + 1]]) for i in range(6)])
     kept = dn2mn(exact_dn, train=train[:30], valid=valid, refine=50, refine_stddev=100.0)
-    base = dn2mn(exact_dn, train=train[:30])
+    base = dn2mn(exact_dn, train=train[:30], weights="closed-form")
     overfit = fit_weights(base, train[:30], stddev=100.0, max_iter=50)
     assert overfit.pll(valid) < base.pll(valid)
     np.testing.assert_array_equal(kept.weights, base.weights)
