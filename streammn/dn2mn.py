@@ -322,7 +322,8 @@ def dn2mn(dn: DependencyNetwork, base: str = "marginals", orderings: str = "rota
           zero_tol: float = 1e-12, refine: int | None = None, train=None, valid=None,
           refine_stddev: float = 1.0, parallel: bool | None = None,
           weights: str | None = None) -> MarkovNetwork:
-    """Convert a dependency network into a Markov network in closed form.
+    """Convert a dependency network into a Markov network in closed form (and, given training
+    rows, refine its weights as snapshots do: ``weights``).
 
     Parameters
     ----------

@@ -540,8 +540,9 @@ class StreamLearner:
         """The weights to publish for the learner's ``model`` (module docstring). The rows are
         those the model can score (:func:`scorable_rows`): in missing mode the complete ones,
         as a pseudo-likelihood term reads the whole Markov blanket of its variable. The fit's
-        work is what the rows learned have earned (:meth:`WeightState.affordable`), except at
-        the end of a finite source, where the model a run leaves behind gets a full fit."""
+        work is what the rows learned have earned (:meth:`WeightState.affordable`), and a
+        probe that found nothing waits for the stream to double, except at the end of a finite
+        source, where the model a run leaves behind gets a full fit."""
         if self.sample is None:
             return Published(model, {"published": "closed-form", "refinement": "off"},
                              self.weight_state)
@@ -549,8 +550,12 @@ class StreamLearner:
         held = scorable_rows(model.schema, self._held_out())
         limit = None if reason == "end" else self.weight_state.affordable(
             self.state.rows_seen, train.shape[0])
+        if reason == "end" and self.progress_stream is not None and train.shape[0]:
+            print(f"refining the published weights on {train.shape[0]:,} sample rows "
+                  f"(judged on {held.shape[0]:,} held-out rows)", file=self.progress_stream,
+                  flush=True)
         return publish(model, train, held, self.weight_state, list_bytes(self.sample),
-                       learner_pll, limit)
+                       learner_pll, limit, None if reason == "end" else self.state.rows_seen)
 
     def _snapshot(self, reason: str, background: bool = False) -> Path | None:
         """Cut a snapshot of the state now: written by the publisher's child (``background``,
@@ -589,8 +594,8 @@ class StreamLearner:
 
     def _convert(self, learner_pll: float | None, reason: str | None):
         """The model to publish with the seconds its conversion took, its validation PLL and
-        the weights' record (:class:`~streammn.published.Published`); keeps the refined
-        weights to continue from."""
+        the weights' decision (:class:`~streammn.published.Published`); keeps where the
+        refinement left off."""
         t0 = time.perf_counter()
         published = self._weigh(self.learner.to_markov_network(), learner_pll, reason)
         self.weight_state = published.state
@@ -599,13 +604,12 @@ class StreamLearner:
         validation = scorable_rows(model.schema, self.validation)
         validation_pll = _finite(model.pll(validation) if validation is not None
                                  and validation.shape[0] else None)
-        record = {**published.record, "seconds": published.seconds}
-        return model, convert_seconds, validation_pll, record
+        return model, convert_seconds, validation_pll, published
 
     def _publish(self, reason: str, position, peak_rss_mb, learner_pll, scored=None) -> dict:
         """Write the snapshot (in the publisher's child, or here); the model is converted
         here unless ``scored`` (from :meth:`_convert`) already holds it."""
-        model, convert_seconds, validation_pll, record = \
+        model, convert_seconds, validation_pll, published = \
             scored or self._convert(learner_pll, reason)
         self.model = model
         st = self.state
@@ -631,10 +635,9 @@ class StreamLearner:
                        "validation_pll": validation_pll},
             "model": model_summary(model.schema, model.features),
             "skipped_formats": skipped,
-            "weights": {"choice": self.weights,
-                        **{k: v for k, v in record.items() if k != "seconds"}},
+            "weights": {"choice": self.weights, **published.record},
             "timings": {"convert_seconds": convert_seconds,
-                        "weights_seconds": record.get("seconds", 0.0)},
+                        "weights_seconds": published.seconds},
             "peak_rss_mb": peak_rss_mb,
             ENGINE_KEY: st.to_dict(),
         }
@@ -649,7 +652,7 @@ class StreamLearner:
         path = self.writer.write(files, manifest)
         return {"path": str(path), "validation_pll": validation_pll,
                 "convert_seconds": convert_seconds, "write_seconds": time.perf_counter() - t1,
-                "weights": record["published"]}
+                "weights": published.record["published"]}
 
     def _finish_in_flight(self, block: bool = True) -> None:
         """Take the result of the snapshot in flight (waiting for it with ``block``)."""

@@ -42,10 +42,10 @@ set instead and every row is a training row. The sample is sized by ``memory_mb`
 of the weight step (sample and reach lists).
 
 The cost. A probe first fits the narrowest prior on at most ``PROBE_ROWS`` of the training
-rows: where even that does not beat the closed form on the held-out rows (a long stream of
-noisy data, where the closed form of trees grown on millions of rows is already as good as a
-sample of twenty thousand can make it) the closed form is published after a fraction of the
-work. Each width's fit stops after ``MAX_ITER`` iterations (plants and accidents lose 0.001
+rows: where even that does not beat the closed form on ``PROBE_HELD_OUT`` held-out rows (a
+long stream of noisy data, where the closed form of trees grown on millions of rows is already
+as good as a sample of twenty thousand can make it) the closed form is published after a
+fraction of the work, and the next probe waits until the stream has doubled. Each width's fit stops after ``MAX_ITER`` iterations (plants and accidents lose 0.001
 and 0.01 nats against 100, at 60% of the time). The first fit of a run, and the fit of the
 snapshot at the end of a finite source, have no other limit; every other snapshot's fits spend
 what the rows learned have earned, ``WORK_PER_ROW`` evaluations of one training row per row
@@ -82,7 +82,8 @@ MEMORY_MB = 64.0  # the weight step's budget: the sample and the reach lists of 
 SAMPLE_ROWS = 20_000  # training rows kept, at most (fewer when the budget says so)
 HELD_OUT_EVERY = 5  # one row in five is held out (when no validation file is given)
 SAMPLE_SHARE = 8  # the sample takes at most 1/8 of the budget, the reach lists the rest
-PROBE_ROWS = 2_000
+PROBE_ROWS = 2_000  # training rows of the probe, at most
+PROBE_HELD_OUT = 1_000  # held-out rows that judge the probe, at most
 STDDEVS = (0.03, 0.1, 0.3, 1.0, 3.0)
 MAX_ITER = 50  # L-BFGS iterations per prior width, at most (warm starts carry on from there)
 TOL = 1e-7
@@ -214,16 +215,19 @@ def list_bytes(sample: WeightSample) -> int:
 class WeightState:
     """Where the refinements so far left off: the last refined features and weights (``None``
     when the closed form was published), the prior width the held-out rows chose, the work
-    spent by budgeted fits (``spent``, in training-row evaluations) and the number of fits
-    made without a budget (``full_fits``)."""
+    spent by budgeted fits (``spent``, in training-row evaluations), the number of fits
+    made without a budget (``full_fits``), and the row before which no probe is made again
+    (``probe_after``: twice the rows seen at the last probe that found nothing to gain)."""
 
     features: FeatureSet | None = None
     stddev: float | None = None
     spent: float = 0.0
     full_fits: int = 0
+    probe_after: int = 0
 
     def to_bytes(self) -> bytes:
-        meta = {"stddev": self.stddev, "spent": self.spent, "full_fits": self.full_fits}
+        meta = {"stddev": self.stddev, "spent": self.spent, "full_fits": self.full_fits,
+                "probe_after": self.probe_after}
         if self.features is None:
             return pack_state(meta, {})
         fs = self.features
@@ -239,7 +243,8 @@ class WeightState:
             if "schema" in meta:
                 features = FeatureSet(Schema.from_dict(meta["schema"]), a["weights"], a["ptr"],
                                       a["var"], a["val"], a["eq"])
-            return cls(features, meta["stddev"], float(meta["spent"]), int(meta["full_fits"]))
+            return cls(features, meta["stddev"], float(meta["spent"]), int(meta["full_fits"]),
+                       int(meta["probe_after"]))
         except (ValueError, OSError, KeyError, TypeError) as e:
             raise WeightStateError(f"not a weight state: {e}") from None
 
@@ -293,10 +298,16 @@ class _Search:
         self.left = np.inf if max_evaluations is None else max_evaluations
         self.evaluations = 0.0
         self.iterations = 0
-        judge = reach_lists.pll_evaluator(fs, held_out, list_bytes=budget_bytes // 4)
-        self.held_pll = lambda w: judge(w)[0] / held_out.shape[0]
+        self.held_out = held_out
+        self._judge = None
         self._evaluate = None
         self.scores: dict[int, tuple[float, np.ndarray]] = {}
+
+    def held_pll(self, w: np.ndarray) -> float:
+        """The mean held-out PLL at weights ``w`` (the reach lists built at the first call)."""
+        if self._judge is None:
+            self._judge = held_out_pll(self.fs, self.held_out, self.budget_bytes)
+        return self._judge(w)
 
     def fit(self, rows: np.ndarray, w0: np.ndarray, stddev: float) -> np.ndarray | None:
         """L-BFGS from ``w0`` with a ``N(closed form, stddev^2)`` prior on ``rows`` (the whole
@@ -341,8 +352,8 @@ class _Search:
 
 def publish(model: MarkovNetwork, train: np.ndarray, held_out: np.ndarray,
             state: WeightState | None = None, budget_bytes: int | None = None,
-            learner_pll: float | None = None,
-            max_evaluations: float | None = None) -> Published:
+            learner_pll: float | None = None, max_evaluations: float | None = None,
+            rows_seen: int | None = None) -> Published:
     """The weights to publish for ``model`` (DN2MN's closed form, or any learner's network):
     refined on ``train`` as the module docstring says, kept if they beat ``model``'s own on
     ``held_out``. ``learner_pll`` (the learner's own held-out PLL, e.g. its DN's) is recorded
@@ -354,7 +365,9 @@ def publish(model: MarkovNetwork, train: np.ndarray, held_out: np.ndarray,
     neighbour only while that scores better (wider first, then narrower). From the closed
     form the search walks ``STDDEVS`` from the narrowest, after the probe. ``max_evaluations``
     limits the fits' work, in evaluations of the whole training sample (``None``: no limit;
-    L-BFGS-B may finish its last step one evaluation past it)."""
+    L-BFGS-B may finish its last step one evaluation past it). ``rows_seen`` (of a stream)
+    lets a probe that found nothing to gain wait until the stream has doubled: until then the
+    closed form is published as it is, unscored."""
     t0 = time.perf_counter()
     state = state or WeightState()
     warm = state.features is not None
@@ -372,23 +385,34 @@ def publish(model: MarkovNetwork, train: np.ndarray, held_out: np.ndarray,
 
     if fs.n_features == 0 or train.shape[0] == 0 or held_out.shape[0] == 0:
         return done(Published(model, record, state))
+    if not warm and rows_seen is not None and rows_seen < state.probe_after:
+        record["probe"] = f"not before row {state.probe_after:,}"
+        return done(Published(model, record, state))
     search = _Search(fs, train, held_out,
                      reach_lists.LIST_BYTES if budget_bytes is None else budget_bytes,
                      max_evaluations)
+    w = start_weights(fs, state.features)
+    if not warm and train.shape[0] > PROBE_ROWS:  # a cheap look first: does a sample help?
+        rows = held_out[::-(-held_out.shape[0] // PROBE_HELD_OUT)]
+        look = held_out_pll(fs, rows, search.budget_bytes)
+        probe = search.fit(train[::-(-train.shape[0] // PROBE_ROWS)], w, STDDEVS[0])
+        scores = (look(fs.weights), None if probe is None else look(probe))
+        if probe is None or not scores[1] > scores[0]:
+            record["probe"] = {"result": "no work left" if probe is None
+                               else "no better than the closed form",
+                               "held_out_rows": int(rows.shape[0]),
+                               "held_out_pll": {"closed_form": scores[0], "probe": scores[1]}}
+            after = _decide(model, (None, None, None), record, state, search, max_evaluations)
+            if probe is not None and rows_seen is not None:
+                after.state.probe_after = 2 * rows_seen
+            return done(after)
+        w = probe
     pll = record["held_out_pll"]
     pll["closed_form"] = search.held_pll(fs.weights)
     best = (pll["closed_form"], None, None)  # (held-out PLL, weights, prior width)
-    w = start_weights(fs, state.features)
     if warm:
         pll["carried_over"] = search.held_pll(w)
         best = max(best, (pll["carried_over"], w, state.stddev), key=lambda b: b[0])
-    elif train.shape[0] > PROBE_ROWS:  # a cheap look first: does a sample help at all?
-        probe = search.fit(train[::-(-train.shape[0] // PROBE_ROWS)], w, STDDEVS[0])
-        if probe is None or not search.held_pll(probe) > pll["closed_form"]:
-            record["probe"] = ("no work left" if probe is None
-                               else "no better than the closed form")
-            return done(_decide(model, best, record, state, search, max_evaluations))
-        w = probe
     k0 = int(np.argmin(np.abs(np.log(STDDEVS) - np.log(state.stddev)))) if warm else 0
     if search.fit_at(k0, w) and not search.climb(k0, 1) and warm:
         search.climb(k0, -1)
@@ -397,6 +421,13 @@ def publish(model: MarkovNetwork, train: np.ndarray, held_out: np.ndarray,
         pll["refined"] = search.scores[k][0]
         best = max(best, (*search.scores[k], STDDEVS[k]), key=lambda b: b[0])
     return done(_decide(model, best, record, state, search, max_evaluations))
+
+
+def held_out_pll(fs: FeatureSet, rows: np.ndarray, budget_bytes: int):
+    """``weights -> mean PLL of rows`` for the features of ``fs`` (reach lists built once, in a
+    quarter of ``budget_bytes``)."""
+    evaluate = reach_lists.pll_evaluator(fs, rows, list_bytes=budget_bytes // 4)
+    return lambda w: evaluate(w)[0] / rows.shape[0]
 
 
 def _decide(model: MarkovNetwork, best: tuple, record: dict, state: WeightState,
@@ -412,11 +443,12 @@ def _decide(model: MarkovNetwork, best: tuple, record: dict, state: WeightState,
         record["published"], record["stddev"] = "refined", stddev
     features = model.features if weights is not None else None
     if max_evaluations is None:
-        after = WeightState(features, stddev, state.spent, state.full_fits + 1)
+        after = WeightState(features, stddev, state.spent, state.full_fits + 1,
+                            state.probe_after)
     else:
         after = WeightState(features, stddev,
                             state.spent + search.evaluations * search.train.shape[0],
-                            state.full_fits)
+                            state.full_fits, state.probe_after)
     return Published(model, record, after)
 
 

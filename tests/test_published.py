@@ -31,6 +31,14 @@ def closed_form(rows, **kw):
     return dn2mn(DTSL(schema, mode="exact", kappa=0.5, **kw).fit(rows).to_dependency_network())
 
 
+def closed_form_and_sample(rows):
+    """The closed form learned on ``rows`` and a weight sample of them (a fifth held out)."""
+    model = closed_form(rows)
+    sample = WeightSample(model.schema)
+    sample.update(rows, 0)
+    return model, sample
+
+
 def one_hot_rows(n, seed=0):
     """Two three-valued categoricals, one-hot encoded (six binary columns, exactly one 1 in each
     group) and equal four times in five: the kind of data (mushrooms) where DN2MN's closed form
@@ -88,9 +96,7 @@ def test_a_fit_reaches_the_brute_force_optimum(stddev):
 
 def test_refined_weights_are_published_where_they_score_better():
     rows = one_hot_rows(2000)
-    model = closed_form(rows)
-    sample = WeightSample(model.schema)
-    sample.update(rows, 0)
+    model, sample = closed_form_and_sample(rows)
     published = publish(model, sample.train, sample.held_out)
     pll = published.record["held_out_pll"]
     assert published.record["published"] == "refined"
@@ -106,9 +112,7 @@ def test_refined_weights_are_published_where_they_score_better():
                                                 (5000, 0.1, 4)])
 def test_the_published_model_never_scores_the_held_out_rows_worse(n_rows, flip, seed):
     rows = near_deterministic_rows(n_rows, n_vars=7, flip=flip, seed=seed)
-    model = closed_form(rows)
-    sample = WeightSample(model.schema)
-    sample.update(rows, 0)
+    model, sample = closed_form_and_sample(rows)
     published = publish(model, sample.train, sample.held_out)
     assert published.model.pll(sample.held_out) >= model.pll(sample.held_out) - 1e-12
     if published.record["published"] == "closed-form":
@@ -128,11 +132,24 @@ def test_a_sample_that_cannot_help_publishes_the_closed_form():
     assert published.model is model
 
 
+def test_a_probe_that_finds_nothing_waits_for_the_stream_to_double():
+    rows = near_deterministic_rows(6000, n_vars=6, flip=0.3, seed=2)
+    model, sample = closed_form_and_sample(rows)
+    first = publish(model, sample.train, sample.held_out, rows_seen=6000)
+    assert first.record["probe"]["result"] == "no better than the closed form"
+    assert first.state.probe_after == 12000 and first.model is model
+    waiting = publish(model, sample.train, sample.held_out, first.state, max_evaluations=50,
+                      rows_seen=11999)
+    assert waiting.record["probe"] == "not before row 12,000"
+    assert waiting.record["evaluations"] == 0 and waiting.state == first.state
+    again = publish(model, sample.train, sample.held_out, first.state, max_evaluations=50,
+                    rows_seen=12000)
+    assert again.record["evaluations"] > 0 and again.state.probe_after == 24000
+
+
 def test_warm_start_gives_the_cold_start_result():
     rows = one_hot_rows(2000)
-    model = closed_form(rows)
-    sample = WeightSample(model.schema)
-    sample.update(rows, 0)
+    model, sample = closed_form_and_sample(rows)
     cold = publish(model, sample.train, sample.held_out)
     # a warm state from elsewhere: some features shared (perturbed weights), some not
     rng = np.random.default_rng(0)
@@ -150,9 +167,7 @@ def test_warm_start_gives_the_cold_start_result():
 
 def test_a_budget_bounds_the_fit_and_the_carried_over_weights_still_count():
     rows = one_hot_rows(2000)
-    model = closed_form(rows)
-    sample = WeightSample(model.schema)
-    sample.update(rows, 0)
+    model, sample = closed_form_and_sample(rows)
     first = publish(model, sample.train, sample.held_out)
     # no work left: the last refined weights, carried over, against the closed form
     none = publish(model, sample.train, sample.held_out, first.state, max_evaluations=0)
@@ -231,10 +246,10 @@ def test_sample_and_warm_state_round_trip_and_refuse_garbage():
     with pytest.raises(WeightStateError):
         WeightSample.from_bytes(b"not a sample")
     model = closed_form(rows)
-    state = WeightState(model.features, STDDEVS[1], 12.5, 3)
+    state = WeightState(model.features, STDDEVS[1], 12.5, 3, 4000)
     back = WeightState.from_bytes(state.to_bytes())
     assert back.features.equals(model.features) and back.stddev == STDDEVS[1]
-    assert (back.spent, back.full_fits) == (12.5, 3)
+    assert (back.spent, back.full_fits, back.probe_after) == (12.5, 3, 4000)
     assert WeightState.from_bytes(WeightState().to_bytes()) == WeightState()
     with pytest.raises(WeightStateError):
         WeightState.from_bytes(b"\x00garbage")
