@@ -73,7 +73,7 @@ from streammn.errors import DataError, SettingsError
 from streammn.features import FeatureSet
 from streammn.learner import pack_state, unpack_state
 from streammn.model import MarkovNetwork
-from streammn.schema import MISSING, Schema, Validated
+from streammn.schema import Schema, Validated, complete_rows
 from streammn.stats.reservoir import RowReservoir
 from streammn.stats.store import StatsFormatError
 
@@ -99,6 +99,7 @@ class WeightStateError(DataError):
 
 
 def check_weights(weights: str) -> str:
+    """``weights`` if it is one of ``WEIGHTS``, else :class:`WeightsError`."""
     if weights not in WEIGHTS:
         raise WeightsError(f"weights must be one of {', '.join(WEIGHTS)}, got {weights!r}")
     return weights
@@ -129,8 +130,8 @@ class WeightSample:
     memory_mb : float
         Budget of the weight step; the sample takes at most ``1/SAMPLE_SHARE`` of it.
     hold_out : bool
-        Hold every ``HELD_OUT_EVERY``-th row (by hash) out of training (default); ``False`` when
-        a validation file is the held-out set.
+        Hold one row in ``HELD_OUT_EVERY`` (by a hash of its index) out of training (default);
+        ``False`` when a validation file is the held-out set.
     seed : int
         Seed of the two reservoirs.
 
@@ -152,6 +153,7 @@ class WeightSample:
 
     @property
     def train(self) -> np.ndarray:
+        """The training rows (a read-only view that follows later updates)."""
         return self._train.rows
 
     @property
@@ -161,7 +163,8 @@ class WeightSample:
 
     @property
     def nbytes(self) -> int:
-        return self._train._sample.nbytes + self._held._sample.nbytes
+        """The memory the two samples take when full."""
+        return (self._train.capacity + self._held.capacity) * self.schema.n_vars
 
     def update(self, rows: np.ndarray, first: int) -> None:
         """Offer rows ``first .. first + len(rows) - 1`` of the stream."""
@@ -173,7 +176,7 @@ class WeightSample:
 
     def _offer(self, reservoir: RowReservoir, rows: np.ndarray) -> None:
         if self.schema.missing:
-            rows = rows[(rows != MISSING).all(axis=1)]
+            rows = complete_rows(rows)
         if rows.shape[0]:  # rows of validated batches: trusted, not checked again
             reservoir.update(Validated(rows, self.schema))
 
