@@ -21,9 +21,10 @@ is not offered. A failed write (disk full, a killed writer) ends the run with
 :class:`~streammn.snapshot.SnapshotWriteFailed` (exit code 1); the snapshots before it stay
 valid. The final snapshot (end of source, signal, bad batch) is written in the foreground.
 With ``validation`` rows, or a learner whose conversion is not declared serial
-(``converts_in_writer``, see :class:`~streammn.learner.StructureLearner`), the model is converted
-and scored on the learning thread (scoring and CSGS's fits run numba's parallel kernels, which a
-forked child must not start); only the weights' refinement and the files are left to the child.
+(``converts_in_writer``, see :class:`~streammn.learner.StructureLearner`), the model is converted,
+its weights refined and the model scored on the learning thread (scoring and CSGS's fits run
+numba's parallel kernels, which a forked child must not start); only the files are written in
+the background.
 
 The published weights (:mod:`streammn.published`): with ``weights="refined"`` (the default) the
 engine keeps a sample of the stream, a training share and a held-out share, and every snapshot
