@@ -20,8 +20,9 @@ is durable). Coalescing a late snapshot into a later row would break the exact r
 is not offered. A failed write (disk full, a killed writer) ends the run with
 :class:`~streammn.snapshot.SnapshotWriteFailed` (exit code 1); the snapshots before it stay
 valid. The final snapshot (end of source, signal, bad batch) is written in the foreground.
-With ``validation`` rows, or a learner whose conversion is not declared serial
-(``converts_in_writer``, see :class:`~streammn.learner.StructureLearner`), the model is converted,
+With ``validation`` rows, a learner whose conversion is not declared serial
+(``converts_in_writer``, see :class:`~streammn.learner.StructureLearner`), or weights refined
+over a variable of more than 64 values (row by row, on parallel kernels), the model is converted,
 its weights refined and the model scored on the learning thread (scoring and CSGS's fits run
 numba's parallel kernels, which a forked child must not start); only the files are written in
 the background.
@@ -70,6 +71,7 @@ import numpy as np
 from connectors.base import Batch, Source
 from streammn.formats.uai import UaiFactors, write_uai
 from streammn.learner import StructureLearner
+from streammn.loglinear import MASK_VALUES
 from streammn.model import MarkovNetwork
 from streammn.published import (MEMORY_MB, Published, WeightSample, WeightState, check_weights,
                                 list_bytes, publish, warm_up)
@@ -519,6 +521,11 @@ class StreamLearner:
         """The Markov network a snapshot would publish now (no snapshot is written)."""
         return self._weigh(self.learner.to_markov_network(), self._learner_pll(), None).model
 
+    def _refines_row_by_row(self) -> bool:
+        """Whether refining takes the row-by-row path of variables of more than
+        ``MASK_VALUES`` values, whose kernels are parallel only (so not for a forked child)."""
+        return self.sample is not None and self.learner.schema.cardinalities.max() > MASK_VALUES
+
     def _held_out(self) -> np.ndarray | None:
         """The rows the published weights are judged on: the validation rows, else the
         sample's held-out share."""
@@ -576,7 +583,8 @@ class StreamLearner:
         scored = None
         learner_pll = self._learner_pll()
         in_writer = getattr(self.learner, "converts_in_writer", False)
-        if background and (self.validation is not None or not in_writer):
+        if background and (self.validation is not None or not in_writer
+                           or self._refines_row_by_row()):
             scored = self._convert(learner_pll, reason)  # parallel kernels: not in a child
         work = functools.partial(self._publish, reason, self._position, _peak_rss_mb(),
                                  learner_pll, scored)

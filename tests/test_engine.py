@@ -168,3 +168,19 @@ def test_refined_snapshots_equal_publish_and_the_engine_needs_a_learner(tmp_path
     source = ArraySource(rows, schema=Schema.binary(8))
     with pytest.raises(EngineError, match="not a structure learner"):
         StreamLearner(source, object(), tmp_path / "x", progress=None)
+
+
+def test_refining_over_a_variable_of_more_than_64_values_stays_out_of_the_writer(tmp_path):
+    """Weights over a 70-valued variable are refined row by row, on parallel kernels only: the
+    engine refines them on the learning thread, and background snapshots still succeed."""
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 70, 6000)
+    b = (a % 2) ^ (rng.random(6000) < 0.1)
+    rows = np.column_stack([a, b, b ^ (rng.random(6000) < 0.1)]).astype(np.uint8)
+    schema = Schema.from_cardinalities([70, 2, 2])
+    engine = StreamLearner(ArraySource(rows, schema=schema, batch_size=500), DTSL(schema),
+                           tmp_path / "out", every_rows=2000, progress=None)
+    assert engine._refines_row_by_row()
+    engine.run()
+    records = [read_snapshot(p).manifest["weights"] for p in list_snapshots(tmp_path / "out")]
+    assert len(records) == 3 and all(r["choice"] == "refined" for r in records)
