@@ -73,7 +73,7 @@ from streammn.errors import DataError, SettingsError
 from streammn.features import FeatureSet
 from streammn.learner import pack_state, unpack_state
 from streammn.model import MarkovNetwork
-from streammn.schema import Schema, Validated, complete_rows
+from streammn.schema import MISSING, Schema
 from streammn.stats.reservoir import RowReservoir
 from streammn.stats.store import StatsFormatError
 
@@ -167,18 +167,15 @@ class WeightSample:
         return (self._train.capacity + self._held.capacity) * self.schema.n_vars
 
     def update(self, rows: np.ndarray, first: int) -> None:
-        """Offer rows ``first .. first + len(rows) - 1`` of the stream."""
-        if self.hold_out:
-            held = held_out_mask(first, rows.shape[0])
-            self._offer(self._held, rows[held])
-            rows = rows[~held]
-        self._offer(self._train, rows)
-
-    def _offer(self, reservoir: RowReservoir, rows: np.ndarray) -> None:
-        if self.schema.missing:
-            rows = complete_rows(rows)
-        if rows.shape[0]:  # rows of validated batches: trusted, not checked again
-            reservoir.update(Validated(rows, self.schema))
+        """Offer rows ``first .. first + len(rows) - 1`` of the stream (validated rows: they
+        are not checked again, and only those that enter a sample are copied)."""
+        keep = (rows != MISSING).all(axis=1) if self.schema.missing else None
+        held = held_out_mask(first, rows.shape[0]) if self.hold_out else None
+        if held is not None:
+            self._held.offer(rows, np.flatnonzero(held if keep is None else held & keep))
+            keep = ~held if keep is None else keep & ~held
+        self._train.offer(rows, np.arange(rows.shape[0]) if keep is None
+                          else np.flatnonzero(keep))
 
     def to_bytes(self) -> bytes:
         return pack_state({"memory_mb": self.memory_mb, "hold_out": self.hold_out},

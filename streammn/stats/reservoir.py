@@ -69,9 +69,15 @@ class RowReservoir:
     def update(self, data) -> "RowReservoir":
         """Offer the rows of a :class:`connectors.Batch` or a 2-D block of rows, in order."""
         rows = rows_of(data, self.schema)
-        n = rows.shape[0]
+        return self.offer(rows, np.arange(rows.shape[0]))
+
+    def offer(self, rows: np.ndarray, which: np.ndarray) -> "RowReservoir":
+        """Offer ``rows[which]`` (validated rows, ``which`` an index array), in that order,
+        copying only the rows that enter the sample: the same sample as ``update`` of the
+        selected rows, without making them a block first."""
+        n = which.shape[0]
         fill = min(max(self.capacity - self.n_seen, 0), n)
-        self._sample[self.n_seen:self.n_seen + fill] = rows[:fill]
+        self._sample[self.n_seen:self.n_seen + fill] = rows[which[:fill]]
         if fill < n:
             t = np.arange(self.n_seen + fill, self.n_seen + n, dtype=np.int64)
             slot = self._rng.integers(0, t + 1)  # uniform in 0..t for every row t
@@ -79,7 +85,7 @@ class RowReservoir:
             # the last row to pick a slot is the one that stays in it
             slots_rev, hit_rev = slot[hit][::-1], hit[::-1]
             slots, first_rev = np.unique(slots_rev, return_index=True)
-            self._sample[slots] = rows[fill:][hit_rev[first_rev]]
+            self._sample[slots] = rows[which[fill:][hit_rev[first_rev]]]
         self.n_seen += n
         return self
 
