@@ -142,6 +142,11 @@ def test_kill_and_resume_gives_the_same_model(tmp_path):
     assert a.manifest["rows_seen"] == b.manifest["rows_seen"] == len(rows)
     assert a.file("learner.bin").read_bytes() == b.file("learner.bin").read_bytes()
     assert load_snapshot(killed).features.equals(load_snapshot(tmp_path / "whole").features)
+    # the published weights too: refined on the way, and where refining left off is the same
+    for name in ("weight_sample.bin", "weight_state.bin"):
+        assert a.file(name).read_bytes() == b.file(name).read_bytes(), name
+    assert any(read_snapshot(p).manifest["weights"]["published"] == "refined"
+               for p in list_snapshots(killed))
 
 
 def test_corrupt_and_half_written_snapshots_are_rejected(nltcs, tmp_path):
