@@ -44,11 +44,11 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))  # the tests' kill/resume and redis-server helpers
 
 from connectors import write_parquet  # noqa: E402
-from killresume import ENV, kill_after, learn, learn_argv, outcome  # noqa: E402
+from killresume import (ENV, kill_after, learn, learn_argv, learned_value_counts,  # noqa: E402
+                        outcome, same_counts, value_counts)
 from streammn import Schema, read_snapshot, snapshot  # noqa: E402
 from streammn.cli import main  # noqa: E402
 from streammn.snapshot import list_snapshots, resolve_snapshot  # noqa: E402
-from streammn.stats import MarginalCounts  # noqa: E402
 
 SCHEMA = Schema.binary(16)
 # kill moments are drawn over the first 85% of an uninterrupted run's duration, so that on a
@@ -98,7 +98,7 @@ def disk_full_trials(source: Path, work: Path) -> list[dict]:
     whole = outcome(work / "whole")
     real = snapshot._write_durably
     out_rows = []
-    for k, name in [(1, "learner.bin"), (4, "marginals.bin"), (9, "manifest.json"),
+    for k, name in [(1, "learner.bin"), (4, "weight_sample.bin"), (9, "manifest.json"),
                     (14, "learner.bin")]:
         # snapshots are written by forked writers: count the writes in a file all of them see
         count_file = work / f"writes-{k}-{name}"
@@ -176,10 +176,8 @@ def redis_trials(work: Path) -> list[dict]:
         _, stderr = proc.communicate(timeout=600)
         server.stop()
         final = read_snapshot(resolve_snapshot(out))
-        learned = MarginalCounts.from_bytes(final.file("marginals.bin").read_bytes())
         expected = rows if persistent else rows[:final.manifest["rows_seen"]]
-        exactly_once = bool(np.array_equal(
-            learned.flat, MarginalCounts(SCHEMA).update(expected).flat))
+        exactly_once = same_counts(learned_value_counts(final), value_counts(SCHEMA, expected))
         results.append({"case": ("persistent server SIGKILLed and restarted mid-run (the "
                                  "run follows the stream; SIGTERM once every row is learned)"
                                  if persistent else

@@ -104,6 +104,15 @@ class Source:
         ``batch`` and then the batches an uninterrupted read would have yielded."""
         return None
 
+    def commit(self, position: Any) -> None:
+        """Record that everything up to ``position`` is safely learned (the engine calls it
+        once the snapshot covering ``position`` is durable). Message logs commit their
+        consumer offsets here; files and arrays have nothing to record."""
+
+    def stop(self) -> None:
+        """Ask a running iteration to end soon (called from a signal handler): a source that
+        waits for new rows stops waiting. Finite sources end on their own."""
+
     def describe(self) -> str:
         """A short human-readable description, used in errors and snapshot manifests."""
         return type(self).__name__

@@ -15,19 +15,18 @@ import textwrap
 import warnings
 
 from streammn import options as opt
-from streammn.errors import EXIT_USAGE, SettingsError, exit_code
-
-
-class UsageError(SettingsError):
-    """Arguments that parse but do not make sense together (exit code 2)."""
+from streammn.errors import EXIT_USAGE, UsageError, exit_code
 
 
 def _examples(text: str) -> str:
     return "examples:\n" + textwrap.indent(textwrap.dedent(text).strip(), "  ")
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(with_learners: bool = True) -> argparse.ArgumentParser:
+    """The command's parser; ``with_learners=False`` leaves out ``learn``'s learner options
+    (:mod:`streammn.learners`), which only ``learn`` reads, so other commands start fast."""
     from streammn import __version__
+    from streammn.learners import add_learner_options
     p = argparse.ArgumentParser(
         prog="streammn",
         description="Learn Markov networks from data streams and large files, and publish "
@@ -59,66 +58,6 @@ def _parser() -> argparse.ArgumentParser:
     """)
     learn.add_argument("source", help="Parquet/CSV/.data file, directory or glob")
     learn.add_argument("--out", required=True, help="snapshot directory")
-    learn.add_argument("--algo", choices=["dtsl", "grafting", "csgs", "et"], default="dtsl",
-                       help="structure learner: dtsl (trees -> DN -> MN), grafting "
-                            "(best-choice edge grafting of a pairwise MRF), csgs "
-                            "(context-specific Grow-Shrink) or et (ensemble of trees, exact "
-                            "likelihood in model.et) (default: dtsl)")
-    learn.add_argument("--et-sample-rows", type=opt.positive_int, default=2000,
-                       help="et: rows of the sample beta is learned on (default: 2000)")
-    learn.add_argument("--et-learn-theta", action="store_true",
-                       help="et: learn the edge distributions with beta (full model of Eq. 7, "
-                            "MAP): finds the weak edges of dense networks, about 10x the CPU")
-    learn.add_argument("--significance", type=opt.confidence, default=0.05,
-                       help="csgs: significance level of the chi-square tests (default: 0.05)")
-    learn.add_argument("--max-contexts", type=opt.positive_int, default=5000,
-                       help="csgs: canonical assignments, the most frequent distinct rows "
-                            "(default: 5000)")
-    learn.add_argument("--lambda", dest="lambda_", type=opt.positive_float, default=None,
-                       help="grafting: group-L1 strength and activation threshold "
-                            "(default: scaled to the data, c*sqrt(log n / N) / mean(card)^2)")
-    learn.add_argument("--strategy", choices=["best_choice", "first_hit", "exhaustive"],
-                       default="best_choice", help="grafting: edge search (default: best_choice)")
-    learn.add_argument("--alpha", type=opt.unit_interval, default=0.5,
-                       help="grafting: best-choice activation threshold in [0, 1] (default: 0.5)")
-    learn.add_argument("--max-edges", type=opt.count, default=None,
-                       help="grafting: edge budget (default: none, test C2 ends the run)")
-    learn.add_argument("--update-every", type=opt.positive_int, default=10000,
-                       help="grafting, et: rows between two structure updates (default: 10000)")
-    learn.add_argument("--mode", choices=["hoeffding", "exact"], default="hoeffding",
-                       help="hoeffding: one pass, streaming; exact: level-wise passes over a "
-                            "finite source (default: hoeffding)")
-    learn.add_argument("--kappa", type=opt.kappa, default="auto",
-                       help="split criterion: 'auto' tests each split for significance, "
-                            "corrected for the candidates and the looks at a leaf, so trees "
-                            "grow with the evidence and stop on noise at any data size; a "
-                            "number in (0, 1] is Libra's fixed structure prior per added "
-                            "parameter (smaller gives smaller trees) (default: auto)")
-    learn.add_argument("--split-alpha", type=opt.confidence, default=0.05,
-                       help="with --kappa auto: chance that a leaf with nothing to learn ever "
-                            "splits (default: 0.05)")
-    learn.add_argument("--memory-mb", type=opt.positive_float, default=256.0,
-                       help="dtsl: memory budget for the trees, replay buffer and split "
-                            "statistics; when it binds, fewer (the most promising) leaves "
-                            "collect statistics (default: 256)")
-    learn.add_argument("--grace-period", type=opt.positive_int, default=200,
-                       help="Hoeffding: rows reaching a leaf between split attempts (default: 200)")
-    learn.add_argument("--delta", type=opt.confidence, default=1e-7,
-                       help="Hoeffding bound confidence (default: 1e-7)")
-    learn.add_argument("--tau", type=opt.non_negative, default=0.05,
-                       help="Hoeffding tie threshold (default: 0.05)")
-    learn.add_argument("--max-tree-leaves", type=opt.count, default=0,
-                       help="hoeffding: optional cap on the leaves of every tree; not needed "
-                            "with --kappa auto (default: 0, no cap)")
-    learn.add_argument("--drift", choices=["page-hinkley"], default=None,
-                       help="dtsl: detect drift per tree (prequential log-loss, one-sided "
-                            "CUSUM) and swap in alternate trees grown since the change "
-                            "(default: off)")
-    learn.add_argument("--half-life", type=opt.positive_float, default=None, metavar="ROWS",
-                       help="dtsl: forget old rows, halving all counts every ROWS rows "
-                            "(default: never)")
-    learn.add_argument("--max-leaves", type=opt.positive_int, default=None,
-                       help="memory budget: active leaves over all trees (default: learner's)")
     learn.add_argument("--every-rows", type=opt.positive_int, default=None, help="snapshot every N rows")
     learn.add_argument("--every-seconds", type=opt.positive_float, default=None,
                        help="snapshot every T seconds")
@@ -164,8 +103,9 @@ def _parser() -> argparse.ArgumentParser:
                             "cardinality); beyond it a row is bad as usual (default: off)")
     learn.add_argument("--formats", type=opt.model_formats, default="json,mn,uai",
                        help="model files in each snapshot (default: json,mn,uai)")
-    learn.add_argument("--seed", type=opt.count, default=0, help="random seed (default: 0)")
     learn.add_argument("--quiet", action="store_true", help="no progress output")
+    if with_learners:  # their options come from the learner classes, which load numba
+        add_learner_options(learn)
 
     score = command("score", "score data with a model: pseudo-log-likelihood and/or CMLL", """
         streammn score snaps test.data
@@ -239,7 +179,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     from streammn import commands
-    parser = _parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = next((a for a in argv if not a.startswith("-")), None)
+    parser = _parser(with_learners=command == "learn")
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:  # argparse exits 2 on usage errors, 0 on --help

@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 
 from connectors import open_source
-from streammn.cli import UsageError
-from streammn.errors import EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, DataError
+from streammn.errors import EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, DataError, UsageError
 from streammn.dn import DependencyNetwork
 from streammn.formats import read_model, write_model
+from streammn.learners import learner_from_args, learner_setting
 from streammn.model import MarkovNetwork
 from streammn.schema import Schema
 from streammn.snapshot import LATEST, open_snapshot, read_snapshot
@@ -47,47 +47,6 @@ def _progress(args) -> object | None:
 
 
 # learn --------------------------------------------------------------------------------------
-def _make_learner(args, schema):
-    """The structure learner named by ``--algo`` with its command-line settings."""
-    if getattr(args, "algo", "dtsl") != "dtsl" and (getattr(args, "drift", None) is not None
-                                                    or getattr(args, "half_life", None)):
-        raise UsageError("--drift and --half-life are for dtsl's one-pass trees")
-    if getattr(args, "algo", "dtsl") == "grafting":
-        from streammn.grafting import EdgeGrafting
-
-        if args.mode == "exact":
-            raise UsageError("--mode exact is for dtsl; grafting learns from the stream")
-        return EdgeGrafting(schema, lambda_=args.lambda_, strategy=args.strategy,
-                            alpha=args.alpha, max_edges=args.max_edges,
-                            update_every=args.update_every, seed=args.seed)
-    if getattr(args, "algo", "dtsl") == "et":
-        from streammn.et import EnsembleOfTrees
-
-        if args.mode == "exact":
-            raise UsageError("--mode exact is for dtsl; et counts the stream and learns beta "
-                             "on a row sample every --update-every rows")
-        return EnsembleOfTrees(schema, update_every=args.update_every,
-                               sample_rows=args.et_sample_rows, seed=args.seed,
-                               learn_theta=getattr(args, "et_learn_theta", False))
-    if getattr(args, "algo", "dtsl") == "csgs":
-        from streammn.csgs import CSGS
-
-        if args.mode == "exact":
-            raise UsageError("--mode exact is for dtsl; csgs counts rows in one pass and learns "
-                             "its model from the counts at every snapshot")
-        return CSGS(schema, alpha=args.significance, max_contexts=args.max_contexts)
-    from streammn.dtsl import DTSL
-
-    params = dict(kappa=args.kappa, split_alpha=args.split_alpha, mode=args.mode,
-                  grace_period=args.grace_period, delta=args.delta, tau=args.tau,
-                  memory_mb=args.memory_mb, seed=args.seed,
-                  max_tree_leaves=args.max_tree_leaves or None,
-                  drift=getattr(args, "drift", None), half_life=getattr(args, "half_life", None))
-    if args.max_leaves is not None:
-        params["max_leaves"] = args.max_leaves
-    return DTSL(schema, **params)
-
-
 def _missing_options(args) -> dict:
     """Source options of ``--missing``/``--missing-token`` (none by default)."""
     token = getattr(args, "missing_token", None)
@@ -114,10 +73,11 @@ def _growing_schema(schema: Schema, default: int | None, named: dict) -> Schema:
 def learn(args) -> int:
     from streammn.engine import StreamLearner
 
-    if args.mode == "exact" and args.resume:
+    exact = learner_setting(args, "--mode") == "exact"
+    if exact and args.resume:
         raise UsageError("--resume continues a streaming (hoeffding) run; exact mode learns in "
                          "passes over a finite source and snapshots once at the end")
-    if args.dask is not None and args.mode != "exact":
+    if args.dask is not None and not exact:
         raise UsageError("--dask runs the passes of --mode exact; hoeffding mode is one "
                          "stream read in order")
     if args.dask is not None and args.weights == "refined":
@@ -137,7 +97,7 @@ def learn(args) -> int:
     if args.validation:
         with open_source(args.validation, schema=source.schema) as v:
             validation = v.read_all()
-    learner = _make_learner(args, source.schema)
+    learner = learner_from_args(args, source.schema)
     engine = StreamLearner(source, learner, args.out, every_rows=args.every_rows,
                            every_seconds=args.every_seconds, keep=args.keep,
                            weights=weights, validation=validation, formats=args.formats,
@@ -146,7 +106,7 @@ def learn(args) -> int:
     with source:
         if args.dask is not None:
             path = _run_on_dask(engine, args.dask)
-        elif args.mode == "exact":
+        elif exact:
             path = engine.run_multipass()
         else:
             if args.resume:
@@ -175,13 +135,14 @@ def _weights_note(record: dict | None) -> str:
 def _resume(engine) -> bool:
     """``engine.resume()``, naming a learner setting that differs from the snapshot's by its
     command-line option."""
-    from streammn.engine import ResumeSettingsError
+    from streammn.resume_guard import ResumeSettingsError
 
     try:
         return engine.resume()
     except ResumeSettingsError as e:
-        flag = {"lambda_": "--lambda"}.get(
-            e.option, "--" + e.option.replace("_", "-"))
+        param = type(engine.learner).parameters.get(e.option)
+        flag = {"learner": "--algo"}.get(e.option) or (
+            param.flag if param is not None and param.flag else "--" + e.option.replace("_", "-"))
         raise UsageError(f"{flag} differs from the run being resumed: {e}") from None
 
 

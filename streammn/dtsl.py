@@ -42,8 +42,9 @@ from streammn.trees.growth import cardinalities_of, extend_state, first_new_valu
 from streammn.trees.hoeffding import HoeffdingGrower
 from streammn.trees.stats import LeafStats
 from streammn.errors import SettingsError
-from streammn.learner import Estimator, pack_state, unpack_state
+from streammn.learner import StructureLearner, pack_state, unpack_state
 from streammn.model import MarkovNetwork
+from streammn.params import AUTOMATIC, NONE, Interval, OneOf, Param
 
 MODES = ("hoeffding", "exact")
 STATE_FORMAT = 1
@@ -53,7 +54,7 @@ class DTSLError(SettingsError):
     """A DTSL setting or call that cannot work (bad parameter, wrong mode, unusable source)."""
 
 
-class DTSL(Estimator):
+class DTSL(StructureLearner):
     """Decision-tree structure learner producing a dependency network.
 
     Parameters
@@ -168,8 +169,53 @@ class DTSL(Estimator):
     """
 
     converts_in_writer = True  # DN2MN runs on serial kernels in a forked snapshot writer
-
-    resume_may_change = ("n_threads", "seed")  # settings that do not change the model
+    param_error = DTSLError
+    parameters = {
+        "kappa": Param(AUTOMATIC | Interval(float, 0, 1, "right"),
+                       "split criterion: 'auto' tests each split for significance, corrected "
+                       "for the candidates and the looks at a leaf, so trees grow with the "
+                       "evidence and stop on noise at any data size; a number in (0, 1] is "
+                       "Libra's fixed structure prior per added parameter (smaller gives "
+                       "smaller trees)", flag="--kappa"),
+        "mode": Param(OneOf(*MODES), "hoeffding: one pass, streaming; exact: level-wise "
+                      "passes over a finite source", flag="--mode"),
+        "grace_period": Param(Interval(int, 1), "hoeffding: rows reaching a leaf between "
+                              "split attempts", flag="--grace-period"),
+        "delta": Param(Interval(float, 0, 1, "neither"), "hoeffding: bound confidence",
+                       flag="--delta"),
+        "tau": Param(Interval(float, 0), "hoeffding: tie threshold", flag="--tau"),
+        "max_depth": Param(NONE | Interval(int, 0), "depth limit of every tree (default: "
+                           "none)"),
+        "max_tree_leaves": Param(NONE | Interval(int, 1), "hoeffding: optional cap on the "
+                                 "leaves of every tree; not needed with kappa 'auto' "
+                                 "(default: no cap)", flag="--max-tree-leaves"),
+        "max_leaves": Param(NONE | Interval(int, 1), "most leaves collecting split statistics "
+                            "at once, over all trees (default: from the memory budget)",
+                            flag="--max-leaves"),
+        "memory_mb": Param(Interval(float, 0, None, "neither"), "memory budget for the "
+                           "trees, replay buffer and split statistics, in MB; when it binds, "
+                           "fewer (the most promising) leaves collect statistics",
+                           flag="--memory-mb"),
+        "min_count": Param(AUTOMATIC | Interval(int, 1), "rows a test needs on each side"),
+        "prior": Param(Interval(float, 0, None, "neither"), "Dirichlet pseudo-count of a leaf"),
+        "replay_rows": Param(AUTOMATIC | Interval(int, 0), "hoeffding: recent rows replayed into "
+                             "new leaves (0: off)"),
+        "n_threads": Param(AUTOMATIC | Interval(int, 1), "parallel blocks of trees; does not "
+                           "change the result", resume=True),
+        "seed": Param(NONE | Interval(int, 0), "accepted for uniformity; DTSL is "
+                      "deterministic", flag="--seed", resume=True),
+        "split_alpha": Param(Interval(float, 0, 0.5, "neither"), "with kappa 'auto': chance "
+                             "that a leaf with nothing to learn ever splits",
+                             flag="--split-alpha"),
+        "min_gain_per_row": Param(Interval(float, 0), "with kappa 'auto': least gain per row "
+                                  "of the data seen for a split"),
+        "drift": Param(NONE | OneOf(*DETECTORS), "hoeffding: detect drift per tree "
+                       "(prequential log-loss, one-sided CUSUM) and swap in alternate trees "
+                       "grown since the change (default: off)", flag="--drift"),
+        "half_life": Param(NONE | Interval(float, 1), "hoeffding: forget old rows, halving "
+                           "all counts every this many rows (default: never)",
+                           flag="--half-life"),
+    }
 
     def __init__(self, schema: Schema, kappa: float | str = AUTO, mode: str = "hoeffding",
                  grace_period: int = 200, delta: float = 1e-7, tau: float = 0.05,
@@ -180,44 +226,9 @@ class DTSL(Estimator):
                  seed: int | None = None, split_alpha: float = DEFAULT_ALPHA,
                  min_gain_per_row: float = DEFAULT_MIN_GAIN_PER_ROW,
                  drift: str | None = None, half_life: float | None = None):
+        self._check_params(locals())
         if not isinstance(schema, Schema):
             raise DTSLError(f"schema must be a streammn Schema, got {type(schema).__name__}")
-        if kappa != AUTO and not (isinstance(kappa, numbers.Real) and 0.0 < kappa <= 1.0):
-            raise DTSLError(f"kappa must be 'auto' or in (0, 1], got {kappa!r}")
-        if not 0.0 < split_alpha < 0.5:
-            raise DTSLError(f"split_alpha must be in (0, 0.5), got {split_alpha!r}")
-        if min_gain_per_row < 0:
-            raise DTSLError(f"min_gain_per_row must be >= 0, got {min_gain_per_row!r}")
-        if mode not in MODES:
-            raise DTSLError(f"mode must be one of {MODES}, got {mode!r}")
-        if grace_period < 1:
-            raise DTSLError(f"grace_period must be >= 1, got {grace_period!r}")
-        if not 0.0 < delta < 1.0:
-            raise DTSLError(f"delta must be in (0, 1), got {delta!r}")
-        if tau < 0:
-            raise DTSLError(f"tau must be >= 0, got {tau!r}")
-        if max_depth is not None and max_depth < 0:
-            raise DTSLError(f"max_depth must be None or >= 0, got {max_depth!r}")
-        if max_leaves is not None and max_leaves < 1:
-            raise DTSLError(f"max_leaves must be None or >= 1, got {max_leaves!r}")
-        if max_tree_leaves is not None and max_tree_leaves < 1:
-            raise DTSLError(f"max_tree_leaves must be None or >= 1, got {max_tree_leaves!r}")
-        if memory_mb <= 0:
-            raise DTSLError(f"memory_mb must be positive, got {memory_mb!r}")
-        if min_count != AUTO and not (isinstance(min_count, numbers.Integral) and min_count >= 1):
-            raise DTSLError(f"min_count must be 'auto' or >= 1, got {min_count!r}")
-        if prior <= 0:
-            raise DTSLError(f"prior must be positive, got {prior!r}")
-        if n_threads != AUTO and not (isinstance(n_threads, numbers.Integral) and n_threads >= 1):
-            raise DTSLError(f"n_threads must be 'auto' or >= 1, got {n_threads!r}")
-        if replay_rows != AUTO and not (isinstance(replay_rows, numbers.Integral)
-                                        and replay_rows >= 0):
-            raise DTSLError(f"replay_rows must be 'auto' or >= 0, got {replay_rows!r}")
-        if drift is not None and drift not in DETECTORS:
-            raise DTSLError(f"drift must be None or one of {DETECTORS}, got {drift!r}")
-        if half_life is not None and not (isinstance(half_life, numbers.Real)
-                                          and half_life >= 1):
-            raise DTSLError(f"half_life must be None or at least 1 row, got {half_life!r}")
         if mode == "exact" and (drift is not None or half_life is not None
                                 and not math.isinf(half_life)):
             raise DTSLError("drift and half_life apply to mode='hoeffding' (exact mode learns "

@@ -1,9 +1,10 @@
-"""StreamLearner: the loop source -> statistics -> learner -> model -> snapshots.
+"""StreamLearner: the loop source -> learner -> model -> snapshots.
 
 For every batch the engine (1) scores it prequentially with the learner's current model
-(test-then-train), (2) updates the marginal counts and the learner, and (3) when a snapshot is
-due converts the learner into a Markov network and writes a durable snapshot holding the model
-files, the learner checkpoint, the statistics and the source position. Snapshots are also
+(test-then-train), (2) offers it to the weights' row sample and the learner, which keeps its
+own statistics, and (3) when a snapshot is due converts the learner into a Markov network and
+writes a durable snapshot holding the model files, the learner checkpoint, the weight sample
+and the source position. Snapshots are also
 written at the end of a finite source, on SIGINT/SIGTERM, and before a bad batch stops the run,
 so nothing already learned is lost and ``resume`` continues exactly where the last one ended.
 
@@ -56,7 +57,6 @@ identical on resume; then a resumed run ends with the same model as an uninterru
 from __future__ import annotations
 
 import functools
-import json
 import math
 import signal
 import sys
@@ -69,27 +69,24 @@ from typing import TextIO
 import numpy as np
 
 from connectors.base import Batch, Source
-from streammn.formats.uai import UaiFactors, write_uai
+from streammn.formats import SNAPSHOT_UAI_MAX_ENTRIES, model_files
 from streammn.learner import StructureLearner
 from streammn.loglinear import MASK_VALUES
 from streammn.model import MarkovNetwork
+from streammn.resume_guard import ResumeSettingsError, check_resume_settings
 from streammn.published import (MEMORY_MB, Published, WeightSample, WeightState, check_weights,
                                 list_bytes, publish, warm_up)
 from streammn.publishing import Publisher, serial_kernels
-from streammn.snapshot import (MODEL_FILES, NO_SNAPSHOT, RESUME_HINT, SnapshotWriteFailed,
-                               SnapshotWriter, latest_valid_snapshot, model_files,
-                               model_summary, resolve_snapshot)
-from streammn.stats import MarginalCounts
+from streammn.snapshot import (NO_SNAPSHOT, RESUME_HINT, SnapshotWriteFailed, SnapshotWriter,
+                               latest_valid_snapshot, model_summary, resolve_snapshot)
 from streammn.schema import Validated, complete_rows
 from streammn.trees.growth import rows_within
 from streammn.errors import SettingsError
 
 LEARNER_FILE = "learner.bin"
-STATS_FILE = "marginals.bin"
 SAMPLE_FILE = "weight_sample.bin"
 WEIGHT_STATE_FILE = "weight_state.bin"
 ENGINE_KEY = "engine"
-UAI_MAX_ENTRIES = 1 << 22
 WHEN_BUSY = ("wait", "skip")
 STDERR = "stderr"  # progress to sys.stderr as it is when a line is printed
 
@@ -104,36 +101,6 @@ def scorable_rows(schema, rows: np.ndarray | None) -> np.ndarray | None:
 
 class EngineError(SettingsError):
     """The engine cannot start or resume (e.g. a snapshot of another learner or schema)."""
-
-
-class ResumeSettingsError(EngineError):
-    """A resumed run asks for a learner setting other than the snapshot's: ``option`` (the
-    learner's parameter name), ``snapshot_value`` and ``requested_value``."""
-
-    def __init__(self, snapshot, option: str, snapshot_value, requested_value):
-        self.option, self.snapshot_value, self.requested_value = \
-            option, snapshot_value, requested_value
-        super().__init__(f"{snapshot}: the snapshot was learned with {option}="
-                         f"{snapshot_value!r}, this run asks for {option}={requested_value!r}; "
-                         f"resume with the snapshot's setting or start a new snapshot directory")
-
-
-def check_resume_settings(snapshot, manifest: dict, learner) -> None:
-    """Refuse to resume ``manifest``'s learner state as ``learner`` when the class or a
-    setting that shapes the model differs. A learner lists the settings that do not change
-    what it learns (e.g. thread counts) in ``resume_may_change``; those are not compared."""
-    recorded = manifest.get("learner") or {}
-    cls = type(learner).__name__
-    if recorded.get("class") not in (None, cls):
-        raise EngineError(f"{snapshot}: the snapshot holds a {recorded['class']} learner, this "
-                          f"run uses {cls}; resume with the same learner or start a new "
-                          f"snapshot directory")
-    old_params = recorded.get("params") or {}
-    free = set(getattr(learner, "resume_may_change", ()))
-    requested = json.loads(json.dumps(learner.get_params()))  # as the manifest stores them
-    for name, value in requested.items():
-        if name in old_params and name not in free and old_params[name] != value:
-            raise ResumeSettingsError(snapshot, name, old_params[name], value)
 
 
 @dataclass
@@ -253,8 +220,7 @@ class StreamLearner:
         self.formats = tuple(formats)
         self._progress = progress
         self.progress_interval = progress_interval
-        stored = source.schema.ceiling()  # a growing schema's stores: at its maxima
-        self.marginals = MarginalCounts(stored)
+        stored = source.schema.ceiling()  # a growing schema's sample: at its maxima
         self.sample = (WeightSample(stored, weights_memory_mb, hold_out=validation is None)
                        if weights == "refined" else None)
         self.weight_state = WeightState()  # where the last refinement left off
@@ -277,7 +243,7 @@ class StreamLearner:
 
     # resume -------------------------------------------------------------------------------
     def resume(self) -> bool:
-        """Restore learner, statistics, counters and source position from the newest valid
+        """Restore learner, weight sample, counters and source position from the newest valid
         snapshot, and point ``LATEST`` at it. Returns False (and changes nothing) when there is
         none. A snapshot of another learner class or other learner settings is refused
         (:class:`ResumeSettingsError` names the setting), as is a change of ``weights`` (its
@@ -298,13 +264,12 @@ class StreamLearner:
         learner = type(self.learner).from_bytes(snap.file(LEARNER_FILE).read_bytes())
         if not learner.schema.same_stream(self.source.schema):
             raise EngineError(f"{snap.path}: snapshot schema differs from the source's")
-        marginals = MarginalCounts.from_bytes(snap.file(STATS_FILE).read_bytes())
         if self.sample is not None:
             self.sample = WeightSample.from_bytes(snap.file(SAMPLE_FILE).read_bytes())
             self.weight_state = WeightState.from_bytes(
                 snap.file(WEIGHT_STATE_FILE).read_bytes())
         self.source.seek(manifest["source"]["position"])
-        self.learner, self.marginals = learner, marginals
+        self.learner = learner
         self.state = Progress.from_dict(engine)
         self.writer.point_latest(snap.path)  # repairs a LATEST a killed writer left behind
         self._resumed_from = snap.path
@@ -380,9 +345,10 @@ class StreamLearner:
 
     def run_multipass(self, dask_client=None):
         """Exact learning over a finite, rewindable source (``learner.fit`` makes its passes),
-        after one pass that counts the marginals; then one snapshot. Returns its path.
+        after one pass that counts the rows (and samples them for the weights); then one
+        snapshot. Returns its path.
 
-        With a ``dask_client`` (:func:`streammn.distributed.dask_client`) the marginals and
+        With a ``dask_client`` (:func:`streammn.distributed.dask_client`) the count and
         every pass are computed by Dask tasks over the Parquet source's partitions; the
         snapshot holds the same model.
         """
@@ -397,22 +363,22 @@ class StreamLearner:
         count_pass = None
         if dask_client is not None:
             from streammn.distributed import DaskPasses, count_statistics, n_batches
+            from streammn.stats import MarginalCounts
             if self.sample is not None:
                 raise EngineError("refined weights keep a row sample in this process; with "
                                   "Dask passes, publish the closed form (weights="
                                   "'closed-form')")
-            self.marginals.merge(count_statistics(self.source, MarginalCounts, dask_client))
-            self.state.rows_seen += self.marginals.n_rows
+            n_rows = count_statistics(self.source, MarginalCounts, dask_client).n_rows
+            self.state.rows_seen += n_rows
             self.state.batches_seen += n_batches(self.source)
             count_pass = DaskPasses(dask_client, self.source,
                                     cache_bytes=int(self.learner.memory_mb * 2 ** 20))
             # where a local final pass would leave the source (recorded in the manifest)
             self.source.seek({"file_index": len(self.source.paths), "row": 0,
-                              "offset": self.marginals.n_rows})
+                              "offset": n_rows})
         else:
             self.source.rewind()
             for batch in self.source:
-                self.marginals.update(batch)
                 self._sample_rows(batch)
                 self.state.rows_seen += len(batch)
                 self.state.batches_seen += 1
@@ -437,9 +403,7 @@ class StreamLearner:
 
     def _on_signal(self, signum, frame):
         self._stop_signal = signum
-        stop = getattr(self.source, "stop", None)
-        if stop is not None:  # a following log source ends its wait for new rows
-            stop()
+        self.source.stop()  # a following log source ends its wait for new rows
 
     def _load_writer_kernels(self) -> None:
         """Convert and write the current model once here, into a scratch directory, with the
@@ -451,11 +415,8 @@ class StreamLearner:
             model = self.learner.to_markov_network()
             if self.sample is not None:
                 warm_up(model)
-        formats, _, factors = self._formats_for(model)
-        files = model_files(model.schema, model.features, formats=formats)
-        if factors is not None:
-            files[MODEL_FILES["uai"]] = functools.partial(_write_uai, model.schema,
-                                                          model.features, factors)
+        files = model_files(model.schema, model.features, self.formats,
+                            uai_max_entries=SNAPSHOT_UAI_MAX_ENTRIES)
         with tempfile.TemporaryDirectory(prefix="streammn-") as scratch:
             for name, write in files.items():
                 write(Path(scratch) / name)
@@ -464,13 +425,12 @@ class StreamLearner:
         """``batch``, cut at every multiple of ``every_rows`` it crosses (when the source can
         say where each piece ends), as batches learned one after the other."""
         n, start = len(batch), 0
-        position_after = getattr(self.source, "position_after", None)
         while start < n:
             stop, end = n, batch.end
             room = (self.state.next_snapshot_rows - self.state.rows_seen
                     if self.every_rows is not None else 0)
-            if 0 < room < n - start and position_after is not None:
-                cut = position_after(batch, start + room)
+            if 0 < room < n - start:
+                cut = self.source.position_after(batch, start + room)
                 if cut is not None:
                     stop, end = start + room, cut
             yield batch if stop - start == n else Batch(batch.rows[start:stop], end=end,
@@ -480,7 +440,6 @@ class StreamLearner:
 
     def _learn(self, batch: Batch) -> None:
         self._score(batch)  # a source's batch is validated once, by the source
-        self.marginals.update(batch)
         self._sample_rows(batch)
         self.learner.partial_fit(batch)
         self.state.rows_seen += len(batch)
@@ -582,8 +541,7 @@ class StreamLearner:
         st.history = st.history[-1000:]
         scored = None
         learner_pll = self._learner_pll()
-        in_writer = getattr(self.learner, "converts_in_writer", False)
-        if background and (self.validation is not None or not in_writer
+        if background and (self.validation is not None or not self.learner.converts_in_writer
                            or self._refines_row_by_row()):
             scored = self._convert(learner_pll, reason)  # parallel kernels: not in a child
         work = functools.partial(self._publish, reason, self._position, _peak_rss_mb(),
@@ -623,14 +581,11 @@ class StreamLearner:
         self.model = model
         st = self.state
         st.history[-1]["validation_pll"] = validation_pll
-        formats, skipped, factors = self._formats_for(model)
-        files = model_files(model.schema, model.features, formats=formats)
-        if factors is not None:  # grouped once, for the size check and the file
-            files[MODEL_FILES["uai"]] = functools.partial(
-                _write_uai, model.schema, model.features, factors)
+        files = model_files(model.schema, model.features, self.formats,
+                            uai_max_entries=SNAPSHOT_UAI_MAX_ENTRIES)
+        skipped = files.skipped  # UAI, when its tables would be too large
         files[LEARNER_FILE] = self.learner.to_bytes()
-        files.update(getattr(self.learner, "snapshot_files", dict)())  # e.g. ET's model.et
-        files[STATS_FILE] = self.marginals.to_bytes()
+        files.update(self.learner.snapshot_files())  # e.g. ET's model.et
         if self.sample is not None:
             files[SAMPLE_FILE] = self.sample.to_bytes()
             files[WEIGHT_STATE_FILE] = self.weight_state.to_bytes()
@@ -650,7 +605,7 @@ class StreamLearner:
             "peak_rss_mb": peak_rss_mb,
             ENGINE_KEY: st.to_dict(),
         }
-        drift = self._drift_summary()
+        drift = self.learner.drift_summary()
         if drift is not None:  # learners that adapt to drift: their alarms and swaps
             manifest["drift"] = drift
         schema = self.learner.schema
@@ -695,9 +650,7 @@ class StreamLearner:
         self._last_path = Path(result["path"])
         self.published.append({"rows_seen": entry["rows_seen"], "path": self._last_path,
                                "durable_at_rows": self.state.rows_seen})
-        commit = getattr(self.source, "commit", None)
-        if commit is not None:  # a log's offsets move only once the snapshot is durable
-            commit(position)
+        self.source.commit(position)  # a log's offsets move only once the snapshot is durable
 
     def _failure(self, entry: dict, error) -> str:
         """The run's last words on a failed snapshot: which one, why, and what survives
@@ -713,23 +666,6 @@ class StreamLearner:
                 if durable is not None else f"{NO_SNAPSHOT} in {self.writer.directory}")
         return f"{what}; {last}"
 
-    def _formats_for(self, model: MarkovNetwork):
-        """The requested model formats, less UAI when its tables would be too large (a
-        conjunction over k variables needs a full table over them); the reasons for what is
-        skipped; the UAI factors when UAI stays."""
-        if "uai" not in self.formats:
-            return self.formats, {}, None
-        factors = UaiFactors(model.schema, model.features, merge=True)
-        if factors.total <= UAI_MAX_ENTRIES:
-            return self.formats, {}, factors
-        reason = (f"the UAI tables would hold {int(factors.total):,} potentials (limit "
-                  f"{UAI_MAX_ENTRIES:,}); use the .mn or JSON model")
-        return tuple(f for f in self.formats if f != "uai"), {"uai": reason}, None
-
-    def _drift_summary(self) -> dict | None:
-        summary = getattr(self.learner, "drift_summary", None)
-        return None if summary is None else summary()
-
     @property
     def progress_stream(self) -> TextIO | None:
         """Where progress lines go now (see ``progress``)."""
@@ -742,17 +678,13 @@ class StreamLearner:
         preq_text = f"{preq:.4f}" if preq is not None else "n/a"
         line = (f"rows {st.rows_seen:,}  {rate:,.0f} rows/s  prequential PLL {preq_text}  "
                 f"snapshots {st.snapshots_written}")
-        drift = self._drift_summary()
+        drift = self.learner.drift_summary()
         if drift is not None:
             line += (f"  drift alarms {drift['alarms']} swaps {drift['swaps']} "
                      f"alternates {len(drift['alternating'])}")
         if self.learner.schema.grows:  # new values mid-stream: the manifest's schema version
             line += f"  schema version {self.learner.schema.version}"
         print(("done: " if final else "") + line, file=self.progress_stream, flush=True)
-
-
-def _write_uai(schema, features, factors, path) -> None:
-    write_uai(path, schema, features, factors=factors)
 
 
 def _peak_rss_mb() -> float | None:

@@ -31,6 +31,10 @@ class SettingsError(StreamMNError, ValueError):
     exit_code = EXIT_USAGE
 
 
+class UsageError(SettingsError):
+    """Command-line arguments that parse but do not make sense together (exit code 2)."""
+
+
 class DataError(StreamMNError, ValueError):
     """Input rows, files, models, snapshots or states that are malformed (exit code 3)."""
 

@@ -48,7 +48,6 @@ Readers never take it.
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import json
 import os
@@ -70,7 +69,7 @@ except ImportError:  # Windows: no advisory locks; one writer per directory is t
 
 from streammn import __version__
 from streammn.features import FeatureSet, distinct_sorted
-from streammn.formats import read_json, write_json, write_libra_mn, write_uai
+from streammn.formats import MODEL_FILES, model_files, read_json  # noqa: F401 (re-exported)
 from streammn.schema import Schema
 from streammn.errors import DataError, SettingsError, StreamMNError, UnavailableError
 
@@ -537,29 +536,6 @@ def resolve_snapshot(path: str | os.PathLike) -> Path:
 
 
 # model files --------------------------------------------------------------------------------
-MODEL_FILES = {"json": "model.json", "mn": "model.mn", "uai": "model.uai"}
-
-
-def model_files(schema: Schema, features: FeatureSet,
-                formats: Sequence[str] = ("json", "mn", "uai")) -> dict[str, Callable[[Path], None]]:
-    """Snapshot file entries that write a Markov network in each of ``formats``.
-
-    Merge the result with other entries (e.g. a learner checkpoint) and pass it to
-    :meth:`SnapshotWriter.write`. ``formats`` picks from ``json`` (streammn's own, the one
-    :func:`load_snapshot` reads), ``mn`` (Libra) and ``uai`` (UAI MARKOV).
-    """
-    writers = {"json": write_json, "mn": write_libra_mn, "uai": write_uai}
-    unknown = [f for f in formats if f not in writers]
-    if unknown:
-        raise SettingsError(f"unknown model formats {unknown}; choose from {list(writers)}")
-    return {MODEL_FILES[f]: functools.partial(_write_model_file, writers[f], schema, features)
-            for f in formats}
-
-
-def _write_model_file(writer, schema, features, path: Path) -> None:
-    writer(path, schema, features)
-
-
 def model_summary(schema: Schema, features: FeatureSet) -> dict:
     """Counts for a manifest: variables, features, and edges (variable pairs that appear
     together in at least one feature)."""

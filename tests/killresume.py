@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 from streammn import read_snapshot
 from streammn.snapshot import list_snapshots, resolve_snapshot
 
@@ -63,3 +65,24 @@ def kill_after(source, out, *options, delay: float = 0.0, min_snapshots: int = 0
     done = [read_snapshot(p).manifest["rows_seen"] for p in list_snapshots(out)
             if (p / "manifest.json").exists()]
     return {"finished": finished, "rows_at_kill": max(done, default=0)}
+
+
+def learned_value_counts(snap) -> list:
+    """How often each value of each variable was learned by a snapshot's DTSL learner: its
+    trees' leaves partition every row they counted (DependencyNetwork.marginal_counts), so
+    these equal the stream's own counts iff every row was learned exactly once."""
+    from streammn.dtsl import DTSL
+
+    learner = DTSL.from_bytes(snap.file("learner.bin").read_bytes())
+    return [np.asarray(c, dtype=np.int64)
+            for c in learner.to_dependency_network().marginal_counts()]
+
+
+def value_counts(schema, rows) -> list:
+    """How often each value of each variable occurs in ``rows``."""
+    return [np.bincount(rows[:, i], minlength=int(d)).astype(np.int64)
+            for i, d in enumerate(schema.cardinalities)]
+
+
+def same_counts(a, b) -> bool:
+    return len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(a, b))

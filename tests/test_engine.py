@@ -11,6 +11,7 @@ from streammn import Schema, SchemaError, load_snapshot, read_snapshot
 from streammn import engine as engine_module
 from streammn.dtsl import DTSL
 from streammn.engine import EngineError, StreamLearner
+from streammn.stats import MarginalCounts
 from streammn.snapshot import list_snapshots
 
 
@@ -128,7 +129,7 @@ def test_bad_batch_keeps_what_was_learned(tmp_path):
 
 
 def test_oversized_uai_is_skipped_not_fatal(tmp_path, monkeypatch):
-    monkeypatch.setattr(engine_module, "UAI_MAX_ENTRIES", 4)
+    monkeypatch.setattr(engine_module, "SNAPSHOT_UAI_MAX_ENTRIES", 4)
     eng = make(tmp_path, chain_rows(1000))
     path = eng.run()
     m = read_snapshot(path).manifest
@@ -150,7 +151,7 @@ def test_schema_mismatch_and_bad_settings(tmp_path):
 
 def test_refined_snapshots_equal_publish_and_the_engine_needs_a_learner(tmp_path):
     """With validation rows, the snapshot model is DTSL's DN2MN (marginals from the trees,
-    which equal the engine's counts) refined on the engine's row sample and judged on the
+    which equal the stream's counts) refined on the engine's row sample and judged on the
     validation rows, none of the stream held out."""
     from streammn.dn2mn import dn2mn
     from streammn.published import publish
@@ -159,7 +160,8 @@ def test_refined_snapshots_equal_publish_and_the_engine_needs_a_learner(tmp_path
     eng = make(tmp_path, rows, validation=valid)
     eng.run()
     assert eng.sample.held_out is None and eng.sample.train.shape[0] == 2000
-    closed = dn2mn(eng.learner.to_dependency_network(), marginals=eng.marginals)
+    counts = MarginalCounts(Schema.binary(8)).update(rows)
+    closed = dn2mn(eng.learner.to_dependency_network(), marginals=counts)
     expected = publish(closed, eng.sample.train, valid)
     assert eng.model.features.equals(expected.model.features, atol=1e-9)
     record = read_snapshot(eng._last_path).manifest["weights"]

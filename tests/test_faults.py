@@ -87,7 +87,7 @@ def test_disk_full_keeps_the_previous_snapshot_valid_and_resumable(sources, tmp_
 
     def filling_up(path, data):  # the disk fills while the fourth snapshot is written
         written.append(path)
-        if sum(p.name == "marginals.bin" for p in written) == 4:
+        if sum(p.name == "learner.bin" for p in written) == 4:
             raise OSError(errno.ENOSPC, "No space left on device")
         real(path, data)
 

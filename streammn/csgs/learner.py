@@ -23,7 +23,8 @@ import numpy as np
 
 from streammn.csgs.canonical import CanonicalModel, learn_canonical_model
 from streammn.csgs.pll import fit_pattern_weights
-from streammn.learner import Estimator
+from streammn.learner import StructureLearner
+from streammn.params import Boolean, Interval, Param
 from streammn.errors import DataError, SettingsError
 from streammn.features import FeatureSet
 from streammn.model import MarkovNetwork
@@ -41,7 +42,7 @@ class CSGSStateError(DataError):
     """A serialised CSGS state could not be read."""
 
 
-class CSGS(Estimator):
+class CSGS(StructureLearner):
     """Context-specific Grow-Shrink structure learning with pseudo-likelihood weights.
 
     Parameters
@@ -90,20 +91,27 @@ class CSGS(Estimator):
     (True, True)
     """
 
+    param_error = CSGSError
+    parameters = {
+        "alpha": Param(Interval(float, 0, 1, "neither"), "significance level of the "
+                       "chi-square tests", flag="--significance"),
+        "min_rows_per_cell": Param(Interval(float, 0), "rows per cell a test needs"),
+        "max_contexts": Param(Interval(int, 1), "canonical assignments, the most frequent "
+                              "distinct rows", flag="--max-contexts"),
+        "context_specific": Param(Boolean(), "context-specific tests (False: plain GS)"),
+        "repeat_grow": Param(Boolean(), "repeat each grow pass until it adds nothing"),
+        "max_patterns": Param(Interval(int, 1), "distinct rows counted exactly"),
+        "stddev": Param(Interval(float, 0, None, "neither"), "Gaussian prior of the weights"),
+        "max_iter": Param(Interval(int, 1), "L-BFGS iterations of weight learning"),
+        "seed": Param(Interval(int, 0), "randomness of the counts' row-sample fallback",
+                      flag="--seed"),
+    }
+
     def __init__(self, schema: Schema, alpha: float = 0.05, min_rows_per_cell: float = 5.0,
                  max_contexts: int = 5000, context_specific: bool = True,
                  repeat_grow: bool = False, max_patterns: int = 200_000, stddev: float = 1.0,
                  max_iter: int = 100, seed: int = 0):
-        if not 0 < alpha < 1:
-            raise CSGSError(f"alpha must be in (0, 1), got {alpha}")
-        if min_rows_per_cell < 0:
-            raise CSGSError(f"min_rows_per_cell must be >= 0, got {min_rows_per_cell}")
-        for name, value in (("max_contexts", max_contexts), ("max_patterns", max_patterns),
-                            ("max_iter", max_iter)):
-            if not isinstance(value, (int, np.integer)) or value < 1:
-                raise CSGSError(f"{name} must be a positive integer, got {value!r}")
-        if not stddev > 0:
-            raise CSGSError(f"stddev must be positive, got {stddev}")
+        self._check_params(locals())
         schema.require_complete("csgs")
         self.schema = schema
         self.alpha, self.min_rows_per_cell = float(alpha), float(min_rows_per_cell)

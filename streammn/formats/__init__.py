@@ -14,23 +14,31 @@ suffix    format                            round trip
 .uai      UAI MARKOV factor tables          same distribution (table entries)
 .dn       Libra dependency network (read)   one CPD feature set per variable
 ========  ================================  =====================================
+
+:func:`model_files` is the one place that decides which of these files a snapshot holds: the
+formats asked for, less UAI when its tables would be too large to be of use (a conjunction over
+k variables needs a full table over them), with the reason recorded.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 from pathlib import Path
 from typing import Sequence
 
+from streammn.errors import SettingsError
 from streammn.features import FeatureSet
 from streammn.formats.errors import ModelFormatError, ModelWriteError
 from streammn.formats.libra import read_libra_dn, read_libra_mn, write_libra_dn, write_libra_mn
 from streammn.formats.native import read_json, write_json
-from streammn.formats.uai import read_uai, write_uai
+from streammn.formats.uai import UaiFactors, read_uai, write_uai
 from streammn.schema import Schema
 
 _WRITERS = {".json": write_json, ".mn": write_libra_mn, ".uai": write_uai, ".dn": write_libra_dn}
+MODEL_FILES = {"json": "model.json", "mn": "model.mn", "uai": "model.uai"}
+SNAPSHOT_UAI_MAX_ENTRIES = 1 << 22  # UAI tables a snapshot writes: 32 MB of text at most
 _READERS = {".json": read_json, ".mn": read_libra_mn, ".uai": read_uai, ".dn": read_libra_dn}
 
 
@@ -103,3 +111,43 @@ def read_model(path: str | os.PathLike, schema: Schema | None = None):
 __all__ = ["ModelFormatError", "ModelWriteError", "read_model", "write_model", "read_json", "write_json",
            "read_libra_mn", "write_libra_mn", "read_libra_dn", "write_libra_dn",
            "read_uai", "write_uai"]
+
+
+class ModelFiles(dict):
+    """Snapshot file entries, ``{file name: function writing it at a path}``, for the model
+    formats kept; ``skipped`` gives the reason for each format left out."""
+
+    skipped: dict[str, str]
+
+
+def model_files(schema: Schema, features: FeatureSet,
+                formats: Sequence[str] = ("json", "mn", "uai"),
+                uai_max_entries: int | None = None) -> ModelFiles:
+    """The files that hold a Markov network in each of ``formats`` (``json``, the one
+    :func:`~streammn.snapshot.load_snapshot` reads, ``mn`` for Libra, ``uai`` for UAI MARKOV),
+    to merge with other entries (a learner checkpoint) and pass to
+    :meth:`~streammn.snapshot.SnapshotWriter.write`. With ``uai_max_entries``, UAI is left out
+    (``skipped`` says why) when its tables would hold more potentials; its factors are grouped
+    once, for the check and the file."""
+    unknown = [f for f in formats if f not in MODEL_FILES]
+    if unknown:
+        raise SettingsError(f"unknown model formats {unknown}; choose from "
+                            f"{list(MODEL_FILES)}")
+    writers = {"json": write_json, "mn": write_libra_mn, "uai": write_uai}
+    files, skipped = ModelFiles(), {}
+    for f in formats:
+        writer = writers[f]
+        if f == "uai" and uai_max_entries is not None:
+            factors = UaiFactors(schema, features, merge=True)
+            if factors.total > uai_max_entries:
+                skipped["uai"] = (f"the UAI tables would hold {int(factors.total):,} potentials "
+                                  f"(limit {uai_max_entries:,}); use the .mn or JSON model")
+                continue
+            writer = functools.partial(write_uai, factors=factors)
+        files[MODEL_FILES[f]] = functools.partial(_write_to, writer, schema, features)
+    files.skipped = skipped
+    return files
+
+
+def _write_to(writer, schema, features, path) -> None:
+    writer(path, schema, features)

@@ -26,14 +26,15 @@ import time
 import numpy as np
 
 from streammn.grafting.activation import BestChoice, Exhaustive, activation_scores
-from streammn.grafting.inference import infer, pair_offsets, use_exact
+from streammn.grafting.inference import INFERENCE, infer, pair_offsets, use_exact
 from streammn.grafting.mrf import PairwiseLayout, to_markov_network
 from streammn.grafting.objective import OBJECTIVES, GraftingObjective, minimise, pseudo_loglik
 from streammn.grafting.pseudo_score import PseudoScorer
 from streammn.schema import Schema, Validated
 from streammn.stats import OnDemandPairCounts
 from streammn.errors import DataError, SettingsError
-from streammn.learner import Estimator, pack_state, unpack_state
+from streammn.learner import StructureLearner, pack_state, unpack_state
+from streammn.params import NONE, Boolean, Interval, OneOf, Param
 
 STRATEGIES = ("best_choice", "first_hit", "exhaustive")
 STANDARDISE = (False, True, "either")
@@ -79,7 +80,7 @@ def default_lambda(cards, n_rows: int, c: float = 2.0) -> float:
     return c * math.sqrt(math.log(n) / max(int(n_rows), 1)) / k2
 
 
-class EdgeGrafting(Estimator):
+class EdgeGrafting(StructureLearner):
     """Edge grafting of a pairwise Markov random field.
 
     Parameters
@@ -181,6 +182,42 @@ class EdgeGrafting(Estimator):
     -4.059
     """
 
+    param_error = GraftingError
+    parameters = {
+        "lambda_": Param(NONE | Interval(float, 0, None, "neither"), "group-L1 strength and "
+                         "activation threshold (default: scaled to the data, "
+                         "c*sqrt(log n / N) / mean(card)^2)", flag="--lambda"),
+        "lambda_c": Param(Interval(float, 0, None, "neither"), "constant of the data-scaled "
+                          "lambda"),
+        "lambda2": Param(Interval(float, 0), "squared-L2 strength"),
+        "strategy": Param(OneOf(*STRATEGIES), "edge search", flag="--strategy"),
+        "alpha": Param(Interval(float, 0, 1), "best-choice activation threshold between the "
+                       "reservoir's mean (0) and max (1)", flag="--alpha"),
+        "reservoir_size": Param(NONE | Interval(int, 1), "best-choice reservoir capacity"),
+        "t_max": Param(NONE | Interval(int, 1), "best-choice edge tests per round"),
+        "rho0": Param(Interval(float), "default priority of unseen edges"),
+        "hubs": Param(Boolean(), "best-choice hub heuristic"),
+        "c_hat": Param(Interval(float, 0), "degree-centrality threshold of the hub heuristic"),
+        "climb": Param(Boolean(), "best-choice: climb to the best pair sharing an endpoint"),
+        "max_edges": Param(NONE | Interval(int, 0), "edge budget (default: none, test C2 "
+                           "ends the run)", flag="--max-edges"),
+        "objective": Param(OneOf(*OBJECTIVES), "data term of the weight fits"),
+        "max_iter": Param(Interval(int, 1), "L-BFGS iterations per optimisation"),
+        "inference": Param(OneOf(*INFERENCE), "model marginals of the likelihood objective"),
+        "bp_damping": Param(Interval(float, 0, 1, "left"), "loopy BP damping"),
+        "bp_tol": Param(Interval(float, 0, None, "neither"), "loopy BP tolerance"),
+        "bp_max_iter": Param(Interval(int, 1), "loopy BP iterations"),
+        "update_every": Param(Interval(int, 1), "rows between two structure updates",
+                              flag="--update-every"),
+        "steps_per_update": Param(NONE | Interval(int, 1), "activation steps per update"),
+        "stats_reservoir": Param(Interval(int, 1), "rows kept by the statistics' reservoir"),
+        "refit": Param(Boolean(), "publish the active set's weights refit without the L1"),
+        "score_refit": Param(Boolean(), "score pairs against the unpenalised refit"),
+        "standardise": Param(OneOf(*STANDARDISE), "form of test C2"),
+        "seed": Param(Interval(int, 0), "randomness (edge sampling, row reservoir)",
+                      flag="--seed"),
+    }
+
     def __init__(self, schema: Schema, lambda_: float | None = None, lambda_c: float = 2.0,
                  lambda2: float = 0.001,
                  strategy: str = "best_choice", alpha: float = 0.5,
@@ -194,20 +231,10 @@ class EdgeGrafting(Estimator):
                  refit: bool = True, score_refit: bool = True,
                  standardise: bool | str = "either",
                  seed: int = 0):
-        if strategy not in STRATEGIES:
-            raise GraftingError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
-        if objective not in OBJECTIVES:
-            raise GraftingError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
-        if (lambda_ is not None and lambda_ <= 0) or lambda_c <= 0 or lambda2 < 0:
-            raise GraftingError(f"need lambda_ > 0 (or None), lambda_c > 0 and lambda2 >= 0, "
-                                f"got {lambda_}, {lambda_c}, {lambda2}")
-        if standardise not in STANDARDISE:
-            raise GraftingError(f"standardise must be one of {STANDARDISE}, got {standardise!r}")
+        self._check_params(locals())
         if standardise is True and objective != "pseudo":
             raise GraftingError("standardise=True needs the pseudo-likelihood objective")
         self._exact = use_exact(inference, schema.cardinalities)
-        if update_every < 1:
-            raise GraftingError(f"update_every must be >= 1, got {update_every}")
         schema.require_complete("grafting")
         self.schema = schema
         self.lambda_ = None if lambda_ is None else float(lambda_)
