@@ -58,9 +58,14 @@ def best_exact(train: np.ndarray, valid: np.ndarray, test: np.ndarray) -> dict:
     for kappa in KAPPAS:
         t = time.perf_counter()
         model = DTSL(schema, mode="exact", kappa=kappa).fit(train)
-        entry = {"kappa": kappa, "valid_pll": pll(model, valid), "test_pll": pll(model, test),
-                 "leaves": int(model.tree_stats()["n_leaves"].sum()),
-                 "features": n_features(model), "seconds": time.perf_counter() - t}
+        entry = {
+            "kappa": kappa,
+            "valid_pll": pll(model, valid),
+            "test_pll": pll(model, test),
+            "leaves": int(model.tree_stats()["n_leaves"].sum()),
+            "features": n_features(model),
+            "seconds": time.perf_counter() - t,
+        }
         if best is None or entry["valid_pll"] > best["valid_pll"]:
             best = entry
     return best
@@ -69,12 +74,17 @@ def best_exact(train: np.ndarray, valid: np.ndarray, test: np.ndarray) -> dict:
 def exact_auto(train: np.ndarray, test: np.ndarray) -> dict:
     t = time.perf_counter()
     model = DTSL(Schema.binary(train.shape[1]), mode="exact").fit(train)
-    return {"test_pll": pll(model, test), "leaves": int(model.tree_stats()["n_leaves"].sum()),
-            "features": n_features(model), "seconds": time.perf_counter() - t}
+    return {
+        "test_pll": pll(model, test),
+        "leaves": int(model.tree_stats()["n_leaves"].sum()),
+        "features": n_features(model),
+        "seconds": time.perf_counter() - t,
+    }
 
 
-def one_pass(chunks, test: np.ndarray, checkpoints, truth: float | None = None,
-             **params) -> list[dict]:
+def one_pass(
+    chunks, test: np.ndarray, checkpoints, truth: float | None = None, **params
+) -> list[dict]:
     """Stream ``chunks`` (an iterator of row blocks) through DTSL at ``params`` (defaults when
     empty), scoring at each checkpoint; learning time excludes scoring."""
     model = None
@@ -84,7 +94,7 @@ def one_pass(chunks, test: np.ndarray, checkpoints, truth: float | None = None,
         if model is None:
             model = DTSL(Schema.binary(block.shape[1]), **params)
         for start in range(0, len(block), BATCH):
-            batch = block[start:start + BATCH]
+            batch = block[start : start + BATCH]
             while batch.shape[0]:
                 take = min(batch.shape[0], pending[0] - seen) if pending else batch.shape[0]
                 t = time.perf_counter()
@@ -96,12 +106,19 @@ def one_pass(chunks, test: np.ndarray, checkpoints, truth: float | None = None,
                     pending.pop(0)
                     score = pll(model, test)
                     stats = model.tree_stats()
-                    out.append({"rows": seen, "test_pll": score,
-                                "gap_pct": None if truth is None
-                                else 100.0 * (truth - score) / abs(truth),
-                                "leaves": int(stats["n_leaves"].sum()),
-                                "max_depth": int(stats["depth"].max()),
-                                "features": n_features(model), "rows_per_s": seen / learn_s})
+                    out.append(
+                        {
+                            "rows": seen,
+                            "test_pll": score,
+                            "gap_pct": None
+                            if truth is None
+                            else 100.0 * (truth - score) / abs(truth),
+                            "leaves": int(stats["n_leaves"].sum()),
+                            "max_depth": int(stats["depth"].max()),
+                            "features": n_features(model),
+                            "rows_per_s": seen / learn_s,
+                        }
+                    )
                     print(f"  {seen:>10,} rows: {out[-1]}", file=sys.stderr, flush=True)
         if not pending:
             break
@@ -134,6 +151,7 @@ def section_planted(n_vars: int, exact_upto: int) -> dict:
 def section_gibbs() -> dict:
     from connectors.synthetic import SyntheticSource
     from streammn.dn2mn import dn2mn
+
     train = CsvSource(os.path.join(DATA, "nltcs", "nltcs.train.data")).read_all()
     dn = DTSL(Schema.binary(train.shape[1]), mode="exact").fit(train).to_dependency_network()
     mn = dn2mn(dn, train=train, weights="closed-form")
@@ -142,8 +160,12 @@ def section_gibbs() -> dict:
     checkpoints = CHECKPOINTS[:3]
     source = SyntheticSource(mn, n_rows=checkpoints[-1], batch_size=BATCH, seed=5)
     stream = one_pass((b.rows for b in source), test, checkpoints, truth)
-    return {"model": "nltcs exact DTSL + DN2MN", "features": mn.n_features, "true_pll": truth,
-            "one_pass": stream}
+    return {
+        "model": "nltcs exact DTSL + DN2MN",
+        "features": mn.n_features,
+        "true_pll": truth,
+        "one_pass": stream,
+    }
 
 
 def _dataset(name: str):
@@ -153,8 +175,9 @@ def _dataset(name: str):
 
 def section_datasets() -> dict:
     out = {}
-    sets = {name: _dataset(name)
-            for name in ("nltcs", "plants", "jester", "accidents", "mushrooms")}
+    sets = {
+        name: _dataset(name) for name in ("nltcs", "plants", "jester", "accidents", "mushrooms")
+    }
     rows = CsvSource(os.path.join(DATA, "msnbc_stream", "msnbc_stream.data")).read_all()
     sets["msnbc_stream"] = (rows[:72_000], rows[72_000:80_000], rows[80_000:])
     for name, (train, valid, test) in sets.items():
@@ -162,14 +185,20 @@ def section_datasets() -> dict:
         t = time.perf_counter()
         model = DTSL(Schema.binary(train.shape[1])).fit(learn)
         seconds = time.perf_counter() - t
-        entry = {"one_pass": {"test_pll": pll(model, test), "seconds": seconds,
-                              "leaves": int(model.tree_stats()["n_leaves"].sum())},
-                 "exact_auto": exact_auto(learn, test), "exact_best_kappa":
-                 best_exact(train, valid, test)}
+        entry = {
+            "one_pass": {
+                "test_pll": pll(model, test),
+                "seconds": seconds,
+                "leaves": int(model.tree_stats()["n_leaves"].sum()),
+            },
+            "exact_auto": exact_auto(learn, test),
+            "exact_best_kappa": best_exact(train, valid, test),
+        }
         if name == "msnbc_stream":  # exact at the chosen kappa on all 80,000 learning rows
             kappa = entry["exact_best_kappa"]["kappa"]
             entry["exact_best_kappa"]["test_pll"] = pll(
-                DTSL(Schema.binary(train.shape[1]), mode="exact", kappa=kappa).fit(learn), test)
+                DTSL(Schema.binary(train.shape[1]), mode="exact", kappa=kappa).fit(learn), test
+            )
         print(f"  {name}: {entry}", file=sys.stderr, flush=True)
         out[name] = entry
     return out
@@ -181,14 +210,19 @@ def section_wide() -> dict:
     test = bn.sample(5000, np.random.default_rng(2))
     schema = Schema.binary(1000)
     out = {"true_pll": bn.pll(test), "exact_auto": exact_auto(train, test)}
-    for label, params in (("exact_kappa_0.1", {"mode": "exact", "kappa": 0.1}),
-                          ("empty", {"mode": "exact", "max_depth": 0}),
-                          ("one_pass", {})):
+    for label, params in (
+        ("exact_kappa_0.1", {"mode": "exact", "kappa": 0.1}),
+        ("empty", {"mode": "exact", "max_depth": 0}),
+        ("one_pass", {}),
+    ):
         t = time.perf_counter()
         model = DTSL(schema, **params).fit(train)
-        out[label] = {"test_pll": pll(model, test),
-                      "leaves": int(model.tree_stats()["n_leaves"].sum()),
-                      "features": n_features(model), "seconds": time.perf_counter() - t}
+        out[label] = {
+            "test_pll": pll(model, test),
+            "leaves": int(model.tree_stats()["n_leaves"].sum()),
+            "features": n_features(model),
+            "seconds": time.perf_counter() - t,
+        }
         print(f"  wide {label}: {out[label]}", file=sys.stderr, flush=True)
     return out
 
@@ -204,9 +238,14 @@ def section_throughput() -> dict:
     return out
 
 
-SECTIONS = {"planted60": lambda: section_planted(60, 1_000_000),
-            "planted200": lambda: section_planted(200, 100_000), "gibbs": section_gibbs, "datasets": section_datasets,
-            "wide": section_wide, "throughput": section_throughput}
+SECTIONS = {
+    "planted60": lambda: section_planted(60, 1_000_000),
+    "planted200": lambda: section_planted(200, 100_000),
+    "gibbs": section_gibbs,
+    "datasets": section_datasets,
+    "wide": section_wide,
+    "throughput": section_throughput,
+}
 
 
 def fmt(x, spec=".3f"):
@@ -214,65 +253,100 @@ def fmt(x, spec=".3f"):
 
 
 def markdown(r: dict) -> str:
-    lines = ["# Convergence of one-pass DTSL at its defaults", "",
-             f"Machine: {r['machine']}. Defaults: `kappa='auto'` (split_alpha 0.05), replay "
-             "buffer 'auto', no leaf cap, memory_mb 256. Gap = (true PLL - learned PLL) / |true "
-             "PLL|. rows/s counts learning only (scoring excluded).", "",
-             "Exact DTSL at the validation-best kappa (grid 1e-4..0.1) ran on the stream's "
-             "prefixes up to 1M rows at 60 variables and 100k rows at 200 (one exact fit per "
-             "kappa on millions of rows is hours here). " + r.get("note", ""), ""]
+    lines = [
+        "# Convergence of one-pass DTSL at its defaults",
+        "",
+        f"Machine: {r['machine']}. Defaults: `kappa='auto'` (split_alpha 0.05), replay "
+        "buffer 'auto', no leaf cap, memory_mb 256. Gap = (true PLL - learned PLL) / |true "
+        "PLL|. rows/s counts learning only (scoring excluded).",
+        "",
+        "Exact DTSL at the validation-best kappa (grid 1e-4..0.1) ran on the stream's "
+        "prefixes up to 1M rows at 60 variables and 100k rows at 200 (one exact fit per "
+        "kappa on millions of rows is hours here). " + r.get("note", ""),
+        "",
+    ]
     for n_vars in (60, 200):
         p = r.get(f"planted{n_vars}")
         if p is None:
             continue
-        lines += [f"## Planted logistic BN, {n_vars} variables (true test PLL "
-                  f"{p['true_pll']:.4f})", "",
-                  "| rows | one-pass gap % | leaves | features | depth | rows/s | exact best-kappa"
-                  " gap % | kappa | exact features |", "|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            f"## Planted logistic BN, {n_vars} variables (true test PLL {p['true_pll']:.4f})",
+            "",
+            "| rows | one-pass gap % | leaves | features | depth | rows/s | exact best-kappa"
+            " gap % | kappa | exact features |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
         exact = {e["rows"]: e for e in p["exact_best_kappa"]}
         for s in p["one_pass"]:
             e = exact.get(s["rows"], {})
-            lines.append(f"| {s['rows']:,} | {s['gap_pct']:.3f} | {s['leaves']:,} | "
-                         f"{s['features']:,} | {s['max_depth']} | {s['rows_per_s']:,.0f} | "
-                         f"{fmt(e.get('gap_pct'))} | {e.get('kappa', '—')} | "
-                         f"{e.get('features', '—')} |")
+            lines.append(
+                f"| {s['rows']:,} | {s['gap_pct']:.3f} | {s['leaves']:,} | "
+                f"{s['features']:,} | {s['max_depth']} | {s['rows_per_s']:,.0f} | "
+                f"{fmt(e.get('gap_pct'))} | {e.get('kappa', '—')} | "
+                f"{e.get('features', '—')} |"
+            )
         lines.append("")
     if "gibbs" in r:
         g = r["gibbs"]
-        lines += [f"## Gibbs-sampled MN ({g['model']}, {g['features']} features, true PLL "
-                  f"{g['true_pll']:.4f})", "", "| rows | gap % | leaves | features | rows/s |",
-                  "|---|---|---|---|---|"]
-        lines += [f"| {s['rows']:,} | {s['gap_pct']:.3f} | {s['leaves']:,} | {s['features']:,} "
-                  f"| {s['rows_per_s']:,.0f} |" for s in g["one_pass"]]
+        lines += [
+            f"## Gibbs-sampled MN ({g['model']}, {g['features']} features, true PLL "
+            f"{g['true_pll']:.4f})",
+            "",
+            "| rows | gap % | leaves | features | rows/s |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {s['rows']:,} | {s['gap_pct']:.3f} | {s['leaves']:,} | {s['features']:,} "
+            f"| {s['rows_per_s']:,.0f} |"
+            for s in g["one_pass"]
+        ]
         lines.append("")
     if "datasets" in r:
-        lines += ["## Shared datasets: test DN PLL", "",
-                  "| dataset | one pass (defaults) | exact auto | exact best kappa (kappa) | "
-                  "one pass vs exact auto % | exact auto vs best kappa % |",
-                  "|---|---|---|---|---|---|"]
+        lines += [
+            "## Shared datasets: test DN PLL",
+            "",
+            "| dataset | one pass (defaults) | exact auto | exact best kappa (kappa) | "
+            "one pass vs exact auto % | exact auto vs best kappa % |",
+            "|---|---|---|---|---|---|",
+        ]
         for name, d in r["datasets"].items():
-            o, a, b = d["one_pass"]["test_pll"], d["exact_auto"]["test_pll"], \
-                d["exact_best_kappa"]["test_pll"]
-            lines.append(f"| {name} | {o:.3f} | {a:.3f} | {b:.3f} ({d['exact_best_kappa']['kappa']}"
-                         f") | {100 * (a - o) / abs(a):.2f} | {100 * (b - a) / abs(b):.2f} |")
+            o, a, b = (
+                d["one_pass"]["test_pll"],
+                d["exact_auto"]["test_pll"],
+                d["exact_best_kappa"]["test_pll"],
+            )
+            lines.append(
+                f"| {name} | {o:.3f} | {a:.3f} | {b:.3f} ({d['exact_best_kappa']['kappa']}"
+                f") | {100 * (a - o) / abs(a):.2f} | {100 * (b - a) / abs(b):.2f} |"
+            )
         lines += ["", "Positive percentages: the first model is that much below the second.", ""]
     if "wide" in r:
         w = r["wide"]
-        lines += [f"## Wide synthetic set: 1,000 variables, 2,000 rows (true PLL "
-                  f"{w['true_pll']:.2f})", "", "| model | test PLL | leaves | features | s |",
-                  "|---|---|---|---|---|"]
+        lines += [
+            f"## Wide synthetic set: 1,000 variables, 2,000 rows (true PLL {w['true_pll']:.2f})",
+            "",
+            "| model | test PLL | leaves | features | s |",
+            "|---|---|---|---|---|",
+        ]
         for label in ("exact_auto", "exact_kappa_0.1", "one_pass", "empty"):
             if label in w:
                 m = w[label]
-                lines.append(f"| {label} | {m['test_pll']:.2f} | {m['leaves']:,} | "
-                             f"{m['features']:,} | {m['seconds']:.1f} |")
+                lines.append(
+                    f"| {label} | {m['test_pll']:.2f} | {m['leaves']:,} | "
+                    f"{m['features']:,} | {m['seconds']:.1f} |"
+                )
         lines.append("")
     if "throughput" in r:
-        lines += ["## Throughput: 1M x 100 binary rows, one pass", "",
-                  "| settings | rows/s | gap % | leaves |", "|---|---|---|---|"]
+        lines += [
+            "## Throughput: 1M x 100 binary rows, one pass",
+            "",
+            "| settings | rows/s | gap % | leaves |",
+            "|---|---|---|---|",
+        ]
         for label, t in r["throughput"].items():
-            lines.append(f"| {label} | {t['rows_per_s']:,.0f} | {t['gap_pct']:.3f} | "
-                         f"{t['leaves']:,} |")
+            lines.append(
+                f"| {label} | {t['rows_per_s']:,.0f} | {t['gap_pct']:.3f} | {t['leaves']:,} |"
+            )
         lines.append("")
     return "\n".join(lines)
 
@@ -294,8 +368,7 @@ def main(argv=None) -> dict:
             with open(RESULTS) as f:
                 results = json.load(f)
         results[name] = section
-        results["machine"] = (f"{platform.machine()}, {os.cpu_count()} cores, "
-                              f"{platform.platform()}")
+        results["machine"] = f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}"
         with open(RESULTS, "w") as f:
             json.dump(results, f, indent=1)
         with open(RESULTS.replace(".json", ".md"), "w") as f:

@@ -77,20 +77,33 @@ def run_cell(true: MarkovNetwork, rows: np.ndarray) -> dict:
         learner = CSGS(schema, context_specific=specific).fit(rows)
         cm = learner.canonical_
         m, n, k = cm.contexts.shape[0], schema.n_vars, cm.max_degree
-        out[name] = {"kl": kl_divergence(true, learner.model_),
-                     "features": learner.model_.n_features, "tests": cm.n_tests,
-                     "tests_computed": cm.n_tests_computed,
-                     "unreliable": cm.n_unreliable, "contexts": m, "max_degree": k,
-                     "bound": m * (n * n + n * k), "cpu_seconds": time.process_time() - t0}
+        out[name] = {
+            "kl": kl_divergence(true, learner.model_),
+            "features": learner.model_.n_features,
+            "tests": cm.n_tests,
+            "tests_computed": cm.n_tests_computed,
+            "unreliable": cm.n_unreliable,
+            "contexts": m,
+            "max_degree": k,
+            "bound": m * (n * n + n * k),
+            "cpu_seconds": time.process_time() - t0,
+        }
     t0 = time.process_time()
     patterns, counts = distinct(rows)
     fitted = fit_pattern_weights(true.with_weights(np.zeros(true.n_features)), patterns, counts)
-    out["true"] = {"kl": kl_divergence(true, fitted), "features": true.n_features,
-                   "cpu_seconds": time.process_time() - t0}
+    out["true"] = {
+        "kl": kl_divergence(true, fitted),
+        "features": true.n_features,
+        "cpu_seconds": time.process_time() - t0,
+    }
     t0 = time.process_time()
     mn, info = run_dtsl(schema, train, valid)
-    out["dtsl"] = {"kl": kl_divergence(true, mn), "features": mn.n_features,
-                   "cpu_seconds": time.process_time() - t0, **info}
+    out["dtsl"] = {
+        "kl": kl_divergence(true, mn),
+        "features": mn.n_features,
+        "cpu_seconds": time.process_time() - t0,
+        **info,
+    }
     return out
 
 
@@ -106,10 +119,13 @@ def synthetic(ns, draws, sizes, results, save):
             for size in sizes:
                 t0 = time.perf_counter()
                 cells[str(size)] = run_cell(true, sample[:size])
-                print(f"n={n} draw={d} rows={size}: "
-                      + "  ".join(f"{m} {cells[str(size)][m]['kl']:.4f}" for m in METHODS)
-                      + f"  tests {cells[str(size)]['csgs']['tests']}"
-                      + f"  ({time.perf_counter() - t0:.1f} s)", flush=True)
+                print(
+                    f"n={n} draw={d} rows={size}: "
+                    + "  ".join(f"{m} {cells[str(size)][m]['kl']:.4f}" for m in METHODS)
+                    + f"  tests {cells[str(size)]['csgs']['tests']}"
+                    + f"  ({time.perf_counter() - t0:.1f} s)",
+                    flush=True,
+                )
             results["synthetic"][key] = cells
             save()
 
@@ -128,12 +144,22 @@ def nltcs(data_dir):
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     cm = learner.canonical_
     m, n, k = cm.contexts.shape[0], schema.n_vars, cm.max_degree
-    return {"train_rows": int(train.shape[0]), "test_rows": int(test.shape[0]),
-            "test_pll": learner.model_.pll(test), "wall_seconds": wall, "cpu_seconds": cpu,
-            **learner.timings_, "features": learner.model_.n_features, "tests": cm.n_tests,
-            "tests_computed": cm.n_tests_computed,
-            "unreliable": cm.n_unreliable, "contexts": m, "max_degree": k,
-            "bound": m * (n * n + n * k), "weight_fit": learner.model_.fit_info}
+    return {
+        "train_rows": int(train.shape[0]),
+        "test_rows": int(test.shape[0]),
+        "test_pll": learner.model_.pll(test),
+        "wall_seconds": wall,
+        "cpu_seconds": cpu,
+        **learner.timings_,
+        "features": learner.model_.n_features,
+        "tests": cm.n_tests,
+        "tests_computed": cm.n_tests_computed,
+        "unreliable": cm.n_unreliable,
+        "contexts": m,
+        "max_degree": k,
+        "bound": m * (n * n + n * k),
+        "weight_fit": learner.model_.fit_info,
+    }
 
 
 def summarise(results) -> dict:
@@ -152,34 +178,44 @@ def summarise(results) -> dict:
 def markdown(results) -> str:
     s = summarise(results)
     meta = results["meta"]
-    lines = ["# CSGS on planted context-specific networks (paper Section 4) and nltcs", "",
-             f"Machine: {meta['machine']}, {meta['cpus']} cores shared with other jobs (a "
-             f"loaded machine: times are indicative), {meta['numba_threads']} numba thread(s). "
-             f"Grid: {meta['grid']}.", "",
-             "KL divergence (nats) to the true distribution by exact enumeration, mean +- sd "
-             "over weight draws. csgs: CSGS; gs: the single-graph Grow-Shrink ablation (same "
-             "code, conditional tests, one graph); dtsl: exact DTSL + DN2MN, kappa on "
-             "validation; true: the true features with PLL weights learned like CSGS's. "
-             "tests: CSGS's independence tests; bound: m (n^2 + n k) with m canonical "
-             "assignments and k the largest blanket; computed: the distinct tests evaluated on the "
-             "counts (contexts that ask the same test share its verdict).", ""]
+    lines = [
+        "# CSGS on planted context-specific networks (paper Section 4) and nltcs",
+        "",
+        f"Machine: {meta['machine']}, {meta['cpus']} cores shared with other jobs (a "
+        f"loaded machine: times are indicative), {meta['numba_threads']} numba thread(s). "
+        f"Grid: {meta['grid']}.",
+        "",
+        "KL divergence (nats) to the true distribution by exact enumeration, mean +- sd "
+        "over weight draws. csgs: CSGS; gs: the single-graph Grow-Shrink ablation (same "
+        "code, conditional tests, one graph); dtsl: exact DTSL + DN2MN, kappa on "
+        "validation; true: the true features with PLL weights learned like CSGS's. "
+        "tests: CSGS's independence tests; bound: m (n^2 + n k) with m canonical "
+        "assignments and k the largest blanket; computed: the distinct tests evaluated on the "
+        "counts (contexts that ask the same test share its verdict).",
+        "",
+    ]
     ns = sorted({k[0] for k in s}, key=int)
     sizes = sorted({k[1] for k in s}, key=int)
     for n in ns:
-        lines += [f"## n = {n}", "",
-                  "| rows | csgs KL | gs KL | dtsl KL | true KL | csgs tests | computed | bound | "
-                  "unreliable | contexts | csgs features | draws |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            f"## n = {n}",
+            "",
+            "| rows | csgs KL | gs KL | dtsl KL | true KL | csgs tests | computed | bound | "
+            "unreliable | contexts | csgs features | draws |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
         for size in sizes:
             if (n, size, "csgs", "kl") not in s:
                 continue
             kl = [s[(n, size, m, "kl")] for m in ("csgs", "gs", "dtsl", "true")]
             g = lambda fig: s[(n, size, "csgs", fig)][0]  # noqa: E731
-            lines.append(f"| {int(size):,} | " + " | ".join(f"{a:.4f} +- {b:.4f}"
-                                                            for a, b, _ in kl)
-                         + f" | {g('tests'):,.0f} | {g('tests_computed'):,.0f}"
-                         f" | {g('bound'):,.0f} | {g('unreliable'):,.0f}"
-                         f" | {g('contexts'):,.0f} | {g('features'):,.0f} | {kl[0][2]} |")
+            lines.append(
+                f"| {int(size):,} | "
+                + " | ".join(f"{a:.4f} +- {b:.4f}" for a, b, _ in kl)
+                + f" | {g('tests'):,.0f} | {g('tests_computed'):,.0f}"
+                f" | {g('bound'):,.0f} | {g('unreliable'):,.0f}"
+                f" | {g('contexts'):,.0f} | {g('features'):,.0f} | {kl[0][2]} |"
+            )
         lines.append("")
     lines += ["## Targets", ""]
 
@@ -189,48 +225,67 @@ def markdown(results) -> str:
     for n in ns:
         big = [z for z in sizes if int(z) >= 1000 and (n, z, "csgs", "kl") in s]
         below = [z for z in big if s[(n, z, "csgs", "kl")][0] < s[(n, z, "gs", "kl")][0]]
-        lines.append(f"- n={n}: CSGS KL below the single-graph ablation at >= 1,000 rows: "
-                     f"{len(below)}/{len(big)} sizes "
-                     f"({'met' if big and len(below) == len(big) else 'NOT met'}); "
-                     "gap to true-structure KL (csgs - true) by size: "
-                     + ", ".join(f"{int(z):,}: {kl(n, z, 'csgs') - kl(n, z, 'true'):.4f}"
-                                 for z in big))
-        best = [z for z in big if s[(n, z, "csgs", "kl")][0]
-                < min(s[(n, z, "gs", "kl")][0], s[(n, z, "dtsl", "kl")][0])]
-        lines.append(f"  - CSGS the closest learned model to the truth (below gs and dtsl) at "
-                     f"{len(best)}/{len(big)} sizes >= 1,000; KL ratio csgs / true: "
-                     + ", ".join(f"{int(z):,}: {kl(n, z, 'csgs') / kl(n, z, 'true'):.1f}"
-                                 for z in big))
-        ratios = [s[(n, z, "csgs", "tests")][0] / s[(n, z, "csgs", "bound")][0] for z in sizes
-                  if (n, z, "csgs", "tests") in s]
-        lines.append(f"  - tests / m (n^2 + n k): {min(ratios):.2f} .. {max(ratios):.2f} "
-                     f"({'within' if max(ratios) <= 1 else 'ABOVE'} the bound at every size)")
-    lines += ["", "Notes: at n = 6 with many rows the ablation's complete graph turns every joint "
-              "state into a feature, a saturated model with 63 free weights that is almost "
-              "unbiased, while CSGS drops the weakest context-specific dependences; and in one "
-              "draw (n = 6, draw 7) Algorithm 2's single grow pass tests a pair that is "
-              "marginally independent but conditionally dependent before the blanket that "
-              "reveals it, so both CSGS and the ablation miss that edge at every size (KL "
-              "0.0129 at 100,000 rows); `CSGS(repeat_grow=True)`, which repeats the grow pass "
-              "until it adds nothing, reaches 0.0005 there, with 17% more tests."]
+        lines.append(
+            f"- n={n}: CSGS KL below the single-graph ablation at >= 1,000 rows: "
+            f"{len(below)}/{len(big)} sizes "
+            f"({'met' if big and len(below) == len(big) else 'NOT met'}); "
+            "gap to true-structure KL (csgs - true) by size: "
+            + ", ".join(f"{int(z):,}: {kl(n, z, 'csgs') - kl(n, z, 'true'):.4f}" for z in big)
+        )
+        best = [
+            z
+            for z in big
+            if s[(n, z, "csgs", "kl")][0]
+            < min(s[(n, z, "gs", "kl")][0], s[(n, z, "dtsl", "kl")][0])
+        ]
+        lines.append(
+            f"  - CSGS the closest learned model to the truth (below gs and dtsl) at "
+            f"{len(best)}/{len(big)} sizes >= 1,000; KL ratio csgs / true: "
+            + ", ".join(f"{int(z):,}: {kl(n, z, 'csgs') / kl(n, z, 'true'):.1f}" for z in big)
+        )
+        ratios = [
+            s[(n, z, "csgs", "tests")][0] / s[(n, z, "csgs", "bound")][0]
+            for z in sizes
+            if (n, z, "csgs", "tests") in s
+        ]
+        lines.append(
+            f"  - tests / m (n^2 + n k): {min(ratios):.2f} .. {max(ratios):.2f} "
+            f"({'within' if max(ratios) <= 1 else 'ABOVE'} the bound at every size)"
+        )
+    lines += [
+        "",
+        "Notes: at n = 6 with many rows the ablation's complete graph turns every joint "
+        "state into a feature, a saturated model with 63 free weights that is almost "
+        "unbiased, while CSGS drops the weakest context-specific dependences; and in one "
+        "draw (n = 6, draw 7) Algorithm 2's single grow pass tests a pair that is "
+        "marginally independent but conditionally dependent before the blanket that "
+        "reveals it, so both CSGS and the ablation miss that edge at every size (KL "
+        "0.0129 at 100,000 rows); `CSGS(repeat_grow=True)`, which repeats the grow pass "
+        "until it adds nothing, reaches 0.0005 there, with 17% more tests.",
+    ]
     nl = results.get("nltcs")
     if nl:
-        lines += ["", "## nltcs", "",
-                  f"CSGS on {nl['train_rows']:,} training rows: test PLL {nl['test_pll']:.4f} "
-                  f"({nl['test_rows']:,} rows); learn + weights {nl['wall_seconds']:.1f} s wall, "
-                  f"{nl['cpu_seconds']:.1f} s CPU (structure {nl['structure_seconds']:.1f} s, "
-                  f"features {nl['features_seconds']:.1f} s, weights "
-                  f"{nl['weights_seconds']:.1f} s); {nl['contexts']:,} canonical assignments, "
-                  f"{nl['tests']:,} tests ({nl['tests_computed']:,} computed, the rest shared "
-                  f"between contexts; {nl['unreliable']:,} unreliable; bound "
-                  f"{nl['bound']:,}), largest blanket {nl['max_degree']}, "
-                  f"{nl['features']:,} features.", "",
-                  f"- learn + weights <= 60 s: {'met' if nl['cpu_seconds'] <= 60 else 'NOT met'}"
-                  f" by CPU time on {meta['numba_threads']} thread(s) ({nl['cpu_seconds']:.1f} s; "
-                  f"{nl['wall_seconds']:.1f} s wall on the shared machine, which includes waiting "
-                  f"for a core)",
-                  "- for reference (REFERENCE.md): Libra DTSL+DN2MN test PLL -4.928; Libra PLL "
-                  "weights on DN features -5.04"]
+        lines += [
+            "",
+            "## nltcs",
+            "",
+            f"CSGS on {nl['train_rows']:,} training rows: test PLL {nl['test_pll']:.4f} "
+            f"({nl['test_rows']:,} rows); learn + weights {nl['wall_seconds']:.1f} s wall, "
+            f"{nl['cpu_seconds']:.1f} s CPU (structure {nl['structure_seconds']:.1f} s, "
+            f"features {nl['features_seconds']:.1f} s, weights "
+            f"{nl['weights_seconds']:.1f} s); {nl['contexts']:,} canonical assignments, "
+            f"{nl['tests']:,} tests ({nl['tests_computed']:,} computed, the rest shared "
+            f"between contexts; {nl['unreliable']:,} unreliable; bound "
+            f"{nl['bound']:,}), largest blanket {nl['max_degree']}, "
+            f"{nl['features']:,} features.",
+            "",
+            f"- learn + weights <= 60 s: {'met' if nl['cpu_seconds'] <= 60 else 'NOT met'}"
+            f" by CPU time on {meta['numba_threads']} thread(s) ({nl['cpu_seconds']:.1f} s; "
+            f"{nl['wall_seconds']:.1f} s wall on the shared machine, which includes waiting "
+            f"for a core)",
+            "- for reference (REFERENCE.md): Libra DTSL+DN2MN test PLL -4.928; Libra PLL "
+            "weights on DN features -5.04",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -250,10 +305,13 @@ def main(argv=None):
     results = {"synthetic": {}}
     if args.resume and out.exists():
         results = json.loads(out.read_text())
-    results["meta"] = {"machine": platform.platform(), "cpus": os.cpu_count(),
-                       "python": platform.python_version(),
-                       "numba_threads": numba.get_num_threads(),
-                       "grid": f"n in {ns}, {args.draws} weight draws, sizes {sizes}"}
+    results["meta"] = {
+        "machine": platform.platform(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "numba_threads": numba.get_num_threads(),
+        "grid": f"n in {ns}, {args.draws} weight draws, sizes {sizes}",
+    }
 
     def save():
         out.write_text(json.dumps(results, indent=1))

@@ -43,8 +43,12 @@ TRANSITION = 500_000  # gradual: rows over which B's share rises from 0 to 1
 WINDOW = 10_000
 HALF_LIFE = 100_000
 STATIONARY_ROWS = 10_000_000
-ARMS = {"none": {}, "drift": {"drift": "page-hinkley"}, "decay": {"half_life": HALF_LIFE},
-        "drift+decay": {"drift": "page-hinkley", "half_life": HALF_LIFE}}
+ARMS = {
+    "none": {},
+    "drift": {"drift": "page-hinkley"},
+    "decay": {"half_life": HALF_LIFE},
+    "drift+decay": {"drift": "page-hinkley", "half_life": HALF_LIFE},
+}
 
 
 def abrupt_stream(a: LogisticBN, b: LogisticBN):
@@ -67,7 +71,7 @@ def gradual_stream(a: LogisticBN, b: LogisticBN):
 def windows(chunks):
     for block in chunks:
         for s in range(0, block.shape[0], WINDOW):
-            yield block[s:s + WINDOW]
+            yield block[s : s + WINDOW]
 
 
 def prequential(chunks, skip: int = 0, **params) -> dict:
@@ -85,14 +89,18 @@ def prequential(chunks, skip: int = 0, **params) -> dict:
         learn_s += time.perf_counter() - t
     summary = model.drift_summary()
     events = None if summary is None else model._drift.events.tolist()
-    return {"pll": pll, "learn_seconds": learn_s, "rows_per_s": (seen - skip) / learn_s,
-            "events": events}
+    return {
+        "pll": pll,
+        "learn_seconds": learn_s,
+        "rows_per_s": (seen - skip) / learn_s,
+        "events": events,
+    }
 
 
 def recovery(arm: list[float], reference: list[float], offset: int) -> int | None:
     """Rows after the change until the arm's window PLL is within 2% of the reference's (the
     reference's windows start ``offset`` windows after the change) and stays there."""
-    arm = np.asarray(arm[CHANGE // WINDOW + offset:])
+    arm = np.asarray(arm[CHANGE // WINDOW + offset :])
     ref = np.asarray(reference)
     n = min(arm.size, ref.size)
     bad = np.flatnonzero((ref[:n] - arm[:n]) / np.abs(ref[:n]) > 0.02)
@@ -115,8 +123,11 @@ def section_changing(kind: str) -> dict:
         r["recovery_rows"] = recovery(r["pll"], out["reference"]["pll"], offset)
         tail = slice(-10, None)  # the last 100k rows
         r["final_pll"] = float(np.mean(r["pll"][tail]))
-        r["final_gap_pct"] = 100.0 * (np.mean(out["reference"]["pll"][tail]) - r["final_pll"]) \
+        r["final_gap_pct"] = (
+            100.0
+            * (np.mean(out["reference"]["pll"][tail]) - r["final_pll"])
             / abs(np.mean(out["reference"]["pll"][tail]))
+        )
         if r["events"] is not None:
             ev = np.asarray(r["events"]).reshape(-1, 3)
             r["alarms_before_change"] = int(((ev[:, 2] == 0) & (ev[:, 0] <= CHANGE)).sum())
@@ -124,8 +135,12 @@ def section_changing(kind: str) -> dict:
             r["swaps"] = int((ev[:, 2] == 1).sum())
             r["first_alarm_row"] = int(ev[ev[:, 2] == 0, 0].min()) if r["alarms"] else None
         out["arms"][name] = r
-        print(f"  {name}: recovery {r['recovery_rows']}, final gap {r['final_gap_pct']:.3f}%, "
-              f"{r['rows_per_s']:,.0f} rows/s", file=sys.stderr, flush=True)
+        print(
+            f"  {name}: recovery {r['recovery_rows']}, final gap {r['final_gap_pct']:.3f}%, "
+            f"{r['rows_per_s']:,.0f} rows/s",
+            file=sys.stderr,
+            flush=True,
+        )
     if kind == "abrupt":  # the generating networks' own PLL on fresh rows
         out["true_pll_after"] = b.pll(next(bn_chunks(b, 99, 20_000)))
         out["true_pll_before"] = a.pll(next(bn_chunks(a, 99, 20_000)))
@@ -143,7 +158,7 @@ def section_stationary() -> dict:
     seen = 0
     for block in bn_chunks(a, 5, STATIONARY_ROWS):
         for s in range(0, block.shape[0], 65_536):
-            batch = block[s:s + 65_536]
+            batch = block[s : s + 65_536]
             for name, model in (("on", on), ("off", off)):
                 t = time.perf_counter()
                 model.partial_fit(batch)
@@ -152,19 +167,27 @@ def section_stationary() -> dict:
                 if seen >= 1_000_000:
                     steady[name] += dt
             seen += batch.shape[0]
-        print(f"  {seen:,} rows: {on.drift_summary()['alarms']} alarms", file=sys.stderr,
-              flush=True)
+        print(
+            f"  {seen:,} rows: {on.drift_summary()['alarms']} alarms", file=sys.stderr, flush=True
+        )
     summary = on.drift_summary()
-    return {"rows": seen, "alarms": summary["alarms"], "swaps": summary["swaps"],
-            "alarms_per_10M_rows": summary["alarms"] * 1e7 / seen,
-            "rows_per_s_on": seen / seconds["on"], "rows_per_s_off": seen / seconds["off"],
-            "steady_rows_per_s_on": (seen - 1_000_000) / steady["on"],
-            "steady_rows_per_s_off": (seen - 1_000_000) / steady["off"]}
+    return {
+        "rows": seen,
+        "alarms": summary["alarms"],
+        "swaps": summary["swaps"],
+        "alarms_per_10M_rows": summary["alarms"] * 1e7 / seen,
+        "rows_per_s_on": seen / seconds["on"],
+        "rows_per_s_off": seen / seconds["off"],
+        "steady_rows_per_s_on": (seen - 1_000_000) / steady["on"],
+        "steady_rows_per_s_off": (seen - 1_000_000) / steady["off"],
+    }
 
 
-SECTIONS = {"abrupt": lambda: section_changing("abrupt"),
-            "gradual": lambda: section_changing("gradual"),
-            "stationary": section_stationary}
+SECTIONS = {
+    "abrupt": lambda: section_changing("abrupt"),
+    "gradual": lambda: section_changing("gradual"),
+    "stationary": section_stationary,
+}
 
 
 def fmt(x, spec=",.0f"):
@@ -172,58 +195,79 @@ def fmt(x, spec=",.0f"):
 
 
 def markdown(r: dict) -> str:
-    lines = ["# Drift: one-pass DTSL on streams that change", "",
-             f"Machine: {r.get('machine', '?')}. Planted logistic BNs with {N_VARS} variables "
-             "(`benchmarks.convergence.bn_chunks`). Prequential PLL: each window of "
-             f"{WINDOW:,} rows scored before it is learned. Reference: a model at the defaults "
-             "trained only on the post-change rows. Recovery: rows after the change until the "
-             "window PLL is within 2% of the reference's and stays there. Arms: `none` "
-             "(defaults), `drift` (`drift='page-hinkley'`), `decay` (`half_life="
-             f"{HALF_LIFE:,}`), both. {r.get('load_note', '')}", ""]
+    lines = [
+        "# Drift: one-pass DTSL on streams that change",
+        "",
+        f"Machine: {r.get('machine', '?')}. Planted logistic BNs with {N_VARS} variables "
+        "(`benchmarks.convergence.bn_chunks`). Prequential PLL: each window of "
+        f"{WINDOW:,} rows scored before it is learned. Reference: a model at the defaults "
+        "trained only on the post-change rows. Recovery: rows after the change until the "
+        "window PLL is within 2% of the reference's and stays there. Arms: `none` "
+        "(defaults), `drift` (`drift='page-hinkley'`), `decay` (`half_life="
+        f"{HALF_LIFE:,}`), both. {r.get('load_note', '')}",
+        "",
+    ]
     for kind in ("abrupt", "gradual"):
         if kind not in r:
             continue
         s = r[kind]
         ref = s["reference"]
-        lines += [f"## {kind.capitalize()} change at row {s['change_row']:,}"
-                  + ("" if kind == "abrupt" else
-                     f" (B's share rising to 1 by row {s['settled_row']:,})"), "",
-                  "| arm | recovery (rows after change) | PLL last 100k rows | gap to reference % "
-                  "| alarms (before change) | swaps | first alarm row | learn rows/s |",
-                  "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            f"## {kind.capitalize()} change at row {s['change_row']:,}"
+            + ("" if kind == "abrupt" else f" (B's share rising to 1 by row {s['settled_row']:,})"),
+            "",
+            "| arm | recovery (rows after change) | PLL last 100k rows | gap to reference % "
+            "| alarms (before change) | swaps | first alarm row | learn rows/s |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for name, a in s["arms"].items():
             lines.append(
                 f"| {name} | {fmt(a['recovery_rows'])} | {a['final_pll']:.4f} | "
                 f"{a['final_gap_pct']:.3f} | "
-                + (f"{a['alarms']} ({a['alarms_before_change']})" if a["events"] is not None
-                   else "—")
+                + (
+                    f"{a['alarms']} ({a['alarms_before_change']})"
+                    if a["events"] is not None
+                    else "—"
+                )
                 + f" | {fmt(a.get('swaps'))} | {fmt(a.get('first_alarm_row'))} | "
-                f"{a['rows_per_s']:,.0f} |")
-        lines.append(f"| reference (post-change only) | — | "
-                     f"{np.mean(ref['pll'][-10:]):.4f} | 0 | — | — | — | "
-                     f"{ref['rows_per_s']:,.0f} |")
+                f"{a['rows_per_s']:,.0f} |"
+            )
+        lines.append(
+            f"| reference (post-change only) | — | "
+            f"{np.mean(ref['pll'][-10:]):.4f} | 0 | — | — | — | "
+            f"{ref['rows_per_s']:,.0f} |"
+        )
         if "true_pll_after" in s:
-            lines.append(f"\nTrue PLL of the generating network: before {s['true_pll_before']:.4f}, "
-                         f"after {s['true_pll_after']:.4f} (20k fresh rows).")
+            lines.append(
+                f"\nTrue PLL of the generating network: before {s['true_pll_before']:.4f}, "
+                f"after {s['true_pll_after']:.4f} (20k fresh rows)."
+            )
         lines.append("")
     if "stationary" in r:
         s = r["stationary"]
         over = 100.0 * (s["steady_rows_per_s_off"] / s["steady_rows_per_s_on"] - 1.0)
-        lines += ["## Stationary stream", "",
-                  f"{s['rows']:,} rows of network A at the defaults with `drift='page-hinkley'`: "
-                  f"**{s['alarms']} alarms** ({s['alarms_per_10M_rows']:.2f} per 10M rows), "
-                  f"{s['swaps']} swaps.", "",
-                  "| | adaptation off | adaptation on | time overhead |", "|---|---|---|---|",
-                  f"| rows/s, whole stream | {s['rows_per_s_off']:,.0f} | "
-                  f"{s['rows_per_s_on']:,.0f} | "
-                  f"{100.0 * (s['rows_per_s_off'] / s['rows_per_s_on'] - 1.0):.1f}% |",
-                  f"| rows/s, after the first 1M rows | {s['steady_rows_per_s_off']:,.0f} | "
-                  f"{s['steady_rows_per_s_on']:,.0f} | {over:.1f}% |", ""]
+        lines += [
+            "## Stationary stream",
+            "",
+            f"{s['rows']:,} rows of network A at the defaults with `drift='page-hinkley'`: "
+            f"**{s['alarms']} alarms** ({s['alarms_per_10M_rows']:.2f} per 10M rows), "
+            f"{s['swaps']} swaps.",
+            "",
+            "| | adaptation off | adaptation on | time overhead |",
+            "|---|---|---|---|",
+            f"| rows/s, whole stream | {s['rows_per_s_off']:,.0f} | "
+            f"{s['rows_per_s_on']:,.0f} | "
+            f"{100.0 * (s['rows_per_s_off'] / s['rows_per_s_on'] - 1.0):.1f}% |",
+            f"| rows/s, after the first 1M rows | {s['steady_rows_per_s_off']:,.0f} | "
+            f"{s['steady_rows_per_s_on']:,.0f} | {over:.1f}% |",
+            "",
+        ]
     return "\n".join(lines)
 
 
 def plot(r: dict) -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -260,13 +304,16 @@ def main(argv=None) -> dict:
                 with open(RESULTS) as f:
                     results = json.load(f)
             results[name] = section
-            results["machine"] = (f"{platform.machine()}, {os.cpu_count()} cores, "
-                                  f"{platform.platform()}")
+            results["machine"] = (
+                f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}"
+            )
             load = os.getloadavg()[0]
-            results["load_note"] = (f"Last section ran at load average {load:.1f} on a machine "
-                                    "shared with other jobs: rows/s are below a quiet "
-                                    "machine's; on/off throughput is measured in one process "
-                                    "on the same rows, alternating, so load hits both alike.")
+            results["load_note"] = (
+                f"Last section ran at load average {load:.1f} on a machine "
+                "shared with other jobs: rows/s are below a quiet "
+                "machine's; on/off throughput is measured in one process "
+                "on the same rows, alternating, so load hits both alike."
+            )
             with open(RESULTS, "w") as f:
                 json.dump(results, f)
     with open(RESULTS) as f:

@@ -34,6 +34,7 @@ BUSY_LOOP = "while True: pass"
 def timed_pass(rows, schema, n_threads: int) -> float:
     """Wall seconds of one pass of a default DTSL on ``n_threads`` threads over ``rows``."""
     from streammn.dtsl import DTSL
+
     model = DTSL(schema, n_threads=n_threads)
     start = time.perf_counter()
     one_pass(model, rows)
@@ -43,6 +44,7 @@ def timed_pass(rows, schema, n_threads: int) -> float:
 def measure(n_rows: int, reps: int) -> dict:
     from streammn.dtsl import DTSL
     from streammn.schema import Schema
+
     schema = Schema.from_cardinalities([2] * 100)
     rows = planted_rows(n_rows, 100, 2)
     cores = numba.get_num_threads()
@@ -50,8 +52,12 @@ def measure(n_rows: int, reps: int) -> dict:
     with every_step_parallel():  # load the compiled kernels, the parallel ones too
         DTSL(schema, n_threads=cores).fit(rows[:2000])
     one_pass(DTSL(schema), rows)  # untimed: the process's first touch of the memory it grows
-    results = {"machine": f"{platform.machine()}, {os.cpu_count()} cores",
-               "n_rows": n_rows, "reps": reps, "conditions": []}
+    results = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "n_rows": n_rows,
+        "reps": reps,
+        "conditions": [],
+    }
     for others in sorted({0, 1, cores}):
         busy = [subprocess.Popen([sys.executable, "-c", BUSY_LOOP]) for _ in range(others)]
         try:
@@ -65,24 +71,33 @@ def measure(n_rows: int, reps: int) -> dict:
                 proc.kill()
                 proc.wait()
         median = {n: statistics.median(w) for n, w in walls.items()}
-        results["conditions"].append({
-            "other_jobs": others, "walls": {str(n): w for n, w in walls.items()},
-            "rows_per_s": {str(n): n_rows / median[n] for n in thread_counts},
-            "speedup": median[1] / median[cores]})
-        print(f"{others} other jobs: " + ", ".join(
-            f"{n} thread(s) {n_rows / median[n]:,.0f} rows/s" for n in thread_counts)
-            + f", speedup {median[1] / median[cores]:.2f}x", flush=True)
+        results["conditions"].append(
+            {
+                "other_jobs": others,
+                "walls": {str(n): w for n, w in walls.items()},
+                "rows_per_s": {str(n): n_rows / median[n] for n in thread_counts},
+                "speedup": median[1] / median[cores],
+            }
+        )
+        print(
+            f"{others} other jobs: "
+            + ", ".join(f"{n} thread(s) {n_rows / median[n]:,.0f} rows/s" for n in thread_counts)
+            + f", speedup {median[1] / median[cores]:.2f}x",
+            flush=True,
+        )
     return results
 
 
 def markdown(results: dict) -> str:
-    lines = ["# One-pass DTSL: one thread vs every core, idle and busy machine\n",
-             f"Machine: {results['machine']}. Defaults, planted stream of "
-             f"{results['n_rows']:,} rows x 100 binary variables, batches of {BATCH:,}; "
-             f"median wall time of {results['reps']} interleaved runs per thread count. "
-             "Other jobs: pure-Python busy loops, one core each.\n",
-             "| other jobs | threads | rows/s (median) | runs (wall s) | speedup over 1 thread |",
-             "|---|---|---|---|---|"]
+    lines = [
+        "# One-pass DTSL: one thread vs every core, idle and busy machine\n",
+        f"Machine: {results['machine']}. Defaults, planted stream of "
+        f"{results['n_rows']:,} rows x 100 binary variables, batches of {BATCH:,}; "
+        f"median wall time of {results['reps']} interleaved runs per thread count. "
+        "Other jobs: pure-Python busy loops, one core each.\n",
+        "| other jobs | threads | rows/s (median) | runs (wall s) | speedup over 1 thread |",
+        "|---|---|---|---|---|",
+    ]
     for c in results["conditions"]:
         for n, rate in c["rows_per_s"].items():
             walls = ", ".join(f"{w:.2f}" for w in c["walls"][n])
@@ -92,8 +107,9 @@ def markdown(results: dict) -> str:
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--rows", type=int, default=1_000_000)
     p.add_argument("--reps", type=int, default=3, help="timed passes per thread count")
     p.add_argument("--out", default=os.path.join(HERE, "results"))

@@ -56,13 +56,17 @@ from benchmarks import et_full_model
 RESULTS = Path(__file__).parent / "results"
 DATA = Path("/work/shared/data")
 DATASETS = ("nltcs", "plants", "jester", "accidents", "mushrooms")
-NETWORKS = {"50-3": (50, 3, "uniform", 1000), "50-6": (50, 6, "uniform", 1000),
-            "200-4": (200, 4, "uniform", 4000), "200-4-powerlaw": (200, 4, "powerlaw", 4000)}
+NETWORKS = {
+    "50-3": (50, 3, "uniform", 1000),
+    "50-6": (50, 6, "uniform", 1000),
+    "200-4": (200, 4, "uniform", 4000),
+    "200-4-powerlaw": (200, 4, "powerlaw", 4000),
+}
 
 
 def random_graph(m, degree, kind, rng):
     if kind == "powerlaw":
-        g = nx.barabasi_albert_graph(m, degree // 2, seed=int(rng.integers(2 ** 31)))
+        g = nx.barabasi_albert_graph(m, degree // 2, seed=int(rng.integers(2**31)))
         return sorted((min(u, v), max(u, v)) for u, v in g.edges())
     pairs = [(u, v) for u in range(m) for v in range(u + 1, m)]
     pick = rng.choice(len(pairs), size=m * degree // 2, replace=False)
@@ -98,7 +102,7 @@ def ising_model(m, edges, rng):
 
 def ising_rows(m, edges, n_rows, rng):
     theta, psi = ising_model(m, edges, rng)
-    return gibbs_ising(theta, psi, n_rows, 1000, 10, int(rng.integers(2 ** 31)))
+    return gibbs_ising(theta, psi, n_rows, 1000, 10, int(rng.integers(2**31)))
 
 
 def l1_lr_graphs(rows):
@@ -115,8 +119,9 @@ def l1_lr_graphs(rows):
         if y.min() == y.max():
             continue
         others = np.delete(np.arange(m), u)
-        lr = LogisticRegression(penalty="l1", C=1.0 / (n * lam), solver="liblinear",
-                                tol=1e-6, max_iter=1000).fit(x[:, others], y)
+        lr = LogisticRegression(
+            penalty="l1", C=1.0 / (n * lam), solver="liblinear", tol=1e-6, max_iter=1000
+        ).fit(x[:, others], y)
         nbr[u, others] = np.abs(lr.coef_[0]) > 1e-8
     iu = np.triu_indices(m, 1)
     both, either = (nbr & nbr.T)[iu], (nbr | nbr.T)[iu]
@@ -136,26 +141,45 @@ def structure(results, networks, trials, fractions, sample_cap, save):
             edges = random_graph(m, degree, kind, rng)
             rows = ising_rows(m, edges, n_full, rng)
             schema = Schema.from_cardinalities([2] * m)
-            for f in (fractions if m <= 50 else [1.0]):
+            for f in fractions if m <= 50 else [1.0]:
                 n = int(n_full * f)
                 t0 = time.process_time()
                 et = EnsembleOfTrees(schema, sample_rows=min(n, sample_cap)).fit(rows[:n])
                 et_edges, et_cpu = et.edges, time.process_time() - t0
                 and_, or_ = l1_lr_graphs(rows[:n])
                 results["structure"].append(
-                    {"network": name, "trial": trial, "n_rows": n, "true_edges": len(edges),
-                     "et": hamming(et_edges, edges), "et_edges": len(et_edges),
-                     "l1lr_and": hamming(and_, edges), "l1lr_or": hamming(or_, edges),
-                     "beta_sample_rows": min(n, sample_cap), "et_cpu_seconds": round(et_cpu, 2)})
+                    {
+                        "network": name,
+                        "trial": trial,
+                        "n_rows": n,
+                        "true_edges": len(edges),
+                        "et": hamming(et_edges, edges),
+                        "et_edges": len(et_edges),
+                        "l1lr_and": hamming(and_, edges),
+                        "l1lr_or": hamming(or_, edges),
+                        "beta_sample_rows": min(n, sample_cap),
+                        "et_cpu_seconds": round(et_cpu, 2),
+                    }
+                )
                 print(results["structure"][-1], flush=True)
                 save()
 
 
 # (network, trial, rows, beta sample rows, shrink, PGD tolerance); beta on all rows unless noted
-DIAGNOSIS = [("50-6", t, n, n, shrink, 1e-4) for t in (0, 1) for n in (1000, 4000, 16000)
-             for shrink in (True, False)] + [("50-6", t, 1000, 1000, True, 1e-8) for t in (0, 1)] + [
-    ("200-4", 0, 4000, 2000, True, 1e-4), ("200-4", 0, 4000, 4000, True, 1e-4),
-    ("200-4", 0, 16000, 4000, True, 1e-4)]
+DIAGNOSIS = (
+    [
+        ("50-6", t, n, n, shrink, 1e-4)
+        for t in (0, 1)
+        for n in (1000, 4000, 16000)
+        for shrink in (True, False)
+    ]
+    + [("50-6", t, 1000, 1000, True, 1e-8) for t in (0, 1)]
+    + [
+        ("200-4", 0, 4000, 2000, True, 1e-4),
+        ("200-4", 0, 4000, 4000, True, 1e-4),
+        ("200-4", 0, 16000, 4000, True, 1e-4),
+    ]
+)
 
 
 def diagnosis(results, networks, save):
@@ -174,16 +198,20 @@ def diagnosis(results, networks, save):
             theta, psi = ising_model(m, edges, rng)
             longest = max(d[2] for d in DIAGNOSIS if d[:2] == (name, trial))
             # one chain, so the first rows are those structure() learns from
-            rows = gibbs_ising(theta, psi, longest, 1000, 10, int(rng.integers(2 ** 31)))
+            rows = gibbs_ising(theta, psi, longest, 1000, 10, int(rng.integers(2**31)))
             generated[(name, trial)] = edges, theta, rows
         edges, theta, rows = generated[(name, trial)]
         t0 = time.process_time()
-        et = EnsembleOfTrees(Schema.from_cardinalities([2] * m), shrink=shrink, sample_rows=sample,
-                             tol=tol, max_iter=100 if tol >= 1e-4 else 2000).fit(rows[:n])
+        et = EnsembleOfTrees(
+            Schema.from_cardinalities([2] * m),
+            shrink=shrink,
+            sample_rows=sample,
+            tol=tol,
+            max_iter=100 if tol >= 1e-4 else 2000,
+        ).fit(rows[:n])
         cpu = time.process_time() - t0
         node, pair = et.theta()
-        grad = structure_objective_and_gradient(et.beta, et.sample.rows,
-                                                ratio_table(node, pair))[1]
+        grad = structure_objective_and_gradient(et.beta, et.sample.rows, ratio_table(node, pair))[1]
         mi = mutual_information(node, pair, [2] * m)
         truth, found = set(edges), set(et.edges)
         missed = sorted(truth - found)
@@ -192,18 +220,30 @@ def diagnosis(results, networks, save):
         missed_mi = np.array([mi[u, v] for u, v in missed])
         off = [grad[u, v] for u, v in missed if et.beta[u, v] == 0]
         results["diagnosis"].append(
-            {"network": name, "trial": trial, "n_rows": n, "beta_sample_rows": sample,
-             "shrink": shrink, "tol": tol, "pgd_iterations": len(et.history) - 1,
-             "hamming": len(truth ^ found), "missed": len(missed), "added": len(found - truth),
-             "support": int((np.triu(et.beta, 1) > 0).sum()),
-             "missed_max_gradient": round(float(max(off)), 4) if off else None,
-             "missed_positive_gradient": int(sum(g > 0 for g in off)),
-             "missed_coupling": round(float(np.mean([abs(theta[u, v]) for u, v in missed])), 3),
-             "found_coupling": round(float(np.mean([abs(theta[u, v]) for u, v in truth & found])), 3),
-             "missed_median_mi": round(float(np.median(missed_mi)) * 1000, 2),
-             "non_edge_10th_mi": round(float(non_edge_mi[9]) * 1000, 2),
-             "missed_above_10th_non_edge": int((missed_mi > non_edge_mi[9]).sum()),
-             "et_cpu_seconds": round(cpu, 1)})
+            {
+                "network": name,
+                "trial": trial,
+                "n_rows": n,
+                "beta_sample_rows": sample,
+                "shrink": shrink,
+                "tol": tol,
+                "pgd_iterations": len(et.history) - 1,
+                "hamming": len(truth ^ found),
+                "missed": len(missed),
+                "added": len(found - truth),
+                "support": int((np.triu(et.beta, 1) > 0).sum()),
+                "missed_max_gradient": round(float(max(off)), 4) if off else None,
+                "missed_positive_gradient": int(sum(g > 0 for g in off)),
+                "missed_coupling": round(float(np.mean([abs(theta[u, v]) for u, v in missed])), 3),
+                "found_coupling": round(
+                    float(np.mean([abs(theta[u, v]) for u, v in truth & found])), 3
+                ),
+                "missed_median_mi": round(float(np.median(missed_mi)) * 1000, 2),
+                "non_edge_10th_mi": round(float(non_edge_mi[9]) * 1000, 2),
+                "missed_above_10th_non_edge": int((missed_mi > non_edge_mi[9]).sum()),
+                "et_cpu_seconds": round(cpu, 1),
+            }
+        )
         print(results["diagnosis"][-1], flush=True)
         save()
 
@@ -222,7 +262,7 @@ def full_model(results, save):
         rng = np.random.default_rng(1000 * trial + m + degree)  # as in structure()
         edges = random_graph(m, degree, kind, rng)
         theta, psi = ising_model(m, edges, rng)
-        rows = gibbs_ising(theta, psi, n + HELD_OUT_ROWS, 1000, 10, int(rng.integers(2 ** 31)))
+        rows = gibbs_ising(theta, psi, n + HELD_OUT_ROWS, 1000, 10, int(rng.integers(2**31)))
         train, test = rows[:n], rows[n:].astype(np.int64)
         truth = set(edges)
         graph = nx.Graph(edges)
@@ -233,48 +273,76 @@ def full_model(results, save):
         cpu = round(time.process_time() - t0, 1)
         and_, or_ = l1_lr_graphs(train)
         restarts = et_full_model.random_restarts(et, truth, test, RESTARTS)
-        case = {"network": name, "trial": trial, "n_rows": n, "held_out_rows": HELD_OUT_ROWS,
-                "et_cpu_seconds": cpu, "l1lr_and": hamming(and_, edges),
-                "l1lr_or": hamming(or_, edges), "restarts": restarts}
+        case = {
+            "network": name,
+            "trial": trial,
+            "n_rows": n,
+            "held_out_rows": HELD_OUT_ROWS,
+            "et_cpu_seconds": cpu,
+            "l1lr_and": hamming(and_, edges),
+            "l1lr_or": hamming(or_, edges),
+            "restarts": restarts,
+        }
         for key, prior in (("ml", 0.0), ("map", et.alpha / 4)):
             rounds, beta, _ = et_full_model.full_model(et, truth, test, prior=prior)
             false_edges = set(graph_edges(edge_appearance(beta))) - truth
-            case[key] = {"prior": prior, "rounds": rounds, "false_edge_distances": np.bincount(
-                [min(distance[u].get(v, 3), 3) for u, v in false_edges], minlength=4).tolist()}
+            case[key] = {
+                "prior": prior,
+                "rounds": rounds,
+                "false_edge_distances": np.bincount(
+                    [min(distance[u].get(v, 3), 3) for u, v in false_edges], minlength=4
+                ).tolist(),
+            }
         results["full_model"].append(case)
         save()
 
 
 def full_model_markdown(results):
-    lines = ["## The full model (Eq. 7) and random PGD restarts", "",
-             "Objective: mean per-row Eq. 9/Eq. 7 objective (log det terms, nats per row; the node "
-             f"term is the same for all fits) on the training rows and on {HELD_OUT_ROWS:,} held-out "
-             "rows that continue the Gibbs chain. Graph: rho > 2/M as the learner. Full Eq. 7: "
-             "theta_uv learned with beta (binary tables, margins at the node estimates, one log odds "
-             "ratio per pair), alternating rounds from the learner's fit until a round gains less than "
-             "1e-4 nats per row. Restarts: PGD on Eq. 9 (the learner's theta) from random "
-             "Dirichlet beta.", "",
-             "| network | trial | rows | fit | train objective | held-out objective | Hamming | "
-             "missed | added | CPU s |", "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "## The full model (Eq. 7) and random PGD restarts",
+        "",
+        "Objective: mean per-row Eq. 9/Eq. 7 objective (log det terms, nats per row; the node "
+        f"term is the same for all fits) on the training rows and on {HELD_OUT_ROWS:,} held-out "
+        "rows that continue the Gibbs chain. Graph: rho > 2/M as the learner. Full Eq. 7: "
+        "theta_uv learned with beta (binary tables, margins at the node estimates, one log odds "
+        "ratio per pair), alternating rounds from the learner's fit until a round gains less than "
+        "1e-4 nats per row. Restarts: PGD on Eq. 9 (the learner's theta) from random "
+        "Dirichlet beta.",
+        "",
+        "| network | trial | rows | fit | train objective | held-out objective | Hamming | "
+        "missed | added | CPU s |",
+        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for case in results.get("full_model", []):
         head = f"| {case['network']} | {case['trial']} | {case['n_rows']:,} | "
-        row = lambda label, r, cpu: lines.append(  # noqa: E731
-            head + f"{label} | {r['objective']:.4f} | {r['test_objective']:.4f} | {r['hamming']} | "
-            f"{r['missed']} | {r['added']} | {cpu} |")
+        row = (
+            lambda label, r, cpu: lines.append(  # noqa: E731
+                head
+                + f"{label} | {r['objective']:.4f} | {r['test_objective']:.4f} | {r['hamming']} | "
+                f"{r['missed']} | {r['added']} | {cpu} |"
+            )
+        )
         restarts = case["restarts"]
         row("ET at its defaults (Eq. 9)", case["ml"]["rounds"][0], case["et_cpu_seconds"])
         best = max(restarts, key=lambda r: r["objective"])
-        row(f"best of {len(restarts)} random restarts (Hamming "
-            f"{min(r['hamming'] for r in restarts)}-{max(r['hamming'] for r in restarts)})", best,
-            round(sum(r["cpu_seconds"] for r in restarts), 1))
+        row(
+            f"best of {len(restarts)} random restarts (Hamming "
+            f"{min(r['hamming'] for r in restarts)}-{max(r['hamming'] for r in restarts)})",
+            best,
+            round(sum(r["cpu_seconds"] for r in restarts), 1),
+        )
         for key, label in (("ml", "full Eq. 7 (ML)"), ("map", "full Eq. 7 (MAP, learner's prior)")):
             rounds = case[key]["rounds"]
             row(f"{label}, round 1", rounds[1], rounds[1]["cpu_seconds"])
             peak = max(rounds, key=lambda r: r["test_objective"])
             row(f"{label}, best held-out (round {peak['round']})", peak, peak["cpu_seconds"])
             d = case[key]["false_edge_distances"]
-            row(f"{label}, converged (round {rounds[-1]['round']}; false edges at distance "
-                f"2: {d[2]}, 3+: {d[3]})", rounds[-1], rounds[-1]["cpu_seconds"])
+            row(
+                f"{label}, converged (round {rounds[-1]['round']}; false edges at distance "
+                f"2: {d[2]}, 3+: {d[3]})",
+                rounds[-1],
+                rounds[-1]["cpu_seconds"],
+            )
         lines.append(head + f"L1-LR AND / OR | | | {case['l1lr_and']} / {case['l1lr_or']} | | | |")
     lines.append("")
     if results.get("full_model_note"):
@@ -292,29 +360,44 @@ def learn_theta(results, networks, trials, save, first_trial=0):
             edges = random_graph(m, degree, kind, rng)
             rows = ising_rows(m, edges, n, rng)
             t0, c0 = time.perf_counter(), time.process_time()
-            et = EnsembleOfTrees(Schema.from_cardinalities([2] * m), learn_theta=True,
-                                 sample_rows=min(n, 2000)).fit(rows)
+            et = EnsembleOfTrees(
+                Schema.from_cardinalities([2] * m), learn_theta=True, sample_rows=min(n, 2000)
+            ).fit(rows)
             cpu, wall = round(time.process_time() - c0, 1), round(time.perf_counter() - t0, 1)
             and_, or_ = l1_lr_graphs(rows)
             found, truth = set(et.edges), set(edges)
             rho = et.rho
             iu = np.triu_indices(m, 1)
-            top = np.argsort(-rho[iu])[:len(edges)]  # the |E| pairs of largest rho
+            top = np.argsort(-rho[iu])[: len(edges)]  # the |E| pairs of largest rho
             graph = nx.Graph(edges)
             graph.add_nodes_from(range(m))
-            two_steps = sum(1 for u, v in found - truth if nx.has_path(graph, u, v)
-                            and nx.shortest_path_length(graph, u, v) == 2)
-            results["learn_theta"] = [r for r in results["learn_theta"]
-                                      if (r["network"], r["trial"]) != (name, trial)]
+            two_steps = sum(
+                1
+                for u, v in found - truth
+                if nx.has_path(graph, u, v) and nx.shortest_path_length(graph, u, v) == 2
+            )
+            results["learn_theta"] = [
+                r for r in results["learn_theta"] if (r["network"], r["trial"]) != (name, trial)
+            ]
             results["learn_theta"].append(
-                {"network": name, "trial": trial, "n_rows": n, "true_edges": len(edges),
-                 "et_learn_theta": len(found ^ truth), "missed": len(truth - found),
-                 "added": len(found - truth), "added_two_steps_apart": two_steps,
-                 "true_in_top_rho": int(sum((iu[0][i], iu[1][i]) in truth for i in top)),
-                 "rounds": len(et.history) - 1,
-                 "objective": round(et.history[-1], 4),
-                 "l1lr_and": hamming(and_, edges), "l1lr_or": hamming(or_, edges),
-                 "et_cpu_seconds": cpu, "et_wall_seconds": wall})
+                {
+                    "network": name,
+                    "trial": trial,
+                    "n_rows": n,
+                    "true_edges": len(edges),
+                    "et_learn_theta": len(found ^ truth),
+                    "missed": len(truth - found),
+                    "added": len(found - truth),
+                    "added_two_steps_apart": two_steps,
+                    "true_in_top_rho": int(sum((iu[0][i], iu[1][i]) in truth for i in top)),
+                    "rounds": len(et.history) - 1,
+                    "objective": round(et.history[-1], 4),
+                    "l1lr_and": hamming(and_, edges),
+                    "l1lr_or": hamming(or_, edges),
+                    "et_cpu_seconds": cpu,
+                    "et_wall_seconds": wall,
+                }
+            )
             print(results["learn_theta"][-1], flush=True)
             save()
 
@@ -335,11 +418,17 @@ def datasets(results, names, sample_rows, save, learn_theta=False):
         node, pair = et.theta()
         cl = ETDensity(schema, chow_liu_beta(node, pair, schema.cardinalities), node, pair)
         results[key].append(
-            {"dataset": name, "n_vars": train.shape[1], "train_rows": train.shape[0],
-             "sample_rows": min(sample_rows, train.shape[0]),
-             "et_test_ll": float(et.density().log_likelihood(test).mean()),
-             "chow_liu_test_ll": float(cl.log_likelihood(test).mean()),
-             "et_edges": len(et.edges), "et_cpu_seconds": round(cpu, 1)})
+            {
+                "dataset": name,
+                "n_vars": train.shape[1],
+                "train_rows": train.shape[0],
+                "sample_rows": min(sample_rows, train.shape[0]),
+                "et_test_ll": float(et.density().log_likelihood(test).mean()),
+                "chow_liu_test_ll": float(cl.log_likelihood(test).mean()),
+                "et_edges": len(et.edges),
+                "et_cpu_seconds": round(cpu, 1),
+            }
+        )
         print(results[key][-1], flush=True)
         save()
 
@@ -355,82 +444,128 @@ def timing(results, save, learn_theta=False):
     t0, c0 = time.perf_counter(), time.process_time()
     et = EnsembleOfTrees(schema, learn_theta=learn_theta).fit(rows)
     key = "timing_learn_theta" if learn_theta else "timing"
-    results[key] = {"n_vars": m, "n_rows": n, "sample_rows": et.sample_rows,
-                    "wall_seconds": round(time.perf_counter() - t0, 1),
-                    "cpu_seconds": round(time.process_time() - c0, 1),
-                    "pgd_iterations": len(et.history) - 1, "target_seconds": 60}
+    results[key] = {
+        "n_vars": m,
+        "n_rows": n,
+        "sample_rows": et.sample_rows,
+        "wall_seconds": round(time.perf_counter() - t0, 1),
+        "cpu_seconds": round(time.process_time() - c0, 1),
+        "pgd_iterations": len(et.history) - 1,
+        "target_seconds": 60,
+    }
     print(results[key], flush=True)
     save()
 
 
 def write_markdown(results, path):
-    lines = ["# ET benchmark", "", f"Machine: {results['machine']}, shared with other jobs "
-             f"(load average {results.get('load', 'not recorded')} during the run): wall times "
-             "are upper bounds.", ""]
+    lines = [
+        "# ET benchmark",
+        "",
+        f"Machine: {results['machine']}, shared with other jobs "
+        f"(load average {results.get('load', 'not recorded')} during the run): wall times "
+        "are upper bounds.",
+        "",
+    ]
     if results.get("timing"):
         t = results["timing"]
-        lines += ["## Fit time (target <= 60 s on 2 cores)", "",
-                  f"{t['n_vars']} variables, {t['n_rows']:,} rows, beta on a "
-                  f"{t['sample_rows']:,}-row sample: {t['wall_seconds']} s wall, "
-                  f"{t['cpu_seconds']} s CPU, {t['pgd_iterations']} PGD iterations.", ""]
+        lines += [
+            "## Fit time (target <= 60 s on 2 cores)",
+            "",
+            f"{t['n_vars']} variables, {t['n_rows']:,} rows, beta on a "
+            f"{t['sample_rows']:,}-row sample: {t['wall_seconds']} s wall, "
+            f"{t['cpu_seconds']} s CPU, {t['pgd_iterations']} PGD iterations.",
+            "",
+        ]
     if results.get("timing_learn_theta"):
         t = results["timing_learn_theta"]
-        lines += [f"With `learn_theta=True`: {t['wall_seconds']} s wall, {t['cpu_seconds']} s CPU, "
-                  f"{t['pgd_iterations']} rounds.", ""]
+        lines += [
+            f"With `learn_theta=True`: {t['wall_seconds']} s wall, {t['cpu_seconds']} s CPU, "
+            f"{t['pgd_iterations']} rounds.",
+            "",
+        ]
     for key, label in (("datasets", ""), ("datasets_learn_theta", ", `learn_theta=True`")):
         if not results.get(key):
             continue
-        lines += [f"## Exact test LL (Eq. 6), ET{label} vs Chow-Liu (target: ET >= Chow-Liu)",
-                  "", "| dataset | vars | beta sample rows | ET test LL | Chow-Liu test LL | "
-                  "ET edges | ET CPU s |", "|---|---:|---:|---:|---:|---:|---:|"]
+        lines += [
+            f"## Exact test LL (Eq. 6), ET{label} vs Chow-Liu (target: ET >= Chow-Liu)",
+            "",
+            "| dataset | vars | beta sample rows | ET test LL | Chow-Liu test LL | "
+            "ET edges | ET CPU s |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
         for d in results[key]:
-            lines.append(f"| {d['dataset']} | {d['n_vars']} | {d['sample_rows']:,} | "
-                         f"{d['et_test_ll']:.4f} | {d['chow_liu_test_ll']:.4f} | "
-                         f"{d['et_edges']} | {d['et_cpu_seconds']} |")
+            lines.append(
+                f"| {d['dataset']} | {d['n_vars']} | {d['sample_rows']:,} | "
+                f"{d['et_test_ll']:.4f} | {d['chow_liu_test_ll']:.4f} | "
+                f"{d['et_edges']} | {d['et_cpu_seconds']} |"
+            )
         lines.append("")
     if results["structure"]:
-        lines += ["## Hamming distance to the true graph (paper Figure 2; target: ET <= the "
-                  "better of L1-LR AND/OR)", "",
-                  "Mean over trials.", "",
-                  "| network | rows | beta sample rows | trials | true edges | ET | L1-LR AND | L1-LR OR | "
-                  "ET edges | ET CPU s |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        lines += [
+            "## Hamming distance to the true graph (paper Figure 2; target: ET <= the "
+            "better of L1-LR AND/OR)",
+            "",
+            "Mean over trials.",
+            "",
+            "| network | rows | beta sample rows | trials | true edges | ET | L1-LR AND | L1-LR OR | "
+            "ET edges | ET CPU s |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
         keys = sorted({(r["network"], r["n_rows"]) for r in results["structure"]})
         for name, n in keys:
             rs = [r for r in results["structure"] if r["network"] == name and r["n_rows"] == n]
             mean = lambda k: np.mean([r[k] for r in rs])  # noqa: E731
             sample = rs[0].get("beta_sample_rows", n)
-            lines.append(f"| {name} | {n:,} | {sample:,} | {len(rs)} | {mean('true_edges'):.1f} | "
-                         f"{mean('et'):.1f} | {mean('l1lr_and'):.1f} | {mean('l1lr_or'):.1f} | "
-                         f"{mean('et_edges'):.1f} | {mean('et_cpu_seconds'):.1f} |")
-        lines += ["", "Per trial (ET / AND / OR): " + "; ".join(
-            f"{r['network']}@{r['n_rows']} t{r['trial']}: {r['et']}/{r['l1lr_and']}/{r['l1lr_or']}"
-            for r in results["structure"]) + ".", ""]
+            lines.append(
+                f"| {name} | {n:,} | {sample:,} | {len(rs)} | {mean('true_edges'):.1f} | "
+                f"{mean('et'):.1f} | {mean('l1lr_and'):.1f} | {mean('l1lr_or'):.1f} | "
+                f"{mean('et_edges'):.1f} | {mean('et_cpu_seconds'):.1f} |"
+            )
+        lines += [
+            "",
+            "Per trial (ET / AND / OR): "
+            + "; ".join(
+                f"{r['network']}@{r['n_rows']} t{r['trial']}: {r['et']}/{r['l1lr_and']}/{r['l1lr_or']}"
+                for r in results["structure"]
+            )
+            + ".",
+            "",
+        ]
     if results.get("learn_theta"):
-        lines += ["## ET with the edge tables learned (`learn_theta=True`, Eq. 7 MAP)", "",
-                  "| network | trial | rows | true edges | ET learn_theta | missed | added | "
-                  "L1-LR AND | L1-LR OR | rounds | objective | ET CPU s | ET wall s |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        lines += [
+            "## ET with the edge tables learned (`learn_theta=True`, Eq. 7 MAP)",
+            "",
+            "| network | trial | rows | true edges | ET learn_theta | missed | added | "
+            "L1-LR AND | L1-LR OR | rounds | objective | ET CPU s | ET wall s |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
         for r in sorted(results["learn_theta"], key=lambda r: (r["network"], r["trial"])):
-            lines.append(f"| {r['network']} | {r['trial']} | {r['n_rows']:,} | {r['true_edges']} | "
-                         f"{r['et_learn_theta']} | {r['missed']} | {r['added']} | "
-                         f"{r['l1lr_and']} | {r['l1lr_or']} | {r['rounds']} | "
-                         f"{r.get('objective', '')} | {r['et_cpu_seconds']} | "
-                         f"{r.get('et_wall_seconds', '')} |")
+            lines.append(
+                f"| {r['network']} | {r['trial']} | {r['n_rows']:,} | {r['true_edges']} | "
+                f"{r['et_learn_theta']} | {r['missed']} | {r['added']} | "
+                f"{r['l1lr_and']} | {r['l1lr_or']} | {r['rounds']} | "
+                f"{r.get('objective', '')} | {r['et_cpu_seconds']} | "
+                f"{r.get('et_wall_seconds', '')} |"
+            )
         lines.append("")
     if results.get("note"):
         lines += [results["note"], ""]
     if results.get("diagnosis"):
-        lines += ["## Why ET misses edges (diagnosis)", "",
-                  "Beta on all rows unless the sample column says otherwise. Gradient: the largest "
-                  "Eq. 9 gradient (per unit beta; zero on the support at an optimum) over the missed "
-                  "true edges with beta = 0, and how many of them have a positive one (PGD stopped "
-                  "before adding them). MI in 1e-3 nats: median over the missed edges, the 10th "
-                  "largest over the non-edges, and how many missed edges lie above it.", "",
-                  "| network | trial | rows | beta sample rows | shrink | PGD tol (iterations) | "
-                  "Hamming | missed | added | support | missed max gradient (n > 0) | "
-                  "mean coupling missed / found | missed median MI | 10th non-edge MI | "
-                  "missed above it | ET CPU s |",
-                  "|---|---:|---:|---:|---|---|---:|---:|---:|---:|---|---|---:|---:|---:|---:|"]
+        lines += [
+            "## Why ET misses edges (diagnosis)",
+            "",
+            "Beta on all rows unless the sample column says otherwise. Gradient: the largest "
+            "Eq. 9 gradient (per unit beta; zero on the support at an optimum) over the missed "
+            "true edges with beta = 0, and how many of them have a positive one (PGD stopped "
+            "before adding them). MI in 1e-3 nats: median over the missed edges, the 10th "
+            "largest over the non-edges, and how many missed edges lie above it.",
+            "",
+            "| network | trial | rows | beta sample rows | shrink | PGD tol (iterations) | "
+            "Hamming | missed | added | support | missed max gradient (n > 0) | "
+            "mean coupling missed / found | missed median MI | 10th non-edge MI | "
+            "missed above it | ET CPU s |",
+            "|---|---:|---:|---:|---|---|---:|---:|---:|---:|---|---|---:|---:|---:|---:|",
+        ]
         for d in results["diagnosis"]:
             lines.append(
                 f"| {d['network']} | {d['trial']} | {d['n_rows']:,} | {d['beta_sample_rows']:,} | "
@@ -439,7 +574,8 @@ def write_markdown(results, path):
                 f"{d['support']} | {d['missed_max_gradient']} ({d['missed_positive_gradient']}) | "
                 f"{d['missed_coupling']} / {d['found_coupling']} | {d['missed_median_mi']} | "
                 f"{d['non_edge_10th_mi']} | {d['missed_above_10th_non_edge']} | "
-                f"{d['et_cpu_seconds']} |")
+                f"{d['et_cpu_seconds']} |"
+            )
         lines.append("")
     if results.get("diagnosis_note"):
         lines += [results["diagnosis_note"], ""]
@@ -457,19 +593,29 @@ def main():
     p.add_argument("--fractions", default="0.25,0.5,1.0")
     p.add_argument("--datasets", default=",".join(DATASETS))
     p.add_argument("--sample-rows", type=int, default=2000)
-    p.add_argument("--structure-sample-rows", type=int, default=2000,
-                   help="cap on the rows beta is learned on in the structure part")
+    p.add_argument(
+        "--structure-sample-rows",
+        type=int,
+        default=2000,
+        help="cap on the rows beta is learned on in the structure part",
+    )
     p.add_argument("--load", default=None, help="machine load average to state in the results")
     p.add_argument("--note", default=None, help="what ran and how, printed under the tables")
     p.add_argument("--diagnosis-note", default=None, help="conclusion printed under the diagnosis")
     p.add_argument("--full-model-note", default=None, help="conclusion under the full-model table")
-    p.add_argument("--learn-theta", action="store_true",
-                   help="the timing and datasets parts with learn_theta=True (kept apart)")
+    p.add_argument(
+        "--learn-theta",
+        action="store_true",
+        help="the timing and datasets parts with learn_theta=True (kept apart)",
+    )
     p.add_argument("--out", default=str(RESULTS / "et.json"))
     args = p.parse_args()
     out = Path(args.out)
-    results = (json.loads(out.read_text()) if out.exists()
-               else {"structure": [], "datasets": [], "timing": None})
+    results = (
+        json.loads(out.read_text())
+        if out.exists()
+        else {"structure": [], "datasets": [], "timing": None}
+    )
     results["machine"] = f"{platform.machine()}, {os.cpu_count()} cores"
     if args.load:
         results["load"] = args.load
@@ -495,8 +641,14 @@ def main():
     if "structure" in parts:
         nets = args.networks.split(",")
         results["structure"] = [r for r in results["structure"] if r["network"] not in nets]
-        structure(results, nets, args.trials, [float(f) for f in args.fractions.split(",")],
-                  args.structure_sample_rows, save)
+        structure(
+            results,
+            nets,
+            args.trials,
+            [float(f) for f in args.fractions.split(",")],
+            args.structure_sample_rows,
+            save,
+        )
     if "diagnosis" in parts:
         nets = args.networks.split(",")
         results["diagnosis"] = [d for d in results["diagnosis"] if d["network"] not in nets]

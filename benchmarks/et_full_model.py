@@ -36,8 +36,12 @@ import time
 import numpy as np
 
 from streammn.et.density import edge_appearance, graph_edges, refine_beta
-from streammn.et.kernels import (cell_resistance_sums, log_spanning_tree_sums, ratio_table,
-                                 structure_objective)
+from streammn.et.kernels import (
+    cell_resistance_sums,
+    log_spanning_tree_sums,
+    ratio_table,
+    structure_objective,
+)
 
 DIAGONAL = np.array([[1.0, -1.0], [-1.0, 1.0]])  # d table / d p11 at fixed margins
 
@@ -90,14 +94,14 @@ def map_objective_and_log_odds_gradient(beta, rows, node, psi, prior):
     margins = node[:, None, :, None] * node[None, :, None, :]
     d_p11 = beta * (DIAGONAL * sums / margins).sum(axis=(2, 3)) / n
     d_p11 += prior / n * (DIAGONAL / pair).sum(axis=(2, 3))
-    grad = np.triu(d_p11, 1) / (1 / pair[..., 1, 1] + 1 / pair[..., 0, 0] + 1 / pair[..., 1, 0]
-                                + 1 / pair[..., 0, 1])
+    grad = np.triu(d_p11, 1) / (
+        1 / pair[..., 1, 1] + 1 / pair[..., 0, 0] + 1 / pair[..., 1, 0] + 1 / pair[..., 0, 1]
+    )
     value = log_dets.mean() - log_spanning_tree_sums(beta[None])[0]
     return value + log_prior(psi, node, prior, n), grad + grad.T
 
 
-def ascend_log_odds(beta, rows, node, psi, prior=0.0, max_iter=20, tol=1e-5, gamma=0.5,
-                    eta=0.01):
+def ascend_log_odds(beta, rows, node, psi, prior=0.0, max_iter=20, tol=1e-5, gamma=0.5, eta=0.01):
     """Gradient ascent in psi at fixed beta with Armijo steps (without a prior, pairs with
     beta = 0 have zero gradient and stay put); returns ``(psi, MAP objective)``."""
     value, grad = map_objective_and_log_odds_gradient(beta, rows, node, psi, prior)
@@ -122,9 +126,13 @@ def ascend_log_odds(beta, rows, node, psi, prior=0.0, max_iter=20, tol=1e-5, gam
 
 def score(beta, truth):
     found = set(graph_edges(edge_appearance(beta)))
-    return {"hamming": len(found ^ truth), "missed": len(truth - found),
-            "added": len(found - truth), "edges": len(found),
-            "support": int((np.triu(beta, 1) > 0).sum())}
+    return {
+        "hamming": len(found ^ truth),
+        "missed": len(truth - found),
+        "added": len(found - truth),
+        "edges": len(found),
+        "support": int((np.triu(beta, 1) > 0).sum()),
+    }
 
 
 def full_model(learner, truth, test_rows, prior=0.0, tol=1e-4, max_rounds=40, theta_iter=20):
@@ -141,9 +149,13 @@ def full_model(learner, truth, test_rows, prior=0.0, tol=1e-4, max_rounds=40, th
     t0 = time.process_time()
 
     def record(k, likelihood):
-        return {"round": k, "objective": float(likelihood),
-                "test_objective": float(objective(beta, test_rows, node, psi)),
-                "cpu_seconds": round(time.process_time() - t0, 1), **score(beta, truth)}
+        return {
+            "round": k,
+            "objective": float(likelihood),
+            "test_objective": float(objective(beta, test_rows, node, psi)),
+            "cpu_seconds": round(time.process_time() - t0, 1),
+            **score(beta, truth),
+        }
 
     records = [record(0, objective(beta, rows, node, psi))]
     for k in range(1, max_rounds + 1):
@@ -174,9 +186,15 @@ def random_restarts(learner, truth, test_rows, n_starts, seed=0):
         beta = np.zeros((m, m))
         beta[upper] = rng.dirichlet(np.full(len(upper[0]), 0.1 if start % 2 else 1.0))
         beta, history = refine_beta(beta + beta.T, rows, table, 300, 1e-5)
-        records.append({"start": start, "objective": float(history[-1]),
-                        "test_objective": float(structure_objective(beta, test_rows, table)),
-                        "iterations": len(history) - 1,
-                        "cpu_seconds": round(time.process_time() - t0, 1), **score(beta, truth)})
+        records.append(
+            {
+                "start": start,
+                "objective": float(history[-1]),
+                "test_objective": float(structure_objective(beta, test_rows, table)),
+                "iterations": len(history) - 1,
+                "cpu_seconds": round(time.process_time() - t0, 1),
+                **score(beta, truth),
+            }
+        )
         print(records[-1], flush=True)
     return records

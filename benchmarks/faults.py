@@ -44,8 +44,16 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))  # the tests' kill/resume and redis-server helpers
 
 from connectors import write_parquet  # noqa: E402
-from killresume import (ENV, kill_after, learn, learn_argv, learned_value_counts,  # noqa: E402
-                        outcome, same_counts, value_counts)
+from killresume import (
+    ENV,
+    kill_after,
+    learn,
+    learn_argv,
+    learned_value_counts,
+    outcome,
+    same_counts,
+    value_counts,
+)
 from streammn import Schema, read_snapshot, snapshot  # noqa: E402
 from streammn.cli import main  # noqa: E402
 from streammn.snapshot import list_snapshots, resolve_snapshot  # noqa: E402
@@ -83,14 +91,24 @@ def sigkill_trials(source: Path, work: Path, trials: int, rng) -> dict:
         killed = kill_after(source, out, *OPTIONS, delay=delay)
         resumed = learn(source, out, *OPTIONS, "--resume")
         final = outcome(out) if resumed.returncode == 0 else None
-        rows.append({"kill_after_s": round(delay, 2), "finished_before_kill": killed["finished"],
-                     "rows_in_newest_snapshot_at_kill": killed["rows_at_kill"],
-                     "resume_exit": resumed.returncode,
-                     "resume_error": resumed.stderr.strip()[-300:] or None,
-                     "identical": final == whole})
-    return {"source": source.name, "source_mb": round(source.stat().st_size / 2 ** 20, 1),
-            "uninterrupted_s": round(duration, 1), "rows": whole["rows_seen"], "trials": rows,
-            "identical": sum(r["identical"] for r in rows)}
+        rows.append(
+            {
+                "kill_after_s": round(delay, 2),
+                "finished_before_kill": killed["finished"],
+                "rows_in_newest_snapshot_at_kill": killed["rows_at_kill"],
+                "resume_exit": resumed.returncode,
+                "resume_error": resumed.stderr.strip()[-300:] or None,
+                "identical": final == whole,
+            }
+        )
+    return {
+        "source": source.name,
+        "source_mb": round(source.stat().st_size / 2**20, 1),
+        "uninterrupted_s": round(duration, 1),
+        "rows": whole["rows_seen"],
+        "trials": rows,
+        "identical": sum(r["identical"] for r in rows),
+    }
 
 
 # 2. disk full -----------------------------------------------------------------------------------
@@ -98,8 +116,12 @@ def disk_full_trials(source: Path, work: Path) -> list[dict]:
     whole = outcome(work / "whole")
     real = snapshot._write_durably
     out_rows = []
-    for k, name in [(1, "learner.bin"), (4, "weight_sample.bin"), (9, "manifest.json"),
-                    (14, "learner.bin")]:
+    for k, name in [
+        (1, "learner.bin"),
+        (4, "weight_sample.bin"),
+        (9, "manifest.json"),
+        (14, "learner.bin"),
+    ]:
         # snapshots are written by forked writers: count the writes in a file all of them see
         count_file = work / f"writes-{k}-{name}"
 
@@ -121,17 +143,23 @@ def disk_full_trials(source: Path, work: Path) -> list[dict]:
         previous_valid = all(read_snapshot(p) for p in done)
         leftovers = [p.name for p in out.iterdir() if p.name.startswith(".tmp-")]
         resumed = learn(source, out, *OPTIONS, "--resume")
-        out_rows.append({"failing_write": f"{name} of snapshot {k}", "exit": code,
-                         "snapshots_left": len(done), "previous_valid": previous_valid,
-                         "partial_left_behind": leftovers,
-                         "resumed_identical": resumed.returncode == 0 and
-                         outcome(out) == whole})
+        out_rows.append(
+            {
+                "failing_write": f"{name} of snapshot {k}",
+                "exit": code,
+                "snapshots_left": len(done),
+                "previous_valid": previous_valid,
+                "partial_left_behind": leftovers,
+                "resumed_identical": resumed.returncode == 0 and outcome(out) == whole,
+            }
+        )
     return out_rows
 
 
 # 3. redis-server killed and restarted -----------------------------------------------------------
 def redis_trials(work: Path) -> list[dict]:
     from redisserver import REDIS_SERVER, RedisServer
+
     if REDIS_SERVER is None:
         return [{"case": "redis-server not installed", "skipped": True}]
     rows = planted_rows(60000, seed=3)
@@ -151,13 +179,28 @@ def redis_trials(work: Path) -> list[dict]:
 
         produce(rows[:30000])
         out = work / f"redis-out-{persistent}"
-        uri = (f"redis://{server.address}/{stream}?group=g&format=csv&max_wait=0.2"
-               f"&broker_timeout=30" + ("" if persistent else "&stop_at_end=true"))
-        proc = subprocess.Popen(learn_argv(uri, out, "--schema", work / "r.schema",
-                                           "--batch-size", 1000, "--every-rows", 5000,
-                                           "--formats", "json"),
-                                env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)
+        uri = (
+            f"redis://{server.address}/{stream}?group=g&format=csv&max_wait=0.2"
+            f"&broker_timeout=30" + ("" if persistent else "&stop_at_end=true")
+        )
+        proc = subprocess.Popen(
+            learn_argv(
+                uri,
+                out,
+                "--schema",
+                work / "r.schema",
+                "--batch-size",
+                1000,
+                "--every-rows",
+                5000,
+                "--formats",
+                "json",
+            ),
+            env=ENV,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         while not list_snapshots(out) and proc.poll() is None:
             time.sleep(0.01)
         port = server.port
@@ -176,16 +219,23 @@ def redis_trials(work: Path) -> list[dict]:
         _, stderr = proc.communicate(timeout=600)
         server.stop()
         final = read_snapshot(resolve_snapshot(out))
-        expected = rows if persistent else rows[:final.manifest["rows_seen"]]
+        expected = rows if persistent else rows[: final.manifest["rows_seen"]]
         exactly_once = same_counts(learned_value_counts(final), value_counts(SCHEMA, expected))
-        results.append({"case": ("persistent server SIGKILLed and restarted mid-run (the "
-                                 "run follows the stream; SIGTERM once every row is learned)"
-                                 if persistent else
-                                 "server SIGKILLed and restarted without its data"),
-                        "exit": proc.returncode, "rows_seen": final.manifest["rows_seen"],
-                        "rows_produced": len(rows) if persistent else 30000,
-                        "every_learned_row_exactly_once": exactly_once,
-                        "message": stderr.strip().splitlines()[-1] if stderr.strip() else ""})
+        results.append(
+            {
+                "case": (
+                    "persistent server SIGKILLed and restarted mid-run (the "
+                    "run follows the stream; SIGTERM once every row is learned)"
+                    if persistent
+                    else "server SIGKILLed and restarted without its data"
+                ),
+                "exit": proc.returncode,
+                "rows_seen": final.manifest["rows_seen"],
+                "rows_produced": len(rows) if persistent else 30000,
+                "every_learned_row_exactly_once": exactly_once,
+                "message": stderr.strip().splitlines()[-1] if stderr.strip() else "",
+            }
+        )
     return results
 
 
@@ -221,35 +271,44 @@ def bad_input_cases(work: Path) -> list[dict]:
     model.write_bytes(model.read_bytes()[:-10])
     learn_ = ["learn", "--out", "{out}"]
     cases = [
-        ("bad value at row 41,234 (.data, declared schema)",
-         [*learn_, "{d}/badrow.data", "--schema", "{d}/binary.schema", "--batch-size", 4096],
-         41234),
-        ("byte that is not UTF-8 at row 37,000 (Latin-1)",
-         [*learn_, "{d}/latin1.data", "--schema", "{d}/binary.schema", "--batch-size", 4096],
-         37000),
-        ("unbalanced quote at row 30,000",
-         [*learn_, "{d}/quote.data", "--schema", "{d}/binary.schema", "--batch-size", 4096],
-         30000),
+        (
+            "bad value at row 41,234 (.data, declared schema)",
+            [*learn_, "{d}/badrow.data", "--schema", "{d}/binary.schema", "--batch-size", 4096],
+            41234,
+        ),
+        (
+            "byte that is not UTF-8 at row 37,000 (Latin-1)",
+            [*learn_, "{d}/latin1.data", "--schema", "{d}/binary.schema", "--batch-size", 4096],
+            37000,
+        ),
+        (
+            "unbalanced quote at row 30,000",
+            [*learn_, "{d}/quote.data", "--schema", "{d}/binary.schema", "--batch-size", 4096],
+            30000,
+        ),
         ("gzip file named .data", [*learn_, "{d}/gzip.data"], None),
         ("Parquet file named .data", [*learn_, "{d}/parquet.data"], None),
         ("non-integer token while inferring the schema", [*learn_, "{d}/token.data"], None),
         ("empty file", [*learn_, "{d}/empty.data"], None),
         ("score: header-only CSV", ["score", "{d}/snaps", "{d}/header.csv"], None),
-        ("score: a file that is not a model", ["score", "{d}/garbage.mn", "{d}/good.data"],
-         None),
-        ("score: a snapshot with a truncated model.json", ["score", "{d}/truncated",
-                                                           "{d}/good.data"], None),
+        ("score: a file that is not a model", ["score", "{d}/garbage.mn", "{d}/good.data"], None),
+        (
+            "score: a snapshot with a truncated model.json",
+            ["score", "{d}/truncated", "{d}/good.data"],
+            None,
+        ),
         ("missing source file", [*learn_, "{d}/missing.data"], None),
-        ("missing --schema file", [*learn_, "{d}/good.data", "--schema", "{d}/none.schema"],
-         None),
-        ("convert into a missing directory", ["convert", "{d}/snaps", "{d}/nowhere/m.uai"],
-         None),
+        ("missing --schema file", [*learn_, "{d}/good.data", "--schema", "{d}/none.schema"], None),
+        ("convert into a missing directory", ["convert", "{d}/snaps", "{d}/nowhere/m.uai"], None),
         ("--kappa 2", [*learn_, "{d}/good.data", "--kappa", 2], None),
         ("--batch-size 0", [*learn_, "{d}/good.data", "--batch-size", 0], None),
         ("--delta 2", [*learn_, "{d}/good.data", "--delta", 2], None),
         ("--formats ''", [*learn_, "{d}/good.data", "--formats", ""], None),
-        ("--max-edges -1", [*learn_, "{d}/good.data", "--algo", "grafting", "--max-edges", -1],
-         None),
+        (
+            "--max-edges -1",
+            [*learn_, "{d}/good.data", "--algo", "grafting", "--max-edges", -1],
+            None,
+        ),
         ("inspect --top -1", ["inspect", "{d}/snaps", "--top", -1], None),
         ("demo --vars 1", ["demo", "--vars", 1], None),
     ]
@@ -259,70 +318,117 @@ def bad_input_cases(work: Path) -> list[dict]:
         argv = [str(a).format(d=d, out=out) for a in argv]
         if argv[0] == "learn":
             argv += ["--quiet"]
-        proc = subprocess.run([sys.executable, "-m", "streammn.cli", *argv], env=ENV,
-                              capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(
+            [sys.executable, "-m", "streammn.cli", *argv],
+            env=ENV,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         message = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ""
         kept = None
         if bad_row is not None:
             kept = read_snapshot(resolve_snapshot(out)).manifest["rows_seen"] == bad_row
-        results.append({"case": name, "exit": proc.returncode,
-                        "message": message.replace(str(d) + "/", "")[:160],
-                        "traceback": "Traceback" in proc.stderr,
-                        "every_row_before_kept": kept})
+        results.append(
+            {
+                "case": name,
+                "exit": proc.returncode,
+                "message": message.replace(str(d) + "/", "")[:160],
+                "traceback": "Traceback" in proc.stderr,
+                "every_row_before_kept": kept,
+            }
+        )
     return results
 
 
 # report -----------------------------------------------------------------------------------------
 def machine() -> dict:
-    return {"platform": platform.platform(), "python": platform.python_version(),
-            "cpu_count": os.cpu_count(), "load_average_1min_at_start": os.getloadavg()[0]}
+    return {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu_count": os.cpu_count(),
+        "load_average_1min_at_start": os.getloadavg()[0],
+    }
 
 
 def markdown(r: dict) -> str:
     m = r["machine"]
-    out = ["# fault-injection benchmark: what `streammn learn` survives and refuses", "",
-           f"Machine: {m['platform']}, {m['cpu_count']} CPUs, Python {m['python']} (load "
-           f"average {m['load_average_1min_at_start']:.2f} at start; a shared machine, so the "
-           f"durations are only indicative).", "",
-           "## SIGKILL at random moments, then `--resume`", ""]
+    out = [
+        "# fault-injection benchmark: what `streammn learn` survives and refuses",
+        "",
+        f"Machine: {m['platform']}, {m['cpu_count']} CPUs, Python {m['python']} (load "
+        f"average {m['load_average_1min_at_start']:.2f} at start; a shared machine, so the "
+        f"durations are only indicative).",
+        "",
+        "## SIGKILL at random moments, then `--resume`",
+        "",
+    ]
     for s in r["sigkill"]:
-        out += [f"**{s['source']}** ({s['source_mb']} MB, {s['rows']:,} rows, uninterrupted "
-                f"run {s['uninterrupted_s']} s): **{s['identical']} of {len(s['trials'])}** "
-                f"resumed runs byte-identical (model.json and learner checkpoint); "
-                f"{sum(not t['finished_before_kill'] for t in s['trials'])} of them killed "
-                f"before the run had ended.", "",
-                "| kill after s | ended before the kill | rows in newest snapshot | resume exit "
-                "| identical |", "|---:|:---:|---:|---:|:---:|"]
-        out += [f"| {t['kill_after_s']} | {'yes' if t['finished_before_kill'] else 'no'} | "
-                f"{t['rows_in_newest_snapshot_at_kill']:,} | {t['resume_exit']} | "
-                f"{'yes' if t['identical'] else 'NO'} |" for t in s["trials"]]
+        out += [
+            f"**{s['source']}** ({s['source_mb']} MB, {s['rows']:,} rows, uninterrupted "
+            f"run {s['uninterrupted_s']} s): **{s['identical']} of {len(s['trials'])}** "
+            f"resumed runs byte-identical (model.json and learner checkpoint); "
+            f"{sum(not t['finished_before_kill'] for t in s['trials'])} of them killed "
+            f"before the run had ended.",
+            "",
+            "| kill after s | ended before the kill | rows in newest snapshot | resume exit "
+            "| identical |",
+            "|---:|:---:|---:|---:|:---:|",
+        ]
+        out += [
+            f"| {t['kill_after_s']} | {'yes' if t['finished_before_kill'] else 'no'} | "
+            f"{t['rows_in_newest_snapshot_at_kill']:,} | {t['resume_exit']} | "
+            f"{'yes' if t['identical'] else 'NO'} |"
+            for t in s["trials"]
+        ]
         out.append("")
-    out += ["## Disk full (ENOSPC injected into the snapshot writer)", "",
-            "| failing write | exit | snapshots left | all valid | partial left behind "
-            "| resumed identical |", "|---|---:|---:|:---:|:---:|:---:|"]
-    out += [f"| {t['failing_write']} | {t['exit']} | {t['snapshots_left']} | "
-            f"{'yes' if t['previous_valid'] else 'NO'} | "
-            f"{', '.join(t['partial_left_behind']) or 'none'} | "
-            f"{'yes' if t['resumed_identical'] else 'NO'} |" for t in r["disk_full"]]
-    out += ["", "## redis-server killed and restarted mid-run", "",
-            "| case | exit | rows learned / produced | every learned row exactly once "
-            "| last message |", "|---|---:|---:|:---:|---|"]
+    out += [
+        "## Disk full (ENOSPC injected into the snapshot writer)",
+        "",
+        "| failing write | exit | snapshots left | all valid | partial left behind "
+        "| resumed identical |",
+        "|---|---:|---:|:---:|:---:|:---:|",
+    ]
+    out += [
+        f"| {t['failing_write']} | {t['exit']} | {t['snapshots_left']} | "
+        f"{'yes' if t['previous_valid'] else 'NO'} | "
+        f"{', '.join(t['partial_left_behind']) or 'none'} | "
+        f"{'yes' if t['resumed_identical'] else 'NO'} |"
+        for t in r["disk_full"]
+    ]
+    out += [
+        "",
+        "## redis-server killed and restarted mid-run",
+        "",
+        "| case | exit | rows learned / produced | every learned row exactly once | last message |",
+        "|---|---:|---:|:---:|---|",
+    ]
     for t in r["redis"]:
         if t.get("skipped"):
             out.append(f"| {t['case']} | | | | |")
             continue
-        out.append(f"| {t['case']} | {t['exit']} | {t['rows_seen']:,} / "
-                   f"{t['rows_produced']:,} | {'yes' if t['every_learned_row_exactly_once'] else 'NO'}"
-                   f" | {t['message'][:100]} |")
-    out += ["", "## Bad inputs", "",
-            "| input | exit | traceback | rows before it kept | message |",
-            "|---|---:|:---:|:---:|---|"]
+        out.append(
+            f"| {t['case']} | {t['exit']} | {t['rows_seen']:,} / "
+            f"{t['rows_produced']:,} | {'yes' if t['every_learned_row_exactly_once'] else 'NO'}"
+            f" | {t['message'][:100]} |"
+        )
+    out += [
+        "",
+        "## Bad inputs",
+        "",
+        "| input | exit | traceback | rows before it kept | message |",
+        "|---|---:|:---:|:---:|---|",
+    ]
     for t in r["bad_inputs"]:
-        kept = "" if t["every_row_before_kept"] is None else \
-            ("yes" if t["every_row_before_kept"] else "NO")
+        kept = (
+            ""
+            if t["every_row_before_kept"] is None
+            else ("yes" if t["every_row_before_kept"] else "NO")
+        )
         msg = t["message"].replace("|", "\\|")
-        out.append(f"| {t['case']} | {t['exit']} | {'YES' if t['traceback'] else 'no'} | "
-                   f"{kept} | {msg} |")
+        out.append(
+            f"| {t['case']} | {t['exit']} | {'YES' if t['traceback'] else 'no'} | {kept} | {msg} |"
+        )
     return "\n".join(out) + "\n"
 
 
@@ -343,10 +449,10 @@ def main_() -> None:
         result["sigkill"] = []
         for source in (data, parquet):
             (work / source.suffix[1:]).mkdir()
-            result["sigkill"].append(sigkill_trials(source, work / source.suffix[1:],
-                                                    args.trials, rng))
-            print(result["sigkill"][-1]["source"], result["sigkill"][-1]["identical"],
-                  flush=True)
+            result["sigkill"].append(
+                sigkill_trials(source, work / source.suffix[1:], args.trials, rng)
+            )
+            print(result["sigkill"][-1]["source"], result["sigkill"][-1]["identical"], flush=True)
         result["disk_full"] = disk_full_trials(data, work / "data")
         print("disk full done", flush=True)
         result["redis"] = redis_trials(work)

@@ -36,8 +36,13 @@ sys.path.insert(0, str(ROOT))
 
 from streammn.grafting import EdgeGrafting, scale_free_mrf  # noqa: E402
 
-CONFIGS = [("exhaustive", 0.0), ("first_hit", 0.0), ("best_choice", 0.0),
-           ("best_choice", 0.5), ("best_choice", 1.0)]
+CONFIGS = [
+    ("exhaustive", 0.0),
+    ("first_hit", 0.0),
+    ("best_choice", 0.0),
+    ("best_choice", 0.5),
+    ("best_choice", 1.0),
+]
 REFERENCE_N50 = {"exhaustive": (29.0, 43.0, 0.74), "best_choice": (10.0, 14.0, 0.47)}
 
 
@@ -51,9 +56,15 @@ def worker(args) -> None:
     train, test, true = data["train"], data["test"], {tuple(e) for e in data["edges"].tolist()}
     n = train.shape[1]
     from streammn.schema import Schema
+
     schema = Schema.from_cardinalities([int(args.states)] * n)
-    params = dict(lambda_=args.lambda_, lambda2=args.lambda2, strategy=args.strategy,
-                  alpha=args.alpha, seed=args.seed)
+    params = dict(
+        lambda_=args.lambda_,
+        lambda2=args.lambda2,
+        strategy=args.strategy,
+        alpha=args.alpha,
+        seed=args.seed,
+    )
     EdgeGrafting(schema, **{**params, "max_edges": 2}).fit(train[:50])  # compile, untimed
     curve, clock = [], {"eval": 0.0}
 
@@ -61,10 +72,14 @@ def worker(args) -> None:
         now = time.perf_counter()
         edges = set(learner.edges)
         tp = len(edges & true)
-        point = {"seconds": now - clock["start"] - clock["eval"], "edges": len(edges),
-                 "recall": tp / len(true), "precision": tp / max(len(edges), 1),
-                 "objective": learner.objective_value,
-                 "fraction_pairs_counted": learner.fraction_pairs_counted}
+        point = {
+            "seconds": now - clock["start"] - clock["eval"],
+            "edges": len(edges),
+            "recall": tp / len(true),
+            "precision": tp / max(len(edges), 1),
+            "objective": learner.objective_value,
+            "fraction_pairs_counted": learner.fraction_pairs_counted,
+        }
         if learner.steps % args.eval_every == 0:
             point["test_nlpl"] = -learner.to_markov_network().pll(test)
         curve.append(point)
@@ -76,46 +91,88 @@ def worker(args) -> None:
     seconds = time.perf_counter() - clock["start"] - clock["eval"]
     edges = set(learner.edges)
     tp = len(edges & true)
-    result = {"strategy": args.strategy, "alpha": args.alpha, "seconds": seconds,
-              "steps": learner.steps, "edges": len(edges), "recall": tp / len(true),
-              "precision": tp / max(len(edges), 1),
-              "test_nlpl": -learner.to_markov_network().pll(test),
-              "objective": learner.objective_value,
-              "fraction_pairs_counted": learner.fraction_pairs_counted,
-              "stopped": "max_edges" if len(edges) >= learner.edge_limit else "no edge passes",
-              "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-              "curve": curve}
+    result = {
+        "strategy": args.strategy,
+        "alpha": args.alpha,
+        "seconds": seconds,
+        "steps": learner.steps,
+        "edges": len(edges),
+        "recall": tp / len(true),
+        "precision": tp / max(len(edges), 1),
+        "test_nlpl": -learner.to_markov_network().pll(test),
+        "objective": learner.objective_value,
+        "fraction_pairs_counted": learner.fraction_pairs_counted,
+        "stopped": "max_edges" if len(edges) >= learner.edge_limit else "no edge passes",
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "curve": curve,
+    }
     print(json.dumps(result))
 
 
 def run_size(n: int, args, tmp: Path, configs) -> dict:
     started = time.perf_counter()
     mrf = scale_free_mrf(n, states=args.states, seed=args.seed)
-    rows = mrf.sample(args.rows + args.test_rows, seed=args.seed + 1, burn_in=args.burn_in,
-                      thin=args.thin, chains=args.chains)
+    rows = mrf.sample(
+        args.rows + args.test_rows,
+        seed=args.seed + 1,
+        burn_in=args.burn_in,
+        thin=args.thin,
+        chains=args.chains,
+    )
     perm = np.random.default_rng(args.seed).permutation(rows.shape[0])
-    train, test = rows[perm[:args.rows]], rows[perm[args.rows:]]
+    train, test = rows[perm[: args.rows]], rows[perm[args.rows :]]
     gen_seconds = time.perf_counter() - started
     path = tmp / f"n{n}.npz"
     np.savez(path, train=train, test=test, edges=mrf.layout.edges)
     true_nlpl = -mrf.to_markov_network().pll(test)
     runs = []
     for strategy, alpha in configs:
-        cmd = [sys.executable, __file__, "--worker", "--data", str(path), "--states",
-               str(args.states), "--strategy", strategy, "--alpha", str(alpha), "--lambda",
-               str(args.lambda_), "--lambda2", str(args.lambda2), "--seed", str(args.seed),
-               "--eval-every", str(args.eval_every)]
-        out = subprocess.run(cmd, capture_output=True, text=True, check=True,
-                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+        cmd = [
+            sys.executable,
+            __file__,
+            "--worker",
+            "--data",
+            str(path),
+            "--states",
+            str(args.states),
+            "--strategy",
+            strategy,
+            "--alpha",
+            str(alpha),
+            "--lambda",
+            str(args.lambda_),
+            "--lambda2",
+            str(args.lambda2),
+            "--seed",
+            str(args.seed),
+            "--eval-every",
+            str(args.eval_every),
+        ]
+        out = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
         res = json.loads(out.stdout.strip().splitlines()[-1])
-        print(f"n={n} {label(strategy, alpha)}: {res['seconds']:.2f} s, recall "
-              f"{res['recall']:.3f}, precision {res['precision']:.3f}, test NLPL "
-              f"{res['test_nlpl']:.3f}, pairs counted {res['fraction_pairs_counted']:.3f}",
-              flush=True)
+        print(
+            f"n={n} {label(strategy, alpha)}: {res['seconds']:.2f} s, recall "
+            f"{res['recall']:.3f}, precision {res['precision']:.3f}, test NLPL "
+            f"{res['test_nlpl']:.3f}, pairs counted {res['fraction_pairs_counted']:.3f}",
+            flush=True,
+        )
         runs.append(res)
-    return {"n": n, "states": args.states, "train_rows": args.rows, "test_rows": args.test_rows,
-            "true_edges": int(mrf.layout.n_edges), "true_model_test_nlpl": true_nlpl,
-            "generation_seconds": gen_seconds, "runs": runs}
+    return {
+        "n": n,
+        "states": args.states,
+        "train_rows": args.rows,
+        "test_rows": args.test_rows,
+        "true_edges": int(mrf.layout.n_edges),
+        "true_model_test_nlpl": true_nlpl,
+        "generation_seconds": gen_seconds,
+        "runs": runs,
+    }
 
 
 def chosen_configs(spec, k: int) -> list[tuple[str, float]]:
@@ -148,43 +205,57 @@ def targets(study: dict) -> list[str]:
             continue
         t = time_to_recall(r, goal)
         ok = t is not None and t <= ex["seconds"] / 5
-        lines.append(f"- n={study['n']} {name}: reaches 0.9 x exhaustive recall "
-                     f"({goal:.3f}) at {'never' if t is None else f'{t:.2f} s'}; "
-                     f"exhaustive total {ex['seconds']:.2f} s (1/5 = {ex['seconds'] / 5:.2f} s)"
-                     f": {'met' if ok else 'NOT met'}")
+        lines.append(
+            f"- n={study['n']} {name}: reaches 0.9 x exhaustive recall "
+            f"({goal:.3f}) at {'never' if t is None else f'{t:.2f} s'}; "
+            f"exhaustive total {ex['seconds']:.2f} s (1/5 = {ex['seconds'] / 5:.2f} s)"
+            f": {'met' if ok else 'NOT met'}"
+        )
     if study["n"] == 50:
         for name, r in runs.items():
             ref = REFERENCE_N50["exhaustive" if name == "exhaustive" else "best_choice"]
             ok = r["seconds"] * 10 <= ref[0]
-            lines.append(f"- n=50 {name}: {r['seconds']:.2f} s vs reference {ref[0]:g}-"
-                         f"{ref[1]:g} s (10x target <= {ref[0] / 10:.1f} s): "
-                         f"{'met' if ok else 'NOT met'}; recall {r['recall']:.3f} vs "
-                         f"reference {ref[2]}")
+            lines.append(
+                f"- n=50 {name}: {r['seconds']:.2f} s vs reference {ref[0]:g}-"
+                f"{ref[1]:g} s (10x target <= {ref[0] / 10:.1f} s): "
+                f"{'met' if ok else 'NOT met'}; recall {r['recall']:.3f} vs "
+                f"reference {ref[2]}"
+            )
     return lines
 
 
 def markdown(results: dict) -> str:
-    out = ["# Edge grafting on scale-free synthetic MRFs (5 states, max 3n edges)", "",
-           f"Machine: {results['machine']}. Settings: {results['settings']}.", ""]
+    out = [
+        "# Edge grafting on scale-free synthetic MRFs (5 states, max 3n edges)",
+        "",
+        f"Machine: {results['machine']}. Settings: {results['settings']}.",
+        "",
+    ]
     for study in results["studies"]:
-        out += [f"## n = {study['n']} ({study['true_edges']} true edges, "
-                f"{study['train_rows']} train / {study['test_rows']} test rows; true model "
-                f"test NLPL {study['true_model_test_nlpl']:.3f})", "",
-                "| strategy | seconds | steps | edges | recall | precision | test NLPL | "
-                "pairs counted | peak RSS MB | stopped |",
-                "|---|---|---|---|---|---|---|---|---|---|"]
+        out += [
+            f"## n = {study['n']} ({study['true_edges']} true edges, "
+            f"{study['train_rows']} train / {study['test_rows']} test rows; true model "
+            f"test NLPL {study['true_model_test_nlpl']:.3f})",
+            "",
+            "| strategy | seconds | steps | edges | recall | precision | test NLPL | "
+            "pairs counted | peak RSS MB | stopped |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
         for r in study["runs"]:
-            out.append(f"| {label(r['strategy'], r['alpha'])} | {r['seconds']:.2f} | "
-                       f"{r['steps']} | {r['edges']} | {r['recall']:.3f} | "
-                       f"{r['precision']:.3f} | {r['test_nlpl']:.3f} | "
-                       f"{r['fraction_pairs_counted']:.3f} | {r['peak_rss_mb']:.0f} | "
-                       f"{r['stopped']} |")
+            out.append(
+                f"| {label(r['strategy'], r['alpha'])} | {r['seconds']:.2f} | "
+                f"{r['steps']} | {r['edges']} | {r['recall']:.3f} | "
+                f"{r['precision']:.3f} | {r['test_nlpl']:.3f} | "
+                f"{r['fraction_pairs_counted']:.3f} | {r['peak_rss_mb']:.0f} | "
+                f"{r['stopped']} |"
+            )
         out += ["", "Targets:", ""] + targets(study) + [""]
     return "\n".join(out)
 
 
 def plot(results: dict, path: Path) -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -206,8 +277,13 @@ def plot(results: dict, path: Path) -> None:
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", type=int, nargs="+", default=[50, 200])
-    p.add_argument("--rows", type=int, nargs="+", default=[3000, 19000],
-                   help="training rows, one per size (last one repeats)")
+    p.add_argument(
+        "--rows",
+        type=int,
+        nargs="+",
+        default=[3000, 19000],
+        help="training rows, one per size (last one repeats)",
+    )
     p.add_argument("--test-rows", type=int, default=1000)
     p.add_argument("--states", type=int, default=5)
     p.add_argument("--lambda", dest="lambda_", type=float, default=4e-3)
@@ -217,10 +293,14 @@ def main(argv=None) -> None:
     p.add_argument("--chains", type=int, default=8)
     p.add_argument("--eval-every", type=int, default=10)
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--configs", nargs="+", default=None,
-                   help="strategy[:alpha] to run, per size in --sizes order separated by "
-                        "'/' (default: all five at every size; first-hit at n = 200 takes "
-                        "hours at 19k rows)")
+    p.add_argument(
+        "--configs",
+        nargs="+",
+        default=None,
+        help="strategy[:alpha] to run, per size in --sizes order separated by "
+        "'/' (default: all five at every size; first-hit at n = 200 takes "
+        "hours at 19k rows)",
+    )
     p.add_argument("--out", default=str(RESULTS / "grafting_paper.json"))
     # worker mode (one strategy, internal)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -237,12 +317,20 @@ def main(argv=None) -> None:
             a = argparse.Namespace(**vars(args))
             a.rows = args.rows[min(k, len(args.rows) - 1)]
             studies.append(run_size(n, a, Path(tmp), chosen_configs(args.configs, k)))
-    results = {"machine": f"{platform.platform()}, {os.cpu_count()} cores (shared), "
-                          f"Python {platform.python_version()}",
-               "settings": {"lambda": args.lambda_, "lambda2": args.lambda2,
-                            "burn_in": args.burn_in, "thin": args.thin, "chains": args.chains,
-                            "seed": args.seed, "max_edges": "3n"},
-               "studies": studies}
+    results = {
+        "machine": f"{platform.platform()}, {os.cpu_count()} cores (shared), "
+        f"Python {platform.python_version()}",
+        "settings": {
+            "lambda": args.lambda_,
+            "lambda2": args.lambda2,
+            "burn_in": args.burn_in,
+            "thin": args.thin,
+            "chains": args.chains,
+            "seed": args.seed,
+            "max_edges": "3n",
+        },
+        "studies": studies,
+    }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1))

@@ -61,26 +61,38 @@ def kkt_violation(learner) -> float:
         return 0.0
     _, grad = learner._objective(0.0)(learner.theta)
     lay, lam = learner.layout, learner.strength
-    return max(abs(np.linalg.norm(grad[lay.eoff[k]:lay.eoff[k + 1]])
-                   / (lay.eoff[k + 1] - lay.eoff[k]) - lam) / lam for k in range(lay.n_edges))
+    return max(
+        abs(
+            np.linalg.norm(grad[lay.eoff[k] : lay.eoff[k + 1]]) / (lay.eoff[k + 1] - lay.eoff[k])
+            - lam
+        )
+        / lam
+        for k in range(lay.n_edges)
+    )
 
 
 def inference_state(learner) -> dict:
     if learner.objective != "likelihood" or learner._exact:
         return {}
-    res = belief_propagation(learner.layout, learner.theta, learner.bp_damping, learner.bp_tol,
-                             learner.bp_max_iter)
+    res = belief_propagation(
+        learner.layout, learner.theta, learner.bp_damping, learner.bp_tol, learner.bp_max_iter
+    )
     tight = belief_propagation(learner.layout, learner.theta, learner.bp_damping, 1e-9, 2000)
     nodes = learner.layout.uoff[-1]
-    return {"bp_sweeps": int(res.iterations), "bp_converged": bool(res.converged),
-            "bp_node_error": float(np.abs(res.marginals[:nodes]
-                                          - tight.marginals[:nodes]).max())}
+    return {
+        "bp_sweeps": int(res.iterations),
+        "bp_converged": bool(res.converged),
+        "bp_node_error": float(np.abs(res.marginals[:nodes] - tight.marginals[:nodes]).max()),
+    }
 
 
 def false_weight_norms(learner, true) -> list[float]:
     lay = learner.layout
-    return sorted(float(np.linalg.norm(learner.theta[lay.eoff[k]:lay.eoff[k + 1]]))
-                  for k, e in enumerate(lay.edges.tolist()) if tuple(e) not in true)
+    return sorted(
+        float(np.linalg.norm(learner.theta[lay.eoff[k] : lay.eoff[k + 1]]))
+        for k, e in enumerate(lay.edges.tolist())
+        if tuple(e) not in true
+    )
 
 
 def run(family: str, n: int, states: int, params: dict, seed: int, rows: int) -> dict:
@@ -90,8 +102,11 @@ def run(family: str, n: int, states: int, params: dict, seed: int, rows: int) ->
     learner = EdgeGrafting(mrf.schema, **params)
     learner.stats.update(data)
     learner.optimise()
-    state = {"scores": inactive_scores(learner), "inference": inference_state(learner),
-             "kkt": kkt_violation(learner)}
+    state = {
+        "scores": inactive_scores(learner),
+        "inference": inference_state(learner),
+        "kkt": kkt_violation(learner),
+    }
     log = []
 
     def record(lr):
@@ -99,27 +114,43 @@ def run(family: str, n: int, states: int, params: dict, seed: int, rows: int) ->
         ranked = sorted(before, key=lambda e: -before[e])
         best_true = next((before[e] for e in ranked if e in true), 0.0)
         for e in (tuple(x) for x in lr.history[-1]["added"]):
-            log.append({"step": lr.steps, "edge": list(e), "true": e in true,
-                        "distance": nx.shortest_path_length(graph, *e),
-                        "score_over_lambda": before[e] / lam, "rank": ranked.index(e) + 1,
-                        "best_true_score_over_lambda": best_true / lam,
-                        "kkt_violation_before": state["kkt"], **state["inference"]})
-        state.update(scores=inactive_scores(lr), inference=inference_state(lr),
-                     kkt=kkt_violation(lr))
+            log.append(
+                {
+                    "step": lr.steps,
+                    "edge": list(e),
+                    "true": e in true,
+                    "distance": nx.shortest_path_length(graph, *e),
+                    "score_over_lambda": before[e] / lam,
+                    "rank": ranked.index(e) + 1,
+                    "best_true_score_over_lambda": best_true / lam,
+                    "kkt_violation_before": state["kkt"],
+                    **state["inference"],
+                }
+            )
+        state.update(
+            scores=inactive_scores(lr), inference=inference_state(lr), kkt=kkt_violation(lr)
+        )
 
     learner.graft(callback=record)
     edges = set(learner.edges)
     kept = false_weight_norms(learner, true)
     learner.max_iter, learner.bp_tol, learner.bp_max_iter = 1000, 1e-6, 500
     learner.optimise()
-    out = {"family": family, "n": n, "states": states, "params": params, "true_edges": len(true), "edges": len(edges),
-           "recall": len(edges & true) / len(true),
-           "precision": len(edges & true) / max(len(edges), 1),
-           "false_activations": sum(not a["true"] for a in log),
-           "false_at_distance_2": sum(not a["true"] and a["distance"] == 2 for a in log),
-           "false_weight_norms": kept,
-           "false_weight_norms_after_1000_iterations": false_weight_norms(learner, true),
-           "activations": log}
+    out = {
+        "family": family,
+        "n": n,
+        "states": states,
+        "params": params,
+        "true_edges": len(true),
+        "edges": len(edges),
+        "recall": len(edges & true) / len(true),
+        "precision": len(edges & true) / max(len(edges), 1),
+        "false_activations": sum(not a["true"] for a in log),
+        "false_at_distance_2": sum(not a["true"] and a["distance"] == 2 for a in log),
+        "false_weight_norms": kept,
+        "false_weight_norms_after_1000_iterations": false_weight_norms(learner, true),
+        "activations": log,
+    }
     print(json.dumps({k: v for k, v in out.items() if k != "activations"}), flush=True)
     return out
 

@@ -101,8 +101,7 @@ def pll_weights(schema, edges, train, lambda2: float):
     """Pseudo-likelihood weights of a fixed structure (no group L1): the model's test PLL."""
     cards = np.asarray(schema.cardinalities, dtype=np.int64)
     layout = PairwiseLayout(cards, np.array(sorted(edges), dtype=np.int64).reshape(-1, 2))
-    obj = GraftingObjective(layout, np.zeros(layout.size), 0.0, lambda2, kind="pseudo",
-                            rows=train)
+    obj = GraftingObjective(layout, np.zeros(layout.size), 0.0, lambda2, kind="pseudo", rows=train)
     theta, _, _ = minimise(obj, np.zeros(layout.size), 200)
     return to_markov_network(schema, layout, theta)
 
@@ -117,16 +116,18 @@ def l1_logistic_neighbourhoods(train, cards) -> tuple[set, set, float]:
     started = time.process_time()
     n_rows, n = train.shape
     lam = math.sqrt(math.log(n) / n_rows)
-    onehot = np.concatenate([(train[:, [v]] == np.arange(cards[v])).astype(np.float64)
-                             for v in range(n)], axis=1)
+    onehot = np.concatenate(
+        [(train[:, [v]] == np.arange(cards[v])).astype(np.float64) for v in range(n)], axis=1
+    )
     owner = np.repeat(np.arange(n), cards)
     chosen = np.zeros((n, n), dtype=bool)
     for v in range(n):
         keep = owner != v
         weight = np.zeros(int(keep.sum()))
         for c in range(1 if cards[v] == 2 else int(cards[v])):  # one-vs-rest per state
-            model = LogisticRegression(penalty="l1", C=1.0 / (lam * n_rows),
-                                       solver="liblinear", max_iter=200)
+            model = LogisticRegression(
+                penalty="l1", C=1.0 / (lam * n_rows), solver="liblinear", max_iter=200
+            )
             model.fit(onehot[:, keep], train[:, v] == c)
             weight += np.abs(model.coef_[0])
         for u in np.unique(owner[keep][weight > 1e-8]).tolist():
@@ -146,10 +147,20 @@ def baseline_runs(mrf, train, test) -> tuple[list[dict], dict]:
         recall, precision = scores(edges, mrf.edges)
         per_row[name] = row_plls(pll_weights(mrf.schema, edges, train, 0.001), test)
         pll = float(per_row[name].mean())
-        runs.append({"strategy": name, "seconds": secs, "edges": len(edges), "recall": recall,
-                     "precision": precision, "test_pll": pll})
-        print(f"  {name}: recall {recall:.3f} precision {precision:.3f} test PLL {pll:.3f}",
-              flush=True)
+        runs.append(
+            {
+                "strategy": name,
+                "seconds": secs,
+                "edges": len(edges),
+                "recall": recall,
+                "precision": precision,
+                "test_pll": pll,
+            }
+        )
+        print(
+            f"  {name}: recall {recall:.3f} precision {precision:.3f} test PLL {pll:.3f}",
+            flush=True,
+        )
     return runs, per_row
 
 
@@ -160,24 +171,37 @@ def run_grafting(mrf, train, test, strategy: str) -> dict:
     def record(learner):
         now = time.process_time()
         recall, precision = scores(set(learner.edges), true)
-        curve.append({"seconds": now - clock["start"] - clock["eval"],
-                      "edges": len(learner.edges), "recall": recall})
+        curve.append(
+            {
+                "seconds": now - clock["start"] - clock["eval"],
+                "edges": len(learner.edges),
+                "recall": recall,
+            }
+        )
         clock["eval"] += time.process_time() - now
 
     base, _, variant = strategy.partition("+")  # "+z": standardised test only, "+raw": raw
-    learner = EdgeGrafting(mrf.schema, strategy=base,
-                           **({"standardise": VARIANTS[variant]} if variant else {}))
+    learner = EdgeGrafting(
+        mrf.schema, strategy=base, **({"standardise": VARIANTS[variant]} if variant else {})
+    )
     clock["start"] = time.process_time()
     learner.fit(train, callback=record)
     seconds = time.process_time() - clock["start"] - clock["eval"]
     recall, precision = scores(set(learner.edges), true)
     per_row = row_plls(learner.to_markov_network(), test)
-    return {"strategy": strategy, "seconds": seconds, "edges": len(learner.edges),
-            "recall": recall, "precision": precision, "lambda": learner.strength,
-            "test_pll": float(per_row.mean()),
-            "missed_edges": sorted(mrf.edges - set(learner.edges)),
-            "false_edges": sorted(set(learner.edges) - mrf.edges),
-            "fraction_pairs_scored": learner.fraction_pairs_counted, "curve": curve}, per_row
+    return {
+        "strategy": strategy,
+        "seconds": seconds,
+        "edges": len(learner.edges),
+        "recall": recall,
+        "precision": precision,
+        "lambda": learner.strength,
+        "test_pll": float(per_row.mean()),
+        "missed_edges": sorted(mrf.edges - set(learner.edges)),
+        "false_edges": sorted(set(learner.edges) - mrf.edges),
+        "fraction_pairs_scored": learner.fraction_pairs_counted,
+        "curve": curve,
+    }, per_row
 
 
 def time_to_recall(run: dict, target: float) -> float | None:
@@ -189,9 +213,12 @@ def time_to_recall(run: dict, target: float) -> float | None:
 
 def commit() -> str:
     """The commit the code ran at, marked ``+dirty`` when the tree had uncommitted changes."""
+
     def git(*args):
-        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, check=False,
-                              text=True).stdout.strip()
+        return subprocess.run(
+            ["git", *args], cwd=ROOT, capture_output=True, check=False, text=True
+        ).stdout.strip()
+
     dirty = git("status", "--porcelain", "--untracked-files=no", "--", "streammn", "benchmarks")
     return git("rev-parse", "--short", "HEAD") + ("+dirty" if dirty else "")
 
@@ -200,8 +227,10 @@ CODE_COMMIT = commit()  # at import: the code this process runs, whatever HEAD d
 
 
 def machine() -> str:
-    return (f"{platform.platform()}, {os.cpu_count()} cores (shared), "
-            f"Python {platform.python_version()}")
+    return (
+        f"{platform.platform()}, {os.cpu_count()} cores (shared), "
+        f"Python {platform.python_version()}"
+    )
 
 
 def case_data(case, seed: int):
@@ -218,33 +247,47 @@ def run_case(case, seed: int, save=lambda case: None) -> dict:
     survive an interrupt."""
     family, n, states, coupling, rows, strategies = case
     mrf, train, test = case_data(case, seed)
-    out = {"family": family, "n": n, "states": states, "coupling": coupling, "rows": rows,
-           "commit": CODE_COMMIT, "clock": "cpu", "true_edges": len(mrf.edges),
-           "true_model_test_pll": float(mrf.to_markov_network().pll(test)),
-           "true_structure_test_pll": float(
-               pll_weights(mrf.schema, mrf.edges, train, 0.001).pll(test)),
-           "runs": []}
+    out = {
+        "family": family,
+        "n": n,
+        "states": states,
+        "coupling": coupling,
+        "rows": rows,
+        "commit": CODE_COMMIT,
+        "clock": "cpu",
+        "true_edges": len(mrf.edges),
+        "true_model_test_pll": float(mrf.to_markov_network().pll(test)),
+        "true_structure_test_pll": float(
+            pll_weights(mrf.schema, mrf.edges, train, 0.001).pll(test)
+        ),
+        "runs": [],
+    }
     methods = strategies.split(",")
     grafted = {}
     for strategy in [m for m in methods if m != "l1lr"]:
         run, grafted[strategy] = run_grafting(mrf, train, test, strategy)
         out["runs"].append(run)
         save(out)
-        print(f"{family} n={n} k={states} {coupling} N={rows} {strategy}: recall "
-              f"{run['recall']:.3f} precision {run['precision']:.3f} test PLL "
-              f"{run['test_pll']:.3f} {run['seconds']:.1f} CPU s", flush=True)
+        print(
+            f"{family} n={n} k={states} {coupling} N={rows} {strategy}: recall "
+            f"{run['recall']:.3f} precision {run['precision']:.3f} test PLL "
+            f"{run['test_pll']:.3f} {run['seconds']:.1f} CPU s",
+            flush=True,
+        )
     if "l1lr" in methods:
         baselines, per_row = baseline_runs(mrf, train, test)
         out["runs"] += baselines
         best = max(baselines, key=lambda r: r["test_pll"])["strategy"]
-        for run in out["runs"][:len(grafted)]:
+        for run in out["runs"][: len(grafted)]:
             run["pll_diff_vs_best_l1lr"], run["pll_diff_se"] = paired_difference(
-                grafted[run["strategy"]], per_row[best])
+                grafted[run["strategy"]], per_row[best]
+            )
     runs = {r["strategy"]: r for r in out["runs"]}
     if "exhaustive" in runs and "best_choice" in runs:
         goal = 0.9 * runs["exhaustive"]["recall"]
         out["best_choice_seconds_to_0.9_exhaustive_recall"] = time_to_recall(
-            runs["best_choice"], goal)
+            runs["best_choice"], goal
+        )
         out["exhaustive_seconds"] = runs["exhaustive"]["seconds"]
     return out
 
@@ -261,37 +304,44 @@ def gap(run: dict) -> str:
 
 
 def markdown(results: dict) -> str:
-    lines = ["# Edge grafting at its defaults on planted Potts models", "",
-             f"Machine: {results['machine']} -- a shared machine under load from other jobs: "
-             "wall seconds are inflated and only comparable within one case, CPU seconds "
-             "less so (caches are shared too).", "",
-             *([results["notes"], ""] if results.get("notes") else []),
-             "Defaults: pseudo-likelihood objective, scores at the active set's unpenalised "
-             "weights, lambda = 2 sqrt(log n / N) / mean(card)^2, best-choice with local "
-             "climbing; since s9 (commit after 48ba731) C2 passes a pair when its raw score "
-             "exceeds lambda or its standardised z exceeds 1.5 sqrt(2 log M) (standardise="
-             "'either'), before it was the raw test only. Test PLL: mean log "
-             "pseudo-likelihood per test row (higher is better; 'met' allows "
-             f"{PLL_TOLERANCE:g} for optimiser tolerance). L1-LR: per-variable "
-             "L1 logistic regression at lambda = sqrt(log n / N), AND / OR, then PLL weights.",
-             "'vs L1-LR': the grafted model's test PLL minus the better L1-LR model's, "
-             "mean ± standard error over test rows (paired). 'true structure': the planted "
-             "edges with the same PLL weights. 'seconds': CPU seconds of the process where "
-             "the clock is 'cpu', wall seconds otherwise (older rows). 'commit': the code "
-             "a row ran (a run's own when it differs from its case's).",
-             "", "| family | n | states | couplings | rows | true edges | method | edges | "
-             "recall | precision | test PLL | vs L1-LR | true structure | seconds | clock | "
-             "commit |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "# Edge grafting at its defaults on planted Potts models",
+        "",
+        f"Machine: {results['machine']} -- a shared machine under load from other jobs: "
+        "wall seconds are inflated and only comparable within one case, CPU seconds "
+        "less so (caches are shared too).",
+        "",
+        *([results["notes"], ""] if results.get("notes") else []),
+        "Defaults: pseudo-likelihood objective, scores at the active set's unpenalised "
+        "weights, lambda = 2 sqrt(log n / N) / mean(card)^2, best-choice with local "
+        "climbing; since s9 (commit after 48ba731) C2 passes a pair when its raw score "
+        "exceeds lambda or its standardised z exceeds 1.5 sqrt(2 log M) (standardise="
+        "'either'), before it was the raw test only. Test PLL: mean log "
+        "pseudo-likelihood per test row (higher is better; 'met' allows "
+        f"{PLL_TOLERANCE:g} for optimiser tolerance). L1-LR: per-variable "
+        "L1 logistic regression at lambda = sqrt(log n / N), AND / OR, then PLL weights.",
+        "'vs L1-LR': the grafted model's test PLL minus the better L1-LR model's, "
+        "mean ± standard error over test rows (paired). 'true structure': the planted "
+        "edges with the same PLL weights. 'seconds': CPU seconds of the process where "
+        "the clock is 'cpu', wall seconds otherwise (older rows). 'commit': the code "
+        "a row ran (a run's own when it differs from its case's).",
+        "",
+        "| family | n | states | couplings | rows | true edges | method | edges | "
+        "recall | precision | test PLL | vs L1-LR | true structure | seconds | clock | "
+        "commit |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for c in results["cases"]:
         truth = c.get("true_structure_test_pll")
         for r in c["runs"]:
-            lines.append(f"| {c['family']} | {c['n']} | {c['states']} | {c['coupling']} | "
-                         f"{c['rows']} | {c['true_edges']} | {r['strategy']} | {r['edges']} | "
-                         f"{r['recall']:.3f} | {r['precision']:.3f} | {r['test_pll']:.3f} | "
-                         f"{gap(r)} | {'' if truth is None else f'{truth:.3f}'} | "
-                         f"{r['seconds']:.1f} | {r.get('clock', c.get('clock', 'wall'))} | "
-                         f"{r.get('commit', c.get('commit', '?'))} |")
+            lines.append(
+                f"| {c['family']} | {c['n']} | {c['states']} | {c['coupling']} | "
+                f"{c['rows']} | {c['true_edges']} | {r['strategy']} | {r['edges']} | "
+                f"{r['recall']:.3f} | {r['precision']:.3f} | {r['test_pll']:.3f} | "
+                f"{gap(r)} | {'' if truth is None else f'{truth:.3f}'} | "
+                f"{r['seconds']:.1f} | {r.get('clock', c.get('clock', 'wall'))} | "
+                f"{r.get('commit', c.get('commit', '?'))} |"
+            )
     lines += ["", "## Targets", ""]
     for c in results["cases"]:
         runs = {r["strategy"]: r for r in c["runs"]}
@@ -304,47 +354,61 @@ def markdown(results: dict) -> str:
 def target_lines(c: dict, runs: dict, label: str) -> list[str]:
     """The issue's targets for one grafted run of a case ('+z': the standardised test only)."""
     lines, bc = [], runs[label]
-    name = (f"{c['family']} n={c['n']} k={c['states']} {c['coupling']} N={c['rows']}"
-            + (" standardised test only (opt-in)" if label.endswith("+z") else ""))
+    name = f"{c['family']} n={c['n']} k={c['states']} {c['coupling']} N={c['rows']}" + (
+        " standardised test only (opt-in)" if label.endswith("+z") else ""
+    )
     if c["coupling"] == "strong" and c["rows"] == 20000:
         need = (0.95, 0.9) if c["n"] <= 50 else (0.9, 0.0)
         ok = bc["recall"] >= need[0] and bc["precision"] >= need[1]
-        lines.append(f"- {name}: best-choice recall {bc['recall']:.3f} (>= {need[0]}), "
-                     f"precision {bc['precision']:.3f} (>= {need[1]}): "
-                     f"{'met' if ok else 'NOT met'}")
+        lines.append(
+            f"- {name}: best-choice recall {bc['recall']:.3f} (>= {need[0]}), "
+            f"precision {bc['precision']:.3f} (>= {need[1]}): "
+            f"{'met' if ok else 'NOT met'}"
+        )
     if "L1-LR AND" in runs:
         best_lr = max(runs["L1-LR AND"]["test_pll"], runs["L1-LR OR"]["test_pll"])
         verdict = "met" if bc["test_pll"] >= best_lr - PLL_TOLERANCE else "NOT met"
         if "pll_diff_se" in bc and verdict != "met":
             z = bc["pll_diff_vs_best_l1lr"] / max(bc["pll_diff_se"], 1e-12)
-            verdict += (f" (gap {z:+.1f} SE: "
-                        f"{'significant' if abs(z) >= 2 else 'not significant'})")
-        lines.append(f"- {name}: test PLL {bc['test_pll']:.3f} vs best L1-LR "
-                     f"{best_lr:.3f}: {verdict}")
+            verdict += f" (gap {z:+.1f} SE: {'significant' if abs(z) >= 2 else 'not significant'})"
+        lines.append(
+            f"- {name}: test PLL {bc['test_pll']:.3f} vs best L1-LR {best_lr:.3f}: {verdict}"
+        )
     t = c.get("best_choice_seconds_to_0.9_exhaustive_recall")
     if "exhaustive_seconds" in c and label == "best_choice":
         ex = c["exhaustive_seconds"]
-        lines.append(f"- {name}: best-choice reaches 0.9 x exhaustive recall at "
-                     f"{'never' if t is None else f'{t:.1f} s'}, exhaustive takes "
-                     f"{ex:.1f} s ({c.get('clock', 'wall')}; ratio "
-                     f"{'-' if t is None else f'1/{ex / max(t, 1e-9):.1f}'})")
+        lines.append(
+            f"- {name}: best-choice reaches 0.9 x exhaustive recall at "
+            f"{'never' if t is None else f'{t:.1f} s'}, exhaustive takes "
+            f"{ex:.1f} s ({c.get('clock', 'wall')}; ratio "
+            f"{'-' if t is None else f'1/{ex / max(t, 1e-9):.1f}'})"
+        )
     return lines
 
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--cases", nargs="+", type=parse_case, default=None,
-                   help="family:n:states:strong|weak:rows:strategy[,strategy] (default: the "
-                        "list in DEFAULT_CASES); a strategy 'X+z' runs X with the standardised "
-                        "test only (EdgeGrafting standardise=True), 'X+raw' with the raw test "
-                        "only (standardise=False), 'l1lr' the baseline")
+    p.add_argument(
+        "--cases",
+        nargs="+",
+        type=parse_case,
+        default=None,
+        help="family:n:states:strong|weak:rows:strategy[,strategy] (default: the "
+        "list in DEFAULT_CASES); a strategy 'X+z' runs X with the standardised "
+        "test only (EdgeGrafting standardise=True), 'X+raw' with the raw test "
+        "only (standardise=False), 'l1lr' the baseline",
+    )
     p.add_argument("--seed", type=int, default=3)
     p.add_argument("--out", default=str(RESULTS / "grafting.json"))
-    p.add_argument("--merge", nargs="+", help="combine the cases of these result files (runs "
-                                              "split over several processes) into --out; a "
-                                              "case in a later file replaces the same case "
-                                              "(family, n, states, couplings, rows) in an "
-                                              "earlier one, in place")
+    p.add_argument(
+        "--merge",
+        nargs="+",
+        help="combine the cases of these result files (runs "
+        "split over several processes) into --out; a "
+        "case in a later file replaces the same case "
+        "(family, n, states, couplings, rows) in an "
+        "earlier one, in place",
+    )
     p.add_argument("--notes", default="", help="a line for the table's header (what was run)")
     args = p.parse_args(argv)
     out = Path(args.out)

@@ -33,8 +33,15 @@ SETUPS = {
     "dtsl-mushrooms": [MUSHROOMS, "--every-rows", "4000"],
     "dtsl-kappa-closed-form": [NLTCS, "--kappa", "0.01", "--weights", "closed-form"],
     "dtsl-drift-half-life": [NLTCS, "--drift", "page-hinkley", "--half-life", "4000"],
-    "dtsl-caps": [NLTCS, "--max-tree-leaves", "8", "--split-alpha", "0.01",
-                  "--grace-period", "100"],
+    "dtsl-caps": [
+        NLTCS,
+        "--max-tree-leaves",
+        "8",
+        "--split-alpha",
+        "0.01",
+        "--grace-period",
+        "100",
+    ],
     "dtsl-exact-mushrooms": [MUSHROOMS, "--mode", "exact", "--weights", "closed-form"],
     "grafting": [NLTCS, "--algo", "grafting", "--update-every", "4000"],
     "csgs": [NLTCS, "--algo", "csgs", "--max-contexts", "500"],
@@ -44,8 +51,10 @@ SETUPS = {
 
 def hashes(out: Path) -> dict[str, str]:
     """sha256 of every model file under ``out``, by path relative to it."""
-    return {str(p.relative_to(out)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(out.glob("snap-*/model.*"))}
+    return {
+        str(p.relative_to(out)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(out.glob("snap-*/model.*"))
+    }
 
 
 def main() -> int:
@@ -56,9 +65,21 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as scratch:
         for name, options in SETUPS.items():
             out = Path(scratch) / name
-            subprocess.run([sys.executable, "-m", "streammn.cli", "learn", str(options[0]),
-                            "--out", str(out), "--quiet", *map(str, options[1:])],
-                           check=True, stdout=subprocess.DEVNULL)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "streammn.cli",
+                    "learn",
+                    str(options[0]),
+                    "--out",
+                    str(out),
+                    "--quiet",
+                    *map(str, options[1:]),
+                ],
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
             result[name] = hashes(out)
             print(f"{name}: {len(result[name])} model files", file=sys.stderr)
     Path(args.out).write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")

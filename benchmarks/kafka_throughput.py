@@ -49,7 +49,7 @@ def payloads(rows: np.ndarray, format: str, rows_per_message: int) -> list[bytes
         return [json.dumps(dict(zip(names, r))).encode() for r in rows.tolist()]
     out = []
     for i in range(0, n, rows_per_message):
-        chunk = rows[i:i + rows_per_message]
+        chunk = rows[i : i + rows_per_message]
         table = pa.table({f"x{j}": chunk[:, j] for j in range(d)})
         sink = pa.BufferOutputStream()
         with pa.ipc.new_stream(sink, table.schema) as w:
@@ -74,12 +74,19 @@ def fill_topic(mock: MockKafkaCluster, topic: str, values: list[bytes], partitio
     producer.flush(120)
 
 
-def raw_consume(bootstrap: str, topic: str, partitions: int,
-                 expected: int) -> tuple[int, int, float]:
+def raw_consume(
+    bootstrap: str, topic: str, partitions: int, expected: int
+) -> tuple[int, int, float]:
     """Messages and bytes read by a bare consumer from offset 0 until all ``expected``
     messages arrived (the same stopping rule a finite replay has, without its bookkeeping)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "raw",
-                         "enable.auto.commit": False, "log_level": 0})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "raw",
+            "enable.auto.commit": False,
+            "log_level": 0,
+        }
+    )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     n, size = 0, 0
     t0 = time.perf_counter()
@@ -93,9 +100,15 @@ def raw_consume(bootstrap: str, topic: str, partitions: int,
     return n, size, elapsed
 
 
-def measure(format: str = "csv", n_vars: int = 100, partitions: int = 8,
-            rows_per_partition: int = 20_000, rows_per_message: int = 1000,
-            batch_size: int = 65536, seed: int = 0) -> dict:
+def measure(
+    format: str = "csv",
+    n_vars: int = 100,
+    partitions: int = 8,
+    rows_per_partition: int = 20_000,
+    rows_per_message: int = 1000,
+    batch_size: int = 65536,
+    seed: int = 0,
+) -> dict:
     """Rows/s of the raw consumer, of KafkaSource and of the decoder alone, for one format."""
     rng = np.random.default_rng(seed)
     schema = Schema.binary(n_vars)
@@ -104,66 +117,101 @@ def measure(format: str = "csv", n_vars: int = 100, partitions: int = 8,
     values = payloads(rows, format, rows_per_message)
     part_bytes = sum(map(len, values)) / partitions
     if part_bytes > MOCK_PARTITION_BYTES:
-        raise ValueError(f"{format}: {part_bytes / 1e6:.1f} MB per partition exceeds the mock "
-                         f"cluster's retention; use fewer rows or more partitions")
+        raise ValueError(
+            f"{format}: {part_bytes / 1e6:.1f} MB per partition exceeds the mock "
+            f"cluster's retention; use fewer rows or more partitions"
+        )
     with MockKafkaCluster() as mock:
         topic = f"bench-{format}"
         fill_topic(mock, topic, values, partitions)
 
         n_msgs, n_bytes, raw_s = raw_consume(mock.bootstrap, topic, partitions, len(values))
-        src = KafkaSource(mock.bootstrap, topic, "bench", schema=schema, format=format,
-                          partitions=range(partitions), batch_size=batch_size,
-                          stop_at_end=True, config={"log_level": 0})
+        src = KafkaSource(
+            mock.bootstrap,
+            topic,
+            "bench",
+            schema=schema,
+            format=format,
+            partitions=range(partitions),
+            batch_size=batch_size,
+            stop_at_end=True,
+            config={"log_level": 0},
+        )
         t0 = time.perf_counter()
         got = sum(len(b) for b in src)
         src_s = time.perf_counter() - t0
         src.close()
     if n_msgs != len(values) or got != n_rows:
-        raise RuntimeError(f"{format}: read {n_msgs}/{len(values)} messages, {got}/{n_rows} "
-                           f"rows (retention too small for this size?)")
+        raise RuntimeError(
+            f"{format}: read {n_msgs}/{len(values)} messages, {got}/{n_rows} "
+            f"rows (retention too small for this size?)"
+        )
     decoder = MessageDecoder(format, schema)
     chunk = max(1, batch_size // (rows_per_message if format == "arrow" else 1))
     t0 = time.perf_counter()
     for i in range(0, len(values), chunk):
-        decoder.decode(values[i:i + chunk], lambda j: {"index": j}, 0)
+        decoder.decode(values[i : i + chunk], lambda j: {"index": j}, 0)
     decode_s = time.perf_counter() - t0
-    return {"format": format, "n_vars": n_vars, "partitions": partitions, "rows": n_rows,
-            "messages": n_msgs, "megabytes": round(n_bytes / 1e6, 2),
-            "raw_consumer_rows_per_s": round(n_rows / raw_s),
-            "raw_consumer_messages_per_s": round(n_msgs / raw_s),
-            "kafka_source_rows_per_s": round(n_rows / src_s),
-            "decoder_only_rows_per_s": round(n_rows / decode_s),
-            "source_vs_raw": round(raw_s / src_s, 3)}
+    return {
+        "format": format,
+        "n_vars": n_vars,
+        "partitions": partitions,
+        "rows": n_rows,
+        "messages": n_msgs,
+        "megabytes": round(n_bytes / 1e6, 2),
+        "raw_consumer_rows_per_s": round(n_rows / raw_s),
+        "raw_consumer_messages_per_s": round(n_msgs / raw_s),
+        "kafka_source_rows_per_s": round(n_rows / src_s),
+        "decoder_only_rows_per_s": round(n_rows / decode_s),
+        "source_vs_raw": round(raw_s / src_s, 3),
+    }
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--formats", default="csv,json,arrow")
-    ap.add_argument("--rows-per-partition", type=int, default=None,
-                    help=f"default per format: {DEFAULT_ROWS}")
+    ap.add_argument(
+        "--rows-per-partition", type=int, default=None, help=f"default per format: {DEFAULT_ROWS}"
+    )
     ap.add_argument("--out", default=os.path.join(RESULTS, "scale_kafka.json"))
     args = ap.parse_args(argv)
-    runs = [measure(f, rows_per_partition=args.rows_per_partition or DEFAULT_ROWS[f])
-            for f in args.formats.split(",")]
-    machine = {"platform": platform.platform(), "python": platform.python_version(),
-               "cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(),
-               "load_average_1min": round(os.getloadavg()[0], 2)}
+    runs = [
+        measure(f, rows_per_partition=args.rows_per_partition or DEFAULT_ROWS[f])
+        for f in args.formats.split(",")
+    ]
+    machine = {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "processor": platform.processor() or platform.machine(),
+        "load_average_1min": round(os.getloadavg()[0], 2),
+    }
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
-        json.dump({"benchmark": "kafka read throughput (mock cluster)", "machine": machine,
-                   "runs": runs}, f, indent=2)
-    header = ("| format | rows | MB | raw consumer rows/s | KafkaSource rows/s | "
-              "decoder only rows/s | source/raw |\n|---|---|---|---|---|---|---|\n")
-    lines = [f"| {r['format']} | {r['rows']:,} | {r['megabytes']} | "
-             f"{r['raw_consumer_rows_per_s']:,} | {r['kafka_source_rows_per_s']:,} | "
-             f"{r['decoder_only_rows_per_s']:,} | {r['source_vs_raw']} |" for r in runs]
+        json.dump(
+            {"benchmark": "kafka read throughput (mock cluster)", "machine": machine, "runs": runs},
+            f,
+            indent=2,
+        )
+    header = (
+        "| format | rows | MB | raw consumer rows/s | KafkaSource rows/s | "
+        "decoder only rows/s | source/raw |\n|---|---|---|---|---|---|---|\n"
+    )
+    lines = [
+        f"| {r['format']} | {r['rows']:,} | {r['megabytes']} | "
+        f"{r['raw_consumer_rows_per_s']:,} | {r['kafka_source_rows_per_s']:,} | "
+        f"{r['decoder_only_rows_per_s']:,} | {r['source_vs_raw']} |"
+        for r in runs
+    ]
     table = header + "\n".join(lines) + "\n"
     with open(os.path.splitext(args.out)[0] + ".md", "w") as f:
-        f.write(f"Kafka read throughput, {machine['cpus']} CPUs, {machine['platform']}, "
-                f"load average {machine['load_average_1min']} at the end of the run; "
-                f"{runs[0]['n_vars']} binary variables, mock cluster on loopback. The raw "
-                f"consumer only touches each message's value and stops at the known message count; "
-                f"both rates include the fetch start-up from the first poll.\n\n{table}")
+        f.write(
+            f"Kafka read throughput, {machine['cpus']} CPUs, {machine['platform']}, "
+            f"load average {machine['load_average_1min']} at the end of the run; "
+            f"{runs[0]['n_vars']} binary variables, mock cluster on loopback. The raw "
+            f"consumer only touches each message's value and stops at the known message count; "
+            f"both rates include the fetch start-up from the first poll.\n\n{table}"
+        )
     print(table)
 
 

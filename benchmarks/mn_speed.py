@@ -74,10 +74,16 @@ def synthetic(args):
     train, test = load(d / "plants.train.data"), load(d / "plants.test.data")
     schema = Schema.binary(train.shape[1])
     dn = random_tree_dn(schema, args.leaves, seed=args.seed)
-    res = {"dataset": "plants schema, random trees", "leaves_per_tree": args.leaves,
-           "dn_features": dn.n_features, "train_rows": len(train), "test_rows": len(test)}
-    mn, res["dn2mn_wall_s"], res["dn2mn_cpu_s"] = timed(lambda: dn2mn(dn, train=train, weights="closed-form"),
-                                                        args.repeat)
+    res = {
+        "dataset": "plants schema, random trees",
+        "leaves_per_tree": args.leaves,
+        "dn_features": dn.n_features,
+        "train_rows": len(train),
+        "test_rows": len(test),
+    }
+    mn, res["dn2mn_wall_s"], res["dn2mn_cpu_s"] = timed(
+        lambda: dn2mn(dn, train=train, weights="closed-form"), args.repeat
+    )
     res["mn_features"] = mn.n_features
     res["mn_mean_feature_length"] = round(float(mn.features.lengths().mean()), 2)
     raw = dn2mn(dn, train=train, merge=False, weights="closed-form")
@@ -85,32 +91,50 @@ def synthetic(args):
     res["variants"] = {}
     for base in ("marginals", "single"):
         for orderings in ORDERINGS:
-            m, wall, cpu = timed(lambda: dn2mn(dn, base=base, orderings=orderings, train=train,
-                                               base_instance=np.zeros(schema.n_vars, int),
-                                               weights="closed-form"), 1)
-            res["variants"][f"{base}/{orderings}"] = {"features": m.n_features, "wall_s": wall,
-                                                      "cpu_s": cpu}
+            m, wall, cpu = timed(
+                lambda: dn2mn(
+                    dn,
+                    base=base,
+                    orderings=orderings,
+                    train=train,
+                    base_instance=np.zeros(schema.n_vars, int),
+                    weights="closed-form",
+                ),
+                1,
+            )
+            res["variants"][f"{base}/{orderings}"] = {
+                "features": m.n_features,
+                "wall_s": wall,
+                "cpu_s": cpu,
+            }
     res["mn_test_pll"], res["mn_pll_wall_s"], res["mn_pll_cpu_s"] = timed(
-        lambda: mn.pll(test), args.repeat)
+        lambda: mn.pll(test), args.repeat
+    )
     res["dn_test_pll"], res["dn_pll_wall_s"], res["dn_pll_cpu_s"] = timed(
-        lambda: pll(dn, test), args.repeat)
+        lambda: pll(dn, test), args.repeat
+    )
     _, res["pll_gradient_train_wall_s"], res["pll_gradient_train_cpu_s"] = timed(
-        lambda: pll_objective(mn.features, train), 1)
+        lambda: pll_objective(mn.features, train), 1
+    )
     leaves = FeatureSet.concat(schema, dn.cpds).merge_duplicates(drop_zero=False)
     res["lw_features"] = leaves.n_features
     _, res["lw_gradient_train_wall_s"], res["lw_gradient_train_cpu_s"] = timed(
-        lambda: pll_objective(leaves, train), args.repeat)
+        lambda: pll_objective(leaves, train), args.repeat
+    )
     res["machine"] = machine()
     return res
 
 
 def synthetic_markdown(res):
     lines = [
-        "# DN2MN and PLL speed (plants-sized synthetic DN)", "",
+        "# DN2MN and PLL speed (plants-sized synthetic DN)",
+        "",
         f"Random trees, {res['leaves_per_tree']} leaves per tree, over the plants schema; "
         f"{res['dn_features']:,} DN leaf features. Machine: {res['machine']}. "
-        "Best of warm runs.", "",
-        "| step | result | wall s | CPU s | Libra reference |", "|---|---|---|---|---|",
+        "Best of warm runs.",
+        "",
+        "| step | result | wall s | CPU s | Libra reference |",
+        "|---|---|---|---|---|",
         f"| DN2MN default (rotations2 + marginals, merged) | {res['mn_features']:,} features "
         f"({res['mn_features_before_merge']:,} before merge) | {res['dn2mn_wall_s']} | "
         f"{res['dn2mn_cpu_s']} | 1.28 s CPU (433,724 features) |",
@@ -123,17 +147,25 @@ def synthetic_markdown(res):
         f"| PLL + gradient of the DN's leaf features (LW), plants train | "
         f"{res['lw_features']:,} features | {res['lw_gradient_train_wall_s']} | "
         f"{res['lw_gradient_train_cpu_s']} | Libra LW: 8.5 s for a whole fit |",
-        "", "| variant | features | wall s | CPU s |", "|---|---|---|---|"]
-    lines += [f"| {k} | {v['features']:,} | {v['wall_s']} | {v['cpu_s']} |"
-              for k, v in res["variants"].items()]
+        "",
+        "| variant | features | wall s | CPU s |",
+        "|---|---|---|---|",
+    ]
+    lines += [
+        f"| {k} | {v['features']:,} | {v['wall_s']} | {v['cpu_s']} |"
+        for k, v in res["variants"].items()
+    ]
     return lines
 
 
 def machine():
-    return {"cpus": os.cpu_count(), "numba_threads": numba.get_num_threads(),
-            "processor": platform.processor() or platform.machine(),
-            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "unset (spin)"),
-            "load_average": [round(x, 2) for x in os.getloadavg()]}
+    return {
+        "cpus": os.cpu_count(),
+        "numba_threads": numba.get_num_threads(),
+        "processor": platform.processor() or platform.machine(),
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "unset (spin)"),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+    }
 
 
 def once(fn):
@@ -158,15 +190,31 @@ def real(args, res=None):
     for name in ("plants",) if weights_only else ("plants", "nltcs"):
         train = split(args.data, name, "train")
         schema = Schema.binary(train.shape[1])
-        dn, wall, cpu = once(lambda: DTSL(schema, kappa=0.1, mode="exact")
-                             .fit(ArraySource(train, schema=schema)).to_dependency_network())
+        dn, wall, cpu = once(
+            lambda: (
+                DTSL(schema, kappa=0.1, mode="exact")
+                .fit(ArraySource(train, schema=schema))
+                .to_dependency_network()
+            )
+        )
         mn = dn2mn(dn, train=train, weights="closed-form")
-        models[name] = (dn, mn, train, split(args.data, name, "valid"),
-                        split(args.data, name, "test"))
+        models[name] = (
+            dn,
+            mn,
+            train,
+            split(args.data, name, "valid"),
+            split(args.data, name, "test"),
+        )
         if not cmll_only:
             res[name] = res[name] if weights_only else {}
-            res[name].update({"dtsl_wall_s": wall, "dtsl_cpu_s": cpu,
-                              "dn_features": dn.n_features, "mn_features": mn.n_features})
+            res[name].update(
+                {
+                    "dtsl_wall_s": wall,
+                    "dtsl_cpu_s": cpu,
+                    "dn_features": dn.n_features,
+                    "mn_features": mn.n_features,
+                }
+            )
     if not cmll_only:
         lw_refine_pll(res["plants"], *models["plants"])
     if not weights_only:
@@ -180,13 +228,15 @@ def lw_refine_pll(p, dn, mn, train, valid, test):
     leaves = FeatureSet.concat(dn.schema, dn.cpds).merge_duplicates(drop_zero=False)
     start = MarkovNetwork(dn.schema, leaves.with_weights(np.zeros(leaves.n_features)))
     fit_weights(start, train[:300], max_iter=2)  # warm-up: compilation / cache load
-    fit, p["lw_wall_s"], p["lw_cpu_s"] = once(lambda: fit_weights(start, train, stddev=1.0,
-                                                                  max_iter=100))
+    fit, p["lw_wall_s"], p["lw_cpu_s"] = once(
+        lambda: fit_weights(start, train, stddev=1.0, max_iter=100)
+    )
     p["lw_features"] = leaves.n_features
     p["lw_iterations"] = fit.fit_info["iterations"]
     p["lw_test_pll"] = round(fit.pll(test), 4)
     refined, p["refine_wall_s"], p["refine_cpu_s"] = once(
-        lambda: dn2mn(dn, train=train, valid=valid, refine=10))
+        lambda: dn2mn(dn, train=train, valid=valid, refine=10)
+    )
     p["refine_kept"] = not np.array_equal(refined.weights, mn.weights)
     p["refine_test_pll"] = round(refined.pll(test), 4)
     mn.pll(test[:10])
@@ -213,22 +263,33 @@ def cmll_figures(res, args, models):
 
 def real_markdown(r):
     p, q = r["plants"], r["nltcs"]
-    sub = "" if p["cmll_rows"] == 3482 else \
-        f" (first {p['cmll_rows']} rows run: {p['cmll_wall_s']} s wall / {p['cmll_cpu_s']} s CPU; " \
+    sub = (
+        ""
+        if p["cmll_rows"] == 3482
+        else f" (first {p['cmll_rows']} rows run: {p['cmll_wall_s']} s wall / {p['cmll_cpu_s']} s CPU; "
         "full set extrapolated)"
+    )
     return [
-        "## Issue 13: weight learning, PLL scoring and CMLL on the DTSL models (kappa 0.1)", "",
+        "## Issue 13: weight learning, PLL scoring and CMLL on the DTSL models (kappa 0.1)",
+        "",
         f"Shared 2-core machine, loaded by other jobs: load average before "
         f"{r['machine_before']['load_average']}, after {r['machine_after']['load_average']} "
-        f"({r['machine_before']['numba_threads']} numba threads). One warm run per step." +
-        (f" The CMLL rows were rerun alone: load average before "
-         f"{r['cmll_machine_before']['load_average']}, after "
-         f"{r['cmll_machine_after']['load_average']}." if "cmll_machine_before" in r else "") +
-        (f" The LW, refine and scoring rows were rerun alone (OpenMP wait policy "
-         f"{r['weights_machine_before'].get('omp_wait_policy')}): load average before "
-         f"{r['weights_machine_before']['load_average']}, after "
-         f"{r['weights_machine_after']['load_average']}." if "weights_machine_before" in r
-         else ""),
+        f"({r['machine_before']['numba_threads']} numba threads). One warm run per step."
+        + (
+            f" The CMLL rows were rerun alone: load average before "
+            f"{r['cmll_machine_before']['load_average']}, after "
+            f"{r['cmll_machine_after']['load_average']}."
+            if "cmll_machine_before" in r
+            else ""
+        )
+        + (
+            f" The LW, refine and scoring rows were rerun alone (OpenMP wait policy "
+            f"{r['weights_machine_before'].get('omp_wait_policy')}): load average before "
+            f"{r['weights_machine_before']['load_average']}, after "
+            f"{r['weights_machine_after']['load_average']}."
+            if "weights_machine_before" in r
+            else ""
+        ),
         "",
         "| step | result | wall s | CPU s | target | Libra reference |",
         "|---|---|---|---|---|---|",
@@ -243,20 +304,27 @@ def real_markdown(r):
         f"| CMLL, plants test, full set{sub} | {p['cmll']:.4f} on the rows run | "
         f"{p['cmll_full_wall_s']} | {p['cmll_full_cpu_s']} | <= 120 s | Gibbs about 10 hours |",
         f"| CMLL, nltcs test (3,236 rows) | {q['cmll']:.4f} | {q['cmll_wall_s']} | "
-        f"{q['cmll_cpu_s']} | < 3 s | Gibbs about 20 min (CMLL -5.30) |", ""]
+        f"{q['cmll_cpu_s']} | < 3 s | Gibbs about 20 min (CMLL -5.30) |",
+        "",
+    ]
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default="/work/shared/data")
-    ap.add_argument("--part", choices=("all", "synthetic", "real", "cmll", "weights"),
-                    default="all", help="cmll / weights: rerun only the CMLL / the LW, refine "
-                    "and scoring figures of the real part")
+    ap.add_argument(
+        "--part",
+        choices=("all", "synthetic", "real", "cmll", "weights"),
+        default="all",
+        help="cmll / weights: rerun only the CMLL / the LW, refine "
+        "and scoring figures of the real part",
+    )
     ap.add_argument("--leaves", type=int, default=175)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--plants-cmll-rows", type=int, default=128,
-                    help="plants test rows for CMLL (0: all 3,482)")
+    ap.add_argument(
+        "--plants-cmll-rows", type=int, default=128, help="plants test rows for CMLL (0: all 3,482)"
+    )
     args = ap.parse_args(argv)
     path = RESULTS / "mn_speed.json"
     res = json.loads(path.read_text()) if path.exists() else {}

@@ -52,8 +52,9 @@ SHARE = 0.8  # of the rows with T = 1 and its first parent 1 that hold the new v
 HALF_LIFE = 100_000
 
 
-def stream_rows(bn: LogisticBN, target: int, parent: int, n: int, start: int,
-                seed: int) -> np.ndarray:
+def stream_rows(
+    bn: LogisticBN, target: int, parent: int, n: int, start: int, seed: int
+) -> np.ndarray:
     """``n`` rows from row ``start`` of the stream (the new value from ``NEW_AT`` on)."""
     rng = np.random.default_rng(seed)
     rows = bn.sample(n, rng)
@@ -68,10 +69,10 @@ def run_arm(schema: Schema, rows: np.ndarray, **params) -> dict:
     windows, error = [], None
     cpu = time.process_time()
     for start in range(0, rows.shape[0], BATCH):
-        batch = rows[start:start + BATCH]
+        batch = rows[start : start + BATCH]
         if model.rows_seen:
             for w in range(0, batch.shape[0], WINDOW):
-                piece = batch[w:w + WINDOW]
+                piece = batch[w : w + WINDOW]
                 try:
                     windows.append([start + w, float(model.pll_terms(piece).sum(axis=1).mean())])
                 except SchemaError:
@@ -81,8 +82,12 @@ def run_arm(schema: Schema, rows: np.ndarray, **params) -> dict:
         except SchemaError as e:
             error = str(e)
             break
-    return {"model": model, "windows": windows, "error": error,
-            "cpu_seconds": time.process_time() - cpu}
+    return {
+        "model": model,
+        "windows": windows,
+        "error": error,
+        "cpu_seconds": time.process_time() - cpu,
+    }
 
 
 def main() -> dict:
@@ -96,22 +101,37 @@ def main() -> dict:
     cards = [2] * N_VARS
     cards[target] = 3
     growing = binary.with_growth({f"x{target}": 3})
-    arms = {"fixed": (binary, {}), "grow": (growing, {}),
-            "declared": (Schema.from_cardinalities(cards), {}),
-            "grow, half-life 100k": (growing, {"half_life": HALF_LIFE})}
-    out = {"machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
-                       "note": "Shared machine, other jobs running"},
-           "rows": TOTAL, "new_at": NEW_AT, "first_new_row": first, "target": target,
-           "parent": parent, "arms": {}}
+    arms = {
+        "fixed": (binary, {}),
+        "grow": (growing, {}),
+        "declared": (Schema.from_cardinalities(cards), {}),
+        "grow, half-life 100k": (growing, {"half_life": HALF_LIFE}),
+    }
+    out = {
+        "machine": {
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "note": "Shared machine, other jobs running",
+        },
+        "rows": TOTAL,
+        "new_at": NEW_AT,
+        "first_new_row": first,
+        "target": target,
+        "parent": parent,
+        "arms": {},
+    }
     context = (test[:, parent] == 1) & (test[:, target] != 0)
     for name, (schema, params) in arms.items():
         result = run_arm(schema, rows, **params)
         model = result.pop("model")
-        entry = {"rows_learned": model.rows_seen, "error": result["error"],
-                 "cpu_seconds": round(result["cpu_seconds"], 2),
-                 "cardinalities": model.schema.cardinalities.tolist()[target],
-                 "schema_version": model.schema.version if model.schema.grows else None,
-                 "windows": result["windows"]}
+        entry = {
+            "rows_learned": model.rows_seen,
+            "error": result["error"],
+            "cpu_seconds": round(result["cpu_seconds"], 2),
+            "cardinalities": model.schema.cardinalities.tolist()[target],
+            "schema_version": model.schema.version if model.schema.grows else None,
+            "windows": result["windows"],
+        }
         if result["error"] is None:
             terms = model.pll_terms(test)
             entry["test_pll_trees"] = float(terms.sum(axis=1).mean())
@@ -120,11 +140,18 @@ def main() -> dict:
             p = np.exp(model.forest.log_probs()[leaf])
             entry["new_value_share_in_context"] = float((p[:, 2] / (p[:, 1] + p[:, 2])).mean())
         out["arms"][name] = entry
-        print(f"{name}: {entry['rows_learned']:,} rows, error {entry['error']}, "
-              f"test PLL {entry.get('test_pll_mn')}", file=sys.stderr, flush=True)
+        print(
+            f"{name}: {entry['rows_learned']:,} rows, error {entry['error']}, "
+            f"test PLL {entry.get('test_pll_mn')}",
+            file=sys.stderr,
+            flush=True,
+        )
     grow, declared = (dict(out["arms"][k]["windows"]) for k in ("grow", "declared"))
-    gaps = [(row, 100.0 * (grow[row] - declared[row]) / abs(declared[row]))
-            for row in sorted(declared) if row >= NEW_AT and row in grow]
+    gaps = [
+        (row, 100.0 * (grow[row] - declared[row]) / abs(declared[row]))
+        for row in sorted(declared)
+        if row >= NEW_AT and row in grow
+    ]
     out["window_gap_pct_after_new_value"] = gaps
     out["true_share"] = SHARE
     with open(RESULTS, "w") as f:
@@ -135,29 +162,40 @@ def main() -> dict:
 def markdown(out: dict) -> str:
     a = out["arms"]
     gaps = out["window_gap_pct_after_new_value"]
-    lines = [f"# New values: x{out['target']} gains value 2 at row {out['first_new_row']:,} "
-             f"of {out['rows']:,}", "",
-             f"Planted logistic BN, {N_VARS} binary variables; from row {NEW_AT:,} "
-             f"x{out['target']} is 2 in {SHARE:.0%} of the rows where it would be 1 and its "
-             f"parent x{out['parent']} is 1. One-pass DTSL at the defaults, batches of "
-             f"{BATCH:,}. {out['machine']['note']}.", "",
-             "| arm | rows learned | stops with | test PLL (MN) | P(2) / P(1 or 2) where the "
-             "parent is 1 | CPU s |", "|---|---|---|---|---|---|"]
+    lines = [
+        f"# New values: x{out['target']} gains value 2 at row {out['first_new_row']:,} "
+        f"of {out['rows']:,}",
+        "",
+        f"Planted logistic BN, {N_VARS} binary variables; from row {NEW_AT:,} "
+        f"x{out['target']} is 2 in {SHARE:.0%} of the rows where it would be 1 and its "
+        f"parent x{out['parent']} is 1. One-pass DTSL at the defaults, batches of "
+        f"{BATCH:,}. {out['machine']['note']}.",
+        "",
+        "| arm | rows learned | stops with | test PLL (MN) | P(2) / P(1 or 2) where the "
+        "parent is 1 | CPU s |",
+        "|---|---|---|---|---|---|",
+    ]
     for name, e in a.items():
         stop = (e["error"] or "-").replace("|", "/")
         pll = f"{e['test_pll_mn']:.4f}" if "test_pll_mn" in e else "-"
-        p = (f"{e['new_value_share_in_context']:.3f}" if "new_value_share_in_context" in e
-             else "-")
-        lines.append(f"| {name} | {e['rows_learned']:,} | {stop} | {pll} | {p} | "
-                     f"{e['cpu_seconds']} |")
-    lines += ["", f"The generator's share of the new value there: {out['true_share']} after "
-                  f"row {NEW_AT:,}, so about {out['true_share'] / 2} over the whole stream, "
-                  f"which is what counts that never forget estimate. `fixed` learns raw "
-                  f"batches: the batch holding the bad row is rejected whole (a file source "
-                  f"yields the rows before it first).", "",
-              "Prequential window PLL of `grow` against `declared` after the new value "
-              "(gap in %, negative: grow is worse):", "",
-              "| window from row | gap % |", "|---|---|"]
+        p = f"{e['new_value_share_in_context']:.3f}" if "new_value_share_in_context" in e else "-"
+        lines.append(
+            f"| {name} | {e['rows_learned']:,} | {stop} | {pll} | {p} | {e['cpu_seconds']} |"
+        )
+    lines += [
+        "",
+        f"The generator's share of the new value there: {out['true_share']} after "
+        f"row {NEW_AT:,}, so about {out['true_share'] / 2} over the whole stream, "
+        f"which is what counts that never forget estimate. `fixed` learns raw "
+        f"batches: the batch holding the bad row is rejected whole (a file source "
+        f"yields the rows before it first).",
+        "",
+        "Prequential window PLL of `grow` against `declared` after the new value "
+        "(gap in %, negative: grow is worse):",
+        "",
+        "| window from row | gap % |",
+        "|---|---|",
+    ]
     for row, gap in gaps[:5] + gaps[-2:]:
         lines.append(f"| {row:,} | {gap:+.3f} |")
     return "\n".join(lines) + "\n"

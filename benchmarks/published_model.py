@@ -88,13 +88,22 @@ def other_learners(name: str = "nltcs") -> list[dict]:
         engine, manifest = through_engine(learner, train)
         seconds = time.perf_counter() - t0
         own = engine.learner.to_markov_network()
-        out.append({"dataset": name, "learner": type(learner).__name__,
-                    "learner_mn": own.pll(test), "published": engine.model.pll(test),
-                    "weights": manifest["weights"],
-                    "weights_seconds": manifest["timings"]["weights_seconds"],
-                    "engine_seconds": seconds})
-        print(f"{name} {out[-1]['learner']}: own {out[-1]['learner_mn']:.4f} published "
-              f"{out[-1]['published']:.4f} ({manifest['weights']['published']})", flush=True)
+        out.append(
+            {
+                "dataset": name,
+                "learner": type(learner).__name__,
+                "learner_mn": own.pll(test),
+                "published": engine.model.pll(test),
+                "weights": manifest["weights"],
+                "weights_seconds": manifest["timings"]["weights_seconds"],
+                "engine_seconds": seconds,
+            }
+        )
+        print(
+            f"{name} {out[-1]['learner']}: own {out[-1]['learner_mn']:.4f} published "
+            f"{out[-1]['published']:.4f} ({manifest['weights']['published']})",
+            flush=True,
+        )
     return out
 
 
@@ -107,11 +116,18 @@ def accuracy(name: str, mode: str) -> dict:
     learner = engine.learner
     dn, closed = learner.to_dependency_network(), learner.to_markov_network()
     published = engine.model
-    return {"dataset": name, "mode": mode, "rows": int(train.shape[0]),
-            "dn": dn.pll(test), "closed_form": closed.pll(test), "published": published.pll(test),
-            "weights": manifest["weights"],
-            "weights_seconds": manifest["timings"]["weights_seconds"],
-            "engine_seconds": seconds, "features": published.n_features}
+    return {
+        "dataset": name,
+        "mode": mode,
+        "rows": int(train.shape[0]),
+        "dn": dn.pll(test),
+        "closed_form": closed.pll(test),
+        "published": published.pll(test),
+        "weights": manifest["weights"],
+        "weights_seconds": manifest["timings"]["weights_seconds"],
+        "engine_seconds": seconds,
+        "features": published.n_features,
+    }
 
 
 def stream_cost(n_rows: int, every: list[int], repeats: int) -> list[dict]:
@@ -128,23 +144,45 @@ def stream_cost(n_rows: int, every: list[int], repeats: int) -> list[dict]:
             for _ in range(repeats):
                 for weights in ("closed-form", "refined"):  # interleaved
                     snaps = Path(tmp) / f"snaps-{weights}"
-                    cmd = [sys.executable, "-m", "streammn.cli", "learn", str(data), "--out",
-                           str(snaps), "--every-rows", str(rows), "--quiet", "--weights",
-                           weights]
+                    cmd = [
+                        sys.executable,
+                        "-m",
+                        "streammn.cli",
+                        "learn",
+                        str(data),
+                        "--out",
+                        str(snaps),
+                        "--every-rows",
+                        str(rows),
+                        "--quiet",
+                        "--weights",
+                        weights,
+                    ]
                     t0 = time.perf_counter()
                     subprocess.run(cmd, env=env, check=True, capture_output=True)
                     times[weights].append(time.perf_counter() - t0)
                     latest = (snaps / "LATEST").read_text().strip()
                     manifest = json.loads((snaps / latest / "manifest.json").read_text())
-                    records[weights] = {"weights": manifest["weights"],
-                                        "timings": manifest["timings"]}
+                    records[weights] = {
+                        "weights": manifest["weights"],
+                        "timings": manifest["timings"],
+                    }
                     subprocess.run(["rm", "-rf", str(snaps)], check=True)
             off, on = statistics.median(times["closed-form"]), statistics.median(times["refined"])
-            out.append({"n_rows": n_rows, "every_rows": rows, "seconds_closed_form": off,
-                        "seconds_refined": on, "runs_closed_form": times["closed-form"],
-                        "runs_refined": times["refined"],
-                        "rows_per_s_closed_form": n_rows / off, "rows_per_s_refined": n_rows / on,
-                        "throughput_cost": 1 - off / on, "last_snapshot": records})
+            out.append(
+                {
+                    "n_rows": n_rows,
+                    "every_rows": rows,
+                    "seconds_closed_form": off,
+                    "seconds_refined": on,
+                    "runs_closed_form": times["closed-form"],
+                    "runs_refined": times["refined"],
+                    "rows_per_s_closed_form": n_rows / off,
+                    "rows_per_s_refined": n_rows / on,
+                    "throughput_cost": 1 - off / on,
+                    "last_snapshot": records,
+                }
+            )
     return out
 
 
@@ -156,26 +194,35 @@ def held_out(weights: dict, *keys: str) -> str:
     """The record's held-out PLLs of ``keys``, or the probe's when the probe decided."""
     probe = weights.get("probe")
     if isinstance(probe, dict):
-        return f"probe: {fmt(probe['held_out_pll']['closed_form'])} / " \
-               f"{fmt(probe['held_out_pll']['probe'])}"
+        return (
+            f"probe: {fmt(probe['held_out_pll']['closed_form'])} / "
+            f"{fmt(probe['held_out_pll']['probe'])}"
+        )
     return " / ".join(fmt(weights["held_out_pll"][k]) for k in keys)
 
 
 def markdown(results: dict) -> str:
     m = results["machine"]
-    lines = ["# The published model: DN, closed-form MN and published MN at the defaults", "",
-             f"Machine: {m['platform']}, {m['cpu_count']} CPUs, Python {m['python']}, load "
-             f"average {m['load_average_1min_at_start']:.2f} at start."]
+    lines = [
+        "# The published model: DN, closed-form MN and published MN at the defaults",
+        "",
+        f"Machine: {m['platform']}, {m['cpu_count']} CPUs, Python {m['python']}, load "
+        f"average {m['load_average_1min_at_start']:.2f} at start.",
+    ]
     if results["accuracy"]:
-        lines += ["", "DTSL at its defaults through the engine (`StreamLearner`, one snapshot at "
-                  "the end, `weights='refined'`, held-out rows taken from the training rows, no "
-                  "validation file). Test PLL per example; target: published >= DN - 0.5% and "
-                  ">= closed form. A probe that decided is shown as `probe: closed form / "
-                  "probe` (its 1,000 held-out rows).", "",
-                  "| dataset | mode | DN | closed-form MN | published MN | published | "
-                  "DN - 0.5% | met | held-out PLL closed / refined | held-out PLL DN | stddev | "
-                  "iterations | weights s |",
-                  "|---|---|---:|---:|---:|---|---:|---|---|---:|---:|---:|---:|"]
+        lines += [
+            "",
+            "DTSL at its defaults through the engine (`StreamLearner`, one snapshot at "
+            "the end, `weights='refined'`, held-out rows taken from the training rows, no "
+            "validation file). Test PLL per example; target: published >= DN - 0.5% and "
+            ">= closed form. A probe that decided is shown as `probe: closed form / "
+            "probe` (its 1,000 held-out rows).",
+            "",
+            "| dataset | mode | DN | closed-form MN | published MN | published | "
+            "DN - 0.5% | met | held-out PLL closed / refined | held-out PLL DN | stddev | "
+            "iterations | weights s |",
+            "|---|---|---:|---:|---:|---|---:|---|---|---:|---:|---:|---:|",
+        ]
     for r in results["accuracy"]:
         floor = r["dn"] * 1.005
         met = r["published"] >= floor and r["published"] >= r["closed_form"] - 1e-9
@@ -186,32 +233,46 @@ def markdown(results: dict) -> str:
             f"{'yes' if met else 'no'} | {held_out(w, 'closed_form', 'refined')} | "
             f"{fmt(w['held_out_pll']['learner'])} | "
             f"{w['stddev'] if w['stddev'] is not None else ''} | {w['iterations']} | "
-            f"{r['weights_seconds']:.2f} |")
+            f"{r['weights_seconds']:.2f} |"
+        )
     if results.get("learners"):
-        lines += ["", "Other learners at their defaults through the engine, test PLL: the "
-                  "learner's own network and the published one.", "",
-                  "| dataset | learner | learner's MN | published MN | published | held-out PLL "
-                  "learner's / refined | weights s |", "|---|---|---:|---:|---|---|---:|"]
+        lines += [
+            "",
+            "Other learners at their defaults through the engine, test PLL: the "
+            "learner's own network and the published one.",
+            "",
+            "| dataset | learner | learner's MN | published MN | published | held-out PLL "
+            "learner's / refined | weights s |",
+            "|---|---|---:|---:|---|---|---:|",
+        ]
         for r in results["learners"]:
-            lines.append(f"| {r['dataset']} | {r['learner']} | {fmt(r['learner_mn'])} | "
-                         f"**{fmt(r['published'])}** | {r['weights']['published']} | "
-                         f"{held_out(r['weights'], 'closed_form', 'refined')} | "
-                         f"{r['weights_seconds']:.2f} |")
+            lines.append(
+                f"| {r['dataset']} | {r['learner']} | {fmt(r['learner_mn'])} | "
+                f"**{fmt(r['published'])}** | {r['weights']['published']} | "
+                f"{held_out(r['weights'], 'closed_form', 'refined')} | "
+                f"{r['weights_seconds']:.2f} |"
+            )
     if results.get("stream"):
         n = results["stream"][0]["n_rows"]
-        lines += ["", f"`streammn learn` end to end on a {n:,} x 100 binary planted stream "
-                  "(Parquet), median of the interleaved runs; cost = 1 - (rows/s refined) / "
-                  "(rows/s closed form); target: at most 10% at a snapshot every 1M rows.", "",
-                  "| every rows | closed form s | refined s | rows/s closed form | rows/s refined "
-                  "| cost | last snapshot published | its weights s |",
-                  "|---:|---:|---:|---:|---:|---:|---|---:|"]
+        lines += [
+            "",
+            f"`streammn learn` end to end on a {n:,} x 100 binary planted stream "
+            "(Parquet), median of the interleaved runs; cost = 1 - (rows/s refined) / "
+            "(rows/s closed form); target: at most 10% at a snapshot every 1M rows.",
+            "",
+            "| every rows | closed form s | refined s | rows/s closed form | rows/s refined "
+            "| cost | last snapshot published | its weights s |",
+            "|---:|---:|---:|---:|---:|---:|---|---:|",
+        ]
         for s in results["stream"]:
             last = s["last_snapshot"]["refined"]
-            lines.append(f"| {s['every_rows']:,} | {s['seconds_closed_form']:.2f} | "
-                         f"{s['seconds_refined']:.2f} | {s['rows_per_s_closed_form']:,.0f} | "
-                         f"{s['rows_per_s_refined']:,.0f} | {100 * s['throughput_cost']:.1f}% | "
-                         f"{last['weights']['published']} | "
-                         f"{last['timings']['weights_seconds']:.2f} |")
+            lines.append(
+                f"| {s['every_rows']:,} | {s['seconds_closed_form']:.2f} | "
+                f"{s['seconds_refined']:.2f} | {s['rows_per_s_closed_form']:,.0f} | "
+                f"{s['rows_per_s_refined']:,.0f} | {100 * s['throughput_cost']:.1f}% | "
+                f"{last['weights']['published']} | "
+                f"{last['timings']['weights_seconds']:.2f} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -222,29 +283,44 @@ def main(argv=None) -> dict:
     parser.add_argument("--no-stream", action="store_true")
     parser.add_argument("--no-learners", action="store_true")
     parser.add_argument("--stream-rows", type=int, default=1_000_000)
-    parser.add_argument("--every", default="100000,1000000",
-                        help="snapshot cadences of the stream runs (rows, comma-separated)")
-    parser.add_argument("--name", default="published_model",
-                        help="results file name (default: published_model)")
+    parser.add_argument(
+        "--every",
+        default="100000,1000000",
+        help="snapshot cadences of the stream runs (rows, comma-separated)",
+    )
+    parser.add_argument(
+        "--name", default="published_model", help="results file name (default: published_model)"
+    )
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out-dir", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
-    results = {"machine": {"platform": platform.platform(), "python": platform.python_version(),
-                           "cpu_count": os.cpu_count(),
-                           "load_average_1min_at_start": os.getloadavg()[0]},
-               "accuracy": [], "learners": [], "stream": []}
+    results = {
+        "machine": {
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "cpu_count": os.cpu_count(),
+            "load_average_1min_at_start": os.getloadavg()[0],
+        },
+        "accuracy": [],
+        "learners": [],
+        "stream": [],
+    }
     for name in filter(None, args.datasets.split(",")):
         for mode in args.modes.split(","):
             r = accuracy(name, mode)
-            print(f"{name} {mode}: DN {r['dn']:.4f} closed {r['closed_form']:.4f} published "
-                  f"{r['published']:.4f} ({r['weights']['published']}, "
-                  f"{r['weights_seconds']:.1f} s)", flush=True)
+            print(
+                f"{name} {mode}: DN {r['dn']:.4f} closed {r['closed_form']:.4f} published "
+                f"{r['published']:.4f} ({r['weights']['published']}, "
+                f"{r['weights_seconds']:.1f} s)",
+                flush=True,
+            )
             results["accuracy"].append(r)
     if not args.no_learners:
         results["learners"] = other_learners()
     if not args.no_stream:
-        results["stream"] = stream_cost(args.stream_rows, [int(e) for e in args.every.split(",")],
-                                        args.repeats)
+        results["stream"] = stream_cost(
+            args.stream_rows, [int(e) for e in args.every.split(",")], args.repeats
+        )
     args.out_dir.mkdir(parents=True, exist_ok=True)
     (args.out_dir / f"{args.name}.json").write_text(json.dumps(results, indent=1) + "\n")
     text = markdown(results)

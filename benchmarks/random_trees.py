@@ -39,5 +39,6 @@ def random_tree_features(rng, schema: Schema, i: int, leaves: int) -> FeatureSet
 
 def random_tree_dn(schema: Schema, leaves: int, seed: int = 0) -> DependencyNetwork:
     rng = np.random.default_rng(seed)
-    return DependencyNetwork(schema, [random_tree_features(rng, schema, i, leaves)
-                                      for i in range(schema.n_vars)])
+    return DependencyNetwork(
+        schema, [random_tree_features(rng, schema, i, leaves) for i in range(schema.n_vars)]
+    )

@@ -63,8 +63,10 @@ class RandomNetwork:
     each, logistic conditionals (the data every section of this benchmark learns from)."""
 
     def __init__(self, n_vars: int, rng: np.random.Generator):
-        self.parents = [rng.choice(j, size=min(j, int(rng.integers(0, 4))), replace=False)
-                        for j in range(n_vars)]
+        self.parents = [
+            rng.choice(j, size=min(j, int(rng.integers(0, 4))), replace=False)
+            for j in range(n_vars)
+        ]
         self.weights = [rng.normal(0.0, 2.0, size=p.size) for p in self.parents]
         self.bias = rng.normal(0.0, 1.0, size=n_vars)
 
@@ -91,15 +93,16 @@ def generate(directory: str, n_rows: int, n_vars: int, file_rows: int, seed: int
 
 def _learner(schema, args):
     from streammn.dtsl import DTSL
-    return DTSL(schema, mode="exact", kappa=args.kappa, max_depth=args.max_depth,
-                memory_mb=args.memory_mb)
+
+    return DTSL(
+        schema, mode="exact", kappa=args.kappa, max_depth=args.max_depth, memory_mb=args.memory_mb
+    )
 
 
 # section 1: Kafka into the streaming learner ---------------------------------------------------
 def kafka_section(args) -> dict:
     """Rows/s of a raw consumer, of KafkaSource and of StreamLearner + DTSL on one topic."""
-    from benchmarks.kafka_throughput import MOCK_PARTITION_BYTES, fill_topic, payloads, \
-        raw_consume
+    from benchmarks.kafka_throughput import MOCK_PARTITION_BYTES, fill_topic, payloads, raw_consume
     from connectors.array import ArraySource
     from connectors.kafka import KafkaSource
     from connectors.kafka_mock import MockKafkaCluster
@@ -114,19 +117,28 @@ def kafka_section(args) -> dict:
     rows = RandomNetwork(args.vars, rng).sample(n_rows, rng)
     values = payloads(rows, args.format, args.rows_per_message)
     if sum(map(len, values)) / args.partitions > MOCK_PARTITION_BYTES:
-        raise SystemExit("more bytes per partition than the mock cluster keeps: use more "
-                         "--partitions or fewer --rows-per-partition")
+        raise SystemExit(
+            "more bytes per partition than the mock cluster keeps: use more "
+            "--partitions or fewer --rows-per-partition"
+        )
     DTSL(schema).fit(rows[:5000])  # numba kernels compiled (or loaded) before any timing
 
     def source(group):
-        return KafkaSource(mock.bootstrap, "scale", group, schema=schema, format=args.format,
-                           partitions=range(args.partitions), batch_size=args.batch_size,
-                           stop_at_end=True, config={"log_level": 0})
+        return KafkaSource(
+            mock.bootstrap,
+            "scale",
+            group,
+            schema=schema,
+            format=args.format,
+            partitions=range(args.partitions),
+            batch_size=args.batch_size,
+            stop_at_end=True,
+            config={"log_level": 0},
+        )
 
     with MockKafkaCluster() as mock, tempfile.TemporaryDirectory() as tmp:
         fill_topic(mock, "scale", values, args.partitions)
-        n_msgs, n_bytes, raw_s = raw_consume(mock.bootstrap, "scale", args.partitions,
-                                             len(values))
+        n_msgs, n_bytes, raw_s = raw_consume(mock.bootstrap, "scale", args.partitions, len(values))
         reader = source("source-only")
         started = time.perf_counter()
         read = sum(len(b) for b in reader)
@@ -134,12 +146,20 @@ def kafka_section(args) -> dict:
         reader.close()
 
         runs = {}
-        for name, every, background in (("snapshots", args.every_rows, True),
-                                        ("blocking", args.every_rows, False),
-                                        ("alone", None, True)):
+        for name, every, background in (
+            ("snapshots", args.every_rows, True),
+            ("blocking", args.every_rows, False),
+            ("alone", None, True),
+        ):
             stream = source(f"learner-{name}")
-            engine = StreamLearner(stream, DTSL(schema), os.path.join(tmp, name),
-                                   every_rows=every, progress=None, background=background)
+            engine = StreamLearner(
+                stream,
+                DTSL(schema),
+                os.path.join(tmp, name),
+                every_rows=every,
+                progress=None,
+                background=background,
+            )
             learned_at = [0.0]
             learn = engine._learn
 
@@ -153,15 +173,22 @@ def kafka_section(args) -> dict:
             ended = time.perf_counter()
             stream.close()
             history = engine.state.history
-            runs[name] = {"rows": engine.state.rows_seen, "stream_s": learned_at[0] - started,
-                          "end_to_end_s": ended - started, "engine": engine,
-                          "cuts": [h for h in history if h["reason"] == "periodic"],
-                          "features": read_snapshot(engine.published[-1]["path"])
-                          .manifest["model"]["n_features"]}
+            runs[name] = {
+                "rows": engine.state.rows_seen,
+                "stream_s": learned_at[0] - started,
+                "end_to_end_s": ended - started,
+                "engine": engine,
+                "cuts": [h for h in history if h["reason"] == "periodic"],
+                "features": read_snapshot(engine.published[-1]["path"]).manifest["model"][
+                    "n_features"
+                ],
+            }
         learned = min(r["rows"] for r in runs.values())
     if n_msgs != len(values) or read != n_rows or learned != n_rows:
-        raise RuntimeError(f"read {n_msgs}/{len(values)} messages, source {read}/{n_rows}, "
-                           f"learner {learned}/{n_rows} rows")
+        raise RuntimeError(
+            f"read {n_msgs}/{len(values)} messages, source {read}/{n_rows}, "
+            f"learner {learned}/{n_rows} rows"
+        )
     memory = DTSL(schema)
     started = time.perf_counter()
     for batch in ArraySource(rows, schema=schema, batch_size=args.batch_size):
@@ -170,57 +197,82 @@ def kafka_section(args) -> dict:
     with_snaps, alone, blocking = runs["snapshots"], runs["alone"], runs["blocking"]
     cuts = with_snaps["cuts"]
     engine = with_snaps["engine"]
-    return {"format": args.format, "vars": args.vars, "partitions": args.partitions,
-            "rows": n_rows, "messages": n_msgs, "megabytes": round(n_bytes / 1e6, 1),
-            "every_rows": args.every_rows, "snapshots": len(engine.published),
-            "learner": "DTSL hoeffding, CLI defaults",
-            "leaves": int(engine.learner.forest.n_leaves().sum()),
-            "features": with_snaps["features"],
-            "per_snapshot_s": {
-                "cut (fork) on the learning thread, max": round(max(h["pause_seconds"]
-                                                                    for h in cuts), 4),
-                "cut (fork) on the learning thread, mean": round(
-                    float(np.mean([h["pause_seconds"] for h in cuts])), 4),
-                "learning waited for the previous snapshot, mean": round(
-                    float(np.mean([h["wait_seconds"] for h in cuts])), 3),
-                "convert in the writer, mean": round(float(np.mean(
-                    [h["convert_seconds"] for h in cuts if "convert_seconds" in h])), 3),
-                "write in the writer, mean": round(float(np.mean(
-                    [h["write_seconds"] for h in cuts if "write_seconds" in h])), 3)},
-            "rows_per_s": {"raw consumer": round(n_rows / raw_s),
-                           "KafkaSource": round(n_rows / source_s),
-                           "StreamLearner + DTSL from Kafka, a snapshot every "
-                           f"{args.every_rows:,} rows, to the last row":
-                               round(n_rows / with_snaps["stream_s"]),
-                           "the same, snapshots written in the foreground (--foreground-"
-                           "snapshots), to the last row": round(n_rows / blocking["stream_s"]),
-                           "the same, no snapshot until the end (learner alone), to the last row":
-                               round(n_rows / alone["stream_s"]),
-                           "with snapshots, end to end (final blocking snapshot included)":
-                               round(n_rows / with_snaps["end_to_end_s"]),
-                           "learner alone, end to end (its one final snapshot included)":
-                               round(n_rows / alone["end_to_end_s"]),
-                           "DTSL from memory": round(n_rows / memory_s)},
-            "snapshots_vs_alone": round(alone["stream_s"] / with_snaps["stream_s"], 3),
-            "snapshots_vs_alone_end_to_end": round(alone["end_to_end_s"]
-                                                   / with_snaps["end_to_end_s"], 3),
-            "foreground_snapshots_vs_alone": round(alone["stream_s"] / blocking["stream_s"], 3),
-            "learner_vs_raw": round(raw_s / with_snaps["stream_s"], 3)}
+    return {
+        "format": args.format,
+        "vars": args.vars,
+        "partitions": args.partitions,
+        "rows": n_rows,
+        "messages": n_msgs,
+        "megabytes": round(n_bytes / 1e6, 1),
+        "every_rows": args.every_rows,
+        "snapshots": len(engine.published),
+        "learner": "DTSL hoeffding, CLI defaults",
+        "leaves": int(engine.learner.forest.n_leaves().sum()),
+        "features": with_snaps["features"],
+        "per_snapshot_s": {
+            "cut (fork) on the learning thread, max": round(
+                max(h["pause_seconds"] for h in cuts), 4
+            ),
+            "cut (fork) on the learning thread, mean": round(
+                float(np.mean([h["pause_seconds"] for h in cuts])), 4
+            ),
+            "learning waited for the previous snapshot, mean": round(
+                float(np.mean([h["wait_seconds"] for h in cuts])), 3
+            ),
+            "convert in the writer, mean": round(
+                float(np.mean([h["convert_seconds"] for h in cuts if "convert_seconds" in h])), 3
+            ),
+            "write in the writer, mean": round(
+                float(np.mean([h["write_seconds"] for h in cuts if "write_seconds" in h])), 3
+            ),
+        },
+        "rows_per_s": {
+            "raw consumer": round(n_rows / raw_s),
+            "KafkaSource": round(n_rows / source_s),
+            "StreamLearner + DTSL from Kafka, a snapshot every "
+            f"{args.every_rows:,} rows, to the last row": round(n_rows / with_snaps["stream_s"]),
+            "the same, snapshots written in the foreground (--foreground-"
+            "snapshots), to the last row": round(n_rows / blocking["stream_s"]),
+            "the same, no snapshot until the end (learner alone), to the last row": round(
+                n_rows / alone["stream_s"]
+            ),
+            "with snapshots, end to end (final blocking snapshot included)": round(
+                n_rows / with_snaps["end_to_end_s"]
+            ),
+            "learner alone, end to end (its one final snapshot included)": round(
+                n_rows / alone["end_to_end_s"]
+            ),
+            "DTSL from memory": round(n_rows / memory_s),
+        },
+        "snapshots_vs_alone": round(alone["stream_s"] / with_snaps["stream_s"], 3),
+        "snapshots_vs_alone_end_to_end": round(
+            alone["end_to_end_s"] / with_snaps["end_to_end_s"], 3
+        ),
+        "foreground_snapshots_vs_alone": round(alone["stream_s"] / blocking["stream_s"], 3),
+        "learner_vs_raw": round(raw_s / with_snaps["stream_s"], 3),
+    }
 
 
 # section 2: exact DTSL, one process vs Dask ----------------------------------------------------
 def run_single(args) -> dict:
     from connectors.parquet import ParquetSource
+
     source = ParquetSource(args.data)
-    _learner(source.schema, args).fit(np.zeros((64, source.schema.n_vars), np.uint8))  # load kernels
+    _learner(source.schema, args).fit(
+        np.zeros((64, source.schema.n_vars), np.uint8)
+    )  # load kernels
     started = time.perf_counter()
     model = _learner(source.schema, args).fit(source)
     wall = time.perf_counter() - started
     with open(args.model_out, "wb") as f:
         f.write(model.to_bytes())
-    return {"wall_s": wall, "passes": model.n_passes, "peak_rss_mb": {"driver": _peak_rss_mb()},
-            "leaves": int(model.forest.n_leaves().sum()),
-            "depth": int(model.forest.depths().max())}
+    return {
+        "wall_s": wall,
+        "passes": model.n_passes,
+        "peak_rss_mb": {"driver": _peak_rss_mb()},
+        "leaves": int(model.forest.n_leaves().sum()),
+        "depth": int(model.forest.depths().max()),
+    }
 
 
 def _worker_rss():
@@ -237,7 +289,7 @@ def run_dask(args) -> dict:
         client.wait_for_workers(args.workers)
         startup = time.perf_counter() - started
         started = time.perf_counter()
-        passes = DaskPasses(client, source, cache_bytes=int(args.memory_mb * 2 ** 20))
+        passes = DaskPasses(client, source, cache_bytes=int(args.memory_mb * 2**20))
         model = _learner(source.schema, args).fit(source, count_pass=passes)
         wall = time.perf_counter() - started
         workers = client.run(_worker_rss)
@@ -245,16 +297,36 @@ def run_dask(args) -> dict:
         f.write(model.to_bytes())
     rss = {"driver": _peak_rss_mb()}
     rss.update({f"worker {i}": v for i, (_, v) in enumerate(sorted(workers.items()))})
-    return {"wall_s": wall, "cluster_startup_s": startup, "passes": model.n_passes,
-            "tasks_per_pass": len(passes.groups), "peak_rss_mb": rss,
-            "leaves": int(model.forest.n_leaves().sum()),
-            "depth": int(model.forest.depths().max())}
+    return {
+        "wall_s": wall,
+        "cluster_startup_s": startup,
+        "passes": model.n_passes,
+        "tasks_per_pass": len(passes.groups),
+        "peak_rss_mb": rss,
+        "leaves": int(model.forest.n_leaves().sum()),
+        "depth": int(model.forest.depths().max()),
+    }
 
 
 def _in_subprocess(mode: str, args, model_out: str) -> dict:
-    cmd = [sys.executable, "-m", "benchmarks.scale", "dask", "--run", mode, "--data", args.data,
-           "--model-out", model_out, "--kappa", str(args.kappa), "--workers", str(args.workers),
-           "--memory-mb", str(args.memory_mb)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmarks.scale",
+        "dask",
+        "--run",
+        mode,
+        "--data",
+        args.data,
+        "--model-out",
+        model_out,
+        "--kappa",
+        str(args.kappa),
+        "--workers",
+        str(args.workers),
+        "--memory-mb",
+        str(args.memory_mb),
+    ]
     if args.max_depth is not None:
         cmd += ["--max-depth", str(args.max_depth)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -268,10 +340,12 @@ def dask_section(args) -> dict:
             os.makedirs(args.data)
             started = time.perf_counter()
             generate(args.data, args.rows, args.vars, args.file_rows, args.seed)
-            print(f"generated {args.rows:,} rows in {time.perf_counter() - started:.1f} s",
-                  file=sys.stderr)
+            print(
+                f"generated {args.rows:,} rows in {time.perf_counter() - started:.1f} s",
+                file=sys.stderr,
+            )
         files = [f for f in os.listdir(args.data) if f.endswith(".parquet")]
-        size_mb = sum(os.path.getsize(os.path.join(args.data, f)) for f in files) / 2 ** 20
+        size_mb = sum(os.path.getsize(os.path.join(args.data, f)) for f in files) / 2**20
         runs, models = {}, {}
         for mode in ("single", "dask"):
             out = os.path.join(tmp, f"{mode}.bin")
@@ -279,14 +353,26 @@ def dask_section(args) -> dict:
             with open(out, "rb") as f:
                 models[mode] = f.read()
             print(mode, runs[mode], file=sys.stderr)
-    return {"dataset": {"rows": args.rows, "vars": args.vars, "file_rows": args.file_rows,
-                        "files": len(files), "parquet_mb": round(size_mb, 1),
-                        "seed": args.seed},
-            "dtsl": {"mode": "exact", "kappa": args.kappa, "max_depth": args.max_depth,
-                     "memory_mb": args.memory_mb},
-            "workers": args.workers, "runs": runs,
-            "identical_model": models["single"] == models["dask"],
-            "speedup": round(runs["single"]["wall_s"] / runs["dask"]["wall_s"], 2)}
+    return {
+        "dataset": {
+            "rows": args.rows,
+            "vars": args.vars,
+            "file_rows": args.file_rows,
+            "files": len(files),
+            "parquet_mb": round(size_mb, 1),
+            "seed": args.seed,
+        },
+        "dtsl": {
+            "mode": "exact",
+            "kappa": args.kappa,
+            "max_depth": args.max_depth,
+            "memory_mb": args.memory_mb,
+        },
+        "workers": args.workers,
+        "runs": runs,
+        "identical_model": models["single"] == models["dask"],
+        "speedup": round(runs["single"]["wall_s"] / runs["dask"]["wall_s"], 2),
+    }
 
 
 # driver -----------------------------------------------------------------------------------------
@@ -320,9 +406,13 @@ def main(argv=None) -> None:
         return
     section = kafka_section(args) if args.section == "kafka" else dask_section(args)
     section["command"] = "python -m benchmarks.scale " + " ".join(
-        argv if argv is not None else sys.argv[1:])
-    section["machine"] = {"cpus": os.cpu_count(), "platform": platform.platform(),
-                          "load_average_end": round(os.getloadavg()[0], 2)}
+        argv if argv is not None else sys.argv[1:]
+    )
+    section["machine"] = {
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "load_average_end": round(os.getloadavg()[0], 2),
+    }
     path = os.path.join(RESULTS, "scale.json")
     results = {}
     if os.path.exists(path):
@@ -362,12 +452,15 @@ def _kafka_markdown(r: dict) -> list[str]:
     lines += [f"| {name} | {rate:,} |" for name, rate in r["rows_per_s"].items()]
     lines += ["", "| per periodic snapshot | seconds |", "|---|---|"]
     lines += [f"| {name} | {v} |" for name, v in r.get("per_snapshot_s", {}).items()]
-    lines += ["", f"With a snapshot every {r['every_rows']:,} rows the stream runs at "
-              f"**{r.get('snapshots_vs_alone', 0):.2f}x** the learner-alone rate up to the last "
-              f"row ({r.get('snapshots_vs_alone_end_to_end', 0):.2f}x end to end; with the "
-              f"snapshots written in the foreground "
-              f"{r.get('foreground_snapshots_vs_alone', 0):.2f}x), and at "
-              f"{r['learner_vs_raw']:.2f}x the raw consumer's rate on the same topic."]
+    lines += [
+        "",
+        f"With a snapshot every {r['every_rows']:,} rows the stream runs at "
+        f"**{r.get('snapshots_vs_alone', 0):.2f}x** the learner-alone rate up to the last "
+        f"row ({r.get('snapshots_vs_alone_end_to_end', 0):.2f}x end to end; with the "
+        f"snapshots written in the foreground "
+        f"{r.get('foreground_snapshots_vs_alone', 0):.2f}x), and at "
+        f"{r['learner_vs_raw']:.2f}x the raw consumer's rate on the same topic.",
+    ]
     return lines
 
 
@@ -392,8 +485,10 @@ def _dask_markdown(r: dict) -> list[str]:
     ]
     for name, run in r["runs"].items():
         rss = ", ".join(f"{k} {v:.0f}" for k, v in run["peak_rss_mb"].items())
-        lines.append(f"| {name} | {run['wall_s']:.1f} | {run['passes']} | {run['leaves']:,} | "
-                     f"{run['depth']} | {run.get('cluster_startup_s', 0):.1f} | {rss} |")
+        lines.append(
+            f"| {name} | {run['wall_s']:.1f} | {run['passes']} | {run['leaves']:,} | "
+            f"{run['depth']} | {run.get('cluster_startup_s', 0):.1f} | {rss} |"
+        )
     return lines
 
 

@@ -44,11 +44,16 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 def machine() -> dict:
     """Where the figures come from."""
-    return {"platform": platform.platform(),
-            "processor": platform.processor() or platform.machine(),
-            "python": platform.python_version(), "cpu_count": os.cpu_count(),
-            "numpy": np.__version__, "numba": numba.__version__, "blas_threads": 1,
-            "load_average_1min_at_start": os.getloadavg()[0]}
+    return {
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
+        "cpu_count": os.cpu_count(),
+        "numpy": np.__version__,
+        "numba": numba.__version__,
+        "blas_threads": 1,
+        "load_average_1min_at_start": os.getloadavg()[0],
+    }
 
 
 def binary_rows(n_rows: int, n_vars: int, seed: int) -> np.ndarray:
@@ -67,7 +72,7 @@ def _timed(run) -> float:
 def measure_pair_counts(rows: np.ndarray, batch_size: int) -> tuple[float, PairCounts]:
     """Seconds for PairCounts.update over the matrix in batches (validation included)."""
     schema = Schema.binary(rows.shape[1])
-    batches = [rows[b:b + batch_size] for b in range(0, rows.shape[0], batch_size)]
+    batches = [rows[b : b + batch_size] for b in range(0, rows.shape[0], batch_size)]
     store = PairCounts(schema)
 
     def run():
@@ -79,8 +84,10 @@ def measure_pair_counts(rows: np.ndarray, batch_size: int) -> tuple[float, PairC
 
 def measure_xtx(rows: np.ndarray, batch_size: int) -> tuple[float, np.ndarray]:
     """Seconds for float32 ``X.T @ X`` on the same batches, already converted to float32."""
-    batches = [np.ascontiguousarray(rows[b:b + batch_size], dtype=np.float32)
-               for b in range(0, rows.shape[0], batch_size)]
+    batches = [
+        np.ascontiguousarray(rows[b : b + batch_size], dtype=np.float32)
+        for b in range(0, rows.shape[0], batch_size)
+    ]
     total = np.zeros((rows.shape[1], rows.shape[1]), dtype=np.float64)
 
     def run():
@@ -90,8 +97,7 @@ def measure_xtx(rows: np.ndarray, batch_size: int) -> tuple[float, np.ndarray]:
     return _timed(run), total
 
 
-def pair_counts_section(n_rows: int, n_vars: int, batch_size: int, repeats: int,
-                        seed: int) -> dict:
+def pair_counts_section(n_rows: int, n_vars: int, batch_size: int, repeats: int, seed: int) -> dict:
     """PairCounts against the X.T @ X floor on the same data; checks both agree.
 
     The two measurements alternate, ``repeats`` rounds, and the best round of each counts, so
@@ -105,16 +111,29 @@ def pair_counts_section(n_rows: int, n_vars: int, batch_size: int, repeats: int,
         times["float32 X.T @ X"].append(seconds)
         seconds, store = measure_pair_counts(rows, batch_size)
         times["PairCounts.update"].append(seconds)
-    both_one = np.array([[store.table(i, j)[1, 1] if i != j else store.counts(i)[1]
-                          for j in range(n_vars)] for i in range(n_vars)])
+    both_one = np.array(
+        [
+            [store.table(i, j)[1, 1] if i != j else store.counts(i)[1] for j in range(n_vars)]
+            for i in range(n_vars)
+        ]
+    )
     if not np.array_equal(both_one, gram.astype(np.int64)):
         raise AssertionError("PairCounts and X.T @ X disagree on the (1, 1) counts")
-    measurements = [{"name": name, "seconds": ts, "best_seconds": min(ts),
-                     "rows_per_s": n_rows / min(ts)} for name, ts in times.items()]
+    measurements = [
+        {"name": name, "seconds": ts, "best_seconds": min(ts), "rows_per_s": n_rows / min(ts)}
+        for name, ts in times.items()
+    ]
     ratio = min(times["PairCounts.update"]) / min(times["float32 X.T @ X"])
-    return {"n_rows": n_rows, "n_vars": n_vars, "batch_size": batch_size, "repeats": repeats,
-            "measurements": measurements, "slowdown_vs_xtx": ratio, "target": "<= 2.0",
-            "meets_target": ratio <= 2.0}
+    return {
+        "n_rows": n_rows,
+        "n_vars": n_vars,
+        "batch_size": batch_size,
+        "repeats": repeats,
+        "measurements": measurements,
+        "slowdown_vs_xtx": ratio,
+        "target": "<= 2.0",
+        "meets_target": ratio <= 2.0,
+    }
 
 
 def parquet_section(n_rows: int, n_vars: int, batch_size: int, repeats: int, seed: int) -> dict:
@@ -144,42 +163,79 @@ def parquet_section(n_rows: int, n_vars: int, batch_size: int, repeats: int, see
         for _ in range(repeats):
             times["pyarrow iter_batches"].append(_timed(raw))
             times["ParquetSource"].append(_timed(ours))
-    measurements = [{"name": name, "seconds": ts, "best_seconds": min(ts),
-                     "rows_per_s": n_rows / min(ts), "mb_per_s": size_mb / min(ts)}
-                    for name, ts in times.items()]
+    measurements = [
+        {
+            "name": name,
+            "seconds": ts,
+            "best_seconds": min(ts),
+            "rows_per_s": n_rows / min(ts),
+            "mb_per_s": size_mb / min(ts),
+        }
+        for name, ts in times.items()
+    ]
     ratio = min(times["ParquetSource"]) / min(times["pyarrow iter_batches"])
-    return {"n_rows": n_rows, "n_vars": n_vars, "batch_size": batch_size, "repeats": repeats,
-            "file_mb": size_mb, "pyarrow": pyarrow.__version__, "measurements": measurements,
-            "slowdown_vs_pyarrow": ratio, "target": "<= 1.3", "meets_target": ratio <= 1.3}
+    return {
+        "n_rows": n_rows,
+        "n_vars": n_vars,
+        "batch_size": batch_size,
+        "repeats": repeats,
+        "file_mb": size_mb,
+        "pyarrow": pyarrow.__version__,
+        "measurements": measurements,
+        "slowdown_vs_pyarrow": ratio,
+        "target": "<= 1.3",
+        "meets_target": ratio <= 1.3,
+    }
 
 
 def markdown(results: dict) -> str:
     m = results["machine"]
-    lines = ["# stats throughput", "",
-             f"Machine: {m['platform']}, {m['cpu_count']} CPUs, Python {m['python']}, "
-             f"numpy {m['numpy']}, numba {m['numba']}, one BLAS thread "
-             f"(load average {m['load_average_1min_at_start']:.2f} at start: a shared machine).",
-             ""]
+    lines = [
+        "# stats throughput",
+        "",
+        f"Machine: {m['platform']}, {m['cpu_count']} CPUs, Python {m['python']}, "
+        f"numpy {m['numpy']}, numba {m['numba']}, one BLAS thread "
+        f"(load average {m['load_average_1min_at_start']:.2f} at start: a shared machine).",
+        "",
+    ]
     pc = results["pair_counts"]
-    lines += [f"## PairCounts.update: {pc['n_vars']} binary variables, {pc['n_rows']:,} rows, "
-              f"batches of {pc['batch_size']} (best of {pc['repeats']})", "",
-              "| measurement | best seconds | rows/s |", "|---|---:|---:|"]
+    lines += [
+        f"## PairCounts.update: {pc['n_vars']} binary variables, {pc['n_rows']:,} rows, "
+        f"batches of {pc['batch_size']} (best of {pc['repeats']})",
+        "",
+        "| measurement | best seconds | rows/s |",
+        "|---|---:|---:|",
+    ]
     for meas in pc["measurements"]:
         lines.append(f"| {meas['name']} | {meas['best_seconds']:.3f} | {meas['rows_per_s']:,.0f} |")
-    lines += ["", f"PairCounts takes {pc['slowdown_vs_xtx']:.2f}x the time of X.T @ X "
-              f"(target {pc['target']}: {'met' if pc['meets_target'] else 'missed'}).", ""]
+    lines += [
+        "",
+        f"PairCounts takes {pc['slowdown_vs_xtx']:.2f}x the time of X.T @ X "
+        f"(target {pc['target']}: {'met' if pc['meets_target'] else 'missed'}).",
+        "",
+    ]
     pq_ = results.get("parquet")
     if pq_:
-        lines += [f"## Parquet read: {pq_['n_vars']} uint8 columns, {pq_['n_rows']:,} rows, "
-                  f"{pq_['file_mb']:.1f} MB snappy, batches of {pq_['batch_size']} "
-                  f"(best of {pq_['repeats']})", "",
-                  "| measurement | best seconds | rows/s | MB/s |", "|---|---:|---:|---:|"]
+        lines += [
+            f"## Parquet read: {pq_['n_vars']} uint8 columns, {pq_['n_rows']:,} rows, "
+            f"{pq_['file_mb']:.1f} MB snappy, batches of {pq_['batch_size']} "
+            f"(best of {pq_['repeats']})",
+            "",
+            "| measurement | best seconds | rows/s | MB/s |",
+            "|---|---:|---:|---:|",
+        ]
         for meas in pq_["measurements"]:
-            lines.append(f"| {meas['name']} | {meas['best_seconds']:.3f} | "
-                         f"{meas['rows_per_s']:,.0f} | {meas['mb_per_s']:.1f} |")
-        lines += ["", f"ParquetSource takes {pq_['slowdown_vs_pyarrow']:.2f}x the time of "
-                  f"pyarrow alone (target {pq_['target']}: "
-                  f"{'met' if pq_['meets_target'] else 'missed'}).", ""]
+            lines.append(
+                f"| {meas['name']} | {meas['best_seconds']:.3f} | "
+                f"{meas['rows_per_s']:,.0f} | {meas['mb_per_s']:.1f} |"
+            )
+        lines += [
+            "",
+            f"ParquetSource takes {pq_['slowdown_vs_pyarrow']:.2f}x the time of "
+            f"pyarrow alone (target {pq_['target']}: "
+            f"{'met' if pq_['meets_target'] else 'missed'}).",
+            "",
+        ]
     return "\n".join(lines)
 
 
@@ -193,11 +249,15 @@ def main(argv=None) -> dict:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out-dir", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
-    results = {"machine": machine(),
-               "pair_counts": pair_counts_section(args.rows, args.vars, args.batch_size,
-                                                  args.repeats, args.seed),
-               "parquet": parquet_section(args.parquet_rows, args.vars, args.batch_size,
-                                          args.repeats, args.seed)}
+    results = {
+        "machine": machine(),
+        "pair_counts": pair_counts_section(
+            args.rows, args.vars, args.batch_size, args.repeats, args.seed
+        ),
+        "parquet": parquet_section(
+            args.parquet_rows, args.vars, args.batch_size, args.repeats, args.seed
+        ),
+    }
     args.out_dir.mkdir(parents=True, exist_ok=True)
     (args.out_dir / "stats_throughput.json").write_text(json.dumps(results, indent=2) + "\n")
     (args.out_dir / "stats_throughput.md").write_text(markdown(results))

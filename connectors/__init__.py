@@ -7,6 +7,16 @@ from connectors.parquet import ParquetSource, write_parquet
 from connectors.resolve import open_source
 from connectors.synthetic import SyntheticSource
 
-__all__ = ["Batch", "Source", "SourceError", "SourceUnavailable", "ArraySource", "CsvSource",
-           "ParquetSource", "write_parquet", "open_source", "SyntheticSource",
-           "DEFAULT_BATCH_SIZE"]
+__all__ = [
+    "Batch",
+    "Source",
+    "SourceError",
+    "SourceUnavailable",
+    "ArraySource",
+    "CsvSource",
+    "ParquetSource",
+    "write_parquet",
+    "open_source",
+    "SyntheticSource",
+    "DEFAULT_BATCH_SIZE",
+]

@@ -16,8 +16,13 @@ class ArraySource(NumberedRows):
     value raises :class:`~streammn.schema.SchemaError` before any batch is yielded.
     """
 
-    def __init__(self, rows, schema: Schema | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
-                 name: str = "array"):
+    def __init__(
+        self,
+        rows,
+        schema: Schema | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        name: str = "array",
+    ):
         if batch_size < 1:
             raise SettingsError(f"batch_size must be positive, got {batch_size}")
         self.name = name
@@ -41,4 +46,6 @@ class ArraySource(NumberedRows):
         return f"{self.name} ({self.rows.shape[0]} rows)"
 
     def __repr__(self) -> str:
-        return f"ArraySource({self.rows.shape[0]} rows, {self.schema!r}, batch_size={self.batch_size})"
+        return (
+            f"ArraySource({self.rows.shape[0]} rows, {self.schema!r}, batch_size={self.batch_size})"
+        )

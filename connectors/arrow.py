@@ -24,8 +24,9 @@ def _first_true(mask: np.ndarray) -> int:
     return int(np.flatnonzero(mask)[0])
 
 
-def column_to_states(col: pa.Array, j: int, schema: Schema, row_offset: int,
-                     source: str | None) -> np.ndarray:
+def column_to_states(
+    col: pa.Array, j: int, schema: Schema, row_offset: int, source: str | None
+) -> np.ndarray:
     """One Arrow column as a ``uint8`` vector of states of variable ``j``, validated."""
     name = schema[j].name
     if col.null_count and schema.missing:  # missing mode: a null is the MISSING state
@@ -34,8 +35,9 @@ def column_to_states(col: pa.Array, j: int, schema: Schema, row_offset: int,
         return np.where(nulls, np.uint8(MISSING), states)
     if col.null_count:
         r = _first_true(col.is_null().to_numpy(zero_copy_only=False))
-        raise SchemaError(f"null value for variable {name!r}", row=row_offset + r, column=j,
-                          source=source)
+        raise SchemaError(
+            f"null value for variable {name!r}", row=row_offset + r, column=j, source=source
+        )
     t = col.type
     if pa.types.is_boolean(t):
         return col.to_numpy(zero_copy_only=False).view(np.uint8)
@@ -46,13 +48,21 @@ def column_to_states(col: pa.Array, j: int, schema: Schema, row_offset: int,
         frac = (values != np.floor(values)) | np.isnan(values)
         if frac.any():
             r = _first_true(frac)
-            raise SchemaError(f"non-integer value {values[r].item()!r} for variable {name!r}",
-                              row=row_offset + r, column=j, source=source)
+            raise SchemaError(
+                f"non-integer value {values[r].item()!r} for variable {name!r}",
+                row=row_offset + r,
+                column=j,
+                source=source,
+            )
     elif pa.types.is_dictionary(t) and pa.types.is_integer(t.value_type):
         return column_to_states(col.dictionary_decode(), j, schema, row_offset, source)
     else:
-        raise SchemaError(f"column of type {t} holds no discrete states (variable {name!r})",
-                          row=row_offset, column=j, source=source)
+        raise SchemaError(
+            f"column of type {t} holds no discrete states (variable {name!r})",
+            row=row_offset,
+            column=j,
+            source=source,
+        )
     if values.size:
         card = int(schema.value_limits[j])  # the cardinality, or a growing schema's maximum
         lo, hi = values.min(), values.max()
@@ -62,26 +72,32 @@ def column_to_states(col: pa.Array, j: int, schema: Schema, row_offset: int,
     return values.astype(np.uint8, copy=False)
 
 
-def record_batch_to_rows(rb: pa.RecordBatch, schema: Schema, row_offset: int,
-                         source: str | None = None) -> np.ndarray:
+def record_batch_to_rows(
+    rb: pa.RecordBatch, schema: Schema, row_offset: int, source: str | None = None
+) -> np.ndarray:
     """A record batch whose columns are the schema's variables, in order, as validated rows."""
     if rb.num_columns != schema.n_vars:
-        raise SchemaError(f"expected {schema.n_vars} columns, got {rb.num_columns}",
-                          row=row_offset, source=source)
-    return columns_to_rows([column_to_states(rb.column(j), j, schema, row_offset, source)
-                            for j in range(schema.n_vars)])
+        raise SchemaError(
+            f"expected {schema.n_vars} columns, got {rb.num_columns}", row=row_offset, source=source
+        )
+    return columns_to_rows(
+        [
+            column_to_states(rb.column(j), j, schema, row_offset, source)
+            for j in range(schema.n_vars)
+        ]
+    )
 
 
-def record_batch_rows(rb: pa.RecordBatch, schema: Schema, row_offset: int,
-                      source: str | None = None) -> Iterator[np.ndarray]:
+def record_batch_rows(
+    rb: pa.RecordBatch, schema: Schema, row_offset: int, source: str | None = None
+) -> Iterator[np.ndarray]:
     """Yield the record batch as validated rows; if a row is bad, first yield the valid rows
     before it, then raise its :class:`SchemaError`, so a stream keeps every good row."""
     try:
         rows = record_batch_to_rows(rb, schema, row_offset, source)
     except SchemaError as e:
         if e.row is not None and e.column is not None and e.row > row_offset:
-            yield record_batch_to_rows(rb.slice(0, e.row - row_offset), schema, row_offset,
-                                       source)
+            yield record_batch_to_rows(rb.slice(0, e.row - row_offset), schema, row_offset, source)
         raise
     yield rows
 
@@ -91,9 +107,12 @@ def schema_to_metadata(schema: Schema) -> dict[bytes, bytes]:
     return {SCHEMA_METADATA_KEY: json.dumps(schema.to_dict()).encode()}
 
 
-def schema_from_arrow(arrow_schema: pa.Schema, columns: list[str] | None = None,
-                      column_max: dict[str, int] | None = None,
-                      source: str | None = None) -> Schema:
+def schema_from_arrow(
+    arrow_schema: pa.Schema,
+    columns: list[str] | None = None,
+    column_max: dict[str, int] | None = None,
+    source: str | None = None,
+) -> Schema:
     """Build a schema from Arrow metadata, column types and known column maxima.
 
     Order of precedence: a streammn schema stored in the metadata (written by
@@ -115,16 +134,21 @@ def schema_from_arrow(arrow_schema: pa.Schema, columns: list[str] | None = None,
             cards.append(2)
         elif pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_dictionary(t):
             if column_max is None or name not in column_max:
-                raise SchemaError(f"cardinality of column {name!r} unknown: declare a schema",
-                                  source=source)
+                raise SchemaError(
+                    f"cardinality of column {name!r} unknown: declare a schema", source=source
+                )
             hi = int(column_max[name])
             if hi >= MAX_CARDINALITY:
-                raise SchemaError(f"column {name!r} has values up to {hi}; at most "
-                                  f"{MAX_CARDINALITY - 1} is supported", source=source)
+                raise SchemaError(
+                    f"column {name!r} has values up to {hi}; at most "
+                    f"{MAX_CARDINALITY - 1} is supported",
+                    source=source,
+                )
             cards.append(max(hi + 1, 2))
         else:
-            raise SchemaError(f"column {name!r} of type {t} holds no discrete states",
-                              source=source)
+            raise SchemaError(
+                f"column {name!r} of type {t} holds no discrete states", source=source
+            )
     return Schema.from_cardinalities(cards, names)
 
 

@@ -52,10 +52,18 @@ class CsvSource(FileSource):
     ``missing``).
     """
 
-    def __init__(self, path, batch_size: int = DEFAULT_BATCH_SIZE, schema: Schema | None = None,
-                 header: bool | None = None, columns: Sequence[str] | None = None,
-                 delimiter: str = ",", block_bytes: int = BLOCK_BYTES, missing: bool = False,
-                 missing_token: str | None = None):
+    def __init__(
+        self,
+        path,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        schema: Schema | None = None,
+        header: bool | None = None,
+        columns: Sequence[str] | None = None,
+        delimiter: str = ",",
+        block_bytes: int = BLOCK_BYTES,
+        missing: bool = False,
+        missing_token: str | None = None,
+    ):
         super().__init__(resolve_paths(path, CSV_SUFFIXES), batch_size)
         self.header = (not _headerless(self.paths[0])) if header is None else bool(header)
         self.delimiter = delimiter
@@ -68,8 +76,7 @@ class CsvSource(FileSource):
         schema = schema if schema is not None else self._infer_schema()
         self.schema = schema.with_missing() if self.missing else schema
 
-    def _reader(self, path: str, start_row: int, column_names: list[str],
-                column_types=None):
+    def _reader(self, path: str, start_row: int, column_names: list[str], column_types=None):
         """A pyarrow CSV reader from data row ``start_row`` of ``path`` on (None when no row
         follows). The rows before are
         skipped here (:mod:`connectors.lines`), so any row of a file of any size can be a
@@ -81,17 +88,28 @@ class CsvSource(FileSource):
                 _, head = next_line(counted)
             skipped, head = skip_rows(counted, start_row, head)
         if skipped < start_row:
-            raise SourceError(f"{path}: has {skipped:,} rows, but the position is at row "
-                              f"{start_row:,}: the input file changed")
-        read = pacsv.ReadOptions(block_size=self.block_bytes, use_threads=True,
-                                 column_names=column_names, autogenerate_column_names=False)
+            raise SourceError(
+                f"{path}: has {skipped:,} rows, but the position is at row "
+                f"{start_row:,}: the input file changed"
+            )
+        read = pacsv.ReadOptions(
+            block_size=self.block_bytes,
+            use_threads=True,
+            column_names=column_names,
+            autogenerate_column_names=False,
+        )
         parse = pacsv.ParseOptions(delimiter=self.delimiter)
-        convert = pacsv.ConvertOptions(null_values=self.null_tokens, strings_can_be_null=True,
-                                       column_types=column_types, include_columns=self.columns)
+        convert = pacsv.ConvertOptions(
+            null_values=self.null_tokens,
+            strings_can_be_null=True,
+            column_types=column_types,
+            include_columns=self.columns,
+        )
         stream = open_at(path, counted.n_read - len(head))  # the first byte after the row
         try:
-            return pacsv.open_csv(stream, read_options=read, parse_options=parse,
-                                  convert_options=convert)
+            return pacsv.open_csv(
+                stream, read_options=read, parse_options=parse, convert_options=convert
+            )
         except pa.ArrowInvalid as e:
             stream.close()
             if str(e).startswith("Empty CSV file"):  # no row after start_row
@@ -131,8 +149,13 @@ class CsvSource(FileSource):
             except pa.ArrowInvalid as e:
                 raise self._locate_error(path, 0, None, e)[0] from None
         names = first.schema.names
-        if not all(pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_floating(t)
-                   or pa.types.is_null(t) for t in first.schema.types):
+        if not all(
+            pa.types.is_integer(t)
+            or pa.types.is_boolean(t)
+            or pa.types.is_floating(t)
+            or pa.types.is_null(t)
+            for t in first.schema.types
+        ):
             # a token pyarrow read as text or a date: name its row and column
             raise self._locate_error(path, 0, None, ValueError("non-numeric column"))[0]
         maxima = table_column_max(first, names)
@@ -163,14 +186,17 @@ class CsvSource(FileSource):
                 except pa.ArrowInvalid as e:
                     error, good = self._locate_error(path, row, self.schema, e)
                     if good:  # the block's rows before the bad line are fine: keep them
-                        yield self.schema.validate(np.array(good, dtype=np.int64),
-                                                   row_offset=row, source=path)
+                        yield self.schema.validate(
+                            np.array(good, dtype=np.int64), row_offset=row, source=path
+                        )
                     raise error from None
-                if (self.header and self.columns is None
-                        and rb.schema.names != self.schema.names):
-                    raise SchemaError(f"header {rb.schema.names[:8]} does not match the "
-                                      f"schema's variables {self.schema.names[:8]}", row=0,
-                                      source=path)
+                if self.header and self.columns is None and rb.schema.names != self.schema.names:
+                    raise SchemaError(
+                        f"header {rb.schema.names[:8]} does not match the "
+                        f"schema's variables {self.schema.names[:8]}",
+                        row=0,
+                        source=path,
+                    )
                 yield from record_batch_rows(rb, self.schema, row_offset=row, source=path)
                 row += rb.num_rows
         finally:
@@ -179,8 +205,9 @@ class CsvSource(FileSource):
             if reader is not None:
                 reader.close()
 
-    def _locate_error(self, path: str, start_row: int, schema: Schema | None,
-                      cause: Exception) -> tuple[Exception, list[list[int]]]:
+    def _locate_error(
+        self, path: str, start_row: int, schema: Schema | None, cause: Exception
+    ) -> tuple[Exception, list[list[int]]]:
         """Find the first bad row from ``start_row`` on: a SchemaError describing it, and the
         parsed good rows before it."""
         width = schema.n_vars if schema is not None else None
@@ -190,8 +217,9 @@ class CsvSource(FileSource):
             keep = None
             if self.header:
                 line, head = next_line(f)
-                header_row = [t.strip().strip('"') for t in
-                              _text(line or b"", 0, path).split(self.delimiter)]
+                header_row = [
+                    t.strip().strip('"') for t in _text(line or b"", 0, path).split(self.delimiter)
+                ]
                 if self.columns is not None:
                     keep = [header_row.index(c) for c in self.columns if c in header_row]
             _, head = skip_rows(f, start_row, head)
@@ -205,9 +233,12 @@ class CsvSource(FileSource):
                 if width is None:
                     width = len(tokens)
                 if len(tokens) != width:
-                    return SchemaError(f"expected {width} columns, got {len(tokens)} "
-                                       f"(truncated or malformed line)", row=r,
-                                       source=path), good
+                    return SchemaError(
+                        f"expected {width} columns, got {len(tokens)} "
+                        f"(truncated or malformed line)",
+                        row=r,
+                        source=path,
+                    ), good
                 values = []
                 for c, tok in enumerate(tokens):
                     tok = tok.strip()
@@ -221,8 +252,9 @@ class CsvSource(FileSource):
                     try:
                         values.append(int(tok))
                     except ValueError:
-                        return SchemaError(f"non-integer value {tok[:40]!r}", row=r, column=c,
-                                           source=path), good
+                        return SchemaError(
+                            f"non-integer value {tok[:40]!r}", row=r, column=c, source=path
+                        ), good
                 good.append(values)
         return SourceError(f"{path}: cannot parse ({cause})"), []
 
@@ -232,6 +264,9 @@ def _text(line: bytes, row: int, path: str) -> str:
     try:
         return line.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise SchemaError(f"byte 0x{line[e.start]:02x} at character {e.start} is not UTF-8 text "
-                          f"(a binary, compressed or Latin-1 file?)", row=row,
-                          source=path) from None
+        raise SchemaError(
+            f"byte 0x{line[e.start]:02x} at character {e.start} is not UTF-8 text "
+            f"(a binary, compressed or Latin-1 file?)",
+            row=row,
+            source=path,
+        ) from None

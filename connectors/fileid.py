@@ -44,11 +44,15 @@ def first_changed_file(paths: list[str], recorded: list, identity) -> str | None
     for k, entry in enumerate(recorded):
         old_path, old_size, old_digest = entry
         if k >= len(paths):
-            return (f"the snapshot's run read {len(recorded)} files, this source has "
-                    f"{len(paths)}: {old_path} (its file {k}) is gone")
+            return (
+                f"the snapshot's run read {len(recorded)} files, this source has "
+                f"{len(paths)}: {old_path} (its file {k}) is gone"
+            )
         _, size, digest = identity(k)
         if (size, digest) != (old_size, old_digest):
             what = f"{size} bytes, was {old_size}" if size != old_size else "same size, other bytes"
-            return (f"file {k} of this source, {paths[k]}, is not the file {old_path} the "
-                    f"snapshot's run read as file {k} ({what})")
+            return (
+                f"file {k} of this source, {paths[k]}, is not the file {old_path} the "
+                f"snapshot's run read as file {k} ({what})"
+            )
     return None

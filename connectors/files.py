@@ -43,8 +43,12 @@ def resolve_paths(spec, suffixes: Sequence[str]) -> list[str]:
         return paths
     spec = os.fspath(spec)
     if os.path.isdir(spec):
-        found = sorted(os.path.join(root, f) for root, _, files in os.walk(spec) for f in files
-                       if f.endswith(tuple(suffixes)) and not f.startswith(("_", ".")))
+        found = sorted(
+            os.path.join(root, f)
+            for root, _, files in os.walk(spec)
+            for f in files
+            if f.endswith(tuple(suffixes)) and not f.startswith(("_", "."))
+        )
         if not found:
             raise SourceUnavailable(f"{spec}: directory holds no {'/'.join(suffixes)} files")
         return found
@@ -97,9 +101,13 @@ class FileSource(Source):
     # positions ----------------------------------------------------------------------------
     def position(self) -> dict:
         i = self._file_index
-        return {"file_index": i, "file": self.paths[i] if i < len(self.paths) else None,
-                "row": self._row, "offset": self._offset,
-                "files": [self._identity(k) for k in range(min(i + 1, len(self.paths)))]}
+        return {
+            "file_index": i,
+            "file": self.paths[i] if i < len(self.paths) else None,
+            "row": self._row,
+            "offset": self._offset,
+            "files": [self._identity(k) for k in range(min(i + 1, len(self.paths)))],
+        }
 
     def _identity(self, index: int) -> list:
         if index not in self._identities:
@@ -123,8 +131,11 @@ class FileSource(Source):
 
     def seek(self, position: dict) -> None:
         try:
-            i, row, offset = int(position["file_index"]), int(position["row"]), \
-                int(position.get("offset", 0))
+            i, row, offset = (
+                int(position["file_index"]),
+                int(position["row"]),
+                int(position.get("offset", 0)),
+            )
         except (KeyError, TypeError, ValueError):
             raise DataError(f"not a file-source position: {position!r}") from None
         if "files" in position:  # first: a removed file is named, not "outside" the source
@@ -137,10 +148,16 @@ class FileSource(Source):
         if not 0 <= i <= len(self.paths) or row < 0:
             raise DataError(f"position {position!r} outside this source's {len(self.paths)} files")
         name = position.get("file")
-        if "files" not in position and i < len(self.paths) and name is not None and \
-                os.path.abspath(name) != os.path.abspath(self.paths[i]):
-            raise SourceError(f"position refers to {name}, but file {i} of this source is "
-                              f"{self.paths[i]}: the input files changed")
+        if (
+            "files" not in position
+            and i < len(self.paths)
+            and name is not None
+            and os.path.abspath(name) != os.path.abspath(self.paths[i])
+        ):
+            raise SourceError(
+                f"position refers to {name}, but file {i} of this source is "
+                f"{self.paths[i]}: the input files changed"
+            )
         self._file_index, self._row, self._offset = i, row, offset
 
     @property
@@ -180,8 +197,9 @@ class FileSource(Source):
         start = self._offset
         self._row += n
         self._offset += n
-        return Batch(np.ascontiguousarray(rows), end=self.position(), start=start,
-                     schema=self.schema)
+        return Batch(
+            np.ascontiguousarray(rows), end=self.position(), start=start, schema=self.schema
+        )
 
     def _wrapped_read(self, index: int, start_row: int) -> Iterator[np.ndarray]:
         """:meth:`_read_file` with decoding failures turned into :class:`SourceError`."""

@@ -47,15 +47,18 @@ from streammn.errors import DataError, SettingsError
 try:
     from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 except ImportError as _e:  # pragma: no cover - exercised only without the extra
-    raise ImportError("KafkaSource needs the 'kafka' extra: pip install 'streammn[kafka]'") \
-        from _e
+    raise ImportError("KafkaSource needs the 'kafka' extra: pip install 'streammn[kafka]'") from _e
 
 log = logging.getLogger(__name__)
 
 MAX_MESSAGES_PER_POLL = 10000
 #: librdkafka error codes that mean "cannot reach the cluster right now" (retried)
-_UNREACHABLE = {KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._RESOLVE,
-                KafkaError._TIMED_OUT}
+_UNREACHABLE = {
+    KafkaError._ALL_BROKERS_DOWN,
+    KafkaError._TRANSPORT,
+    KafkaError._RESOLVE,
+    KafkaError._TIMED_OUT,
+}
 _MAX_BACKOFF = 2.0
 
 
@@ -86,11 +89,24 @@ class KafkaSource(Source):
     config : extra librdkafka settings (security, timeouts, ``group.instance.id``...).
     """
 
-    def __init__(self, bootstrap: str, topic: str, group: str, *, schema: Schema,
-                 partitions=None, format: str = "csv", batch_size: int = DEFAULT_BATCH_SIZE,
-                 poll_timeout: float = 0.2, max_wait: float = 1.0,
-                 broker_timeout: float = 30.0, stop_at_end: bool = False,
-                 dead_letter=None, start: str = "earliest", config: dict | None = None):
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        group: str,
+        *,
+        schema: Schema,
+        partitions=None,
+        format: str = "csv",
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        poll_timeout: float = 0.2,
+        max_wait: float = 1.0,
+        broker_timeout: float = 30.0,
+        stop_at_end: bool = False,
+        dead_letter=None,
+        start: str = "earliest",
+        config: dict | None = None,
+    ):
         check_log_settings(batch_size, format, start, poll_timeout, max_wait, broker_timeout)
         self.bootstrap, self.topic, self.group = bootstrap, topic, group
         self.schema = schema
@@ -106,12 +122,12 @@ class KafkaSource(Source):
         self._decoder = MessageDecoder(format, schema)
         self._dead = None if dead_letter is None else DeadLetterFile(dead_letter)
 
-        self._offsets: dict[int, int] = {}   # next offset per partition after the last batch
-        self._fetched: dict[int, int] = {}   # next offset per partition the client returns
+        self._offsets: dict[int, int] = {}  # next offset per partition after the last batch
+        self._fetched: dict[int, int] = {}  # next offset per partition the client returns
         self._assigned: set[int] = set()
-        self._ends: dict[int, int] = {}      # end of each partition when a replay started
-        self._replayed = False               # an iteration ran since the ends were taken
-        self._rows = 0                       # rows yielded by this source object
+        self._ends: dict[int, int] = {}  # end of each partition when a replay started
+        self._replayed = False  # an iteration ran since the ends were taken
+        self._rows = 0  # rows yielded by this source object
         # rows per message, to size polls: one row for CSV/JSON; Arrow starts with one message
         self._rows_per_message = float(self.batch_size if format == "arrow" else 1)
         self._stop = False
@@ -124,17 +140,23 @@ class KafkaSource(Source):
             self._consumer = Consumer(self._client_config())
         except KafkaException as e:
             self.close()
-            raise SourceError(f"{self.describe()}: cannot create a consumer "
-                              f"({e.args[0].str()})") from None
+            raise SourceError(
+                f"{self.describe()}: cannot create a consumer ({e.args[0].str()})"
+            ) from None
         self.topic_partitions = self._wait_for_topic()
         missing = [p for p in (self.partitions or []) if p not in self.topic_partitions]
         if missing:
             self.close()
-            raise SourceError(f"{self.describe()}: topic has partitions "
-                              f"{self.topic_partitions}, not {missing}")
+            raise SourceError(
+                f"{self.describe()}: topic has partitions {self.topic_partitions}, not {missing}"
+            )
         if self.partitions is None:
-            self._consumer.subscribe([topic], on_assign=self._on_assign,
-                                     on_revoke=self._on_revoke, on_lost=self._on_revoke)
+            self._consumer.subscribe(
+                [topic],
+                on_assign=self._on_assign,
+                on_revoke=self._on_revoke,
+                on_lost=self._on_revoke,
+            )
         else:
             self._assign(self.partitions)
 
@@ -172,15 +194,19 @@ class KafkaSource(Source):
         backoff = 0.1
         while True:
             try:
-                md = self._consumer.list_topics(self.topic, timeout=min(
-                    max(backoff, 1.0), max(deadline - time.monotonic(), 0.01)))
+                md = self._consumer.list_topics(
+                    self.topic,
+                    timeout=min(max(backoff, 1.0), max(deadline - time.monotonic(), 0.01)),
+                )
             except KafkaException as e:
                 err = e.args[0]
                 if err.code() not in _UNREACHABLE or time.monotonic() >= deadline:
                     self.close()
-                    raise SourceUnavailable(f"{self.describe()}: cannot reach the Kafka "
-                                            f"cluster within {self.broker_timeout:g} s "
-                                            f"({err.str()})") from None
+                    raise SourceUnavailable(
+                        f"{self.describe()}: cannot reach the Kafka "
+                        f"cluster within {self.broker_timeout:g} s "
+                        f"({err.str()})"
+                    ) from None
                 time.sleep(min(backoff, max(deadline - time.monotonic(), 0)))
                 backoff = min(backoff * 2, _MAX_BACKOFF)
                 continue
@@ -188,8 +214,9 @@ class KafkaSource(Source):
             if t is None or t.error is not None:
                 self.close()
                 why = t.error.str() if t is not None and t.error is not None else "not listed"
-                raise SourceUnavailable(f"{self.describe()}: topic {self.topic!r} is not "
-                                        f"available ({why})")
+                raise SourceUnavailable(
+                    f"{self.describe()}: topic {self.topic!r} is not available ({why})"
+                )
             return sorted(t.partitions)
 
     def _start_offsets(self, partitions) -> list:
@@ -202,10 +229,13 @@ class KafkaSource(Source):
         if todo:
             try:
                 committed = self._consumer.committed(
-                    [TopicPartition(self.topic, p) for p in todo], timeout=self.broker_timeout)
+                    [TopicPartition(self.topic, p) for p in todo], timeout=self.broker_timeout
+                )
             except KafkaException as e:
-                raise SourceUnavailable(f"{self.describe()}: cannot read the group's "
-                                        f"committed offsets ({e.args[0].str()})") from None
+                raise SourceUnavailable(
+                    f"{self.describe()}: cannot read the group's "
+                    f"committed offsets ({e.args[0].str()})"
+                ) from None
             for tp in committed:
                 if tp.offset >= 0:
                     self._offsets[tp.partition] = tp.offset
@@ -223,11 +253,13 @@ class KafkaSource(Source):
 
     def _watermarks(self, p: int) -> tuple[int, int]:
         try:
-            return self._consumer.get_watermark_offsets(TopicPartition(self.topic, p),
-                                                        timeout=self.broker_timeout)
+            return self._consumer.get_watermark_offsets(
+                TopicPartition(self.topic, p), timeout=self.broker_timeout
+            )
         except KafkaException as e:
-            raise SourceUnavailable(f"{self.describe()}: cannot read the offsets of "
-                                    f"partition {p} ({e.args[0].str()})") from None
+            raise SourceUnavailable(
+                f"{self.describe()}: cannot read the offsets of partition {p} ({e.args[0].str()})"
+            ) from None
 
     def _on_offset_reset(self, p: int, offset, err) -> None:
         """The broker has no data at the offset partition ``p`` was to start from.
@@ -244,7 +276,8 @@ class KafkaSource(Source):
             f"{self.describe()}: partition {p} has offsets {low}..{high} but reading was to "
             f"continue at {offset} ({err.str()}); either retention deleted rows before they "
             f"were learned or the position is not from this topic. Seek to a retained "
-            f"position, or use a new group to accept the gap")
+            f"position, or use a new group to accept the gap"
+        )
 
     def _assign(self, partitions) -> None:
         self._consumer.assign(self._start_offsets(partitions))
@@ -267,12 +300,13 @@ class KafkaSource(Source):
         try:
             offsets = {int(p): int(o) for p, o in dict(position).items()}
         except (TypeError, ValueError):
-            raise DataError(f"not a Kafka position (partition -> offset): {position!r}") \
-                from None
+            raise DataError(f"not a Kafka position (partition -> offset): {position!r}") from None
         bad = [p for p, o in offsets.items() if p not in self.topic_partitions or o < 0]
         if bad:
-            raise DataError(f"position {position!r} names partitions or offsets not in topic "
-                             f"{self.topic!r} (partitions {self.topic_partitions})")
+            raise DataError(
+                f"position {position!r} names partitions or offsets not in topic "
+                f"{self.topic!r} (partitions {self.topic_partitions})"
+            )
         self._offsets = offsets
         self._rewind_client()
 
@@ -312,25 +346,31 @@ class KafkaSource(Source):
                 result = self._consumer.commit(offsets=tps, asynchronous=False)
             except KafkaException as e:
                 err = e.args[0]
-                if not (err.retriable() or err.code() in _UNREACHABLE) or \
-                        time.monotonic() >= deadline:
+                if (
+                    not (err.retriable() or err.code() in _UNREACHABLE)
+                    or time.monotonic() >= deadline
+                ):
                     cls = SourceUnavailable if err.code() in _UNREACHABLE else SourceError
-                    raise cls(f"{self.describe()}: cannot commit offsets "
-                              f"{self.position()} ({err.str()})") from None
+                    raise cls(
+                        f"{self.describe()}: cannot commit offsets {self.position()} ({err.str()})"
+                    ) from None
                 time.sleep(backoff)
                 backoff = min(backoff * 2, _MAX_BACKOFF)
                 continue
             failed = [tp for tp in result or [] if tp.error is not None]
             if failed:
-                raise SourceError(f"{self.describe()}: commit failed for partition "
-                                  f"{failed[0].partition} ({failed[0].error.str()})")
+                raise SourceError(
+                    f"{self.describe()}: commit failed for partition "
+                    f"{failed[0].partition} ({failed[0].error.str()})"
+                )
             return
 
     def committed(self) -> dict:
         """The group's committed offsets ``{partition: offset}`` (partitions with one)."""
         parts = self.partitions if self.partitions is not None else self.topic_partitions
-        tps = self._consumer.committed([TopicPartition(self.topic, p) for p in parts],
-                                       timeout=self.broker_timeout)
+        tps = self._consumer.committed(
+            [TopicPartition(self.topic, p) for p in parts], timeout=self.broker_timeout
+        )
         return {str(tp.partition): tp.offset for tp in tps if tp.offset >= 0}
 
     # iteration ----------------------------------------------------------------------------
@@ -356,8 +396,12 @@ class KafkaSource(Source):
                 want = max(self.batch_size - pending_n, 1)
                 n = max(1, min(MAX_MESSAGES_PER_POLL, math.ceil(want / self._rows_per_message)))
                 if self.stop_at_end and self._assigned:  # don't wait for more than is left
-                    n = max(1, min(n, sum(max(0, self._ends[p] - self._fetched[p])
-                                          for p in self._assigned)))
+                    n = max(
+                        1,
+                        min(
+                            n, sum(max(0, self._ends[p] - self._fetched[p]) for p in self._assigned)
+                        ),
+                    )
                 timeout = self.poll_timeout
                 if first_at is not None:
                     timeout = max(0.0, min(timeout, first_at + self.max_wait - time.monotonic()))
@@ -375,10 +419,17 @@ class KafkaSource(Source):
                     # only dead letters so far: nothing to wait for
                     self._offsets.update(pending_offsets)
                     pending_offsets = {}
-                at_end = (self.stop_at_end and bool(self._assigned)
-                          and all(self._fetched[p] >= self._ends[p] for p in self._assigned))
-                due = pending_n >= self.batch_size or at_end or self._stop or (
-                    first_at is not None and time.monotonic() - first_at >= self.max_wait)
+                at_end = (
+                    self.stop_at_end
+                    and bool(self._assigned)
+                    and all(self._fetched[p] >= self._ends[p] for p in self._assigned)
+                )
+                due = (
+                    pending_n >= self.batch_size
+                    or at_end
+                    or self._stop
+                    or (first_at is not None and time.monotonic() - first_at >= self.max_wait)
+                )
                 if due and pending_n:
                     batch = self._emit(pending, pending_n, pending_offsets)
                     pending, pending_offsets, pending_n, first_at = [], {}, 0, None
@@ -437,7 +488,8 @@ class KafkaSource(Source):
                 raise SourceUnavailable(
                     f"{self.describe()}: Kafka cluster unreachable for "
                     f"{self.broker_timeout:g} s ({self._down_error}); batches up to position "
-                    f"{self.position()} were delivered")
+                    f"{self.position()} were delivered"
+                )
             try:
                 self._consumer.list_topics(self.topic, timeout=backoff)
             except KafkaException:
@@ -469,18 +521,37 @@ class KafkaSource(Source):
         return f"kafka://{self.bootstrap}/{self.topic}?group={self.group}"
 
     def __repr__(self) -> str:
-        parts = [repr(self.bootstrap), repr(self.topic), repr(self.group),
-                 f"schema={self.schema!r}", f"partitions={self.partitions!r}",
-                 f"format={self.format!r}", f"batch_size={self.batch_size}",
-                 f"poll_timeout={self.poll_timeout:g}", f"max_wait={self.max_wait:g}",
-                 f"broker_timeout={self.broker_timeout:g}", f"stop_at_end={self.stop_at_end}",
-                 f"dead_letter={self.dead_letter!r}", f"start={self.start!r}"]
+        parts = [
+            repr(self.bootstrap),
+            repr(self.topic),
+            repr(self.group),
+            f"schema={self.schema!r}",
+            f"partitions={self.partitions!r}",
+            f"format={self.format!r}",
+            f"batch_size={self.batch_size}",
+            f"poll_timeout={self.poll_timeout:g}",
+            f"max_wait={self.max_wait:g}",
+            f"broker_timeout={self.broker_timeout:g}",
+            f"stop_at_end={self.stop_at_end}",
+            f"dead_letter={self.dead_letter!r}",
+            f"start={self.start!r}",
+        ]
         return f"KafkaSource({', '.join(parts)})"
 
 
-_KAFKA_OPTIONS = {"group": str, "format": str, "batch_size": int, "poll_timeout": float,
-                  "max_wait": float, "broker_timeout": float, "stop_at_end": "bool",
-                  "dead_letter": str, "start": str, "partitions": "ints", "schema": "schema"}
+_KAFKA_OPTIONS = {
+    "group": str,
+    "format": str,
+    "batch_size": int,
+    "poll_timeout": float,
+    "max_wait": float,
+    "broker_timeout": float,
+    "stop_at_end": "bool",
+    "dead_letter": str,
+    "start": str,
+    "partitions": "ints",
+    "schema": "schema",
+}
 
 
 def open_kafka(uri: str, schema: Schema | None = None, **options) -> KafkaSource:
@@ -493,8 +564,9 @@ def open_kafka(uri: str, schema: Schema | None = None, **options) -> KafkaSource
     settings (``session.timeout.ms=10000``, ``group.instance.id=learner-1``). Keyword
     ``options`` and ``schema`` override the URI's.
     """
-    bootstrap, topic, uri_options = parse_log_uri(uri, "kafka", _KAFKA_OPTIONS,
-                                                  client_settings=True)
+    bootstrap, topic, uri_options = parse_log_uri(
+        uri, "kafka", _KAFKA_OPTIONS, client_settings=True
+    )
     if "config" in options and "config" in uri_options:
         options = dict(options, config={**uri_options["config"], **options["config"]})
     uri_options.update(options)

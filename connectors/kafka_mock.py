@@ -28,9 +28,11 @@ def librdkafka_path() -> str:
 
     pkg = os.path.dirname(confluent_kafka.__file__)
     site = os.path.dirname(pkg)
-    candidates = sorted(glob.glob(os.path.join(site, "confluent_kafka.libs", "librdkafka*.so*"))
-                        + glob.glob(os.path.join(pkg, ".dylibs", "librdkafka*.dylib"))
-                        + glob.glob(os.path.join(pkg, "librdkafka*.so*")))
+    candidates = sorted(
+        glob.glob(os.path.join(site, "confluent_kafka.libs", "librdkafka*.so*"))
+        + glob.glob(os.path.join(pkg, ".dylibs", "librdkafka*.dylib"))
+        + glob.glob(os.path.join(pkg, "librdkafka*.so*"))
+    )
     if candidates:
         return candidates[0]
     import ctypes.util
@@ -44,8 +46,13 @@ def librdkafka_path() -> str:
 def _load() -> ctypes.CDLL:
     lib = ctypes.CDLL(librdkafka_path())
     lib.rd_kafka_conf_new.restype = ctypes.c_void_p
-    lib.rd_kafka_conf_set.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p,
-                                      ctypes.c_char_p, ctypes.c_size_t]
+    lib.rd_kafka_conf_set.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_char_p,
+        ctypes.c_char_p,
+        ctypes.c_char_p,
+        ctypes.c_size_t,
+    ]
     lib.rd_kafka_new.restype = ctypes.c_void_p
     lib.rd_kafka_new.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
     lib.rd_kafka_mock_cluster_new.restype = ctypes.c_void_p
@@ -53,10 +60,13 @@ def _load() -> ctypes.CDLL:
     lib.rd_kafka_mock_cluster_bootstraps.restype = ctypes.c_char_p
     lib.rd_kafka_mock_cluster_bootstraps.argtypes = [ctypes.c_void_p]
     lib.rd_kafka_mock_topic_create.restype = ctypes.c_int
-    lib.rd_kafka_mock_topic_create.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int,
-                                               ctypes.c_int]
-    lib.rd_kafka_mock_group_initial_rebalance_delay_ms.argtypes = [ctypes.c_void_p,
-                                                                   ctypes.c_int32]
+    lib.rd_kafka_mock_topic_create.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_char_p,
+        ctypes.c_int,
+        ctypes.c_int,
+    ]
+    lib.rd_kafka_mock_group_initial_rebalance_delay_ms.argtypes = [ctypes.c_void_p, ctypes.c_int32]
     lib.rd_kafka_mock_cluster_destroy.argtypes = [ctypes.c_void_p]
     lib.rd_kafka_destroy.argtypes = [ctypes.c_void_p]
     return lib
@@ -81,8 +91,7 @@ def _serve(n_brokers: int) -> None:
         for line in sys.stdin:
             words = line.split()
             if len(words) == 3 and words[0] == "create":
-                code = lib.rd_kafka_mock_topic_create(cluster, words[1].encode(),
-                                                      int(words[2]), 1)
+                code = lib.rd_kafka_mock_topic_create(cluster, words[1].encode(), int(words[2]), 1)
                 print("ok" if code == 0 else f"error {code}", flush=True)
             elif words:
                 print(f"error unknown command {words[0]!r}", flush=True)
@@ -102,8 +111,11 @@ class MockKafkaCluster:
         self.n_brokers = n_brokers
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "connectors.kafka_mock", str(n_brokers)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-            cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        )
         first = self._proc.stdout.readline().split()
         if len(first) != 2 or first[0] != "bootstrap":
             self.stop()

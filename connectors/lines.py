@@ -45,7 +45,7 @@ class Rest(io.RawIOBase):
             self._head = self._head[n:]
             return n
         data = self._stream.read(len(buffer))
-        buffer[:len(data)] = data
+        buffer[: len(data)] = data
         return len(data)
 
     def close(self) -> None:
@@ -103,8 +103,8 @@ def skip_rows(stream, n: int, head: bytes = b"") -> tuple[int, bytes]:
     need = int(n)
     if need <= 0:
         return 0, head
-    carry = 0          # bytes of the current line seen in earlier chunks
-    prev_cr = False    # whether the previous chunk ended with '\r'
+    carry = 0  # bytes of the current line seen in earlier chunks
+    prev_cr = False  # whether the previous chunk ended with '\r'
     for data in _chunks(stream, head):
         buf = np.frombuffer(data, dtype=np.uint8)
         ends = np.flatnonzero(buf == NEWLINE)
@@ -123,7 +123,7 @@ def skip_rows(stream, n: int, head: bytes = b"") -> tuple[int, bytes]:
             rows = np.cumsum(lengths - cr > 0)
             if rows[-1] >= need:
                 k = int(np.searchsorted(rows, need))
-                return int(n), data[int(ends[k]) + 1:]
+                return int(n), data[int(ends[k]) + 1 :]
             need -= int(rows[-1])
             carry = buf.size - int(ends[-1]) - 1
         else:
@@ -147,7 +147,7 @@ def next_line(stream, head: bytes = b"") -> tuple[bytes | None, bytes]:
     while True:
         cut = pending.find(b"\n")
         while cut >= 0:
-            line, pending = pending[:cut].rstrip(b"\r"), pending[cut + 1:]
+            line, pending = pending[:cut].rstrip(b"\r"), pending[cut + 1 :]
             if line:
                 return line, pending
             cut = pending.find(b"\n")

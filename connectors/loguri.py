@@ -11,8 +11,9 @@ from streammn.errors import SettingsError
 _BOOL = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
 
 
-def parse_log_uri(uri: str, scheme: str, types: dict,
-                  client_settings: bool = False) -> tuple[str, str, dict]:
+def parse_log_uri(
+    uri: str, scheme: str, types: dict, client_settings: bool = False
+) -> tuple[str, str, dict]:
     """Split ``scheme://host:port/name?key=value&...`` into (host, name, typed options).
 
     ``types`` maps each allowed option to ``str``/``int``/``float``, ``"bool"``, ``"ints"``

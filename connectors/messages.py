@@ -42,8 +42,14 @@ from streammn.errors import DataError, SettingsError
 FORMATS = ("csv", "json", "arrow")
 
 
-def check_log_settings(batch_size: int, format: str, start: str, poll_timeout: float,
-                       max_wait: float, broker_timeout: float) -> None:
+def check_log_settings(
+    batch_size: int,
+    format: str,
+    start: str,
+    poll_timeout: float,
+    max_wait: float,
+    broker_timeout: float,
+) -> None:
     """The settings every log source shares; a ValueError names the one out of range."""
     if batch_size < 1:
         raise SettingsError(f"batch_size must be positive, got {batch_size}")
@@ -105,8 +111,7 @@ class DeadLetterFile:
 
 def describe_where(where: dict) -> str:
     """``{"topic": "t", "partition": 0, "offset": 5}`` -> ``topic 't' partition 0 offset 5``."""
-    return " ".join(f"{k} {v!r}" if isinstance(v, str) else f"{k} {v}"
-                    for k, v in where.items())
+    return " ".join(f"{k} {v!r}" if isinstance(v, str) else f"{k} {v}" for k, v in where.items())
 
 
 class MessageDecoder:
@@ -122,20 +127,27 @@ class MessageDecoder:
         names = schema.names
         self._int_schema = pa.schema([(n, pa.int64()) for n in names])
         self._csv_read = pacsv.ReadOptions(column_names=names, use_threads=False)
-        self._csv_parse = pacsv.ParseOptions(quote_char=False, double_quote=False,
-                                             escape_char=False, newlines_in_values=False)
-        self._csv_convert = pacsv.ConvertOptions(column_types=self._int_schema,
-                                                 null_values=NULL_TOKENS,
-                                                 strings_can_be_null=True)
-        self._json_parse = pajson.ParseOptions(explicit_schema=self._int_schema,
-                                               unexpected_field_behavior="error")
+        self._csv_parse = pacsv.ParseOptions(
+            quote_char=False, double_quote=False, escape_char=False, newlines_in_values=False
+        )
+        self._csv_convert = pacsv.ConvertOptions(
+            column_types=self._int_schema, null_values=NULL_TOKENS, strings_can_be_null=True
+        )
+        self._json_parse = pajson.ParseOptions(
+            explicit_schema=self._int_schema, unexpected_field_behavior="error"
+        )
 
     def __repr__(self) -> str:
         return f"MessageDecoder({self.format!r}, {self.schema!r})"
 
     # public -------------------------------------------------------------------------------
-    def decode(self, values: Sequence[bytes | None], where: Callable[[int], dict],
-               row_offset: int, dead_letter: DeadLetterFile | None = None) -> np.ndarray:
+    def decode(
+        self,
+        values: Sequence[bytes | None],
+        where: Callable[[int], dict],
+        row_offset: int,
+        dead_letter: DeadLetterFile | None = None,
+    ) -> np.ndarray:
         """Rows of all messages in ``values``, in order.
 
         ``where(i)`` locates message ``i`` for errors and dead letters; ``row_offset`` is the
@@ -160,12 +172,16 @@ class MessageDecoder:
         left = self._decode_range(values, lo, i, where, row_offset, dead_letter)
         loc = where(i)
         if dead_letter is None:
-            raise SchemaError(f"bad message: {bad.reason}", column=bad.column,
-                              row=row_offset + sum(b.shape[0] for b in left),
-                              source=describe_where(loc))
+            raise SchemaError(
+                f"bad message: {bad.reason}",
+                column=bad.column,
+                row=row_offset + sum(b.shape[0] for b in left),
+                source=describe_where(loc),
+            )
         dead_letter.write(loc, bad.reason, values[i])
-        right = self._decode_range(values, i + 1, hi, where,
-                                   row_offset + sum(b.shape[0] for b in left), dead_letter)
+        right = self._decode_range(
+            values, i + 1, hi, where, row_offset + sum(b.shape[0] for b in left), dead_letter
+        )
         return left + right
 
     def _rows(self, values) -> np.ndarray:
@@ -185,8 +201,9 @@ class MessageDecoder:
     def _table_rows(self, table: pa.Table) -> np.ndarray:
         if table.num_rows == 0:
             return np.empty((0, self.schema.n_vars), dtype=np.uint8)
-        rb = pa.RecordBatch.from_arrays([c.combine_chunks() for c in table.columns],
-                                        names=table.column_names)
+        rb = pa.RecordBatch.from_arrays(
+            [c.combine_chunks() for c in table.columns], names=table.column_names
+        )
         return record_batch_to_rows(rb, self.schema, 0)
 
     # parsing ------------------------------------------------------------------------------
@@ -253,14 +270,18 @@ class MessageDecoder:
                 raise _BadMessage(i, "empty message")
         if self.format == "csv":
             buf = b"\n".join(values)
-            table = pacsv.read_csv(pa.BufferReader(buf), read_options=self._csv_read,
-                                   parse_options=self._csv_parse,
-                                   convert_options=self._csv_convert)
+            table = pacsv.read_csv(
+                pa.BufferReader(buf),
+                read_options=self._csv_read,
+                parse_options=self._csv_parse,
+                convert_options=self._csv_convert,
+            )
         else:
             buf = b"\n".join(v.replace(b"\n", b" ").replace(b"\r", b" ") for v in values)
             read = pajson.ReadOptions(use_threads=False, block_size=max(len(buf) + 1, 1 << 16))
-            table = pajson.read_json(pa.BufferReader(buf), read_options=read,
-                                     parse_options=self._json_parse)
+            table = pajson.read_json(
+                pa.BufferReader(buf), read_options=read, parse_options=self._json_parse
+            )
         if table.num_rows != len(values):
             if len(values) == 1:
                 raise _BadMessage(0, f"message holds {table.num_rows} rows, expected one")
@@ -280,8 +301,11 @@ class MessageDecoder:
             if sorted(t.column_names) != sorted(names):
                 missing = [n for n in names if n not in t.column_names]
                 extra = [n for n in t.column_names if n not in names]
-                raise _BadMessage(i, f"Arrow columns do not match the schema (missing "
-                                     f"{missing[:5]}, unknown {extra[:5]})")
+                raise _BadMessage(
+                    i,
+                    f"Arrow columns do not match the schema (missing "
+                    f"{missing[:5]}, unknown {extra[:5]})",
+                )
             tables.append(t.select(names))
         counts = np.array([t.num_rows for t in tables], dtype=np.int64)
         if not tables:

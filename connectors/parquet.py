@@ -39,8 +39,10 @@ def _statistics_max(pf: pq.ParquetFile, names: Sequence[str]) -> dict[str, int]:
     missing = []
     for name in names:
         j = pf.schema_arrow.get_field_index(name)
-        if j < 0 or not (pa.types.is_integer(pf.schema_arrow.field(j).type)
-                         or pa.types.is_floating(pf.schema_arrow.field(j).type)):
+        if j < 0 or not (
+            pa.types.is_integer(pf.schema_arrow.field(j).type)
+            or pa.types.is_floating(pf.schema_arrow.field(j).type)
+        ):
             continue  # booleans need no maximum; other types are refused by schema_from_arrow
         col_idx = leaf_names.index(name)
         hi = None
@@ -71,8 +73,14 @@ class ParquetSource(FileSource):
     ``missing``: nulls become missing values (the schema's missing mode) instead of errors.
     """
 
-    def __init__(self, path, batch_size: int = DEFAULT_BATCH_SIZE, schema: Schema | None = None,
-                 columns: Sequence[str] | None = None, missing: bool = False):
+    def __init__(
+        self,
+        path,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        schema: Schema | None = None,
+        columns: Sequence[str] | None = None,
+        missing: bool = False,
+    ):
         super().__init__(resolve_paths(path, PARQUET_SUFFIXES), batch_size)
         first = _open(self.paths[0])
         file_names = first.schema_arrow.names
@@ -80,9 +88,12 @@ class ParquetSource(FileSource):
             columns = schema.names
         self.columns = list(columns) if columns is not None else list(file_names)
         if schema is None:
-            schema = schema_from_arrow(first.schema_arrow, self.columns,
-                                       _statistics_max(first, self.columns),
-                                       source=self.paths[0])
+            schema = schema_from_arrow(
+                first.schema_arrow,
+                self.columns,
+                _statistics_max(first, self.columns),
+                source=self.paths[0],
+            )
         self.schema = schema.with_missing() if missing else schema
         self._row_groups: dict[int, np.ndarray] = {}
 
@@ -100,9 +111,13 @@ class ParquetSource(FileSource):
         pf = _open(path)
         missing = [c for c in self.columns if pf.schema_arrow.get_field_index(c) < 0]
         if missing:
-            raise SchemaError(f"no column {', '.join(map(repr, missing[:8]))} (the file has "
-                              f"{', '.join(pf.schema_arrow.names[:8])}): files of one source "
-                              f"need the same columns", row=0, source=path)
+            raise SchemaError(
+                f"no column {', '.join(map(repr, missing[:8]))} (the file has "
+                f"{', '.join(pf.schema_arrow.names[:8])}): files of one source "
+                f"need the same columns",
+                row=0,
+                source=path,
+            )
         starts = self._group_starts(index, pf)
         if start_row >= starts[-1]:
             return
@@ -110,8 +125,9 @@ class ParquetSource(FileSource):
         skip = start_row - int(starts[group])
         row = int(starts[group])
         groups = list(range(group, len(starts) - 1))
-        for rb in pf.iter_batches(batch_size=self.batch_size, row_groups=groups,
-                                  columns=self.columns, use_threads=True):
+        for rb in pf.iter_batches(
+            batch_size=self.batch_size, row_groups=groups, columns=self.columns, use_threads=True
+        ):
             n = rb.num_rows
             if skip >= n:
                 skip -= n
@@ -129,8 +145,9 @@ class ParquetSource(FileSource):
         return sum(_open(p).metadata.num_rows for p in self.paths)
 
 
-def write_parquet(path, rows: np.ndarray, schema: Schema, row_group_size: int = 65536,
-                  compression: str = "snappy") -> None:
+def write_parquet(
+    path, rows: np.ndarray, schema: Schema, row_group_size: int = 65536, compression: str = "snappy"
+) -> None:
     """Write rows as a Parquet file with ``uint8`` columns and the schema in its metadata,
     so that :class:`ParquetSource` restores the exact schema."""
     rows = schema.validate(rows)

@@ -39,13 +39,14 @@ try:
     from redis.backoff import NoBackoff
     from redis.retry import Retry
 except ImportError as _e:  # pragma: no cover - exercised only without the extra
-    raise ImportError("RedisStreamSource needs the 'redis' extra: pip install "
-                      "'streammn[redis]'") from _e
+    raise ImportError(
+        "RedisStreamSource needs the 'redis' extra: pip install 'streammn[redis]'"
+    ) from _e
 
 _UNREACHABLE = (redis.ConnectionError, redis.TimeoutError)
 _MAX_BACKOFF = 1.0
 _PENDING_PAGE = 1000
-_MAX_SEQ = 2 ** 64 - 1
+_MAX_SEQ = 2**64 - 1
 
 
 def parse_id(entry_id) -> tuple[int, int]:
@@ -85,11 +86,25 @@ class RedisStreamSource(Source):
         or ``"latest"`` (only entries added from now on).
     """
 
-    def __init__(self, address: str, streams, group: str, *, schema: Schema,
-                 consumer: str = "streammn", format: str = "csv", field: str = "data",
-                 db: int = 0, batch_size: int = DEFAULT_BATCH_SIZE, poll_timeout: float = 0.2,
-                 max_wait: float = 1.0, broker_timeout: float = 30.0,
-                 stop_at_end: bool = False, dead_letter=None, start: str = "earliest"):
+    def __init__(
+        self,
+        address: str,
+        streams,
+        group: str,
+        *,
+        schema: Schema,
+        consumer: str = "streammn",
+        format: str = "csv",
+        field: str = "data",
+        db: int = 0,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        poll_timeout: float = 0.2,
+        max_wait: float = 1.0,
+        broker_timeout: float = 30.0,
+        stop_at_end: bool = False,
+        dead_letter=None,
+        start: str = "earliest",
+    ):
         check_log_settings(batch_size, format, start, poll_timeout, max_wait, broker_timeout)
         host, _, port = address.rpartition(":")
         if not host or not port.isdigit():
@@ -110,10 +125,15 @@ class RedisStreamSource(Source):
         self._decoder = MessageDecoder(format, schema)
         self._field = field.encode()
         self._client = redis.Redis(
-            host=host, port=int(port), db=self.db, socket_connect_timeout=1.0,
-            socket_timeout=self.poll_timeout + 5.0, retry=Retry(NoBackoff(), 0))
-        self._ids: dict[str, str] = {}      # last entry id per stream in a yielded batch
-        self._prepared = False              # group cursors set for the next read
+            host=host,
+            port=int(port),
+            db=self.db,
+            socket_connect_timeout=1.0,
+            socket_timeout=self.poll_timeout + 5.0,
+            retry=Retry(NoBackoff(), 0),
+        )
+        self._ids: dict[str, str] = {}  # last entry id per stream in a yielded batch
+        self._prepared = False  # group cursors set for the next read
         self._rows = 0
         self._stop = False
         self._dead = None if dead_letter is None else DeadLetterFile(dead_letter)
@@ -135,20 +155,28 @@ class RedisStreamSource(Source):
                     raise SourceUnavailable(
                         f"{self.describe()}: Redis server unreachable for "
                         f"{self.broker_timeout:g} s during {what} ({e}); batches up to position "
-                        f"{self.position()} were delivered") from None
+                        f"{self.position()} were delivered"
+                    ) from None
                 time.sleep(min(backoff, deadline - now))
                 backoff = min(backoff * 2, _MAX_BACKOFF)
             except redis.ResponseError as e:
                 if "NOGROUP" in str(e):  # the server lost its state: unavailable, not bad data
                     raise SourceUnavailable(
                         f"{self.describe()}: {what} failed: {e} (a Redis server restarted "
-                        f"without persistence? the stream's entries may be gone too)") from None
+                        f"without persistence? the stream's entries may be gone too)"
+                    ) from None
                 raise SourceError(f"{self.describe()}: {what} failed: {e}") from None
 
     def _ensure_group(self, stream: str) -> None:
         try:
-            self._call("XGROUP CREATE", self._client.xgroup_create, stream, self.group,
-                       id="0" if self.start == "earliest" else "$", mkstream=True)
+            self._call(
+                "XGROUP CREATE",
+                self._client.xgroup_create,
+                stream,
+                self.group,
+                id="0" if self.start == "earliest" else "$",
+                mkstream=True,
+            )
         except SourceError as e:
             if "BUSYGROUP" not in str(e):
                 raise
@@ -162,8 +190,10 @@ class RedisStreamSource(Source):
         for g in groups:
             if g["name"].decode() == self.group:
                 return g["last-delivered-id"].decode()
-        raise SourceUnavailable(f"{self.describe()}: group {self.group!r} vanished from "
-                                f"{stream!r} (a Redis server restarted without persistence?)")
+        raise SourceUnavailable(
+            f"{self.describe()}: group {self.group!r} vanished from "
+            f"{stream!r} (a Redis server restarted without persistence?)"
+        )
 
     def _prepare(self) -> None:
         """Point the group's cursor of every stream at where this source continues."""
@@ -184,12 +214,14 @@ class RedisStreamSource(Source):
             for i in ids.values():
                 parse_id(i)
         except (TypeError, ValueError):
-            raise DataError(f"not a Redis stream position (stream -> entry id): "
-                             f"{position!r}") from None
+            raise DataError(
+                f"not a Redis stream position (stream -> entry id): {position!r}"
+            ) from None
         unknown = [s for s in ids if s not in self.streams]
         if unknown:
-            raise DataError(f"position names streams {unknown} this source does not read "
-                             f"({self.streams})")
+            raise DataError(
+                f"position names streams {unknown} this source does not read ({self.streams})"
+            )
         self._ids = ids
         self._prepared = False
 
@@ -207,19 +239,29 @@ class RedisStreamSource(Source):
             self._dead.sync()
         for stream, last in dict(position).items():
             while True:
-                page = self._call("XPENDING", self._client.xpending_range, stream, self.group,
-                                  min="-", max=str(last), count=_PENDING_PAGE)
+                page = self._call(
+                    "XPENDING",
+                    self._client.xpending_range,
+                    stream,
+                    self.group,
+                    min="-",
+                    max=str(last),
+                    count=_PENDING_PAGE,
+                )
                 if not page:
                     break
-                self._call("XACK", self._client.xack, stream, self.group,
-                           *[p["message_id"] for p in page])
+                self._call(
+                    "XACK", self._client.xack, stream, self.group, *[p["message_id"] for p in page]
+                )
                 if len(page) < _PENDING_PAGE:
                     break
 
     def pending(self) -> dict:
         """Entries delivered to the group but not acknowledged, per stream."""
-        return {s: self._call("XPENDING", self._client.xpending, s, self.group)["pending"]
-                for s in self.streams}
+        return {
+            s: self._call("XPENDING", self._client.xpending, s, self.group)["pending"]
+            for s in self.streams
+        }
 
     # iteration ----------------------------------------------------------------------------
     def stop(self) -> None:
@@ -239,15 +281,23 @@ class RedisStreamSource(Source):
             while True:
                 timeout = self.poll_timeout
                 if first_at is not None:
-                    timeout = max(0.001, min(timeout,
-                                             first_at + self.max_wait - time.monotonic()))
+                    timeout = max(0.001, min(timeout, first_at + self.max_wait - time.monotonic()))
                 # COUNT is per stream: share what the batch still needs among the streams
                 count = max(1, (self.batch_size - pending_n) // len(self.streams))
-                reply = self._call("XREADGROUP", self._client.xreadgroup, self.group,
-                                   self.consumer, {s: ">" for s in self.streams},
-                                   count=count, block=max(1, int(timeout * 1000)))
-                entries = [(name.decode(), eid, fields) for name, chunk in reply or []
-                           for eid, fields in chunk]
+                reply = self._call(
+                    "XREADGROUP",
+                    self._client.xreadgroup,
+                    self.group,
+                    self.consumer,
+                    {s: ">" for s in self.streams},
+                    count=count,
+                    block=max(1, int(timeout * 1000)),
+                )
+                entries = [
+                    (name.decode(), eid, fields)
+                    for name, chunk in reply or []
+                    for eid, fields in chunk
+                ]
                 if entries:
                     unyielded = True
                     rows = self._decode(entries, self._rows + pending_n)
@@ -263,8 +313,12 @@ class RedisStreamSource(Source):
                         pending_ids = {}
                         unyielded = False
                 at_end = self.stop_at_end and not entries
-                due = pending_n >= self.batch_size or at_end or self._stop or (
-                    first_at is not None and time.monotonic() - first_at >= self.max_wait)
+                due = (
+                    pending_n >= self.batch_size
+                    or at_end
+                    or self._stop
+                    or (first_at is not None and time.monotonic() - first_at >= self.max_wait)
+                )
                 if due and pending_n:
                     batch = self._emit(pending, pending_n, pending_ids)
                     pending, pending_ids, pending_n, first_at = [], {}, 0, None
@@ -301,20 +355,41 @@ class RedisStreamSource(Source):
         return f"redis://{self.address}/{','.join(self.streams)}?group={self.group}"
 
     def __repr__(self) -> str:
-        parts = [repr(self.address), repr(self.streams), repr(self.group),
-                 f"schema={self.schema!r}", f"consumer={self.consumer!r}",
-                 f"format={self.format!r}", f"field={self.field!r}", f"db={self.db}",
-                 f"batch_size={self.batch_size}", f"poll_timeout={self.poll_timeout:g}",
-                 f"max_wait={self.max_wait:g}", f"broker_timeout={self.broker_timeout:g}",
-                 f"stop_at_end={self.stop_at_end}", f"dead_letter={self.dead_letter!r}",
-                 f"start={self.start!r}"]
+        parts = [
+            repr(self.address),
+            repr(self.streams),
+            repr(self.group),
+            f"schema={self.schema!r}",
+            f"consumer={self.consumer!r}",
+            f"format={self.format!r}",
+            f"field={self.field!r}",
+            f"db={self.db}",
+            f"batch_size={self.batch_size}",
+            f"poll_timeout={self.poll_timeout:g}",
+            f"max_wait={self.max_wait:g}",
+            f"broker_timeout={self.broker_timeout:g}",
+            f"stop_at_end={self.stop_at_end}",
+            f"dead_letter={self.dead_letter!r}",
+            f"start={self.start!r}",
+        ]
         return f"RedisStreamSource({', '.join(parts)})"
 
 
-_REDIS_OPTIONS = {"group": str, "consumer": str, "format": str, "field": str, "db": int,
-                  "batch_size": int, "poll_timeout": float, "max_wait": float,
-                  "broker_timeout": float, "stop_at_end": "bool", "dead_letter": str,
-                  "start": str, "schema": "schema"}
+_REDIS_OPTIONS = {
+    "group": str,
+    "consumer": str,
+    "format": str,
+    "field": str,
+    "db": int,
+    "batch_size": int,
+    "poll_timeout": float,
+    "max_wait": float,
+    "broker_timeout": float,
+    "stop_at_end": "bool",
+    "dead_letter": str,
+    "start": str,
+    "schema": "schema",
+}
 
 
 def open_redis(uri: str, schema: Schema | None = None, **options) -> RedisStreamSource:
@@ -331,7 +406,8 @@ def open_redis(uri: str, schema: Schema | None = None, **options) -> RedisStream
     if schema is not None:
         uri_options["schema"] = schema
     if uri_options.get("schema") is None:
-        raise SettingsError(f"{uri}: a Redis stream source needs a schema (schema=<file> or "
-                         f"--schema)")
+        raise SettingsError(
+            f"{uri}: a Redis stream source needs a schema (schema=<file> or --schema)"
+        )
     group = uri_options.pop("group", "streammn")
     return RedisStreamSource(address, names.split(","), group, **uri_options)

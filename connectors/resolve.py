@@ -37,14 +37,21 @@ def _open_log(scheme: str, uri: str, batch_size: int, schema, options) -> Source
 
 
 def _kind_of(paths: list[str]) -> str:
-    kinds = {"parquet" if p.endswith(PARQUET_SUFFIXES) else
-             "csv" if p.endswith(CSV_SUFFIXES) else "unknown" for p in paths}
+    kinds = {
+        "parquet"
+        if p.endswith(PARQUET_SUFFIXES)
+        else "csv"
+        if p.endswith(CSV_SUFFIXES)
+        else "unknown"
+        for p in paths
+    }
     if kinds == {"parquet"} or kinds == {"csv"}:
         return kinds.pop()
     if "unknown" in kinds:
         bad = next(p for p in paths if not p.endswith(PARQUET_SUFFIXES + CSV_SUFFIXES))
-        raise SourceError(f"{bad}: unknown file type (expected "
-                          f"{', '.join(PARQUET_SUFFIXES + CSV_SUFFIXES)})")
+        raise SourceError(
+            f"{bad}: unknown file type (expected {', '.join(PARQUET_SUFFIXES + CSV_SUFFIXES)})"
+        )
     raise SourceError("input mixes Parquet and CSV files; give one kind")
 
 
@@ -56,8 +63,9 @@ def _sibling_libra_schema(path: str) -> Schema | None:
     return Schema.from_libra(candidate) if os.path.isfile(candidate) else None
 
 
-def open_source(uri_or_path, batch_size: int = DEFAULT_BATCH_SIZE,
-                schema: Schema | None = None, **options) -> Source:
+def open_source(
+    uri_or_path, batch_size: int = DEFAULT_BATCH_SIZE, schema: Schema | None = None, **options
+) -> Source:
     """Open a file, directory, glob or URI as a :class:`Source`.
 
     - ``*.parquet`` files, directories or globs of them: :class:`ParquetSource`;
@@ -91,11 +99,14 @@ def open_source(uri_or_path, batch_size: int = DEFAULT_BATCH_SIZE,
     if scheme == "file":
         spec = parsed.path
     elif scheme not in FILE_SCHEMES:
-        raise SourceError(f"{spec}: unsupported source scheme {scheme!r} "
-                          f"(supported: plain paths, file://, kafka://, redis://)")
+        raise SourceError(
+            f"{spec}: unsupported source scheme {scheme!r} "
+            f"(supported: plain paths, file://, kafka://, redis://)"
+        )
     if os.path.isdir(spec):
-        has_parquet = any(glob.glob(os.path.join(spec, "**", "*" + s), recursive=True)
-                          for s in PARQUET_SUFFIXES)
+        has_parquet = any(
+            glob.glob(os.path.join(spec, "**", "*" + s), recursive=True) for s in PARQUET_SUFFIXES
+        )
         kind = "parquet" if has_parquet else "csv"
     else:
         kind = _kind_of(resolve_paths(spec, PARQUET_SUFFIXES + CSV_SUFFIXES))

@@ -35,8 +35,16 @@ class SyntheticSource(NumberedRows):
     middle of a batch is shorter, so later batches stay aligned.
     """
 
-    def __init__(self, model, n_rows: int | None = None, batch_size: int = 1024, seed: int = 0,
-                 burn_in: int = 100, thin: int = 1, chains: int = 16):
+    def __init__(
+        self,
+        model,
+        n_rows: int | None = None,
+        batch_size: int = 1024,
+        seed: int = 0,
+        burn_in: int = 100,
+        thin: int = 1,
+        chains: int = 16,
+    ):
         if batch_size < 1:
             raise SettingsError(f"batch_size must be positive, got {batch_size}")
         if n_rows is not None and n_rows < 0:
@@ -57,8 +65,14 @@ class SyntheticSource(NumberedRows):
         from streammn.inference.gibbs import chain_seeds, sample_chains
 
         chains = min(self.chains, self.batch_size)
-        return sample_chains(self.model, self.batch_size, chains, self.burn_in, self.thin,
-                             chain_seeds(self.seed, chains, b))
+        return sample_chains(
+            self.model,
+            self.batch_size,
+            chains,
+            self.burn_in,
+            self.thin,
+            chain_seeds(self.seed, chains, b),
+        )
 
     def _batches(self):
         while self.n_rows is None or self._next < self.n_rows:
@@ -67,7 +81,7 @@ class SyntheticSource(NumberedRows):
             stop = (b + 1) * self.batch_size
             if self.n_rows is not None:
                 stop = min(stop, self.n_rows)
-            rows = np.ascontiguousarray(self._batch_rows(b)[offset:offset + stop - start])
+            rows = np.ascontiguousarray(self._batch_rows(b)[offset : offset + stop - start])
             self._next = stop
             yield Batch(rows, end=stop, start=start, schema=self.schema)
 
@@ -79,6 +93,8 @@ class SyntheticSource(NumberedRows):
         return f"synthetic ({total}, seed {self.seed})"
 
     def __repr__(self) -> str:
-        return (f"SyntheticSource({self.model!r}, n_rows={self.n_rows}, "
-                f"batch_size={self.batch_size}, seed={self.seed}, burn_in={self.burn_in}, "
-                f"thin={self.thin}, chains={self.chains})")
+        return (
+            f"SyntheticSource({self.model!r}, n_rows={self.n_rows}, "
+            f"batch_size={self.batch_size}, seed={self.seed}, burn_in={self.burn_in}, "
+            f"thin={self.thin}, chains={self.chains})"
+        )

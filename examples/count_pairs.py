@@ -1,6 +1,6 @@
 """Read a file in batches, count every pairwise joint table, and show the strongest pairs.
 
-    python examples/count_pairs.py ../shared/data/plants/plants.train.data
+python examples/count_pairs.py ../shared/data/plants/plants.train.data
 """
 
 import sys

@@ -27,12 +27,20 @@ def main(data_dir: str, name: str, kappa: float) -> dict:
     published = dn2mn(dn, train=train)  # weights="refined" when given rows
     t3 = time.process_time()
     test = open_source(base / f"{name}.test.data", schema=source.schema).read_all()
-    result = {"dn_pll": dn.pll(test), "mn_pll": mn.pll(test),
-              "published_pll": published.pll(test), "features": mn.n_features,
-              "learn_cpu_s": t1 - t0, "dn2mn_cpu_s": t2 - t1, "refine_cpu_s": t3 - t2}
-    print(f"{name}: test PLL DN {result['dn_pll']:.3f}, MN closed form {result['mn_pll']:.3f}, "
-          f"refined {result['published_pll']:.3f} ({mn.n_features:,} features); CPU s: trees "
-          f"{t1 - t0:.2f}, DN2MN {t2 - t1:.2f}, refinement {t3 - t2:.2f}")
+    result = {
+        "dn_pll": dn.pll(test),
+        "mn_pll": mn.pll(test),
+        "published_pll": published.pll(test),
+        "features": mn.n_features,
+        "learn_cpu_s": t1 - t0,
+        "dn2mn_cpu_s": t2 - t1,
+        "refine_cpu_s": t3 - t2,
+    }
+    print(
+        f"{name}: test PLL DN {result['dn_pll']:.3f}, MN closed form {result['mn_pll']:.3f}, "
+        f"refined {result['published_pll']:.3f} ({mn.n_features:,} features); CPU s: trees "
+        f"{t1 - t0:.2f}, DN2MN {t2 - t1:.2f}, refinement {t3 - t2:.2f}"
+    )
     return result
 
 

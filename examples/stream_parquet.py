@@ -1,6 +1,6 @@
 """Stream a Parquet file through the engine with snapshots, then load the newest snapshot.
 
-    python examples/stream_parquet.py ../shared/data/msnbc_stream/msnbc_stream.data /tmp/snaps
+python examples/stream_parquet.py ../shared/data/msnbc_stream/msnbc_stream.data /tmp/snaps
 """
 
 import sys
@@ -22,12 +22,16 @@ def main(data: str, out: str) -> streammn.snapshot.Snapshot:
         StreamLearner(source, learner, out, every_rows=25_000).run()
     model = streammn.load_snapshot(out)
     snap = streammn.read_snapshot(streammn.snapshot.resolve_snapshot(out))
-    print(f"{model}; snapshot {snap.path.name} after {snap.manifest['rows_seen']:,} rows, "
-          f"prequential PLL {snap.manifest['scores']['prequential_pll']:.3f}")
+    print(
+        f"{model}; snapshot {snap.path.name} after {snap.manifest['rows_seen']:,} rows, "
+        f"prequential PLL {snap.manifest['scores']['prequential_pll']:.3f}"
+    )
     return snap
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:] or ["../shared/data/msnbc_stream/msnbc_stream.data",
-                            tempfile.mkdtemp(prefix="snaps-")]
+    args = sys.argv[1:] or [
+        "../shared/data/msnbc_stream/msnbc_stream.data",
+        tempfile.mkdtemp(prefix="snaps-"),
+    ]
     main(*args)

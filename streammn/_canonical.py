@@ -29,7 +29,7 @@ def canonical_flat(ptr, var, val, eq, cards):
     c = 0  # conditions written
     for k in range(n):
         start = c
-        order = np.argsort(var[ptr[k]:ptr[k + 1]], kind="mergesort") + ptr[k]
+        order = np.argsort(var[ptr[k] : ptr[k + 1]], kind="mergesort") + ptr[k]
         i = 0
         while i < order.shape[0]:
             v = var[order[i]]
@@ -68,4 +68,4 @@ def canonical_flat(ptr, var, val, eq, cards):
             out_ptr[m] = c
         else:
             c = start
-    return keep, out_ptr[:m + 1], out_var[:c], out_val[:c], out_eq[:c]
+    return keep, out_ptr[: m + 1], out_var[:c], out_val[:c], out_eq[:c]

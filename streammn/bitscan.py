@@ -110,15 +110,20 @@ def _add_at_bits(typingctx, target, base, x, wt):
     def codegen(context, builder, signature, args):
         data = context.make_array(signature.args[0])(context, builder, args[0]).data
         lanes = ir.VectorType(ir.DoubleType(), 8)
-        splat = builder.insert_element(ir.Constant(lanes, ir.Undefined), args[3],
-                                       ir.Constant(ir.IntType(32), 0))
-        splat = builder.shuffle_vector(splat, splat,
-                                       ir.Constant(ir.VectorType(ir.IntType(32), 8), [0] * 8))
+        splat = builder.insert_element(
+            ir.Constant(lanes, ir.Undefined), args[3], ir.Constant(ir.IntType(32), 0)
+        )
+        splat = builder.shuffle_vector(
+            splat, splat, ir.Constant(ir.VectorType(ir.IntType(32), 8), [0] * 8)
+        )
         zero = ir.Constant(lanes, [0.0] * 8)
         for q in range(8):
             mask, at = _lane_block(builder, data, args[1], args[2], q)
-            builder.store(builder.fadd(builder.load(at, align=8),
-                                       builder.select(mask, splat, zero)), at, align=8)
+            builder.store(
+                builder.fadd(builder.load(at, align=8), builder.select(mask, splat, zero)),
+                at,
+                align=8,
+            )
         return context.get_dummy_value()
 
     return sig, codegen
@@ -136,15 +141,18 @@ def _sum_at_bits(typingctx, target, base, x):
         total = ir.Constant(lanes, [0.0] * 8)
         for q in range(8):
             mask, at = _lane_block(builder, data, args[1], args[2], q)
-            total = builder.fadd(total, builder.select(mask, builder.load(at, align=8),
-                                                       ir.Constant(lanes, [0.0] * 8)))
+            total = builder.fadd(
+                total,
+                builder.select(mask, builder.load(at, align=8), ir.Constant(lanes, [0.0] * 8)),
+            )
         width = 8
         while width > 1:  # pairwise: lanes i and i + width / 2
             width //= 2
             ity = ir.VectorType(ir.IntType(32), width)
             low = builder.shuffle_vector(total, total, ir.Constant(ity, list(range(width))))
-            high = builder.shuffle_vector(total, total,
-                                          ir.Constant(ity, list(range(width, 2 * width))))
+            high = builder.shuffle_vector(
+                total, total, ir.Constant(ity, list(range(width, 2 * width)))
+            )
             total = builder.fadd(low, high)
         return builder.extract_element(total, ir.Constant(ir.IntType(32), 0))
 
@@ -231,15 +239,19 @@ def _chunk_logits(rows, start, offs, cards, groups, weights, table, words, keep)
 def _grown(a, n):
     """A copy of ``a`` with room for at least ``n`` items (and half as many again)."""
     b = np.empty(n + n // 2, dtype=a.dtype)
-    b[:a.shape[0]] = a
+    b[: a.shape[0]] = a
     return b
 
 
 @nb.njit(cache=True)
 def _new_words(n_features):
     """Empty word-list buffers for :func:`_chunk_logits`."""
-    return (np.empty(n_features, dtype=np.int32), np.empty(n_features, dtype=np.int64),
-            np.empty(4 * n_features, dtype=np.uint64), np.empty(4 * n_features, dtype=np.int32))
+    return (
+        np.empty(n_features, dtype=np.int32),
+        np.empty(n_features, dtype=np.int64),
+        np.empty(4 * n_features, dtype=np.uint64),
+        np.empty(4 * n_features, dtype=np.int32),
+    )
 
 
 @nb.njit(cache=True)
@@ -443,8 +455,9 @@ def _all_logits(rows, offs, cards, weights, groups):
         words = _new_words(weights.shape[0])
         for k in range(b, n_chunks, PARTIAL_SUMS):
             table[:] = 0.0
-            _chunk_logits(rows, k * chunk, offs, cards, groups, weights, table.reshape(-1),
-                          words, False)
+            _chunk_logits(
+                rows, k * chunk, offs, cards, groups, weights, table.reshape(-1), words, False
+            )
             for r in range(min(chunk, n - k * chunk)):
                 for s in range(n_slots):
                     logits[k * chunk + r, s] = table[s, r]

@@ -27,151 +27,244 @@ def _parser(with_learners: bool = True) -> argparse.ArgumentParser:
     (:mod:`streammn.learners`), which only ``learn`` reads, so other commands start fast."""
     from streammn import __version__
     from streammn.learners import add_learner_options
+
     p = argparse.ArgumentParser(
         prog="streammn",
         description="Learn Markov networks from data streams and large files, and publish "
-                    "snapshots of the current model.",
+        "snapshots of the current model.",
         epilog=_examples("""
             streammn demo
             streammn learn data.parquet --out snaps --every-rows 100000
             streammn score snaps test.data --pll --json
             streammn convert snaps model.uai
         """),
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--version", action="version", version=f"streammn {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
     def command(name, help_, examples):
-        return sub.add_parser(name, help=help_, description=help_,
-                              epilog=_examples(examples),
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+        return sub.add_parser(
+            name,
+            help=help_,
+            description=help_,
+            epilog=_examples(examples),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
 
-    learn = command("learn", "learn a Markov network from a file, directory or stream, "
-                             "writing snapshots", """
+    learn = command(
+        "learn",
+        "learn a Markov network from a file, directory or stream, writing snapshots",
+        """
         streammn learn train.parquet --out snaps --every-rows 100000
         streammn learn data/ --out snaps --mode exact
         streammn learn data/ --out snaps --mode exact --dask local[2]
         streammn learn train.data --out snaps --every-seconds 60 --validation valid.data
         streammn learn train.parquet --out snaps --every-rows 100000 --resume
         streammn learn train.data --out snaps --algo csgs
-    """)
+    """,
+    )
     learn.add_argument("source", help="Parquet/CSV/.data file, directory or glob")
     learn.add_argument("--out", required=True, help="snapshot directory")
-    learn.add_argument("--every-rows", type=opt.positive_int, default=None, help="snapshot every N rows")
-    learn.add_argument("--every-seconds", type=opt.positive_float, default=None,
-                       help="snapshot every T seconds")
-    learn.add_argument("--keep", type=opt.positive_int, default=5, help="snapshots to keep (default: 5)")
-    learn.add_argument("--when-busy", choices=("wait", "skip"), default="wait",
-                       help="a snapshot due while the previous one is still being written: "
-                            "wait for it (default) or skip this one")
-    learn.add_argument("--foreground-snapshots", action="store_true",
-                       help="write snapshots before learning continues instead of from a "
-                            "forked background process")
-    learn.add_argument("--resume", action="store_true",
-                       help="continue from the newest valid snapshot in --out; the learner "
-                            "and its options (--algo, --kappa, --grace-period, ..., --weights) "
-                            "must be the snapshot's, else exit 2 naming the option; cadence, "
-                            "--keep, --formats and --quiet may change")
-    learn.add_argument("--validation", help="rows scored at every snapshot; with --weights "
-                                            "refined they are the held-out rows the weights "
-                                            "are judged on (none of the stream is held out); "
-                                            "with --missing, its complete rows")
-    learn.add_argument("--weights", choices=("refined", "closed-form"), default=None,
-                       help="weights of the published network: 'refined' (default) continues "
-                            "the learner's (DN2MN's closed form) by pseudo-likelihood on a "
-                            "sample of the stream and publishes them when they score held-out "
-                            "rows of the stream better; 'closed-form' publishes the learner's "
-                            "as they are (the default with --dask)")
-    learn.add_argument("--dask", nargs="?", const="local", default=None,
-                       metavar="SCHEDULER_ADDRESS|local[N]",
-                       help="exact mode on a Parquet dataset: run the passes on Dask, on a "
-                            "running scheduler or a local cluster of N single-threaded "
-                            "workers (bare --dask: one per CPU); needs the dask extra")
+    learn.add_argument(
+        "--every-rows", type=opt.positive_int, default=None, help="snapshot every N rows"
+    )
+    learn.add_argument(
+        "--every-seconds", type=opt.positive_float, default=None, help="snapshot every T seconds"
+    )
+    learn.add_argument(
+        "--keep", type=opt.positive_int, default=5, help="snapshots to keep (default: 5)"
+    )
+    learn.add_argument(
+        "--when-busy",
+        choices=("wait", "skip"),
+        default="wait",
+        help="a snapshot due while the previous one is still being written: "
+        "wait for it (default) or skip this one",
+    )
+    learn.add_argument(
+        "--foreground-snapshots",
+        action="store_true",
+        help="write snapshots before learning continues instead of from a "
+        "forked background process",
+    )
+    learn.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue from the newest valid snapshot in --out; the learner "
+        "and its options (--algo, --kappa, --grace-period, ..., --weights) "
+        "must be the snapshot's, else exit 2 naming the option; cadence, "
+        "--keep, --formats and --quiet may change",
+    )
+    learn.add_argument(
+        "--validation",
+        help="rows scored at every snapshot; with --weights "
+        "refined they are the held-out rows the weights "
+        "are judged on (none of the stream is held out); "
+        "with --missing, its complete rows",
+    )
+    learn.add_argument(
+        "--weights",
+        choices=("refined", "closed-form"),
+        default=None,
+        help="weights of the published network: 'refined' (default) continues "
+        "the learner's (DN2MN's closed form) by pseudo-likelihood on a "
+        "sample of the stream and publishes them when they score held-out "
+        "rows of the stream better; 'closed-form' publishes the learner's "
+        "as they are (the default with --dask)",
+    )
+    learn.add_argument(
+        "--dask",
+        nargs="?",
+        const="local",
+        default=None,
+        metavar="SCHEDULER_ADDRESS|local[N]",
+        help="exact mode on a Parquet dataset: run the passes on Dask, on a "
+        "running scheduler or a local cluster of N single-threaded "
+        "workers (bare --dask: one per CPU); needs the dask extra",
+    )
     learn.add_argument("--batch-size", type=opt.positive_int, default=65536, help="rows per batch")
     learn.add_argument("--schema", help="Libra .schema file declaring the cardinalities")
-    learn.add_argument("--missing", action="store_true",
-                       help="learn from rows with nulls (empty CSV cells, Parquet nulls) instead "
-                            "of stopping at them (dtsl only)")
-    learn.add_argument("--missing-token", metavar="TOKEN",
-                       help="one more CSV token read as a missing value (implies --missing)")
-    learn.add_argument("--grow-values", type=opt.grow_values, nargs="?", const="255",
-                       default=None, metavar="MAX|NAME=MAX,...",
-                       help="dtsl (hoeffding): a value past a variable's cardinality is a new "
-                            "value, added mid-stream, up to MAX values per variable (bare: "
-                            "255; NAME=MAX for one column; variables not covered keep their "
-                            "cardinality); beyond it a row is bad as usual (default: off)")
-    learn.add_argument("--formats", type=opt.model_formats, default="json,mn,uai",
-                       help="model files in each snapshot (default: json,mn,uai)")
+    learn.add_argument(
+        "--missing",
+        action="store_true",
+        help="learn from rows with nulls (empty CSV cells, Parquet nulls) instead "
+        "of stopping at them (dtsl only)",
+    )
+    learn.add_argument(
+        "--missing-token",
+        metavar="TOKEN",
+        help="one more CSV token read as a missing value (implies --missing)",
+    )
+    learn.add_argument(
+        "--grow-values",
+        type=opt.grow_values,
+        nargs="?",
+        const="255",
+        default=None,
+        metavar="MAX|NAME=MAX,...",
+        help="dtsl (hoeffding): a value past a variable's cardinality is a new "
+        "value, added mid-stream, up to MAX values per variable (bare: "
+        "255; NAME=MAX for one column; variables not covered keep their "
+        "cardinality); beyond it a row is bad as usual (default: off)",
+    )
+    learn.add_argument(
+        "--formats",
+        type=opt.model_formats,
+        default="json,mn,uai",
+        help="model files in each snapshot (default: json,mn,uai)",
+    )
     learn.add_argument("--quiet", action="store_true", help="no progress output")
     if with_learners:  # their options come from the learner classes, which load numba
         add_learner_options(learn)
 
-    score = command("score", "score data with a model: pseudo-log-likelihood and/or CMLL", """
+    score = command(
+        "score",
+        "score data with a model: pseudo-log-likelihood and/or CMLL",
+        """
         streammn score snaps test.data
         streammn score snaps/snap-000003 test.parquet --pll --cmll --json
         streammn score model.mn test.data --pll
-    """)
-    score.add_argument("model", help="snapshot directory (its newest), one snapshot, or a "
-                                     "model file (.json, .mn, .uai)")
+    """,
+    )
+    score.add_argument(
+        "model",
+        help="snapshot directory (its newest), one snapshot, or a model file (.json, .mn, .uai)",
+    )
     score.add_argument("data", help="rows to score (Parquet/CSV/.data)")
     score.add_argument("--pll", action="store_true", help="pseudo-log-likelihood (default)")
-    score.add_argument("--cmll", action="store_true",
-                       help="conditional marginal log-likelihood by Gibbs sampling")
-    score.add_argument("--burn-in", type=opt.count, default=100,
-                       help="CMLL: Gibbs sweeps discarded per query (default: 100)")
-    score.add_argument("--samples", type=opt.positive_int, default=1000,
-                       help="CMLL: Gibbs sweeps averaged per query (default: 1000)")
+    score.add_argument(
+        "--cmll", action="store_true", help="conditional marginal log-likelihood by Gibbs sampling"
+    )
+    score.add_argument(
+        "--burn-in",
+        type=opt.count,
+        default=100,
+        help="CMLL: Gibbs sweeps discarded per query (default: 100)",
+    )
+    score.add_argument(
+        "--samples",
+        type=opt.positive_int,
+        default=1000,
+        help="CMLL: Gibbs sweeps averaged per query (default: 1000)",
+    )
     score.add_argument("--seed", type=opt.count, default=0)
     score.add_argument("--json", action="store_true", help="print one JSON object")
 
-    convert = command("convert", "write a model in another format (chosen by suffix)", """
+    convert = command(
+        "convert",
+        "write a model in another format (chosen by suffix)",
+        """
         streammn convert snaps model.mn
         streammn convert snaps/snap-000002 model.uai
         streammn convert model.mn model.json
-    """)
+    """,
+    )
     convert.add_argument("model")
     convert.add_argument("out", help="output file: .json, .mn or .uai")
 
-    sample = command("sample", "draw rows from a model by Gibbs sampling", """
+    sample = command(
+        "sample",
+        "draw rows from a model by Gibbs sampling",
+        """
         streammn sample snaps -n 1000 --seed 1 > rows.data
         streammn sample model.mn -n 100 --out rows.data
-    """)
+    """,
+    )
     sample.add_argument("model")
     sample.add_argument("-n", type=opt.count, required=True, help="rows to draw")
     sample.add_argument("--seed", type=opt.count, default=0)
-    sample.add_argument("--burn-in", type=opt.count, default=100, help="Gibbs sweeps discarded first")
+    sample.add_argument(
+        "--burn-in", type=opt.count, default=100, help="Gibbs sweeps discarded first"
+    )
     sample.add_argument("--out", help="write .data rows here instead of standard output")
 
-    inspect = command("inspect", "describe a model: variables, features, edges, strongest "
-                                 "interactions", """
+    inspect = command(
+        "inspect",
+        "describe a model: variables, features, edges, strongest interactions",
+        """
         streammn inspect snaps
         streammn inspect model.mn --top 20 --json
         streammn inspect snaps --graph network.svg
-    """)
+    """,
+    )
     inspect.add_argument("model")
     inspect.add_argument("--top", type=opt.count, default=10, help="interactions listed")
     inspect.add_argument("--json", action="store_true")
-    inspect.add_argument("--graph", metavar="OUT.svg|png|html",
-                         help="also draw the network: nodes sized by degree, edges by "
-                              "interaction strength (needs the viz extra)")
+    inspect.add_argument(
+        "--graph",
+        metavar="OUT.svg|png|html",
+        help="also draw the network: nodes sized by degree, edges by "
+        "interaction strength (needs the viz extra)",
+    )
 
-    report = command("report", "draw a run over time from its snapshot manifests: PLL, "
-                               "rows/s, model size, snapshot times (needs the viz extra)", """
+    report = command(
+        "report",
+        "draw a run over time from its snapshot manifests: PLL, "
+        "rows/s, model size, snapshot times (needs the viz extra)",
+        """
         streammn report snaps --out report.html
         streammn report snaps --out report.png
-    """)
+    """,
+    )
     report.add_argument("snapshots", help="snapshot directory of a run")
     report.add_argument("--out", required=True, help="report.html, .png or .svg")
 
-    demo = command("demo", "stream rows from a planted Markov network, learn online, and "
-                           "report how well the structure was recovered", """
+    demo = command(
+        "demo",
+        "stream rows from a planted Markov network, learn online, and "
+        "report how well the structure was recovered",
+        """
         streammn demo
         streammn demo --out demo-snaps --rows 200000
-    """)
+    """,
+    )
     demo.add_argument("--out", help="snapshot directory (default: a temporary one)")
     demo.add_argument("--rows", type=opt.positive_int, default=100_000, help="rows to stream")
-    demo.add_argument("--vars", type=opt.at_least(2), default=16, help="variables of the planted network")
+    demo.add_argument(
+        "--vars", type=opt.at_least(2), default=16, help="variables of the planted network"
+    )
     demo.add_argument("--seed", type=opt.count, default=0)
     demo.add_argument("--quiet", action="store_true")
     return p
@@ -179,6 +272,7 @@ def _parser(with_learners: bool = True) -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     from streammn import commands
+
     argv = sys.argv[1:] if argv is None else list(argv)
     command = next((a for a in argv if not a.startswith("-")), None)
     parser = _parser(with_learners=command == "learn")

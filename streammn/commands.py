@@ -59,14 +59,18 @@ def _growing_schema(schema: Schema, default: int | None, named: dict) -> Schema:
     """``schema`` growing as ``--grow-values`` says (streammn.trees.growth)."""
     unknown = [n for n in named if n not in schema.names]
     if unknown:
-        raise UsageError(f"--grow-values names {unknown[0]!r}, which is not a variable "
-                         f"(variables: {', '.join(schema.names[:8])}...)")
+        raise UsageError(
+            f"--grow-values names {unknown[0]!r}, which is not a variable "
+            f"(variables: {', '.join(schema.names[:8])}...)"
+        )
     maxima = [named.get(v.name, v.cardinality if default is None else default) for v in schema]
     low = [(v, m) for v, m in zip(schema, maxima) if m < v.cardinality]
     if low:
         v, m = low[0]
-        raise UsageError(f"--grow-values: variable {v.name!r} already has {v.cardinality} "
-                         f"values, more than the maximum {m}")
+        raise UsageError(
+            f"--grow-values: variable {v.name!r} already has {v.cardinality} "
+            f"values, more than the maximum {m}"
+        )
     return schema.with_growth(maxima)
 
 
@@ -75,14 +79,19 @@ def learn(args) -> int:
 
     exact = learner_setting(args, "--mode") == "exact"
     if exact and args.resume:
-        raise UsageError("--resume continues a streaming (hoeffding) run; exact mode learns in "
-                         "passes over a finite source and snapshots once at the end")
+        raise UsageError(
+            "--resume continues a streaming (hoeffding) run; exact mode learns in "
+            "passes over a finite source and snapshots once at the end"
+        )
     if args.dask is not None and not exact:
-        raise UsageError("--dask runs the passes of --mode exact; hoeffding mode is one "
-                         "stream read in order")
+        raise UsageError(
+            "--dask runs the passes of --mode exact; hoeffding mode is one stream read in order"
+        )
     if args.dask is not None and args.weights == "refined":
-        raise UsageError("--weights refined keeps a row sample in this process; with --dask "
-                         "the closed form is published (drop --weights)")
+        raise UsageError(
+            "--weights refined keeps a row sample in this process; with --dask "
+            "the closed form is published (drop --weights)"
+        )
     weights = args.weights or ("closed-form" if args.dask is not None else "refined")
     schema = Schema.from_libra(args.schema) if args.schema else None
     missing = _missing_options(args)
@@ -98,11 +107,20 @@ def learn(args) -> int:
         with open_source(args.validation, schema=source.schema) as v:
             validation = v.read_all()
     learner = learner_from_args(args, source.schema)
-    engine = StreamLearner(source, learner, args.out, every_rows=args.every_rows,
-                           every_seconds=args.every_seconds, keep=args.keep,
-                           weights=weights, validation=validation, formats=args.formats,
-                           progress=_progress(args), when_busy=args.when_busy,
-                           background=not args.foreground_snapshots)
+    engine = StreamLearner(
+        source,
+        learner,
+        args.out,
+        every_rows=args.every_rows,
+        every_seconds=args.every_seconds,
+        keep=args.keep,
+        weights=weights,
+        validation=validation,
+        formats=args.formats,
+        progress=_progress(args),
+        when_busy=args.when_busy,
+        background=not args.foreground_snapshots,
+    )
     with source:
         if args.dask is not None:
             path = _run_on_dask(engine, args.dask)
@@ -112,14 +130,19 @@ def learn(args) -> int:
             if args.resume:
                 resumed = _resume(engine)
                 if not args.quiet:
-                    print(f"resuming after {engine.state.rows_seen:,} rows" if resumed else
-                          "no snapshot to resume from: starting from the beginning",
-                          file=sys.stderr)
+                    print(
+                        f"resuming after {engine.state.rows_seen:,} rows"
+                        if resumed
+                        else "no snapshot to resume from: starting from the beginning",
+                        file=sys.stderr,
+                    )
             path = engine.run()
     manifest = read_snapshot(path).manifest
-    print(f"snapshot {path}: {manifest['rows_seen']:,} rows, "
-          f"{manifest['model']['n_features']:,} features, {manifest['model']['n_edges']:,} edges"
-          f"{_weights_note(manifest.get('weights'))}")
+    print(
+        f"snapshot {path}: {manifest['rows_seen']:,} rows, "
+        f"{manifest['model']['n_features']:,} features, {manifest['model']['n_edges']:,} edges"
+        f"{_weights_note(manifest.get('weights'))}"
+    )
     return SIGNAL_EXIT.get(engine.stop_signal, EXIT_OK)
 
 
@@ -128,8 +151,10 @@ def _weights_note(record: dict | None) -> str:
     if not record or record.get("published") != "refined":
         return ", closed-form weights"
     pll = record["held_out_pll"]
-    return (f", refined weights (held-out PLL {pll['published']:.4f}, closed form "
-            f"{pll['closed_form']:.4f})")
+    return (
+        f", refined weights (held-out PLL {pll['published']:.4f}, closed form "
+        f"{pll['closed_form']:.4f})"
+    )
 
 
 def _resume(engine) -> bool:
@@ -142,7 +167,8 @@ def _resume(engine) -> bool:
     except ResumeSettingsError as e:
         param = type(engine.learner).parameters.get(e.option)
         flag = {"learner": "--algo"}.get(e.option) or (
-            param.flag if param is not None and param.flag else "--" + e.option.replace("_", "-"))
+            param.flag if param is not None and param.flag else "--" + e.option.replace("_", "-")
+        )
         raise UsageError(f"{flag} differs from the run being resumed: {e}") from None
 
 
@@ -180,8 +206,11 @@ def score(args) -> int:
             if want_pll:
                 pll_sum += float(model.pll_terms(batch).sum())  # validated by the source
             if args.cmll and model is not None:
-                cmll_sum += float(cmll_terms(model, batch, burn_in=args.burn_in,
-                                             samples=args.samples, seed=args.seed + k).sum())
+                cmll_sum += float(
+                    cmll_terms(
+                        model, batch, burn_in=args.burn_in, samples=args.samples, seed=args.seed + k
+                    ).sum()
+                )
     if n == 0:
         raise DataError(f"{args.data}: no rows to score")
     result = {"rows": n}
@@ -242,26 +271,33 @@ def sample(args) -> int:
 def describe(model, manifest: dict | None, top: int) -> dict:
     """Variables, features, edges and the strongest interactions of a model."""
     schema = model.schema
-    info = {"n_vars": schema.n_vars,
-            "cardinalities": {str(c): int((schema.cardinalities == c).sum())
-                              for c in np.unique(schema.cardinalities)}}
+    info = {
+        "n_vars": schema.n_vars,
+        "cardinalities": {
+            str(c): int((schema.cardinalities == c).sum()) for c in np.unique(schema.cardinalities)
+        },
+    }
     if isinstance(model, DependencyNetwork):
         info["kind"] = "dependency network"
         info["n_features"] = model.n_features
         return info
     fs = model.features
     lengths = fs.lengths()
-    info.update(kind="Markov network", n_features=int(fs.n_features),
-                feature_lengths={str(k): int(v) for k, v in
-                                 zip(*np.unique(lengths, return_counts=True))})
+    info.update(
+        kind="Markov network",
+        n_features=int(fs.n_features),
+        feature_lengths={str(k): int(v) for k, v in zip(*np.unique(lengths, return_counts=True))},
+    )
     strengths = model.pair_strengths()
     info["n_edges"] = len(strengths)
     info["strongest_interactions"] = [
         {"a": schema[i].name, "b": schema[j].name, "strength": round(s, 6)}
-        for s, i, j in strengths[:top]]
+        for s, i, j in strengths[:top]
+    ]
     if manifest is not None:
-        info["snapshot"] = {k: manifest.get(k) for k in ("sequence", "created", "rows_seen",
-                                                        "scores", "source")}
+        info["snapshot"] = {
+            k: manifest.get(k) for k in ("sequence", "created", "rows_seen", "scores", "source")
+        }
     return info
 
 
@@ -272,12 +308,15 @@ def inspect(args) -> int:
         if isinstance(model, DependencyNetwork):
             raise UsageError("--graph draws a Markov network; convert the DN first")
         from streammn.pictures import draw_network
+
         info["graph"] = {"out": args.graph, **draw_network(model, args.graph)}
     if args.json:
         print(json.dumps(info, indent=2))
         return EXIT_OK
-    print(f"{info['kind']}: {info['n_vars']} variables "
-          f"(cardinality: count {info['cardinalities']}), {info['n_features']:,} features")
+    print(
+        f"{info['kind']}: {info['n_vars']} variables "
+        f"(cardinality: count {info['cardinalities']}), {info['n_features']:,} features"
+    )
     if "n_edges" in info:
         print(f"feature lengths: {info['feature_lengths']}")
         print(f"edges: {info['n_edges']:,}; strongest interactions:")
@@ -287,8 +326,10 @@ def inspect(args) -> int:
         print(f"drew {info['graph']['edges_drawn']:,} edges into {args.graph}")
     if "snapshot" in info:
         snap = info["snapshot"]
-        print(f"snapshot {snap['sequence']} of {snap['created']}: {snap['rows_seen']:,} rows, "
-              f"scores {snap['scores']}")
+        print(
+            f"snapshot {snap['sequence']} of {snap['created']}: {snap['rows_seen']:,} rows, "
+            f"scores {snap['scores']}"
+        )
     return EXIT_OK
 
 
@@ -306,8 +347,8 @@ def demo(args) -> int:
 
     out = args.out or tempfile.mkdtemp(prefix="streammn-demo-")
     os.makedirs(out, exist_ok=True)
-    report = run_demo(out, n_rows=args.rows, n_vars=args.vars, seed=args.seed,
-                      progress=_progress(args))
+    report = run_demo(
+        out, n_rows=args.rows, n_vars=args.vars, seed=args.seed, progress=_progress(args)
+    )
     print(report)
     return EXIT_OK
-

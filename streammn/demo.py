@@ -17,8 +17,9 @@ from streammn.schema import Schema
 from streammn.errors import SettingsError
 
 
-def planted_network(n_vars: int, seed: int = 0, coupling: float = 1.0,
-                    extra_edges: int | None = None) -> tuple[MarkovNetwork, set[tuple[int, int]]]:
+def planted_network(
+    n_vars: int, seed: int = 0, coupling: float = 1.0, extra_edges: int | None = None
+) -> tuple[MarkovNetwork, set[tuple[int, int]]]:
     """A pairwise binary network and its edge set.
 
     Edges: each variable ``i > 0`` joins a random earlier one (a spanning tree), plus
@@ -55,8 +56,9 @@ def dependency_edges(dn) -> set[tuple[int, int]]:
     return edges
 
 
-def run_demo(out: str, n_rows: int = 100_000, n_vars: int = 16, seed: int = 0,
-             progress=None) -> str:
+def run_demo(
+    out: str, n_rows: int = 100_000, n_vars: int = 16, seed: int = 0, progress=None
+) -> str:
     """Run the demo into snapshot directory ``out``; returns the report text."""
     from streammn.dtsl import DTSL
     from streammn.engine import StreamLearner
@@ -67,24 +69,37 @@ def run_demo(out: str, n_rows: int = 100_000, n_vars: int = 16, seed: int = 0,
     validation = sample(planted, 5000, seed=seed + 1)
     source = SyntheticSource(planted, n_rows=n_rows, batch_size=4096, seed=seed)
     learner = DTSL(source.schema, mode="hoeffding", seed=seed)
-    engine = StreamLearner(source, learner, out, every_rows=max(n_rows // 5, 1), keep=10,
-                           validation=validation, progress=progress)
+    engine = StreamLearner(
+        source,
+        learner,
+        out,
+        every_rows=max(n_rows // 5, 1),
+        keep=10,
+        validation=validation,
+        progress=progress,
+    )
     engine.run()
     model = load_snapshot(out)
     found = dependency_edges(engine.learner.to_dependency_network())
     hits = len(found & truth)
-    lines = [f"Planted network: {n_vars} binary variables, {len(truth)} edges; streamed "
-             f"{n_rows:,} sampled rows.", "",
-             "rows seen   prequential PLL   validation PLL (MN)"]
+    lines = [
+        f"Planted network: {n_vars} binary variables, {len(truth)} edges; streamed "
+        f"{n_rows:,} sampled rows.",
+        "",
+        "rows seen   prequential PLL   validation PLL (MN)",
+    ]
     for h in engine.state.history:
         preq = "n/a" if h["prequential_pll"] is None else f"{h['prequential_pll']:.4f}"
         val = "n/a" if h["validation_pll"] is None else f"{h['validation_pll']:.4f}"
         lines.append(f"{h['rows_seen']:>9,}   {preq:>15}   {val:>14}")
-    lines += ["", f"Planted model's own validation PLL: {planted.pll(validation):.4f}",
-              f"Learned model's validation PLL: {model.pll(validation):.4f} "
-              f"({model.n_features:,} features)",
-              f"Structure: the learned trees test {len(found)} variable pairs; {hits} of the "
-              f"{len(truth)} planted edges among them (recall {hits / len(truth):.0%}, "
-              f"precision {hits / max(len(found), 1):.0%}).",
-              f"Snapshots in {out} (load one with streammn.load_snapshot(path))."]
+    lines += [
+        "",
+        f"Planted model's own validation PLL: {planted.pll(validation):.4f}",
+        f"Learned model's validation PLL: {model.pll(validation):.4f} "
+        f"({model.n_features:,} features)",
+        f"Structure: the learned trees test {len(found)} variable pairs; {hits} of the "
+        f"{len(truth)} planted edges among them (recall {hits / len(truth):.0%}, "
+        f"precision {hits / max(len(found), 1):.0%}).",
+        f"Snapshots in {out} (load one with streammn.load_snapshot(path)).",
+    ]
     return "\n".join(lines)

@@ -47,8 +47,12 @@ from streammn.errors import SettingsError
 
 PARTITION_KINDS = ("row_group", "file")
 # One thread per worker process for every threading layer a task might touch.
-PINNED_ENV = {"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
-              "MKL_NUM_THREADS": "1"}
+PINNED_ENV = {
+    "NUMBA_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
 
 
 class DistributedError(SettingsError):
@@ -105,15 +109,20 @@ def group_partitions(partitions: list[Partition], n_groups: int) -> list[list[Pa
     return [partitions[a:b] for a, b in zip(cuts[:-1], cuts[1:])]
 
 
-def read_partitions(parts: list[Partition], schema: Schema, columns: list[str],
-                    batch_size: int) -> Iterator[np.ndarray]:
+def read_partitions(
+    parts: list[Partition], schema: Schema, columns: list[str], batch_size: int
+) -> Iterator[np.ndarray]:
     """Validated ``uint8`` row blocks of the given partitions (what a task reads)."""
     for part in parts:
         with read_errors(part.path):
             pf = pq.ParquetFile(part.path)
             row = part.first_row
-            for rb in pf.iter_batches(batch_size=batch_size, row_groups=list(part.row_groups),
-                                      columns=columns, use_threads=False):
+            for rb in pf.iter_batches(
+                batch_size=batch_size,
+                row_groups=list(part.row_groups),
+                columns=columns,
+                use_threads=False,
+            ):
                 yield from record_batch_rows(rb, schema, row_offset=row, source=part.path)
                 row += rb.num_rows
 
@@ -121,8 +130,7 @@ def read_partitions(parts: list[Partition], schema: Schema, columns: list[str],
 def n_batches(data) -> int:
     """Batches a single-process :class:`ParquetSource` yields (batches never span files)."""
     source = _parquet(data)
-    return sum(-(-pq.ParquetFile(p).metadata.num_rows // source.batch_size)
-               for p in source.paths)
+    return sum(-(-pq.ParquetFile(p).metadata.num_rows // source.batch_size) for p in source.paths)
 
 
 # tree reduction -------------------------------------------------------------------------------
@@ -131,8 +139,10 @@ def _tree_reduce(client, futures: list, combine: Callable):
     if not futures:
         raise DistributedError("nothing to reduce: the dataset has no partitions")
     while len(futures) > 1:
-        paired = [client.submit(combine, futures[i], futures[i + 1], pure=False)
-                  for i in range(0, len(futures) - 1, 2)]
+        paired = [
+            client.submit(combine, futures[i], futures[i + 1], pure=False)
+            for i in range(0, len(futures) - 1, 2)
+        ]
         if len(futures) % 2:
             paired.append(futures[-1])
         futures = paired
@@ -157,8 +167,14 @@ def _merge_stores(a, b):
     return copy.deepcopy(a).merge(b)  # inputs stay untouched: a retried task sees them intact
 
 
-def count_statistics(data, store_factory: Callable, client, by: str = "row_group",
-                     n_tasks: int | None = None, schema: Schema | None = None):
+def count_statistics(
+    data,
+    store_factory: Callable,
+    client,
+    by: str = "row_group",
+    n_tasks: int | None = None,
+    schema: Schema | None = None,
+):
     """Count a statistics store over a Parquet dataset with Dask tasks, merged in a tree.
 
     ``data``: a :class:`ParquetSource`, or a file, directory or glob of Parquet files (read with
@@ -169,10 +185,19 @@ def count_statistics(data, store_factory: Callable, client, by: str = "row_group
     to one store updated with every row of the dataset.
     """
     source = _parquet(data, schema)
-    groups = group_partitions(parquet_partitions(source, by),
-                              n_tasks or _default_groups(client))
-    futures = [client.submit(_count_task, store_factory, source.schema, source.columns,
-                             source.batch_size, parts, pure=False) for parts in groups]
+    groups = group_partitions(parquet_partitions(source, by), n_tasks or _default_groups(client))
+    futures = [
+        client.submit(
+            _count_task,
+            store_factory,
+            source.schema,
+            source.columns,
+            source.batch_size,
+            parts,
+            pure=False,
+        )
+        for parts in groups
+    ]
     return _tree_reduce(client, futures, _merge_stores)
 
 
@@ -186,8 +211,9 @@ _ROW_NODES: dict[tuple[str, int], np.ndarray] = {}
 _ROW_NODES_LOCK = threading.Lock()
 
 
-def _remembered_nodes(key: tuple[str, int], n_rows: int, roots: np.ndarray,
-                      cache_bytes: int) -> np.ndarray | None:
+def _remembered_nodes(
+    key: tuple[str, int], n_rows: int, roots: np.ndarray, cache_bytes: int
+) -> np.ndarray | None:
     """This worker's row -> node table for task group ``key``, made (at the roots) if the
     worker's tables stay within ``cache_bytes``; None when they would not."""
     with _ROW_NODES_LOCK:
@@ -216,7 +242,7 @@ def _frontier_task(shipment, batch_size, parts, key, cache_bytes):
         if row_node is None:
             stats.add(rows, count_leaves=False, trees=trees)
         else:
-            view = row_node[:, offset:offset + rows.shape[0]]
+            view = row_node[:, offset : offset + rows.shape[0]]
             if view.shape[1] != rows.shape[0]:
                 raise SourceError(f"{parts[-1].path}: more rows than its metadata declares")
             stats.add_cached(rows, trees, view)
@@ -249,37 +275,61 @@ class DaskPasses:
         ``i`` is sent to the same worker every pass so that it finds its table there.
     """
 
-    def __init__(self, client, data, by: str = "row_group", n_tasks: int | None = None,
-                 cache_bytes: int = 256 * 2 ** 20):
+    def __init__(
+        self,
+        client,
+        data,
+        by: str = "row_group",
+        n_tasks: int | None = None,
+        cache_bytes: int = 256 * 2**20,
+    ):
         self.client = client
         self.source = _parquet(data)
         self.by = by
         self.n_tasks = n_tasks
         self.cache_bytes = int(cache_bytes)
-        self.groups = group_partitions(parquet_partitions(self.source, by),
-                                       n_tasks or _default_groups(client))
+        self.groups = group_partitions(
+            parquet_partitions(self.source, by), n_tasks or _default_groups(client)
+        )
         workers = sorted(client.nthreads())  # asks the scheduler, like _default_groups
         # where group i goes every pass ({} when no worker is known yet: anywhere)
-        self.homes = [{"workers": [workers[i % len(workers)]], "allow_other_workers": True}
-                      if workers else {} for i in range(len(self.groups))]
+        self.homes = [
+            {"workers": [workers[i % len(workers)]], "allow_other_workers": True} if workers else {}
+            for i in range(len(self.groups))
+        ]
         self.token = uuid.uuid4().hex
         self.n_passes = 0
 
     def __repr__(self) -> str:
-        return (f"DaskPasses({self.source.describe()}, by={self.by!r}, "
-                f"n_tasks={self.n_tasks!r})")
+        return f"DaskPasses({self.source.describe()}, by={self.by!r}, n_tasks={self.n_tasks!r})"
 
-    def __call__(self, forest: Forest, stats: LeafStats, chunk: np.ndarray,
-                 trees: np.ndarray) -> None:
+    def __call__(
+        self, forest: Forest, stats: LeafStats, chunk: np.ndarray, trees: np.ndarray
+    ) -> None:
         src = self.source
-        shipment = (src.schema, src.columns, forest.prior, forest.get_state(),
-                    np.asarray(chunk, dtype=np.int32), np.asarray(trees, dtype=np.int64),
-                    stats.dtype)
+        shipment = (
+            src.schema,
+            src.columns,
+            forest.prior,
+            forest.get_state(),
+            np.asarray(chunk, dtype=np.int32),
+            np.asarray(trees, dtype=np.int64),
+            stats.dtype,
+        )
         [shipped] = self.client.scatter([shipment], broadcast=True, hash=False)
-        futures = [self.client.submit(_frontier_task, shipped, src.batch_size, parts,
-                                      (self.token, i), self.cache_bytes, pure=False,
-                                      **self.homes[i])
-                   for i, parts in enumerate(self.groups)]
+        futures = [
+            self.client.submit(
+                _frontier_task,
+                shipped,
+                src.batch_size,
+                parts,
+                (self.token, i),
+                self.cache_bytes,
+                pure=False,
+                **self.homes[i],
+            )
+            for i, parts in enumerate(self.groups)
+        ]
         tot, leaf_stats = _tree_reduce(self.client, futures, _add_leaf_stats)
         slots = forest.slot[chunk].astype(np.int64)
         stats.tot[slots] += tot
@@ -303,16 +353,25 @@ def dask_client(spec: str = "local", timeout: float = 10.0):
     try:
         from distributed import Client, LocalCluster
     except ImportError:
-        raise DistributedError("Dask is not installed: pip install 'streammn[dask]' "
-                               "(dask and distributed)") from None
+        raise DistributedError(
+            "Dask is not installed: pip install 'streammn[dask]' (dask and distributed)"
+        ) from None
     m = _LOCAL.fullmatch(spec.strip())
     if m:
         n = int(m.group(1)) if m.group(1) else (os.cpu_count() or 1)
         if n < 1:
             raise DistributedError(f"{spec}: a local cluster needs at least one worker")
-        with LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                          dashboard_address=":0", silence_logs=logging.ERROR,
-                          env=PINNED_ENV) as cluster, Client(cluster) as client:
+        with (
+            LocalCluster(
+                n_workers=n,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=":0",
+                silence_logs=logging.ERROR,
+                env=PINNED_ENV,
+            ) as cluster,
+            Client(cluster) as client,
+        ):
             yield client
         return
     if spec.startswith("local"):

@@ -41,8 +41,10 @@ class DependencyNetwork:
         self.trees = trees
         self._all = FeatureSet.concat(schema, self.cpds)
         sizes = np.array([c.n_features for c in self.cpds], dtype=np.int64)
-        self._index = (np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
-                       np.arange(self._all.n_features, dtype=np.int64))
+        self._index = (
+            np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
+            np.arange(self._all.n_features, dtype=np.int64),
+        )
 
     @property
     def n_features(self) -> int:
@@ -54,14 +56,17 @@ class DependencyNetwork:
         if self.trees is None:
             return None
         counts = self.trees.counts
-        return [counts[self.trees.leaves(i), :d].sum(axis=0)
-                for i, d in enumerate(self.schema.cardinalities)]
+        return [
+            counts[self.trees.leaves(i), :d].sum(axis=0)
+            for i, d in enumerate(self.schema.cardinalities)
+        ]
 
     def log_conditional(self, rows: np.ndarray, i: int) -> np.ndarray:
         """Normalised ``log P(X_i = a | x_-i)`` for each row and value: shape (n, card_i)."""
         cpd = self.cpds[i]
-        logits = loglinear.conditional_logits(cpd, self.schema.rows_of(rows), i,
-                                              features=np.arange(cpd.n_features))
+        logits = loglinear.conditional_logits(
+            cpd, self.schema.rows_of(rows), i, features=np.arange(cpd.n_features)
+        )
         m = logits.max(axis=1, keepdims=True)
         return logits - m - np.log(np.exp(logits - m).sum(axis=1, keepdims=True))
 

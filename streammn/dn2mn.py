@@ -53,11 +53,14 @@ class DN2MNError(SettingsError):
 # base-instance distribution and orderings
 # ---------------------------------------------------------------------------------------------
 
+
 def marginals_from_rows(rows, schema: Schema, smoothing: float = 1.0) -> list[np.ndarray]:
-    """Libra's smoothed training marginals ``(count(x_i = v) + smoothing/d_i) / (N + smoothing)``."""
+    """Libra's smoothed marginals ``(count(x_i = v) + smoothing/d_i) / (N + smoothing)``."""
     rows = schema.rows_of(rows)
-    return smoothed([np.bincount(rows[:, i], minlength=int(d))
-                     for i, d in enumerate(schema.cardinalities)], smoothing)
+    return smoothed(
+        [np.bincount(rows[:, i], minlength=int(d)) for i, d in enumerate(schema.cardinalities)],
+        smoothing,
+    )
 
 
 def smoothed(counts, smoothing: float = 1.0) -> list[np.ndarray]:
@@ -87,9 +90,11 @@ def base_distribution(schema: Schema, base: str, base_instance=None, marginals=N
         table[np.arange(n), x] = 1.0
     elif base == "marginals":
         if marginals is None:
-            raise DN2MNError("base='marginals' needs marginals= (e.g. marginals_from_rows("
-                             "train_rows, schema), a MarginalCounts), train= rows, or a DN "
-                             "with its trees (as DTSL gives)")
+            raise DN2MNError(
+                "base='marginals' needs marginals= (e.g. marginals_from_rows("
+                "train_rows, schema), a MarginalCounts), train= rows, or a DN "
+                "with its trees (as DTSL gives)"
+            )
         if hasattr(marginals, "probabilities"):
             marginals = marginals.probabilities(smoothing=1.0)
         if isinstance(marginals, np.ndarray) and marginals.ndim == 2:
@@ -140,6 +145,7 @@ def rotation_fractions(n: int, distances) -> np.ndarray:
 # the conversion kernel
 # ---------------------------------------------------------------------------------------------
 
+
 @nb.njit(cache=True)
 def _copy_groups(cc, ng, keep, also, gs, ge, var, val, eq, o_var, o_val, o_eq):
     """Write the conditions of the kept groups (and of group ``also``, -1 for none) from output
@@ -155,9 +161,35 @@ def _copy_groups(cc, ng, keep, also, gs, ge, var, val, eq, o_var, o_val, o_eq):
 
 
 @nb.njit(cache=True)
-def _convert_one(f, target, weights, ptr, var, val, eq, base, positions, rotate, spec_w, n,
-                 write, fo, co, o_w, o_ptr, o_var, o_val, o_eq, gvar, gs, ge, gp, dist, order,
-                 keep):
+def _convert_one(
+    f,
+    target,
+    weights,
+    ptr,
+    var,
+    val,
+    eq,
+    base,
+    positions,
+    rotate,
+    spec_w,
+    n,
+    write,
+    fo,
+    co,
+    o_w,
+    o_ptr,
+    o_var,
+    o_val,
+    o_eq,
+    gvar,
+    gs,
+    ge,
+    gp,
+    dist,
+    order,
+    keep,
+):
     """Conditioned subfeatures of input feature ``f`` (CPD ``target``).
 
     Returns ``(n_features, n_conditions)`` produced; with ``write`` they are stored at feature
@@ -241,8 +273,9 @@ def _convert_one(f, target, weights, ptr, var, val, eq, base, positions, rotate,
             # numerator: kept groups + the target's tests, in variable order
             if write:
                 o_w[fo + n_f] = wt
-                o_ptr[fo + n_f + 1] = _copy_groups(co + n_c, ng, keep, ti, gs, ge, var, val,
-                                                   eq, o_var, o_val, o_eq)
+                o_ptr[fo + n_f + 1] = _copy_groups(
+                    co + n_c, ng, keep, ti, gs, ge, var, val, eq, o_var, o_val, o_eq
+                )
             n_f += 1
             n_c += len_k + len_t
             # denominator: kept groups only, the target fixed to x'_i as well
@@ -251,8 +284,9 @@ def _convert_one(f, target, weights, ptr, var, val, eq, base, positions, rotate,
                 continue  # a constant feature only shifts log Z
             if write:
                 o_w[fo + n_f] = wd
-                o_ptr[fo + n_f + 1] = _copy_groups(co + n_c, ng, keep, -1, gs, ge, var, val,
-                                                   eq, o_var, o_val, o_eq)
+                o_ptr[fo + n_f + 1] = _copy_groups(
+                    co + n_c, ng, keep, -1, gs, ge, var, val, eq, o_var, o_val, o_eq
+                )
             n_f += 1
             n_c += len_k
     return n_f, n_c
@@ -260,9 +294,15 @@ def _convert_one(f, target, weights, ptr, var, val, eq, base, positions, rotate,
 
 @nb.njit(cache=True)
 def _scratch(max_len):
-    return (np.empty(max_len, np.int64), np.empty(max_len, np.int64), np.empty(max_len, np.int64),
-            np.empty(max_len, np.float64), np.empty(max_len, np.int64),
-            np.empty(max_len, np.int64), np.empty(max_len, np.bool_))
+    return (
+        np.empty(max_len, np.int64),
+        np.empty(max_len, np.int64),
+        np.empty(max_len, np.int64),
+        np.empty(max_len, np.float64),
+        np.empty(max_len, np.int64),
+        np.empty(max_len, np.int64),
+        np.empty(max_len, np.bool_),
+    )
 
 
 def _block_conversion(loop):
@@ -271,8 +311,7 @@ def _block_conversion(loop):
     snapshot writer: numba's OpenMP layer aborts a child that does). One body, two kernels;
     numba caches both, as their closures differ."""
 
-    def convert(targets, weights, ptr, var, val, eq, base, positions, rotate, spec_w, n,
-                max_len):
+    def convert(targets, weights, ptr, var, val, eq, base, positions, rotate, spec_w, n, max_len):
         F = weights.shape[0]
         n_blocks = min(F, 256)
         nf = np.zeros(F, dtype=np.int64)
@@ -285,10 +324,35 @@ def _block_conversion(loop):
         for blk in loop(n_blocks):
             gvar, gs, ge, gp, dist, order, keep = _scratch(max_len)
             for f in range(blk, F, n_blocks):
-                nf[f], ncond[f] = _convert_one(f, targets[f], weights, ptr, var, val, eq,
-                                               base, positions, rotate, spec_w, n, False, 0, 0,
-                                               e_w, e_i, e_v, e_u, e_b, gvar, gs, ge, gp, dist,
-                                               order, keep)
+                nf[f], ncond[f] = _convert_one(
+                    f,
+                    targets[f],
+                    weights,
+                    ptr,
+                    var,
+                    val,
+                    eq,
+                    base,
+                    positions,
+                    rotate,
+                    spec_w,
+                    n,
+                    False,
+                    0,
+                    0,
+                    e_w,
+                    e_i,
+                    e_v,
+                    e_u,
+                    e_b,
+                    gvar,
+                    gs,
+                    ge,
+                    gp,
+                    dist,
+                    order,
+                    keep,
+                )
         f_off = np.zeros(F + 1, dtype=np.int64)
         c_off = np.zeros(F + 1, dtype=np.int64)
         for f in range(F):
@@ -302,10 +366,37 @@ def _block_conversion(loop):
         for blk in loop(n_blocks):
             gvar, gs, ge, gp, dist, order, keep = _scratch(max_len)
             for f in range(blk, F, n_blocks):
-                _convert_one(f, targets[f], weights, ptr, var, val, eq, base, positions,
-                             rotate, spec_w, n, True, f_off[f], c_off[f], o_w, o_ptr, o_var, o_val,
-                             o_eq, gvar, gs, ge, gp, dist, order, keep)
+                _convert_one(
+                    f,
+                    targets[f],
+                    weights,
+                    ptr,
+                    var,
+                    val,
+                    eq,
+                    base,
+                    positions,
+                    rotate,
+                    spec_w,
+                    n,
+                    True,
+                    f_off[f],
+                    c_off[f],
+                    o_w,
+                    o_ptr,
+                    o_var,
+                    o_val,
+                    o_eq,
+                    gvar,
+                    gs,
+                    ge,
+                    gp,
+                    dist,
+                    order,
+                    keep,
+                )
         return o_w, o_ptr, o_var, o_val, o_eq
+
     return convert
 
 
@@ -317,11 +408,23 @@ _convert_serial = nb.njit(cache=True)(_block_conversion(range))
 # public API
 # ---------------------------------------------------------------------------------------------
 
-def dn2mn(dn: DependencyNetwork, base: str = "marginals", orderings: str = "rotations2",
-          base_instance=None, marginals=None, order=None, merge: bool = True,
-          zero_tol: float = 1e-12, refine: int | None = None, train=None, valid=None,
-          refine_stddev: float = 1.0, parallel: bool | None = None,
-          weights: str | None = None) -> MarkovNetwork:
+
+def dn2mn(
+    dn: DependencyNetwork,
+    base: str = "marginals",
+    orderings: str = "rotations2",
+    base_instance=None,
+    marginals=None,
+    order=None,
+    merge: bool = True,
+    zero_tol: float = 1e-12,
+    refine: int | None = None,
+    train=None,
+    valid=None,
+    refine_stddev: float = 1.0,
+    parallel: bool | None = None,
+    weights: str | None = None,
+) -> MarkovNetwork:
     """Convert a dependency network into a Markov network in closed form (and, given training
     rows, refine its weights as snapshots do: ``weights``).
 
@@ -394,8 +497,20 @@ def dn2mn(dn: DependencyNetwork, base: str = "marginals", orderings: str = "rota
     if parallel is None:
         parallel = not serial_kernels_only()
     convert = _convert if parallel else _convert_serial
-    out = convert(targets, all_feats.weights, all_feats.ptr, all_feats.var, all_feats.val,
-                  all_feats.eq, table, positions, rotate, spec_w, n, max(max_len, 1))
+    out = convert(
+        targets,
+        all_feats.weights,
+        all_feats.ptr,
+        all_feats.var,
+        all_feats.val,
+        all_feats.eq,
+        table,
+        positions,
+        rotate,
+        spec_w,
+        n,
+        max(max_len, 1),
+    )
     features = FeatureSet(schema, *out, validate=False)  # conditions copied from the DN's
     if merge:
         features = features.merge_duplicates(drop_zero=True, tol=zero_tol)
@@ -411,14 +526,16 @@ def dn2mn(dn: DependencyNetwork, base: str = "marginals", orderings: str = "rota
     return model
 
 
-def refine_weights(model: MarkovNetwork, iterations: int, train, valid,
-                   stddev: float = 1.0) -> MarkovNetwork:
+def refine_weights(
+    model: MarkovNetwork, iterations: int, train, valid, stddev: float = 1.0
+) -> MarkovNetwork:
     """A few PLL steps from the model's weights, kept only if validation PLL improves."""
     from streammn.weights import fit_weights
 
     if train is None or valid is None:
         raise DN2MNError("refine= needs train= rows to learn on and valid= rows to check on")
     # the Gaussian prior is centred on the converted weights: refining means staying near them
-    refined = fit_weights(model, train, stddev=stddev, max_iter=int(iterations),
-                          prior_mean=model.weights)
+    refined = fit_weights(
+        model, train, stddev=stddev, max_iter=int(iterations), prior_mean=model.weights
+    )
     return refined if refined.pll(valid) > model.pll(valid) else model

@@ -1,4 +1,4 @@
-"""DTSL: one probabilistic decision tree per variable, learned from batches, as a dependency network.
+"""DTSL: a probabilistic decision tree per variable, learned from batches: a dependency network.
 
 Lowd & Davis's DTSL (paper 000, Section III) learns for every variable ``X_i`` a decision tree
 predicting it from all the others; the trees form a dependency network and their paths become
@@ -21,7 +21,6 @@ structure prior ``P(S) ∝ kappa^parameters`` (gain above ``(d - 1) * -ln(kappa)
 from __future__ import annotations
 
 import math
-import numbers
 
 import numba
 import numpy as np
@@ -171,76 +170,129 @@ class DTSL(StructureLearner):
     converts_in_writer = True  # DN2MN runs on serial kernels in a forked snapshot writer
     param_error = DTSLError
     parameters = {
-        "kappa": Param(AUTOMATIC | Interval(float, 0, 1, "right"),
-                       "split criterion: 'auto' tests each split for significance, corrected "
-                       "for the candidates and the looks at a leaf, so trees grow with the "
-                       "evidence and stop on noise at any data size; a number in (0, 1] is "
-                       "Libra's fixed structure prior per added parameter (smaller gives "
-                       "smaller trees)", flag="--kappa"),
-        "mode": Param(OneOf(*MODES), "hoeffding: one pass, streaming; exact: level-wise "
-                      "passes over a finite source", flag="--mode"),
-        "grace_period": Param(Interval(int, 1), "hoeffding: rows reaching a leaf between "
-                              "split attempts", flag="--grace-period"),
-        "delta": Param(Interval(float, 0, 1, "neither"), "hoeffding: bound confidence",
-                       flag="--delta"),
+        "kappa": Param(
+            AUTOMATIC | Interval(float, 0, 1, "right"),
+            "split criterion: 'auto' tests each split for significance, corrected "
+            "for the candidates and the looks at a leaf, so trees grow with the "
+            "evidence and stop on noise at any data size; a number in (0, 1] is "
+            "Libra's fixed structure prior per added parameter (smaller gives "
+            "smaller trees)",
+            flag="--kappa",
+        ),
+        "mode": Param(
+            OneOf(*MODES),
+            "hoeffding: one pass, streaming; exact: level-wise passes over a finite source",
+            flag="--mode",
+        ),
+        "grace_period": Param(
+            Interval(int, 1),
+            "hoeffding: rows reaching a leaf between split attempts",
+            flag="--grace-period",
+        ),
+        "delta": Param(
+            Interval(float, 0, 1, "neither"), "hoeffding: bound confidence", flag="--delta"
+        ),
         "tau": Param(Interval(float, 0), "hoeffding: tie threshold", flag="--tau"),
-        "max_depth": Param(NONE | Interval(int, 0), "depth limit of every tree (default: "
-                           "none)"),
-        "max_tree_leaves": Param(NONE | Interval(int, 1), "hoeffding: optional cap on the "
-                                 "leaves of every tree; not needed with kappa 'auto' "
-                                 "(default: no cap)", flag="--max-tree-leaves"),
-        "max_leaves": Param(NONE | Interval(int, 1), "most leaves collecting split statistics "
-                            "at once, over all trees (default: from the memory budget)",
-                            flag="--max-leaves"),
-        "memory_mb": Param(Interval(float, 0, None, "neither"), "memory budget for the "
-                           "trees, replay buffer and split statistics, in MB; when it binds, "
-                           "fewer (the most promising) leaves collect statistics",
-                           flag="--memory-mb"),
+        "max_depth": Param(NONE | Interval(int, 0), "depth limit of every tree (default: none)"),
+        "max_tree_leaves": Param(
+            NONE | Interval(int, 1),
+            "hoeffding: optional cap on the "
+            "leaves of every tree; not needed with kappa 'auto' "
+            "(default: no cap)",
+            flag="--max-tree-leaves",
+        ),
+        "max_leaves": Param(
+            NONE | Interval(int, 1),
+            "most leaves collecting split statistics "
+            "at once, over all trees (default: from the memory budget)",
+            flag="--max-leaves",
+        ),
+        "memory_mb": Param(
+            Interval(float, 0, None, "neither"),
+            "memory budget for the "
+            "trees, replay buffer and split statistics, in MB; when it binds, "
+            "fewer (the most promising) leaves collect statistics",
+            flag="--memory-mb",
+        ),
         "min_count": Param(AUTOMATIC | Interval(int, 1), "rows a test needs on each side"),
         "prior": Param(Interval(float, 0, None, "neither"), "Dirichlet pseudo-count of a leaf"),
-        "replay_rows": Param(AUTOMATIC | Interval(int, 0), "hoeffding: recent rows replayed into "
-                             "new leaves (0: off)"),
-        "n_threads": Param(AUTOMATIC | Interval(int, 1), "parallel blocks of trees; does not "
-                           "change the result", resume=True),
-        "seed": Param(NONE | Interval(int, 0), "accepted for uniformity; DTSL is "
-                      "deterministic", flag="--seed", resume=True),
-        "split_alpha": Param(Interval(float, 0, 0.5, "neither"), "with kappa 'auto': chance "
-                             "that a leaf with nothing to learn ever splits",
-                             flag="--split-alpha"),
-        "min_gain_per_row": Param(Interval(float, 0), "with kappa 'auto': least gain per row "
-                                  "of the data seen for a split"),
-        "drift": Param(NONE | OneOf(*DETECTORS), "hoeffding: detect drift per tree "
-                       "(prequential log-loss, one-sided CUSUM) and swap in alternate trees "
-                       "grown since the change (default: off)", flag="--drift"),
-        "half_life": Param(NONE | Interval(float, 1), "hoeffding: forget old rows, halving "
-                           "all counts every this many rows (default: never)",
-                           flag="--half-life"),
+        "replay_rows": Param(
+            AUTOMATIC | Interval(int, 0), "hoeffding: recent rows replayed into new leaves (0: off)"
+        ),
+        "n_threads": Param(
+            AUTOMATIC | Interval(int, 1),
+            "parallel blocks of trees; does not change the result",
+            resume=True,
+        ),
+        "seed": Param(
+            NONE | Interval(int, 0),
+            "accepted for uniformity; DTSL is deterministic",
+            flag="--seed",
+            resume=True,
+        ),
+        "split_alpha": Param(
+            Interval(float, 0, 0.5, "neither"),
+            "with kappa 'auto': chance that a leaf with nothing to learn ever splits",
+            flag="--split-alpha",
+        ),
+        "min_gain_per_row": Param(
+            Interval(float, 0), "with kappa 'auto': least gain per row of the data seen for a split"
+        ),
+        "drift": Param(
+            NONE | OneOf(*DETECTORS),
+            "hoeffding: detect drift per tree "
+            "(prequential log-loss, one-sided CUSUM) and swap in alternate trees "
+            "grown since the change (default: off)",
+            flag="--drift",
+        ),
+        "half_life": Param(
+            NONE | Interval(float, 1),
+            "hoeffding: forget old rows, halving all counts every this many rows (default: never)",
+            flag="--half-life",
+        ),
     }
 
-    def __init__(self, schema: Schema, kappa: float | str = AUTO, mode: str = "hoeffding",
-                 grace_period: int = 200, delta: float = 1e-7, tau: float = 0.05,
-                 max_depth: int | None = None, max_tree_leaves: int | None = None,
-                 max_leaves: int | None = None, memory_mb: float = 256.0,
-                 min_count: int | str = AUTO,
-                 prior: float = 1.0, replay_rows: int | str = AUTO, n_threads: int | str = AUTO,
-                 seed: int | None = None, split_alpha: float = DEFAULT_ALPHA,
-                 min_gain_per_row: float = DEFAULT_MIN_GAIN_PER_ROW,
-                 drift: str | None = None, half_life: float | None = None):
+    def __init__(
+        self,
+        schema: Schema,
+        kappa: float | str = AUTO,
+        mode: str = "hoeffding",
+        grace_period: int = 200,
+        delta: float = 1e-7,
+        tau: float = 0.05,
+        max_depth: int | None = None,
+        max_tree_leaves: int | None = None,
+        max_leaves: int | None = None,
+        memory_mb: float = 256.0,
+        min_count: int | str = AUTO,
+        prior: float = 1.0,
+        replay_rows: int | str = AUTO,
+        n_threads: int | str = AUTO,
+        seed: int | None = None,
+        split_alpha: float = DEFAULT_ALPHA,
+        min_gain_per_row: float = DEFAULT_MIN_GAIN_PER_ROW,
+        drift: str | None = None,
+        half_life: float | None = None,
+    ):
         self._check_params(locals())
         if not isinstance(schema, Schema):
             raise DTSLError(f"schema must be a streammn Schema, got {type(schema).__name__}")
-        if mode == "exact" and (drift is not None or half_life is not None
-                                and not math.isinf(half_life)):
-            raise DTSLError("drift and half_life apply to mode='hoeffding' (exact mode learns "
-                            "a fixed, finite source)")
+        if mode == "exact" and (
+            drift is not None or half_life is not None and not math.isinf(half_life)
+        ):
+            raise DTSLError(
+                "drift and half_life apply to mode='hoeffding' (exact mode learns "
+                "a fixed, finite source)"
+            )
         if mode == "exact" and schema.grows:
-            raise DTSLError("a growing schema (new values mid-stream) applies to "
-                            "mode='hoeffding'; exact mode learns a finite source whose "
-                            "cardinalities can be declared")
+            raise DTSLError(
+                "a growing schema (new values mid-stream) applies to "
+                "mode='hoeffding'; exact mode learns a finite source whose "
+                "cardinalities can be declared"
+            )
         self.schema = schema
         self.drift = drift
-        self.half_life = (None if half_life is None or math.isinf(half_life)
-                          else float(half_life))
+        self.half_life = None if half_life is None or math.isinf(half_life) else float(half_life)
         self.kappa = AUTO if kappa == AUTO else float(kappa)
         self.split_alpha = float(split_alpha)
         self.min_gain_per_row = float(min_gain_per_row)
@@ -272,7 +324,7 @@ class DTSL(StructureLearner):
         if self.max_leaves is not None:
             return self.max_leaves
         slot = LeafStats.slot_bytes(self.forest, np.int64)
-        return max(1, int(self.memory_mb * 2 ** 20 // slot))
+        return max(1, int(self.memory_mb * 2**20 // slot))
 
     @property
     def rows_per_side(self) -> int:
@@ -290,26 +342,39 @@ class DTSL(StructureLearner):
         if self.replay_rows != AUTO:
             return int(self.replay_rows)
         per_row = 5 * self.schema.n_vars
-        return int(min(100_000, self.memory_mb * 2 ** 20 / 4 // per_row))
+        return int(min(100_000, self.memory_mb * 2**20 / 4 // per_row))
 
-    def _make_grower(self, forest: Forest | None = None,
-                     state: dict | None = None) -> HoeffdingGrower:
+    def _make_grower(
+        self, forest: Forest | None = None, state: dict | None = None
+    ) -> HoeffdingGrower:
         """A grower of ``forest`` (default: the learner's) with the learner's settings; a
         forgetting one when a half-life is set."""
         forget = {} if self.half_life is None else {"half_life": self.half_life}
         return (ForgettingGrower if forget else HoeffdingGrower)(
-            self.forest if forest is None else forest, self.kappa, self.grace_period,
-            self.delta, self.tau, self.rows_per_side, self.max_depth, self.max_leaves,
-            self.replay_size, self.threads, state=state,
-            max_tree_leaves=self.max_tree_leaves, alpha=self.split_alpha,
-            memory_bytes=int(self.memory_mb * 2 ** 20),
-            min_gain_per_row=self.min_gain_per_row, **forget)
+            self.forest if forest is None else forest,
+            self.kappa,
+            self.grace_period,
+            self.delta,
+            self.tau,
+            self.rows_per_side,
+            self.max_depth,
+            self.max_leaves,
+            self.replay_size,
+            self.threads,
+            state=state,
+            max_tree_leaves=self.max_tree_leaves,
+            alpha=self.split_alpha,
+            memory_bytes=int(self.memory_mb * 2**20),
+            min_gain_per_row=self.min_gain_per_row,
+            **forget,
+        )
 
     def _make_adapter(self, state: dict | None = None) -> DriftAdapter | None:
         if self.drift is None:
             return None
-        return DriftAdapter(self._grower, lambda forest, st: self._make_grower(forest, st),
-                            state=state)
+        return DriftAdapter(
+            self._grower, lambda forest, st: self._make_grower(forest, st), state=state
+        )
 
     @property
     def forest_schema(self) -> Schema:
@@ -338,8 +403,10 @@ class DTSL(StructureLearner):
         untouched.
         """
         if self.mode != "hoeffding":
-            raise DTSLError("partial_fit needs mode='hoeffding'; exact mode learns with "
-                            "fit(source) over a re-iterable source")
+            raise DTSLError(
+                "partial_fit needs mode='hoeffding'; exact mode learns with "
+                "fit(source) over a re-iterable source"
+            )
         rows = self._validate(batch)
         while self.schema.grows:  # a new value: grow at its row (streammn.trees.growth)
             row, cards = first_new_value(self.schema, rows)
@@ -376,8 +443,10 @@ class DTSL(StructureLearner):
         if isinstance(source, np.ndarray):
             source = ArraySource(source, schema=self.schema)
         if isinstance(source, Source) and not self.schema.same_stream(source.schema):
-            raise SchemaError(f"source schema {source.schema!r} differs from the learner's "
-                              f"{self.schema!r}", source=source.describe())
+            raise SchemaError(
+                f"source schema {source.schema!r} differs from the learner's {self.schema!r}",
+                source=source.describe(),
+            )
         self._reset()
         if self.mode == "hoeffding":
             if isinstance(source, Source):
@@ -387,13 +456,23 @@ class DTSL(StructureLearner):
             self.n_passes = 1
             return self
         if not isinstance(source, Source) or not source.rewindable:
-            raise DTSLError("exact mode needs a re-iterable connectors Source (one pass per "
-                            "tree level), e.g. ArraySource or a file source")
-        self.n_passes = grow_level_wise(self.forest, source, self.kappa, self.rows_per_side,
-                                        self.max_depth, self.leaf_budget, self.threads,
-                                        cache_bytes=int(self.memory_mb * 2 ** 20),
-                                        count_pass=count_pass, alpha=self.split_alpha,
-                                        min_gain_per_row=self.min_gain_per_row)
+            raise DTSLError(
+                "exact mode needs a re-iterable connectors Source (one pass per "
+                "tree level), e.g. ArraySource or a file source"
+            )
+        self.n_passes = grow_level_wise(
+            self.forest,
+            source,
+            self.kappa,
+            self.rows_per_side,
+            self.max_depth,
+            self.leaf_budget,
+            self.threads,
+            cache_bytes=int(self.memory_mb * 2**20),
+            count_pass=count_pass,
+            alpha=self.split_alpha,
+            min_gain_per_row=self.min_gain_per_row,
+        )
         self.rows_seen = int(self.forest.counts[self.forest.roots].sum(axis=1).max())
         if self.forest.observed is not None:  # missing mode: one more pass (trees.missing)
             source.rewind()
@@ -440,9 +519,12 @@ class DTSL(StructureLearner):
     def tree_stats(self) -> dict:
         """Per-tree sizes: ``n_leaves``, ``depth``, ``n_nodes`` (arrays over variables)."""
         f = self.forest
-        return {"n_leaves": f.n_leaves(), "depth": f.depths(),
-                "n_nodes": 2 * f.n_leaves() - 1,
-                "active_leaves": 0 if self._grower is None else self._grower.stats.n_active}
+        return {
+            "n_leaves": f.n_leaves(),
+            "depth": f.depths(),
+            "n_nodes": 2 * f.n_leaves() - 1,
+            "active_leaves": 0 if self._grower is None else self._grower.stats.n_active,
+        }
 
     def drift_summary(self) -> dict | None:
         """Drift events so far (alarms, swaps, drops, the trees under alternation, the last
@@ -456,9 +538,13 @@ class DTSL(StructureLearner):
     # state ----------------------------------------------------------------------------------
     def get_state(self) -> tuple[dict, dict[str, np.ndarray]]:
         """Full learner state as (JSON-able metadata, plain numpy arrays)."""
-        meta = {"format": STATE_FORMAT, "schema": self.schema.to_dict(),
-                "params": self.get_params(), "rows_seen": self.rows_seen,
-                "n_passes": self.n_passes}
+        meta = {
+            "format": STATE_FORMAT,
+            "schema": self.schema.to_dict(),
+            "params": self.get_params(),
+            "rows_seen": self.rows_seen,
+            "n_passes": self.n_passes,
+        }
         arrays = self.forest.get_state()
         if self._grower is not None:
             arrays.update(self._grower.get_state())
@@ -495,4 +581,3 @@ class DTSL(StructureLearner):
         """Same parameters and identical state (trees, counts, statistics)."""
         (ma, a), (mb, b) = self.get_state(), other.get_state()
         return ma == mb and a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
-

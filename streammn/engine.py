@@ -74,11 +74,26 @@ from streammn.learner import StructureLearner
 from streammn.loglinear import MASK_VALUES
 from streammn.model import MarkovNetwork
 from streammn.resume_guard import ResumeSettingsError, check_resume_settings
-from streammn.published import (MEMORY_MB, Published, WeightSample, WeightState, check_weights,
-                                list_bytes, publish, warm_up)
+from streammn.published import (
+    MEMORY_MB,
+    Published,
+    WeightSample,
+    WeightState,
+    check_weights,
+    list_bytes,
+    publish,
+    warm_up,
+)
 from streammn.publishing import Publisher, serial_kernels
-from streammn.snapshot import (NO_SNAPSHOT, RESUME_HINT, SnapshotWriteFailed, SnapshotWriter,
-                               latest_valid_snapshot, model_summary, resolve_snapshot)
+from streammn.snapshot import (
+    NO_SNAPSHOT,
+    RESUME_HINT,
+    SnapshotWriteFailed,
+    SnapshotWriter,
+    latest_valid_snapshot,
+    model_summary,
+    resolve_snapshot,
+)
 from streammn.schema import Validated, complete_rows
 from streammn.trees.growth import rows_within
 from streammn.errors import SettingsError
@@ -120,10 +135,15 @@ class Progress:
         return self.preq_log_sum / self.preq_rows if self.preq_rows else None
 
     def to_dict(self) -> dict:
-        return {"rows_seen": self.rows_seen, "batches_seen": self.batches_seen,
-                "preq_log_sum": self.preq_log_sum, "preq_rows": self.preq_rows,
-                "snapshots_written": self.snapshots_written,
-                "next_snapshot_rows": self.next_snapshot_rows, "history": self.history}
+        return {
+            "rows_seen": self.rows_seen,
+            "batches_seen": self.batches_seen,
+            "preq_log_sum": self.preq_log_sum,
+            "preq_rows": self.preq_rows,
+            "snapshots_written": self.snapshots_written,
+            "next_snapshot_rows": self.next_snapshot_rows,
+            "history": self.history,
+        }
 
     @classmethod
     def from_dict(cls, d: dict) -> "Progress":
@@ -185,30 +205,44 @@ class StreamLearner:
     MarkovNetwork(8 variables, 141 features, max_states=1048576)
     """
 
-    def __init__(self, source: Source, learner: StructureLearner, snapshot_dir,
-                 every_rows: int | None = None, every_seconds: float | None = None,
-                 keep: int = 5, weights: str = "refined", weights_memory_mb: float = MEMORY_MB,
-                 validation: np.ndarray | None = None, prequential_rows: int | None = 4096,
-                 formats=("json", "mn", "uai"), progress: TextIO | str | None = STDERR,
-                 progress_interval: float = 2.0, background: bool = True,
-                 when_busy: str = "wait"):
+    def __init__(
+        self,
+        source: Source,
+        learner: StructureLearner,
+        snapshot_dir,
+        every_rows: int | None = None,
+        every_seconds: float | None = None,
+        keep: int = 5,
+        weights: str = "refined",
+        weights_memory_mb: float = MEMORY_MB,
+        validation: np.ndarray | None = None,
+        prequential_rows: int | None = 4096,
+        formats=("json", "mn", "uai"),
+        progress: TextIO | str | None = STDERR,
+        progress_interval: float = 2.0,
+        background: bool = True,
+        when_busy: str = "wait",
+    ):
         if every_rows is not None and every_rows < 1:
             raise EngineError(f"every_rows must be positive, got {every_rows}")
         if every_seconds is not None and every_seconds <= 0:
             raise EngineError(f"every_seconds must be positive, got {every_seconds}")
         if not isinstance(learner, StructureLearner):
-            raise EngineError(f"{type(learner).__name__} is not a structure learner (see "
-                              f"streammn.learner.StructureLearner)")
+            raise EngineError(
+                f"{type(learner).__name__} is not a structure learner (see "
+                f"streammn.learner.StructureLearner)"
+            )
         if not learner.schema.same_stream(source.schema):
-            raise EngineError(f"learner schema {learner.schema!r} differs from the source's "
-                              f"{source.schema!r}")
+            raise EngineError(
+                f"learner schema {learner.schema!r} differs from the source's {source.schema!r}"
+            )
         check_weights(weights)
         if when_busy not in WHEN_BUSY:
-            raise EngineError(f"when_busy must be one of {', '.join(WHEN_BUSY)}, "
-                              f"got {when_busy!r}")
+            raise EngineError(f"when_busy must be one of {', '.join(WHEN_BUSY)}, got {when_busy!r}")
         if isinstance(progress, str) and progress != STDERR:
-            raise EngineError(f"progress must be a text stream, None or {STDERR!r}, "
-                              f"got {progress!r}")
+            raise EngineError(
+                f"progress must be a text stream, None or {STDERR!r}, got {progress!r}"
+            )
         self.source = source
         self.learner = learner
         self.writer = SnapshotWriter(snapshot_dir, keep=keep)
@@ -221,8 +255,11 @@ class StreamLearner:
         self._progress = progress
         self.progress_interval = progress_interval
         stored = source.schema.ceiling()  # a growing schema's sample: at its maxima
-        self.sample = (WeightSample(stored, weights_memory_mb, hold_out=validation is None)
-                       if weights == "refined" else None)
+        self.sample = (
+            WeightSample(stored, weights_memory_mb, hold_out=validation is None)
+            if weights == "refined"
+            else None
+        )
         self.weight_state = WeightState()  # where the last refinement left off
         self.state = Progress(next_snapshot_rows=every_rows)
         self.model: MarkovNetwork | None = None
@@ -236,10 +273,12 @@ class StreamLearner:
         self._stop_signal: int | None = None
 
     def __repr__(self) -> str:
-        return (f"StreamLearner({self.source.describe()}, {self.learner!r}, "
-                f"every_rows={self.every_rows}, every_seconds={self.every_seconds}, "
-                f"keep={self.writer.keep}, weights={self.weights!r}, "
-                f"background={self.publisher.background}, when_busy={self.when_busy!r})")
+        return (
+            f"StreamLearner({self.source.describe()}, {self.learner!r}, "
+            f"every_rows={self.every_rows}, every_seconds={self.every_seconds}, "
+            f"keep={self.writer.keep}, weights={self.weights!r}, "
+            f"background={self.publisher.background}, when_busy={self.when_busy!r})"
+        )
 
     # resume -------------------------------------------------------------------------------
     def resume(self) -> bool:
@@ -266,8 +305,7 @@ class StreamLearner:
             raise EngineError(f"{snap.path}: snapshot schema differs from the source's")
         if self.sample is not None:
             self.sample = WeightSample.from_bytes(snap.file(SAMPLE_FILE).read_bytes())
-            self.weight_state = WeightState.from_bytes(
-                snap.file(WEIGHT_STATE_FILE).read_bytes())
+            self.weight_state = WeightState.from_bytes(snap.file(WEIGHT_STATE_FILE).read_bytes())
         self.source.seek(manifest["source"]["position"])
         self.learner = learner
         self.state = Progress.from_dict(engine)
@@ -334,8 +372,9 @@ class StreamLearner:
             if path is None:  # resumed with nothing new: that snapshot stands
                 path = self._resumed_from or resolve_snapshot(self.writer.directory)
             if self.progress_stream is not None:
-                self._print_progress(time.monotonic() - started,
-                                     self.state.rows_seen - rows_at_start, final=True)
+                self._print_progress(
+                    time.monotonic() - started, self.state.rows_seen - rows_at_start, final=True
+                )
             return path
         finally:
             self.publisher.abandon()  # only a run ending on an unexpected error has one left
@@ -353,8 +392,10 @@ class StreamLearner:
         snapshot holds the same model.
         """
         if not self.source.rewindable:
-            raise EngineError(f"{self.source.describe()} cannot be read again: multi-pass "
-                              f"learning needs a finite file source")
+            raise EngineError(
+                f"{self.source.describe()} cannot be read again: multi-pass "
+                f"learning needs a finite file source"
+            )
         with self.writer.holding():
             return self._run_multipass(dask_client)
 
@@ -364,18 +405,21 @@ class StreamLearner:
         if dask_client is not None:
             from streammn.distributed import DaskPasses, count_statistics, n_batches
             from streammn.stats import MarginalCounts
+
             if self.sample is not None:
-                raise EngineError("refined weights keep a row sample in this process; with "
-                                  "Dask passes, publish the closed form (weights="
-                                  "'closed-form')")
+                raise EngineError(
+                    "refined weights keep a row sample in this process; with "
+                    "Dask passes, publish the closed form (weights="
+                    "'closed-form')"
+                )
             n_rows = count_statistics(self.source, MarginalCounts, dask_client).n_rows
             self.state.rows_seen += n_rows
             self.state.batches_seen += n_batches(self.source)
-            count_pass = DaskPasses(dask_client, self.source,
-                                    cache_bytes=int(self.learner.memory_mb * 2 ** 20))
+            count_pass = DaskPasses(
+                dask_client, self.source, cache_bytes=int(self.learner.memory_mb * 2**20)
+            )
             # where a local final pass would leave the source (recorded in the manifest)
-            self.source.seek({"file_index": len(self.source.paths), "row": 0,
-                              "offset": n_rows})
+            self.source.seek({"file_index": len(self.source.paths), "row": 0, "offset": n_rows})
         else:
             self.source.rewind()
             for batch in self.source:
@@ -384,8 +428,11 @@ class StreamLearner:
                 self.state.batches_seen += 1
             self.source.rewind()
         if self.progress_stream is not None:
-            print(f"counted {self.state.rows_seen:,} rows; growing trees level by level",
-                  file=self.progress_stream, flush=True)
+            print(
+                f"counted {self.state.rows_seen:,} rows; growing trees level by level",
+                file=self.progress_stream,
+                flush=True,
+            )
         if count_pass is None:
             self.learner.fit(self.source)
         else:  # DTSL's exact passes on Dask
@@ -415,8 +462,9 @@ class StreamLearner:
             model = self.learner.to_markov_network()
             if self.sample is not None:
                 warm_up(model)
-        files = model_files(model.schema, model.features, self.formats,
-                            uai_max_entries=SNAPSHOT_UAI_MAX_ENTRIES)
+        files = model_files(
+            model.schema, model.features, self.formats, uai_max_entries=SNAPSHOT_UAI_MAX_ENTRIES
+        )
         with tempfile.TemporaryDirectory(prefix="streammn-") as scratch:
             for name, write in files.items():
                 write(Path(scratch) / name)
@@ -427,15 +475,22 @@ class StreamLearner:
         n, start = len(batch), 0
         while start < n:
             stop, end = n, batch.end
-            room = (self.state.next_snapshot_rows - self.state.rows_seen
-                    if self.every_rows is not None else 0)
+            room = (
+                self.state.next_snapshot_rows - self.state.rows_seen
+                if self.every_rows is not None
+                else 0
+            )
             if 0 < room < n - start:
                 cut = self.source.position_after(batch, start + room)
                 if cut is not None:
                     stop, end = start + room, cut
-            yield batch if stop - start == n else Batch(batch.rows[start:stop], end=end,
-                                                        start=batch.start + start,
-                                                        schema=batch.schema)
+            yield (
+                batch
+                if stop - start == n
+                else Batch(
+                    batch.rows[start:stop], end=end, start=batch.start + start, schema=batch.schema
+                )
+            )
             start = stop
 
     def _learn(self, batch: Batch) -> None:
@@ -502,8 +557,9 @@ class StreamLearner:
         terms = self.learner.pll_terms(Validated(held, self.learner.schema))
         return _finite(float(terms.sum(axis=1).mean()))
 
-    def _weigh(self, model: MarkovNetwork, learner_pll: float | None,
-               reason: str | None) -> Published:
+    def _weigh(
+        self, model: MarkovNetwork, learner_pll: float | None, reason: str | None
+    ) -> Published:
         """The weights to publish for the learner's ``model`` (module docstring). The rows are
         those the model can score (:func:`scorable_rows`): in missing mode the complete ones,
         as a pseudo-likelihood term reads the whole Markov blanket of its variable. The fit's
@@ -511,18 +567,33 @@ class StreamLearner:
         probe that found nothing waits for the stream to double, except at the end of a finite
         source, where the model a run leaves behind gets a full fit."""
         if self.sample is None:
-            return Published(model, {"published": "closed-form", "refinement": "off"},
-                             self.weight_state)
+            return Published(
+                model, {"published": "closed-form", "refinement": "off"}, self.weight_state
+            )
         train = scorable_rows(model.schema, self.sample.train)
         held = scorable_rows(model.schema, self._held_out())
-        limit = None if reason == "end" else self.weight_state.affordable(
-            self.state.rows_seen, train.shape[0])
+        limit = (
+            None
+            if reason == "end"
+            else self.weight_state.affordable(self.state.rows_seen, train.shape[0])
+        )
         if reason == "end" and self.progress_stream is not None and train.shape[0]:
-            print(f"refining the published weights on {train.shape[0]:,} sample rows "
-                  f"(judged on {held.shape[0]:,} held-out rows)", file=self.progress_stream,
-                  flush=True)
-        return publish(model, train, held, self.weight_state, list_bytes(self.sample),
-                       learner_pll, limit, None if reason == "end" else self.state.rows_seen)
+            print(
+                f"refining the published weights on {train.shape[0]:,} sample rows "
+                f"(judged on {held.shape[0]:,} held-out rows)",
+                file=self.progress_stream,
+                flush=True,
+            )
+        return publish(
+            model,
+            train,
+            held,
+            self.weight_state,
+            list_bytes(self.sample),
+            learner_pll,
+            limit,
+            None if reason == "end" else self.state.rows_seen,
+        )
 
     def _snapshot(self, reason: str, background: bool = False) -> Path | None:
         """Cut a snapshot of the state now: written by the publisher's child (``background``,
@@ -535,17 +606,25 @@ class StreamLearner:
         st = self.state
         self._advance_cadence()
         st.snapshots_written += 1
-        entry = {"rows_seen": st.rows_seen, "reason": reason,
-                 "prequential_pll": _finite(st.prequential_pll), "validation_pll": None}
+        entry = {
+            "rows_seen": st.rows_seen,
+            "reason": reason,
+            "prequential_pll": _finite(st.prequential_pll),
+            "validation_pll": None,
+        }
         st.history.append(entry)
         st.history = st.history[-1000:]
         scored = None
         learner_pll = self._learner_pll()
-        if background and (self.validation is not None or not self.learner.converts_in_writer
-                           or self._refines_row_by_row()):
+        if background and (
+            self.validation is not None
+            or not self.learner.converts_in_writer
+            or self._refines_row_by_row()
+        ):
             scored = self._convert(learner_pll, reason)  # parallel kernels: not in a child
-        work = functools.partial(self._publish, reason, self._position, _peak_rss_mb(),
-                                 learner_pll, scored)
+        work = functools.partial(
+            self._publish, reason, self._position, _peak_rss_mb(), learner_pll, scored
+        )
         if background:
             self.publisher.start(work)
             self._in_flight = (entry, self._position)
@@ -569,20 +648,23 @@ class StreamLearner:
         model = published.model
         convert_seconds = time.perf_counter() - t0
         validation = scorable_rows(model.schema, self.validation)
-        validation_pll = _finite(model.pll(validation) if validation is not None
-                                 and validation.shape[0] else None)
+        validation_pll = _finite(
+            model.pll(validation) if validation is not None and validation.shape[0] else None
+        )
         return model, convert_seconds, validation_pll, published
 
     def _publish(self, reason: str, position, peak_rss_mb, learner_pll, scored=None) -> dict:
         """Write the snapshot (in the publisher's child, or here); the model is converted
         here unless ``scored`` (from :meth:`_convert`) already holds it."""
-        model, convert_seconds, validation_pll, published = \
-            scored or self._convert(learner_pll, reason)
+        model, convert_seconds, validation_pll, published = scored or self._convert(
+            learner_pll, reason
+        )
         self.model = model
         st = self.state
         st.history[-1]["validation_pll"] = validation_pll
-        files = model_files(model.schema, model.features, self.formats,
-                            uai_max_entries=SNAPSHOT_UAI_MAX_ENTRIES)
+        files = model_files(
+            model.schema, model.features, self.formats, uai_max_entries=SNAPSHOT_UAI_MAX_ENTRIES
+        )
         skipped = files.skipped  # UAI, when its tables would be too large
         files[LEARNER_FILE] = self.learner.to_bytes()
         files.update(self.learner.snapshot_files())  # e.g. ET's model.et
@@ -593,15 +675,15 @@ class StreamLearner:
             "rows_seen": st.rows_seen,
             "reason": reason,
             "source": {"description": self.source.describe(), "position": position},
-            "learner": {"class": type(self.learner).__name__,
-                        "params": self.learner.get_params()},
-            "scores": {"prequential_pll": _finite(st.prequential_pll),
-                       "validation_pll": validation_pll},
+            "learner": {"class": type(self.learner).__name__, "params": self.learner.get_params()},
+            "scores": {
+                "prequential_pll": _finite(st.prequential_pll),
+                "validation_pll": validation_pll,
+            },
             "model": model_summary(model.schema, model.features),
             "skipped_formats": skipped,
             "weights": {"choice": self.weights, **published.record},
-            "timings": {"convert_seconds": convert_seconds,
-                        "weights_seconds": published.seconds},
+            "timings": {"convert_seconds": convert_seconds, "weights_seconds": published.seconds},
             "peak_rss_mb": peak_rss_mb,
             ENGINE_KEY: st.to_dict(),
         }
@@ -610,13 +692,19 @@ class StreamLearner:
             manifest["drift"] = drift
         schema = self.learner.schema
         if schema.grows:  # new values mid-stream: the cardinalities now and their version
-            manifest["schema"] = {"version": schema.version,
-                                  "cardinalities": schema.cardinalities.tolist()}
+            manifest["schema"] = {
+                "version": schema.version,
+                "cardinalities": schema.cardinalities.tolist(),
+            }
         t1 = time.perf_counter()
         path = self.writer.write(files, manifest)
-        return {"path": str(path), "validation_pll": validation_pll,
-                "convert_seconds": convert_seconds, "write_seconds": time.perf_counter() - t1,
-                "weights": published.record["published"]}
+        return {
+            "path": str(path),
+            "validation_pll": validation_pll,
+            "convert_seconds": convert_seconds,
+            "write_seconds": time.perf_counter() - t1,
+            "weights": published.record["published"],
+        }
 
     def _finish_in_flight(self, block: bool = True) -> None:
         """Take the result of the snapshot in flight (waiting for it with ``block``)."""
@@ -638,7 +726,8 @@ class StreamLearner:
             self._in_flight = None
             if self.sample is not None:  # refined in the child: continue where it left off
                 self.weight_state = WeightState.from_bytes(
-                    (Path(result["path"]) / WEIGHT_STATE_FILE).read_bytes())
+                    (Path(result["path"]) / WEIGHT_STATE_FILE).read_bytes()
+                )
             self._published(entry, position, result)
 
     def _published(self, entry: dict, position, result: dict) -> None:
@@ -648,8 +737,13 @@ class StreamLearner:
         entry["write_seconds"] = result["write_seconds"]
         entry["weights"] = result["weights"]  # which weights the snapshot published
         self._last_path = Path(result["path"])
-        self.published.append({"rows_seen": entry["rows_seen"], "path": self._last_path,
-                               "durable_at_rows": self.state.rows_seen})
+        self.published.append(
+            {
+                "rows_seen": entry["rows_seen"],
+                "path": self._last_path,
+                "durable_at_rows": self.state.rows_seen,
+            }
+        )
         self.source.commit(position)  # a log's offsets move only once the snapshot is durable
 
     def _failure(self, entry: dict, error) -> str:
@@ -662,8 +756,11 @@ class StreamLearner:
         if durable is None:
             snap = latest_valid_snapshot(self.writer.directory)
             durable = snap.path if snap is not None else None
-        last = (f"the last durable snapshot is {durable}; {RESUME_HINT}"
-                if durable is not None else f"{NO_SNAPSHOT} in {self.writer.directory}")
+        last = (
+            f"the last durable snapshot is {durable}; {RESUME_HINT}"
+            if durable is not None
+            else f"{NO_SNAPSHOT} in {self.writer.directory}"
+        )
         return f"{what}; {last}"
 
     @property
@@ -676,12 +773,16 @@ class StreamLearner:
         rate = rows / elapsed if elapsed > 0 else 0.0
         preq = st.prequential_pll
         preq_text = f"{preq:.4f}" if preq is not None else "n/a"
-        line = (f"rows {st.rows_seen:,}  {rate:,.0f} rows/s  prequential PLL {preq_text}  "
-                f"snapshots {st.snapshots_written}")
+        line = (
+            f"rows {st.rows_seen:,}  {rate:,.0f} rows/s  prequential PLL {preq_text}  "
+            f"snapshots {st.snapshots_written}"
+        )
         drift = self.learner.drift_summary()
         if drift is not None:
-            line += (f"  drift alarms {drift['alarms']} swaps {drift['swaps']} "
-                     f"alternates {len(drift['alternating'])}")
+            line += (
+                f"  drift alarms {drift['alarms']} swaps {drift['swaps']} "
+                f"alternates {len(drift['alternating'])}"
+            )
         if self.learner.schema.grows:  # new values mid-stream: the manifest's schema version
             line += f"  schema version {self.learner.schema.version}"
         print(("done: " if final else "") + line, file=self.progress_stream, flush=True)

@@ -51,5 +51,6 @@ def exit_code(error: BaseException) -> int:
     """The CLI exit code for ``error``: its class's own, 130 for Ctrl-C, else 1."""
     if isinstance(error, KeyboardInterrupt):
         return EXIT_SIGINT
-    return getattr(error, "exit_code", EXIT_OTHER) if isinstance(error, StreamMNError) \
-        else EXIT_OTHER
+    return (
+        getattr(error, "exit_code", EXIT_OTHER) if isinstance(error, StreamMNError) else EXIT_OTHER
+    )

@@ -28,7 +28,9 @@ from streammn.schema import Schema
 Condition = tuple[int, int, bool]  # (variable, value, eq)
 
 
-def canonical_conditions(conditions: Iterable[Condition], cardinalities) -> tuple[Condition, ...] | None:
+def canonical_conditions(
+    conditions: Iterable[Condition], cardinalities
+) -> tuple[Condition, ...] | None:
     """Reduce a conjunction to canonical form, or ``None`` when it can never hold.
 
     Per variable the conditions define a set of allowed values. All values allowed: the
@@ -40,8 +42,9 @@ def canonical_conditions(conditions: Iterable[Condition], cardinalities) -> tupl
         v, a = int(v), int(a)
         card = int(cardinalities[v])
         if not 0 <= a < card:
-            raise ValueError(f"condition value {a} out of range for variable {v} "
-                             f"(cardinality {card})")
+            raise ValueError(
+                f"condition value {a} out of range for variable {v} (cardinality {card})"
+            )
         cur = allowed.setdefault(v, set(range(card)))
         if eq:
             cur.intersection_update((a,))
@@ -103,9 +106,12 @@ class FeatureSet:
 
     # construction -------------------------------------------------------------------------
     @classmethod
-    def from_features(cls, schema: Schema,
-                      features: Iterable[tuple[float, Sequence[Condition]]],
-                      canonical: bool = True) -> "FeatureSet":
+    def from_features(
+        cls,
+        schema: Schema,
+        features: Iterable[tuple[float, Sequence[Condition]]],
+        canonical: bool = True,
+    ) -> "FeatureSet":
         """Build from ``(weight, [(var, value, eq), ...])`` pairs.
 
         With ``canonical=True`` (default) each conjunction is canonicalised and features that
@@ -137,9 +143,14 @@ class FeatureSet:
             return cls.empty(schema)
         offsets = np.cumsum([0] + [p.var.shape[0] for p in parts[:-1]])
         ptr = np.concatenate([[0]] + [p.ptr[1:] + o for p, o in zip(parts, offsets)])
-        return cls(schema, np.concatenate([p.weights for p in parts]), ptr,
-                   np.concatenate([p.var for p in parts]), np.concatenate([p.val for p in parts]),
-                   np.concatenate([p.eq for p in parts]))
+        return cls(
+            schema,
+            np.concatenate([p.weights for p in parts]),
+            ptr,
+            np.concatenate([p.var for p in parts]),
+            np.concatenate([p.val for p in parts]),
+            np.concatenate([p.eq for p in parts]),
+        )
 
     # access -------------------------------------------------------------------------------
     @property
@@ -151,8 +162,9 @@ class FeatureSet:
 
     def conditions(self, f: int) -> tuple[Condition, ...]:
         s, e = self.ptr[f], self.ptr[f + 1]
-        return tuple((int(v), int(a), bool(q))
-                     for v, a, q in zip(self.var[s:e], self.val[s:e], self.eq[s:e]))
+        return tuple(
+            (int(v), int(a), bool(q)) for v, a, q in zip(self.var[s:e], self.val[s:e], self.eq[s:e])
+        )
 
     def __iter__(self):
         for f in range(self.n_features):
@@ -163,7 +175,7 @@ class FeatureSet:
 
     def scope(self, f: int) -> tuple[int, ...]:
         """Sorted distinct variables feature ``f`` tests."""
-        return tuple(sorted(set(self.var[self.ptr[f]:self.ptr[f + 1]].tolist())))
+        return tuple(sorted(set(self.var[self.ptr[f] : self.ptr[f + 1]].tolist())))
 
     def variable_pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every pair of distinct variables tested together by a feature, vectorised:
@@ -187,8 +199,7 @@ class FeatureSet:
         """CSR index variable -> features that mention it: ``(var_ptr[n+1], var_features)``."""
         n = self.schema.n_vars
         f_of_cond = np.repeat(np.arange(self.n_features, dtype=np.int64), self.lengths())
-        keys = distinct_sorted(self.var.astype(np.int64) * max(self.n_features, 1)
-                               + f_of_cond)
+        keys = distinct_sorted(self.var.astype(np.int64) * max(self.n_features, 1) + f_of_cond)
         counts = np.bincount(keys // max(self.n_features, 1), minlength=n)
         var_ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         return var_ptr, np.ascontiguousarray(keys % max(self.n_features, 1), dtype=np.int64)
@@ -197,8 +208,9 @@ class FeatureSet:
         weights = np.asarray(weights, dtype=np.float64)
         if weights.shape != self.weights.shape:
             raise ValueError(f"expected {self.n_features} weights, got {weights.shape}")
-        return FeatureSet(self.schema, weights, self.ptr, self.var, self.val, self.eq,
-                          validate=False)
+        return FeatureSet(
+            self.schema, weights, self.ptr, self.var, self.val, self.eq, validate=False
+        )
 
     def select(self, mask_or_index) -> "FeatureSet":
         """The features picked by a boolean mask or an index array, in that order."""
@@ -206,10 +218,16 @@ class FeatureSet:
         lengths = self.lengths()[idx]
         ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         # condition c of the k-th picked feature is self.ptr[idx[k]] + (c - ptr[k])
-        cond_idx = (np.repeat(self.ptr[idx] - ptr[:-1], lengths)
-                    + np.arange(ptr[-1], dtype=np.int64))
-        return FeatureSet(self.schema, self.weights[idx], ptr, self.var[cond_idx],
-                          self.val[cond_idx], self.eq[cond_idx], validate=False)
+        cond_idx = np.repeat(self.ptr[idx] - ptr[:-1], lengths) + np.arange(ptr[-1], dtype=np.int64)
+        return FeatureSet(
+            self.schema,
+            self.weights[idx],
+            ptr,
+            self.var[cond_idx],
+            self.val[cond_idx],
+            self.eq[cond_idx],
+            validate=False,
+        )
 
     def merge_duplicates(self, drop_zero: bool = True, tol: float = 0.0) -> "FeatureSet":
         """Sum the weights of features with identical (canonical) conditions.
@@ -227,11 +245,17 @@ class FeatureSet:
         return self.select(first[keep]).with_weights(sums[keep])
 
     def equals(self, other: "FeatureSet", atol: float = 0.0) -> bool:
-        return (self.schema == other.schema and np.array_equal(self.ptr, other.ptr)
-                and np.array_equal(self.var, other.var) and np.array_equal(self.val, other.val)
-                and np.array_equal(self.eq, other.eq)
-                and np.allclose(self.weights, other.weights, rtol=0, atol=atol))
+        return (
+            self.schema == other.schema
+            and np.array_equal(self.ptr, other.ptr)
+            and np.array_equal(self.var, other.var)
+            and np.array_equal(self.val, other.val)
+            and np.array_equal(self.eq, other.eq)
+            and np.allclose(self.weights, other.weights, rtol=0, atol=atol)
+        )
 
     def __repr__(self) -> str:
-        return (f"FeatureSet({self.n_features} features, {self.var.shape[0]} conditions, "
-                f"{self.schema.n_vars} variables)")
+        return (
+            f"FeatureSet({self.n_features} features, {self.var.shape[0]} conditions, "
+            f"{self.schema.n_vars} variables)"
+        )

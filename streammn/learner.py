@@ -51,8 +51,9 @@ class Estimator:
         names = []
         for p in list(inspect.signature(cls.__init__).parameters.values())[1:]:
             if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-                raise TypeError(f"{cls.__name__}.__init__ takes *args/**kwargs: parameters "
-                                "must be named")
+                raise TypeError(
+                    f"{cls.__name__}.__init__ takes *args/**kwargs: parameters must be named"
+                )
             if p.name != "schema":
                 names.append(p.name)
         return names
@@ -67,8 +68,7 @@ class Estimator:
         settings are checked as ``__init__`` checks them, and learned state starts over)."""
         unknown = set(params) - set(self._param_names())
         if unknown:
-            raise self.param_error(f"{type(self).__name__} has no parameter "
-                                   f"{sorted(unknown)[0]!r}")
+            raise self.param_error(f"{type(self).__name__} has no parameter {sorted(unknown)[0]!r}")
         fresh = self.clone(**params)
         self.__dict__.clear()
         self.__dict__.update(fresh.__dict__)

@@ -26,9 +26,11 @@ LEARNERS = {
     "csgs": ("streammn.csgs", "CSGS"),
     "et": ("streammn.et", "EnsembleOfTrees"),
 }
-ALGO_HELP = ("structure learner: dtsl (trees -> DN -> MN), grafting (best-choice edge grafting "
-             "of a pairwise MRF), csgs (context-specific Grow-Shrink) or et (ensemble of trees, "
-             "exact likelihood in model.et) (default: dtsl)")
+ALGO_HELP = (
+    "structure learner: dtsl (trees -> DN -> MN), grafting (best-choice edge grafting "
+    "of a pairwise MRF), csgs (context-specific Grow-Shrink) or et (ensemble of trees, "
+    "exact likelihood in model.et) (default: dtsl)"
+)
 
 
 def learner_class(algo: str) -> type:
@@ -78,14 +80,27 @@ def add_learner_options(parser: argparse.ArgumentParser) -> None:
         group = shared if len(owners) > 1 else groups[owners[0][0]]
         allowed = owners[0][2].allowed
         if isinstance(allowed, Boolean):
-            group.add_argument(flag, dest=_dest(flag), action="store_const", const=True,
-                               default=None, help=_help(owners))
+            group.add_argument(
+                flag,
+                dest=_dest(flag),
+                action="store_const",
+                const=True,
+                default=None,
+                help=_help(owners),
+            )
             continue
         choices = _choices(allowed)
-        metavar = ("{" + ",".join(choices) + "}" if choices
-                   else flag.lstrip("-").upper().replace("-", "_"))
-        group.add_argument(flag, dest=_dest(flag), type=allowed.argparse_type(), default=None,
-                           metavar=metavar, help=_help(owners))
+        metavar = (
+            "{" + ",".join(choices) + "}" if choices else flag.lstrip("-").upper().replace("-", "_")
+        )
+        group.add_argument(
+            flag,
+            dest=_dest(flag),
+            type=allowed.argparse_type(),
+            default=None,
+            metavar=metavar,
+            help=_help(owners),
+        )
 
 
 def _choices(allowed) -> list[str] | None:
@@ -99,8 +114,11 @@ def _choices(allowed) -> list[str] | None:
 
 def given_learner_options(args) -> dict[str, object]:
     """The learner flags given on the command line, with their values."""
-    return {flag: getattr(args, _dest(flag)) for flag in learner_flags()
-            if getattr(args, _dest(flag), None) is not None}
+    return {
+        flag: getattr(args, _dest(flag))
+        for flag in learner_flags()
+        if getattr(args, _dest(flag), None) is not None
+    }
 
 
 def learner_setting(args, flag: str):
@@ -118,7 +136,8 @@ def learner_from_args(args, schema):
     for flag, value in given_learner_options(args).items():
         if flag not in own:
             owners = ", ".join(algo for algo, _, _ in flags[flag])
-            raise UsageError(f"{flag} is an option of {owners}, not of {args.algo} "
-                             f"(--algo {args.algo})")
+            raise UsageError(
+                f"{flag} is an option of {owners}, not of {args.algo} (--algo {args.algo})"
+            )
         params[own[flag]] = value
     return cls(schema, **params)

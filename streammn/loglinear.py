@@ -69,8 +69,9 @@ def _conditional_logits(rows, i, card, feats, weights, ptr, var, val, eq):
     for r in nb.prange(n):
         allowed = np.empty(card, dtype=np.bool_)
         for k in range(feats.shape[0]):
-            _add_feature_logits(rows[r], i, card, feats[k], weights, ptr, var, val, eq,
-                                out[r], allowed)
+            _add_feature_logits(
+                rows[r], i, card, feats[k], weights, ptr, var, val, eq, out[r], allowed
+            )
     return out
 
 
@@ -90,8 +91,9 @@ def _pll_terms(rows, cards, var_ptr, var_feats, weights, ptr, var, val, eq):
             for a in range(card):
                 logits[a] = 0.0
             for k in range(var_ptr[i], var_ptr[i + 1]):
-                _add_feature_logits(rows[r], i, card, var_feats[k], weights, ptr, var, val, eq,
-                                    logits, allowed)
+                _add_feature_logits(
+                    rows[r], i, card, var_feats[k], weights, ptr, var, val, eq, logits, allowed
+                )
             m = logits[0]
             for a in range(1, card):
                 m = max(m, logits[a])
@@ -115,8 +117,9 @@ def log_scores(fs: FeatureSet, rows: np.ndarray) -> np.ndarray:
     return _log_scores(rows, fs.weights, fs.ptr, fs.var, fs.val, fs.eq)
 
 
-def conditional_logits(fs: FeatureSet, rows: np.ndarray, i: int,
-                       features: np.ndarray | None = None) -> np.ndarray:
+def conditional_logits(
+    fs: FeatureSet, rows: np.ndarray, i: int, features: np.ndarray | None = None
+) -> np.ndarray:
     """Unnormalised ``log P(X_i = a | x_-i)`` for each row and value ``a``: shape (n, card_i).
 
     ``features`` restricts the sum to the given feature indices (default: every feature that
@@ -125,10 +128,19 @@ def conditional_logits(fs: FeatureSet, rows: np.ndarray, i: int,
     rows = _rows(rows, fs)
     if features is None:
         var_ptr, var_feats = fs.features_by_variable()
-        features = var_feats[var_ptr[i]:var_ptr[i + 1]]
+        features = var_feats[var_ptr[i] : var_ptr[i + 1]]
     card = int(fs.schema.cardinalities[i])
-    return _conditional_logits(rows, int(i), card, np.ascontiguousarray(features, dtype=np.int64),
-                               fs.weights, fs.ptr, fs.var, fs.val, fs.eq)
+    return _conditional_logits(
+        rows,
+        int(i),
+        card,
+        np.ascontiguousarray(features, dtype=np.int64),
+        fs.weights,
+        fs.ptr,
+        fs.var,
+        fs.val,
+        fs.eq,
+    )
 
 
 def log_conditional(fs: FeatureSet, rows: np.ndarray, i: int) -> np.ndarray:
@@ -146,8 +158,9 @@ def pll_terms(fs: FeatureSet, rows: np.ndarray, index=None) -> np.ndarray:
     """
     rows = _rows(rows, fs)
     var_ptr, var_feats = index if index is not None else fs.features_by_variable()
-    return _pll_terms(rows, fs.schema.cardinalities, var_ptr, var_feats, fs.weights, fs.ptr,
-                      fs.var, fs.val, fs.eq)
+    return _pll_terms(
+        rows, fs.schema.cardinalities, var_ptr, var_feats, fs.weights, fs.ptr, fs.var, fs.val, fs.eq
+    )
 
 
 def pll(fs: FeatureSet, rows: np.ndarray) -> float:
@@ -225,14 +238,39 @@ def _logits_rows(rows, cards, offs, var_ptr, var_feats, owner, weights, ptr, var
             for k in range(var_ptr[j], var_ptr[j + 1]):
                 f = var_feats[k]
                 if _feature_counts_for(f, j, owner):
-                    _add_feature_logits(rows[r], j, cards[j], f, weights, ptr, var, val, eq,
-                                        out[r, offs[j]:offs[j + 1]], allowed)
+                    _add_feature_logits(
+                        rows[r],
+                        j,
+                        cards[j],
+                        f,
+                        weights,
+                        ptr,
+                        var,
+                        val,
+                        eq,
+                        out[r, offs[j] : offs[j + 1]],
+                        allowed,
+                    )
     return out
 
 
 @nb.njit(cache=True, parallel=True)
-def _gradient_rows(rows, counts, probs, cards, offs, var_ptr, var_feats, owner, weights, ptr,
-                   var, val, eq, n_blocks):
+def _gradient_rows(
+    rows,
+    counts,
+    probs,
+    cards,
+    offs,
+    var_ptr,
+    var_feats,
+    owner,
+    weights,
+    ptr,
+    var,
+    val,
+    eq,
+    n_blocks,
+):
     n, n_vars = rows.shape
     max_card = 0
     for j in range(n_vars):
@@ -251,8 +289,9 @@ def _gradient_rows(rows, counts, probs, cards, offs, var_ptr, var_feats, owner, 
                     for a in range(cards[j]):
                         ind[a] = 0.0
                     # ind[a] = 1 where feature f holds with x_j replaced by a
-                    _add_feature_logits(rows[r], j, cards[j], f, unit, ptr, var, val, eq, ind,
-                                        allowed)
+                    _add_feature_logits(
+                        rows[r], j, cards[j], f, unit, ptr, var, val, eq, ind, allowed
+                    )
                     d = ind[rows[r, j]]
                     for a in range(cards[j]):
                         d -= ind[a] * probs[r, offs[j] + a]
@@ -284,11 +323,23 @@ def all_conditionals(fs: FeatureSet, rows: np.ndarray, owner=None) -> tuple[np.n
     patterns, inverse = distinct_rows(rows)  # equal rows have equal conditionals
     if cards.max() > MASK_VALUES:
         var_ptr, var_feats = fs.features_by_variable()
-        logits = _logits_rows(patterns, cards, offs, var_ptr, var_feats, _owner(fs, owner),
-                              fs.weights, fs.ptr, fs.var, fs.val, fs.eq)
+        logits = _logits_rows(
+            patterns,
+            cards,
+            offs,
+            var_ptr,
+            var_feats,
+            _owner(fs, owner),
+            fs.weights,
+            fs.ptr,
+            fs.var,
+            fs.val,
+            fs.eq,
+        )
     else:
-        logits = _all_logits(patterns, offs, cards, fs.weights,
-                             _groups_for(fs, patterns, cards, _owner(fs, owner)))
+        logits = _all_logits(
+            patterns, offs, cards, fs.weights, _groups_for(fs, patterns, cards, _owner(fs, owner))
+        )
     terms = _normalise(logits, patterns, offs, cards)
     if inverse is None:
         return logits, terms

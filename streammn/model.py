@@ -19,7 +19,7 @@ from streammn.features import FeatureSet
 from streammn.schema import Schema, require_observed
 from streammn.errors import SettingsError
 
-DEFAULT_MAX_STATES = 2 ** 20  # 20 binary variables
+DEFAULT_MAX_STATES = 2**20  # 20 binary variables
 
 
 class EnumerationTooLarge(SettingsError):
@@ -102,8 +102,7 @@ class MarkovNetwork:
         i, j, f = self.features.variable_pairs()
         n = self.schema.n_vars
         codes, inverse = np.unique(i * n + j, return_inverse=True)
-        total = np.bincount(inverse, weights=np.abs(self.features.weights[f]),
-                            minlength=codes.size)
+        total = np.bincount(inverse, weights=np.abs(self.features.weights[f]), minlength=codes.size)
         order = np.argsort(-total, kind="stable")
         return [(float(total[k]), int(codes[k] // n), int(codes[k] % n)) for k in order]
 
@@ -112,8 +111,8 @@ class MarkovNetwork:
         var_ptr, var_feats = self.index
         fs = self.features
         out = set()
-        for f in var_feats[var_ptr[i]:var_ptr[i + 1]]:
-            out.update(fs.var[fs.ptr[f]:fs.ptr[f + 1]].tolist())
+        for f in var_feats[var_ptr[i] : var_ptr[i + 1]]:
+            out.update(fs.var[fs.ptr[f] : fs.ptr[f + 1]].tolist())
         out.discard(i)
         return out
 
@@ -128,8 +127,12 @@ class MarkovNetwork:
     def log_conditional(self, rows, i: int) -> np.ndarray:
         """``log P(X_i = a | x_-i)`` for each row and value: shape (n, card_i)."""
         var_ptr, var_feats = self.index
-        logits = loglinear.conditional_logits(self.features, self.schema.rows_of(rows), i,
-                                              features=var_feats[var_ptr[i]:var_ptr[i + 1]])
+        logits = loglinear.conditional_logits(
+            self.features,
+            self.schema.rows_of(rows),
+            i,
+            features=var_feats[var_ptr[i] : var_ptr[i + 1]],
+        )
         m = logits.max(axis=1, keepdims=True)
         return logits - m - np.log(np.exp(logits - m).sum(axis=1, keepdims=True))
 
@@ -170,9 +173,11 @@ class MarkovNetwork:
             raise EnumerationTooLarge(
                 f"the model has {self.n_states} joint states, more than max_states="
                 f"{self.max_states}; exact enumeration is for small models (raise max_states "
-                "if you really mean it, or use streammn.inference Gibbs sampling)")
-        return np.array(list(itertools.product(*[range(c) for c in self.schema.cardinalities])),
-                        dtype=np.uint8).reshape(-1, self.schema.n_vars)
+                "if you really mean it, or use streammn.inference Gibbs sampling)"
+            )
+        return np.array(
+            list(itertools.product(*[range(c) for c in self.schema.cardinalities])), dtype=np.uint8
+        ).reshape(-1, self.schema.n_vars)
 
     def log_partition(self) -> float:
         """``log Z`` by enumerating every joint state."""
@@ -195,8 +200,10 @@ class MarkovNetwork:
     def marginals(self) -> list[np.ndarray]:
         """Exact single-variable marginals ``[P(X_i = a) for a]`` for every variable i."""
         states, p = self.joint()
-        return [np.bincount(states[:, i], weights=p, minlength=int(c))
-                for i, c in enumerate(self.schema.cardinalities)]
+        return [
+            np.bincount(states[:, i], weights=p, minlength=int(c))
+            for i, c in enumerate(self.schema.cardinalities)
+        ]
 
     # other toolkits ------------------------------------------------------------------------
     def to_pgmpy(self):
@@ -214,5 +221,7 @@ class MarkovNetwork:
         return cls(*from_pgmpy(net))
 
     def __repr__(self) -> str:
-        return (f"MarkovNetwork({self.schema.n_vars} variables, {self.n_features} features, "
-                f"max_states={self.max_states})")
+        return (
+            f"MarkovNetwork({self.schema.n_vars} variables, {self.n_features} features, "
+            f"max_states={self.max_states})"
+        )

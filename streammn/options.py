@@ -22,6 +22,7 @@ def _number(kind: Callable, test: Callable[[float], bool], wanted: str) -> Calla
         if kind is float and not math.isfinite(value) or not test(value):
             raise argparse.ArgumentTypeError(f"{text!r} is not {wanted}")
         return value
+
     parse.__name__ = wanted  # argparse names the type in some messages
     return parse
 
@@ -59,11 +60,14 @@ def model_formats(text: str) -> tuple[str, ...]:
     formats = tuple(dict.fromkeys(f.strip() for f in text.split(",") if f.strip()))
     unknown = [f for f in formats if f not in MODEL_FORMATS]
     if unknown:
-        raise argparse.ArgumentTypeError(f"unknown model format(s) {', '.join(unknown)}: "
-                                         f"choose from {','.join(MODEL_FORMATS)}")
+        raise argparse.ArgumentTypeError(
+            f"unknown model format(s) {', '.join(unknown)}: choose from {','.join(MODEL_FORMATS)}"
+        )
     if "json" not in formats:
-        raise argparse.ArgumentTypeError(f"{text!r} lacks json: every snapshot needs model.json, "
-                                         f"which score, inspect and --resume read")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} lacks json: every snapshot needs model.json, "
+            f"which score, inspect and --resume read"
+        )
     return formats
 
 
@@ -79,8 +83,7 @@ def grow_values(text: str) -> tuple[int | None, dict[str, int]]:
         except ValueError:
             maximum = 0
         if not 2 <= maximum <= 255 or (not name and "=" in item):
-            raise argparse.ArgumentTypeError(f"{item!r} is not MAX or NAME=MAX with MAX in "
-                                             f"2..255")
+            raise argparse.ArgumentTypeError(f"{item!r} is not MAX or NAME=MAX with MAX in 2..255")
         if not name:
             if default is not None:
                 raise argparse.ArgumentTypeError(f"{text!r} gives the default maximum twice")

@@ -43,8 +43,10 @@ class Constraint:
 
     def argparse_type(self):
         """``parse`` as an ``argparse`` ``type=`` (named for argparse's own messages)."""
+
         def parse(text: str):
             return self.parse(text)
+
         parse.__name__ = self.describe()
         return parse
 
@@ -68,10 +70,12 @@ class Interval(Constraint):
         wanted = numbers.Integral if self.kind is int else numbers.Real
         if isinstance(value, bool) or not isinstance(value, wanted) or math.isnan(value):
             return False
-        low_ok = self.low is None or (value >= self.low if self.closed in ("both", "left")
-                                      else value > self.low)
-        high_ok = self.high is None or (value <= self.high if self.closed in ("both", "right")
-                                        else value < self.high)
+        low_ok = self.low is None or (
+            value >= self.low if self.closed in ("both", "left") else value > self.low
+        )
+        high_ok = self.high is None or (
+            value <= self.high if self.closed in ("both", "right") else value < self.high
+        )
         return low_ok and high_ok
 
     def describe(self) -> str:
@@ -84,8 +88,10 @@ class Interval(Constraint):
             if self.kind is int and self.low == 1 and self.closed in ("both", "left"):
                 return "a positive integer"
             if self.low == 0:
-                return (f"{'a non-negative' if self.closed in ('both', 'left') else 'a positive'}"
-                        f" {noun.split()[1]}")
+                return (
+                    f"{'a non-negative' if self.closed in ('both', 'left') else 'a positive'}"
+                    f" {noun.split()[1]}"
+                )
             return f"{noun} {'>=' if self.closed in ('both', 'left') else '>'} {self.low:g}"
         if self.high is not None:
             return f"{noun} {'<=' if self.closed in ('both', 'right') else '<'} {self.high:g}"
@@ -188,8 +194,10 @@ def check_params(learner_class, values: dict, error: type[Exception]) -> None:
     will do: other names are ignored) whose value its class's table does not allow."""
     for name, param in learner_class.parameters.items():
         if name in values and not param.allowed.allows(values[name]):
-            raise error(f"{learner_class.__name__}: {name} must be {param.allowed.describe()}, "
-                        f"got {values[name]!r}")
+            raise error(
+                f"{learner_class.__name__}: {name} must be {param.allowed.describe()}, "
+                f"got {values[name]!r}"
+            )
 
 
 def resume_may_change(learner_class) -> frozenset[str]:

@@ -40,8 +40,9 @@ def _pgmpy():
         from pgmpy.factors.discrete import DiscreteFactor
         from pgmpy.models import DiscreteMarkovNetwork
     except ImportError as e:
-        raise PgmpyMissing(f"pgmpy is needed for this ({e}); install the extra: "
-                           f"pip install 'streammn[pgmpy]'") from None
+        raise PgmpyMissing(
+            f"pgmpy is needed for this ({e}); install the extra: pip install 'streammn[pgmpy]'"
+        ) from None
     return DiscreteMarkovNetwork, DiscreteFactor
 
 
@@ -57,12 +58,12 @@ def to_pgmpy(model):
     factors = []
     start = 0
     for scope, size in zip(scopes, sizes):
-        values = np.exp(log_tables[start:start + size])
+        values = np.exp(log_tables[start : start + size])
         start += size
-        net.add_edges_from((names[a], names[b]) for k, a in enumerate(scope)
-                           for b in scope[k + 1:])
-        factors.append(DiscreteFactor([names[v] for v in scope], [cards[v] for v in scope],
-                                      values))
+        net.add_edges_from(
+            (names[a], names[b]) for k, a in enumerate(scope) for b in scope[k + 1 :]
+        )
+        factors.append(DiscreteFactor([names[v] for v in scope], [cards[v] for v in scope], values))
     covered = {v for s in scopes for v in s}
     for v in range(schema.n_vars):
         if v not in covered:
@@ -89,8 +90,9 @@ def from_pgmpy(net) -> tuple[Schema, FeatureSet]:
         scope = [index[v] for v in factor.scope()]
         values = np.asarray(factor.values, dtype=np.float64)
         if (values < 0).any() or not np.isfinite(values).all():
-            raise PgmpyModelError(f"pgmpy factor {k} over {factor.scope()} has a negative or "
-                                  f"non-finite potential")
+            raise PgmpyModelError(
+                f"pgmpy factor {k} over {factor.scope()} has a negative or non-finite potential"
+            )
         for assignment in np.ndindex(*values.shape):
             p = float(values[assignment])
             if p != 1.0:

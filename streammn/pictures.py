@@ -46,8 +46,10 @@ def _imports():
         import networkx
         from matplotlib.figure import Figure
     except ImportError as e:
-        raise VizMissing(f"pictures need matplotlib and networkx ({e}); install the extra: "
-                         f"pip install 'streammn[viz]'") from None
+        raise VizMissing(
+            f"pictures need matplotlib and networkx ({e}); install the extra: "
+            f"pip install 'streammn[viz]'"
+        ) from None
     return networkx, Figure
 
 
@@ -62,17 +64,19 @@ def _svg(fig) -> str:
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight")
     text = buf.getvalue()
-    return text[text.index("<svg"):]
+    return text[text.index("<svg") :]
 
 
 def _save(fig, out, title: str, table_html: str = "") -> None:
     suffix = _suffix(out)
     if suffix == ".html":
-        page = (f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>"
-                f"{html.escape(title)}</title><style>body{{font-family:sans-serif;margin:2em}}"
-                f"table{{border-collapse:collapse}}td,th{{padding:2px 10px;text-align:right;"
-                f"border-bottom:1px solid #ddd}}</style></head><body><h1>{html.escape(title)}"
-                f"</h1>\n{_svg(fig)}\n{table_html}\n</body></html>\n")
+        page = (
+            f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>"
+            f"{html.escape(title)}</title><style>body{{font-family:sans-serif;margin:2em}}"
+            f"table{{border-collapse:collapse}}td,th{{padding:2px 10px;text-align:right;"
+            f"border-bottom:1px solid #ddd}}</style></head><body><h1>{html.escape(title)}"
+            f"</h1>\n{_svg(fig)}\n{table_html}\n</body></html>\n"
+        )
         Path(out).write_text(page, encoding="utf-8")
     else:
         fig.savefig(out, format=suffix[1:], dpi=120, bbox_inches="tight")
@@ -80,8 +84,9 @@ def _save(fig, out, title: str, table_html: str = "") -> None:
 
 def _table(header, rows) -> str:
     head = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>"
-                   for r in rows)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows
+    )
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
@@ -97,19 +102,21 @@ def draw_network(model, out, title: str | None = None, seed: int = 0) -> dict:
     names = model.schema.names
     n = len(names)
     strengths = model.pair_strengths()  # strongest first
-    shown = strengths[:MAX_EDGES_PER_NODE * n]
+    shown = strengths[: MAX_EDGES_PER_NODE * n]
     graph = nx.Graph()
     graph.add_nodes_from(range(n))
     top = shown[0][0] if shown else 1.0
     graph.add_weighted_edges_from((i, j, s / top) for s, i, j in shown)
-    pos = nx.spring_layout(graph, weight="weight", seed=seed, k=1.6 / np.sqrt(n),
-                           iterations=200)
+    pos = nx.spring_layout(graph, weight="weight", seed=seed, k=1.6 / np.sqrt(n), iterations=200)
     degree = np.array([graph.degree(v) for v in range(n)], dtype=float)
     size_scale = 2400.0 / np.sqrt(n)
     node_size = 0.3 * size_scale + size_scale * degree / max(degree.max(), 1.0)
     thickness = min(1.0, np.sqrt(40.0 / n))  # thinner edges in a crowded picture
-    labelled = (range(n) if n <= MAX_LABELS else
-                np.argsort(-degree, kind="stable")[:MAX_LABELS // 2].tolist())
+    labelled = (
+        range(n)
+        if n <= MAX_LABELS
+        else np.argsort(-degree, kind="stable")[: MAX_LABELS // 2].tolist()
+    )
     side = 7.0 if n <= 40 else 10.0 if n <= 100 else 13.0
     fig = Figure(figsize=(side, side))
     ax = fig.add_subplot()
@@ -117,24 +124,47 @@ def draw_network(model, out, title: str | None = None, seed: int = 0) -> dict:
     ordered = sorted(graph.edges(data="weight"), key=lambda e: e[2])  # strong ones on top
     if ordered:
         rel = np.array([w for _, _, w in ordered])
-        nx.draw_networkx_edges(graph, pos, ax=ax, edgelist=[(a, b) for a, b, _ in ordered],
-                               width=thickness * (0.4 + 4.0 * rel), edge_color=rel,
-                               edge_cmap=_cmap(),
-                               edge_vmin=0.0, edge_vmax=1.0, alpha=0.85, node_size=node_size)
-    nx.draw_networkx_nodes(graph, pos, ax=ax, node_size=node_size, node_color="#f4a259",
-                           edgecolors="#5b3a1a", linewidths=0.8)
+        nx.draw_networkx_edges(
+            graph,
+            pos,
+            ax=ax,
+            edgelist=[(a, b) for a, b, _ in ordered],
+            width=thickness * (0.4 + 4.0 * rel),
+            edge_color=rel,
+            edge_cmap=_cmap(),
+            edge_vmin=0.0,
+            edge_vmax=1.0,
+            alpha=0.85,
+            node_size=node_size,
+        )
+    nx.draw_networkx_nodes(
+        graph,
+        pos,
+        ax=ax,
+        node_size=node_size,
+        node_color="#f4a259",
+        edgecolors="#5b3a1a",
+        linewidths=0.8,
+    )
     font = 10 if n <= 30 else 8 if n <= 80 else 6
-    nx.draw_networkx_labels(graph, pos, ax=ax, labels={v: names[v] for v in labelled},
-                            font_size=font)
+    nx.draw_networkx_labels(
+        graph, pos, ax=ax, labels={v: names[v] for v in labelled}, font_size=font
+    )
     extra = "" if len(shown) == len(strengths) else f", the strongest {len(shown):,} drawn"
     heading = title or f"{n} variables, {len(strengths):,} edges{extra}"
-    ax.set_title(heading + "\nnode size: degree; edge width and colour: interaction strength",
-                 fontsize=11)
-    table = _table(["a", "b", "strength"],
-                   [(names[i], names[j], f"{s:.4f}") for s, i, j in strengths[:50]])
+    ax.set_title(
+        heading + "\nnode size: degree; edge width and colour: interaction strength", fontsize=11
+    )
+    table = _table(
+        ["a", "b", "strength"], [(names[i], names[j], f"{s:.4f}") for s, i, j in strengths[:50]]
+    )
     _save(fig, out, heading, "<h2>Strongest interactions</h2>" + table)
-    return {"n_vars": n, "n_edges": len(strengths), "edges_drawn": len(shown),
-            "labelled": len(labelled)}
+    return {
+        "n_vars": n,
+        "n_edges": len(strengths),
+        "edges_drawn": len(shown),
+        "labelled": len(labelled),
+    }
 
 
 def _cmap():
@@ -153,13 +183,19 @@ def run_table(snapshot_dir) -> tuple[list[dict], list[dict]]:
     snaps = []
     for path in list_snapshots(snapshot_dir):
         m = read_snapshot(path).manifest
-        snaps.append({"sequence": m.get("sequence"), "created": m.get("created"),
-                      "rows_seen": m.get("rows_seen"), "reason": m.get("reason"),
-                      "prequential_pll": m.get("scores", {}).get("prequential_pll"),
-                      "validation_pll": m.get("scores", {}).get("validation_pll"),
-                      "n_features": m.get("model", {}).get("n_features"),
-                      "n_edges": m.get("model", {}).get("n_edges"),
-                      "history": m.get("engine", {}).get("history", [])})
+        snaps.append(
+            {
+                "sequence": m.get("sequence"),
+                "created": m.get("created"),
+                "rows_seen": m.get("rows_seen"),
+                "reason": m.get("reason"),
+                "prequential_pll": m.get("scores", {}).get("prequential_pll"),
+                "validation_pll": m.get("scores", {}).get("validation_pll"),
+                "n_features": m.get("model", {}).get("n_features"),
+                "n_edges": m.get("model", {}).get("n_edges"),
+                "history": m.get("engine", {}).get("history", []),
+            }
+        )
     if not snaps:
         raise SnapshotError("no snapshots to report on", path=snapshot_dir)
     for prev, cur in zip(snaps[:-1], snaps[1:]):
@@ -168,7 +204,8 @@ def run_table(snapshot_dir) -> tuple[list[dict], list[dict]]:
         cur["rows_per_second"] = rows / seconds if seconds > 0 and rows > 0 else None
     snaps[0]["rows_per_second"] = None
     history = snaps[-1].pop("history") or [
-        {k: s[k] for k in ("rows_seen", "prequential_pll", "validation_pll")} for s in snaps]
+        {k: s[k] for k in ("rows_seen", "prequential_pll", "validation_pll")} for s in snaps
+    ]
     for s in snaps:
         s.pop("history", None)
     return snaps, history
@@ -190,8 +227,10 @@ def draw_report(snapshot_dir, out) -> dict:
     fig = Figure(figsize=(12, 8.5))
     (pll, rate), (size, when) = fig.subplots(2, 2)
     rows_h = [h["rows_seen"] for h in history]
-    for key, label, style in (("prequential_pll", "prequential (test, then train)", "o-"),
-                              ("validation_pll", "validation rows", "s-")):
+    for key, label, style in (
+        ("prequential_pll", "prequential (test, then train)", "o-"),
+        ("validation_pll", "validation rows", "s-"),
+    ):
         xs = [r for r, h in zip(rows_h, history) if h.get(key) is not None]
         ys = [h[key] for h in history if h.get(key) is not None]
         if ys:
@@ -200,19 +239,31 @@ def draw_report(snapshot_dir, out) -> dict:
     pll.legend(loc="lower right")
     rated = [s for s in snaps if s["rows_per_second"] is not None]
     if rated:
-        rate.plot([s["rows_seen"] for s in rated], [s["rows_per_second"] for s in rated],
-                  "o-", color="#2a9d8f", markersize=4)
+        rate.plot(
+            [s["rows_seen"] for s in rated],
+            [s["rows_per_second"] for s in rated],
+            "o-",
+            color="#2a9d8f",
+            markersize=4,
+        )
     else:
         rate.text(0.5, 0.5, "needs two kept snapshots", ha="center", transform=rate.transAxes)
     rate.set_title("throughput between kept snapshots (rows/s)")
     rate.set_ylim(bottom=0)
     rows_s = [s["rows_seen"] for s in snaps]
-    size.plot(rows_s, [s["n_features"] for s in snaps], "o-", color="#264653",
-              label="features", markersize=4)
+    size.plot(
+        rows_s,
+        [s["n_features"] for s in snaps],
+        "o-",
+        color="#264653",
+        label="features",
+        markersize=4,
+    )
     size.set_ylabel("features")
     edges = size.twinx()
-    edges.plot(rows_s, [s["n_edges"] for s in snaps], "s--", color="#e76f51", label="edges",
-               markersize=4)
+    edges.plot(
+        rows_s, [s["n_edges"] for s in snaps], "s--", color="#e76f51", label="edges", markersize=4
+    )
     edges.set_ylabel("edges")
     size.set_title("model size")
     size.legend(handles=size.get_lines() + edges.get_lines(), loc="lower right")
@@ -220,8 +271,13 @@ def draw_report(snapshot_dir, out) -> dict:
     elapsed = [(_time(s["created"]) - start).total_seconds() for s in snaps]
     when.plot(elapsed, rows_s, "o-", color="#6d597a", markersize=5)
     for e, s in zip(elapsed, snaps):
-        when.annotate(str(s["sequence"]), (e, s["rows_seen"]), textcoords="offset points",
-                      xytext=(4, -10), fontsize=8)
+        when.annotate(
+            str(s["sequence"]),
+            (e, s["rows_seen"]),
+            textcoords="offset points",
+            xytext=(4, -10),
+            fontsize=8,
+        )
     when.set_title(f"snapshots written (seconds after {start:%Y-%m-%d %H:%M:%S} UTC)")
     when.set_ylabel("rows seen")
     from matplotlib.ticker import MaxNLocator, StrMethodFormatter
@@ -237,13 +293,33 @@ def draw_report(snapshot_dir, out) -> dict:
     when.set_xlabel("seconds")
     fig.tight_layout()
     title = f"streammn run: {Path(snapshot_dir).resolve().name}"
-    table = _table(["snapshot", "created", "rows seen", "reason", "prequential PLL",
-                    "validation PLL", "features", "edges", "rows/s"],
-                   [(s["sequence"], s["created"], f"{s['rows_seen']:,}", s["reason"],
-                     _fmt(s["prequential_pll"]), _fmt(s["validation_pll"]),
-                     f"{s['n_features']:,}", f"{s['n_edges']:,}",
-                     "" if s["rows_per_second"] is None else f"{s['rows_per_second']:,.0f}")
-                    for s in snaps])
+    table = _table(
+        [
+            "snapshot",
+            "created",
+            "rows seen",
+            "reason",
+            "prequential PLL",
+            "validation PLL",
+            "features",
+            "edges",
+            "rows/s",
+        ],
+        [
+            (
+                s["sequence"],
+                s["created"],
+                f"{s['rows_seen']:,}",
+                s["reason"],
+                _fmt(s["prequential_pll"]),
+                _fmt(s["validation_pll"]),
+                f"{s['n_features']:,}",
+                f"{s['n_edges']:,}",
+                "" if s["rows_per_second"] is None else f"{s['rows_per_second']:,.0f}",
+            )
+            for s in snaps
+        ],
+    )
     _save(fig, out, title, "<h2>Snapshots</h2>" + table)
     return {"snapshots": len(snaps), "history": len(history)}
 

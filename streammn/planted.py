@@ -25,8 +25,15 @@ class LogisticBN:
     at the end are independent fair coins: no learner should split on them.
     """
 
-    def __init__(self, n_vars: int, seed: int = 0, max_parents: int = 3,
-                 weight_low: float = 0.5, weight_high: float = 2.0, noise_vars: int = 0):
+    def __init__(
+        self,
+        n_vars: int,
+        seed: int = 0,
+        max_parents: int = 3,
+        weight_low: float = 0.5,
+        weight_high: float = 2.0,
+        noise_vars: int = 0,
+    ):
         rng = np.random.default_rng(seed)
         self.n_vars = int(n_vars) + int(noise_vars)
         self.n_signal = int(n_vars)
@@ -37,11 +44,13 @@ class LogisticBN:
             k = 0 if j >= self.n_signal else min(j, int(rng.integers(0, max_parents + 1)))
             pa = np.sort(rng.choice(j, size=k, replace=False)) if k else np.zeros(0, np.int64)
             self.parents.append(pa.astype(np.int64))
-            self.weights.append(rng.uniform(weight_low, weight_high, size=k)
-                                * rng.choice([-1.0, 1.0], size=k))
+            self.weights.append(
+                rng.uniform(weight_low, weight_high, size=k) * rng.choice([-1.0, 1.0], size=k)
+            )
             self.bias[j] = 0.0 if j >= self.n_signal else rng.normal(-0.5, 0.5)
-        self.children = [[c for c in range(self.n_vars) if j in self.parents[c]]
-                         for j in range(self.n_vars)]
+        self.children = [
+            [c for c in range(self.n_vars) if j in self.parents[c]] for j in range(self.n_vars)
+        ]
 
     def edges(self) -> set[tuple[int, int]]:
         """The moral graph's edges (parent-child and co-parents), as sorted pairs."""

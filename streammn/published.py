@@ -45,7 +45,8 @@ The cost. A probe first fits the narrowest prior on at most ``PROBE_ROWS`` of th
 rows: where even that does not beat the closed form on ``PROBE_HELD_OUT`` held-out rows (a
 long stream of noisy data, where the closed form of trees grown on millions of rows is already
 as good as a sample of twenty thousand can make it) the closed form is published after a
-fraction of the work, and the next probe waits until the stream has doubled. Each width's fit stops after ``MAX_ITER`` iterations (plants and accidents lose 0.001
+fraction of the work, and the next probe waits until the stream has doubled. Each width's fit stops
+after ``MAX_ITER`` iterations (plants and accidents lose 0.001
 and 0.01 nats against 100, at 60% of the time). The first fit of a run, and the fit of the
 snapshot at the end of a finite source, have no other limit; every other snapshot's fits spend
 what the rows learned have earned, ``WORK_PER_ROW`` evaluations of one training row per row
@@ -109,6 +110,7 @@ def check_weights(weights: str) -> str:
 # the rows kept
 # ---------------------------------------------------------------------------------------------
 
+
 def held_out_mask(first: int, n: int) -> np.ndarray:
     """Which of the stream rows ``first .. first + n - 1`` are held out: those whose index,
     hashed (splitmix64's finaliser), falls in one bucket of ``HELD_OUT_EVERY``."""
@@ -139,8 +141,9 @@ class WeightSample:
     Markov blanket of its variable, so a row with a hole gives no exact term for its neighbours.
     """
 
-    def __init__(self, schema: Schema, memory_mb: float = MEMORY_MB, hold_out: bool = True,
-                 seed: int = 0):
+    def __init__(
+        self, schema: Schema, memory_mb: float = MEMORY_MB, hold_out: bool = True, seed: int = 0
+    ):
         if not memory_mb > 0:
             raise WeightsError(f"memory_mb must be positive, got {memory_mb}")
         self.schema = schema
@@ -174,13 +177,16 @@ class WeightSample:
         if held is not None:
             self._held.offer(rows, np.flatnonzero(held if keep is None else held & keep))
             keep = ~held if keep is None else keep & ~held
-        self._train.offer(rows, np.arange(rows.shape[0]) if keep is None
-                          else np.flatnonzero(keep))
+        self._train.offer(rows, np.arange(rows.shape[0]) if keep is None else np.flatnonzero(keep))
 
     def to_bytes(self) -> bytes:
-        return pack_state({"memory_mb": self.memory_mb, "hold_out": self.hold_out},
-                          {"train": np.frombuffer(self._train.to_bytes(), np.uint8),
-                           "held_out": np.frombuffer(self._held.to_bytes(), np.uint8)})
+        return pack_state(
+            {"memory_mb": self.memory_mb, "hold_out": self.hold_out},
+            {
+                "train": np.frombuffer(self._train.to_bytes(), np.uint8),
+                "held_out": np.frombuffer(self._held.to_bytes(), np.uint8),
+            },
+        )
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "WeightSample":
@@ -197,19 +203,19 @@ class WeightSample:
 
 def sample_rows(n_vars: int, memory_mb: float) -> int:
     """Training rows the sample keeps under a budget of ``memory_mb``."""
-    share = memory_mb * 2 ** 20 / SAMPLE_SHARE
-    return int(max(min(SAMPLE_ROWS, share * (HELD_OUT_EVERY - 1) / HELD_OUT_EVERY / n_vars),
-                   1))
+    share = memory_mb * 2**20 / SAMPLE_SHARE
+    return int(max(min(SAMPLE_ROWS, share * (HELD_OUT_EVERY - 1) / HELD_OUT_EVERY / n_vars), 1))
 
 
 def list_bytes(sample: WeightSample) -> int:
     """The reach lists' share of the budget: what the sample leaves."""
-    return max(int(sample.memory_mb * 2 ** 20) - sample.nbytes, 0)
+    return max(int(sample.memory_mb * 2**20) - sample.nbytes, 0)
 
 
 # ---------------------------------------------------------------------------------------------
 # what carries over from one snapshot to the next
 # ---------------------------------------------------------------------------------------------
+
 
 @dataclass
 class WeightState:
@@ -226,14 +232,19 @@ class WeightState:
     probe_after: int = 0
 
     def to_bytes(self) -> bytes:
-        meta = {"stddev": self.stddev, "spent": self.spent, "full_fits": self.full_fits,
-                "probe_after": self.probe_after}
+        meta = {
+            "stddev": self.stddev,
+            "spent": self.spent,
+            "full_fits": self.full_fits,
+            "probe_after": self.probe_after,
+        }
         if self.features is None:
             return pack_state(meta, {})
         fs = self.features
-        return pack_state({**meta, "schema": fs.schema.to_dict()},
-                          {"weights": fs.weights, "ptr": fs.ptr, "var": fs.var, "val": fs.val,
-                           "eq": fs.eq})
+        return pack_state(
+            {**meta, "schema": fs.schema.to_dict()},
+            {"weights": fs.weights, "ptr": fs.ptr, "var": fs.var, "val": fs.val, "eq": fs.eq},
+        )
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "WeightState":
@@ -241,10 +252,21 @@ class WeightState:
             meta, a = unpack_state(data)
             features = None
             if "schema" in meta:
-                features = FeatureSet(Schema.from_dict(meta["schema"]), a["weights"], a["ptr"],
-                                      a["var"], a["val"], a["eq"])
-            return cls(features, meta["stddev"], float(meta["spent"]), int(meta["full_fits"]),
-                       int(meta["probe_after"]))
+                features = FeatureSet(
+                    Schema.from_dict(meta["schema"]),
+                    a["weights"],
+                    a["ptr"],
+                    a["var"],
+                    a["val"],
+                    a["eq"],
+                )
+            return cls(
+                features,
+                meta["stddev"],
+                float(meta["spent"]),
+                int(meta["full_fits"]),
+                int(meta["probe_after"]),
+            )
         except (ValueError, OSError, KeyError, TypeError) as e:
             raise WeightStateError(f"not a weight state: {e}") from None
 
@@ -264,10 +286,13 @@ def start_weights(features: FeatureSet, warm: FeatureSet | None) -> np.ndarray:
     if warm is None or warm.n_features == 0 or features.n_features == 0:
         return weights
     ptr = np.concatenate([warm.ptr, warm.ptr[-1] + features.ptr[1:]])
-    group, first = duplicate_groups(ptr, np.concatenate([warm.var, features.var]),
-                                    np.concatenate([warm.val, features.val]),
-                                    np.concatenate([warm.eq, features.eq]))
-    source = first[group[warm.n_features:]]
+    group, first = duplicate_groups(
+        ptr,
+        np.concatenate([warm.var, features.var]),
+        np.concatenate([warm.val, features.val]),
+        np.concatenate([warm.eq, features.eq]),
+    )
+    source = first[group[warm.n_features :]]
     seen = source < warm.n_features
     weights[seen] = warm.weights[source[seen]]
     return weights
@@ -276,6 +301,7 @@ def start_weights(features: FeatureSet, warm: FeatureSet | None) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 # the fit
 # ---------------------------------------------------------------------------------------------
+
 
 @dataclass
 class Published:
@@ -292,8 +318,14 @@ class _Search:
     """One snapshot's fits, scored on the held-out rows, and the work they cost (in
     evaluations of the whole training sample)."""
 
-    def __init__(self, fs: FeatureSet, train: np.ndarray, held_out: np.ndarray,
-                 budget_bytes: int, max_evaluations: float | None):
+    def __init__(
+        self,
+        fs: FeatureSet,
+        train: np.ndarray,
+        held_out: np.ndarray,
+        budget_bytes: int,
+        max_evaluations: float | None,
+    ):
         self.fs, self.train, self.budget_bytes = fs, train, budget_bytes
         self.left = np.inf if max_evaluations is None else max_evaluations
         self.evaluations = 0.0
@@ -319,14 +351,16 @@ class _Search:
             return None
         if rows is self.train:  # its reach lists serve every width
             if self._evaluate is None:
-                self._evaluate = reach_lists.pll_evaluator(self.fs, rows,
-                                                           list_bytes=self.budget_bytes)
+                self._evaluate = reach_lists.pll_evaluator(
+                    self.fs, rows, list_bytes=self.budget_bytes
+                )
             evaluate = self._evaluate
         else:
             evaluate = reach_lists.pll_evaluator(self.fs, rows, list_bytes=self.budget_bytes)
         objective = penalised(evaluate, rows.shape[0], stddev, self.fs.weights)
-        w, info = minimise(objective, w0, MAX_ITER, TOL,
-                           max_evaluations=int(min(self.left / share, 10 * MAX_ITER)))
+        w, info = minimise(
+            objective, w0, MAX_ITER, TOL, max_evaluations=int(min(self.left / share, 10 * MAX_ITER))
+        )
         self.iterations += info["iterations"]
         self.evaluations += info["evaluations"] * share
         self.left -= info["evaluations"] * share
@@ -350,10 +384,16 @@ class _Search:
         return k != k0
 
 
-def publish(model: MarkovNetwork, train: np.ndarray, held_out: np.ndarray,
-            state: WeightState | None = None, budget_bytes: int | None = None,
-            learner_pll: float | None = None, max_evaluations: float | None = None,
-            rows_seen: int | None = None) -> Published:
+def publish(
+    model: MarkovNetwork,
+    train: np.ndarray,
+    held_out: np.ndarray,
+    state: WeightState | None = None,
+    budget_bytes: int | None = None,
+    learner_pll: float | None = None,
+    max_evaluations: float | None = None,
+    rows_seen: int | None = None,
+) -> Published:
     """The weights to publish for ``model`` (DN2MN's closed form, or any learner's network):
     refined on ``train`` as the module docstring says, kept if they beat ``model``'s own on
     ``held_out``. ``learner_pll`` (the learner's own held-out PLL, e.g. its DN's) is recorded
@@ -371,12 +411,23 @@ def publish(model: MarkovNetwork, train: np.ndarray, held_out: np.ndarray,
     t0 = time.perf_counter()
     state = state or WeightState()
     warm = state.features is not None
-    record = {"published": "closed-form", "train_rows": int(train.shape[0]),
-              "held_out_rows": int(held_out.shape[0]),
-              "held_out_pll": {"published": None, "closed_form": None, "carried_over": None,
-                               "refined": None, "learner": learner_pll},
-              "stddev": None, "iterations": 0, "evaluations": 0.0, "warm_start": warm,
-              "budget_evaluations": max_evaluations}
+    record = {
+        "published": "closed-form",
+        "train_rows": int(train.shape[0]),
+        "held_out_rows": int(held_out.shape[0]),
+        "held_out_pll": {
+            "published": None,
+            "closed_form": None,
+            "carried_over": None,
+            "refined": None,
+            "learner": learner_pll,
+        },
+        "stddev": None,
+        "iterations": 0,
+        "evaluations": 0.0,
+        "warm_start": warm,
+        "budget_evaluations": max_evaluations,
+    }
     fs = model.features
 
     def done(published: Published) -> Published:
@@ -388,20 +439,25 @@ def publish(model: MarkovNetwork, train: np.ndarray, held_out: np.ndarray,
     if not warm and rows_seen is not None and rows_seen < state.probe_after:
         record["probe"] = f"not before row {state.probe_after:,}"
         return done(Published(model, record, state))
-    search = _Search(fs, train, held_out,
-                     reach_lists.LIST_BYTES if budget_bytes is None else budget_bytes,
-                     max_evaluations)
+    search = _Search(
+        fs,
+        train,
+        held_out,
+        reach_lists.LIST_BYTES if budget_bytes is None else budget_bytes,
+        max_evaluations,
+    )
     w = start_weights(fs, state.features)
     if not warm and train.shape[0] > PROBE_ROWS:  # a cheap look first: does a sample help?
-        rows = held_out[::-(-held_out.shape[0] // PROBE_HELD_OUT)]
+        rows = held_out[:: -(-held_out.shape[0] // PROBE_HELD_OUT)]
         look = held_out_pll(fs, rows, search.budget_bytes)
-        probe = search.fit(train[::-(-train.shape[0] // PROBE_ROWS)], w, STDDEVS[0])
+        probe = search.fit(train[:: -(-train.shape[0] // PROBE_ROWS)], w, STDDEVS[0])
         scores = (look(fs.weights), None if probe is None else look(probe))
         if probe is None or not scores[1] > scores[0]:
-            record["probe"] = {"result": "no work left" if probe is None
-                               else "no better than the closed form",
-                               "held_out_rows": int(rows.shape[0]),
-                               "held_out_pll": {"closed_form": scores[0], "probe": scores[1]}}
+            record["probe"] = {
+                "result": "no work left" if probe is None else "no better than the closed form",
+                "held_out_rows": int(rows.shape[0]),
+                "held_out_pll": {"closed_form": scores[0], "probe": scores[1]},
+            }
             after = _decide(model, (None, None, None), record, state, search, max_evaluations)
             if probe is not None and rows_seen is not None:
                 after.state.probe_after = 2 * rows_seen
@@ -430,8 +486,14 @@ def held_out_pll(fs: FeatureSet, rows: np.ndarray, budget_bytes: int):
     return lambda w: evaluate(w)[0] / rows.shape[0]
 
 
-def _decide(model: MarkovNetwork, best: tuple, record: dict, state: WeightState,
-            search: _Search, max_evaluations: float | None) -> Published:
+def _decide(
+    model: MarkovNetwork,
+    best: tuple,
+    record: dict,
+    state: WeightState,
+    search: _Search,
+    max_evaluations: float | None,
+) -> Published:
     """The best candidate published, and the state after it: a budgeted search's work is
     spent, an unbudgeted one counted."""
     score, weights, stddev = best
@@ -443,17 +505,21 @@ def _decide(model: MarkovNetwork, best: tuple, record: dict, state: WeightState,
         record["published"], record["stddev"] = "refined", stddev
     features = model.features if weights is not None else None
     if max_evaluations is None:
-        after = WeightState(features, stddev, state.spent, state.full_fits + 1,
-                            state.probe_after)
+        after = WeightState(features, stddev, state.spent, state.full_fits + 1, state.probe_after)
     else:
-        after = WeightState(features, stddev,
-                            state.spent + search.evaluations * search.train.shape[0],
-                            state.full_fits, state.probe_after)
+        after = WeightState(
+            features,
+            stddev,
+            state.spent + search.evaluations * search.train.shape[0],
+            state.full_fits,
+            state.probe_after,
+        )
     return Published(model, record, after)
 
 
-def refine_on_rows(model: MarkovNetwork, rows: np.ndarray,
-                   held_out: np.ndarray | None = None) -> Published:
+def refine_on_rows(
+    model: MarkovNetwork, rows: np.ndarray, held_out: np.ndarray | None = None
+) -> Published:
     """:func:`publish` on rows in memory: ``held_out``, or else one row of ``rows`` in
     ``HELD_OUT_EVERY`` (by :func:`held_out_mask`), judges the weights refined on the others."""
     rows = model.schema.rows_of(rows)

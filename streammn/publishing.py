@@ -197,7 +197,7 @@ def _child(work: Callable[[], dict], write_fd: int, parent: int) -> None:
         result = _run(work)
         data = json.dumps(result).encode()
         while data:
-            data = data[os.write(write_fd, data):]
+            data = data[os.write(write_fd, data) :]
         code = 0 if result["ok"] else 1
     finally:
         os._exit(code)
@@ -211,7 +211,13 @@ def _decode(data: bytes, status: int, pid: int) -> dict:
     if isinstance(result, dict) and "ok" in result:
         return result
     killed_by = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
-    how = (f"was killed by signal {killed_by}" if killed_by is not None
-           else f"exited with code {os.WEXITSTATUS(status)}")
-    return {"ok": False, "killed_by": killed_by,
-            "error": f"the snapshot writer process {pid} {how} before it reported a result"}
+    how = (
+        f"was killed by signal {killed_by}"
+        if killed_by is not None
+        else f"exited with code {os.WEXITSTATUS(status)}"
+    )
+    return {
+        "ok": False,
+        "killed_by": killed_by,
+        "error": f"the snapshot writer process {pid} {how} before it reported a result",
+    }

@@ -39,15 +39,31 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from streammn.bitscan import (CHUNK_WORDS, PARTIAL_SUMS, _add_words, _chunk_logits,
-                              _gather_words, _groups_for, _lowest_bit, _new_words, value_offsets)
+from streammn.bitscan import (
+    CHUNK_WORDS,
+    PARTIAL_SUMS,
+    _add_words,
+    _chunk_logits,
+    _gather_words,
+    _groups_for,
+    _lowest_bit,
+    _new_words,
+    value_offsets,
+)
 from streammn.features import FeatureSet
 from streammn.publishing import serial_kernels_only
-from streammn.loglinear import (MASK_VALUES, _binary_conditional, _gradient_rows,
-                                _normalise_variable, _owner, _rows, all_conditionals)
+from streammn.loglinear import (
+    MASK_VALUES,
+    _binary_conditional,
+    _gradient_rows,
+    _normalise_variable,
+    _owner,
+    _rows,
+    all_conditionals,
+)
 
 
-LIST_BYTES = 2 ** 28  # entries or word lists kept across evaluations, at most (256 MiB)
+LIST_BYTES = 2**28  # entries or word lists kept across evaluations, at most (256 MiB)
 ENTRY_BYTES = 4  # an entry: an int32 feature
 ENTRY_WORD_BYTES = 12  # a word-list entry (uint64 rows, int32 position) or listed feature
 
@@ -64,14 +80,14 @@ def _scan_reach(rows, start, offs, cards, groups, fill, at, feat):
     n_slots = offs[-1]
     chunk = 64 * CHUNK_WORDS
     none = np.zeros(0)
-    words, nf = _chunk_logits(rows, start, offs, cards, groups, none, none,
-                              _new_words(groups[0].shape[0] - 1), True)
+    words, nf = _chunk_logits(
+        rows, start, offs, cards, groups, none, none, _new_words(groups[0].shape[0] - 1), True
+    )
     feats, ends, xs, pos = words
     e = 0
     for i in range(nf):
         while e < ends[i]:
-            _reach_column(xs[e], pos[e] % chunk, n_slots, pos[e] // chunk, feats[i], fill, at,
-                          feat)
+            _reach_column(xs[e], pos[e] % chunk, n_slots, pos[e] // chunk, feats[i], fill, at, feat)
             e += 1
 
 
@@ -102,7 +118,7 @@ def _reach_scans(loop):
         for k in loop((n + chunk - 1) // chunk):
             s = k * chunk * n_slots
             e = min(k * chunk + chunk, n) * n_slots
-            _scan_reach(rows, k * chunk, offs, cards, groups, False, ptr[s + 1:e + 1], none)
+            _scan_reach(rows, k * chunk, offs, cards, groups, False, ptr[s + 1 : e + 1], none)
         for i in range(n * n_slots):
             ptr[i + 1] += ptr[i]
         return ptr
@@ -114,15 +130,14 @@ def _reach_scans(loop):
         chunk = 64 * CHUNK_WORDS
         feat = np.empty(ptr[-1], dtype=np.int32)
         for k in loop((n + chunk - 1) // chunk):
-            at = ptr[k * chunk * n_slots:min(k * chunk + chunk, n) * n_slots].copy()
+            at = ptr[k * chunk * n_slots : min(k * chunk + chunk, n) * n_slots].copy()
             _scan_reach(rows, k * chunk, offs, cards, groups, True, at, feat)
         return feat
 
     return count_reach, fill_reach
 
 
-_count_reach, _fill_reach = (nb.njit(cache=True, parallel=True)(f)
-                             for f in _reach_scans(nb.prange))
+_count_reach, _fill_reach = (nb.njit(cache=True, parallel=True)(f) for f in _reach_scans(nb.prange))
 _count_reach_serial, _fill_reach_serial = (nb.njit(cache=True)(f) for f in _reach_scans(range))
 
 
@@ -194,8 +209,9 @@ def _table_pll(rows, counts, start, offs, cards, table, probs):
 
 
 @nb.njit(cache=True)
-def _chunk_scan_pll(rows, counts, start, offs, cards, weights, groups, table, probs, grad,
-                    words, kept, b, i):
+def _chunk_scan_pll(
+    rows, counts, start, offs, cards, weights, groups, table, probs, grad, words, kept, b, i
+):
     """:func:`_chunk_pll` without entries, for chunk ``i`` of sequence ``b``: from its word
     list when ``kept`` holds it, else from a scan (:func:`_chunk_logits`, into the ``words``
     buffers), whose list ``kept`` then keeps if it is filling and the list fits. Returns
@@ -218,10 +234,10 @@ def _chunk_scan_pll(rows, counts, start, offs, cards, weights, groups, table, pr
         if ENTRY_WORD_BYTES * (f0 + nf + e0 + ne) > k_state[b, 2]:
             k_state[b, 1] = 1
         else:
-            listed[0][f0:f0 + nf] = words[0][:nf]
-            listed[1][f0:f0 + nf] = words[1][:nf] + e0
-            listed[2][e0:e0 + ne] = words[2][:ne]
-            listed[3][e0:e0 + ne] = words[3][:ne]
+            listed[0][f0 : f0 + nf] = words[0][:nf]
+            listed[1][f0 : f0 + nf] = words[1][:nf] + e0
+            listed[2][e0 : e0 + ne] = words[2][:ne]
+            listed[3][e0 : e0 + ne] = words[3][:ne]
             k_bounds[b, i, 0] = f0 + nf
             k_bounds[b, i, 1] = e0 + ne
             k_state[b, 0] += 1
@@ -248,13 +264,37 @@ def _evaluation(loop):
             for k in range(b, n_chunks, PARTIAL_SUMS):
                 s = k * chunk
                 if ptr.shape[0] == 0:  # chunk k is sequence b's (k // PARTIAL_SUMS)-th
-                    value, words = _chunk_scan_pll(rows, counts, s, offs, cards, weights,
-                                                   groups, table, probs, grads[b], words,
-                                                   kept, b, k // PARTIAL_SUMS)
+                    value, words = _chunk_scan_pll(
+                        rows,
+                        counts,
+                        s,
+                        offs,
+                        cards,
+                        weights,
+                        groups,
+                        table,
+                        probs,
+                        grads[b],
+                        words,
+                        kept,
+                        b,
+                        k // PARTIAL_SUMS,
+                    )
                     values[b] += value
                 else:
-                    values[b] += _chunk_pll(rows, counts, s, min(s + chunk, n), offs, cards,
-                                            weights, ptr, feat, probs, grads[b])
+                    values[b] += _chunk_pll(
+                        rows,
+                        counts,
+                        s,
+                        min(s + chunk, n),
+                        offs,
+                        cards,
+                        weights,
+                        ptr,
+                        feat,
+                        probs,
+                        grads[b],
+                    )
         grad = np.zeros(weights.shape[0])
         value = 0.0
         for b in range(PARTIAL_SUMS):
@@ -281,11 +321,14 @@ def _kept_words(n_rows: int, budget: int):
     per_sequence = -(-n_rows // (64 * CHUNK_WORDS)) // PARTIAL_SUMS + 1
     state = np.zeros((PARTIAL_SUMS, 3), dtype=np.int64)
     state[:, 2] = share
-    return (np.empty((PARTIAL_SUMS, cap), dtype=np.int32),
-            np.empty((PARTIAL_SUMS, cap), dtype=np.int64),
-            np.empty((PARTIAL_SUMS, cap), dtype=np.uint64),
-            np.empty((PARTIAL_SUMS, cap), dtype=np.int32),
-            np.zeros((PARTIAL_SUMS, per_sequence, 2), dtype=np.int64), state)
+    return (
+        np.empty((PARTIAL_SUMS, cap), dtype=np.int32),
+        np.empty((PARTIAL_SUMS, cap), dtype=np.int64),
+        np.empty((PARTIAL_SUMS, cap), dtype=np.uint64),
+        np.empty((PARTIAL_SUMS, cap), dtype=np.int32),
+        np.zeros((PARTIAL_SUMS, per_sequence, 2), dtype=np.int64),
+        state,
+    )
 
 
 def distinct_rows_counted(rows: np.ndarray, counts=None) -> tuple[np.ndarray, np.ndarray]:
@@ -313,13 +356,22 @@ class ReachLists:
     elsewhere. Both give the same bits.
     """
 
-    def __init__(self, fs: FeatureSet, rows: np.ndarray, owner=None,
-                 list_bytes: int | None = None, counts=None, parallel: bool | None = None):
+    def __init__(
+        self,
+        fs: FeatureSet,
+        rows: np.ndarray,
+        owner=None,
+        list_bytes: int | None = None,
+        counts=None,
+        parallel: bool | None = None,
+    ):
         if parallel is None:
             parallel = not serial_kernels_only()
         count_reach, fill_reach, self._evaluate = (
-            (_count_reach, _fill_reach, _pll_and_gradient) if parallel else
-            (_count_reach_serial, _fill_reach_serial, _pll_and_gradient_serial))
+            (_count_reach, _fill_reach, _pll_and_gradient)
+            if parallel
+            else (_count_reach_serial, _fill_reach_serial, _pll_and_gradient_serial)
+        )
         rows = _rows(rows, fs)
         counts = _counts(counts, rows)
         self.cards = np.ascontiguousarray(fs.schema.cardinalities, dtype=np.int64)
@@ -357,12 +409,27 @@ class ReachLists:
     def pll_and_gradient(self, weights: np.ndarray) -> tuple[float, np.ndarray]:
         """Summed PLL of the rows (with repeats) and its gradient at ``weights``."""
         weights = np.ascontiguousarray(weights, dtype=np.float64)
-        return self._evaluate(self.rows, self.counts, self.offs, self.cards, weights,
-                                 self.groups, self.ptr, self.feat, self.kept)
+        return self._evaluate(
+            self.rows,
+            self.counts,
+            self.offs,
+            self.cards,
+            weights,
+            self.groups,
+            self.ptr,
+            self.feat,
+            self.kept,
+        )
 
 
-def pll_evaluator(fs: FeatureSet, rows: np.ndarray, owner=None, list_bytes: int | None = None,
-                  counts=None, parallel: bool | None = None):
+def pll_evaluator(
+    fs: FeatureSet,
+    rows: np.ndarray,
+    owner=None,
+    list_bytes: int | None = None,
+    counts=None,
+    parallel: bool | None = None,
+):
     """A function ``weights -> (summed PLL, gradient)`` of the features of ``fs`` on ``rows``
     (weighted by ``counts``, default one each): :class:`ReachLists` built once (``list_bytes``
     and ``parallel`` as there), or row by row when a variable has more than 64 values."""
@@ -371,8 +438,7 @@ def pll_evaluator(fs: FeatureSet, rows: np.ndarray, owner=None, list_bytes: int 
         return ReachLists(fs, rows, owner, list_bytes, counts, parallel).pll_and_gradient
     if counts is not None:
         counts = _counts(counts, rows)
-    return lambda weights: _rowwise_pll_and_gradient(fs.with_weights(weights), rows, owner,
-                                                     counts)
+    return lambda weights: _rowwise_pll_and_gradient(fs.with_weights(weights), rows, owner, counts)
 
 
 def _counts(counts, rows: np.ndarray) -> np.ndarray:
@@ -391,15 +457,29 @@ def pll_and_gradient(fs: FeatureSet, rows: np.ndarray, owner=None) -> tuple[floa
     return pll_evaluator(fs, rows, owner, list_bytes=0)(fs.weights)
 
 
-def _rowwise_pll_and_gradient(fs: FeatureSet, rows: np.ndarray, owner,
-                              counts) -> tuple[float, np.ndarray]:
+def _rowwise_pll_and_gradient(
+    fs: FeatureSet, rows: np.ndarray, owner, counts
+) -> tuple[float, np.ndarray]:
     """:func:`pll_and_gradient` row by row (weighted by ``counts`` unless None), for variables
     with more than 64 values."""
     probs, terms = all_conditionals(fs, rows, owner)
     cards = np.ascontiguousarray(fs.schema.cardinalities, dtype=np.int64)
     var_ptr, var_feats = fs.features_by_variable()
     row_weights = _counts(counts, rows)
-    grad = _gradient_rows(rows, row_weights, probs, cards, value_offsets(cards), var_ptr, var_feats,
-                          _owner(fs, owner), fs.weights, fs.ptr, fs.var, fs.val, fs.eq,
-                          PARTIAL_SUMS)
+    grad = _gradient_rows(
+        rows,
+        row_weights,
+        probs,
+        cards,
+        value_offsets(cards),
+        var_ptr,
+        var_feats,
+        _owner(fs, owner),
+        fs.weights,
+        fs.ptr,
+        fs.var,
+        fs.val,
+        fs.eq,
+        PARTIAL_SUMS,
+    )
     return float(terms.sum() if counts is None else terms.sum(axis=1) @ counts), grad

@@ -22,14 +22,21 @@ class ResumeSettingsError(SettingsError):
     ``requested_value``."""
 
     def __init__(self, snapshot, option: str, snapshot_value, requested_value):
-        self.option, self.snapshot_value, self.requested_value = \
-            option, snapshot_value, requested_value
+        self.option, self.snapshot_value, self.requested_value = (
+            option,
+            snapshot_value,
+            requested_value,
+        )
         if option == "learner":
-            what = (f"the snapshot holds a {snapshot_value} learner, this run uses "
-                    f"{requested_value}; resume with the same learner")
+            what = (
+                f"the snapshot holds a {snapshot_value} learner, this run uses "
+                f"{requested_value}; resume with the same learner"
+            )
         else:
-            what = (f"the snapshot was learned with {option}={snapshot_value!r}, this run asks "
-                    f"for {option}={requested_value!r}; resume with the snapshot's setting")
+            what = (
+                f"the snapshot was learned with {option}={snapshot_value!r}, this run asks "
+                f"for {option}={requested_value!r}; resume with the snapshot's setting"
+            )
         super().__init__(f"{snapshot}: {what} or start a new snapshot directory")
 
 

@@ -88,8 +88,10 @@ class MarkovNetworkLearner(base.MiniBatchTransformer):
 
     def __init__(self, learner: StructureLearner, batch_size: int = 1024):
         if not isinstance(learner, StructureLearner):
-            raise SettingsError(f"learner must be a streammn structure learner (e.g. DTSL), "
-                                f"got {type(learner).__name__}")
+            raise SettingsError(
+                f"learner must be a streammn structure learner (e.g. DTSL), "
+                f"got {type(learner).__name__}"
+            )
         if batch_size < 1:
             raise SettingsError(f"batch_size must be >= 1, got {batch_size!r}")
         self.learner = learner
@@ -120,13 +122,16 @@ class MarkovNetworkLearner(base.MiniBatchTransformer):
         try:
             values = [x[name] for name in self.names]
         except KeyError as e:
-            raise RiverRowError(f"row {position}: feature {e.args[0]!r} of the schema is "
-                                f"missing (the row has {sorted(map(str, x))})") from None
+            raise RiverRowError(
+                f"row {position}: feature {e.args[0]!r} of the schema is "
+                f"missing (the row has {sorted(map(str, x))})"
+            ) from None
         row = np.array(values)
         if row.dtype.kind in "iub" and ((row >= 0) & (row < self._cards)).all():
             return row.astype(np.uint8).reshape(1, -1)  # the common case, without a copy loop
-        return self.learner_.schema.validate(np.array([values], dtype=object),
-                                             row_offset=position, source="river row")
+        return self.learner_.schema.validate(
+            np.array([values], dtype=object), row_offset=position, source="river row"
+        )
 
     def _frame(self, X) -> np.ndarray:
         """A pandas DataFrame (columns by name) or a row matrix, validated."""
@@ -136,8 +141,9 @@ class MarkovNetworkLearner(base.MiniBatchTransformer):
             if missing:
                 raise RiverRowError(f"the frame lacks the schema's columns {missing}")
             X = X[self.names].to_numpy()
-        return self.learner_.schema.validate(X, row_offset=self.n_rows_learned_ +
-                                             self._n_buffered, source="river frame")
+        return self.learner_.schema.validate(
+            X, row_offset=self.n_rows_learned_ + self._n_buffered, source="river frame"
+        )
 
     # learning -------------------------------------------------------------------------------
     def learn_one(self, x: dict) -> None:
@@ -156,7 +162,7 @@ class MarkovNetworkLearner(base.MiniBatchTransformer):
     def flush(self) -> None:
         """Learn the buffered rows now (the final model does not depend on when)."""
         if self._n_buffered:
-            rows = self._buffer[:self._n_buffered].copy()
+            rows = self._buffer[: self._n_buffered].copy()
             self._n_buffered = 0
             self._learn(rows)
 
@@ -164,7 +170,7 @@ class MarkovNetworkLearner(base.MiniBatchTransformer):
         if rows.shape[0]:
             self.learner_.partial_fit(rows)
             self.n_rows_learned_ += rows.shape[0]
-            self.last_batch_ = rows[-self.batch_size:]
+            self.last_batch_ = rows[-self.batch_size :]
 
     # the model ------------------------------------------------------------------------------
     def to_markov_network(self):
@@ -243,8 +249,7 @@ class MarkovNetworkAnomalyDetector(base.AnomalyDetector):
     (0.07, 0.95)
     """
 
-    def __init__(self, learner: StructureLearner, batch_size: int = 1024,
-                 calibrate: bool = True):
+    def __init__(self, learner: StructureLearner, batch_size: int = 1024, calibrate: bool = True):
         self.learner = learner
         self.batch_size = batch_size
         self.calibrate = calibrate

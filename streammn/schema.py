@@ -34,8 +34,14 @@ class SchemaError(DataError):
     ``reason`` the message without that location prefix.
     """
 
-    def __init__(self, message: str, *, row: int | None = None, column: int | None = None,
-                 source: str | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        row: int | None = None,
+        column: int | None = None,
+        source: str | None = None,
+    ):
         self.reason = message
         self.row = row
         self.column = column
@@ -64,8 +70,7 @@ def require_observed(rows: np.ndarray, what: str) -> None:
     holes = rows == MISSING
     if holes.any():
         r, c = np.argwhere(holes)[0]
-        raise SchemaError(f"missing value: {what} needs complete rows", row=int(r),
-                          column=int(c))
+        raise SchemaError(f"missing value: {what} needs complete rows", row=int(r), column=int(c))
 
 
 def complete_rows(rows: np.ndarray) -> np.ndarray:
@@ -87,9 +92,12 @@ class Variable:
 
     def __post_init__(self):
         if not isinstance(self.cardinality, (int, np.integer)) or not (
-                MIN_CARDINALITY <= self.cardinality <= MAX_CARDINALITY):
-            raise SchemaError(f"variable {self.name!r}: cardinality must be an integer in "
-                              f"{MIN_CARDINALITY}..{MAX_CARDINALITY}, got {self.cardinality!r}")
+            MIN_CARDINALITY <= self.cardinality <= MAX_CARDINALITY
+        ):
+            raise SchemaError(
+                f"variable {self.name!r}: cardinality must be an integer in "
+                f"{MIN_CARDINALITY}..{MAX_CARDINALITY}, got {self.cardinality!r}"
+            )
         object.__setattr__(self, "cardinality", int(self.cardinality))
 
 
@@ -117,8 +125,13 @@ class Schema:
     cardinalities grew. By default the cardinalities are fixed.
     """
 
-    def __init__(self, variables: Iterable[Variable], missing: bool = False,
-                 max_cardinalities: Sequence[int] | None = None, version: int = 0):
+    def __init__(
+        self,
+        variables: Iterable[Variable],
+        missing: bool = False,
+        max_cardinalities: Sequence[int] | None = None,
+        version: int = 0,
+    ):
         self.missing = bool(missing)
         self._variables = tuple(variables)
         if not self._variables:
@@ -136,20 +149,24 @@ class Schema:
         if max_cardinalities is not None:
             maxima = np.array(list(max_cardinalities), dtype=np.int64)
             if maxima.shape != self.cardinalities.shape:
-                raise SchemaError(f"{maxima.size} maximum cardinalities for {self.n_vars} "
-                                  f"variables")
+                raise SchemaError(
+                    f"{maxima.size} maximum cardinalities for {self.n_vars} variables"
+                )
             for v, m in zip(self._variables, maxima.tolist()):
                 if not v.cardinality <= m <= MAX_CARDINALITY:
-                    raise SchemaError(f"variable {v.name!r}: maximum cardinality must be in "
-                                      f"{v.cardinality}..{MAX_CARDINALITY} (its cardinality "
-                                      f"and the largest), got {m}")
+                    raise SchemaError(
+                        f"variable {v.name!r}: maximum cardinality must be in "
+                        f"{v.cardinality}..{MAX_CARDINALITY} (its cardinality "
+                        f"and the largest), got {m}"
+                    )
             maxima.setflags(write=False)
             self.max_cardinalities = maxima
 
     # construction -------------------------------------------------------------------------
     @classmethod
-    def from_cardinalities(cls, cardinalities: Sequence[int],
-                           names: Sequence[str] | None = None) -> "Schema":
+    def from_cardinalities(
+        cls, cardinalities: Sequence[int], names: Sequence[str] | None = None
+    ) -> "Schema":
         """Schema from a list of cardinalities; names default to ``x0, x1, ...``."""
         cards = list(cardinalities)
         if names is None:
@@ -170,11 +187,13 @@ class Schema:
             with open(path, "rb") as f:
                 line = f.readline().decode("utf-8").strip()
         except UnicodeDecodeError:
-            raise SchemaError("not a Libra schema file (not UTF-8 text)", source=str(path)) \
-                from None
+            raise SchemaError(
+                "not a Libra schema file (not UTF-8 text)", source=str(path)
+            ) from None
         except OSError as e:
-            raise SchemaFileUnavailable(f"{path}: cannot read the schema file ({e.strerror})") \
-                from None
+            raise SchemaFileUnavailable(
+                f"{path}: cannot read the schema file ({e.strerror})"
+            ) from None
         return cls.from_libra_line(line, source=str(path))
 
     @classmethod
@@ -187,16 +206,16 @@ class Schema:
         return cls.from_cardinalities(cards)
 
     @classmethod
-    def infer(cls, rows: np.ndarray, names: Sequence[str] | None = None,
-              source: str | None = None) -> "Schema":
+    def infer(
+        cls, rows: np.ndarray, names: Sequence[str] | None = None, source: str | None = None
+    ) -> "Schema":
         """Infer cardinalities from a first chunk: ``max value + 1``, at least 2.
 
         The returned schema is then fixed; later rows with larger values are errors.
         """
         rows = np.asarray(rows)
         if rows.ndim != 2 or rows.shape[0] == 0:
-            raise SchemaError("cannot infer a schema from an empty or non-2-D chunk",
-                              source=source)
+            raise SchemaError("cannot infer a schema from an empty or non-2-D chunk", source=source)
         n_cols = rows.shape[1]
         if names is None:
             names = [f"x{i}" for i in range(n_cols)]
@@ -207,8 +226,12 @@ class Schema:
 
     def with_missing(self, missing: bool = True) -> "Schema":
         """This schema with missing mode on (or off)."""
-        return Schema(self._variables, missing=missing, max_cardinalities=self.max_cardinalities,
-                      version=self.version)
+        return Schema(
+            self._variables,
+            missing=missing,
+            max_cardinalities=self.max_cardinalities,
+            version=self.version,
+        )
 
     def with_growth(self, maxima) -> "Schema":
         """This schema in growth mode: variable ``j`` may grow up to ``maxima[j]`` states.
@@ -240,15 +263,20 @@ class Schema:
         if not self.grows:
             return self
         if self._ceiling is None:
-            self._ceiling = Schema.from_cardinalities(self.max_cardinalities.tolist(),
-                                                      self.names).with_missing(self.missing)
+            self._ceiling = Schema.from_cardinalities(
+                self.max_cardinalities.tolist(), self.names
+            ).with_missing(self.missing)
         return self._ceiling
 
     def same_stream(self, other: "Schema") -> bool:
         """Whether rows of ``other``'s stream are rows of this schema's: equal schemas, or two
         growing ones with the same ceiling (one may have grown further than the other)."""
-        return self == other or (isinstance(other, Schema) and self.grows and other.grows
-                                 and self.ceiling() == other.ceiling())
+        return self == other or (
+            isinstance(other, Schema)
+            and self.grows
+            and other.grows
+            and self.ceiling() == other.ceiling()
+        )
 
     def grown_to(self, cardinalities) -> "Schema":
         """This schema with cardinalities raised to ``cardinalities`` (elementwise maximum;
@@ -257,9 +285,12 @@ class Schema:
         cards = np.maximum(self.cardinalities, np.asarray(cardinalities, dtype=np.int64))
         if (cards == self.cardinalities).all():
             return self
-        return Schema((Variable(v.name, int(c)) for v, c in zip(self._variables, cards)),
-                      missing=self.missing, max_cardinalities=self.max_cardinalities,
-                      version=self.version + 1)
+        return Schema(
+            (Variable(v.name, int(c)) for v, c in zip(self._variables, cards)),
+            missing=self.missing,
+            max_cardinalities=self.max_cardinalities,
+            version=self.version + 1,
+        )
 
     def require_complete(self, learner: str) -> None:
         """Refuse missing mode for a learner that needs complete rows, and growth mode for a
@@ -267,15 +298,16 @@ class Schema:
         if self.missing:
             raise MissingModeUnsupported(
                 f"{learner} cannot learn from missing values: the missing option "
-                f"(--missing / --missing-token, Schema.with_missing) is for dtsl only")
+                f"(--missing / --missing-token, Schema.with_missing) is for dtsl only"
+            )
         if self.grows:
             raise GrowthUnsupported(
                 f"{learner} cannot add new values mid-stream: the growth option "
-                f"(--grow-values, Schema.with_growth) is for dtsl only")
+                f"(--grow-values, Schema.with_growth) is for dtsl only"
+            )
 
     def to_dict(self) -> dict:
-        d = {"variables": [{"name": v.name, "cardinality": v.cardinality}
-                           for v in self._variables]}
+        d = {"variables": [{"name": v.name, "cardinality": v.cardinality} for v in self._variables]}
         if self.missing:
             d["missing"] = True
         if self.grows:
@@ -286,10 +318,12 @@ class Schema:
     @classmethod
     def from_dict(cls, d: dict) -> "Schema":
         try:
-            return cls((Variable(v["name"], v["cardinality"]) for v in d["variables"]),
-                       missing=bool(d.get("missing", False)),
-                       max_cardinalities=d.get("max_cardinalities"),
-                       version=int(d.get("version", 0)))
+            return cls(
+                (Variable(v["name"], v["cardinality"]) for v in d["variables"]),
+                missing=bool(d.get("missing", False)),
+                max_cardinalities=d.get("max_cardinalities"),
+                version=int(d.get("version", 0)),
+            )
         except (KeyError, TypeError, ValueError) as e:
             raise SchemaError(f"malformed schema description: {e}") from None
 
@@ -331,9 +365,12 @@ class Schema:
         return None if not self.grows else (tuple(self.max_cardinalities.tolist()), self.version)
 
     def __eq__(self, other) -> bool:
-        return (isinstance(other, Schema) and self._variables == other._variables
-                and self.missing == other.missing
-                and self._growth_key() == other._growth_key())
+        return (
+            isinstance(other, Schema)
+            and self._variables == other._variables
+            and self.missing == other.missing
+            and self._growth_key() == other._growth_key()
+        )
 
     def __hash__(self) -> int:
         return hash((self._variables, self.missing, self._growth_key()))
@@ -342,7 +379,9 @@ class Schema:
         if self.n_vars <= 6:
             inner = ", ".join(f"{v.name}:{v.cardinality}" for v in self._variables)
         else:
-            inner = f"{self.n_vars} variables, cardinalities {sorted(set(self.cardinalities.tolist()))}"
+            inner = (
+                f"{self.n_vars} variables, cardinalities {sorted(set(self.cardinalities.tolist()))}"
+            )
         growth = f", grows (version {self.version})" if self.grows else ""
         return f"Schema({inner}{', missing' if self.missing else ''}{growth})"
 
@@ -358,11 +397,11 @@ class Schema:
         rows = getattr(data, "rows", None)  # duck-typed Batch: the schema knows no connectors
         if isinstance(rows, np.ndarray):
             checked = getattr(data, "schema", None)
-            if checked is self or (isinstance(checked, Schema)
-                                   and checked.ceiling() == self.ceiling()):
+            if checked is self or (
+                isinstance(checked, Schema) and checked.ceiling() == self.ceiling()
+            ):
                 return rows
-            return self.validate(rows, row_offset=getattr(data, "start", row_offset),
-                                 source=source)
+            return self.validate(rows, row_offset=getattr(data, "start", row_offset), source=source)
         return self.validate(data, row_offset=row_offset, source=source)
 
     def validate(self, values, row_offset: int = 0, source: str | None = None) -> np.ndarray:
@@ -377,11 +416,13 @@ class Schema:
         if arr.ndim == 1 and arr.size == 0:
             arr = arr.reshape(0, self.n_vars)
         if arr.ndim != 2:
-            raise SchemaError(f"expected a 2-D block of rows, got {arr.ndim}-D",
-                              row=row_offset, source=source)
+            raise SchemaError(
+                f"expected a 2-D block of rows, got {arr.ndim}-D", row=row_offset, source=source
+            )
         if arr.shape[1] != self.n_vars:
-            raise SchemaError(f"expected {self.n_vars} columns, got {arr.shape[1]}",
-                              row=row_offset, source=source)
+            raise SchemaError(
+                f"expected {self.n_vars} columns, got {arr.shape[1]}", row=row_offset, source=source
+            )
         if arr.dtype == np.uint8:
             data = arr
         elif arr.dtype == np.bool_:
@@ -393,10 +434,12 @@ class Schema:
         elif arr.dtype == object:
             data = self._check_objects(arr, row_offset, source)
         else:
-            raise SchemaError(f"values of type {arr.dtype} are not discrete states",
-                              row=row_offset, source=source)
-        return self._check_range(np.ascontiguousarray(data, dtype=np.uint8), arr, row_offset,
-                                 source)
+            raise SchemaError(
+                f"values of type {arr.dtype} are not discrete states", row=row_offset, source=source
+            )
+        return self._check_range(
+            np.ascontiguousarray(data, dtype=np.uint8), arr, row_offset, source
+        )
 
     def _check_integers(self, arr, row_offset, source):
         bad = arr < 0
@@ -415,14 +458,21 @@ class Schema:
             arr = np.where(nan, MISSING, arr)
         elif nan.any():
             r, c = np.argwhere(nan)[0]
-            raise SchemaError(f"null value for variable {self[c].name!r}",
-                              row=row_offset + int(r), column=int(c), source=source)
+            raise SchemaError(
+                f"null value for variable {self[c].name!r}",
+                row=row_offset + int(r),
+                column=int(c),
+                source=source,
+            )
         frac = arr != np.floor(arr)
         if frac.any():
             r, c = np.argwhere(frac)[0]
-            raise SchemaError(f"non-integer value {arr[r, c].item()!r} for variable "
-                              f"{self[c].name!r}",
-                              row=row_offset + int(r), column=int(c), source=source)
+            raise SchemaError(
+                f"non-integer value {arr[r, c].item()!r} for variable {self[c].name!r}",
+                row=row_offset + int(r),
+                column=int(c),
+                source=source,
+            )
         out_of_range = (arr < 0) | (arr > MAX_CARDINALITY)
         if out_of_range.any():
             r, c = np.argwhere(out_of_range)[0]
@@ -436,8 +486,12 @@ class Schema:
                 if self.missing:
                     out[r, c] = MISSING
                     continue
-                raise SchemaError(f"null value for variable {self[c].name!r}",
-                                  row=row_offset + r, column=c, source=source)
+                raise SchemaError(
+                    f"null value for variable {self[c].name!r}",
+                    row=row_offset + r,
+                    column=c,
+                    source=source,
+                )
             if isinstance(v, (bool, np.bool_)):
                 out[r, c] = int(v)
             elif isinstance(v, (int, np.integer)):
@@ -445,16 +499,19 @@ class Schema:
             elif isinstance(v, (float, np.floating)) and float(v).is_integer():
                 out[r, c] = int(v)
             else:
-                raise SchemaError(f"non-integer value {v!r} for variable {self[c].name!r}",
-                                  row=row_offset + r, column=c, source=source)
+                raise SchemaError(
+                    f"non-integer value {v!r} for variable {self[c].name!r}",
+                    row=row_offset + r,
+                    column=c,
+                    source=source,
+                )
         return self._check_integers(out, row_offset, source)
 
     def _check_range(self, clean: np.ndarray, original, row_offset, source) -> np.ndarray:
         limits = self.value_limits
         # the whole block's maximum first: a flat reduction runs ~5x faster than one per
         # column, and settles the common case of no value reaching the smallest limit
-        if (clean.size and clean.max() >= limits.min()
-                and (clean.max(axis=0) >= limits).any()):
+        if clean.size and clean.max() >= limits.min() and (clean.max(axis=0) >= limits).any():
             bad = clean >= limits.astype(np.uint16)[None, :]
             if self.missing:
                 bad &= clean != MISSING
@@ -479,8 +536,16 @@ class Schema:
         value = value.item() if isinstance(value, np.generic) else value
         if self.grows:
             limit = int(self.max_cardinalities[column])
-            return SchemaError(f"value {value!r} beyond the {limit} values variable "
-                               f"{var.name!r} may grow to (0..{limit - 1})",
-                               row=row, column=column, source=source)
-        return SchemaError(f"value {value!r} out of range 0..{var.cardinality - 1} "
-                           f"for variable {var.name!r}", row=row, column=column, source=source)
+            return SchemaError(
+                f"value {value!r} beyond the {limit} values variable "
+                f"{var.name!r} may grow to (0..{limit - 1})",
+                row=row,
+                column=column,
+                source=source,
+            )
+        return SchemaError(
+            f"value {value!r} out of range 0..{var.cardinality - 1} for variable {var.name!r}",
+            row=row,
+            column=column,
+            source=source,
+        )

@@ -83,8 +83,15 @@ ORPHAN_WAIT_S = 60.0  # longest wait for the writer of a killed run to finish it
 TMP_PREFIX = ".tmp-"
 _NAME = re.compile(r"snap-([0-9]{6,})")
 MANIFEST_CHECKSUM = "manifest_sha256"
-_RESERVED = ("format", "format_version", "streammn_version", "created", "sequence", "files",
-             MANIFEST_CHECKSUM)
+_RESERVED = (
+    "format",
+    "format_version",
+    "streammn_version",
+    "created",
+    "sequence",
+    "files",
+    MANIFEST_CHECKSUM,
+)
 
 FileContent = Union[bytes, Callable[[Path], None]]
 
@@ -145,8 +152,11 @@ class Snapshot:
 
     def file(self, name: str) -> Path:
         if name not in self.manifest["files"]:
-            raise SnapshotError(f"the snapshot has no file {name!r} "
-                                f"(it has {', '.join(sorted(self.manifest['files']))})", self.path)
+            raise SnapshotError(
+                f"the snapshot has no file {name!r} "
+                f"(it has {', '.join(sorted(self.manifest['files']))})",
+                self.path,
+            )
         return self.path / name
 
 
@@ -185,10 +195,18 @@ def _digest(path: Path) -> tuple[int, str]:
 
 
 def _check_name(name: str) -> None:
-    if (not isinstance(name, str) or not name or name in (".", "..", MANIFEST)
-            or name.startswith(TMP_PREFIX) or "/" in name or "\\" in name or os.sep in name):
-        raise ValueError(f"invalid snapshot file name {name!r}: use a plain file name other "
-                         f"than {MANIFEST!r}")
+    if (
+        not isinstance(name, str)
+        or not name
+        or name in (".", "..", MANIFEST)
+        or name.startswith(TMP_PREFIX)
+        or "/" in name
+        or "\\" in name
+        or os.sep in name
+    ):
+        raise ValueError(
+            f"invalid snapshot file name {name!r}: use a plain file name other than {MANIFEST!r}"
+        )
 
 
 def _remove(path: Path) -> None:
@@ -241,7 +259,8 @@ class SnapshotWriter:
                     lock.close()
                     raise SnapshotDirectoryBusy(
                         f"{self.directory}: another process (pid {holder}) is writing "
-                        f"snapshots here; one writer per snapshot directory") from None
+                        f"snapshots here; one writer per snapshot directory"
+                    ) from None
                 time.sleep(0.05)  # an orphaned writer finishing its snapshot
         lock.seek(0)
         lock.truncate()
@@ -285,8 +304,9 @@ class SnapshotWriter:
         try:
             json.dumps(manifest, allow_nan=False)
         except (TypeError, ValueError) as e:
-            raise SettingsError(f"the manifest must be JSON-serialisable without NaN/inf: {e}") \
-                from None
+            raise SettingsError(
+                f"the manifest must be JSON-serialisable without NaN/inf: {e}"
+            ) from None
         for name in files:
             _check_name(name)
         with self.holding():
@@ -294,10 +314,14 @@ class SnapshotWriter:
                 return self._write(files, manifest)
             except OSError as e:  # disk full, permissions: nothing of the new snapshot is visible
                 done = list_snapshots(self.directory)
-                intact = (f"the previous snapshot {done[-1].name} is intact and {RESUME_HINT}"
-                          if done else NO_SNAPSHOT)
-                raise SnapshotWriteFailed(f"{self.directory}: cannot write a snapshot "
-                                          f"({e.strerror or e}); {intact}") from e
+                intact = (
+                    f"the previous snapshot {done[-1].name} is intact and {RESUME_HINT}"
+                    if done
+                    else NO_SNAPSHOT
+                )
+                raise SnapshotWriteFailed(
+                    f"{self.directory}: cannot write a snapshot ({e.strerror or e}); {intact}"
+                ) from e
 
     def _write(self, files: Mapping[str, FileContent], manifest: dict) -> Path:
         self._prepare_root()
@@ -330,8 +354,9 @@ class SnapshotWriter:
         os.replace(latest_tmp, pointer)
         _fsync_dir(self.directory)
 
-    def _fill(self, tmp: Path, files: Mapping[str, FileContent], sequence: int,
-              manifest: dict) -> None:
+    def _fill(
+        self, tmp: Path, files: Mapping[str, FileContent], sequence: int, manifest: dict
+    ) -> None:
         """Write every file, then the manifest, into ``tmp``, all fsynced."""
         listing = {}
         for name, content in files.items():
@@ -344,16 +369,23 @@ class SnapshotWriter:
                 if not path.is_file():
                     raise SnapshotError(f"the writer for {name!r} did not create the file", path)
                 _fsync_file(path)
-            size, sha = ((len(content), hashlib.sha256(content).hexdigest())  # one pass
-                         if isinstance(content, bytes) else _digest(path))
+            size, sha = (
+                (len(content), hashlib.sha256(content).hexdigest())  # one pass
+                if isinstance(content, bytes)
+                else _digest(path)
+            )
             listing[name] = {"size": size, "sha256": sha}
-        doc = {"format": FORMAT, "format_version": FORMAT_VERSION,
-               "streammn_version": __version__,
-               "created": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
-               "sequence": sequence, **manifest, "files": listing}
+        doc = {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "streammn_version": __version__,
+            "created": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
+            "sequence": sequence,
+            **manifest,
+            "files": listing,
+        }
         doc[MANIFEST_CHECKSUM] = _manifest_checksum(doc)
-        _write_durably(tmp / MANIFEST, (json.dumps(doc, indent=2, allow_nan=False) + "\n")
-                       .encode())
+        _write_durably(tmp / MANIFEST, (json.dumps(doc, indent=2, allow_nan=False) + "\n").encode())
         _fsync_dir(tmp)
 
     def _prepare_root(self) -> None:
@@ -364,7 +396,7 @@ class SnapshotWriter:
                 _remove(entry)
 
     def _retain(self) -> None:
-        for old in list_snapshots(self.directory)[:-self.keep]:
+        for old in list_snapshots(self.directory)[: -self.keep]:
             doomed = self.directory / f"{TMP_PREFIX}del-{old.name}-{secrets.token_hex(4)}"
             os.rename(old, doomed)
             _fsync_dir(self.directory)
@@ -399,28 +431,45 @@ def _manifest_checksum(doc: dict) -> str:
 def _load_manifest(path: Path) -> dict:
     mpath = path / MANIFEST
     if not mpath.is_file():
-        raise SnapshotError("missing manifest: the snapshot is partial or not a streammn "
-                            "snapshot", mpath)
+        raise SnapshotError(
+            "missing manifest: the snapshot is partial or not a streammn snapshot", mpath
+        )
     try:
         doc = json.loads(mpath.read_bytes().decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise SnapshotError(f"unreadable manifest: {e}", mpath) from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise SnapshotError(f"not a streammn snapshot manifest (expected \"format\": "
-                            f"\"{FORMAT}\")", mpath)
+        raise SnapshotError(
+            f'not a streammn snapshot manifest (expected "format": "{FORMAT}")', mpath
+        )
     version = doc.get("format_version")
     if version not in READABLE_VERSIONS:
-        raise SnapshotError(f"unsupported snapshot format version {version!r} (this streammn "
-                            f"{__version__} reads versions {READABLE_VERSIONS})", mpath)
+        raise SnapshotError(
+            f"unsupported snapshot format version {version!r} (this streammn "
+            f"{__version__} reads versions {READABLE_VERSIONS})",
+            mpath,
+        )
     if version >= 2 and doc.get(MANIFEST_CHECKSUM) != _manifest_checksum(doc):
-        raise SnapshotError(f"the manifest fails its own checksum ({MANIFEST_CHECKSUM}): it is "
-                            f"corrupt or altered", mpath)
+        raise SnapshotError(
+            f"the manifest fails its own checksum ({MANIFEST_CHECKSUM}): it is corrupt or altered",
+            mpath,
+        )
     files = doc.get("files")
-    if (not isinstance(files, dict) or not isinstance(doc.get("sequence"), int)
-            or not all(isinstance(v, dict) and isinstance(v.get("size"), int)
-                       and isinstance(v.get("sha256"), str) for v in files.values())):
-        raise SnapshotError("malformed manifest: needs an integer \"sequence\" and \"files\" "
-                            "mapping names to {\"size\", \"sha256\"}", mpath)
+    if (
+        not isinstance(files, dict)
+        or not isinstance(doc.get("sequence"), int)
+        or not all(
+            isinstance(v, dict)
+            and isinstance(v.get("size"), int)
+            and isinstance(v.get("sha256"), str)
+            for v in files.values()
+        )
+    ):
+        raise SnapshotError(
+            'malformed manifest: needs an integer "sequence" and "files" '
+            'mapping names to {"size", "sha256"}',
+            mpath,
+        )
     for name in files:
         try:
             _check_name(name)
@@ -440,8 +489,9 @@ def read_snapshot(path: str | os.PathLike) -> Snapshot:
     if not path.is_dir():
         raise SnapshotError("no such snapshot directory", path)
     if path.name.startswith(TMP_PREFIX):
-        raise SnapshotError("an unfinished snapshot (temporary directory of a writer that did "
-                            "not complete)", path)
+        raise SnapshotError(
+            "an unfinished snapshot (temporary directory of a writer that did not complete)", path
+        )
     doc = _load_manifest(path)
     for name, meta in doc["files"].items():
         fpath = path / name
@@ -449,8 +499,9 @@ def read_snapshot(path: str | os.PathLike) -> Snapshot:
             raise SnapshotError("file listed in the manifest is missing", fpath)
         size, sha = _digest(fpath)
         if size != meta["size"]:
-            raise SnapshotError(f"size {size} bytes, the manifest says {meta['size']}: "
-                                f"truncated or altered", fpath)
+            raise SnapshotError(
+                f"size {size} bytes, the manifest says {meta['size']}: truncated or altered", fpath
+            )
         if sha != meta["sha256"]:
             raise SnapshotError("checksum mismatch: the file is corrupt or altered", fpath)
     return Snapshot(path, doc)
@@ -492,12 +543,14 @@ def latest_snapshot(directory: str | os.PathLike) -> Snapshot:
     root = Path(directory)
     snaps = list_snapshots(root)
     if not snaps:
-        raise SnapshotError(f"no snapshot was completed here (no snap-<n> directory; "
-                            f"{'a stale' if (root / LATEST).exists() else 'no'} {LATEST} file)",
-                            root)
+        raise SnapshotError(
+            f"no snapshot was completed here (no snap-<n> directory; "
+            f"{'a stale' if (root / LATEST).exists() else 'no'} {LATEST} file)",
+            root,
+        )
     floor = _latest_target(root)
     if floor in snaps:
-        snaps = snaps[snaps.index(floor):]
+        snaps = snaps[snaps.index(floor) :]
     return _first_valid(snaps[::-1], root)
 
 
@@ -515,8 +568,12 @@ def _root_of(path: Path) -> Path | None:
     ``latest``), or None when ``path`` is not a root."""
     if path.name.lower() == LATEST.lower() and not path.is_dir():
         return path.parent
-    if path.is_dir() and not (path / MANIFEST).exists() and not path.name.startswith(TMP_PREFIX) \
-            and ((path / LATEST).exists() or list_snapshots(path)):
+    if (
+        path.is_dir()
+        and not (path / MANIFEST).exists()
+        and not path.name.startswith(TMP_PREFIX)
+        and ((path / LATEST).exists() or list_snapshots(path))
+    ):
         return path
     return None
 
@@ -540,8 +597,11 @@ def model_summary(schema: Schema, features: FeatureSet) -> dict:
     """Counts for a manifest: variables, features, and edges (variable pairs that appear
     together in at least one feature)."""
     i, j, _ = features.variable_pairs()
-    return {"n_vars": schema.n_vars, "n_features": int(features.n_features),
-            "n_edges": int(distinct_sorted(i * schema.n_vars + j).size)}
+    return {
+        "n_vars": schema.n_vars,
+        "n_features": int(features.n_features),
+        "n_edges": int(distinct_sorted(i * schema.n_vars + j).size),
+    }
 
 
 def load_snapshot(path: str | os.PathLike):
@@ -551,5 +611,6 @@ def load_snapshot(path: str | os.PathLike):
     ``LATEST`` file or ``<root>/latest``. The model is read from ``model.json``.
     """
     from streammn.model import MarkovNetwork
+
     snap = open_snapshot(path)
     return MarkovNetwork(*read_json(snap.file(MODEL_FILES["json"])))

@@ -38,8 +38,9 @@ def _as_rows(data, schema) -> np.ndarray:
     value (missing mode) is refused with its row and column named."""
     rows = schema.rows_of(data)
     if rows.shape[0] == 0:
-        raise WeightLearningError(f"weight learning needs a non-empty 2-D block of rows, "
-                                  f"got shape {rows.shape}")
+        raise WeightLearningError(
+            f"weight learning needs a non-empty 2-D block of rows, got shape {rows.shape}"
+        )
     if schema.missing:
         require_observed(rows, "pseudo-likelihood weight learning")
     return rows
@@ -62,8 +63,9 @@ def _vector(x, size: int, name: str, default: float) -> np.ndarray:
     return x.copy()
 
 
-def pll_objective(features: FeatureSet, rows, stddev: float = 1.0,
-                  prior_mean=None) -> tuple[float, np.ndarray]:
+def pll_objective(
+    features: FeatureSet, rows, stddev: float = 1.0, prior_mean=None
+) -> tuple[float, np.ndarray]:
     """Objective and gradient at ``features.weights`` (see module docstring)."""
     return _objective(features, rows, stddev, prior_mean)(features.weights)
 
@@ -85,14 +87,23 @@ def penalised(pll_and_gradient, n_rows: int, stddev: float, prior_mean: np.ndarr
     def objective(w):
         value, grad = pll_and_gradient(w)
         d = w - prior_mean
-        return ((-value + 0.5 * float(d @ d) / stddev ** 2) / n_rows,
-                (-grad + d / stddev ** 2) / n_rows)
+        return (
+            (-value + 0.5 * float(d @ d) / stddev**2) / n_rows,
+            (-grad + d / stddev**2) / n_rows,
+        )
 
     return objective
 
 
-def fit_weights(model, rows, stddev: float = 1.0, max_iter: int = 100, tol: float = 1e-10,
-                init=None, prior_mean=None) -> MarkovNetwork:
+def fit_weights(
+    model,
+    rows,
+    stddev: float = 1.0,
+    max_iter: int = 100,
+    tol: float = 1e-10,
+    init=None,
+    prior_mean=None,
+) -> MarkovNetwork:
     """Maximise pseudo-likelihood with a Gaussian prior by L-BFGS-B.
 
     Parameters
@@ -128,8 +139,9 @@ def lbfgs(model: MarkovNetwork, fun, w0: np.ndarray, max_iter: int, tol: float) 
     return out
 
 
-def minimise(fun, w0: np.ndarray, max_iter: int, tol: float,
-             max_evaluations: int | None = None) -> tuple[np.ndarray, dict]:
+def minimise(
+    fun, w0: np.ndarray, max_iter: int, tol: float, max_evaluations: int | None = None
+) -> tuple[np.ndarray, dict]:
     """The weights that minimise ``fun`` (value and gradient) by L-BFGS-B from ``w0`` in at
     most ``max_iter`` iterations (and ``max_evaluations`` calls of ``fun``), and how the
     optimisation ended (``iterations``, ``evaluations``, ``objective``, ``converged``,
@@ -139,12 +151,26 @@ def minimise(fun, w0: np.ndarray, max_iter: int, tol: float,
     # L-BFGS-B's own vector work is a few level-1 BLAS calls per step: threaded BLAS only spins
     # against numba's threads (it cost a third of a plants fit), so it runs on one thread
     with threadpool_limits(limits=1, user_api="blas"):
-        res = minimize(fun, w0, jac=True, method="L-BFGS-B",
-                       options={"maxiter": int(max_iter), "ftol": tol, "gtol": 1e-10,
-                                "maxcor": 10, "maxfun": max_evaluations or 15000})
-    return res.x, {"iterations": int(res.nit), "evaluations": int(res.nfev),
-                   "objective": float(res.fun),
-                   "converged": bool(res.success), "message": str(res.message)}
+        res = minimize(
+            fun,
+            w0,
+            jac=True,
+            method="L-BFGS-B",
+            options={
+                "maxiter": int(max_iter),
+                "ftol": tol,
+                "gtol": 1e-10,
+                "maxcor": 10,
+                "maxfun": max_evaluations or 15000,
+            },
+        )
+    return res.x, {
+        "iterations": int(res.nit),
+        "evaluations": int(res.nfev),
+        "objective": float(res.fun),
+        "converged": bool(res.success),
+        "message": str(res.message),
+    }
 
 
 class StochasticPLL:
@@ -166,8 +192,7 @@ class StochasticPLL:
     current weights.
     """
 
-    def __init__(self, model, stddev: float = 1.0, learning_rate: float = 0.5,
-                 eps: float = 1e-8):
+    def __init__(self, model, stddev: float = 1.0, learning_rate: float = 0.5, eps: float = 1e-8):
         if not stddev > 0 or not learning_rate > 0:
             raise WeightLearningError("stddev and learning_rate must be positive")
         self.model = _as_model(model)
@@ -182,12 +207,14 @@ class StochasticPLL:
         self.n_seen += rows.shape[0]
         fs = self.model.features
         value, grad = reach_lists.pll_and_gradient(fs, rows)
-        g = -grad / rows.shape[0] + fs.weights / (self.stddev ** 2 * self.n_seen)
+        g = -grad / rows.shape[0] + fs.weights / (self.stddev**2 * self.n_seen)
         self._g2 += g * g
         w = fs.weights - self.learning_rate * g / (np.sqrt(self._g2) + self.eps)
         self.model = self.model.with_weights(w)
         return self
 
     def __repr__(self) -> str:
-        return (f"StochasticPLL(stddev={self.stddev}, learning_rate={self.learning_rate}, "
-                f"eps={self.eps}, n_features={self.model.n_features}, n_seen={self.n_seen})")
+        return (
+            f"StochasticPLL(stddev={self.stddev}, learning_rate={self.learning_rate}, "
+            f"eps={self.eps}, n_features={self.model.n_features}, n_seen={self.n_seen})"
+        )

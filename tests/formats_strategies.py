@@ -11,18 +11,22 @@ from streammn.features import FeatureSet
 
 
 @st.composite
-def models(draw, max_vars=4, max_card=4, max_features=8, weights=None, canonical=True,
-           named=False):
+def models(draw, max_vars=4, max_card=4, max_features=8, weights=None, canonical=True, named=False):
     """A random (schema, FeatureSet): multi-valued variables, = and != conditions."""
     cards = draw(st.lists(st.integers(2, max_card), min_size=1, max_size=max_vars))
     names = None
     if named:
-        names = draw(st.lists(st.text(min_size=1, max_size=5), min_size=len(cards),
-                              max_size=len(cards), unique=True))
+        names = draw(
+            st.lists(
+                st.text(min_size=1, max_size=5),
+                min_size=len(cards),
+                max_size=len(cards),
+                unique=True,
+            )
+        )
     schema = Schema.from_cardinalities(cards, names)
     if weights is None:
-        weights = st.one_of(st.floats(allow_nan=False, allow_infinity=False),
-                            st.just(-math.inf))
+        weights = st.one_of(st.floats(allow_nan=False, allow_infinity=False), st.just(-math.inf))
     feats = []
     for _ in range(draw(st.integers(0, max_features))):
         vs = draw(st.lists(st.integers(0, len(cards) - 1), max_size=4))

@@ -16,8 +16,10 @@ def random_featureset(rng, schema, n_features, max_len=3, p_eq=0.7, scale=1.0):
     for _ in range(n_features):
         k = rng.integers(1, max_len + 1)
         vs = rng.choice(schema.n_vars, size=k, replace=False)
-        conds = [(int(v), int(rng.integers(schema.cardinalities[v])), bool(rng.random() < p_eq))
-                 for v in vs]
+        conds = [
+            (int(v), int(rng.integers(schema.cardinalities[v])), bool(rng.random() < p_eq))
+            for v in vs
+        ]
         feats.append((float(rng.normal() * scale), conds))
     return FeatureSet.from_features(schema, feats)
 
@@ -34,8 +36,9 @@ def noisy_chain_rows(rng, cards, n, p_copy, dtype=np.int64):
 
 
 def all_rows(schema):
-    return np.array(list(itertools.product(*[range(c) for c in schema.cardinalities])),
-                    dtype=np.uint8).reshape(-1, schema.n_vars)
+    return np.array(
+        list(itertools.product(*[range(c) for c in schema.cardinalities])), dtype=np.uint8
+    ).reshape(-1, schema.n_vars)
 
 
 def holds(conds, row):
@@ -73,7 +76,7 @@ def brute_conditional_marginals(mn, evidence):
         keep = np.all((states == e) | (e < 0), axis=1)
         q = p[keep] / p[keep].sum()
         for j, card in enumerate(mn.schema.cardinalities):
-            out[r, offs[j]:offs[j + 1]] = np.bincount(states[keep, j], weights=q, minlength=card)
+            out[r, offs[j] : offs[j + 1]] = np.bincount(states[keep, j], weights=q, minlength=card)
     return out
 
 

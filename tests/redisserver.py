@@ -26,10 +26,26 @@ class RedisServer:
         self.port = port or free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
-            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--dir",
-             str(directory), "--save", "", "--protected-mode", "no",
-             "--appendonly", "yes" if persistent else "no", "--appendfsync", "always"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            [
+                REDIS_SERVER,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(directory),
+                "--save",
+                "",
+                "--protected-mode",
+                "no",
+                "--appendonly",
+                "yes" if persistent else "no",
+                "--appendfsync",
+                "always",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         self.client = redis.Redis(host="127.0.0.1", port=self.port)
         deadline = time.monotonic() + 20
         while True:

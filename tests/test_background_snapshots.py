@@ -40,8 +40,11 @@ def snapshot_contents(out):
     for path in list_snapshots(out):
         snap = read_snapshot(path)
         files = {name: p.read_bytes() for name, p in snap.files.items()}
-        manifest = {k: v for k, v in snap.manifest.items()
-                    if k not in TIMING_KEYS and k != "manifest_sha256"}  # covers the timings
+        manifest = {
+            k: v
+            for k, v in snap.manifest.items()
+            if k not in TIMING_KEYS and k != "manifest_sha256"
+        }  # covers the timings
         manifest.pop("files")
         contents.append((path.name, files, manifest))
     return contents
@@ -80,26 +83,72 @@ def test_every_rows_cuts_batches_at_exact_multiples(tmp_path):
     data = tmp_path / "train.parquet"
     write_parquet(data, rows, Schema.binary(rows.shape[1]), row_group_size=10_000)
     out = tmp_path / "snaps"
-    assert cli_main(["learn", str(data), "--out", str(out), "--every-rows", "20000",
-                     "--formats", "json", "--quiet"]) == 0
+    assert (
+        cli_main(
+            [
+                "learn",
+                str(data),
+                "--out",
+                str(out),
+                "--every-rows",
+                "20000",
+                "--formats",
+                "json",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     manifests = [read_snapshot(p).manifest for p in list_snapshots(out)]
     assert [m["rows_seen"] for m in manifests] == [20_000, 40_000, 60_000, 80_000]
-    assert [m["source"]["position"]["offset"] for m in manifests] == [20_000, 40_000, 60_000,
-                                                                      80_000]
+    assert [m["source"]["position"]["offset"] for m in manifests] == [
+        20_000,
+        40_000,
+        60_000,
+        80_000,
+    ]
     # the model does not depend on the cuts: the same as one run without snapshots on the way
     whole = tmp_path / "whole"
-    assert cli_main(["learn", str(data), "--out", str(whole), "--formats", "json",
-                     "--quiet"]) == 0
+    assert cli_main(["learn", str(data), "--out", str(whole), "--formats", "json", "--quiet"]) == 0
     learned = read_snapshot(list_snapshots(out)[-1]).file("learner.bin").read_bytes()
     assert learned == read_snapshot(list_snapshots(whole)[-1]).file("learner.bin").read_bytes()
     # resuming from a cut inside a source batch (40,000 of the batch 0..65,535) ends the same
     resumed = tmp_path / "resumed"
-    assert cli_main(["learn", str(data), "--out", str(resumed), "--every-rows", "20000",
-                     "--formats", "json", "--quiet"]) == 0
+    assert (
+        cli_main(
+            [
+                "learn",
+                str(data),
+                "--out",
+                str(resumed),
+                "--every-rows",
+                "20000",
+                "--formats",
+                "json",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     for path in list_snapshots(resumed)[2:]:
         snapshot_module._remove(path)
-    assert cli_main(["learn", str(data), "--out", str(resumed), "--every-rows", "20000",
-                     "--formats", "json", "--quiet", "--resume"]) == 0
+    assert (
+        cli_main(
+            [
+                "learn",
+                str(data),
+                "--out",
+                str(resumed),
+                "--every-rows",
+                "20000",
+                "--formats",
+                "json",
+                "--quiet",
+                "--resume",
+            ]
+        )
+        == 0
+    )
     assert snapshot_contents(resumed)[1:] == snapshot_contents(out)[1:]
 
 
@@ -127,8 +176,7 @@ def test_a_slow_disk_does_not_stall_learning(tmp_path, monkeypatch):
         assert after["rows_seen"] >= before["durable_at_rows"]
 
 
-def test_disk_full_stops_with_exit_1_and_the_last_snapshot_resumable(tmp_path, monkeypatch,
-                                                                     capsys):
+def test_disk_full_stops_with_exit_1_and_the_last_snapshot_resumable(tmp_path, monkeypatch, capsys):
     rows = chain_rows(6000)
     data = tmp_path / "train.parquet"
     write_parquet(data, rows, Schema.binary(rows.shape[1]), row_group_size=1000)
@@ -141,8 +189,19 @@ def test_disk_full_stops_with_exit_1_and_the_last_snapshot_resumable(tmp_path, m
 
     monkeypatch.setattr(snapshot_module, "_write_durably", full_from_the_second)
     out = tmp_path / "snaps"
-    common = ["learn", str(data), "--out", str(out), "--every-rows", "2000", "--batch-size",
-              "500", "--formats", "json,mn", "--quiet"]
+    common = [
+        "learn",
+        str(data),
+        "--out",
+        str(out),
+        "--every-rows",
+        "2000",
+        "--batch-size",
+        "500",
+        "--formats",
+        "json,mn",
+        "--quiet",
+    ]
     assert cli_main(common) == 1
     message = capsys.readouterr().err
     assert "No space left on device" in message and "snap-000001" in message
@@ -153,8 +212,24 @@ def test_disk_full_stops_with_exit_1_and_the_last_snapshot_resumable(tmp_path, m
     monkeypatch.setattr(snapshot_module, "_write_durably", write)
     assert cli_main(common + ["--resume"]) == 0
     whole = tmp_path / "whole"
-    assert cli_main(["learn", str(data), "--out", str(whole), "--every-rows", "2000",
-                     "--batch-size", "500", "--formats", "json,mn", "--quiet"]) == 0
+    assert (
+        cli_main(
+            [
+                "learn",
+                str(data),
+                "--out",
+                str(whole),
+                "--every-rows",
+                "2000",
+                "--batch-size",
+                "500",
+                "--formats",
+                "json,mn",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     assert snapshot_contents(out) == snapshot_contents(whole)
 
 
@@ -197,6 +272,7 @@ def _children(pid):
 
 def _killed_at(out: Path):
     """Conditions on the snapshot root, each a point in the writing of snapshot 2."""
+
     def tmp_files():
         tmp = [p for p in out.glob(".tmp-snap-000002-*")] if out.is_dir() else []
         return {f.name for f in tmp[0].iterdir()} if tmp else set()
@@ -260,6 +336,7 @@ def test_a_writer_that_starts_numba_threads_fails_loudly(tmp_path, monkeypatch):
     import numba
 
     from streammn import dn2mn
+
     eng = make(tmp_path / "out", chain_rows(3000), every_rows=1000)
     eng.learner.fit(chain_rows(500)).pll_terms(chain_rows(100))  # numba's thread pool starts
     if numba.threading_layer() != "omp":
@@ -281,8 +358,9 @@ def test_sigterm_to_the_process_group_ends_with_a_final_snapshot(tmp_path):
     whole.run()
     out = tmp_path / "stopped"
     script = SIGNALLED_RUN.format(root=str(ROOT), tests=str(Path(__file__).parent), out=str(out))
-    proc = subprocess.Popen([sys.executable, "-c", script], start_new_session=True,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], start_new_session=True, stderr=subprocess.PIPE
+    )
     writing = _killed_at(out)["first file written"]
     deadline = time.monotonic() + 300
     while not writing():

@@ -18,8 +18,14 @@ from datasets import DATA, ROOT
 
 def run_cli(*args, cwd=None, check=True):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "streammn.cli", *map(str, args)], cwd=cwd,
-                          env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "streammn.cli", *map(str, args)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if check and proc.returncode != 0:
         raise AssertionError(f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc
@@ -44,8 +50,20 @@ def nltcs(tmp_path_factory):
 def test_learn_writes_ordered_snapshots_every_n_rows(nltcs, tmp_path):
     d, train, test = nltcs
     out = tmp_path / "snaps"
-    proc = run_cli("learn", d / "train.parquet", "--out", out, "--every-rows", 2000,
-                   "--batch-size", 500, "--keep", 10, "--validation", d / "test.parquet")
+    proc = run_cli(
+        "learn",
+        d / "train.parquet",
+        "--out",
+        out,
+        "--every-rows",
+        2000,
+        "--batch-size",
+        500,
+        "--keep",
+        10,
+        "--validation",
+        d / "test.parquet",
+    )
     assert "rows/s" in proc.stderr and "snapshot" in proc.stdout
     snaps = list_snapshots(out)
     assert [p.name for p in snaps] == [f"snap-{k:06d}" for k in (1, 2, 3)]
@@ -74,8 +92,20 @@ def test_exact_mode_and_cmll(nltcs, tmp_path):
     manifest = read_snapshot(out / "snap-000001").manifest
     assert manifest["rows_seen"] == len(train) and manifest["reason"] == "end"
     write_parquet(tmp_path / "few.parquet", test[:40], Schema.binary(16))
-    scored = json.loads(run_cli("score", out / "latest", tmp_path / "few.parquet", "--pll",
-                                "--cmll", "--samples", 200, "--burn-in", 20, "--json").stdout)
+    scored = json.loads(
+        run_cli(
+            "score",
+            out / "latest",
+            tmp_path / "few.parquet",
+            "--pll",
+            "--cmll",
+            "--samples",
+            200,
+            "--burn-in",
+            20,
+            "--json",
+        ).stdout
+    )
     model = load_snapshot(out)
     assert scored["rows"] == 40 and scored["pll"] == pytest.approx(model.pll(test[:40]))
     assert scored["pll"] < scored["cmll"] < 0 or -8 < scored["cmll"] < 0
@@ -115,18 +145,39 @@ def test_sample_and_inspect(nltcs, tmp_path):
 
 def test_kill_and_resume_gives_the_same_model(tmp_path):
     rows = CsvSource(DATA / "msnbc_stream" / "msnbc_stream.data").read_all()[:60000]
-    write_parquet(tmp_path / "stream.parquet", rows, Schema.binary(rows.shape[1]),
-                  row_group_size=4000)
-    common = ["--every-rows", 5000, "--batch-size", 1000, "--formats", "json", "--keep", 20,
-              "--quiet"]
+    write_parquet(
+        tmp_path / "stream.parquet", rows, Schema.binary(rows.shape[1]), row_group_size=4000
+    )
+    common = [
+        "--every-rows",
+        5000,
+        "--batch-size",
+        1000,
+        "--formats",
+        "json",
+        "--keep",
+        20,
+        "--quiet",
+    ]
     run_cli("learn", tmp_path / "stream.parquet", "--out", tmp_path / "whole", *common)
 
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     killed = tmp_path / "killed"
-    proc = subprocess.Popen([sys.executable, "-m", "streammn.cli", "learn",
-                             str(tmp_path / "stream.parquet"), "--out", str(killed),
-                             *map(str, common)], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streammn.cli",
+            "learn",
+            str(tmp_path / "stream.parquet"),
+            "--out",
+            str(killed),
+            *map(str, common),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 300
     while not (killed / "snap-000003").exists() and proc.poll() is None:
         assert time.monotonic() < deadline
@@ -145,15 +196,28 @@ def test_kill_and_resume_gives_the_same_model(tmp_path):
     # the published weights too: refined on the way, and where refining left off is the same
     for name in ("weight_sample.bin", "weight_state.bin"):
         assert a.file(name).read_bytes() == b.file(name).read_bytes(), name
-    assert any(read_snapshot(p).manifest["weights"]["published"] == "refined"
-               for p in list_snapshots(killed))
+    assert any(
+        read_snapshot(p).manifest["weights"]["published"] == "refined"
+        for p in list_snapshots(killed)
+    )
 
 
 def test_corrupt_and_half_written_snapshots_are_rejected(nltcs, tmp_path):
     d, _, _ = nltcs
     out = tmp_path / "snaps"
-    run_cli("learn", d / "train.parquet", "--out", out, "--every-rows", 3000, "--quiet",
-            "--keep", 10, "--batch-size", 1000)
+    run_cli(
+        "learn",
+        d / "train.parquet",
+        "--out",
+        out,
+        "--every-rows",
+        3000,
+        "--quiet",
+        "--keep",
+        10,
+        "--batch-size",
+        1000,
+    )
     good, newest = list_snapshots(out)[-2:]
     model_file = newest / "model.json"
     model_file.write_bytes(model_file.read_bytes()[:-20])  # truncated: checksum fails
@@ -177,9 +241,20 @@ def test_out_of_range_value_stops_with_exit_3_and_keeps_a_snapshot_before_it(tmp
     lines[bad_row] = lines[bad_row][:-1] + "2"
     (tmp_path / "bad.data").write_text("\n".join(lines) + "\n")
     out = tmp_path / "snaps"
-    proc = run_cli("learn", tmp_path / "bad.data", "--out", out, "--every-rows", 500,
-                   "--batch-size", 100, "--schema", _schema_file(tmp_path), "--quiet",
-                   check=False)
+    proc = run_cli(
+        "learn",
+        tmp_path / "bad.data",
+        "--out",
+        out,
+        "--every-rows",
+        500,
+        "--batch-size",
+        100,
+        "--schema",
+        _schema_file(tmp_path),
+        "--quiet",
+        check=False,
+    )
     assert proc.returncode == 3
     assert f"row {bad_row}" in proc.stderr and "out of range" in proc.stderr
     last = read_snapshot(resolve_snapshot(out)).manifest
@@ -187,9 +262,21 @@ def test_out_of_range_value_stops_with_exit_3_and_keeps_a_snapshot_before_it(tmp
     assert last["source"]["position"]["offset"] == last["rows_seen"]
     assert load_snapshot(out).n_features > 0
     # resuming from there stops at the same row again, nothing learned twice
-    again = run_cli("learn", tmp_path / "bad.data", "--out", out, "--every-rows", 500,
-                    "--batch-size", 100, "--schema", _schema_file(tmp_path), "--resume",
-                    "--quiet", check=False)
+    again = run_cli(
+        "learn",
+        tmp_path / "bad.data",
+        "--out",
+        out,
+        "--every-rows",
+        500,
+        "--batch-size",
+        100,
+        "--schema",
+        _schema_file(tmp_path),
+        "--resume",
+        "--quiet",
+        check=False,
+    )
     assert again.returncode == 3 and f"row {bad_row}" in again.stderr
 
 
@@ -218,7 +305,15 @@ def test_demo_recovers_the_planted_structure(tmp_path):
 
 def test_learner_settings_errors_exit_2(tmp_path):
     """A learner option out of range is a usage error (exit 2), refused while parsing."""
-    proc = run_cli("learn", DATA / "nltcs" / "nltcs.train.data", "--out", tmp_path / "s",
-                   "--kappa", "2", "--quiet", check=False)
+    proc = run_cli(
+        "learn",
+        DATA / "nltcs" / "nltcs.train.data",
+        "--out",
+        tmp_path / "s",
+        "--kappa",
+        "2",
+        "--quiet",
+        check=False,
+    )
     assert proc.returncode == 2, proc.stderr
     assert "--kappa: '2' is not 'auto' or a number in (0, 1]" in proc.stderr

@@ -28,13 +28,18 @@ LEARNERS = [
     ("dtsl", lambda schema: DTSL(schema, kappa=0.01, grace_period=100)),
     ("dtsl-replay", lambda schema: DTSL(schema, kappa=0.01, grace_period=100, replay_rows=500)),
     ("dtsl-defaults", lambda schema: DTSL(schema)),
-    ("dtsl-drift-decay", lambda schema: DTSL(schema, grace_period=100, drift="page-hinkley",
-                                             half_life=1000)),
-    ("grafting", lambda schema: EdgeGrafting(schema, lambda_=0.01, update_every=700,
-                                             steps_per_update=2, max_iter=20)),
+    (
+        "dtsl-drift-decay",
+        lambda schema: DTSL(schema, grace_period=100, drift="page-hinkley", half_life=1000),
+    ),
+    (
+        "grafting",
+        lambda schema: EdgeGrafting(
+            schema, lambda_=0.01, update_every=700, steps_per_update=2, max_iter=20
+        ),
+    ),
     ("csgs", lambda schema: CSGS(schema, max_contexts=200)),
-    ("et", lambda schema: EnsembleOfTrees(schema, update_every=700, sample_rows=500,
-                                          max_iter=30)),
+    ("et", lambda schema: EnsembleOfTrees(schema, update_every=700, sample_rows=500, max_iter=30)),
 ]
 
 N_ROWS = 3000

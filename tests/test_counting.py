@@ -44,8 +44,9 @@ def brute_force(f, st, rows, grace, slot_n, slot_last):
     return counts, tot, stats, n, sorted(due)
 
 
-@pytest.mark.parametrize("cards,missing", [((2,) * 9, False), ((2, 3, 4, 2, 5, 3), False),
-                                           ((2, 3, 4, 2, 5, 3), True)])
+@pytest.mark.parametrize(
+    "cards,missing", [((2,) * 9, False), ((2, 3, 4, 2, 5, 3), False), ((2, 3, 4, 2, 5, 3), True)]
+)
 @pytest.mark.parametrize("route", ["numbered", "listed", "sparse", "rows"])
 @pytest.mark.parametrize("n_rows", [1, 70, 333])
 @pytest.mark.parametrize("sums", ["lanes", "bits"])
@@ -89,11 +90,28 @@ def check_count(cards, missing, route, rows, sums, rng):
     n = f.n_nodes
     due = np.empty((1, st.slot_node.shape[0]), dtype=np.int64)
     n_due = counting.accumulate(
-        rows, counting.value_bits(rows, f.max_card), counting.lanes(st.indicators(rows)), st.K,
-        f.cards, np.arange(len(cards), dtype=np.int64), f.roots, f.links, f.tree[:n],
-        f.depth[:n], f.slot, f.counts, True, st.tot, st.stats, st.n, st.last_attempt, grace,
-        due, 0 if sums == "lanes" else 2 ** 40,
-        counting.BY_ROWS if route == "rows" else counting.BY_BITS)
+        rows,
+        counting.value_bits(rows, f.max_card),
+        counting.lanes(st.indicators(rows)),
+        st.K,
+        f.cards,
+        np.arange(len(cards), dtype=np.int64),
+        f.roots,
+        f.links,
+        f.tree[:n],
+        f.depth[:n],
+        f.slot,
+        f.counts,
+        True,
+        st.tot,
+        st.stats,
+        st.n,
+        st.last_attempt,
+        grace,
+        due,
+        0 if sums == "lanes" else 2**40,
+        counting.BY_ROWS if route == "rows" else counting.BY_BITS,
+    )
     counts, tot, stats, slot_n, due_slots = expected
     np.testing.assert_array_equal(f.counts, counts)
     np.testing.assert_array_equal(st.tot, tot)
@@ -112,9 +130,15 @@ def test_lane_sums_flush_before_uint8_overflows():
     assert (st.stats[:, 1] == 600).all() and (st.tot[:, 1] == 600).all()
 
 
-@pytest.mark.parametrize("cards,missing", [((2,) * 70, False), ((2,) * 70, True),
-                                           ((2, 3, 4, 2, 5, 3), False),
-                                           ((2, 3, 4, 2, 5, 3), True)])
+@pytest.mark.parametrize(
+    "cards,missing",
+    [
+        ((2,) * 70, False),
+        ((2,) * 70, True),
+        ((2, 3, 4, 2, 5, 3), False),
+        ((2, 3, 4, 2, 5, 3), True),
+    ],
+)
 @pytest.mark.parametrize("n_blocks", [1, 2])
 @pytest.mark.parametrize("sums", ["rows", "bits", "either"])
 @pytest.mark.parametrize("first", [0, 141])
@@ -124,6 +148,7 @@ def test_replay_equals_row_by_row(cards, missing, n_blocks, sums, first):
     or counted from the bitmaps; or either, by the cost model); bits past the buffered rows
     are ignored; in blocks of nodes; from a first row on (mid-word), or all."""
     from streammn.trees.hoeffding import _padded_buffer
+
     rng = np.random.default_rng(len(cards) + missing)
     schema = Schema.from_cardinalities(list(cards)).with_missing(missing)
     f = random_forest(schema, rng, 60)
@@ -156,9 +181,22 @@ def test_replay_equals_row_by_row(cards, missing, n_blocks, sums, first):
                 n[s] += 1
     packed = np.zeros((rows.shape[0], replay.packed_words(st.K)), dtype=np.uint64)
     st.pack(buf, 0, rows.shape[0], packed)
-    args = (packed, bits, rows.shape[0], st.offsets, np.sort(split).astype(np.int64), f.links,
-            f.parent, f.tree, f.cards, f.slot, st.tot, st.stats, st.n)
-    row_cost = {"rows": 0, "bits": 2 ** 40, "either": -1}[sums]
+    args = (
+        packed,
+        bits,
+        rows.shape[0],
+        st.offsets,
+        np.sort(split).astype(np.int64),
+        f.links,
+        f.parent,
+        f.tree,
+        f.cards,
+        f.slot,
+        st.tot,
+        st.stats,
+        st.n,
+    )
+    row_cost = {"rows": 0, "bits": 2**40, "either": -1}[sums]
     if n_blocks == 1:
         replay.replay(*args, row_cost, first)
     else:
@@ -179,8 +217,7 @@ def test_value_bits_of_complete_rows_derive_value_zero(n_rows):
         bits = counting.value_bits(rows, max(cards), True)
         np.testing.assert_array_equal(bits, counting.value_bits(rows, max(cards)))
         for j, a in ((0, 0), (len(cards) - 1, 1)):
-            set_rows = np.flatnonzero(np.unpackbits(bits[j, a].view(np.uint8),
-                                                    bitorder="little"))
+            set_rows = np.flatnonzero(np.unpackbits(bits[j, a].view(np.uint8), bitorder="little"))
             np.testing.assert_array_equal(set_rows, np.flatnonzero(rows[:, j] == a))
     rows[0, 0] = 255  # missing
     assert not (counting.value_bits(rows, max(cards))[0, :, 0] & np.uint64(1)).any()
@@ -192,6 +229,7 @@ def test_packed_rows_are_the_indicator_vectors(cards, missing):
     by value) hold exactly their indicator vectors, missing values none, the rows not packed
     untouched; the bytes past a row (the next row's) add nothing."""
     from streammn.trees.hoeffding import _padded_buffer
+
     rng = np.random.default_rng(len(cards))
     schema = Schema.from_cardinalities(list(cards)).with_missing(missing)
     st = LeafStats(Forest(schema), capacity=1)
@@ -200,7 +238,7 @@ def test_packed_rows_are_the_indicator_vectors(cards, missing):
     buf[rng.random(buf.shape) < 0.1] = kernels.MISSING
     packed = np.full((50, replay.packed_words(st.K)), 7, dtype=np.uint64)
     st.pack(buf, 10, 39, packed)
-    as_bits = np.unpackbits(packed.view(np.uint8), axis=1, bitorder="little")[:, :st.K]
+    as_bits = np.unpackbits(packed.view(np.uint8), axis=1, bitorder="little")[:, : st.K]
     np.testing.assert_array_equal(as_bits[10:49], st.indicators(buf[10:49]))
     assert (packed[:10] == 7).all() and (packed[49:] == 7).all()
 
@@ -235,12 +273,26 @@ def test_replay_sums_flush_before_uint8_overflows():
     st = LeafStats(f, capacity=3)
     st.activate(f.leaves())
     from streammn.trees.hoeffding import _padded_buffer
+
     rows = _padded_buffer(600, 3)
     rows[:] = 1
     packed = np.zeros((600, 1), dtype=np.uint64)
     st.pack(rows, 0, 600, packed)
-    args = (packed, counting.value_bits(rows, 2), 600, st.offsets, f.roots[:1].astype(np.int64),
-            f.links, f.parent, f.tree, f.cards, f.slot, st.tot, st.stats, st.n)
+    args = (
+        packed,
+        counting.value_bits(rows, 2),
+        600,
+        st.offsets,
+        f.roots[:1].astype(np.int64),
+        f.links,
+        f.parent,
+        f.tree,
+        f.cards,
+        f.slot,
+        st.tot,
+        st.stats,
+        st.n,
+    )
     replay.replay(*args, 0)  # every row summed
     s = f.slot[f.links[f.roots[0], 2]]
     assert (st.stats[s, 1] == 600).all() and st.tot[s, 1] == 600
@@ -251,15 +303,19 @@ def test_copy_bits_moves_bit_ranges_between_bitmaps():
     where they should and leave the other bits alone."""
     rng = np.random.default_rng(5)
     for _ in range(200):
-        src = rng.integers(0, 2 ** 63, (3, 2, 5), dtype=np.uint64) * np.uint64(2) + \
-            rng.integers(0, 2, (3, 2, 5), dtype=np.uint64)
-        dst = rng.integers(0, 2 ** 63, (3, 2, 7), dtype=np.uint64)
+        src = rng.integers(0, 2**63, (3, 2, 5), dtype=np.uint64) * np.uint64(2) + rng.integers(
+            0, 2, (3, 2, 5), dtype=np.uint64
+        )
+        dst = rng.integers(0, 2**63, (3, 2, 7), dtype=np.uint64)
         count = int(rng.integers(0, 5 * 64 + 1))
         src_at = int(rng.integers(0, 5 * 64 - count + 1))
         dst_at = int(rng.integers(0, 7 * 64 - count + 1))
-        as_bits = lambda a: np.unpackbits(a.view(np.uint8), axis=-1, bitorder="little")
+
+        def as_bits(a):
+            return np.unpackbits(a.view(np.uint8), axis=-1, bitorder="little")
+
         expected = as_bits(dst.copy())
-        expected[..., dst_at:dst_at + count] = as_bits(src)[..., src_at:src_at + count]
+        expected[..., dst_at : dst_at + count] = as_bits(src)[..., src_at : src_at + count]
         counting.copy_bits(dst, dst_at, src, src_at, count)
         np.testing.assert_array_equal(as_bits(dst), expected)
 
@@ -284,14 +340,24 @@ def test_scoring_log_tables_leave_every_gain_unchanged(cards, prior):
     # a min_count near the rows on a side leaves out candidates (and some slots entirely)
     side = np.minimum(st.stats.sum(axis=1), st.tot.sum(axis=1)[:, None] - st.stats.sum(axis=1))
     for min_count in (1, int(np.median(side))):
-        args = (slots, st.slot_target, st.tot, st.stats, f.cards, st.offsets, min_count,
-                f.prior, True)
+        args = (
+            slots,
+            st.slot_target,
+            st.tot,
+            st.stats,
+            f.cards,
+            st.offsets,
+            min_count,
+            f.prior,
+            True,
+        )
         computed = kernels.score_slots(*args, kernels.log_tables(f.prior, values, 0), log_row)
         assert np.isfinite(computed[2]).sum() > 5
         for size in (1, 64, 1 << 15):
             for binary in binary_paths:  # every variable binary: the binary path too
                 looked_up = kernels.score_slots(
-                    *args, kernels.log_tables(f.prior, values, size), log_row, binary)
+                    *args, kernels.log_tables(f.prior, values, size), log_row, binary
+                )
                 for a, b in zip(computed, looked_up):
                     np.testing.assert_array_equal(a, b)
         for a, b in zip(computed, st.score(slots, min_count)):

@@ -55,14 +55,17 @@ def canonical(contexts, edge_lists, n):
     for k, edges in enumerate(edge_lists):
         for a, b in edges:
             adj[k, a, b] = adj[k, b, a] = True
-    return CanonicalModel(Schema.binary(n), np.array(contexts, dtype=np.uint8), adj,
-                          0, 0, 0, 0, 0)
+    return CanonicalModel(Schema.binary(n), np.array(contexts, dtype=np.uint8), adj, 0, 0, 0, 0, 0)
 
 
 def feature_sets(fs):
-    return {tuple((int(v), int(a)) for v, a in zip(fs.var[fs.ptr[f]:fs.ptr[f + 1]],
-                                                   fs.val[fs.ptr[f]:fs.ptr[f + 1]]))
-            for f in range(fs.n_features)}
+    return {
+        tuple(
+            (int(v), int(a))
+            for v, a in zip(fs.var[fs.ptr[f] : fs.ptr[f + 1]], fs.val[fs.ptr[f] : fs.ptr[f + 1]])
+        )
+        for f in range(fs.n_features)
+    }
 
 
 def test_features_of_the_section_4_canonical_model():
@@ -73,7 +76,11 @@ def test_features_of_the_section_4_canonical_model():
     model = canonical([[0, 1, 0, 1], [1, 0, 1, 1], [1, 0, 0, 1]], [complete, star, star], 4)
     assert feature_sets(model.features()) == {
         ((0, 0), (1, 1), (2, 0), (3, 1)),
-        ((0, 1), (1, 0)), ((0, 1), (2, 1)), ((0, 1), (3, 1)), ((0, 1), (2, 0))}
+        ((0, 1), (1, 0)),
+        ((0, 1), (2, 1)),
+        ((0, 1), (3, 1)),
+        ((0, 1), (2, 0)),
+    }
     assert model.max_degree == 3 and model.features().eq.all()
 
 
@@ -203,8 +210,9 @@ def test_state_round_trip_and_resume(planted):
     assert restored.get_params() == first.get_params()
     for learner in (first, restored):
         learner.partial_fit(rows[1500:3000])
-    np.testing.assert_array_equal(first.to_markov_network().weights,
-                                  restored.to_markov_network().weights)
+    np.testing.assert_array_equal(
+        first.to_markov_network().weights, restored.to_markov_network().weights
+    )
     assert len(first.canonical_.contexts) == 10
     with pytest.raises(CSGSStateError):
         CSGS.from_bytes(b"not a state")
@@ -252,8 +260,9 @@ def test_pattern_weighted_gradient_matches_finite_differences():
     schema = Schema.from_cardinalities([2, 3, 2, 4, 3])
     fs = random_featureset(rng, schema, 30, max_len=3, p_eq=0.5)
     assert not fs.eq.all()
-    patterns = np.unique(rng.integers(0, schema.cardinalities, size=(200, 5)).astype(np.uint8),
-                         axis=0)
+    patterns = np.unique(
+        rng.integers(0, schema.cardinalities, size=(200, 5)).astype(np.uint8), axis=0
+    )
     counts = rng.integers(1, 20, size=len(patterns))
     _, grad = pattern_pll_and_gradient(fs, patterns, counts)
     step = 1e-6
@@ -263,8 +272,7 @@ def test_pattern_weighted_gradient_matches_finite_differences():
             w = fs.weights.copy()
             w[f] += sign * step
             values.append(pattern_pll_and_gradient(fs.with_weights(w), patterns, counts)[0])
-        assert grad[f] == pytest.approx((values[0] - values[1]) / (2 * step), rel=1e-5,
-                                        abs=1e-4)
+        assert grad[f] == pytest.approx((values[0] - values[1]) / (2 * step), rel=1e-5, abs=1e-4)
 
 
 def test_conditional_ablation_matches_stratified_chi_square(planted):
@@ -298,8 +306,14 @@ def test_engine_resume_mid_stream_equals_one_run(tmp_path, planted):
 
     def engine(where, data):
         source = ArraySource(data, schema=true.schema, batch_size=400)
-        return StreamLearner(source, CSGS(true.schema), tmp_path / where, every_rows=1000,
-                             formats=("json",), progress=None)
+        return StreamLearner(
+            source,
+            CSGS(true.schema),
+            tmp_path / where,
+            every_rows=1000,
+            formats=("json",),
+            progress=None,
+        )
 
     engine("whole", rows).run()
     engine("parts", rows[:1600]).run()

@@ -23,8 +23,19 @@ def test_learn_csgs_snapshots_resume_score_inspect(tmp_path, capsys):
     data = tmp_path / "train.data"
     np.savetxt(data, rows, fmt="%d", delimiter=",")
     out = tmp_path / "snaps"
-    args = ("learn", data, "--out", out, "--algo", "csgs", "--every-rows", 1000, "--quiet",
-            "--batch-size", 500)
+    args = (
+        "learn",
+        data,
+        "--out",
+        out,
+        "--algo",
+        "csgs",
+        "--every-rows",
+        1000,
+        "--quiet",
+        "--batch-size",
+        500,
+    )
     assert run(capsys, *args)[0] == 0
     snaps = list_snapshots(out)
     assert len(snaps) == 3
@@ -48,6 +59,5 @@ def test_csgs_refuses_exact_mode_and_bad_settings(tmp_path, capsys):
     data = tmp_path / "train.data"
     np.savetxt(data, np.zeros((20, 3), dtype=int), fmt="%d", delimiter=",")
     for extra in (("--mode", "exact"), ("--significance", "1.5")):
-        code, _, err = run(capsys, "learn", data, "--out", tmp_path / "s", "--algo", "csgs",
-                           *extra)
+        code, _, err = run(capsys, "learn", data, "--out", tmp_path / "s", "--algo", "csgs", *extra)
         assert code == 2 and ("csgs" in err or "alpha" in err), err

@@ -1,5 +1,6 @@
 """CSV / .data sources: seeking to any row past pyarrow's first block, blank lines, bytes that are
-not UTF-8 and non-integer tokens located to the row (issue 17 item 4, issue 20 findings 6, 7, 10)."""
+not UTF-8 and non-integer tokens located to the row (issue 17 item 4, issue 20 findings 6, 7,
+10)."""
 
 import gzip
 import io
@@ -36,9 +37,16 @@ def _write(path, rows, header=False, blank_every=0, crlf=False):
     return path
 
 
-@pytest.mark.parametrize("name,header,blank_every,crlf", [
-    ("a.data", False, 0, False), ("a.csv", True, 0, True), ("a.data", False, 7, False),
-    ("a.data.gz", False, 5, True), ("a.csv.gz", True, 0, False)])
+@pytest.mark.parametrize(
+    "name,header,blank_every,crlf",
+    [
+        ("a.data", False, 0, False),
+        ("a.csv", True, 0, True),
+        ("a.data", False, 7, False),
+        ("a.data.gz", False, 5, True),
+        ("a.csv.gz", True, 0, False),
+    ],
+)
 def test_seek_past_the_first_block_to_any_batch_end(tmp_path, name, header, blank_every, crlf):
     rows = _rows(3000)
     path = _write(tmp_path / name, rows, header, blank_every, crlf)
@@ -50,9 +58,10 @@ def test_seek_past_the_first_block_to_any_batch_end(tmp_path, name, header, blan
         resumed = CsvSource(path, batch_size=97, schema=SCHEMA, block_bytes=256)
         resumed.seek(batches[k].end)
         rest = list(resumed)
-        assert [b.end for b in rest] == [b.end for b in batches[k + 1:]]
-        assert np.array_equal(np.concatenate([b.rows for b in rest] + [rows[:0]]),
-                              rows[batches[k].end["row"]:])
+        assert [b.end for b in rest] == [b.end for b in batches[k + 1 :]]
+        assert np.array_equal(
+            np.concatenate([b.rows for b in rest] + [rows[:0]]), rows[batches[k].end["row"] :]
+        )
 
 
 def test_skip_rows_counts_rows_as_pyarrow_does():

@@ -19,9 +19,15 @@ from connectors.base import SourceUnavailable  # noqa: E402
 from connectors.parquet import ParquetSource, write_parquet  # noqa: E402
 from streammn.cli import main  # noqa: E402
 from streammn.errors import EXIT_OK, EXIT_USAGE  # noqa: E402
-from streammn.distributed import (PINNED_ENV, DaskPasses, count_statistics,  # noqa: E402
-                                  dask_client, group_partitions, n_batches,
-                                  parquet_partitions)
+from streammn.distributed import (
+    PINNED_ENV,
+    DaskPasses,
+    count_statistics,  # noqa: E402
+    dask_client,
+    group_partitions,
+    n_batches,
+    parquet_partitions,
+)
 from streammn.dtsl import DTSL, DTSLError  # noqa: E402
 from streammn.schema import Schema, SchemaError  # noqa: E402
 from streammn.stats import MarginalCounts, PairCounts, RowReservoir  # noqa: E402
@@ -34,8 +40,12 @@ ROW_GROUP = 600
 
 @pytest.fixture(scope="module")
 def client():
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                      dashboard_address=None) as cluster, Client(cluster) as c:
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as c,
+    ):
         yield c
 
 
@@ -44,13 +54,15 @@ def dataset(tmp_path_factory):
     """Three Parquet files of unequal sizes, several row groups each; one 3-valued variable."""
     cards = [2, 2, 3, 2, 2, 2, 2, 2, 2, 2]
     schema = Schema.from_cardinalities(cards)
-    rows = noisy_chain_rows(np.random.default_rng(3), cards, sum(FILE_ROWS), p_copy=0.75,
-                            dtype=np.uint8)
+    rows = noisy_chain_rows(
+        np.random.default_rng(3), cards, sum(FILE_ROWS), p_copy=0.75, dtype=np.uint8
+    )
     d = tmp_path_factory.mktemp("parquet")
     start = 0
     for k, n in enumerate(FILE_ROWS):
-        write_parquet(d / f"part-{k}.parquet", rows[start:start + n], schema,
-                      row_group_size=ROW_GROUP)
+        write_parquet(
+            d / f"part-{k}.parquet", rows[start : start + n], schema, row_group_size=ROW_GROUP
+        )
         start += n
     return str(d), schema, rows
 
@@ -66,12 +78,14 @@ def test_partitions_cover_the_dataset_in_order(dataset):
         groups = group_partitions(parts, n_groups)
         assert len(groups) == min(n_groups, len(parts))
         assert [p for g in groups for p in g] == parts  # contiguous, nothing lost or repeated
-    assert n_batches(ParquetSource(path, batch_size=1000)) == \
-        len(list(ParquetSource(path, batch_size=1000)))
+    assert n_batches(ParquetSource(path, batch_size=1000)) == len(
+        list(ParquetSource(path, batch_size=1000))
+    )
 
 
-@pytest.mark.parametrize("by,n_tasks", [("row_group", None), ("row_group", 5), ("file", 1),
-                                        ("file", None)])
+@pytest.mark.parametrize(
+    "by,n_tasks", [("row_group", None), ("row_group", 5), ("file", 1), ("file", None)]
+)
 def test_statistics_equal_single_process(client, dataset, by, n_tasks):
     path, schema, rows = dataset
     for factory in (MarginalCounts, PairCounts):
@@ -102,9 +116,14 @@ def test_bad_value_in_a_partition_is_a_schema_error(client, tmp_path):
         count_statistics(ParquetSource(tmp_path, schema=narrow), MarginalCounts, client)
 
 
-@pytest.mark.parametrize("params", [dict(kappa=0.3, min_count=5),
-                                    dict(kappa=0.5, min_count=3, max_leaves=7),
-                                    dict(kappa=0.1, min_count=10, max_depth=3)])
+@pytest.mark.parametrize(
+    "params",
+    [
+        dict(kappa=0.3, min_count=5),
+        dict(kappa=0.5, min_count=3, max_leaves=7),
+        dict(kappa=0.1, min_count=10, max_depth=3),
+    ],
+)
 def test_exact_dtsl_on_dask_equals_single_process(client, dataset, params):
     path, schema, _ = dataset
     source = ParquetSource(path, batch_size=512)
@@ -124,11 +143,14 @@ def test_remembered_nodes_do_not_change_the_trees(client, dataset, room):
     """Workers' row -> node tables (none, room for one task group only, all) are a speed-up
     only: the trees equal the single-process ones whichever tasks find a table."""
     from streammn import distributed
+
     path, schema, _ = dataset
     source = ParquetSource(path, batch_size=512)
-    table_bytes = [sum(p.n_rows for p in g) * schema.n_vars * 4
-                   for g in group_partitions(parquet_partitions(path), 3)]
-    cache_bytes = {"none": 0, "one group": max(table_bytes), "all": 2 ** 30}[room]
+    table_bytes = [
+        sum(p.n_rows for p in g) * schema.n_vars * 4
+        for g in group_partitions(parquet_partitions(path), 3)
+    ]
+    cache_bytes = {"none": 0, "one group": max(table_bytes), "all": 2**30}[room]
     params = dict(kappa=0.2, min_count=5)
     local = DTSL(schema, mode="exact", **params).fit(source)
     passes = DaskPasses(client, source, n_tasks=3, cache_bytes=cache_bytes)
@@ -163,10 +185,16 @@ def _learn(args) -> int:
 def test_cli_dask_local_cluster_gives_the_same_snapshot(dataset, tmp_path):
     path, _, _ = dataset
     # Dask runs publish the closed form (their rows stay on the workers): so does this one
-    assert _learn([path, "--out", str(tmp_path / "one"), "--mode", "exact",
-                   "--weights", "closed-form"]) == EXIT_OK
-    assert _learn([path, "--out", str(tmp_path / "dask"), "--mode", "exact",
-                   "--dask", "local[2]"]) == EXIT_OK
+    assert (
+        _learn(
+            [path, "--out", str(tmp_path / "one"), "--mode", "exact", "--weights", "closed-form"]
+        )
+        == EXIT_OK
+    )
+    assert (
+        _learn([path, "--out", str(tmp_path / "dask"), "--mode", "exact", "--dask", "local[2]"])
+        == EXIT_OK
+    )
     one, dask = (tmp_path / name / "snap-000001" for name in ("one", "dask"))
     for name in ("model.json", "learner.bin"):
         assert (one / name).read_bytes() == (dask / name).read_bytes(), name
@@ -182,12 +210,15 @@ def test_cli_dask_usage_errors(dataset, tmp_path, capsys):
     assert "--mode exact" in capsys.readouterr().err
     csv = tmp_path / "rows.data"
     np.savetxt(csv, rows[:100], fmt="%d", delimiter=",")
-    assert _learn([str(csv), "--out", out, "--mode", "exact", "--dask", "local[1]"]) \
-        == EXIT_USAGE
+    assert _learn([str(csv), "--out", out, "--mode", "exact", "--dask", "local[1]"]) == EXIT_USAGE
     assert "Parquet" in capsys.readouterr().err
     assert _learn([path, "--out", out, "--mode", "exact", "--dask", "local[x]"]) == EXIT_USAGE
-    assert _learn([path, "--out", out, "--mode", "exact", "--dask", "local[1]", "--weights",
-                   "refined"]) == EXIT_USAGE
+    assert (
+        _learn(
+            [path, "--out", out, "--mode", "exact", "--dask", "local[1]", "--weights", "refined"]
+        )
+        == EXIT_USAGE
+    )
     assert "--weights refined" in capsys.readouterr().err
     assert not os.path.exists(out) or not os.listdir(out)
 

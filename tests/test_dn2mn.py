@@ -9,8 +9,14 @@ import pytest
 from helpers_mn import all_rows, brute_joint, random_featureset
 from streammn import Schema
 from streammn.dn import DependencyNetwork
-from streammn.dn2mn import (BASES, ORDERINGS, DN2MNError, dn2mn, marginals_from_rows,
-                            rotation_fractions)
+from streammn.dn2mn import (
+    BASES,
+    ORDERINGS,
+    DN2MNError,
+    dn2mn,
+    marginals_from_rows,
+    rotation_fractions,
+)
 from streammn.features import FeatureSet
 from streammn.model import MarkovNetwork
 
@@ -21,8 +27,11 @@ def table_dn(schema, tables):
     """DN whose CPD i is {assignment of its parents + value of X_i: probability}."""
     cpds = []
     for i, table in enumerate(tables):
-        cpds.append(FeatureSet.from_features(
-            schema, [(math.log(p), [(j, v, True) for j, v in conds]) for conds, p in table]))
+        cpds.append(
+            FeatureSet.from_features(
+                schema, [(math.log(p), [(j, v, True) for j, v in conds]) for conds, p in table]
+            )
+        )
     return DependencyNetwork(schema, cpds)
 
 
@@ -31,6 +40,7 @@ def joint_of(mn):
 
 
 # --- Section 4.1 ---------------------------------------------------------------------------------
+
 
 def example_41():
     schema = Schema.binary(2)
@@ -52,13 +62,18 @@ def test_section_41_worked_example():
     np.testing.assert_allclose(rel, [math.log(phi[tuple(s)]) for s in states], atol=1e-12)
     for base in BASES:
         for orderings in ORDERINGS:
-            mn = dn2mn(dn, base=base, orderings=orderings, base_instance=[F_, T],
-                       marginals=[[0.3, 0.7], [0.6, 0.4]])
-            np.testing.assert_allclose(joint_of(mn), [expect[tuple(s)] for s in states],
-                                       atol=1e-12)
+            mn = dn2mn(
+                dn,
+                base=base,
+                orderings=orderings,
+                base_instance=[F_, T],
+                marginals=[[0.3, 0.7], [0.6, 0.4]],
+            )
+            np.testing.assert_allclose(joint_of(mn), [expect[tuple(s)] for s in states], atol=1e-12)
 
 
 # --- Section 5 -----------------------------------------------------------------------------------
+
 
 def example_5():
     schema = Schema.binary(2)
@@ -81,18 +96,25 @@ def test_section_5_inconsistent_example():
     def kl_from_uniform(p):
         return float(np.sum(0.25 * np.log(0.25 / p)))
 
-    single = kl_from_uniform(joint_of(dn2mn(dn, base="single", base_instance=[T, T],
-                                            orderings="one")))
-    for base, orderings in [("uniform", "one"), ("uniform", "two"), ("uniform", "rotations2"),
-                            ("marginals", "rotations2")]:
+    single = kl_from_uniform(
+        joint_of(dn2mn(dn, base="single", base_instance=[T, T], orderings="one"))
+    )
+    for base, orderings in [
+        ("uniform", "one"),
+        ("uniform", "two"),
+        ("uniform", "rotations2"),
+        ("marginals", "rotations2"),
+    ]:
         avg = dn2mn(dn, base=base, orderings=orderings, marginals=[[0.5, 0.5], [0.5, 0.5]])
         assert kl_from_uniform(joint_of(avg)) < single
     # averaging over all base instances and both orders recovers the uniform distribution here
-    np.testing.assert_allclose(joint_of(dn2mn(dn, base="uniform", orderings="two")), 0.25,
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        joint_of(dn2mn(dn, base="uniform", orderings="two")), 0.25, atol=1e-12
+    )
 
 
 # --- Section 4.2 SIMPLIFYFEATURE and Section 5.2 rotations ----------------------------------------
+
 
 def test_simplifyfeature_example():
     # P(X2 | X1, X4) with f1 = X1 ^ !X2 ^ X4, f2 = X1 ^ X2, f3 = X2 ^ !X4 and x' all true.
@@ -100,42 +122,59 @@ def test_simplifyfeature_example():
     # Table 2's convention (variables before X_i are fixed) that is the order [4, 3, 2, 1].
     schema = Schema.binary(4)
     w1, w2, w3 = 0.7, -1.3, 0.4
-    cpd = FeatureSet.from_features(schema, [
-        (w1, [(0, T, True), (1, F_, True), (3, T, True)]),
-        (w2, [(0, T, True), (1, T, True)]),
-        (w3, [(1, T, True), (3, F_, True)])])
+    cpd = FeatureSet.from_features(
+        schema,
+        [
+            (w1, [(0, T, True), (1, F_, True), (3, T, True)]),
+            (w2, [(0, T, True), (1, T, True)]),
+            (w3, [(1, T, True), (3, F_, True)]),
+        ],
+    )
     empty = FeatureSet.empty(schema)
     dn = DependencyNetwork(schema, [empty, cpd, empty, empty])
-    mn = dn2mn(dn, base="single", base_instance=[T] * 4, orderings="one", order=[3, 2, 1, 0],
-               merge=False)
+    mn = dn2mn(
+        dn, base="single", base_instance=[T] * 4, orderings="one", order=[3, 2, 1, 0], merge=False
+    )
     # phi_2 = exp(w1 (X1 ^ !X2) + w2 (X1 ^ X2) - w2 X1); f3 is removed
-    assert sorted(mn.features.to_list()) == sorted([
-        (w1, ((0, T, True), (1, F_, True))),
-        (w2, ((0, T, True), (1, T, True))),
-        (-w2, ((0, T, True),))])
+    assert sorted(mn.features.to_list()) == sorted(
+        [
+            (w1, ((0, T, True), (1, F_, True))),
+            (w2, ((0, T, True), (1, T, True))),
+            (-w2, ((0, T, True),)),
+        ]
+    )
 
 
 def test_section_52_rotation_weights():
     n = 20
     # CPD of X7 contains X4 ^ X6 ^ X7 ^ X13 (1-based); summed over all rotations of [1..n]
-    assert rotation_fractions(n, [(j - 7) % n for j in (4, 6, 13)]).tolist() == \
-        pytest.approx([6 / n, (4 + (n - 13)) / n, 2 / n, 1 / n])
+    assert rotation_fractions(n, [(j - 7) % n for j in (4, 6, 13)]).tolist() == pytest.approx(
+        [6 / n, (4 + (n - 13)) / n, 2 / n, 1 / n]
+    )
     schema = Schema.binary(n)
     w = 0.9
     cpds = [FeatureSet.empty(schema) for _ in range(n)]
-    cpds[6] = FeatureSet.from_features(schema, [(w, [(3, T, True), (5, T, True), (6, T, True),
-                                                     (12, T, True)])])
-    mn = dn2mn(DependencyNetwork(schema, cpds), base="single", base_instance=[T] * n,
-               orderings="rotations", merge=False)
+    cpds[6] = FeatureSet.from_features(
+        schema, [(w, [(3, T, True), (5, T, True), (6, T, True), (12, T, True)])]
+    )
+    mn = dn2mn(
+        DependencyNetwork(schema, cpds),
+        base="single",
+        base_instance=[T] * n,
+        orderings="rotations",
+        merge=False,
+    )
     numerators = {tuple(v + 1 for v, _, _ in c): wt / w for wt, c in mn.features if wt > 0}
     # 1/n, 2/n and (4 + (n-13))/n as in the paper; the last is 6/n, not the paper's 5/n: the
     # paper's list of starting points (X8..X12) omits the rotation starting at X13.
-    assert numerators == pytest.approx({(4, 6, 7, 13): 1 / n, (4, 7, 13): 2 / n,
-                                        (7, 13): (4 + (n - 13)) / n, (7,): 6 / n})
+    assert numerators == pytest.approx(
+        {(4, 6, 7, 13): 1 / n, (4, 7, 13): 2 / n, (7, 13): (4 + (n - 13)) / n, (7,): 6 / n}
+    )
     assert sum(numerators.values()) == pytest.approx(1.0)
 
 
-# --- consistent DNs from known MNs ------------------------------------------------------------------
+# --- consistent DNs from known MNs ----------------------------------------------------------
+
 
 def conditional_table_dn(mn):
     """The exact DN of an MN: CPD i = log P(X_i | MB(X_i)) as one feature per table entry."""
@@ -148,8 +187,11 @@ def conditional_table_dn(mn):
         for r, u in enumerate(assigns):
             rows[r, mb] = u
         logp = mn.log_conditional(rows, i)
-        feats = [(logp[r, a], [(j, u_j, True) for j, u_j in zip(mb, u)] + [(i, a, True)])
-                 for r, u in enumerate(assigns) for a in range(schema.cardinalities[i])]
+        feats = [
+            (logp[r, a], [(j, u_j, True) for j, u_j in zip(mb, u)] + [(i, a, True)])
+            for r, u in enumerate(assigns)
+            for a in range(schema.cardinalities[i])
+        ]
         cpds.append(FeatureSet.from_features(schema, feats))
     return DependencyNetwork(schema, cpds)
 
@@ -157,8 +199,13 @@ def conditional_table_dn(mn):
 def own_features_dn(mn):
     """The DN whose CPD i is the MN's features that mention X_i (unnormalised, consistent)."""
     var_ptr, var_feats = mn.index
-    return DependencyNetwork(mn.schema, [mn.features.select(var_feats[var_ptr[i]:var_ptr[i + 1]])
-                                         for i in range(mn.schema.n_vars)])
+    return DependencyNetwork(
+        mn.schema,
+        [
+            mn.features.select(var_feats[var_ptr[i] : var_ptr[i + 1]])
+            for i in range(mn.schema.n_vars)
+        ],
+    )
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -173,10 +220,17 @@ def test_consistent_dns_reproduce_the_mn_exactly(seed):
     for dn in (conditional_table_dn(mn), own_features_dn(mn)):
         for base in BASES:
             for orderings in ORDERINGS:
-                got = dn2mn(dn, base=base, orderings=orderings, base_instance=x0,
-                            marginals=marg, order=order)
-                np.testing.assert_allclose(joint_of(got), truth, atol=1e-9,
-                                           err_msg=f"{base}/{orderings}")
+                got = dn2mn(
+                    dn,
+                    base=base,
+                    orderings=orderings,
+                    base_instance=x0,
+                    marginals=marg,
+                    order=order,
+                )
+                np.testing.assert_allclose(
+                    joint_of(got), truth, atol=1e-9, err_msg=f"{base}/{orderings}"
+                )
 
 
 def test_consistent_dn_with_ten_binary_variables():
@@ -192,6 +246,7 @@ def test_consistent_dn_with_ten_binary_variables():
 
 
 # --- averaging against a literal implementation of Tables 1 and 2 -------------------------------
+
 
 def simplify_feature(i, conds, x, inv_order, numerator):
     """Table 2 (``None`` when a fixed test fails, i.e. the feature is removed)."""
@@ -237,26 +292,42 @@ def test_averaging_matches_brute_force_over_instances_and_orders(seed):
     rng = np.random.default_rng(seed)
     schema = Schema.from_cardinalities([2, 3, 2, 3, 2])
     n = schema.n_vars
-    dn = DependencyNetwork(schema, [random_featureset(rng, schema, 6, max_len=4, p_eq=0.6)
-                                    for _ in range(n)])  # inconsistent
+    dn = DependencyNetwork(
+        schema, [random_featureset(rng, schema, 6, max_len=4, p_eq=0.6) for _ in range(n)]
+    )  # inconsistent
     marg = [rng.dirichlet(np.ones(d)) for d in schema.cardinalities]
     x0 = [int(rng.integers(d)) for d in schema.cardinalities]
     order = rng.permutation(n)
     rot = [np.roll(order, -s) for s in range(n)]
-    orders = {"one": [order], "two": [order, order[::-1]], "rotations": rot,
-              "rotations2": rot + [np.roll(order[::-1], -s) for s in range(n)]}
-    probs = {"single": [np.eye(d)[x0[j]] for j, d in enumerate(schema.cardinalities)],
-             "uniform": [np.full(d, 1 / d) for d in schema.cardinalities], "marginals": marg}
+    orders = {
+        "one": [order],
+        "two": [order, order[::-1]],
+        "rotations": rot,
+        "rotations2": rot + [np.roll(order[::-1], -s) for s in range(n)],
+    }
+    probs = {
+        "single": [np.eye(d)[x0[j]] for j, d in enumerate(schema.cardinalities)],
+        "uniform": [np.full(d, 1 / d) for d in schema.cardinalities],
+        "marginals": marg,
+    }
     states = all_rows(schema)
     for base in BASES:
         for orderings in ORDERINGS:
             ref = MarkovNetwork(schema, reference_average(dn, probs[base], orders[orderings]))
             for merge in (True, False):
-                got = dn2mn(dn, base=base, orderings=orderings, base_instance=x0,
-                            marginals=marg, order=order, merge=merge)
+                got = dn2mn(
+                    dn,
+                    base=base,
+                    orderings=orderings,
+                    base_instance=x0,
+                    marginals=marg,
+                    order=order,
+                    merge=merge,
+                )
                 a, b = got.log_score(states), ref.log_score(states)
-                np.testing.assert_allclose(a - a[0], b - b[0], atol=1e-10,
-                                           err_msg=f"{base}/{orderings}/{merge}")
+                np.testing.assert_allclose(
+                    a - a[0], b - b[0], atol=1e-10, err_msg=f"{base}/{orderings}/{merge}"
+                )
 
 
 def test_merge_sums_duplicates_and_drops_zeros():
@@ -280,8 +351,9 @@ def test_errors_and_marginals():
         dn2mn(dn, base="uniform", orderings="all")
     with pytest.raises(DN2MNError, match="permutation"):
         dn2mn(dn, base="uniform", order=[0, 0])
-    bad = DependencyNetwork(schema, [FeatureSet.from_features(schema, [(-np.inf, [(0, 1, True)])]),
-                                     dn.cpds[1]])
+    bad = DependencyNetwork(
+        schema, [FeatureSet.from_features(schema, [(-np.inf, [(0, 1, True)])]), dn.cpds[1]]
+    )
     with pytest.raises(DN2MNError, match="finite"):
         dn2mn(bad, base="uniform")
     rows = np.array([[0, 1], [1, 1], [1, 1]])
@@ -301,17 +373,22 @@ def test_a_learned_dn_carries_its_marginals():
     planted, _ = planted_network(6, seed=2)
     rows = sample(planted, 2000, seed=3)
     for mode in ("hoeffding", "exact"):
-        dn = DTSL(planted.schema, kappa=0.01, mode=mode, grace_period=100).fit(rows) \
+        dn = (
+            DTSL(planted.schema, kappa=0.01, mode=mode, grace_period=100)
+            .fit(rows)
             .to_dependency_network()
+        )
         counts = dn.marginal_counts()
         for i, c in enumerate(counts):
             np.testing.assert_array_equal(c, np.bincount(rows[:, i], minlength=2))
         from_trees = dn2mn(dn)
         assert from_trees.features.equals(
-            dn2mn(dn, train=rows, weights="closed-form").features, atol=1e-12)
+            dn2mn(dn, train=rows, weights="closed-form").features, atol=1e-12
+        )
         uniform = [np.ones(2)] * 6
-        assert dn2mn(dn, marginals=uniform).features.equals(dn2mn(dn, base="uniform").features,
-                                                             atol=1e-12)
+        assert dn2mn(dn, marginals=uniform).features.equals(
+            dn2mn(dn, base="uniform").features, atol=1e-12
+        )
         assert not from_trees.features.equals(dn2mn(dn, base="uniform").features, atol=1e-6)
     bare = DependencyNetwork(dn.schema, dn.cpds)  # e.g. read from a Libra .dn file
     assert bare.marginal_counts() is None

@@ -102,7 +102,7 @@ def _state_arrays(model: DTSL) -> dict:
     return model.get_state()[1]
 
 
-@pytest.mark.parametrize("half_life", [float("inf"), 10 ** 9])
+@pytest.mark.parametrize("half_life", [float("inf"), 10**9])
 def test_forgetting_without_a_finite_horizon_is_bit_identical(switch, half_life):
     rows = switch[2][:60_000]
     base = DTSL(Schema.binary(N_VARS)).fit(rows)
@@ -123,7 +123,7 @@ def test_halving_counts_exactly():
     model.partial_fit(rows[:700]).partial_fit(rows[700:])
     expect = np.zeros((4, 2), dtype=np.int64)
     for start in range(0, 2_500, 1_000):
-        block = rows[start:start + 1_000]
+        block = rows[start : start + 1_000]
         expect += np.stack([np.bincount(block[:, j], minlength=2) for j in range(4)])
         if start + 1_000 <= 2_500:
             expect >>= 1
@@ -144,7 +144,7 @@ def test_resume_and_batch_cuts_are_exact_with_drift_on(switch):
     rows = switch[2][:130_000]
     whole = DTSL(Schema.binary(N_VARS), drift="page-hinkley", half_life=50_000)
     for start in range(0, rows.shape[0], 65_536):
-        whole.partial_fit(rows[start:start + 65_536])
+        whole.partial_fit(rows[start : start + 65_536])
     assert whole.drift_summary()["swaps"] > 0
     cuts = [0, 41_333, 100_777, 101_999, 103_210, 104_005, 117_000, rows.shape[0]]
     model = DTSL(Schema.binary(N_VARS), drift="page-hinkley", half_life=50_000)
@@ -177,16 +177,34 @@ def test_cli_reports_drift_in_the_progress_line_and_the_manifest(tmp_path):
     from streammn.snapshot import resolve_snapshot
 
     rng = np.random.default_rng(3)
-    rows = np.concatenate([LogisticBN(8, seed=1).sample(40_000, rng),
-                           LogisticBN(8, seed=2).sample(40_000, rng)])
+    rows = np.concatenate(
+        [LogisticBN(8, seed=1).sample(40_000, rng), LogisticBN(8, seed=2).sample(40_000, rng)]
+    )
     write_parquet(tmp_path / "switch.parquet", rows, Schema.binary(8), row_group_size=5000)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    proc = subprocess.run([sys.executable, "-m", "streammn.cli", "learn",
-                           str(tmp_path / "switch.parquet"), "--out", str(tmp_path / "out"),
-                           "--drift", "page-hinkley", "--half-life", "1000000",
-                           "--every-rows", "40000", "--formats", "json"],
-                          env={**os.environ, "PYTHONPATH": root}, capture_output=True,
-                          text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "streammn.cli",
+            "learn",
+            str(tmp_path / "switch.parquet"),
+            "--out",
+            str(tmp_path / "out"),
+            "--drift",
+            "page-hinkley",
+            "--half-life",
+            "1000000",
+            "--every-rows",
+            "40000",
+            "--formats",
+            "json",
+        ],
+        env={**os.environ, "PYTHONPATH": root},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("done:") and "drift alarms" in last
@@ -204,10 +222,10 @@ def test_drift_with_forgetting_keeps_counts_consistent(switch):
     rows = switch[2]
     model = DTSL(Schema.binary(N_VARS), drift="page-hinkley", half_life=2_000)
     for start in range(0, rows.shape[0], 25_000):
-        model.partial_fit(rows[start:start + 25_000])
+        model.partial_fit(rows[start : start + 25_000])
         for grower in filter(None, (model._grower, model._drift.alt)):
             f, st = grower.forest, grower.stats
-            assert (f.counts[:f.n_nodes] >= 0).all()
+            assert (f.counts[: f.n_nodes] >= 0).all()
             active = np.flatnonzero(st.slot_node >= 0)
             assert (st.tot[active] <= f.counts[st.slot_node[active]]).all()
     assert model.drift_summary()["swaps"] > 0

@@ -39,25 +39,39 @@ def learn_tree(rows, t, cards, kappa, min_count, prior, max_depth=None, depth=0)
                 n_true = int(mask.sum())
                 if n_true < min_count or len(rows) - n_true < min_count:
                     continue
-                gain = (_loglik(_target_counts(rows[mask], t, d), prior)
-                        + _loglik(_target_counts(rows[~mask], t, d), prior) - parent_ll)
+                gain = (
+                    _loglik(_target_counts(rows[mask], t, d), prior)
+                    + _loglik(_target_counts(rows[~mask], t, d), prior)
+                    - parent_ll
+                )
                 if gain > best_gain:
                     best, best_gain = (j, a), gain
     if best is None or best_gain <= (d - 1) * -math.log(kappa):
         return ("leaf", counts)
     j, a = best
     mask = rows[:, j] == a
-    return ("split", j, a, counts,
-            learn_tree(rows[mask], t, cards, kappa, min_count, prior, max_depth, depth + 1),
-            learn_tree(rows[~mask], t, cards, kappa, min_count, prior, max_depth, depth + 1))
+    return (
+        "split",
+        j,
+        a,
+        counts,
+        learn_tree(rows[mask], t, cards, kappa, min_count, prior, max_depth, depth + 1),
+        learn_tree(rows[~mask], t, cards, kappa, min_count, prior, max_depth, depth + 1),
+    )
 
 
 def forest_tree(forest, node):
-    counts = forest.counts[node, :forest.cards[forest.tree[node]]].tolist()
+    counts = forest.counts[node, : forest.cards[forest.tree[node]]].tolist()
     if forest.var[node] < 0:
         return ("leaf", counts)
-    return ("split", int(forest.var[node]), int(forest.val[node]), counts,
-            forest_tree(forest, forest.true[node]), forest_tree(forest, forest.false[node]))
+    return (
+        "split",
+        int(forest.var[node]),
+        int(forest.val[node]),
+        counts,
+        forest_tree(forest, forest.true[node]),
+        forest_tree(forest, forest.false[node]),
+    )
 
 
 def random_data(rng, n_rows, cards):
@@ -95,8 +109,15 @@ def test_exact_mode_equals_recursive_learntree(case):
     rng = np.random.default_rng(case)
     rows = random_data(rng, 400, cards)
     schema = Schema.from_cardinalities(cards)
-    model = DTSL(schema, kappa=kappa, mode="exact", min_count=min_count, prior=prior,
-                 max_depth=max_depth, max_leaves=max_leaves)
+    model = DTSL(
+        schema,
+        kappa=kappa,
+        mode="exact",
+        min_count=min_count,
+        prior=prior,
+        max_depth=max_depth,
+        max_leaves=max_leaves,
+    )
     model.fit(ArraySource(rows, schema, batch_size=batch))
     deepest = 0
     for t in range(len(cards)):
@@ -107,8 +128,15 @@ def test_exact_mode_equals_recursive_learntree(case):
     assert model.tree_stats()["depth"].max() == deepest
     # the same trees when every pass routes rows from the roots (no row -> node cache)
     uncached = Forest(schema, prior=prior)
-    grow_level_wise(uncached, ArraySource(rows, schema, batch_size=batch), kappa, min_count,
-                    max_depth, max_leaves or 10 ** 6, cache_bytes=0)
+    grow_level_wise(
+        uncached,
+        ArraySource(rows, schema, batch_size=batch),
+        kappa,
+        min_count,
+        max_depth,
+        max_leaves or 10**6,
+        cache_bytes=0,
+    )
     assert uncached.equals(model.forest)
     if max_leaves is None:  # one pass per level, plus the pass that finds nothing to split
         assert model.n_passes <= deepest + 1
@@ -129,7 +157,7 @@ def test_sibling_subtraction_counts_one_child_per_pair():
         passes(forest, stats, chunk, trees)
 
     forest = Forest(schema)
-    grow_level_wise(forest, None, 0.5, 5, None, 10 ** 6, count_pass=count_pass)
+    grow_level_wise(forest, None, 0.5, 5, None, 10**6, count_pass=count_pass)
     for t in range(len(cards)):
         assert forest_tree(forest, forest.roots[t]) == learn_tree(rows, t, cards, 0.5, 5, 1.0)
     for chunk, _ in counted[1:]:
@@ -138,8 +166,7 @@ def test_sibling_subtraction_counts_one_child_per_pair():
     paired = 0
     for chunk, n in counted[1:]:
         parent = forest.parent[chunk]
-        sibling = np.where(forest.true[parent] == chunk, forest.false[parent],
-                           forest.true[parent])
+        sibling = np.where(forest.true[parent] == chunk, forest.false[parent], forest.true[parent])
         sibling_n = forest.counts[sibling].sum(axis=1)
         in_frontier = sibling_n >= 2 * 5  # splittable siblings were in the same frontier
         assert (n[in_frontier] <= sibling_n[in_frontier]).all()  # the smaller one was counted
@@ -166,6 +193,7 @@ def test_dependency_network_pll_matches_trees_and_features():
     test = random_data(rng, 200, cards)
     tree_terms = dn.pll_terms(test)
     from streammn.dn import DependencyNetwork
+
     plain = DependencyNetwork(schema, dn.cpds)  # features only, no trees
     np.testing.assert_allclose(plain.pll_terms(test), tree_terms, rtol=0, atol=1e-12)
     # the tree CPD by hand: smoothed leaf probability of the row's value
@@ -176,6 +204,7 @@ def test_dependency_network_pll_matches_trees_and_features():
     prior = 1.0
     for t in range(len(cards)):
         for leaf in model.forest.leaves(t):
-            c = model.forest.counts[leaf, :cards[t]]
-            np.testing.assert_allclose(np.exp(logp[leaf, :cards[t]]),
-                                       (c + prior / cards[t]) / (c.sum() + prior))
+            c = model.forest.counts[leaf, : cards[t]]
+            np.testing.assert_allclose(
+                np.exp(logp[leaf, : cards[t]]), (c + prior / cards[t]) / (c.sum() + prior)
+            )

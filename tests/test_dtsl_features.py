@@ -19,9 +19,9 @@ def figure1_forest():
     schema = Schema.from_cardinalities([2, 2, 2, 2], names=["X1", "X2", "X3", "X4"])
     forest = Forest(schema)
     root = forest.roots[X4]
-    forest.counts[root] = [40, 60]                       # (X4 = F, X4 = T)
+    forest.counts[root] = [40, 60]  # (X4 = F, X4 = T)
     (x1_true,), (x1_false,) = forest.split([root], [X1], [T], [[5, 25]])
-    forest.split([x1_false], [X2], [T], [[20, 5]])       # x1_false holds [35, 35]
+    forest.split([x1_false], [X2], [T], [[20, 5]])  # x1_false holds [35, 35]
     return forest
 
 
@@ -34,13 +34,21 @@ def cond(*pairs):
 
 
 DEFAULT = {
-    cond((X1, T), (X4, T)), cond((X1, T), (X4, F)),
-    cond((X1, F), (X2, T), (X4, T)), cond((X1, F), (X2, T), (X4, F)),
-    cond((X1, F), (X2, F), (X4, T)), cond((X1, F), (X2, F), (X4, F)),
+    cond((X1, T), (X4, T)),
+    cond((X1, T), (X4, F)),
+    cond((X1, F), (X2, T), (X4, T)),
+    cond((X1, F), (X2, T), (X4, F)),
+    cond((X1, F), (X2, F), (X4, T)),
+    cond((X1, F), (X2, F), (X4, F)),
 }
 PRUNE_EXTRA = {cond((X1, F), (X4, T)), cond((X1, F), (X4, F))}
-NONZERO = {cond((X1, T), (X4, T)), cond((X1, T)), cond((X2, T), (X4, T)), cond((X2, T)),
-           cond((X4, T))}
+NONZERO = {
+    cond((X1, T), (X4, T)),
+    cond((X1, T)),
+    cond((X2, T), (X4, T)),
+    cond((X2, T)),
+    cond((X4, T)),
+}
 
 
 def test_default_features_of_figure1():
@@ -93,9 +101,13 @@ def test_default_features_reproduce_the_tree_conditional():
     rows = np.array(list(itertools.product([0, 1], repeat=4)), dtype=np.uint8)
     logp = forest.log_probs()
     for r in rows:
-        leaf = (forest.true[forest.roots[X4]] if r[X1] == T
-                else forest.true[forest.false[forest.roots[X4]]] if r[X2] == T
-                else forest.false[forest.false[forest.roots[X4]]])
+        leaf = (
+            forest.true[forest.roots[X4]]
+            if r[X1] == T
+            else forest.true[forest.false[forest.roots[X4]]]
+            if r[X2] == T
+            else forest.false[forest.false[forest.roots[X4]]]
+        )
         got = dn.log_conditional(r[None, :], X4)[0]
         np.testing.assert_allclose(got, logp[leaf, :2], atol=1e-12)
     np.testing.assert_allclose(dn.pll_terms(rows), forest.leaf_log_prob(rows), atol=1e-12)
@@ -105,7 +117,8 @@ def test_leaf_paths_and_sizes_are_inspectable():
     forest = figure1_forest()
     leaves = forest.leaves(X4)
     paths = sorted(forest.path(int(n)) for n in leaves)
-    assert paths == sorted([[(X1, T, True)], [(X1, T, False), (X2, T, True)],
-                            [(X1, T, False), (X2, T, False)]])
+    assert paths == sorted(
+        [[(X1, T, True)], [(X1, T, False), (X2, T, True)], [(X1, T, False), (X2, T, False)]]
+    )
     assert forest.n_leaves()[X4] == 3 and forest.depths()[X4] == 2
     assert sorted(forest.leaf_rows(X4).tolist()) == [25, 30, 45]

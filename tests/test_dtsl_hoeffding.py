@@ -50,11 +50,12 @@ def test_hoeffding_matches_exact_roots_and_approaches_its_pll():
     seen = 0
     for stop in (1_000, 10_000, 120_000):
         for start in range(seen, stop, 4096):
-            hoeff.partial_fit(stream[start:min(stop, start + 4096)])
+            hoeff.partial_fit(stream[start : min(stop, start + 4096)])
         seen = stop
         exact = DTSL(schema, kappa=0.01, mode="exact").fit(ArraySource(stream[:stop], schema))
-        gaps.append(exact.to_dependency_network().pll(test)
-                    - hoeff.to_dependency_network().pll(test))
+        gaps.append(
+            exact.to_dependency_network().pll(test) - hoeff.to_dependency_network().pll(test)
+        )
     assert hoeff.rows_seen == 120_000
     assert root_splits(hoeff) == root_splits(exact) == [expected_root(i) for i in range(10)]
     assert gaps[-1] < gaps[0]
@@ -66,15 +67,20 @@ def test_root_split_agrees_with_river():
     n = 3_000
     X = (rng.random((n, 6)) < 0.5).astype(np.uint8)
     # X0 follows X3 closely and X5 weakly; the rest is noise
-    X[:, 0] = np.where(rng.random(n) < 0.8, X[:, 3],
-                       np.where(rng.random(n) < 0.3, X[:, 5], rng.random(n) < 0.5))
+    X[:, 0] = np.where(
+        rng.random(n) < 0.8, X[:, 3], np.where(rng.random(n) < 0.3, X[:, 5], rng.random(n) < 0.5)
+    )
     schema = Schema.binary(6)
     ours = DTSL(schema, kappa=1.0, mode="hoeffding", grace_period=200, delta=1e-7, tau=0.05)
     ours.partial_fit(X)
     names = [f"x{j}" for j in range(1, 6)]
     river_model = river_tree.HoeffdingTreeClassifier(
-        split_criterion="info_gain", grace_period=200, delta=1e-7, tau=0.05,
-        nominal_attributes=names)
+        split_criterion="info_gain",
+        grace_period=200,
+        delta=1e-7,
+        tau=0.05,
+        nominal_attributes=names,
+    )
     for row in X:
         river_model.learn_one({f"x{j}": int(row[j]) for j in range(1, 6)}, int(row[0]))
     assert river_model._root.feature == "x3"
@@ -100,8 +106,8 @@ def test_memory_budget_bounds_active_leaves():
     free = DTSL(schema, kappa=0.1, grace_period=100)
     tight = DTSL(schema, kappa=0.1, grace_period=100, max_leaves=12)
     for start in range(0, len(rows), 1000):
-        free.partial_fit(rows[start:start + 1000])
-        tight.partial_fit(rows[start:start + 1000])
+        free.partial_fit(rows[start : start + 1000])
+        tight.partial_fit(rows[start : start + 1000])
         assert tight.tree_stats()["active_leaves"] <= 12
     assert free.tree_stats()["active_leaves"] > 12
     # leaves without statistics still learn their distribution from every row
@@ -140,13 +146,16 @@ def test_state_round_trip_and_identical_continuation(budget, replay):
     assert restored.equals(model)
     assert repr(restored) == repr(model)
     for start in range(12_345, len(rows), 2000):
-        model.partial_fit(rows[start:start + 2000])
-        restored.partial_fit(rows[start:start + 2000])
+        model.partial_fit(rows[start : start + 2000])
+        restored.partial_fit(rows[start : start + 2000])
     assert restored.equals(model)
-    np.testing.assert_array_equal(restored.to_dependency_network().pll_terms(rows[:500]),
-                                  model.to_dependency_network().pll_terms(rows[:500]))
-    uninterrupted = DTSL(schema, kappa=0.05, grace_period=150, max_leaves=budget,
-                         replay_rows=replay)
+    np.testing.assert_array_equal(
+        restored.to_dependency_network().pll_terms(rows[:500]),
+        model.to_dependency_network().pll_terms(rows[:500]),
+    )
+    uninterrupted = DTSL(
+        schema, kappa=0.05, grace_period=150, max_leaves=budget, replay_rows=replay
+    )
     uninterrupted.partial_fit(rows)
     assert uninterrupted.equals(model)
 
@@ -159,7 +168,7 @@ def test_replay_with_whole_stream_buffer_gives_full_leaf_statistics():
     schema = Schema.binary(rows.shape[1])
     model = DTSL(schema, kappa=0.1, grace_period=100, tau=1.0, replay_rows=6_000)
     for start in range(0, len(rows), 700):
-        model.partial_fit(rows[start:start + 700])
+        model.partial_fit(rows[start : start + 700])
     f, st = model.forest, model._grower.stats
     leaves = f.route(rows)
     active = np.flatnonzero(st.slot_node >= 0)
@@ -182,8 +191,9 @@ def test_replay_with_whole_stream_buffer_gives_full_leaf_statistics():
     long_chunks = DTSL(schema, grace_period=3000, replay_rows=1000).partial_fit(rows)
     for g in (shallow._grower, long_chunks._grower):
         assert g.rows_seen > g.replay_rows == g._buf_len
-        np.testing.assert_array_equal(g._buf, rows[-g.replay_rows:][
-            (np.arange(g.replay_rows) - g._buf_pos) % g.replay_rows])
+        np.testing.assert_array_equal(
+            g._buf, rows[-g.replay_rows :][(np.arange(g.replay_rows) - g._buf_pos) % g.replay_rows]
+        )
         np.testing.assert_array_equal(g._buf_bits, counting.value_bits(g._buf, f.max_card))
     # without replay, leaves created mid-stream only count the rows after their creation
     plain = DTSL(schema, kappa=0.1, grace_period=100, tau=1.0, replay_rows=0).partial_fit(rows)
@@ -203,10 +213,16 @@ def test_exact_model_round_trip():
     assert "mode='exact'" in repr(restored)
 
 
-@pytest.mark.parametrize("kappa,mode,replay", [(0.1, "hoeffding", "auto"),
-                                               ("auto", "hoeffding", "auto"),
-                                               ("auto", "hoeffding", 1500),
-                                               (0.1, "exact", "auto"), ("auto", "exact", "auto")])
+@pytest.mark.parametrize(
+    "kappa,mode,replay",
+    [
+        (0.1, "hoeffding", "auto"),
+        ("auto", "hoeffding", "auto"),
+        ("auto", "hoeffding", 1500),
+        (0.1, "exact", "auto"),
+        ("auto", "exact", "auto"),
+    ],
+)
 def test_thread_count_does_not_change_the_model(mode, kappa, replay, monkeypatch):
     """Counting, replay and scoring in blocks of trees (or slots) run in parallel (here at any
     size of step: small ones run on one thread by default)."""
@@ -216,8 +232,9 @@ def test_thread_count_does_not_change_the_model(mode, kappa, replay, monkeypatch
     schema = Schema.binary(rows.shape[1])
     one = DTSL(schema, kappa=kappa, mode=mode, n_threads=1, replay_rows=replay).fit(rows)
     for n_threads in (2, 3):  # 3: blocks of unequal size
-        other = DTSL(schema, kappa=kappa, mode=mode, n_threads=n_threads,
-                     replay_rows=replay).fit(rows)
+        other = DTSL(schema, kappa=kappa, mode=mode, n_threads=n_threads, replay_rows=replay).fit(
+            rows
+        )
         assert one.forest.equals(other.forest)
         assert one.get_state()[1].keys() == other.get_state()[1].keys()
         for k, v in one.get_state()[1].items():
@@ -231,6 +248,7 @@ def test_parallel_steps_use_every_core_by_default_in_blocks_that_pay():
 
     from streammn.trees.forest import Forest
     from streammn.trees.stats import PARALLEL_NS, LeafStats
+
     schema = Schema.binary(4)
     assert DTSL(schema).threads == numba.get_num_threads()
     stats = LeafStats(Forest(schema), capacity=1, n_threads=8)

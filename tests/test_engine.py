@@ -49,7 +49,8 @@ def test_snapshot_cadence_and_scores(tmp_path):
     # the prequential score counts every row after the first batch, scored before learning
     assert eng.state.preq_rows == 3000 - 250
     assert manifests[-1]["scores"]["validation_pll"] == pytest.approx(
-        load_snapshot(path).pll(chain_rows(500, seed=1)))
+        load_snapshot(path).pll(chain_rows(500, seed=1))
+    )
     assert manifests[-1]["peak_rss_mb"] > 0
 
 
@@ -88,7 +89,8 @@ def test_resume_in_process_equals_one_run(tmp_path):
     assert third.run().name == "snap-000004"
     assert len(list_snapshots(tmp_path / "b" / "out")) == 4
     assert load_snapshot(tmp_path / "b" / "out").features.equals(
-        load_snapshot(tmp_path / "a" / "out").features)
+        load_snapshot(tmp_path / "a" / "out").features
+    )
 
 
 def test_resume_without_snapshots_starts_fresh_and_rejects_other_schemas(tmp_path):
@@ -113,15 +115,14 @@ def test_bad_batch_keeps_what_was_learned(tmp_path):
         def _batches(self):
             while self._next < len(self.raw):
                 start = self._next
-                block = self.schema.validate(self.raw[start:start + 250], row_offset=start)
+                block = self.schema.validate(self.raw[start : start + 250], row_offset=start)
                 self._next = start + len(block)
                 yield Batch(block, end=self._next, start=start)
 
         def position(self):
             return self._next
 
-    eng = StreamLearner(Validating(rows), DTSL(Schema.binary(8)), tmp_path / "out",
-                        progress=None)
+    eng = StreamLearner(Validating(rows), DTSL(Schema.binary(8)), tmp_path / "out", progress=None)
     with pytest.raises(SchemaError, match="row 620"):
         eng.run()
     m = read_snapshot(list_snapshots(tmp_path / "out")[-1]).manifest
@@ -180,8 +181,13 @@ def test_refining_over_a_variable_of_more_than_64_values_stays_out_of_the_writer
     b = (a % 2) ^ (rng.random(6000) < 0.1)
     rows = np.column_stack([a, b, b ^ (rng.random(6000) < 0.1)]).astype(np.uint8)
     schema = Schema.from_cardinalities([70, 2, 2])
-    engine = StreamLearner(ArraySource(rows, schema=schema, batch_size=500), DTSL(schema),
-                           tmp_path / "out", every_rows=2000, progress=None)
+    engine = StreamLearner(
+        ArraySource(rows, schema=schema, batch_size=500),
+        DTSL(schema),
+        tmp_path / "out",
+        every_rows=2000,
+        progress=None,
+    )
     assert engine._refines_row_by_row()
     engine.run()
     records = [read_snapshot(p).manifest["weights"] for p in list_snapshots(tmp_path / "out")]

@@ -45,9 +45,18 @@ def _assert_located(excinfo, row=3, column=2):
     assert "out of range" in str(excinfo.value) or "non-integer" in str(excinfo.value)
 
 
-@pytest.mark.parametrize("entry", ["pll", "pll_terms", "log_score", "conditional",
-                                   "log_conditional", "log_probability",
-                                   "conditional_log_likelihoods"])
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "pll",
+        "pll_terms",
+        "log_score",
+        "conditional",
+        "log_conditional",
+        "log_probability",
+        "conditional_log_likelihoods",
+    ],
+)
 def test_markov_network_entries_refuse_out_of_range_values(entry):
     model = _model()
     call = getattr(model, entry)
@@ -65,12 +74,15 @@ def test_learner_pll_terms_refuse_out_of_range_values(name):
     _assert_located(e)
 
 
-@pytest.mark.parametrize("entry", [
-    lambda m, r: pll_terms(m, r),
-    lambda m, r: cmll_terms(m, r, burn_in=1, samples=2),
-    lambda m, r: fit_weights(m, r, max_iter=2),
-    lambda m, r: StochasticPLL(m).partial_fit(r),
-])
+@pytest.mark.parametrize(
+    "entry",
+    [
+        lambda m, r: pll_terms(m, r),
+        lambda m, r: cmll_terms(m, r, burn_in=1, samples=2),
+        lambda m, r: fit_weights(m, r, max_iter=2),
+        lambda m, r: StochasticPLL(m).partial_fit(r),
+    ],
+)
 def test_functions_taking_rows_refuse_bad_values(entry):
     with pytest.raises(SchemaError) as e:
         entry(_model(), _bad(2.5))
@@ -115,6 +127,7 @@ def test_learning_path_validates_each_batch_once(monkeypatch):
         monkeypatch.setattr(Schema, "validate", counting)
         calls.clear()
         import tempfile
+
         with tempfile.TemporaryDirectory() as out:
             StreamLearner(source, make(), out, every_rows=2000, progress=None).run()
         monkeypatch.setattr(Schema, "validate", real)

@@ -113,15 +113,23 @@ def test_gradient_matches_finite_differences():
     h = 1e-6
     for u, v in [(0, 1), (1, 4), (2, 3), (0, 4)]:
         bp, bm = beta.copy(), beta.copy()
-        bp[u, v] += h; bp[v, u] += h
-        bm[u, v] -= h; bm[v, u] -= h
-        fd = (structure_objective_and_gradient(bp, rows, table)[0] - structure_objective_and_gradient(bm, rows, table)[0]) / (2 * h)
+        bp[u, v] += h
+        bp[v, u] += h
+        bm[u, v] -= h
+        bm[v, u] -= h
+        fd = (
+            structure_objective_and_gradient(bp, rows, table)[0]
+            - structure_objective_and_gradient(bm, rows, table)[0]
+        ) / (2 * h)
         np.testing.assert_allclose(grad[u, v], fd, rtol=1e-5, atol=1e-8)
 
 
 def test_cell_resistance_sums_give_the_table_gradient_and_the_beta_gradient():
-    from streammn.et.kernels import (cell_resistance_sums, row_log_dets,
-                                     structure_objective_and_gradient)
+    from streammn.et.kernels import (
+        cell_resistance_sums,
+        row_log_dets,
+        structure_objective_and_gradient,
+    )
 
     rng = np.random.default_rng(4)
     m, n = 5, 9
@@ -134,9 +142,13 @@ def test_cell_resistance_sums_give_the_table_gradient_and_the_beta_gradient():
     h = 1e-6
     for u, v, ca, cb in [(0, 1, 0, 2), (1, 4, 1, 1), (2, 3, 2, 0), (0, 4, 0, 0)]:
         tp, tm = table.copy(), table.copy()
-        tp[u, v, ca, cb] += h; tp[v, u, cb, ca] += h
-        tm[u, v, ca, cb] -= h; tm[v, u, cb, ca] -= h
-        fd = (row_log_dets(rows, beta, tp)[0].sum() - row_log_dets(rows, beta, tm)[0].sum()) / (2 * h)
+        tp[u, v, ca, cb] += h
+        tp[v, u, cb, ca] += h
+        tm[u, v, ca, cb] -= h
+        tm[v, u, cb, ca] -= h
+        fd = (row_log_dets(rows, beta, tp)[0].sum() - row_log_dets(rows, beta, tm)[0].sum()) / (
+            2 * h
+        )
         np.testing.assert_allclose(beta[u, v] * sums[u, v, ca, cb], fd, rtol=1e-5, atol=1e-8)
     # and sum_ab table S is the data part of the beta gradient
     data_grad = (table * sums).sum(axis=(2, 3))
@@ -169,10 +181,13 @@ def test_likelihood_and_objective_invariant_to_scaling_beta():
     beta = random_weights(rng, m)
     value, _ = structure_objective_and_gradient(beta, rows, table)
     for c in (0.01, 7.0, 1e4):
-        np.testing.assert_allclose(structure_objective_and_gradient(c * beta, rows, table)[0], value, rtol=1e-10)
+        np.testing.assert_allclose(
+            structure_objective_and_gradient(c * beta, rows, table)[0], value, rtol=1e-10
+        )
 
 
 # --- theta, rho, initialisation and the learner -------------------------------------------------
+
 
 def tree_rows(parents, n, rng, keep=0.85):
     """Ancestral samples of a binary tree: each child copies its parent with prob. ``keep``."""
@@ -245,7 +260,10 @@ def test_convex_bound_initialisation_maximises_the_eq14_term():
         x = rng.dirichlet(np.ones(m * (m - 1) // 2))
         other = np.zeros((m, m))
         other[np.triu_indices(m, 1)] = x
-        assert structure_objective_and_gradient(other + other.T, rows, table, bound=True)[0] <= best + 1e-9
+        assert (
+            structure_objective_and_gradient(other + other.T, rows, table, bound=True)[0]
+            <= best + 1e-9
+        )
 
 
 def test_planted_tree_recovered_exactly_and_chow_liu_is_the_tree_density():
@@ -268,13 +286,16 @@ def test_planted_tree_recovered_exactly_and_chow_liu_is_the_tree_density():
     probe = rows[:50].astype(np.int64)
     expected = np.log(node[np.arange(8), probe]).sum(axis=1)
     for u, v in truth:
-        expected += np.log(pair[u, v, probe[:, u], probe[:, v]]
-                           / (node[u, probe[:, u]] * node[v, probe[:, v]]))
+        expected += np.log(
+            pair[u, v, probe[:, u], probe[:, v]] / (node[u, probe[:, u]] * node[v, probe[:, v]])
+        )
     np.testing.assert_allclose(ETDensity(schema, cl, node, pair).log_likelihood(probe), expected)
     # and the learned ET is at least as likely on held-out rows as the Chow-Liu tree
     test = tree_rows(parents, 2000, rng)
-    assert (learner.density().log_likelihood(test).mean()
-            >= ETDensity(schema, cl, node, pair).log_likelihood(test).mean() - 1e-3)
+    assert (
+        learner.density().log_likelihood(test).mean()
+        >= ETDensity(schema, cl, node, pair).log_likelihood(test).mean() - 1e-3
+    )
 
 
 def test_density_file_round_trip_and_bad_file():
@@ -306,8 +327,9 @@ def test_pair_tables_shrink_toward_independence_by_the_james_stein_intensity():
     node, pair = smoothed_theta(PairCounts(schema).update(rows), alpha=1.0)
     lam = 0.6875 / (79 * 0.0625)
     dirichlet = (table + 0.25) / 81
-    np.testing.assert_allclose(pair[0, 1, :2, :2],
-                               lam * np.outer(node[0], node[1]) + (1 - lam) * dirichlet)
+    np.testing.assert_allclose(
+        pair[0, 1, :2, :2], lam * np.outer(node[0], node[1]) + (1 - lam) * dirichlet
+    )
     # shrink=False: the plug-in (Dirichlet-smoothed) table of the paper, also through the learner
     plain = smoothed_theta(PairCounts(schema).update(rows), alpha=1.0, shrink=False)[1]
     np.testing.assert_allclose(plain[0, 1, :2, :2], dirichlet)
@@ -324,6 +346,10 @@ def test_pair_tables_shrink_toward_independence_by_the_james_stein_intensity():
     ratio = pair / (node[:, None, :, None] * node[None, :, None, :])
     flat = [np.allclose(ratio[u, v, :2, :2], 1.0) for u in range(2, 12) for v in range(u + 1, 12)]
     assert np.mean(flat) > 0.75
-    strong = [independence_shrinkage(PairCounts(Schema.from_cardinalities([2, 2]))
-                                     .update(noise[:n, :2]).table(0, 1), n) for n in (100, 500)]
+    strong = [
+        independence_shrinkage(
+            PairCounts(Schema.from_cardinalities([2, 2])).update(noise[:n, :2]).table(0, 1), n
+        )
+        for n in (100, 500)
+    ]
     assert 0 < strong[1] < strong[0] < 0.1

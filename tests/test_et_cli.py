@@ -33,8 +33,23 @@ def test_learn_et_parquet_snapshots_resume_score_inspect(tmp_path, capsys):
     data = tmp_path / "train.parquet"
     pq.write_table(pa.table({f"x{i}": rows[:, i] for i in range(6)}), data)
     out = tmp_path / "snaps"
-    args = ("learn", data, "--out", out, "--algo", "et", "--every-rows", 1000,
-            "--update-every", 1000, "--quiet", "--batch-size", 700, "--et-sample-rows", 500)
+    args = (
+        "learn",
+        data,
+        "--out",
+        out,
+        "--algo",
+        "et",
+        "--every-rows",
+        1000,
+        "--update-every",
+        1000,
+        "--quiet",
+        "--batch-size",
+        700,
+        "--et-sample-rows",
+        500,
+    )
     assert run(capsys, *args)[0] == 0
     snaps = list_snapshots(out)
     assert len(snaps) == 3
@@ -65,8 +80,9 @@ def test_learn_et_parquet_snapshots_resume_score_inspect(tmp_path, capsys):
 def test_et_refuses_exact_mode_and_bad_model_file(tmp_path, capsys):
     data = tmp_path / "train.data"
     np.savetxt(data, np.zeros((20, 3), dtype=int), fmt="%d", delimiter=",")
-    code, _, err = run(capsys, "learn", data, "--out", tmp_path / "s", "--algo", "et",
-                       "--mode", "exact")
+    code, _, err = run(
+        capsys, "learn", data, "--out", tmp_path / "s", "--algo", "et", "--mode", "exact"
+    )
     assert code == 2 and "et" in err
     bad = tmp_path / "m.et"
     bad.write_bytes(b"junk")
@@ -79,8 +95,24 @@ def test_learn_et_with_learned_edge_tables(tmp_path, capsys):
     data = tmp_path / "train.parquet"
     pq.write_table(pa.table({f"x{i}": rows[:, i] for i in range(5)}), data)
     out = tmp_path / "snaps"
-    assert run(capsys, "learn", data, "--out", out, "--algo", "et", "--update-every", 1200,
-               "--quiet", "--et-sample-rows", 400, "--et-learn-theta")[0] == 0
+    assert (
+        run(
+            capsys,
+            "learn",
+            data,
+            "--out",
+            out,
+            "--algo",
+            "et",
+            "--update-every",
+            1200,
+            "--quiet",
+            "--et-sample-rows",
+            400,
+            "--et-learn-theta",
+        )[0]
+        == 0
+    )
     snap = read_snapshot(list_snapshots(out)[-1])
     saved = EnsembleOfTrees.from_bytes(snap.file("learner.bin").read_bytes())
     assert saved.learn_theta and saved.learned_pair_probs is not None

@@ -18,11 +18,11 @@ def independent_model(rng, cards):
     m, k = len(cards), int(cards.max())
     node = np.ones((m, k))
     for u in range(m):
-        node[u, :cards[u]] = rng.dirichlet(np.full(cards[u], 3.0))
+        node[u, : cards[u]] = rng.dirichlet(np.full(cards[u], 3.0))
     pair = np.ones((m, m, k, k))
     for u in range(m):
         for v in range(m):
-            pair[u, v, :cards[u], :cards[v]] = np.outer(node[u, :cards[u]], node[v, :cards[v]])
+            pair[u, v, : cards[u], : cards[v]] = np.outer(node[u, : cards[u]], node[v, : cards[v]])
     return node, pair
 
 
@@ -55,8 +55,10 @@ def test_phi_gradient_matches_finite_differences():
         plus, minus = phi.copy(), phi.copy()
         plus[p, a, b] += h
         minus[p, a, b] -= h
-        fd = (map_objective(beta, rows, tables, tables.tables(plus), base)
-              - map_objective(beta, rows, tables, tables.tables(minus), base)) / (2 * h)
+        fd = (
+            map_objective(beta, rows, tables, tables.tables(plus), base)
+            - map_objective(beta, rows, tables, tables.tables(minus), base)
+        ) / (2 * h)
         np.testing.assert_allclose(grad[p, a, b], fd, rtol=1e-5, atol=1e-9)
 
 
@@ -66,17 +68,19 @@ def test_tables_start_at_the_smoothed_ones_and_the_fit_keeps_the_constraints():
     learner = EnsembleOfTrees(Schema.from_cardinalities(CARDS)).fit(rows)
     node, pair = learner.theta()
     tables = EdgeTables(node, CARDS, alpha=1.0)
-    np.testing.assert_allclose(tables.full(tables.tables(tables.phi_of(pair)), pair), pair,
-                               rtol=1e-12)
-    beta, learned, history = learn_jointly(learner.beta, learner.sample.rows, node, pair, CARDS,
-                                           1.0)
+    np.testing.assert_allclose(
+        tables.full(tables.tables(tables.phi_of(pair)), pair), pair, rtol=1e-12
+    )
+    beta, learned, history = learn_jointly(
+        learner.beta, learner.sample.rows, node, pair, CARDS, 1.0
+    )
     assert len(history) > 2 and not np.allclose(learned, pair)
     for u, v in itertools.permutations(range(len(CARDS)), 2):
-        t = learned[u, v, :CARDS[u], :CARDS[v]]
+        t = learned[u, v, : CARDS[u], : CARDS[v]]
         assert (t > 0).all()
-        np.testing.assert_allclose(t.sum(axis=1), node[u, :CARDS[u]], atol=1e-12)
-        np.testing.assert_allclose(t.sum(axis=0), node[v, :CARDS[v]], atol=1e-12)
-        np.testing.assert_array_equal(t, learned[v, u, :CARDS[v], :CARDS[u]].T)
+        np.testing.assert_allclose(t.sum(axis=1), node[u, : CARDS[u]], atol=1e-12)
+        np.testing.assert_allclose(t.sum(axis=0), node[v, : CARDS[v]], atol=1e-12)
+        np.testing.assert_array_equal(t, learned[v, u, : CARDS[v], : CARDS[u]].T)
     np.testing.assert_allclose(beta.sum(), 2.0)
 
 
@@ -85,8 +89,9 @@ def test_joint_fit_increases_the_objective_monotonically_past_the_plug_in_fit():
     rows = dependent_rows(rng, np.array([2] * 6), 200)
     learner = EnsembleOfTrees(Schema.from_cardinalities([2] * 6)).fit(rows)
     node, pair = learner.theta()
-    _, _, history = learn_jointly(learner.beta, learner.sample.rows, node, pair, [2] * 6, 1.0,
-                                  tol=1e-6)
+    _, _, history = learn_jointly(
+        learner.beta, learner.sample.rows, node, pair, [2] * 6, 1.0, tol=1e-6
+    )
     assert (np.diff(history) > 0).all()
     assert history[-1] > history[0] + 1e-3
 
@@ -96,7 +101,8 @@ def test_learned_model_likelihood_matches_brute_force():
     cards = CARDS
     m = len(cards)
     learner = EnsembleOfTrees(Schema.from_cardinalities(cards), learn_theta=True).fit(
-        dependent_rows(rng, cards, 200))
+        dependent_rows(rng, cards, 200)
+    )
     density = learner.density()
     beta, node, pair = density.beta, density.node_probs, density.pair_probs
     assert not np.allclose(pair, learner.theta()[1])  # the learned tables, not the smoothed ones

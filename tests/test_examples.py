@@ -22,8 +22,9 @@ def test_dtsl_dn2mn_matches_libra_on_nltcs():
 
 
 def test_stream_parquet_example(tmp_path):
-    snap = load("stream_parquet").main(str(DATA / "msnbc_stream" / "msnbc_stream.data"),
-                                       str(tmp_path / "snaps"))
+    snap = load("stream_parquet").main(
+        str(DATA / "msnbc_stream" / "msnbc_stream.data"), str(tmp_path / "snaps")
+    )
     assert snap.manifest["rows_seen"] == 97108
 
 

@@ -71,14 +71,33 @@ def test_exit_0(files, capsys):
     assert _run(capsys, "score", files / "snaps", files / "train.data")[0] == 0
 
 
-@pytest.mark.parametrize("option", [
-    ["--batch-size", "0"], ["--keep", "0"], ["--grace-period", "0"], ["--delta", "2"],
-    ["--delta", "0"], ["--tau", "-1"], ["--alpha", "5"], ["--lambda", "-1"],
-    ["--lambda", "0"], ["--kappa", "0"], ["--kappa", "nan"], ["--max-edges", "-1"],
-    ["--max-tree-leaves", "-1"], ["--max-leaves", "0"], ["--every-rows", "0"],
-    ["--every-seconds", "0"], ["--every-seconds", "inf"], ["--formats", ""],
-    ["--formats", "mn,uai"], ["--formats", "json,xml"], ["--seed", "-1"],
-    ["--batch-size", "ten"]])
+@pytest.mark.parametrize(
+    "option",
+    [
+        ["--batch-size", "0"],
+        ["--keep", "0"],
+        ["--grace-period", "0"],
+        ["--delta", "2"],
+        ["--delta", "0"],
+        ["--tau", "-1"],
+        ["--alpha", "5"],
+        ["--lambda", "-1"],
+        ["--lambda", "0"],
+        ["--kappa", "0"],
+        ["--kappa", "nan"],
+        ["--max-edges", "-1"],
+        ["--max-tree-leaves", "-1"],
+        ["--max-leaves", "0"],
+        ["--every-rows", "0"],
+        ["--every-seconds", "0"],
+        ["--every-seconds", "inf"],
+        ["--formats", ""],
+        ["--formats", "mn,uai"],
+        ["--formats", "json,xml"],
+        ["--seed", "-1"],
+        ["--batch-size", "ten"],
+    ],
+)
 def test_learn_option_out_of_range_exits_2(files, tmp_path, capsys, option):
     code, err = _run(capsys, "learn", files / "train.data", "--out", tmp_path / "o", *option)
     assert code == 2, err
@@ -86,28 +105,36 @@ def test_learn_option_out_of_range_exits_2(files, tmp_path, capsys, option):
     assert not (tmp_path / "o").exists()  # refused before anything was written
 
 
-@pytest.mark.parametrize("argv", [
-    ["score", "{snaps}", "{data}", "--cmll", "--samples", "0"],
-    ["score", "{snaps}", "{data}", "--burn-in", "-1"],
-    ["inspect", "{snaps}", "--top", "-1"],
-    ["sample", "{snaps}", "-n", "-1"],
-    ["demo", "--vars", "1"], ["demo", "--rows", "0"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["score", "{snaps}", "{data}", "--cmll", "--samples", "0"],
+        ["score", "{snaps}", "{data}", "--burn-in", "-1"],
+        ["inspect", "{snaps}", "--top", "-1"],
+        ["sample", "{snaps}", "-n", "-1"],
+        ["demo", "--vars", "1"],
+        ["demo", "--rows", "0"],
+    ],
+)
 def test_other_options_out_of_range_exit_2(files, capsys, argv):
     argv = [a.format(snaps=files / "snaps", data=files / "train.data") for a in argv]
     assert _run(capsys, *argv)[0] == 2
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["learn", "{d}/badrow.data", "--schema", "{d}/binary.schema"], "row 2500, column 3"),
-    (["score", "{d}/snaps", "{d}/empty.data"], "empty"),
-    (["score", "{d}/snaps", "{d}/header.csv"], "no rows to score"),
-    (["score", "{d}/garbage.mn", "{d}/train.data"], "garbage.mn"),
-    (["learn", "{d}/latin1.data"], "row 1"),
-    (["learn", "{d}/gzip.data"], "not UTF-8"),
-    (["learn", "{d}/token.data"], "row 1, column 1: non-integer value 'a'"),
-    (["learn", "{d}/timestamp.parquet"], "holds no discrete states"),
-    (["learn", "{d}/mixed"], "no column 'x4', 'x5'"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["learn", "{d}/badrow.data", "--schema", "{d}/binary.schema"], "row 2500, column 3"),
+        (["score", "{d}/snaps", "{d}/empty.data"], "empty"),
+        (["score", "{d}/snaps", "{d}/header.csv"], "no rows to score"),
+        (["score", "{d}/garbage.mn", "{d}/train.data"], "garbage.mn"),
+        (["learn", "{d}/latin1.data"], "row 1"),
+        (["learn", "{d}/gzip.data"], "not UTF-8"),
+        (["learn", "{d}/token.data"], "row 1, column 1: non-integer value 'a'"),
+        (["learn", "{d}/timestamp.parquet"], "holds no discrete states"),
+        (["learn", "{d}/mixed"], "no column 'x4', 'x5'"),
+    ],
+)
 def test_bad_input_exits_3(files, tmp_path, capsys, argv, message):
     argv = [a.format(d=files) for a in argv]
     if argv[0] == "learn":
@@ -119,17 +146,31 @@ def test_bad_input_exits_3(files, tmp_path, capsys, argv, message):
 
 def test_a_bad_row_keeps_every_row_before_it(files, tmp_path, capsys):
     out = tmp_path / "o"
-    code, _ = _run(capsys, "learn", files / "badrow.data", "--schema", files / "binary.schema",
-                   "--out", out, "--quiet", "--batch-size", "1000")
+    code, _ = _run(
+        capsys,
+        "learn",
+        files / "badrow.data",
+        "--schema",
+        files / "binary.schema",
+        "--out",
+        out,
+        "--quiet",
+        "--batch-size",
+        "1000",
+    )
     assert code == 3
     manifest = read_snapshot(resolve_snapshot(out)).manifest
     assert manifest["rows_seen"] == 2500 and manifest["reason"] == "error"
 
 
-@pytest.mark.parametrize("argv", [
-    ["learn", "{d}/missing.data"],
-    ["learn", "{d}/train.data", "--schema", "{d}/missing.schema"],
-    ["score", "{d}/snaps", "{d}/missing.parquet"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["learn", "{d}/missing.data"],
+        ["learn", "{d}/train.data", "--schema", "{d}/missing.schema"],
+        ["score", "{d}/snaps", "{d}/missing.parquet"],
+    ],
+)
 def test_unavailable_input_exits_4(files, tmp_path, capsys, argv):
     argv = [a.format(d=files) for a in argv]
     if argv[0] == "learn":
@@ -184,9 +225,26 @@ def test_signals_end_with_a_snapshot_and_128_plus_the_signal(tmp_path, sig, code
     data = _data(tmp_path / "long.data", _rows(200_000, seed=1))
     out = tmp_path / "o"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "streammn.cli", "learn", str(data), "--out",
-                             str(out), "--batch-size", "500", "--every-rows", "1000", "--quiet"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streammn.cli",
+            "learn",
+            str(data),
+            "--out",
+            str(out),
+            "--batch-size",
+            "500",
+            "--every-rows",
+            "1000",
+            "--quiet",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 300
     while not (out / "LATEST").exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -201,20 +259,48 @@ def test_signals_end_with_a_snapshot_and_128_plus_the_signal(tmp_path, sig, code
 
 def test_a_skipped_invalid_snapshot_is_one_plain_warning_line(files, tmp_path, capsys):
     out = tmp_path / "o"
-    assert _run(capsys, "learn", files / "train.data", "--out", out, "--quiet",
-                "--every-rows", 1000, "--batch-size", 500)[0] == 0
+    assert (
+        _run(
+            capsys,
+            "learn",
+            files / "train.data",
+            "--out",
+            out,
+            "--quiet",
+            "--every-rows",
+            1000,
+            "--batch-size",
+            500,
+        )[0]
+        == 0
+    )
     newest = resolve_snapshot(out)
     (newest / "model.json").write_text("{}")
-    code, err = _run(capsys, "learn", files / "train.data", "--out", out, "--resume",
-                     "--every-rows", 1000, "--batch-size", 500)
+    code, err = _run(
+        capsys,
+        "learn",
+        files / "train.data",
+        "--out",
+        out,
+        "--resume",
+        "--every-rows",
+        1000,
+        "--batch-size",
+        500,
+    )
     assert code == 0
     assert f"streammn learn: warning: skipping invalid snapshot: {newest}" in err
     assert "UserWarning" not in err and "warnings.warn" not in err
 
 
-@pytest.mark.parametrize("uri", ["redis://127.0.0.1:1/s?group=g",
-                                 "redis://127.0.0.1:1/s?colour=red",
-                                 "kafka://127.0.0.1:1/t?group=g"])
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "redis://127.0.0.1:1/s?group=g",
+        "redis://127.0.0.1:1/s?colour=red",
+        "kafka://127.0.0.1:1/t?group=g",
+    ],
+)
 def test_log_uri_without_schema_or_with_unknown_option_exits_2(tmp_path, capsys, uri):
     pytest.importorskip("redis" if uri.startswith("redis") else "confluent_kafka")
     code, err = _run(capsys, "learn", uri, "--out", tmp_path / "o")

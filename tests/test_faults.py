@@ -54,10 +54,15 @@ def sources(tmp_path_factory):
                 write_parquet(d / kind / f"part{k}.parquet", part, SCHEMA, row_group_size=300)
             else:
                 _csv(d / kind / f"part{k}.{kind}", part, header=kind == "csv")
-    return {"parquet file": d / "rows.parquet", "csv file": d / "rows.csv",
-            "data file": d / "rows.data", "data directory": d / "data",
-            "parquet directory": d / "parquet", "csv glob": d / "csv" / "part*.csv",
-            "parquet glob": d / "parquet" / "*.parquet"}
+    return {
+        "parquet file": d / "rows.parquet",
+        "csv file": d / "rows.csv",
+        "data file": d / "rows.data",
+        "data directory": d / "data",
+        "parquet directory": d / "parquet",
+        "csv glob": d / "csv" / "part*.csv",
+        "parquet glob": d / "parquet" / "*.parquet",
+    }
 
 
 def _learn_in_process(source, out, *extra):
@@ -66,8 +71,18 @@ def _learn_in_process(source, out, *extra):
     return outcome(out)
 
 
-@pytest.mark.parametrize("kind", ["parquet file", "csv file", "data file", "data directory",
-                                  "parquet directory", "csv glob", "parquet glob"])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "parquet file",
+        "csv file",
+        "data file",
+        "data directory",
+        "parquet directory",
+        "csv glob",
+        "parquet glob",
+    ],
+)
 def test_sigkill_then_resume_ends_byte_identical(sources, tmp_path, kind, capsys):
     source = sources[kind]
     whole = _learn_in_process(source, tmp_path / "whole")
@@ -78,8 +93,9 @@ def test_sigkill_then_resume_ends_byte_identical(sources, tmp_path, kind, capsys
     assert resumed == whole
 
 
-def test_disk_full_keeps_the_previous_snapshot_valid_and_resumable(sources, tmp_path,
-                                                                   monkeypatch, capsys):
+def test_disk_full_keeps_the_previous_snapshot_valid_and_resumable(
+    sources, tmp_path, monkeypatch, capsys
+):
     source = sources["data file"]
     whole = _learn_in_process(source, tmp_path / "whole")
     real = snapshot._write_durably
@@ -95,14 +111,17 @@ def test_disk_full_keeps_the_previous_snapshot_valid_and_resumable(sources, tmp_
     out = tmp_path / "full"
     # in the foreground: a forked writer would count its writes in its own copy of the list
     # (tests/test_background_snapshots.py covers a disk that fills under a background writer)
-    code = main([str(a) for a in ["learn", source, "--out", out, "--quiet", *OPTIONS,
-                                  "--foreground-snapshots"]])
+    code = main(
+        [
+            str(a)
+            for a in ["learn", source, "--out", out, "--quiet", *OPTIONS, "--foreground-snapshots"]
+        ]
+    )
     err = capsys.readouterr().err
     monkeypatch.setattr(snapshot, "_write_durably", real)
     assert code == 1, err
     assert "No space left on device" in err and "snap-000003 is intact" in err
-    assert [p.name for p in list_snapshots(out)] == ["snap-000001", "snap-000002",
-                                                     "snap-000003"]
+    assert [p.name for p in list_snapshots(out)] == ["snap-000001", "snap-000002", "snap-000003"]
     assert not [p for p in out.iterdir() if p.name.startswith(".tmp-")]
     assert read_snapshot(resolve_snapshot(out)).manifest["rows_seen"] == 1500
     assert _learn_in_process(source, out, "--resume") == whole
@@ -110,14 +129,20 @@ def test_disk_full_keeps_the_previous_snapshot_valid_and_resumable(sources, tmp_
 
 def test_a_second_learn_into_the_same_directory_is_refused_at_once(sources, tmp_path):
     source, out = sources["data file"], tmp_path / "out"
-    first = subprocess.Popen(learn_argv(source, out, *OPTIONS), env=ENV,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    first = subprocess.Popen(
+        learn_argv(source, out, *OPTIONS),
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     while not list_snapshots(out) and first.poll() is None:
         time.sleep(0.002)
     first.send_signal(signal.SIGSTOP)  # mid-run, holding the directory, for as long as we like
     try:
-        second = subprocess.run(learn_argv(source, out, *OPTIONS), env=ENV,
-                                capture_output=True, text=True, timeout=120)
+        second = subprocess.run(
+            learn_argv(source, out, *OPTIONS), env=ENV, capture_output=True, text=True, timeout=120
+        )
     finally:
         first.send_signal(signal.SIGCONT)
     assert first.wait(timeout=300) == 0, first.stderr.read()
@@ -130,6 +155,7 @@ def test_a_second_learn_into_the_same_directory_is_refused_at_once(sources, tmp_
 def test_redis_server_restarted_without_its_state_is_unavailable(tmp_path):
     pytest.importorskip("redis", reason="the 'redis' extra is not installed")
     from redisserver import REDIS_SERVER, RedisServer
+
     if REDIS_SERVER is None:
         pytest.skip("redis-server is not installed (Debian package redis-server)")
     server = RedisServer(tmp_path)
@@ -147,6 +173,7 @@ def test_redis_server_restarted_without_its_state_is_unavailable(tmp_path):
     server = RedisServer(tmp_path, port=port)  # back on the same port, empty
     try:
         from connectors.base import SourceUnavailable
+
         with pytest.raises(SourceUnavailable, match="without persistence"):
             list(batches)
         assert first.n_rows == 100

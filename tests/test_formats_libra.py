@@ -11,8 +11,15 @@ from formats_strategies import all_rows, brute_scores, models
 from streammn import Schema
 from streammn.dn import DependencyNetwork
 from streammn.features import FeatureSet
-from streammn.formats import (ModelFormatError, read_libra_dn, read_libra_mn, read_model,
-                              write_libra_dn, write_libra_mn, write_model)
+from streammn.formats import (
+    ModelFormatError,
+    read_libra_dn,
+    read_libra_mn,
+    read_model,
+    write_libra_dn,
+    write_libra_mn,
+    write_model,
+)
 
 SPEC_MN = """2,2,2
 MN {
@@ -71,8 +78,12 @@ def test_spec_example(tmp_path):
     path.write_text(SPEC_MN)
     schema, fs = read_libra_mn(path)
     assert list(schema.cardinalities) == [2, 2, 2]
-    expect = [(-2.541960e-02 if x0 == 0 and x2 == 0 else 0) + (-4.340748e-02 if x2 == 0 else 0)
-              + (1.951711e-02 if x0 == 0 else 0) for x0, x1, x2 in all_rows(schema)]
+    expect = [
+        (-2.541960e-02 if x0 == 0 and x2 == 0 else 0)
+        + (-4.340748e-02 if x2 == 0 else 0)
+        + (1.951711e-02 if x0 == 0 else 0)
+        for x0, x1, x2 in all_rows(schema)
+    ]
     np.testing.assert_allclose(brute_scores(fs, schema), expect, rtol=0, atol=1e-15)
 
 
@@ -92,12 +103,13 @@ def test_every_factor_form(tmp_path):
 
 def test_written_file_matches_the_spec_layout(tmp_path):
     schema = Schema.from_cardinalities([2, 3])
-    fs = FeatureSet.from_features(schema, [(-0.25, [(0, 0, True), (1, 2, False)]),
-                                           (-math.inf, [(1, 1, True)]), (0.5, [])])
+    fs = FeatureSet.from_features(
+        schema, [(-0.25, [(0, 0, True), (1, 2, False)]), (-math.inf, [(1, 1, True)]), (0.5, [])]
+    )
     write_libra_mn(tmp_path / "m.mn", schema, fs)
     assert (tmp_path / "m.mn").read_text() == (
-        "2,3\nMN {\n-2.5000000000000000e-01 +v0_0 -v1_2\n-inf +v1_1\n"
-        "5.0000000000000000e-01\n}\n")
+        "2,3\nMN {\n-2.5000000000000000e-01 +v0_0 -v1_2\n-inf +v1_1\n5.0000000000000000e-01\n}\n"
+    )
 
 
 @settings(max_examples=60, deadline=None)
@@ -128,8 +140,12 @@ def trees(draw, cards, depth=3):
     if depth == 0 or draw(st.booleans()):
         return draw(st.one_of(st.floats(-5, 5), st.just(-math.inf)))
     v = draw(st.integers(0, len(cards) - 1))
-    return (v, draw(st.integers(0, cards[v] - 1)), draw(trees(cards, depth - 1)),
-            draw(trees(cards, depth - 1)))
+    return (
+        v,
+        draw(st.integers(0, cards[v] - 1)),
+        draw(trees(cards, depth - 1)),
+        draw(trees(cards, depth - 1)),
+    )
 
 
 def render(tree, indent=0):
@@ -148,12 +164,19 @@ def evaluate(tree, row):
 
 
 @settings(max_examples=50, deadline=None)
-@given(st.lists(st.integers(2, 4), min_size=1, max_size=3).flatmap(
-    lambda cards: st.tuples(st.just(cards), st.lists(trees(cards), min_size=1, max_size=3))))
+@given(
+    st.lists(st.integers(2, 4), min_size=1, max_size=3).flatmap(
+        lambda cards: st.tuples(st.just(cards), st.lists(trees(cards), min_size=1, max_size=3))
+    )
+)
 def test_random_trees_read_as_their_leaf_sums(tmp_path_factory, case):
     cards, forest = case
-    text = ",".join(map(str, cards)) + "\nMN {\n" + "".join(
-        f"tree {{\n{render(t)}\n}}\n" for t in forest) + "}\n"
+    text = (
+        ",".join(map(str, cards))
+        + "\nMN {\n"
+        + "".join(f"tree {{\n{render(t)}\n}}\n" for t in forest)
+        + "}\n"
+    )
     path = tmp_path_factory.mktemp("tree") / "t.mn"
     path.write_text(text)
     schema, fs = read_libra_mn(path)
@@ -194,7 +217,7 @@ def spec_dn_logits(i, x):
     """Unnormalised log P(X_i = a | x) of SPEC_DN for a = 0, 1, ..., by hand."""
     x0, x1, x2 = x
     if i == 0:
-        return [-4.632841e-02, -3.095075e+00] if x2 == 0 else [-6.537525e-01, -7.341577e-01]
+        return [-4.632841e-02, -3.095075e00] if x2 == 0 else [-6.537525e-01, -7.341577e-01]
     if i == 1:
         return [-0.5 if x0 == 1 else 0.0, 0.25 if x2 != 2 else 0.0]
     return [-1.2, -0.7, -1.5] if x0 == 0 else [-2.0, -0.3, -1.4]
@@ -227,24 +250,27 @@ def test_dn_round_trip(tmp_path):
 MN_HEAD = "2,3\nMN {\n"
 
 
-@pytest.mark.parametrize("text, line, message", [
-    ("2,x\nMN {\n}\n", 1, "bad schema line"),
-    ("2,2\nBN {\n}\n", 2, "expected 'MN {'"),
-    (MN_HEAD + "1.2.3 +v0_1\n}\n", 3, "expected a feature"),
-    (MN_HEAD + "0.5 +v0_1\n.5 +v0_1\n}\n", 4, "expected a feature"),
-    (MN_HEAD + "0.5 +v2_0\n}\n", 3, "variable v2 does not exist"),
-    (MN_HEAD + "0.5 -v1_3\n}\n", 3, "value 3 out of range"),
-    (MN_HEAD + "0.5 v0_1\n}\n", 3, "expected a condition"),
-    (MN_HEAD + "nan +v0_1\n}\n", 3, "expected a feature"),
-    (MN_HEAD + "inf +v0_1\n}\n", 3, "not allowed"),
-    (MN_HEAD + "features {\n1 +v0_0\n", 4, "unexpected end of file"),
-    (MN_HEAD + "tree {\n(v0_0 1\n}\n}\n", 4, "tree ends early"),
-    (MN_HEAD + "tree {\n(v0_0 1 2 3)\n}\n}\n", 4, "expected \\)"),
-    (MN_HEAD + "tree {\n1 2\n}\n}\n", 4, "after the end of the tree"),
-    (MN_HEAD + "tree {\n(+v0_0 1 2)\n}\n}\n", 4, "expected a test"),
-    (MN_HEAD + "w 1\n}\n", 3, "w line"),
-    (MN_HEAD + "}\n1 +v0_0\n", 4, "after the model's closing"),
-])
+@pytest.mark.parametrize(
+    "text, line, message",
+    [
+        ("2,x\nMN {\n}\n", 1, "bad schema line"),
+        ("2,2\nBN {\n}\n", 2, "expected 'MN {'"),
+        (MN_HEAD + "1.2.3 +v0_1\n}\n", 3, "expected a feature"),
+        (MN_HEAD + "0.5 +v0_1\n.5 +v0_1\n}\n", 4, "expected a feature"),
+        (MN_HEAD + "0.5 +v2_0\n}\n", 3, "variable v2 does not exist"),
+        (MN_HEAD + "0.5 -v1_3\n}\n", 3, "value 3 out of range"),
+        (MN_HEAD + "0.5 v0_1\n}\n", 3, "expected a condition"),
+        (MN_HEAD + "nan +v0_1\n}\n", 3, "expected a feature"),
+        (MN_HEAD + "inf +v0_1\n}\n", 3, "not allowed"),
+        (MN_HEAD + "features {\n1 +v0_0\n", 4, "unexpected end of file"),
+        (MN_HEAD + "tree {\n(v0_0 1\n}\n}\n", 4, "tree ends early"),
+        (MN_HEAD + "tree {\n(v0_0 1 2 3)\n}\n}\n", 4, "expected \\)"),
+        (MN_HEAD + "tree {\n1 2\n}\n}\n", 4, "after the end of the tree"),
+        (MN_HEAD + "tree {\n(+v0_0 1 2)\n}\n}\n", 4, "expected a test"),
+        (MN_HEAD + "w 1\n}\n", 3, "w line"),
+        (MN_HEAD + "}\n1 +v0_0\n", 4, "after the model's closing"),
+    ],
+)
 def test_malformed_mn(tmp_path, text, line, message):
     path = tmp_path / "bad.mn"
     path.write_text(text)
@@ -254,12 +280,15 @@ def test_malformed_mn(tmp_path, text, line, message):
     assert f"{path}, line {line}:" in str(err.value)
 
 
-@pytest.mark.parametrize("text, line, message", [
-    ("2,2\nDN {\nv0 {\n}\n}\n", None, r"no block for variable\(s\) \[1\]"),
-    ("2,2\nDN {\nv0 {\n}\nv0 {\n}\n", 5, "second block for v0"),
-    ("2,2\nDN {\nv3 {\n}\n", 3, "the schema has 2 variables"),
-    ("2,2\nDN {\nx0 {\n}\n", 3, "expected a block"),
-])
+@pytest.mark.parametrize(
+    "text, line, message",
+    [
+        ("2,2\nDN {\nv0 {\n}\n}\n", None, r"no block for variable\(s\) \[1\]"),
+        ("2,2\nDN {\nv0 {\n}\nv0 {\n}\n", 5, "second block for v0"),
+        ("2,2\nDN {\nv3 {\n}\n", 3, "the schema has 2 variables"),
+        ("2,2\nDN {\nx0 {\n}\n", 3, "expected a block"),
+    ],
+)
 def test_malformed_dn(tmp_path, text, line, message):
     path = tmp_path / "bad.dn"
     path.write_text(text)

@@ -35,28 +35,39 @@ def test_known_file_layout(tmp_path):
     write_model(tmp_path / "m.json", schema, fs)
     d = json.loads((tmp_path / "m.json").read_text())
     assert d["format"] == "streammn-mn" and d["version"] == 1
-    assert d["features"] == {"weights": [0.1, "-inf"], "ptr": [0, 1, 2], "var": [1, 0],
-                             "val": [2, 1], "eq": [0, 1]}
+    assert d["features"] == {
+        "weights": [0.1, "-inf"],
+        "ptr": [0, 1, 2],
+        "var": [1, 0],
+        "val": [2, 1],
+        "eq": [0, 1],
+    }
 
 
-GOOD = {"format": "streammn-mn", "version": 1,
-        "schema": {"variables": [{"name": "a", "cardinality": 2}]},
-        "features": {"weights": [1.0], "ptr": [0, 1], "var": [0], "val": [1], "eq": [1]}}
+GOOD = {
+    "format": "streammn-mn",
+    "version": 1,
+    "schema": {"variables": [{"name": "a", "cardinality": 2}]},
+    "features": {"weights": [1.0], "ptr": [0, 1], "var": [0], "val": [1], "eq": [1]},
+}
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"version": 2}, "unsupported streammn-mn version 2"),
-    ({"format": "other"}, "not a streammn model"),
-    ({"schema": {"vars": []}}, "bad schema"),
-    ({"features": {"weights": [1.0]}}, "must hold the lists"),
-    ({"features": {**GOOD["features"], "weights": ["x"]}}, "bad feature column"),
-    ({"features": {**GOOD["features"], "weights": [float("nan")]}}, "not allowed"),
-    ({"features": {**GOOD["features"], "weights": [float("inf")]}}, "not allowed"),
-    ({"features": {**GOOD["features"], "ptr": [0, 2]}}, "inconsistent features"),
-    ({"features": {**GOOD["features"], "val": [2]}}, "inconsistent features"),
-    ({"features": {**GOOD["features"], "eq": [3]}}, "eq flags"),
-    ({"features": {**GOOD["features"], "var": [2 ** 32]}}, "conditions need variables 0..0"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"version": 2}, "unsupported streammn-mn version 2"),
+        ({"format": "other"}, "not a streammn model"),
+        ({"schema": {"vars": []}}, "bad schema"),
+        ({"features": {"weights": [1.0]}}, "must hold the lists"),
+        ({"features": {**GOOD["features"], "weights": ["x"]}}, "bad feature column"),
+        ({"features": {**GOOD["features"], "weights": [float("nan")]}}, "not allowed"),
+        ({"features": {**GOOD["features"], "weights": [float("inf")]}}, "not allowed"),
+        ({"features": {**GOOD["features"], "ptr": [0, 2]}}, "inconsistent features"),
+        ({"features": {**GOOD["features"], "val": [2]}}, "inconsistent features"),
+        ({"features": {**GOOD["features"], "eq": [3]}}, "eq flags"),
+        ({"features": {**GOOD["features"], "var": [2**32]}}, "conditions need variables 0..0"),
+    ],
+)
 def test_malformed_files_are_rejected(tmp_path, change, message):
     path = tmp_path / "bad.json"
     path.write_text(json.dumps({**GOOD, **change}))

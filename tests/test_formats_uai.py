@@ -37,19 +37,19 @@ def table_log_potentials(text):
     toks = text.split()
     assert toks[0] == "MARKOV"
     n = int(toks[1])
-    cards = [int(t) for t in toks[2:2 + n]]
+    cards = [int(t) for t in toks[2 : 2 + n]]
     pos = 2 + n
     m = int(toks[pos])
     pos += 1
     scopes = []
     for _ in range(m):
         k = int(toks[pos])
-        scopes.append([int(t) for t in toks[pos + 1:pos + 1 + k]])
+        scopes.append([int(t) for t in toks[pos + 1 : pos + 1 + k]])
         pos += 1 + k
     tables = []
     for scope in scopes:
         size = int(toks[pos])
-        tables.append([float(t) for t in toks[pos + 1:pos + 1 + size]])
+        tables.append([float(t) for t in toks[pos + 1 : pos + 1 + size]])
         pos += 1 + size
     assert pos == len(toks)
     out = []
@@ -72,8 +72,10 @@ def test_written_tables_have_the_same_partition_function(tmp_path_factory, model
     write_uai(path, schema, fs, merge=merge)
     n_factors, logp = table_log_potentials(path.read_text())
     scores = brute_scores(fs, schema)
-    assert np.allclose(log_z(logp), log_z(scores), rtol=0, atol=1e-9) or \
-        log_z(logp) == log_z(scores) == -math.inf
+    assert (
+        np.allclose(log_z(logp), log_z(scores), rtol=0, atol=1e-9)
+        or log_z(logp) == log_z(scores) == -math.inf
+    )
     finite = np.isfinite(scores)
     np.testing.assert_array_equal(np.isfinite(logp), finite)
     np.testing.assert_allclose(logp[finite], scores[finite], atol=1e-9)
@@ -82,7 +84,7 @@ def test_written_tables_have_the_same_partition_function(tmp_path_factory, model
     written, at = [], 3 + schema.n_vars
     for _ in range(n_factors):
         k = int(tokens[at])
-        written.append(tuple(map(int, tokens[at + 1:at + 1 + k])))
+        written.append(tuple(map(int, tokens[at + 1 : at + 1 + k])))
         at += 1 + k
     if schema.n_vars >= 2:
         assert {v for s in written if len(s) >= 2 for v in s} == set(range(schema.n_vars))
@@ -108,21 +110,38 @@ def test_spec_example(tmp_path):
     path = tmp_path / "spec.uai"
     path.write_text(SPEC_EXAMPLE)
     schema, fs = read_uai(path)
-    expect = [math.log([0.4, 0.6][x0] * [0.5, 0.5][x1] * [[2, 1], [1, 2]][x0][x1])
-              for x0, x1 in all_rows(schema)]
+    expect = [
+        math.log([0.4, 0.6][x0] * [0.5, 0.5][x1] * [[2, 1], [1, 2]][x0][x1])
+        for x0, x1 in all_rows(schema)
+    ]
     np.testing.assert_allclose(brute_scores(fs, schema), expect, atol=1e-12)
     assert all(all(eq for _, _, eq in c) for _, c in fs)
 
 
 def test_known_layout_and_hard_zero(tmp_path):
     schema = Schema.from_cardinalities([2, 3])
-    fs = FeatureSet.from_features(schema, [(math.log(2), [(0, 1, True), (1, 0, False)]),
-                                           (-math.inf, [(1, 2, True)]), (math.log(3), [])])
+    fs = FeatureSet.from_features(
+        schema,
+        [
+            (math.log(2), [(0, 1, True), (1, 0, False)]),
+            (-math.inf, [(1, 2, True)]),
+            (math.log(3), []),
+        ],
+    )
     write_uai(tmp_path / "m.uai", schema, fs)
     assert (tmp_path / "m.uai").read_text().split("\n") == [
-        "MARKOV", "2", "2 3", "2", "2 0 1", "1 1",  # the constant 3 multiplies the first table
-        "6", " 3.0000000000000004 3.0000000000000004 3.0000000000000004 3.0000000000000004 6 6",
-        "3", " 1 1 0", ""]
+        "MARKOV",
+        "2",
+        "2 3",
+        "2",
+        "2 0 1",
+        "1 1",  # the constant 3 multiplies the first table
+        "6",
+        " 3.0000000000000004 3.0000000000000004 3.0000000000000004 3.0000000000000004 6 6",
+        "3",
+        " 1 1 0",
+        "",
+    ]
 
 
 @pytest.mark.parametrize("conds", [[(0, 1, True)], []])
@@ -140,17 +159,20 @@ def test_table_size_limit(tmp_path):
         write_uai(tmp_path / "m.uai", schema, fs, max_entries=1000)
 
 
-@pytest.mark.parametrize("text, line, message", [
-    ("BAYES\n1\n2\n0\n", 1, "expected a MARKOV network"),
-    ("MARKOV\n2\n2 0\n0\n", 3, "cardinality"),  # one state (a constant) is allowed
-    ("MARKOV\n1\n2\n1\n1 1\n2\n 1 1\n", 5, "an integer 0..0"),
-    ("MARKOV\n2\n2 2\n1\n2 1 1\n4\n 1 1 1 1\n", 5, "lists a variable twice"),
-    ("MARKOV\n1\n2\n1\n1 0\n3\n 1 1 1\n", 6, "needs 2 entries"),
-    ("MARKOV\n1\n2\n1\n1 0\n2\n 1 -1\n", 7, "non-negative potential"),
-    ("MARKOV\n1\n2\n1\n1 0\n2\n 1 nan\n", 7, "non-negative potential"),
-    ("MARKOV\n1\n2\n1\n1 0\n2\n 1\n", 7, "unexpected end of file"),
-    ("MARKOV\n1\n2\n1\n1 0\n2\n 1 1\n5\n", 8, "after the last table"),
-])
+@pytest.mark.parametrize(
+    "text, line, message",
+    [
+        ("BAYES\n1\n2\n0\n", 1, "expected a MARKOV network"),
+        ("MARKOV\n2\n2 0\n0\n", 3, "cardinality"),  # one state (a constant) is allowed
+        ("MARKOV\n1\n2\n1\n1 1\n2\n 1 1\n", 5, "an integer 0..0"),
+        ("MARKOV\n2\n2 2\n1\n2 1 1\n4\n 1 1 1 1\n", 5, "lists a variable twice"),
+        ("MARKOV\n1\n2\n1\n1 0\n3\n 1 1 1\n", 6, "needs 2 entries"),
+        ("MARKOV\n1\n2\n1\n1 0\n2\n 1 -1\n", 7, "non-negative potential"),
+        ("MARKOV\n1\n2\n1\n1 0\n2\n 1 nan\n", 7, "non-negative potential"),
+        ("MARKOV\n1\n2\n1\n1 0\n2\n 1\n", 7, "unexpected end of file"),
+        ("MARKOV\n1\n2\n1\n1 0\n2\n 1 1\n5\n", 8, "after the last table"),
+    ],
+)
 def test_malformed_files(tmp_path, text, line, message):
     path = tmp_path / "bad.uai"
     path.write_text(text)
@@ -166,11 +188,16 @@ UAI_NUMBER = re.compile(r"[0-9]+(\.[0-9]*)?")  # the UAI grammar's potentials (p
 def _tiny_and_huge_model():
     """Potentials far outside [1e-4, 1e16): '%.17g' wrote them with exponents."""
     schema = Schema.from_cardinalities([2, 2, 3, 2])
-    fs = FeatureSet.from_features(schema, [(-12.0, [(0, 1, True), (1, 0, True)]),
-                                           (38.5, [(1, 1, True), (2, 2, False)]),
-                                           (-700.0, [(2, 0, True), (0, 0, True)]),
-                                           (0.3, [(3, 1, True)]),  # X_3: a one-variable table
-                                           (2.0, [])])
+    fs = FeatureSet.from_features(
+        schema,
+        [
+            (-12.0, [(0, 1, True), (1, 0, True)]),
+            (38.5, [(1, 1, True), (2, 2, False)]),
+            (-700.0, [(2, 0, True), (0, 0, True)]),
+            (0.3, [(3, 1, True)]),  # X_3: a one-variable table
+            (2.0, []),
+        ],
+    )
     return schema, fs
 
 
@@ -179,13 +206,14 @@ def test_potentials_are_plain_decimals_that_read_back_exactly(tmp_path):
     write_uai(tmp_path / "m.uai", schema, fs)
     lines = (tmp_path / "m.uai").read_text().split("\n")
     n_factors = int(lines[3])
-    values = [tok for line in lines[4 + n_factors:] if line.startswith(" ")
-              for tok in line.split()]
-    assert values and all(UAI_NUMBER.fullmatch(v) for v in values), \
-        [v for v in values if not UAI_NUMBER.fullmatch(v)]
+    values = [
+        tok for line in lines[4 + n_factors :] if line.startswith(" ") for tok in line.split()
+    ]
+    assert values and all(UAI_NUMBER.fullmatch(v) for v in values), [
+        v for v in values if not UAI_NUMBER.fullmatch(v)
+    ]
     _, fs2 = read_uai(tmp_path / "m.uai", schema=schema)
-    np.testing.assert_allclose(brute_scores(fs2, schema) - brute_scores(fs, schema), 0,
-                               atol=1e-9)
+    np.testing.assert_allclose(brute_scores(fs2, schema) - brute_scores(fs, schema), 0, atol=1e-9)
 
 
 def test_pgmpy_reads_the_model_and_places_every_variable(tmp_path):

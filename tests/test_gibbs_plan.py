@@ -28,6 +28,7 @@ def test_static_evidence_gives_the_same_bits_as_without_it():
 def test_marginals_do_not_depend_on_the_thread_count():
     mn, evidence = model_and_evidence()
     evidence = np.tile(evidence, (4, 1))  # 360 chains: two blocks
-    out = at_each_thread_count(lambda: gibbs_marginals(mn, evidence, burn_in=10, samples=30,
-                                                       seed=4, method="bitset"))
+    out = at_each_thread_count(
+        lambda: gibbs_marginals(mn, evidence, burn_in=10, samples=30, seed=4, method="bitset")
+    )
     assert all(np.array_equal(out[0], o) for o in out)

@@ -6,8 +6,13 @@ import pytest
 
 from streammn import Schema
 from streammn.grafting import EdgeGrafting, GraftingStateError, scale_free_mrf
-from streammn.grafting.activation import (BestChoice, EdgeReservoir, activation_scores,
-                                          passes_c2, violation_offset)
+from streammn.grafting.activation import (
+    BestChoice,
+    EdgeReservoir,
+    activation_scores,
+    passes_c2,
+    violation_offset,
+)
 from streammn.grafting.bp import belief_propagation
 from streammn.grafting.mrf import PairwiseLayout, to_markov_network
 from streammn.grafting.objective import GraftingObjective, pseudo_loglik
@@ -83,8 +88,9 @@ def test_objective_gradient_matches_finite_differences(kind):
     theta = rng.normal(size=layout.size)
     rows = np.stack([rng.integers(0, c, 40) for c in CARDS], axis=1).astype(np.uint8)
     data = rng.random(layout.size)
-    obj = GraftingObjective(layout, data, lambda_=0.05, lambda2=0.1, kind=kind, rows=rows,
-                            tol=1e-12, max_iter=1000)
+    obj = GraftingObjective(
+        layout, data, lambda_=0.05, lambda2=0.1, kind=kind, rows=rows, tol=1e-12, max_iter=1000
+    )
     _, grad = obj(theta)
     np.testing.assert_allclose(grad, finite_difference(obj, theta), atol=1e-5)
 
@@ -100,8 +106,9 @@ def test_likelihood_objective_is_exact_negative_log_likelihood_on_trees():
         np.add.at(data, layout.uoff[v] + rows[:, v], 1.0)
     for k, (i, j) in enumerate(TREE):
         np.add.at(data, layout.eoff[k] + rows[:, i] * CARDS[j] + rows[:, j], 1.0)
-    obj = GraftingObjective(layout, data / len(rows), lambda_=0.0, lambda2=0.0, tol=1e-12,
-                            max_iter=1000)
+    obj = GraftingObjective(
+        layout, data / len(rows), lambda_=0.0, lambda2=0.0, tol=1e-12, max_iter=1000
+    )
     value, _ = obj(theta)
     assert value == pytest.approx(-mn.log_probability(rows).mean(), abs=1e-8)
 
@@ -110,8 +117,15 @@ def test_activation_score_and_c2_by_hand():
     # node marginals (.5, .5) and (.25, .75); data table [[3, 1], [1, 3]] over 8 rows:
     # model - data = [[.125-.375, .375-.125], [.125-.125, .375-.375]], norm sqrt(.125), / 4
     model = np.outer([0.5, 0.5], [0.25, 0.75]).ravel()
-    s = activation_scores(np.array([[0, 1]]), [2, 2], model, np.array([0, 4]),
-                          np.array([3, 1, 1, 3]), np.array([0, 4]), np.array([8]))
+    s = activation_scores(
+        np.array([[0, 1]]),
+        [2, 2],
+        model,
+        np.array([0, 4]),
+        np.array([3, 1, 1, 3]),
+        np.array([0, 4]),
+        np.array([8]),
+    )
     expected = np.sqrt(0.125) / 4
     assert s[0] == pytest.approx(expected)
     assert passes_c2(s[0], 0.08) and not passes_c2(s[0], 0.09)
@@ -146,8 +160,7 @@ def scripted(order_scores, capacity=2, t_max=3, alpha=0.0, lambda_=1.5):
     return ctx, bc
 
 
-STREAM = [((0, 2), 1.0), ((1, 3), 0.5), ((0, 3), 3.0), ((2, 3), 2.0), ((1, 2), 4.0),
-          ((0, 1), 5.0)]
+STREAM = [((0, 2), 1.0), ((1, 3), 0.5), ((0, 3), 3.0), ((2, 3), 2.0), ((1, 2), 4.0), ((0, 1), 5.0)]
 
 
 def test_first_round_fills_the_reservoir_then_tau_alpha_selects():
@@ -160,7 +173,7 @@ def test_first_round_fills_the_reservoir_then_tau_alpha_selects():
     assert bc.reservoir.threshold(0.0) == pytest.approx(2.5)
     assert bc.reservoir.threshold(1.0) == pytest.approx(3.0)
     assert bc.reservoir.threshold(0.5) == pytest.approx(2.75)
-    assert bc.select(limit=10) == [(0, 3)]            # 2.0 < tau_0 = mean
+    assert bc.select(limit=10) == [(0, 3)]  # 2.0 < tau_0 = mean
     assert bc.reservoir.scores == {(2, 3): 2.0}
 
 
@@ -187,7 +200,7 @@ def test_eviction_refill_and_rescoring():
 def test_select_skips_adjacent_edges_and_respects_limit():
     bc = BestChoice(5, np.random.default_rng(0), capacity=5, t_max=1, alpha=0.0, hubs=False)
     bc.reservoir.scores = {(0, 1): 5.0, (1, 2): 4.9, (2, 3): 4.8, (0, 4): 1.0}
-    assert bc.select(limit=10) == [(0, 1), (2, 3)]    # tau = mean = 3.925; (1,2) is adjacent
+    assert bc.select(limit=10) == [(0, 1), (2, 3)]  # tau = mean = 3.925; (1,2) is adjacent
     bc.reservoir.scores = {(0, 1): 5.0, (2, 3): 4.8}
     assert bc.select(limit=1) == [(0, 1)]
 
@@ -204,9 +217,12 @@ def test_hub_heuristic_raises_priority_of_hub_edges():
     ctx = ScriptedContext({}, 6, 1.0)
     ctx.active = {(0, 1), (0, 2)}
     bc = BestChoice(6, ctx.rng, capacity=2, t_max=1, alpha=0.0, c_hat=0.3)
-    bc.reorganise(ctx)                                # centrality of 0: 2/5 > 0.3
-    assert {e for e in [(0, 3), (0, 4), (0, 5)] if bc.queue.priority(e) == -1.0} == \
-        {(0, 3), (0, 4), (0, 5)}
+    bc.reorganise(ctx)  # centrality of 0: 2/5 > 0.3
+    assert {e for e in [(0, 3), (0, 4), (0, 5)] if bc.queue.priority(e) == -1.0} == {
+        (0, 3),
+        (0, 4),
+        (0, 5),
+    }
     assert bc.queue.priority((1, 2)) is None and bc.queue.priority((0, 1)) is None
 
 
@@ -217,8 +233,9 @@ def planted():
     schema = Schema.from_cardinalities([3] * 7)
     layout = PairwiseLayout(schema.cardinalities, edges)
     rng = np.random.default_rng(5)
-    theta = np.concatenate([0.2 * rng.normal(size=int(layout.uoff[-1])),
-                            np.tile(2.0 * np.eye(3).ravel(), len(edges))])
+    theta = np.concatenate(
+        [0.2 * rng.normal(size=int(layout.uoff[-1])), np.tile(2.0 * np.eye(3).ravel(), len(edges))]
+    )
     mrf = SyntheticMRF(schema, layout, theta)
     return mrf, mrf.sample(3000, seed=1, burn_in=50, chains=4)
 
@@ -229,8 +246,8 @@ def test_every_strategy_recovers_strong_planted_edges(planted, strategy):
     g = EdgeGrafting(mrf.schema, lambda_=0.02, lambda2=0.001, strategy=strategy, seed=0)
     g.fit(rows)
     assert mrf.edges <= set(g.edges)
-    if strategy == "exhaustive":                        # greedy: true edges first
-        assert set(g.edges[:len(mrf.edges)]) == mrf.edges
+    if strategy == "exhaustive":  # greedy: true edges first
+        assert set(g.edges[: len(mrf.edges)]) == mrf.edges
         assert g.fraction_pairs_counted == 1.0
 
 
@@ -240,15 +257,24 @@ def test_pseudo_likelihood_objective_recovers_planted_edges(planted):
     g.fit(rows)
     assert mrf.edges <= set(g.edges)
     assert g.to_markov_network().pll(rows) > EdgeGrafting(
-        mrf.schema, lambda_=0.02, max_edges=0).fit(rows).to_markov_network().pll(rows)
+        mrf.schema, lambda_=0.02, max_edges=0
+    ).fit(rows).to_markov_network().pll(rows)
 
 
 def test_exhaustive_and_unlimited_best_choice_choose_the_same_first_edge():
     mrf = scale_free_mrf(12, states=3, seed=3)
     rows = mrf.sample(2000, seed=4, burn_in=50, chains=4)
     ex = EdgeGrafting(mrf.schema, lambda_=1e-3, strategy="exhaustive", max_edges=1).fit(rows)
-    bc = EdgeGrafting(mrf.schema, lambda_=1e-3, strategy="best_choice", alpha=1.0,
-                      reservoir_size=100, t_max=100, hubs=False, max_edges=1).fit(rows)
+    bc = EdgeGrafting(
+        mrf.schema,
+        lambda_=1e-3,
+        strategy="best_choice",
+        alpha=1.0,
+        reservoir_size=100,
+        t_max=100,
+        hubs=False,
+        max_edges=1,
+    ).fit(rows)
     assert len(ex.edges) == 1 and ex.edges == bc.edges
 
 
@@ -258,13 +284,13 @@ def test_streaming_state_round_trip_continues_identically(planted):
     a = EdgeGrafting(mrf.schema, **params)
     b = EdgeGrafting(mrf.schema, **params)
     for k in range(0, 2000, 500):
-        a.partial_fit(rows[k:k + 500])
-        b.partial_fit(rows[k:k + 500])
+        a.partial_fit(rows[k : k + 500])
+        b.partial_fit(rows[k : k + 500])
     b = EdgeGrafting.from_bytes(b.to_bytes())
     assert "EdgeGrafting(" in repr(b) and b.get_params() == a.get_params()
     for k in range(2000, 3000, 500):
-        a.partial_fit(rows[k:k + 500])
-        b.partial_fit(rows[k:k + 500])
+        a.partial_fit(rows[k : k + 500])
+        b.partial_fit(rows[k : k + 500])
     assert a.edges == b.edges and len(a.edges) > 0
     np.testing.assert_allclose(a.theta, b.theta)
     mn = a.to_markov_network()
@@ -277,20 +303,29 @@ def test_scale_free_generator_shapes():
     mrf = scale_free_mrf(30, states=5, seed=0)
     assert len(mrf.edges) == 2 * 30 - 4
     deg = np.bincount(np.array(sorted(mrf.edges)).ravel(), minlength=30)
-    assert deg.min() >= 2 and deg.max() >= 6           # preferential attachment makes hubs
+    assert deg.min() >= 2 and deg.max() >= 6  # preferential attachment makes hubs
     rows = mrf.sample(200, seed=0, burn_in=10, thin=2, chains=3)
     assert rows.shape == (200, 30) and rows.max() <= 4
     np.testing.assert_array_equal(rows, mrf.sample(200, seed=0, burn_in=10, thin=2, chains=3))
 
 
-CLIMB_SCORES = {(0, 1): 5.0, (0, 2): 3.0, (0, 3): 0.1, (0, 4): 0.1, (1, 2): 0.1, (1, 3): 4.5,
-                (1, 4): 0.1, (2, 3): 0.1, (2, 4): 1.6, (3, 4): 2.9}
+CLIMB_SCORES = {
+    (0, 1): 5.0,
+    (0, 2): 3.0,
+    (0, 3): 0.1,
+    (0, 4): 0.1,
+    (1, 2): 0.1,
+    (1, 3): 4.5,
+    (1, 4): 0.1,
+    (2, 3): 0.1,
+    (2, 4): 1.6,
+    (3, 4): 2.9,
+}
 
 
 def test_edges_climbed_away_from_go_back_to_the_queue():
     ctx = ScriptedContext(CLIMB_SCORES, 5, 1.5)
-    bc = BestChoice(5, ctx.rng, capacity=5, t_max=1, alpha=0.0, hubs=False, climb=True,
-                    admit=False)
+    bc = BestChoice(5, ctx.rng, capacity=5, t_max=1, alpha=0.0, hubs=False, climb=True, admit=False)
     bc.reservoir.scores = {(0, 2): 3.0, (3, 4): 2.9, (2, 4): 1.6}  # tau_0 = mean = 2.5
     # (0, 2) climbs to (0, 1); (3, 4) climbs via (1, 3) to (0, 1) too, already chosen
     assert bc.select(limit=10, ctx=ctx) == [(0, 1)]
@@ -328,6 +363,7 @@ def test_pairs_a_climb_scores_that_pass_c2_join_the_reservoir():
 
 def test_climb_admissions_keep_the_graph_and_need_fewer_rounds(monkeypatch):
     from streammn.grafting import planted_potts
+
     mrf = planted_potts("random", 24, states=3, coupling=(0.8, 1.5), seed=2)
     rows = mrf.sample(4000, seed=3, burn_in=100, thin=2, chains=4)
     admitting = EdgeGrafting(mrf.schema).fit(rows)

@@ -26,9 +26,25 @@ def test_learn_grafting_writes_pairwise_snapshots_and_resumes(tmp_path):
     data = tmp_path / "train.data"
     np.savetxt(data, rows, fmt="%d", delimiter=",")
     out = tmp_path / "snaps"
-    proc = run_cli("learn", data, "--out", out, "--algo", "grafting", "--lambda", "0.02",
-                   "--every-rows", 1000, "--update-every", 1000, "--batch-size", 500,
-                   "--formats", "json,mn", "--quiet")
+    proc = run_cli(
+        "learn",
+        data,
+        "--out",
+        out,
+        "--algo",
+        "grafting",
+        "--lambda",
+        "0.02",
+        "--every-rows",
+        1000,
+        "--update-every",
+        1000,
+        "--batch-size",
+        500,
+        "--formats",
+        "json,mn",
+        "--quiet",
+    )
     assert "snapshot" in proc.stdout
     snaps = list_snapshots(out)
     assert len(snaps) == 3
@@ -39,9 +55,26 @@ def test_learn_grafting_writes_pairwise_snapshots_and_resumes(tmp_path):
     assert mrf.edges <= model.edges()
     assert np.isfinite(model.pll(rows[:200]))
     # resuming a finished run changes nothing and ends with the same model
-    again = run_cli("learn", data, "--out", out, "--algo", "grafting", "--lambda", "0.02",
-                    "--every-rows", 1000, "--update-every", 1000, "--batch-size", 500,
-                    "--formats", "json,mn", "--resume", "--quiet")
+    again = run_cli(
+        "learn",
+        data,
+        "--out",
+        out,
+        "--algo",
+        "grafting",
+        "--lambda",
+        "0.02",
+        "--every-rows",
+        1000,
+        "--update-every",
+        1000,
+        "--batch-size",
+        500,
+        "--formats",
+        "json,mn",
+        "--resume",
+        "--quiet",
+    )
     assert again.returncode == 0
     np.testing.assert_allclose(load_snapshot(out).weights, model.weights)
     scored = run_cli("score", out, data, "--pll", "--json")
@@ -55,14 +88,39 @@ def test_update_every_sets_the_structure_cadence_apart_from_snapshots(tmp_path):
     data = tmp_path / "train.data"
     np.savetxt(data, rows[:2000], fmt="%d", delimiter=",")
     out = tmp_path / "snaps"
-    proc = run_cli("learn", data, "--out", out, "--algo", "grafting", "--every-rows", 1000,
-                   "--update-every", 2000, "--batch-size", 500, "--formats", "json", "--quiet")
+    proc = run_cli(
+        "learn",
+        data,
+        "--out",
+        out,
+        "--algo",
+        "grafting",
+        "--every-rows",
+        1000,
+        "--update-every",
+        2000,
+        "--batch-size",
+        500,
+        "--formats",
+        "json",
+        "--quiet",
+    )
     assert proc.returncode == 0
     snaps = list_snapshots(out)
     assert len(snaps) == 2
     assert read_snapshot(snaps[-1]).manifest["learner"]["params"]["update_every"] == 2000
     assert not load_snapshot(snaps[0]).edges()
     assert mrf.edges <= load_snapshot(snaps[-1]).edges()
-    bad = run_cli("learn", data, "--out", tmp_path / "x", "--algo", "grafting",
-                  "--update-every", 0, "--quiet", check=False)
+    bad = run_cli(
+        "learn",
+        data,
+        "--out",
+        tmp_path / "x",
+        "--algo",
+        "grafting",
+        "--update-every",
+        0,
+        "--quiet",
+        check=False,
+    )
     assert bad.returncode == 2 and "--update-every" in bad.stderr

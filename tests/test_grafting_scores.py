@@ -63,8 +63,9 @@ def record_activation_scores(learner):
 
 def test_every_likelihood_activation_score_matches_brute_force_marginals(small_model):
     mrf, rows = small_model
-    learner = EdgeGrafting(mrf.schema, objective="likelihood", inference="exact",
-                           strategy="exhaustive")
+    learner = EdgeGrafting(
+        mrf.schema, objective="likelihood", inference="exact", strategy="exhaustive"
+    )
     seen = record_activation_scores(learner)
     learner.fit(rows)
     assert learner.edges and len(seen) >= len(learner.edges)
@@ -72,8 +73,9 @@ def test_every_likelihood_activation_score_matches_brute_force_marginals(small_m
     for layout, theta, pairs, scores in seen[::3]:
         for (i, j), s in zip(pairs.tolist(), scores.tolist()):
             if (i, j) not in counts:
-                counts[(i, j)] = np.histogram2d(rows[:, i], rows[:, j],
-                                                bins=(np.arange(4) - 0.5,) * 2)[0] / len(rows)
+                counts[(i, j)] = np.histogram2d(
+                    rows[:, i], rows[:, j], bins=(np.arange(4) - 0.5,) * 2
+                )[0] / len(rows)
             model = brute_pair_table(layout, theta, i, j)
             assert s == pytest.approx(np.linalg.norm(model - counts[(i, j)]) / 9, rel=1e-6)
 
@@ -125,8 +127,10 @@ def test_default_lambda_scales_with_the_rows_seen_and_no_budget_stops_the_run():
     assert default_lambda([2] * 10, 1000) == pytest.approx(default_lambda([4] * 10, 1000) * 4)
     # no edge budget: test C2 ends the run, every inactive pair is below lambda at the end
     assert large.edge_limit == 45 and len(large.edges) < 45
-    inactive = np.array([(i, j) for i in range(10) for j in range(i + 1, 10)
-                         if (i, j) not in large.active], dtype=np.int64)
+    inactive = np.array(
+        [(i, j) for i in range(10) for j in range(i + 1, 10) if (i, j) not in large.active],
+        dtype=np.int64,
+    )
     _, scores = large.score(inactive)
     assert scores.max() <= large.strength
 
@@ -138,7 +142,8 @@ def test_scores_are_taken_at_the_unpenalised_weights(small_model):
     unpenalised = learner._objective(0.0)
     # the scorer's weights are (near) the L2-only optimum, unlike the penalised search weights
     assert np.linalg.norm(unpenalised(scored_at)[1]) < 0.1 * np.linalg.norm(
-        unpenalised(learner.theta)[1])
+        unpenalised(learner.theta)[1]
+    )
     assert set(learner.edges) == mrf.edges
     again = EdgeGrafting.from_bytes(learner.to_bytes())
     np.testing.assert_allclose(again.score_theta, scored_at)
@@ -176,8 +181,10 @@ def test_standardised_scores_match_brute_force_per_row_gradients(small_model):
     rows = rows[:500]
     learner = EdgeGrafting(mrf.schema, standardise=True, max_edges=3).fit(rows)
     layout, theta = learner.layout, learner.score_theta
-    pairs = np.array([(i, j) for i in range(7) for j in range(i + 1, 7)
-                      if (i, j) not in learner.active][:6], dtype=np.int64)
+    pairs = np.array(
+        [(i, j) for i in range(7) for j in range(i + 1, 7) if (i, j) not in learner.active][:6],
+        dtype=np.int64,
+    )
     z = PseudoScorer(layout, theta, rows, standardise=True).scores(pairs)
     for (i, j), got in zip(pairs.tolist(), z.tolist()):
         g = brute_row_gradients(layout, theta, rows, i, j)
@@ -194,10 +201,13 @@ def test_standardised_run_ends_with_every_inactive_pair_below_the_z_threshold():
     rows = mrf.sample(4000, seed=5, burn_in=100, thin=2, chains=4)
     learner = EdgeGrafting(mrf.schema, standardise=True).fit(rows)
     assert set(learner.edges) == mrf.edges
-    inactive = np.array([(i, j) for i in range(10) for j in range(i + 1, 10)
-                         if (i, j) not in learner.active], dtype=np.int64)
-    z = PseudoScorer(learner.layout, learner.score_theta, learner.stats.reservoir.rows,
-                     standardise=True).scores(inactive)
+    inactive = np.array(
+        [(i, j) for i in range(10) for j in range(i + 1, 10) if (i, j) not in learner.active],
+        dtype=np.int64,
+    )
+    z = PseudoScorer(
+        learner.layout, learner.score_theta, learner.stats.reservoir.rows, standardise=True
+    ).scores(inactive)
     assert z.max() <= learner.z_threshold
     with pytest.raises(GraftingError, match="pseudo-likelihood"):
         EdgeGrafting(mrf.schema, standardise=True, objective="likelihood")
@@ -209,19 +219,25 @@ def test_default_c2_passes_a_pair_on_either_test_and_ends_when_neither_passes(sm
     mrf, rows = small_model
     learner = EdgeGrafting(mrf.schema).fit(rows)
     assert learner.standardise == "either" and set(learner.edges) == mrf.edges
-    inactive = np.array([(i, j) for i in range(7) for j in range(i + 1, 7)
-                         if (i, j) not in learner.active], dtype=np.int64)
-    scorer = PseudoScorer(learner.layout, learner.score_theta, learner.stats.reservoir.rows,
-                          standardise=True)
+    inactive = np.array(
+        [(i, j) for i in range(7) for j in range(i + 1, 7) if (i, j) not in learner.active],
+        dtype=np.int64,
+    )
+    scorer = PseudoScorer(
+        learner.layout, learner.score_theta, learner.stats.reservoir.rows, standardise=True
+    )
     raw, z = scorer.raw_scores(inactive), scorer.scores(inactive)
     # the score is the larger of the raw score and z on lambda's scale ...
     _, scores = learner.score(inactive)
-    np.testing.assert_allclose(scores, np.maximum(raw, z * learner.strength
-                                                  / learner.z_threshold), rtol=1e-9)
+    np.testing.assert_allclose(
+        scores, np.maximum(raw, z * learner.strength / learner.z_threshold), rtol=1e-9
+    )
     # ... so at the end neither test passes for any inactive pair
     assert raw.max() <= learner.strength and z.max() <= learner.z_threshold
     only_raw = EdgeGrafting(mrf.schema, standardise=False)
     only_raw.fit(rows)
-    np.testing.assert_allclose(only_raw.score(inactive)[1],
-                               PseudoScorer(only_raw.layout, only_raw.score_theta,
-                                            rows).scores(inactive), rtol=1e-9)
+    np.testing.assert_allclose(
+        only_raw.score(inactive)[1],
+        PseudoScorer(only_raw.layout, only_raw.score_theta, rows).scores(inactive),
+        rtol=1e-9,
+    )

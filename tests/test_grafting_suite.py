@@ -25,16 +25,38 @@ def test_paired_difference_matches_the_paired_t_statistic():
 
 
 def case(family, n, pll, commit):
-    return {"family": family, "n": n, "states": 3, "coupling": "strong", "rows": 20000,
-            "true_edges": 1, "commit": commit, "clock": "cpu",
-            "runs": [{"strategy": "best_choice", "edges": 1, "recall": 1.0, "precision": 1.0,
-                      "test_pll": pll, "seconds": 1.0}]}
+    return {
+        "family": family,
+        "n": n,
+        "states": 3,
+        "coupling": "strong",
+        "rows": 20000,
+        "true_edges": 1,
+        "commit": commit,
+        "clock": "cpu",
+        "runs": [
+            {
+                "strategy": "best_choice",
+                "edges": 1,
+                "recall": 1.0,
+                "precision": 1.0,
+                "test_pll": pll,
+                "seconds": 1.0,
+            }
+        ],
+    }
 
 
 def test_merge_replaces_a_case_in_place_and_keeps_the_rest(tmp_path):
-    old = {"machine": "m", "seed": 3,
-           "cases": [case("tree", 30, -1.0, "old"), case("grid", 200, -2.0, "old"),
-                     case("tree", 200, -3.0, "old")]}
+    old = {
+        "machine": "m",
+        "seed": 3,
+        "cases": [
+            case("tree", 30, -1.0, "old"),
+            case("grid", 200, -2.0, "old"),
+            case("tree", 200, -3.0, "old"),
+        ],
+    }
     new = {"machine": "m", "seed": 3, "cases": [case("grid", 200, -1.5, "new")]}
     paths = []
     for name, results in (("old", old), ("new", new)):
@@ -44,7 +66,10 @@ def test_merge_replaces_a_case_in_place_and_keeps_the_rest(tmp_path):
     suite.main(["--merge", *map(str, paths), "--out", str(out)])
     merged = json.loads(out.read_text())["cases"]
     assert [(c["family"], c["n"], c["commit"]) for c in merged] == [
-        ("tree", 30, "old"), ("grid", 200, "new"), ("tree", 200, "old")]
+        ("tree", 30, "old"),
+        ("grid", 200, "new"),
+        ("tree", 200, "old"),
+    ]
     assert merged[1]["runs"][0]["test_pll"] == -1.5
     table = out.with_suffix(".md").read_text()
     assert "| grid | 200 | 3 | strong | 20000 | 1 | best_choice |" in table

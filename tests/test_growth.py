@@ -34,17 +34,21 @@ def stream():
 def learn(schema, rows, cuts, **params):
     model = DTSL(schema, **params)
     for start in range(0, rows.shape[0], cuts):
-        model.partial_fit(rows[start:start + cuts])
+        model.partial_fit(rows[start : start + cuts])
     return model
 
 
 def test_default_schema_is_unchanged():
     schema = Schema.binary(3)
     assert not schema.grows and schema.fixed() is schema and schema.ceiling() is schema
-    assert schema.to_dict() == {"variables": [{"name": f"x{i}", "cardinality": 2}
-                                              for i in range(3)]}
-    with pytest.raises(SchemaError, match=r"src, row 7, column 1: value 2 out of range 0\.\.1 "
-                                          r"for variable 'x1'"):
+    assert schema.to_dict() == {
+        "variables": [{"name": f"x{i}", "cardinality": 2} for i in range(3)]
+    }
+    with pytest.raises(
+        SchemaError,
+        match=r"src, row 7, column 1: value 2 out of range 0\.\.1 "
+        r"for variable 'x1'",
+    ):
         schema.validate(np.array([[0, 2, 1]]), row_offset=7, source="src")
 
 
@@ -52,8 +56,11 @@ def test_growing_schema_validates_against_its_maxima_and_round_trips():
     schema = Schema.binary(3).with_growth({"x1": 4})
     assert schema.max_cardinalities.tolist() == [2, 4, 2] and schema.version == 0
     assert schema.validate(np.array([[0, 3, 1]])).tolist() == [[0, 3, 1]]
-    with pytest.raises(SchemaError, match=r"f\.data, row 12, column 1: value 4 beyond the 4 "
-                                          r"values variable 'x1' may grow to \(0\.\.3\)"):
+    with pytest.raises(
+        SchemaError,
+        match=r"f\.data, row 12, column 1: value 4 beyond the 4 "
+        r"values variable 'x1' may grow to \(0\.\.3\)",
+    ):
         schema.validate(np.array([[0, 4, 1]]), row_offset=12, source="f.data")
     with pytest.raises(SchemaError, match="out of range|beyond"):
         schema.validate(np.array([[0, 1, 2]]))  # x2 cannot grow
@@ -84,25 +91,29 @@ def test_extension_equals_a_learner_declared_with_the_values(stream):
     variable that already had 3 values (growing a binary one makes ``X = 0`` a test distinct
     from ``X = 1``, so a tie between them may go the other way)."""
     schema, rows = stream
-    rows = rows[NEW_AT:2 * NEW_AT].copy()  # x3 in 0..2
+    rows = rows[NEW_AT : 2 * NEW_AT].copy()  # x3 in 0..2
     at = 1500
-    rows[at:][(rows[at:, 2] == 1) & (np.random.default_rng(3).random(rows.shape[0] - at)
-                                     < 0.3), 3] = 3
+    rows[at:][
+        (rows[at:, 2] == 1) & (np.random.default_rng(3).random(rows.shape[0] - at) < 0.3), 3
+    ] = 3
     rows[at, 3] = 3
     params = dict(kappa=0.01, grace_period=100, max_leaves=64, replay_rows=0)
     cards = [2, 2, 2, 3, 2, 2, 2, 2]
     grown = DTSL(Schema.from_cardinalities(cards).with_growth({"x3": 4}), **params)
-    grown.partial_fit(rows[:at + 1])
+    grown.partial_fit(rows[: at + 1])
     cards[3] = 4
-    declared = DTSL(Schema.from_cardinalities(cards), **params).partial_fit(rows[:at + 1])
+    declared = DTSL(Schema.from_cardinalities(cards), **params).partial_fit(rows[: at + 1])
     (meta_a, a), (meta_b, b) = grown.get_state(), declared.get_state()
-    assert meta_a["schema"]["version"] == 1 and meta_a["schema"]["variables"] == \
-        meta_b["schema"]["variables"]
+    assert (
+        meta_a["schema"]["version"] == 1
+        and meta_a["schema"]["variables"] == meta_b["schema"]["variables"]
+    )
     assert a.keys() == b.keys() and grown.forest.n_nodes > 2 * schema.n_vars
     for key in a:
         assert np.array_equal(a[key], b[key]), key
-    assert grown.partial_fit(rows[at + 1:]).forest.equals(
-        declared.partial_fit(rows[at + 1:]).forest)
+    assert grown.partial_fit(rows[at + 1 :]).forest.equals(
+        declared.partial_fit(rows[at + 1 :]).forest
+    )
 
 
 def test_extend_state_inserts_zero_indicators():
@@ -115,8 +126,11 @@ def test_extend_state_inserts_zero_indicators():
     assert not out["slot_stats"][:, :, [3, 5]].any() and not out["slot_stats"][:, 3].any()
 
 
-@pytest.mark.parametrize("params", [{}, {"drift": "page-hinkley"}, {"half_life": 4000}],
-                         ids=["default", "drift", "decay"])
+@pytest.mark.parametrize(
+    "params",
+    [{}, {"drift": "page-hinkley"}, {"half_life": 4000}],
+    ids=["default", "drift", "decay"],
+)
 def test_batch_cuts_and_resume_do_not_change_the_model(stream, params):
     schema, rows = stream
     growing = schema.with_growth(4)
@@ -133,7 +147,7 @@ def test_batch_cuts_and_resume_do_not_change_the_model(stream, params):
 def test_new_value_is_learned_and_scored(stream):
     schema, rows = stream
     model = DTSL(schema.with_growth({"x3": 3, "x5": 4})).partial_fit(rows[:NEW_AT])
-    before = rows[NEW_AT:NEW_AT + 1]
+    before = rows[NEW_AT : NEW_AT + 1]
     term = model.pll_terms(before)[0, 3]  # not added yet: the leaf's prior share
     leaf = model.forest.route(before)[0, 3]
     n = model.forest.counts[leaf].sum()
@@ -147,8 +161,7 @@ def test_new_value_is_learned_and_scored(stream):
     # the snapshot model has the grown cardinalities and scores as well as a learner that
     # was declared with them from the start
     mn = model.to_markov_network()
-    assert mn.schema == Schema.from_cardinalities([2, 2, 2, 3, 2, 4, 2, 2]) and \
-        not mn.schema.grows
+    assert mn.schema == Schema.from_cardinalities([2, 2, 2, 3, 2, 4, 2, 2]) and not mn.schema.grows
     declared = DTSL(Schema.from_cardinalities([2, 2, 2, 3, 2, 4, 2, 2])).partial_fit(rows)
     assert mn.pll(test) == pytest.approx(declared.to_markov_network().pll(test), rel=0.02)
 
@@ -157,6 +170,7 @@ def test_other_learners_and_exact_mode_refuse_growth():
     from streammn.csgs import CSGS
     from streammn.et import EnsembleOfTrees
     from streammn.grafting import EdgeGrafting
+
     schema = Schema.binary(4).with_growth(3)
     for make in (CSGS, EnsembleOfTrees, EdgeGrafting):
         with pytest.raises(GrowthUnsupported, match="--grow-values"):
@@ -172,8 +186,14 @@ def test_engine_snapshots_record_the_version_and_resume(stream, tmp_path):
 
     def engine(out, n):
         source = ArraySource(rows[:n], schema=growing, batch_size=500)
-        return StreamLearner(source, DTSL(growing, grace_period=100), tmp_path / out,
-                             every_rows=2000, progress=None, validation=rows[-500:])
+        return StreamLearner(
+            source,
+            DTSL(growing, grace_period=100),
+            tmp_path / out,
+            every_rows=2000,
+            progress=None,
+            validation=rows[-500:],
+        )
 
     whole = engine("whole", 6000)
     whole.run()
@@ -190,9 +210,12 @@ def test_engine_snapshots_record_the_version_and_resume(stream, tmp_path):
     assert again.resume() and again.learner.schema.version == 1
     again.run()
     assert again.learner.to_bytes() == whole.learner.to_bytes()
-    other = StreamLearner(ArraySource(rows, schema=schema.with_growth(5), batch_size=500),
-                          DTSL(schema.with_growth(5), grace_period=100), tmp_path / "cut",
-                          progress=None)
+    other = StreamLearner(
+        ArraySource(rows, schema=schema.with_growth(5), batch_size=500),
+        DTSL(schema.with_growth(5), grace_period=100),
+        tmp_path / "cut",
+        progress=None,
+    )
     with pytest.raises(EngineError, match="schema"):
         other.resume()
 
@@ -207,14 +230,19 @@ def test_growth_mode_without_new_values_changes_nothing(stream):
 
 def test_parquet_source_reads_new_values_up_to_the_maximum(tmp_path):
     from connectors import ParquetSource, write_parquet
+
     rows = np.array([[0, 1], [1, 2], [1, 0], [0, 3]], dtype=np.uint8)
     write_parquet(tmp_path / "r.parquet", rows, Schema.from_cardinalities([2, 4]))
     growing = Schema.binary(2).with_growth({"x1": 4})
-    assert ParquetSource(tmp_path / "r.parquet", schema=growing).read_all().tolist() == \
-        rows.tolist()
+    assert (
+        ParquetSource(tmp_path / "r.parquet", schema=growing).read_all().tolist() == rows.tolist()
+    )
     capped = Schema.binary(2).with_growth({"x1": 3})
-    with pytest.raises(SchemaError, match=r"r\.parquet, row 3, column 1: value 3 beyond the 3 "
-                                          r"values variable 'x1' may grow to"):
+    with pytest.raises(
+        SchemaError,
+        match=r"r\.parquet, row 3, column 1: value 3 beyond the 3 "
+        r"values variable 'x1' may grow to",
+    ):
         ParquetSource(tmp_path / "r.parquet", schema=capped).read_all()
 
 
@@ -256,12 +284,11 @@ def test_a_value_first_seen_at_row_500k_is_learned_and_scored():
     bn = LogisticBN(6, seed=3, weight_low=1.0, weight_high=2.0)
     rows = bn.sample(600_000, np.random.default_rng(4))
     late = np.arange(rows.shape[0]) >= 500_000
-    rows[late & (rows[:, 0] == 1) & (np.random.default_rng(5).random(rows.shape[0]) < 0.8),
-         2] = 2
+    rows[late & (rows[:, 0] == 1) & (np.random.default_rng(5).random(rows.shape[0]) < 0.8), 2] = 2
     assert (rows[:500_000, 2] < 2).all() and rows[500_000:, 2].max() == 2
     grown = DTSL(Schema.binary(6).with_growth({"x2": 3}))
     for start in range(0, rows.shape[0], 100_000):
-        grown.partial_fit(rows[start:start + 100_000])
+        grown.partial_fit(rows[start : start + 100_000])
     assert grown.schema.cardinalities.tolist() == [2, 2, 3, 2, 2, 2]
     assert grown.schema.version == 1
     test = rows[-20_000:]
@@ -275,7 +302,8 @@ def test_a_value_first_seen_at_row_500k_is_learned_and_scored():
     # the trees differ a little (before row 500k the grown learner tests x2 = 1 where the
     # declared one tests the equivalent x2 = 0), and score the late rows alike
     assert grown.pll_terms(test).sum(axis=1).mean() == pytest.approx(
-        declared.pll_terms(test).sum(axis=1).mean(), rel=0.02)
+        declared.pll_terms(test).sum(axis=1).mean(), rel=0.02
+    )
     mn = grown.to_markov_network()
     assert mn.schema.cardinalities.tolist() == [2, 2, 3, 2, 2, 2]
     assert np.isfinite(mn.pll(test[new]))

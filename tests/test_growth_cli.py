@@ -23,7 +23,7 @@ def rows():
     where x0 = x1 = 1."""
     planted, _ = planted_network(8, seed=0)
     rows = sample(planted, 2 * FIRST, seed=1)
-    second = rows[FIRST + NEW_AT:]
+    second = rows[FIRST + NEW_AT :]
     second[(second[:, 0] == 1) & (second[:, 1] == 1), 3] = 2
     rows[FIRST + NEW_AT, [0, 1, 3]] = 1, 1, 2
     return rows
@@ -54,19 +54,29 @@ def test_grow_values_learns_resumes_and_stops_beyond_the_maximum(rows, tmp_path,
     write(data / "a.data", rows[:FIRST])
     write(data / "b.data", rows[FIRST:])
     whole = tmp_path / "whole"
-    code, _, err = cli(capsys, "learn", data, "--out", whole, "--schema", schema,
-                       "--grow-values", *COMMON[:-1])  # not --quiet: the progress line
+    code, _, err = cli(
+        capsys, "learn", data, "--out", whole, "--schema", schema, "--grow-values", *COMMON[:-1]
+    )  # not --quiet: the progress line
     assert code == 0, err
-    assert err.splitlines()[-1].startswith("done: rows 6,000") and \
-        err.splitlines()[-1].endswith("snapshots 6  schema version 1"), err
+    assert err.splitlines()[-1].startswith("done: rows 6,000") and err.splitlines()[-1].endswith(
+        "snapshots 6  schema version 1"
+    ), err
     snaps = list_snapshots(whole)
     manifests = [read_snapshot(p).manifest for p in snaps]
     assert [m["schema"]["version"] for m in manifests] == [0, 0, 0, 1, 1, 1]
     assert manifests[-1]["schema"]["cardinalities"] == [2, 2, 2, 3, 2, 2, 2, 2]
     assert (snaps[2] / "model.mn").read_text().splitlines()[0] == "2,2,2,2,2,2,2,2"
     assert (snaps[-1] / "model.mn").read_text().splitlines()[0] == "2,2,2,3,2,2,2,2"
-    assert (snaps[-1] / "model.uai").read_text().split("\n")[2].split() == \
-        ["2", "2", "2", "3", "2", "2", "2", "2"]
+    assert (snaps[-1] / "model.uai").read_text().split("\n")[2].split() == [
+        "2",
+        "2",
+        "2",
+        "3",
+        "2",
+        "2",
+        "2",
+        "2",
+    ]
     code, out, _ = cli(capsys, "score", whole, data / "b.data", "--json")
     assert code == 0 and np.isfinite(json.loads(out)["pll"])
     code, _, err = cli(capsys, "score", snaps[2], data / "b.data")  # before the new value
@@ -75,38 +85,56 @@ def test_grow_values_learns_resumes_and_stops_beyond_the_maximum(rows, tmp_path,
     # a run over a.data alone, resumed once b.data is there, ends with the same learner
     part = tmp_path / "part"
     (data / "b.data").rename(tmp_path / "b.data")
-    assert cli(capsys, "learn", data, "--out", part, "--schema", schema, "--grow-values",
-               *COMMON)[0] == 0
+    assert (
+        cli(capsys, "learn", data, "--out", part, "--schema", schema, "--grow-values", *COMMON)[0]
+        == 0
+    )
     (tmp_path / "b.data").rename(data / "b.data")
-    code, _, err = cli(capsys, "learn", data, "--out", part, "--schema", schema,
-                       "--grow-values", "--resume", *COMMON)
+    code, _, err = cli(
+        capsys,
+        "learn",
+        data,
+        "--out",
+        part,
+        "--schema",
+        schema,
+        "--grow-values",
+        "--resume",
+        *COMMON,
+    )
     assert code == 0, err
     assert learner_bytes(part) == learner_bytes(whole)
-    code, _, err = cli(capsys, "learn", data, "--out", part, "--schema", schema, "--resume",
-                       *COMMON)  # without growth: not the stream of that snapshot
+    code, _, err = cli(
+        capsys, "learn", data, "--out", part, "--schema", schema, "--resume", *COMMON
+    )  # without growth: not the stream of that snapshot
     assert code == 2 and "schema" in err
 
     # beyond the maximum, and by default: the run stops at the row, keeping what came before
     for out, flags, message in (
-            (tmp_path / "capped", ["--grow-values", "x3=2,x5=4"],
-             "value 2 beyond the 2 values variable 'x3' may grow to (0..1)"),
-            (tmp_path / "default", [], "value 2 out of range 0..1 for variable 'x3'")):
-        code, _, err = cli(capsys, "learn", data, "--out", out, "--schema", schema, *flags,
-                           *COMMON)
+        (
+            tmp_path / "capped",
+            ["--grow-values", "x3=2,x5=4"],
+            "value 2 beyond the 2 values variable 'x3' may grow to (0..1)",
+        ),
+        (tmp_path / "default", [], "value 2 out of range 0..1 for variable 'x3'"),
+    ):
+        code, _, err = cli(capsys, "learn", data, "--out", out, "--schema", schema, *flags, *COMMON)
         assert code == 3 and f"b.data, row {NEW_AT}, column 3: {message}" in err, err
         assert read_snapshot(resolve_snapshot(out)).manifest["rows_seen"] == FIRST + NEW_AT
 
 
 def test_grow_values_usage_errors(rows, tmp_path, capsys):
     write(tmp_path / "a.data", rows[:500])
-    for flags, message in ((["--grow-values", "x9=4"], "'x9', which is not a variable"),
-                           (["--grow-values", "4", "--mode", "exact"], "hoeffding"),
-                           (["--grow-values", "4", "--algo", "grafting"], "dtsl only")):
-        code, _, err = cli(capsys, "learn", tmp_path / "a.data", "--out", tmp_path / "o",
-                           *flags, "--quiet")
+    for flags, message in (
+        (["--grow-values", "x9=4"], "'x9', which is not a variable"),
+        (["--grow-values", "4", "--mode", "exact"], "hoeffding"),
+        (["--grow-values", "4", "--algo", "grafting"], "dtsl only"),
+    ):
+        code, _, err = cli(
+            capsys, "learn", tmp_path / "a.data", "--out", tmp_path / "o", *flags, "--quiet"
+        )
         assert code == 2 and message in err, err
-    code, _, err = cli(capsys, "learn", tmp_path / "a.data", "--out", "o", "--grow-values",
-                       "300")
+    code, _, err = cli(capsys, "learn", tmp_path / "a.data", "--out", "o", "--grow-values", "300")
     assert code == 2 and "MAX in 2..255" in err
 
 
@@ -119,8 +147,7 @@ def test_resume_with_missing_values_equals_one_run(rows, tmp_path, capsys):
     code, _, err = cli(capsys, "learn", data, "--out", part, "--missing", *COMMON)
     assert code == 0, err
     write(data / "b.data", rows[FIRST:], holes[FIRST:])
-    code, out, err = cli(capsys, "learn", data, "--out", part, "--missing", "--resume",
-                         *COMMON)
+    code, out, err = cli(capsys, "learn", data, "--out", part, "--missing", "--resume", *COMMON)
     assert code == 0 and "6,000 rows" in out, err
     whole = tmp_path / "whole"
     code, _, err = cli(capsys, "learn", data, "--out", whole, "--missing", *COMMON[:-1])
@@ -128,8 +155,9 @@ def test_resume_with_missing_values_equals_one_run(rows, tmp_path, capsys):
     assert learner_bytes(part) == learner_bytes(whole)
 
 
-def test_refined_weights_with_missing_values_learn_from_complete_rows(rows, tmp_path, capsys,
-                                                                     monkeypatch):
+def test_refined_weights_with_missing_values_learn_from_complete_rows(
+    rows, tmp_path, capsys, monkeypatch
+):
     """Refined weights with ``--missing`` and ``--validation``: the row sample holds the
     complete rows, the weights are fitted on them and judged on the complete validation rows,
     and a run resumed after new files learns the same learner and sample as one run."""
@@ -150,7 +178,7 @@ def test_refined_weights_with_missing_values_learn_from_complete_rows(rows, tmp_
     rows = np.minimum(rows, 1)
     data, valid = tmp_path / "data", tmp_path / "valid.data"
     write(data / "a.data", rows[:1500], holes[:1500])
-    write(valid, rows[FIRST:FIRST + 1000], holes[FIRST:FIRST + 1000])
+    write(valid, rows[FIRST : FIRST + 1000], holes[FIRST : FIRST + 1000])
     flags = ["--missing", "--validation", valid, *COMMON]
     part = tmp_path / "part"
     assert cli(capsys, "learn", data, "--out", part, *flags)[0] == 0
@@ -166,7 +194,7 @@ def test_refined_weights_with_missing_values_learn_from_complete_rows(rows, tmp_
     sample = WeightSample.from_bytes(snap.file("weight_sample.bin").read_bytes())
     assert sample.held_out is None  # the validation file is the held-out set
     np.testing.assert_array_equal(sample.train, complete)  # all of them, in stream order
-    scored = rows[FIRST:FIRST + 1000][~holes[FIRST:FIRST + 1000].any(axis=1)]
+    scored = rows[FIRST : FIRST + 1000][~holes[FIRST : FIRST + 1000].any(axis=1)]
     train, held_out = weighed[-1]  # the final snapshot's
     np.testing.assert_array_equal(train, complete)
     np.testing.assert_array_equal(held_out, scored)
@@ -176,8 +204,10 @@ def test_refined_weights_with_missing_values_learn_from_complete_rows(rows, tmp_
     assert model.pll(scored) >= unrefined.pll(scored)  # refined weights kept only if better
     assert learner_bytes(part) == learner_bytes(whole)
     part_snap = read_snapshot(resolve_snapshot(part))
-    assert part_snap.file("weight_sample.bin").read_bytes() == \
-        snap.file("weight_sample.bin").read_bytes()
+    assert (
+        part_snap.file("weight_sample.bin").read_bytes()
+        == snap.file("weight_sample.bin").read_bytes()
+    )
     # the run that ended at row 1,500 made one refinement more, so its weights continue from
     # another start: the same features, the same optimum within L-BFGS's tolerance
     resumed = load_snapshot(part_snap.path)
@@ -190,6 +220,7 @@ def test_marginal_counts_skip_missing_values():
     failed their own check on resume)."""
     from streammn import Schema
     from streammn.stats import MarginalCounts
+
     m = MarginalCounts(Schema.binary(3).with_missing())
     m.update(np.array([[0, 255, 1], [1, 1, 255], [255, 0, 0]], dtype=np.uint8))
     assert [m.counts(i).tolist() for i in range(3)] == [[1, 1], [1, 1], [1, 1]]

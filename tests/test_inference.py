@@ -7,8 +7,16 @@ from helpers_mn import all_rows, brute_conditional_marginals, random_featureset
 from streammn import Schema
 from streammn.schema import SchemaError
 from streammn.dn import DependencyNetwork
-from streammn.inference import (InferenceError, cmll, cmll_terms, gibbs_marginals, pll,
-                                pll_terms, sample, variable_groups)
+from streammn.inference import (
+    InferenceError,
+    cmll,
+    cmll_terms,
+    gibbs_marginals,
+    pll,
+    pll_terms,
+    sample,
+    variable_groups,
+)
 from streammn.loglinear import value_offsets
 from streammn.model import MarkovNetwork
 
@@ -22,17 +30,17 @@ def mn():
 
 @pytest.mark.parametrize("method", ["table", "bitset"])
 def test_gibbs_marginals_match_exact(mn, method):
-    evidence = np.array([[-1, -1, -1, -1, -1, -1],
-                         [1, -1, 0, -1, -1, 1],
-                         [-1, 2, -1, 1, -1, -1]] * 30)  # 90 rows: more than one 64-chain word
-    got = gibbs_marginals(mn, evidence, burn_in=100, samples=1000, chains=4, seed=1,
-                          method=method)
+    evidence = np.array(
+        [[-1, -1, -1, -1, -1, -1], [1, -1, 0, -1, -1, 1], [-1, 2, -1, 1, -1, -1]] * 30
+    )  # 90 rows: more than one 64-chain word
+    got = gibbs_marginals(mn, evidence, burn_in=100, samples=1000, chains=4, seed=1, method=method)
     for r, ev in enumerate(evidence[:3]):
         exact = brute_conditional_marginals(mn, ev[None])[0]
         np.testing.assert_allclose(got[r::3].mean(axis=0), exact, atol=0.01)
         np.testing.assert_allclose(got[r::3], np.broadcast_to(exact, got[r::3].shape), atol=0.05)
-    again = gibbs_marginals(mn, evidence, burn_in=100, samples=1000, chains=4, seed=1,
-                            method=method)
+    again = gibbs_marginals(
+        mn, evidence, burn_in=100, samples=1000, chains=4, seed=1, method=method
+    )
     np.testing.assert_array_equal(got, again)
     offs = value_offsets(mn.schema.cardinalities)
     assert got[1, offs[0] + 1] == 1.0 and got[1, offs[0]] == 0.0
@@ -52,8 +60,9 @@ def test_cmll_matches_exact(mn, method):
             marg = brute_conditional_marginals(mn, ev[None])[0]
             exact[r, block] = np.log(marg[offs[block] + row[block]])
     np.testing.assert_allclose(terms, exact, atol=0.05)
-    assert cmll(mn, rows, groups=3, burn_in=50, samples=2000, seed=2, method=method) == \
-        pytest.approx(terms.sum(axis=1).mean())
+    assert cmll(
+        mn, rows, groups=3, burn_in=50, samples=2000, seed=2, method=method
+    ) == pytest.approx(terms.sum(axis=1).mean())
 
 
 def test_samples_follow_the_joint(mn):
@@ -63,15 +72,21 @@ def test_samples_follow_the_joint(mn):
     idx = np.ravel_multi_index(x.T.astype(np.int64), cards)
     freq = np.bincount(idx, minlength=len(p)) / len(x)
     assert 0.5 * np.abs(freq - p).sum() < 0.03
-    np.testing.assert_array_equal(x[:100], sample(mn, 30000, seed=5, burn_in=50, thin=2,
-                                                  chains=8)[:100])
+    np.testing.assert_array_equal(
+        x[:100], sample(mn, 30000, seed=5, burn_in=50, thin=2, chains=8)[:100]
+    )
 
 
 def test_dependency_network_gibbs_and_pll(mn):
     # the DN of an MN (CPD i = the MN's features mentioning X_i) has the MN as its joint
     var_ptr, var_feats = mn.index
-    dn = DependencyNetwork(mn.schema, [mn.features.select(var_feats[var_ptr[i]:var_ptr[i + 1]])
-                                       for i in range(mn.schema.n_vars)])
+    dn = DependencyNetwork(
+        mn.schema,
+        [
+            mn.features.select(var_feats[var_ptr[i] : var_ptr[i + 1]])
+            for i in range(mn.schema.n_vars)
+        ],
+    )
     ev = np.full((1, mn.schema.n_vars), -1)
     for method in ("table", "bitset"):
         got = gibbs_marginals(dn, ev, samples=3000, chains=4, seed=0, method=method)
@@ -81,8 +96,9 @@ def test_dependency_network_gibbs_and_pll(mn):
     assert pll(mn, rows) == pytest.approx(mn.pll(rows))
     # an inconsistent DN: PLL still reads each CPD for its own variable only
     rng = np.random.default_rng(2)
-    dn2 = DependencyNetwork(mn.schema, [random_featureset(rng, mn.schema, 5)
-                                        for _ in range(mn.schema.n_vars)])
+    dn2 = DependencyNetwork(
+        mn.schema, [random_featureset(rng, mn.schema, 5) for _ in range(mn.schema.n_vars)]
+    )
     np.testing.assert_allclose(pll_terms(dn2, rows), dn2.pll_terms(rows), atol=1e-12)
 
 

@@ -14,8 +14,9 @@ import uuid
 import numpy as np
 import pytest
 
-pytest.importorskip("confluent_kafka", reason="the 'kafka' extra (confluent-kafka) is not "
-                                              "installed")
+pytest.importorskip(
+    "confluent_kafka", reason="the 'kafka' extra (confluent-kafka) is not installed"
+)
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
@@ -25,14 +26,22 @@ from connectors.kafka import KafkaSource, open_kafka  # noqa: E402
 from connectors.kafka_mock import MockKafkaCluster  # noqa: E402
 from streammn.errors import SettingsError  # noqa: E402
 from streammn.schema import SchemaError  # noqa: E402
-from logrows import (N_PARTS, SCHEMA, encode, make_rows, read,  # noqa: E402
-                     split_by_partition)
+from logrows import (
+    N_PARTS,
+    SCHEMA,
+    encode,
+    make_rows,
+    read,  # noqa: E402
+    split_by_partition,
+)
 
 REAL_BOOTSTRAP = os.environ.get("KAFKA_BOOTSTRAP")
 # a real broker enforces a minimum session timeout; the mock lets a restarted member in sooner
-GROUP_CONFIG = {"session.timeout.ms": 6000 if REAL_BOOTSTRAP else 1000,
-                "heartbeat.interval.ms": 500 if REAL_BOOTSTRAP else 200,
-                "fetch.wait.max.ms": 100}
+GROUP_CONFIG = {
+    "session.timeout.ms": 6000 if REAL_BOOTSTRAP else 1000,
+    "heartbeat.interval.ms": 500 if REAL_BOOTSTRAP else 200,
+    "fetch.wait.max.ms": 100,
+}
 
 
 class RealCluster:
@@ -74,8 +83,9 @@ def new_topic(cluster, rows_by_part, format="csv", rows_per_message=1) -> str:
 def source(cluster, topic, group=None, **kw) -> KafkaSource:
     kw.setdefault("stop_at_end", True)
     kw.setdefault("config", GROUP_CONFIG)
-    return KafkaSource(cluster.bootstrap, topic, group or f"g-{uuid.uuid4().hex[:8]}",
-                       schema=SCHEMA, **kw)
+    return KafkaSource(
+        cluster.bootstrap, topic, group or f"g-{uuid.uuid4().hex[:8]}", schema=SCHEMA, **kw
+    )
 
 
 @pytest.mark.parametrize("format,rows_per_message", [("csv", 1), ("json", 1), ("arrow", 40)])
@@ -84,8 +94,9 @@ def test_exact_rows_in_order_per_partition(cluster, format, rows_per_message):
     topic = new_topic(cluster, expected, format, rows_per_message)
     with source(cluster, topic, format=format, batch_size=128) as src:
         rows, batches = read(src)
-        assert src.position() == {str(p): 300 if format != "arrow" else 300 // 40 + 1
-                                  for p in range(N_PARTS)}
+        assert src.position() == {
+            str(p): 300 if format != "arrow" else 300 // 40 + 1 for p in range(N_PARTS)
+        }
     assert rows.shape == (3 * 300, SCHEMA.n_vars)
     for p, got in enumerate(split_by_partition(rows)):
         np.testing.assert_array_equal(got, expected[p])
@@ -107,7 +118,7 @@ def test_seek_replays_from_a_batch_position(cluster):
         replay.seek(middle)
         rows, _ = read(replay)
     for p, got in enumerate(split_by_partition(rows)):
-        np.testing.assert_array_equal(got, expected[p][middle.get(str(p), 0):])
+        np.testing.assert_array_equal(got, expected[p][middle.get(str(p), 0) :])
     # rewind goes back to the earliest retained offsets: a full second pass
     with source(cluster, topic, batch_size=500) as src:
         first, _ = read(src)
@@ -136,7 +147,7 @@ def test_commit_then_restarted_member_starts_after_committed_offsets(cluster, pa
         if partitions is not None and p not in partitions:
             assert got.shape[0] == 0
             continue
-        np.testing.assert_array_equal(got, expected[p][committed.get(str(p), 0):])
+        np.testing.assert_array_equal(got, expected[p][committed.get(str(p), 0) :])
 
 
 def test_offsets_deleted_or_beyond_the_log_are_an_error_not_a_silent_gap(cluster):
@@ -144,15 +155,17 @@ def test_offsets_deleted_or_beyond_the_log_are_an_error_not_a_silent_gap(cluster
     topic = new_topic(cluster, expected)
     with source(cluster, topic) as src:
         src.seek({"0": 5000})
-        with pytest.raises(SourceError, match="partition 0 has offsets 0..40 but reading was "
-                                              "to continue at 5000"):
+        with pytest.raises(
+            SourceError, match="partition 0 has offsets 0..40 but reading was to continue at 5000"
+        ):
             list(src)
     group = f"g-{uuid.uuid4().hex[:8]}"
     with source(cluster, topic, group, partitions=[1]) as src:
         src.commit({"1": 7000})  # a commit the log cannot honour
     with source(cluster, topic, group) as src:
-        with pytest.raises(SourceError, match="partition 1 has offsets 0..40 but reading was "
-                                              "to continue at 7000"):
+        with pytest.raises(
+            SourceError, match="partition 1 has offsets 0..40 but reading was to continue at 7000"
+        ):
             list(src)
 
 
@@ -189,8 +202,7 @@ def test_bad_message_names_topic_partition_offset(cluster, format):
         with pytest.raises(SchemaError) as again:  # never skipped: the next try fails alike
             list(src)
         # same message, same reason (its row index depends on how partitions interleave)
-        assert (again.value.source, again.value.reason) == (info.value.source,
-                                                            info.value.reason)
+        assert (again.value.source, again.value.reason) == (info.value.source, info.value.reason)
     msg = str(info.value)
     assert f"topic '{topic}' partition 1 offset {bad_index}" in msg
     assert "out of range" in msg and info.value.column == SCHEMA.n_vars - 1
@@ -201,9 +213,9 @@ def test_dead_letter_file_receives_bad_messages_and_the_rest_flows(cluster, tmp_
     topic = f"t-{uuid.uuid4().hex[:10]}"
     cluster.create_topic(topic, N_PARTS)
     messages = [encode(r, "csv") for r in rows]
-    messages[0].insert(5, b"0,1,1")                 # wrong column count
-    messages[2].insert(0, b"\xff\xfe not csv")      # not even text
-    messages[2].insert(40, b"")                     # empty
+    messages[0].insert(5, b"0,1,1")  # wrong column count
+    messages[2].insert(0, b"\xff\xfe not csv")  # not even text
+    messages[2].insert(40, b"")  # empty
     produce(cluster, topic, messages)
     path = tmp_path / "dead.jsonl"
     with source(cluster, topic, batch_size=64, dead_letter=path) as src:
@@ -243,8 +255,7 @@ def _closed_port() -> int:
 
 def test_unreachable_cluster_at_open_is_source_unavailable():
     with pytest.raises(SourceUnavailable, match="cannot reach the Kafka cluster"):
-        KafkaSource(f"127.0.0.1:{_closed_port()}", "t", "g", schema=SCHEMA,
-                    broker_timeout=1.0)
+        KafkaSource(f"127.0.0.1:{_closed_port()}", "t", "g", schema=SCHEMA, broker_timeout=1.0)
 
 
 def test_missing_topic_is_source_unavailable(cluster):
@@ -259,8 +270,15 @@ def test_broker_gone_mid_stream_retries_then_source_unavailable():
     with MockKafkaCluster() as mock:
         expected = make_rows(200, seed=7)
         topic = new_topic(mock, expected)
-        src = KafkaSource(mock.bootstrap, topic, "g", schema=SCHEMA, batch_size=50,
-                          broker_timeout=1.5, max_wait=0.2)
+        src = KafkaSource(
+            mock.bootstrap,
+            topic,
+            "g",
+            schema=SCHEMA,
+            batch_size=50,
+            broker_timeout=1.5,
+            max_wait=0.2,
+        )
         it = iter(src)
         delivered = [next(it) for _ in range(3)]
         mock.stop()
@@ -273,7 +291,7 @@ def test_broker_gone_mid_stream_retries_then_source_unavailable():
     assert 1.5 <= waited < 30  # it retried for broker_timeout, then gave up
     rows = np.concatenate([b.rows for b in delivered])
     for p, got in enumerate(split_by_partition(rows)):
-        np.testing.assert_array_equal(got, expected[p][:got.shape[0]])
+        np.testing.assert_array_equal(got, expected[p][: got.shape[0]])
     assert src.position() == delivered[-1].end
     assert str(delivered[-1].end) in str(info.value)
 
@@ -283,12 +301,18 @@ def test_open_kafka_uri(cluster, tmp_path):
     topic = new_topic(cluster, expected, "json")
     schema_file = tmp_path / "rows.schema"
     schema_file.write_text(SCHEMA.to_json())
-    uri = (f"kafka://{cluster.bootstrap}/{topic}?group=uri-{uuid.uuid4().hex[:6]}&format=json"
-           f"&partitions=0,2&batch_size=7&stop_at_end=true&max_wait=0.5&schema={schema_file}"
-           f"&statistics.interval.ms=0")
+    uri = (
+        f"kafka://{cluster.bootstrap}/{topic}?group=uri-{uuid.uuid4().hex[:6]}&format=json"
+        f"&partitions=0,2&batch_size=7&stop_at_end=true&max_wait=0.5&schema={schema_file}"
+        f"&statistics.interval.ms=0"
+    )
     with open_kafka(uri, config=GROUP_CONFIG) as src:
-        assert (src.format, src.partitions, src.batch_size, src.stop_at_end) == \
-            ("json", [0, 2], 7, True)
+        assert (src.format, src.partitions, src.batch_size, src.stop_at_end) == (
+            "json",
+            [0, 2],
+            7,
+            True,
+        )
         assert src.config == {**GROUP_CONFIG, "statistics.interval.ms": "0"}
         assert src.schema == SCHEMA
         rows, _ = read(src)
@@ -298,8 +322,12 @@ def test_open_kafka_uri(cluster, tmp_path):
         open_kafka(f"kafka://{cluster.bootstrap}/{topic}?colour=red", schema=SCHEMA)
     with pytest.raises(SourceError, match="no.such.setting"):
         open_kafka(f"kafka://{cluster.bootstrap}/{topic}?no.such.setting=1", schema=SCHEMA)
-    with open_source(f"kafka://{cluster.bootstrap}/{topic}?format=json&stop_at_end=yes",
-                     schema=SCHEMA, batch_size=11, config=GROUP_CONFIG) as src:
+    with open_source(
+        f"kafka://{cluster.bootstrap}/{topic}?format=json&stop_at_end=yes",
+        schema=SCHEMA,
+        batch_size=11,
+        config=GROUP_CONFIG,
+    ) as src:
         assert isinstance(src, KafkaSource) and src.batch_size == 11
         assert read(src)[0].shape[0] == 3 * 30
     with pytest.raises(SettingsError, match="needs a schema"):  # a usage error: exit 2

@@ -16,8 +16,10 @@ def random_featureset(rng, schema, n_features, max_len=3):
     for _ in range(n_features):
         k = rng.integers(1, max_len + 1)
         vs = rng.choice(schema.n_vars, size=k, replace=False)
-        conds = [(int(v), int(rng.integers(schema.cardinalities[v])), bool(rng.random() < 0.7))
-                 for v in vs]
+        conds = [
+            (int(v), int(rng.integers(schema.cardinalities[v])), bool(rng.random() < 0.7))
+            for v in vs
+        ]
         feats.append((float(rng.normal()), conds))
     return FeatureSet.from_features(schema, feats)
 
@@ -31,8 +33,9 @@ def brute_score(fs, row):
 
 
 def all_rows(schema):
-    return np.array(list(itertools.product(*[range(c) for c in schema.cardinalities])),
-                    dtype=np.uint8)
+    return np.array(
+        list(itertools.product(*[range(c) for c in schema.cardinalities])), dtype=np.uint8
+    )
 
 
 def test_canonical_conditions():
@@ -42,10 +45,14 @@ def test_canonical_conditions():
     assert canonical_conditions([(1, 0, True), (1, 0, True)], cards) == ((1, 0, True),)
     assert canonical_conditions([(1, 0, True), (1, 1, True)], cards) is None
     assert canonical_conditions([(1, 0, True), (1, 1, False)], cards) == ((1, 0, True),)
-    assert canonical_conditions([(2, 3, False), (2, 0, False)], cards) == \
-        ((2, 0, False), (2, 3, False))
-    assert canonical_conditions([(2, 1, False), (0, 0, True)], cards) == \
-        ((0, 0, True), (2, 1, False))
+    assert canonical_conditions([(2, 3, False), (2, 0, False)], cards) == (
+        (2, 0, False),
+        (2, 3, False),
+    )
+    assert canonical_conditions([(2, 1, False), (0, 0, True)], cards) == (
+        (0, 0, True),
+        (2, 1, False),
+    )
     with pytest.raises(ValueError):
         canonical_conditions([(0, 2, True)], cards)
 
@@ -54,8 +61,10 @@ def test_canonical_form_preserves_truth():
     rng = np.random.default_rng(0)
     schema = Schema.from_cardinalities([2, 3, 4, 2])
     for _ in range(200):
-        raw = [(int(v), int(rng.integers(schema.cardinalities[v])), bool(rng.random() < 0.5))
-               for v in rng.integers(0, 4, size=rng.integers(1, 5))]
+        raw = [
+            (int(v), int(rng.integers(schema.cardinalities[v])), bool(rng.random() < 0.5))
+            for v in rng.integers(0, 4, size=rng.integers(1, 5))
+        ]
         canon = canonical_conditions(raw, schema.cardinalities)
         for row in all_rows(schema):
             assert holds(raw, row) == (canon is not None and holds(canon, row))
@@ -66,8 +75,7 @@ def test_scores_and_conditionals_match_brute_force():
     schema = Schema.from_cardinalities([2, 3, 2, 4, 2])
     fs = random_featureset(rng, schema, 25)
     rows = all_rows(schema)
-    np.testing.assert_allclose(loglinear.log_scores(fs, rows),
-                               [brute_score(fs, r) for r in rows])
+    np.testing.assert_allclose(loglinear.log_scores(fs, rows), [brute_score(fs, r) for r in rows])
     terms = loglinear.pll_terms(fs, rows)
     for i in range(schema.n_vars):
         logc = loglinear.log_conditional(fs, rows, i)
@@ -84,12 +92,15 @@ def test_scores_and_conditionals_match_brute_force():
 
 def test_merge_duplicates_sums_and_drops_zero():
     schema = Schema.binary(3)
-    fs = FeatureSet.from_features(schema, [
-        (1.0, [(0, 1, True), (1, 0, True)]),
-        (0.5, [(1, 1, False), (0, 0, False)]),   # same conjunction, other spelling
-        (2.0, [(2, 1, True)]),
-        (-2.0, [(2, 1, True)]),
-    ])
+    fs = FeatureSet.from_features(
+        schema,
+        [
+            (1.0, [(0, 1, True), (1, 0, True)]),
+            (0.5, [(1, 1, False), (0, 0, False)]),  # same conjunction, other spelling
+            (2.0, [(2, 1, True)]),
+            (-2.0, [(2, 1, True)]),
+        ],
+    )
     merged = fs.merge_duplicates()
     assert merged.to_list() == [(1.5, ((0, 1, True), (1, 0, True)))]
     rows = all_rows(schema)
@@ -105,7 +116,7 @@ def test_select_concat_and_index():
     assert both.select(np.arange(5, 12)).to_list() == b.to_list()
     var_ptr, var_feats = both.features_by_variable()
     for i in range(schema.n_vars):
-        got = set(var_feats[var_ptr[i]:var_ptr[i + 1]].tolist())
+        got = set(var_feats[var_ptr[i] : var_ptr[i + 1]].tolist())
         assert got == {f for f in range(both.n_features) if i in both.scope(f)}
 
 
@@ -117,9 +128,11 @@ def test_dependency_network_conditionals():
     rows = all_rows(schema)
     terms = dn.pll_terms(rows)
     for i in range(3):
-        np.testing.assert_allclose(terms[:, i],
-                                   loglinear.log_conditional(cpds[i], rows, i)[np.arange(len(rows)),
-                                                                                 rows[:, i]])
-        np.testing.assert_allclose(dn.log_conditional(rows, i),
-                                   loglinear.log_conditional(cpds[i], rows, i))
+        np.testing.assert_allclose(
+            terms[:, i],
+            loglinear.log_conditional(cpds[i], rows, i)[np.arange(len(rows)), rows[:, i]],
+        )
+        np.testing.assert_allclose(
+            dn.log_conditional(rows, i), loglinear.log_conditional(cpds[i], rows, i)
+        )
     assert dn.pll(rows) == pytest.approx(terms.sum(axis=1).mean())

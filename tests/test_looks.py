@@ -11,7 +11,7 @@ def test_a_look_schedules_counts_and_tests_as_the_numpy_steps_did():
     cards = rng.integers(2, 5, 30)
     n_slots, n_nodes = 200, 400
     slot_n = rng.integers(0, 5000, n_slots)
-    slot_n[:5] = [0, 1, 19, 20, 2 ** 40]
+    slot_n[:5] = [0, 1, 19, 20, 2**40]
     last = rng.integers(0, 100, n_slots)
     attempts = rng.integers(0, 12, n_slots)
     slot_target = rng.integers(0, cards.size, n_slots).astype(np.int32)
@@ -35,13 +35,29 @@ def test_a_look_schedules_counts_and_tests_as_the_numpy_steps_did():
     best_var[0], best_gain[0] = 3, 1e3
     thresholds = SignificanceThresholds(0.05, cards).up_to(most)
     floor = 0.002 * 123_456.0
-    go = looks.passing(slots, best_var, best_gain, slot_n, slot_target, attempts, thresholds,
-                       slot_node, counts, floor)
+    go = looks.passing(
+        slots,
+        best_var,
+        best_gain,
+        slot_n,
+        slot_target,
+        attempts,
+        thresholds,
+        slot_node,
+        counts,
+        floor,
+    )
     targets = slot_target[slots]
-    want = (best_var >= 0) & (best_gain > significance_threshold(
-        0.05, cards[targets], n_candidates(cards)[targets], attempts[slots]))
+    want = (best_var >= 0) & (
+        best_gain
+        > significance_threshold(
+            0.05, cards[targets], n_candidates(cards)[targets], attempts[slots]
+        )
+    )
     with np.errstate(divide="ignore", invalid="ignore"):
-        want &= (best_gain / slot_n[slots].astype(np.float64)
-                 * counts[slot_node[slots]].sum(axis=1) >= floor)
+        want &= (
+            best_gain / slot_n[slots].astype(np.float64) * counts[slot_node[slots]].sum(axis=1)
+            >= floor
+        )
     np.testing.assert_array_equal(go, want)
     assert 0 < go.sum() < go.size

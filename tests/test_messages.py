@@ -41,7 +41,7 @@ def encode(rows, format, schema, per_message=7):
         return [json.dumps(dict(zip(schema.names, r))).encode() for r in rows.tolist()]
     out = []
     for i in range(0, len(rows), per_message):
-        t = pa.table({n: rows[i:i + per_message, j] for j, n in enumerate(schema.names)})
+        t = pa.table({n: rows[i : i + per_message, j] for j, n in enumerate(schema.names)})
         sink = pa.BufferOutputStream()
         with pa.ipc.new_stream(sink, t.schema) as w:
             w.write_table(t)
@@ -71,12 +71,12 @@ def test_csv_accepts_trailing_newlines_and_spaces_like_pyarrow():
 
 
 BAD_CSV = [
-    (b"1,3,0", "out of range", 1),       # value too large for x1 (card 3)
-    (b"1,x,0", "int64", None),           # not a number
+    (b"1,3,0", "out of range", 1),  # value too large for x1 (card 3)
+    (b"1,x,0", "int64", None),  # not a number
     (b"1,1", "Expected 3 columns", None),
     (b"", "empty message", None),
-    (b"1,1,0\n0,0,0", "2 rows", None),   # two rows in one message
-    (b'1,"1,0', "int64", None),          # quotes are data, never a multi-line field
+    (b"1,1,0\n0,0,0", "2 rows", None),  # two rows in one message
+    (b'1,"1,0', "int64", None),  # quotes are data, never a multi-line field
     (b"1,,0", "null", 1),
 ]
 

@@ -95,8 +95,11 @@ def test_csv_empty_cells_and_token(tmp_path):
     with pytest.raises(SchemaError, match="row 1, column 0: null value for variable 'a'"):
         CsvSource(path, schema=Schema.from_cardinalities([2, 2], ["a", "b"])).read_all()
     source = CsvSource(path, missing=True)
-    assert source.schema.missing and source.read_all().tolist() == [[1, 0], [MISSING, 1],
-                                                                      [0, MISSING]]
+    assert source.schema.missing and source.read_all().tolist() == [
+        [1, 0],
+        [MISSING, 1],
+        [0, MISSING],
+    ]
     path = _csv(tmp_path, "a,b\n1,0\n?,1\n")
     assert CsvSource(path, missing_token="?").read_all().tolist() == [[1, 0], [MISSING, 1]]
 
@@ -107,8 +110,12 @@ def test_parquet_nulls(tmp_path):
     from connectors.parquet import ParquetSource
 
     path = str(tmp_path / "rows.parquet")
-    pq.write_table(pa.table({"a": pa.array([1, None, 0], pa.int64()),
-                             "b": pa.array([0, 1, None], pa.int64())}), path)
+    pq.write_table(
+        pa.table(
+            {"a": pa.array([1, None, 0], pa.int64()), "b": pa.array([0, 1, None], pa.int64())}
+        ),
+        path,
+    )
     schema = Schema.from_cardinalities([2, 2], ["a", "b"])
     with pytest.raises(SchemaError, match="row 1, column 0: null value for variable 'a'"):
         ParquetSource(path, schema=schema).read_all()

@@ -18,7 +18,9 @@ def model():
 
 def test_scores_conditionals_and_pll(model):
     rows = all_rows(model.schema)
-    np.testing.assert_allclose(model.log_score(rows), [brute_score(model.features, r) for r in rows])
+    np.testing.assert_allclose(
+        model.log_score(rows), [brute_score(model.features, r) for r in rows]
+    )
     terms = model.pll_terms(rows)
     for i in range(model.schema.n_vars):
         cond = model.conditional(rows, i)
@@ -41,13 +43,19 @@ def test_bitset_kernel_matches_row_kernel_on_many_rows():
     schema = Schema.from_cardinalities([2, 5, 3, 2, 2, 4, 2, 3])
     fs = random_featureset(rng, schema, 200, max_len=6, p_eq=0.5)
     rows = rng.integers(0, schema.cardinalities, size=(1000, 8)).astype(np.uint8)
-    np.testing.assert_allclose(MarkovNetwork(schema, fs).pll_terms(rows),
-                               loglinear.pll_terms(fs, rows), atol=1e-12)
+    np.testing.assert_allclose(
+        MarkovNetwork(schema, fs).pll_terms(rows), loglinear.pll_terms(fs, rows), atol=1e-12
+    )
     # owner: each feature only for one variable's conditional (dependency-network reading)
     owner = np.array([fs.var[fs.ptr[f]] for f in range(fs.n_features)])
     cpds = [fs.select(owner == i) for i in range(schema.n_vars)]
-    expect = np.stack([loglinear.log_conditional(cpds[i], rows, i)[np.arange(len(rows)), rows[:, i]]
-                       for i in range(schema.n_vars)], axis=1)
+    expect = np.stack(
+        [
+            loglinear.log_conditional(cpds[i], rows, i)[np.arange(len(rows)), rows[:, i]]
+            for i in range(schema.n_vars)
+        ],
+        axis=1,
+    )
     _, terms = loglinear.all_conditionals(fs, rows, owner=owner)
     np.testing.assert_allclose(terms, expect, atol=1e-12)
 
@@ -60,8 +68,9 @@ def test_exact_enumeration(model):
     np.testing.assert_allclose(np.exp(model.log_probability(rows)), p, atol=1e-12)
     marg = model.marginals()
     for i, m in enumerate(marg):
-        np.testing.assert_allclose(m, [p[rows[:, i] == a].sum()
-                                       for a in range(model.schema.cardinalities[i])])
+        np.testing.assert_allclose(
+            m, [p[rows[:, i] == a].sum() for a in range(model.schema.cardinalities[i])]
+        )
 
 
 def test_enumeration_refused_above_limit():
@@ -76,9 +85,14 @@ def test_enumeration_refused_above_limit():
 
 def test_edges_and_repr():
     schema = Schema.binary(4)
-    fs = FeatureSet.from_features(schema, [(1.0, [(0, 1, True), (2, 0, True)]),
-                                           (0.5, [(1, 1, True)]),
-                                           (0.2, [(3, 1, True), (2, 1, True), (0, 0, True)])])
+    fs = FeatureSet.from_features(
+        schema,
+        [
+            (1.0, [(0, 1, True), (2, 0, True)]),
+            (0.5, [(1, 1, True)]),
+            (0.2, [(3, 1, True), (2, 1, True), (0, 0, True)]),
+        ],
+    )
     mn = MarkovNetwork(schema, fs)
     assert mn.edges() == {(0, 2), (0, 3), (2, 3)}
     assert mn.markov_blanket(0) == {2, 3}
@@ -92,8 +106,9 @@ def test_variables_with_more_than_64_values():
     schema = Schema.from_cardinalities([70, 2, 3, 2])
     fs = random_featureset(rng, schema, 40, max_len=3, p_eq=0.5)
     rows = rng.integers(0, schema.cardinalities, size=(150, 4)).astype(np.uint8)
-    np.testing.assert_allclose(MarkovNetwork(schema, fs).pll_terms(rows),
-                               loglinear.pll_terms(fs, rows), atol=1e-12)
+    np.testing.assert_allclose(
+        MarkovNetwork(schema, fs).pll_terms(rows), loglinear.pll_terms(fs, rows), atol=1e-12
+    )
     value, grad = reach_lists.pll_and_gradient(fs, rows)
     eps = 1e-6
     for f in range(0, fs.n_features, 5):

@@ -72,8 +72,14 @@ def test_a_libra_model_with_a_one_state_variable_is_read_scored_and_converted(tm
 
 def test_one_state_columns_are_learned_as_constants(tmp_path, capsys):
     rng = np.random.default_rng(0)
-    rows = np.column_stack([rng.integers(0, 2, 2000), np.zeros(2000, int),
-                            rng.integers(0, 3, 2000), rng.integers(0, 2, (2000, 2))]).astype(np.uint8)
+    rows = np.column_stack(
+        [
+            rng.integers(0, 2, 2000),
+            np.zeros(2000, int),
+            rng.integers(0, 3, 2000),
+            rng.integers(0, 2, (2000, 2)),
+        ]
+    ).astype(np.uint8)
     rows[:, 4] = rows[:, 0]
     schema = Schema.from_cardinalities([2, 1, 3, 2, 2])
     dtsl = DTSL(schema, grace_period=50).partial_fit(rows)
@@ -82,9 +88,36 @@ def test_one_state_columns_are_learned_as_constants(tmp_path, capsys):
     (tmp_path / "train.schema").write_text("2,1,3,2,2\n")
     for algo in ("dtsl", "grafting"):
         out = tmp_path / algo
-        assert main(["learn", str(tmp_path / "train.data"), "--out", str(out), "--algo", algo,
-                     "--schema", str(tmp_path / "train.schema"), "--quiet"]) == 0
-        assert main(["score", str(out), str(tmp_path / "train.data"), "--cmll",
-                     "--samples", "20", "--burn-in", "5"]) == 0
+        assert (
+            main(
+                [
+                    "learn",
+                    str(tmp_path / "train.data"),
+                    "--out",
+                    str(out),
+                    "--algo",
+                    algo,
+                    "--schema",
+                    str(tmp_path / "train.schema"),
+                    "--quiet",
+                ]
+            )
+            == 0
+        )
+        assert (
+            main(
+                [
+                    "score",
+                    str(out),
+                    str(tmp_path / "train.data"),
+                    "--cmll",
+                    "--samples",
+                    "20",
+                    "--burn-in",
+                    "5",
+                ]
+            )
+            == 0
+        )
         assert main(["sample", str(out), "-n", "20", "--out", str(tmp_path / "s.data")]) == 0
         assert set(np.loadtxt(tmp_path / "s.data", delimiter=",")[:, 1]) == {0}

@@ -86,8 +86,9 @@ def test_every_flag_accepts_exactly_what_its_learner_accepts():
             if bad is None:
                 continue
             with pytest.raises(SystemExit):
-                parser.parse_args(["learn", "x.data", "--out", "o", "--algo", algo, flag,
-                                   repr(bad)])
+                parser.parse_args(
+                    ["learn", "x.data", "--out", "o", "--algo", algo, flag, repr(bad)]
+                )
 
 
 def test_the_ranges_that_had_drifted_now_match(tmp_path, capsys):
@@ -106,8 +107,9 @@ def test_an_option_of_another_learner_is_refused_not_ignored(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "--alpha is an option of grafting, not of dtsl" in err
     assert not out.exists() or not any(out.iterdir())
-    assert main(["learn", str(data), "--out", str(out), "--algo", "grafting",
-                 "--mode", "exact"]) == 2
+    assert (
+        main(["learn", str(data), "--out", str(out), "--algo", "grafting", "--mode", "exact"]) == 2
+    )
     assert "--mode is an option of dtsl" in capsys.readouterr().err
 
 
@@ -121,14 +123,17 @@ def test_learn_help_shows_each_learner_group_with_its_defaults(capsys):
 
 
 def test_other_commands_do_not_load_the_learners():
-    code = ("import sys, contextlib, io\n"
-            "from streammn.cli import main\n"
-            "with contextlib.redirect_stdout(io.StringIO()):\n"
-            "    main(['score', '--help'])\n"
-            "print(sorted(m for m in sys.modules if m.startswith(('streammn.dtsl', "
-            "'streammn.grafting', 'streammn.csgs', 'streammn.et'))))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout
+    code = (
+        "import sys, contextlib, io\n"
+        "from streammn.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    main(['score', '--help'])\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('streammn.dtsl', "
+        "'streammn.grafting', 'streammn.csgs', 'streammn.et'))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == "[]"
 
 

@@ -45,14 +45,13 @@ def test_random_model_has_equal_factors_in_pgmpy(seed):
     assert net.check_model()
     assert set(net.nodes()) == set(model.schema.names)
     names = model.schema.names
-    assert {frozenset(e) for e in net.edges()} == \
-        {frozenset((names[i], names[j])) for i, j in model.edges()}
+    assert {frozenset(e) for e in net.edges()} == {
+        frozenset((names[i], names[j])) for i, j in model.edges()
+    }
     rows = np.random.default_rng(seed).integers(0, model.schema.cardinalities, (200, 6))
     rows = rows.astype(np.uint8)
-    np.testing.assert_allclose(pgmpy_log_scores(net, rows, names), model.log_score(rows),
-                               atol=1e-9)
-    assert math.log(net.get_partition_function()) == pytest.approx(model.log_partition(),
-                                                                   abs=1e-9)
+    np.testing.assert_allclose(pgmpy_log_scores(net, rows, names), model.log_score(rows), atol=1e-9)
+    assert math.log(net.get_partition_function()) == pytest.approx(model.log_partition(), abs=1e-9)
 
 
 def test_learned_model_round_trip_and_uai_file_route(tmp_path):
@@ -63,10 +62,10 @@ def test_learned_model_round_trip_and_uai_file_route(tmp_path):
     names = model.schema.names
     states = all_rows(model.schema)
     net = model.to_pgmpy()
-    np.testing.assert_allclose(pgmpy_log_scores(net, states, names), model.log_score(states),
-                               atol=1e-9)
-    assert math.log(net.get_partition_function()) == pytest.approx(model.log_partition(),
-                                                                   abs=1e-9)
+    np.testing.assert_allclose(
+        pgmpy_log_scores(net, states, names), model.log_score(states), atol=1e-9
+    )
+    assert math.log(net.get_partition_function()) == pytest.approx(model.log_partition(), abs=1e-9)
     back = MarkovNetwork.from_pgmpy(net)
     assert back.schema == model.schema
     np.testing.assert_allclose(back.log_score(states), model.log_score(states), atol=1e-9)
@@ -77,8 +76,7 @@ def test_learned_model_round_trip_and_uai_file_route(tmp_path):
     from_file = UAIReader(str(path)).get_model()
     ours = MarkovNetwork.from_pgmpy(from_file)  # pgmpy names the variables var_0 ...
     order = [int(n.split("_")[1]) for n in ours.schema.names]
-    np.testing.assert_allclose(ours.log_score(states[:, order]), model.log_score(states),
-                               atol=1e-9)
+    np.testing.assert_allclose(ours.log_score(states[:, order]), model.log_score(states), atol=1e-9)
     UAIWriter(net).write(str(tmp_path / "pgmpy.uai"))
     schema, features = read_model(tmp_path / "pgmpy.uai")
     again = MarkovNetwork(schema, features)

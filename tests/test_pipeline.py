@@ -26,9 +26,11 @@ def stream(cards, missing, n_rows, seed):
 
 def empty_buffer(st, n_rows):
     f = st.forest
-    return (_padded_buffer(n_rows, f.schema.n_vars),
-            np.zeros((f.schema.n_vars, f.max_card, -(-n_rows // 64)), dtype=np.uint64),
-            np.zeros((n_rows, replay.packed_words(st.K)), dtype=np.uint64))
+    return (
+        _padded_buffer(n_rows, f.schema.n_vars),
+        np.zeros((f.schema.n_vars, f.max_card, -(-n_rows // 64)), dtype=np.uint64),
+        np.zeros((n_rows, replay.packed_words(st.K)), dtype=np.uint64),
+    )
 
 
 @pytest.mark.parametrize("cards,missing", CASES)
@@ -47,30 +49,65 @@ def test_count_and_stage_equals_the_steps_one_after_another(cards, missing, n_bl
         st = LeafStats(f, capacity=leaves.size)
         st.activate(leaves[np.random.default_rng(2).random(leaves.size) < 0.8])
         buffer = empty_buffer(st, 500)
-        pipeline.remember(rows[:400], counting.value_bits(rows[:400], f.max_card, not missing),
-                          *buffer, np.array([[0, 0, 400]]), f.cards, st.offsets)
+        pipeline.remember(
+            rows[:400],
+            counting.value_bits(rows[:400], f.max_card, not missing),
+            *buffer,
+            np.array([[0, 0, 400]]),
+            f.cards,
+            st.offsets,
+        )
         runs = np.array([[0, 400, 100], [100, 0, 200]])  # the ring's end, then its start
         bits, lanes = st.prepare(chunk)
         n = f.n_nodes
-        args = (chunk, bits, lanes, st.K, f.cards, np.arange(len(cards), dtype=np.int64),
-                f.roots, f.links, f.tree[:n], f.depth[:n], f.slot, f.counts)
+        args = (
+            chunk,
+            bits,
+            lanes,
+            st.K,
+            f.cards,
+            np.arange(len(cards), dtype=np.int64),
+            f.roots,
+            f.links,
+            f.tree[:n],
+            f.depth[:n],
+            f.slot,
+            f.counts,
+        )
         due = np.empty((n_blocks, st.slot_node.shape[0]), dtype=np.int64)
         if staged:
             ahead_bits = np.zeros((len(cards), f.max_card, 3), dtype=np.uint64)
             ahead_lanes = counting._aligned_zeros(150, lanes.shape[1])
             n_due = pipeline.count_and_stage(
-                *args, True, st.tot, st.stats, st.n, st.last_attempt, 3, due,
-                counting.BLOCK_COST, counting.BY_COST, ahead,
-                st.indicators(ahead), not missing, ahead_bits, ahead_lanes, *buffer, runs,
-                st.offsets)
+                *args,
+                True,
+                st.tot,
+                st.stats,
+                st.n,
+                st.last_attempt,
+                3,
+                due,
+                counting.BLOCK_COST,
+                counting.BY_COST,
+                ahead,
+                st.indicators(ahead),
+                not missing,
+                ahead_bits,
+                ahead_lanes,
+                *buffer,
+                runs,
+                st.offsets,
+            )
             prepared_ahead = ahead_bits, ahead_lanes
         else:
-            n_due = counting.accumulate(*args, True, st.tot, st.stats, st.n, st.last_attempt,
-                                        3, due)
+            n_due = counting.accumulate(
+                *args, True, st.tot, st.stats, st.n, st.last_attempt, 3, due
+            )
             pipeline.remember(chunk, bits, *buffer, runs, f.cards, st.offsets)
             prepared_ahead = tuple(a.copy() for a in st.prepare(ahead))
-        results.append((f.counts, st.tot, st.stats, st.n, np.sort(due[0, :n_due]),
-                        *prepared_ahead, *buffer))
+        results.append(
+            (f.counts, st.tot, st.stats, st.n, np.sort(due[0, :n_due]), *prepared_ahead, *buffer)
+        )
     for one, other in zip(*results):
         np.testing.assert_array_equal(one, other)
     ring, ring_bits, ring_packed = results[1][-3:]
@@ -95,7 +132,7 @@ def test_a_grower_that_stages_chunks_learns_the_same_model(cards, missing, monke
     for n_threads in (1, 2):
         model = DTSL(schema, n_threads=n_threads, replay_rows=2_500)
         for start in range(0, rows.shape[0], 1_700):
-            model.partial_fit(rows[start:start + 1_700])
+            model.partial_fit(rows[start : start + 1_700])
         models.append(model)
     one, two = models
     assert one.forest.equals(two.forest)

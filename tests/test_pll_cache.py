@@ -22,8 +22,10 @@ def brute_pll_and_gradient(fs, rows, owner):
     """Summed PLL and gradient from the definition: log P(x_j | x_-j) with every feature that
     counts for j (all of them for an MN, CPD j's for a DN), by replacing x_j by each value."""
     cards = fs.schema.cardinalities
-    counts = np.array([[owner[f] < 0 or owner[f] == j for f in range(fs.n_features)]
-                       for j in range(len(cards))], dtype=float)
+    counts = np.array(
+        [[owner[f] < 0 or owner[f] == j for f in range(fs.n_features)] for j in range(len(cards))],
+        dtype=float,
+    )
     value, grad = 0.0, np.zeros(fs.n_features)
     observed = indicators(fs, rows)
     for j, card in enumerate(cards):
@@ -41,8 +43,9 @@ def brute_pll_and_gradient(fs, rows, owner):
     return value, grad
 
 
-@pytest.mark.parametrize("cards,dn", [([2] * 7, False), ([2, 3, 2, 4, 2, 3], False),
-                                      ([3, 2, 4, 2, 2], True)])
+@pytest.mark.parametrize(
+    "cards,dn", [([2] * 7, False), ([2, 3, 2, 4, 2, 3], False), ([3, 2, 4, 2, 2], True)]
+)
 def test_cache_matches_brute_force(cards, dn):
     rng = np.random.default_rng(len(cards) + dn)
     schema = Schema.from_cardinalities(cards)
@@ -82,13 +85,17 @@ def test_lists_and_scan_agree_and_give_the_same_bits_at_any_thread_count():
     scan = reach_lists.ReachLists(fs, rows, list_bytes=0)
     assert len(kept.rows) > 64 * bitscan.CHUNK_WORDS * bitscan.PARTIAL_SUMS
     assert kept.n_entries > 0 and scan.n_entries == 0
-    want = {way: lists.pll_and_gradient(fs.weights) for way, lists in (("kept", kept),
-                                                                        ("scan", scan))}
+    want = {
+        way: lists.pll_and_gradient(fs.weights) for way, lists in (("kept", kept), ("scan", scan))
+    }
     assert want["scan"][0] == pytest.approx(want["kept"][0], rel=1e-13)
     np.testing.assert_allclose(want["scan"][1], want["kept"][1], rtol=1e-12, atol=1e-9)
-    for got in at_each_thread_count(lambda: {way: lists.pll_and_gradient(fs.weights)
-                                             for way, lists in (("kept", kept),
-                                                                ("scan", scan))}):
+    for got in at_each_thread_count(
+        lambda: {
+            way: lists.pll_and_gradient(fs.weights)
+            for way, lists in (("kept", kept), ("scan", scan))
+        }
+    ):
         for way, (value, grad) in got.items():
             assert value == want[way][0]
             assert np.array_equal(grad, want[way][1])
@@ -179,12 +186,12 @@ def test_pll_of_extreme_weights_stays_finite_and_exact():
     """Conditionals near 0 and 1 (weights of +-40 on single variables): the row's log
     probabilities, multiplied together in the kernel, still sum to the brute-force value."""
     schema = Schema.binary(30)
-    fs = FeatureSet.from_features(schema, [(40.0 * (-1) ** i, [(i, 1, True)])
-                                           for i in range(30)])
+    fs = FeatureSet.from_features(schema, [(40.0 * (-1) ** i, [(i, 1, True)]) for i in range(30)])
     rows = np.random.default_rng(11).integers(0, 2, size=(50, 30)).astype(np.uint8)
     for list_bytes in (None, 0):
         value, grad = reach_lists.ReachLists(fs, rows, list_bytes=list_bytes).pll_and_gradient(
-            fs.weights)
+            fs.weights
+        )
         want_value, want_grad = brute_pll_and_gradient(fs, rows, np.full(30, -1))
         assert np.isfinite(value)
         assert value == pytest.approx(want_value, rel=1e-12)

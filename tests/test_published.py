@@ -9,9 +9,19 @@ from scipy.optimize import minimize
 from streammn.dn2mn import dn2mn
 from streammn.dtsl import DTSL
 from streammn.features import FeatureSet
-from streammn.published import (STDDEVS, WORK_PER_ROW, WeightSample, WeightState,
-                                WeightStateError, _Search, held_out_mask, list_bytes, publish,
-                                sample_rows, start_weights)
+from streammn.published import (
+    STDDEVS,
+    WORK_PER_ROW,
+    WeightSample,
+    WeightState,
+    WeightStateError,
+    _Search,
+    held_out_mask,
+    list_bytes,
+    publish,
+    sample_rows,
+    start_weights,
+)
 from streammn.schema import Schema
 
 
@@ -71,10 +81,11 @@ def brute_objective(model, rows, stddev):
             scores = np.array(scores)
             top = scores.max(axis=0)
             log_z = top + np.log(np.exp(scores - top).sum(axis=0))
-            total += float(((scores[distinct[:, i], np.arange(len(distinct))] - log_z)
-                            * counts).sum())
+            total += float(
+                ((scores[distinct[:, i], np.arange(len(distinct))] - log_z) * counts).sum()
+            )
         d = w - centre
-        return (-total + 0.5 * float(d @ d) / stddev ** 2) / n
+        return (-total + 0.5 * float(d @ d) / stddev**2) / n
 
     return value
 
@@ -84,10 +95,14 @@ def test_a_fit_reaches_the_brute_force_optimum(stddev):
     rows = near_deterministic_rows(2000)
     model = closed_form(rows)
     fs = model.features
-    weights = _Search(fs, rows, rows[:10], 2 ** 24, None).fit(rows, fs.weights, stddev)
+    weights = _Search(fs, rows, rows[:10], 2**24, None).fit(rows, fs.weights, stddev)
     objective = brute_objective(model, rows, stddev)
-    best = minimize(objective, fs.weights, method="L-BFGS-B",
-                    options={"ftol": 1e-14, "gtol": 1e-9, "maxiter": 5000})
+    best = minimize(
+        objective,
+        fs.weights,
+        method="L-BFGS-B",
+        options={"ftol": 1e-14, "gtol": 1e-9, "maxiter": 5000},
+    )
     # within L-BFGS's stopping tolerance (a relative decrease of TOL = 1e-7 per step)
     assert objective(weights) == pytest.approx(best.fun, rel=5e-5)
     assert objective(weights) >= best.fun - 1e-9
@@ -108,8 +123,9 @@ def test_refined_weights_are_published_where_they_score_better():
     assert published.state.full_fits == 1 and published.state.spent == 0
 
 
-@pytest.mark.parametrize("n_rows, flip, seed", [(400, 0.02, 1), (3000, 0.3, 2), (600, 0.45, 3),
-                                                (5000, 0.1, 4)])
+@pytest.mark.parametrize(
+    "n_rows, flip, seed", [(400, 0.02, 1), (3000, 0.3, 2), (600, 0.45, 3), (5000, 0.1, 4)]
+)
 def test_the_published_model_never_scores_the_held_out_rows_worse(n_rows, flip, seed):
     rows = near_deterministic_rows(n_rows, n_vars=7, flip=flip, seed=seed)
     model, sample = closed_form_and_sample(rows)
@@ -138,12 +154,14 @@ def test_a_probe_that_finds_nothing_waits_for_the_stream_to_double():
     first = publish(model, sample.train, sample.held_out, rows_seen=6000)
     assert first.record["probe"]["result"] == "no better than the closed form"
     assert first.state.probe_after == 12000 and first.model is model
-    waiting = publish(model, sample.train, sample.held_out, first.state, max_evaluations=50,
-                      rows_seen=11999)
+    waiting = publish(
+        model, sample.train, sample.held_out, first.state, max_evaluations=50, rows_seen=11999
+    )
     assert waiting.record["probe"] == "not before row 12,000"
     assert waiting.record["evaluations"] == 0 and waiting.state == first.state
-    again = publish(model, sample.train, sample.held_out, first.state, max_evaluations=50,
-                    rows_seen=12000)
+    again = publish(
+        model, sample.train, sample.held_out, first.state, max_evaluations=50, rows_seen=12000
+    )
     assert again.record["evaluations"] > 0 and again.state.probe_after == 24000
 
 
@@ -162,7 +180,8 @@ def test_warm_start_gives_the_cold_start_result():
     assert warm.record["warm_start"] and warm.record["stddev"] == cold.record["stddev"]
     assert np.abs(warm.model.weights - cold.model.weights).max() < 5e-3
     assert warm.record["held_out_pll"]["refined"] == pytest.approx(
-        cold.record["held_out_pll"]["refined"], abs=1e-5)
+        cold.record["held_out_pll"]["refined"], abs=1e-5
+    )
 
 
 def test_a_budget_bounds_the_fit_and_the_carried_over_weights_still_count():
@@ -174,23 +193,27 @@ def test_a_budget_bounds_the_fit_and_the_carried_over_weights_still_count():
     assert none.record["evaluations"] == 0 and none.record["published"] == "refined"
     assert none.model.features.equals(first.model.features)
     assert none.state.spent == first.state.spent and none.state.full_fits == 1
-    some = publish(model, sample.train, sample.held_out, WeightState(full_fits=1),
-                   max_evaluations=7)
+    some = publish(
+        model, sample.train, sample.held_out, WeightState(full_fits=1), max_evaluations=7
+    )
     assert 0 < some.record["evaluations"] <= 7 + 1  # L-BFGS-B ends its last step first
-    assert some.state.spent == pytest.approx(some.record["evaluations"] * len(sample.train),
-                                             rel=1e-3)
+    assert some.state.spent == pytest.approx(
+        some.record["evaluations"] * len(sample.train), rel=1e-3
+    )
     state = WeightState(full_fits=1, spent=100.0)
-    assert WeightState().affordable(10 ** 6, 1000) is None  # the first fit is a full one
+    assert WeightState().affordable(10**6, 1000) is None  # the first fit is a full one
     assert state.affordable(1000, 50) == pytest.approx((WORK_PER_ROW * 1000 - 100) / 50)
 
 
 def test_start_weights_keep_the_surviving_features_weights():
     schema = Schema.binary(3)
-    old = FeatureSet.from_features(schema, [(1.5, ((0, 1, True),)), (-2.0, ((0, 1, True),
-                                                                              (1, 0, True)))])
-    new = FeatureSet.from_features(schema, [(0.1, ((2, 1, True),)), (0.2, ((0, 1, True),
-                                                                            (1, 0, True))),
-                                            (0.3, ((0, 1, True),))])
+    old = FeatureSet.from_features(
+        schema, [(1.5, ((0, 1, True),)), (-2.0, ((0, 1, True), (1, 0, True)))]
+    )
+    new = FeatureSet.from_features(
+        schema,
+        [(0.1, ((2, 1, True),)), (0.2, ((0, 1, True), (1, 0, True))), (0.3, ((0, 1, True),))],
+    )
     assert start_weights(new, old).tolist() == [0.1, -2.0, 1.5]
     assert start_weights(new, None).tolist() == [0.1, 0.2, 0.3]
 
@@ -227,8 +250,8 @@ def test_missing_mode_keeps_complete_rows_only():
 def test_the_sample_and_the_reach_lists_stay_within_the_budget():
     for n_vars, mb in [(100, 64.0), (2000, 4.0), (16, 0.5)]:
         sample = WeightSample(Schema.binary(n_vars), memory_mb=mb)
-        assert sample.nbytes + list_bytes(sample) <= mb * 2 ** 20
-        assert sample.nbytes <= mb * 2 ** 20 / 8
+        assert sample.nbytes + list_bytes(sample) <= mb * 2**20
+        assert sample.nbytes <= mb * 2**20 / 8
     assert sample_rows(100, 64.0) == 20_000
     assert sample_rows(2000, 4.0) < 20_000
 

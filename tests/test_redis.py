@@ -19,14 +19,20 @@ pytest.importorskip("redis", reason="the 'redis' extra (redis-py) is not install
 from connectors.base import SourceUnavailable  # noqa: E402
 from connectors.redis import RedisStreamSource, id_before, open_redis, parse_id  # noqa: E402
 from connectors.resolve import open_source  # noqa: E402
-from logrows import (N_PARTS, SCHEMA, encode, make_rows, read,  # noqa: E402
-                     split_by_partition)
+from logrows import (
+    N_PARTS,
+    SCHEMA,
+    encode,
+    make_rows,
+    read,  # noqa: E402
+    split_by_partition,
+)
 from redisserver import REDIS_SERVER, RedisServer, free_port  # noqa: E402
 from streammn.schema import SchemaError  # noqa: E402
 
-pytestmark = pytest.mark.skipif(REDIS_SERVER is None,
-                                reason="redis-server is not installed (Debian package "
-                                       "redis-server)")
+pytestmark = pytest.mark.skipif(
+    REDIS_SERVER is None, reason="redis-server is not installed (Debian package redis-server)"
+)
 
 
 @pytest.fixture(scope="module")
@@ -56,8 +62,9 @@ def new_streams(server, rows_by_part, format="csv", rows_per_message=1, extra=No
 def source(server, streams, group=None, **kw):
     kw.setdefault("stop_at_end", True)
     kw.setdefault("poll_timeout", 0.1)
-    return RedisStreamSource(server.address, streams, group or f"g-{uuid.uuid4().hex[:8]}",
-                             schema=SCHEMA, **kw)
+    return RedisStreamSource(
+        server.address, streams, group or f"g-{uuid.uuid4().hex[:8]}", schema=SCHEMA, **kw
+    )
 
 
 def stream_ids(server, name) -> list[str]:
@@ -66,7 +73,7 @@ def stream_ids(server, name) -> list[str]:
 
 def test_entry_ids():
     assert parse_id("1700000000000-3") == (1700000000000, 3)
-    assert id_before("5-3") == "5-2" and id_before("5-0") == f"4-{2 ** 64 - 1}"
+    assert id_before("5-3") == "5-2" and id_before("5-0") == f"4-{2**64 - 1}"
     assert id_before("0-0") == "0-0"
 
 
@@ -135,8 +142,9 @@ def test_bad_entry_names_stream_and_id(server, format):
     rows = make_rows(40, seed=14)
     bad_row = rows[2][0].copy()
     bad_row[1] = 9  # out of range for a binary variable
-    names = new_streams(server, rows, format, 10,
-                        extra={(2, 2): encode(bad_row[None, :], format, 10)[0]})
+    names = new_streams(
+        server, rows, format, 10, extra={(2, 2): encode(bad_row[None, :], format, 10)[0]}
+    )
     bad_id = stream_ids(server, names[2])[2]
     with source(server, names, format=format, batch_size=1000) as src:
         with pytest.raises(SchemaError) as info:
@@ -145,8 +153,7 @@ def test_bad_entry_names_stream_and_id(server, format):
         with pytest.raises(SchemaError) as again:  # never skipped: the next try fails alike
             list(src)
         # same message, same reason (its row index depends on how partitions interleave)
-        assert (again.value.source, again.value.reason) == (info.value.source,
-                                                            info.value.reason)
+        assert (again.value.source, again.value.reason) == (info.value.source, info.value.reason)
     assert f"stream '{names[2]}' id '{bad_id}'" in str(info.value)
     assert info.value.column == 1
 
@@ -163,8 +170,12 @@ def test_dead_letter_file_and_missing_field(server, tmp_path):
         np.testing.assert_array_equal(part, rows[p])
     letters = [json.loads(line) for line in path.read_text().splitlines()]
     assert sorted((d["stream"], d["id"]) for d in letters) == sorted(
-        [(names[0], stream_ids(server, names[0])[7]), (names[1], stream_ids(server, names[1])[0]),
-         (names[2], stream_ids(server, names[2])[-1])])
+        [
+            (names[0], stream_ids(server, names[0])[7]),
+            (names[1], stream_ids(server, names[1])[0]),
+            (names[2], stream_ids(server, names[2])[-1]),
+        ]
+    )
     missing = next(d for d in letters if d["stream"] == names[2])
     assert missing["value"] is None and missing["error"] == "empty message"
 
@@ -202,12 +213,11 @@ def test_server_gone_retries_then_source_unavailable(tmp_path):
     assert 1.0 <= time.monotonic() - started < 30
     rows = np.concatenate([b.rows for b in delivered])
     for p, got in enumerate(split_by_partition(rows)):
-        np.testing.assert_array_equal(got, expected[p][:got.shape[0]])
+        np.testing.assert_array_equal(got, expected[p][: got.shape[0]])
     assert src.position() == delivered[-1].end and str(src.position()) in str(info.value)
     src.close()
     with pytest.raises(SourceUnavailable, match="unreachable"):
-        RedisStreamSource(f"127.0.0.1:{free_port()}", "s", "g", schema=SCHEMA,
-                          broker_timeout=0.5)
+        RedisStreamSource(f"127.0.0.1:{free_port()}", "s", "g", schema=SCHEMA, broker_timeout=0.5)
 
 
 def test_server_restart_within_broker_timeout_loses_and_repeats_nothing(tmp_path):
@@ -216,14 +226,14 @@ def test_server_restart_within_broker_timeout_loses_and_repeats_nothing(tmp_path
     srv = RedisServer(tmp_path, persistent=True)
     expected = make_rows(120, seed=19)
     names = new_streams(srv, expected)
-    src = source(srv, names, batch_size=40, stop_at_end=False, max_wait=0.2,
-                 broker_timeout=30)
+    src = source(srv, names, batch_size=40, stop_at_end=False, max_wait=0.2, broker_timeout=30)
     it = iter(src)
     rows = [next(it).rows for _ in range(2)]
     srv.stop()
     restarted = []
-    timer = threading.Timer(1.0, lambda: restarted.append(
-        RedisServer(tmp_path, port=srv.port, persistent=True)))
+    timer = threading.Timer(
+        1.0, lambda: restarted.append(RedisServer(tmp_path, port=srv.port, persistent=True))
+    )
     timer.start()
     try:
         while sum(r.shape[0] for r in rows) < 3 * 120:
@@ -246,11 +256,12 @@ def test_open_redis_uri(server, tmp_path):
     names = new_streams(server, expected, "json")
     schema_file = tmp_path / "rows.schema"
     schema_file.write_text(SCHEMA.to_json())
-    uri = (f"redis://{server.address}/{names[0]},{names[1]}?group=u&format=json"
-           f"&consumer=c1&batch_size=7&stop_at_end=1&schema={schema_file}")
+    uri = (
+        f"redis://{server.address}/{names[0]},{names[1]}?group=u&format=json"
+        f"&consumer=c1&batch_size=7&stop_at_end=1&schema={schema_file}"
+    )
     with open_redis(uri) as src:
-        assert (src.streams, src.group, src.consumer, src.batch_size) == \
-            (names[:2], "u", "c1", 7)
+        assert (src.streams, src.group, src.consumer, src.batch_size) == (names[:2], "u", "c1", 7)
         rows, _ = read(src)
     parts = split_by_partition(rows)
     np.testing.assert_array_equal(parts[0], expected[0])
@@ -259,7 +270,11 @@ def test_open_redis_uri(server, tmp_path):
     assert "RedisStreamSource(" in repr(src)
     with pytest.raises(ValueError, match="unknown option"):
         open_redis(f"redis://{server.address}/x?partitions=1", schema=SCHEMA)
-    with open_source(f"redis://{server.address}/{names[2]}?format=json&stop_at_end=1"
-                     f"&batch_size=5&poll_timeout=0.1", schema=SCHEMA, batch_size=100) as src:
+    with open_source(
+        f"redis://{server.address}/{names[2]}?format=json&stop_at_end=1"
+        f"&batch_size=5&poll_timeout=0.1",
+        schema=SCHEMA,
+        batch_size=100,
+    ) as src:
         assert isinstance(src, RedisStreamSource) and src.batch_size == 5  # URI wins
         np.testing.assert_array_equal(read(src)[0], expected[2])

@@ -44,9 +44,22 @@ def learn_killed(kill_at: int, *args, cwd=None):
     is right after snapshot ``kill_at`` was renamed into place. Snapshots are written in the
     foreground: a forked writer would count its ``LATEST`` updates in its own copy."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-c", KILL_BEFORE_LATEST, str(kill_at), "learn",
-                           *map(str, args), "--foreground-snapshots"], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            KILL_BEFORE_LATEST,
+            str(kill_at),
+            "learn",
+            *map(str, args),
+            "--foreground-snapshots",
+        ],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == -signal.SIGKILL, proc.stderr
 
 
@@ -101,16 +114,16 @@ def test_kill_between_rename_and_latest_is_repaired(two_files, tmp_path, capsys)
     assert code == 0
     assert cli(capsys, "score", snaps[-1], d / "data" / "b.data", "--json")[1] == text
 
-    code, text, _ = cli(capsys, "learn", d / "data", "--out", out, "--resume",
-                        "--every-rows", 2000, *COMMON)
+    code, text, _ = cli(
+        capsys, "learn", d / "data", "--out", out, "--resume", "--every-rows", 2000, *COMMON
+    )
     assert code == 0 and "snap-000003: 6,000 rows" in text
     assert (out / LATEST).read_text() == "snap-000003\n"  # repaired
     assert list_snapshots(out) == snaps  # nothing left to learn: no new snapshot
 
 
 @pytest.mark.parametrize("latest", [None, "garbage\x00\xff", "snap-000099\n"])
-def test_missing_garbage_or_dangling_latest_is_recovered_from(two_files, tmp_path, capsys,
-                                                              latest):
+def test_missing_garbage_or_dangling_latest_is_recovered_from(two_files, tmp_path, capsys, latest):
     d, _, _ = two_files
     out = tmp_path / "out"
     learn_killed(1, d / "data", "--out", out, *COMMON)  # the only snapshot: no LATEST at all
@@ -131,7 +144,8 @@ def test_missing_garbage_or_dangling_latest_is_recovered_from(two_files, tmp_pat
 
 # 2. a finished directory source and a new file --------------------------------------------
 def test_finished_directory_refuses_a_new_first_file_and_learns_a_new_last_one(
-        two_files, tmp_path, capsys):
+    two_files, tmp_path, capsys
+):
     d, extra_a, extra_d = two_files
     data = tmp_path / "data"
     shutil.copytree(d / "data", data)
@@ -175,8 +189,9 @@ def test_one_bit_flip_in_the_manifest_is_refused(two_files, tmp_path, capsys):
         code, _, err = cli(capsys, *args)
         assert code == 3 and str(manifest) in err and "checksum" in err, (args, err)
     # resume passes over the damaged snapshot, saying so, and learns its rows again
-    code, text, err = cli(capsys, "learn", d / "data", "--out", out, "--resume",
-                          "--every-rows", 2000, *COMMON)
+    code, text, err = cli(
+        capsys, "learn", d / "data", "--out", out, "--resume", "--every-rows", 2000, *COMMON
+    )
     assert f"{manifest}: the manifest fails its own checksum" in err  # the CLI's warning line
     assert code == 0 and "snap-000004: 6,000 rows" in text, err
     assert learner_bytes(out) == (manifest.parent / "learner.bin").read_bytes()
@@ -204,8 +219,9 @@ def test_snapshots_of_the_previous_format_still_read_and_resume(two_files, tmp_p
 
     code, text, err = cli(capsys, "inspect", out, "--json")
     assert code == 0 and json.loads(text)["snapshot"]["rows_seen"] == 4000, err
-    code, text, err = cli(capsys, "learn", d / "data", "--out", out, "--resume",
-                          "--every-rows", 2000, *COMMON)
+    code, text, err = cli(
+        capsys, "learn", d / "data", "--out", out, "--resume", "--every-rows", 2000, *COMMON
+    )
     assert code == 0 and "6,000 rows" in text, err
     assert learner_bytes(out) == learner_bytes(whole)
 
@@ -220,9 +236,24 @@ def killed_midway(two_files, tmp_path_factory):
     learn_killed(2, "data", "--out", work / "out", "--every-rows", 2000, *COMMON, cwd=d)
     assert read_snapshot(list_snapshots(work / "out")[-1]).manifest["rows_seen"] == 4000
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    subprocess.run([sys.executable, "-m", "streammn.cli", "learn", "data", "--out",
-                    str(work / "whole"), "--every-rows", "2000", *map(str, COMMON)],
-                   cwd=d, env=env, check=True, timeout=600)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "streammn.cli",
+            "learn",
+            "data",
+            "--out",
+            str(work / "whole"),
+            "--every-rows",
+            "2000",
+            *map(str, COMMON),
+        ],
+        cwd=d,
+        env=env,
+        check=True,
+        timeout=600,
+    )
     return d, work
 
 
@@ -236,40 +267,65 @@ def test_the_same_files_by_another_path_are_accepted(killed_midway, tmp_path, ca
         other.symlink_to(d / "data", target_is_directory=True)
     else:
         shutil.copytree(d / "data", other)
-    code, text, err = cli(capsys, "learn", other, "--out", out, "--resume", "--every-rows", 2000,
-                          *COMMON)
+    code, text, err = cli(
+        capsys, "learn", other, "--out", out, "--resume", "--every-rows", 2000, *COMMON
+    )
     assert code == 0 and "6,000 rows" in text, err
     assert learner_bytes(out) == learner_bytes(work / "whole")
 
 
-def test_another_file_with_the_same_relative_name_is_refused(killed_midway, nltcs, tmp_path,
-                                                             capsys):
+def test_another_file_with_the_same_relative_name_is_refused(
+    killed_midway, nltcs, tmp_path, capsys
+):
     d, work = killed_midway
     out = tmp_path / "out"
     shutil.copytree(work / "out", out)
     write_data(tmp_path / "data" / "b.data", nltcs[3000:6000])  # c's rows under b's name
     write_data(tmp_path / "data" / "c.data", nltcs[:3000])
-    code, _, err = cli(capsys, "learn", "data", "--out", out, "--resume", "--every-rows", 2000,
-                       *COMMON, cwd=tmp_path)
+    code, _, err = cli(
+        capsys,
+        "learn",
+        "data",
+        "--out",
+        out,
+        "--resume",
+        "--every-rows",
+        2000,
+        *COMMON,
+        cwd=tmp_path,
+    )
     assert code == 3 and "b.data" in err and "changed" in err, err
     assert read_snapshot(resolve_snapshot(out)).manifest["rows_seen"] == 4000
 
 
 # 5. learner options on resume -------------------------------------------------------------
-@pytest.mark.parametrize("option, value, shown", [
-    ("--kappa", 0.001, ["kappa='auto'", "kappa=0.001"]),
-    ("--grace-period", 100, ["grace_period=200", "grace_period=100"]),
-    ("--max-tree-leaves", 8, ["max_tree_leaves=None", "max_tree_leaves=8"]),
-    ("--weights", "closed-form", ["weights='refined'", "weights='closed-form'"]),
-])
-def test_changed_learner_options_are_refused(killed_midway, tmp_path, capsys, option, value,
-                                             shown):
+@pytest.mark.parametrize(
+    "option, value, shown",
+    [
+        ("--kappa", 0.001, ["kappa='auto'", "kappa=0.001"]),
+        ("--grace-period", 100, ["grace_period=200", "grace_period=100"]),
+        ("--max-tree-leaves", 8, ["max_tree_leaves=None", "max_tree_leaves=8"]),
+        ("--weights", "closed-form", ["weights='refined'", "weights='closed-form'"]),
+    ],
+)
+def test_changed_learner_options_are_refused(killed_midway, tmp_path, capsys, option, value, shown):
     d, work = killed_midway
     out = tmp_path / "out"
     shutil.copytree(work / "out", out)
     extra = [option] if value is None else [option, value]
-    code, _, err = cli(capsys, "learn", "data", "--out", out, "--resume", *extra,
-                       "--every-rows", 2000, *COMMON, cwd=d)
+    code, _, err = cli(
+        capsys,
+        "learn",
+        "data",
+        "--out",
+        out,
+        "--resume",
+        *extra,
+        "--every-rows",
+        2000,
+        *COMMON,
+        cwd=d,
+    )
     assert code == 2 and option in err and all(s in err for s in shown), err
     assert read_snapshot(resolve_snapshot(out)).manifest["rows_seen"] == 4000
 
@@ -278,13 +334,13 @@ def test_resume_with_another_algorithm_is_a_usage_error(killed_midway, tmp_path,
     d, work = killed_midway
     out = tmp_path / "out"
     shutil.copytree(work / "out", out)
-    code, _, err = cli(capsys, "learn", "data", "--out", out, "--resume", "--algo",
-                       "grafting", *COMMON, cwd=d)
+    code, _, err = cli(
+        capsys, "learn", "data", "--out", out, "--resume", "--algo", "grafting", *COMMON, cwd=d
+    )
     assert code == 2 and "DTSL" in err and "EdgeGrafting" in err, err
 
 
-def test_settings_that_do_not_change_the_model_may_differ(killed_midway, tmp_path,
-                                                         monkeypatch):
+def test_settings_that_do_not_change_the_model_may_differ(killed_midway, tmp_path, monkeypatch):
     from connectors import open_source
     from streammn.dtsl import DTSL
     from streammn.engine import StreamLearner
@@ -294,8 +350,15 @@ def test_settings_that_do_not_change_the_model_may_differ(killed_midway, tmp_pat
     shutil.copytree(work / "out", out)
     monkeypatch.chdir(d)
     source = open_source("data", batch_size=500)
-    engine = StreamLearner(source, DTSL(source.schema, n_threads=2, seed=7), out,
-                           every_rows=2000, formats=("json",), keep=20, progress=None)
+    engine = StreamLearner(
+        source,
+        DTSL(source.schema, n_threads=2, seed=7),
+        out,
+        every_rows=2000,
+        formats=("json",),
+        keep=20,
+        progress=None,
+    )
     assert engine.resume() and engine.state.rows_seen == 4000
     engine.run()
     assert learner_bytes(out) == learner_bytes(work / "whole")

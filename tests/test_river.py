@@ -20,14 +20,25 @@ from streammn.schema import SchemaError
 # river's dataset checks run on this discrete stream instead of river's numeric datasets; the
 # ones about features appearing or disappearing do not apply: a row must fit the schema
 # (learn_many against learn_one on a fixed schema is tested below).
-DATASET_CHECKS = {"check_learn_one", "check_pickling", "check_shuffle_features_no_impact",
-                  "check_predict_one_pure", "check_predict_one_before_any_learn",
-                  "check_no_state_aliasing_with_input", "check_clone_is_independent",
-                  "check_roc_auc", "check_transform_one",
-                  "check_transform_many_matches_transform_one"}
-NOT_APPLICABLE = {"check_emerging_features", "check_disappearing_features",
-                  "check_radically_disappearing_features", "check_bounded_memory_growth",
-                  "check_learn_many_matches_learn_one"}
+DATASET_CHECKS = {
+    "check_learn_one",
+    "check_pickling",
+    "check_shuffle_features_no_impact",
+    "check_predict_one_pure",
+    "check_predict_one_before_any_learn",
+    "check_no_state_aliasing_with_input",
+    "check_clone_is_independent",
+    "check_roc_auc",
+    "check_transform_one",
+    "check_transform_many_matches_transform_one",
+}
+NOT_APPLICABLE = {
+    "check_emerging_features",
+    "check_disappearing_features",
+    "check_radically_disappearing_features",
+    "check_bounded_memory_growth",
+    "check_learn_many_matches_learn_one",
+}
 NEEDS = {"check_roc_auc": "sklearn", "check_transform_many_matches_transform_one": "pandas"}
 
 
@@ -49,8 +60,11 @@ def river_checks(model):
     from river's check modules by name."""
     try:
         for check in yield_checks(model):
-            yield (check.__name__, getattr(check, "func", check),
-                   "dataset" in getattr(check, "keywords", {}))
+            yield (
+                check.__name__,
+                getattr(check, "func", check),
+                "dataset" in getattr(check, "keywords", {}),
+            )
     except ImportError:
         for name in sorted(DATASET_CHECKS):
             yield name, getattr(common_checks, name, None) or getattr(anomaly_checks, name), True
@@ -72,8 +86,11 @@ def test_river_checks(estimator, stream):
         else:
             check(model.clone())
         ran.add(name)
-    assert {"check_get_params_matches_signature", "check_learn_one",
-            "check_clone_is_independent"} <= ran
+    assert {
+        "check_get_params_matches_signature",
+        "check_learn_one",
+        "check_clone_is_independent",
+    } <= ran
 
 
 def test_learn_one_equals_learn_many_and_one_batch(stream):
@@ -100,16 +117,19 @@ def rank_auc(scores, labels) -> float:
     """P(an anomaly scores above a normal row), ties counted half (Mann-Whitney)."""
     scores, labels = np.asarray(scores), np.asarray(labels)
     pos, neg = scores[labels], scores[~labels]
-    return float(((pos[:, None] > neg).sum() + 0.5 * (pos[:, None] == neg).sum())
-                 / (pos.size * neg.size))
+    return float(
+        ((pos[:, None] > neg).sum() + 0.5 * (pos[:, None] == neg).sum()) / (pos.size * neg.size)
+    )
 
 
 def test_detector_in_a_pipeline_with_evaluate(stream):
     """Inside a river pipeline and progressive validation, with any learner: anomalies rank
     above normal rows once a batch is learned, and the calibrated score is a rank in [0, 1]."""
     schema, data = stream
-    for learner in (DTSL(schema, kappa=0.01, grace_period=50, delta=1e-3),  # a short stream
-                    EdgeGrafting(schema, update_every=200, steps_per_update=2, max_iter=20)):
+    for learner in (
+        DTSL(schema, kappa=0.01, grace_period=50, delta=1e-3),  # a short stream
+        EdgeGrafting(schema, update_every=200, steps_per_update=2, max_iter=20),
+    ):
         detector = MarkovNetworkAnomalyDetector(learner, batch_size=200)
         pipeline = compose.Select(*schema.names) | detector
         with_noise = [({**x, "ignored": 7}, y) for x, y in data]

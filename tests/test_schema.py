@@ -39,24 +39,31 @@ def test_infer_takes_max_plus_one_at_least_two():
 
 def test_validate_returns_contiguous_uint8():
     s = Schema.from_cardinalities([2, 3])
-    for arr in (np.array([[1, 2], [0, 0]], dtype=np.int64), np.array([[1.0, 2.0], [0, 0]]),
-                np.array([[True, False]]), np.array([[1, 2]], dtype=np.uint8),
-                np.array([[1, 2], [0, None]], dtype=object)[:1]):
+    for arr in (
+        np.array([[1, 2], [0, 0]], dtype=np.int64),
+        np.array([[1.0, 2.0], [0, 0]]),
+        np.array([[True, False]]),
+        np.array([[1, 2]], dtype=np.uint8),
+        np.array([[1, 2], [0, None]], dtype=object)[:1],
+    ):
         out = s.validate(arr)
         assert out.dtype == np.uint8 and out.flags.c_contiguous
         np.testing.assert_array_equal(out, np.asarray(arr, dtype=np.int64))
 
 
-@pytest.mark.parametrize("rows, message, row, column", [
-    (np.array([[0, 1, 0]]), "expected 2 columns, got 3", 10, None),
-    (np.array([[0, 1], [1, 3]]), "value 3 out of range 0..2", 11, 1),
-    (np.array([[0, 1], [-1, 0]]), "value -1 out of range", 11, 0),
-    (np.array([[0, 1], [0, 999]]), "value 999 out of range", 11, 1),
-    (np.array([[0, 1], [0, np.nan]]), "null value", 11, 1),
-    (np.array([[0.5, 1]]), "non-integer value 0.5", 10, 0),
-    (np.array([[0, None]], dtype=object), "null value", 10, 1),
-    (np.array([[0, "a"]], dtype=object), "non-integer value 'a'", 10, 1),
-])
+@pytest.mark.parametrize(
+    "rows, message, row, column",
+    [
+        (np.array([[0, 1, 0]]), "expected 2 columns, got 3", 10, None),
+        (np.array([[0, 1], [1, 3]]), "value 3 out of range 0..2", 11, 1),
+        (np.array([[0, 1], [-1, 0]]), "value -1 out of range", 11, 0),
+        (np.array([[0, 1], [0, 999]]), "value 999 out of range", 11, 1),
+        (np.array([[0, 1], [0, np.nan]]), "null value", 11, 1),
+        (np.array([[0.5, 1]]), "non-integer value 0.5", 10, 0),
+        (np.array([[0, None]], dtype=object), "null value", 10, 1),
+        (np.array([[0, "a"]], dtype=object), "non-integer value 'a'", 10, 1),
+    ],
+)
 def test_validate_errors_name_row_and_column(rows, message, row, column):
     s = Schema.from_cardinalities([2, 3])
     with pytest.raises(SchemaError, match=message) as e:

@@ -17,25 +17,45 @@ import pytest
 from streammn import Schema
 from streammn.features import FeatureSet
 from streammn.formats import read_libra_mn, read_uai
-from streammn.snapshot import (LATEST, LOCK, SnapshotDirectoryBusy, SnapshotError,
-                               SnapshotWriteFailed, SnapshotWriter,
-                               latest_snapshot, latest_valid_snapshot, list_snapshots, load_snapshot,
-                               model_files, model_summary, read_snapshot, resolve_snapshot)
+from streammn.snapshot import (
+    LATEST,
+    LOCK,
+    SnapshotDirectoryBusy,
+    SnapshotError,
+    SnapshotWriteFailed,
+    SnapshotWriter,
+    latest_snapshot,
+    latest_valid_snapshot,
+    list_snapshots,
+    load_snapshot,
+    model_files,
+    model_summary,
+    read_snapshot,
+    resolve_snapshot,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def small_model():
     schema = Schema.from_cardinalities([2, 3, 2], ["a", "b", "c"])
-    fs = FeatureSet.from_features(schema, [(0.1, [(0, 1, True), (1, 2, False)]),
-                                           (-math.inf, [(2, 0, True)]), (0.5, []),
-                                           (2.0, [(1, 0, True), (2, 1, True)])])
+    fs = FeatureSet.from_features(
+        schema,
+        [
+            (0.1, [(0, 1, True), (1, 2, False)]),
+            (-math.inf, [(2, 0, True)]),
+            (0.5, []),
+            (2.0, [(1, 0, True), (2, 1, True)]),
+        ],
+    )
     return schema, fs
 
 
 def write_n(writer, n, start=0):
-    return [writer.write({"data.bin": f"payload {i}".encode()}, {"rows_seen": i})
-            for i in range(start, start + n)]
+    return [
+        writer.write({"data.bin": f"payload {i}".encode()}, {"rows_seen": i})
+        for i in range(start, start + n)
+    ]
 
 
 def test_snapshots_are_numbered_and_latest_is_newest(tmp_path):
@@ -53,17 +73,24 @@ def test_snapshots_are_numbered_and_latest_is_newest(tmp_path):
 
 def test_manifest_contents(tmp_path):
     writer = SnapshotWriter(tmp_path, keep=2)
-    path = writer.write({"x": b"hello", "y": lambda p: p.write_bytes(b"")},
-                        {"rows_seen": 7, "source": {"desc": "a.parquet", "position": [3, 5]}})
+    path = writer.write(
+        {"x": b"hello", "y": lambda p: p.write_bytes(b"")},
+        {"rows_seen": 7, "source": {"desc": "a.parquet", "position": [3, 5]}},
+    )
     doc = json.loads((path / "manifest.json").read_text())
     assert doc["format"] == "streammn-snapshot" and doc["format_version"] == 2
     assert doc["streammn_version"] and doc["created"].endswith("+00:00")
     assert doc["source"]["position"] == [3, 5] and doc["sequence"] == 1
     assert doc["files"] == {
-        "x": {"size": 5, "sha256":
-              "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"},
-        "y": {"size": 0, "sha256":
-              "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"}}
+        "x": {
+            "size": 5,
+            "sha256": "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824",
+        },
+        "y": {
+            "size": 0,
+            "sha256": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+        },
+    }
 
 
 def test_retention_keeps_the_newest(tmp_path):
@@ -111,16 +138,24 @@ def corrupt(path: Path):
     path.write_bytes(bytes(data))
 
 
-@pytest.mark.parametrize("damage, message", [
-    (lambda s: corrupt(s / "data.bin"), "checksum mismatch"),
-    (lambda s: (s / "data.bin").write_bytes((s / "data.bin").read_bytes()[:-3]), "truncated"),
-    (lambda s: (s / "data.bin").unlink(), "missing"),
-    (lambda s: (s / "manifest.json").unlink(), "missing manifest"),
-    (lambda s: (s / "manifest.json").write_text("{\"format\": "), "unreadable manifest"),
-    (lambda s: (s / "manifest.json").write_text(
-        (s / "manifest.json").read_text().replace('"format_version": 2', '"format_version": 9')),
-     "unsupported snapshot format version 9"),
-])
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda s: corrupt(s / "data.bin"), "checksum mismatch"),
+        (lambda s: (s / "data.bin").write_bytes((s / "data.bin").read_bytes()[:-3]), "truncated"),
+        (lambda s: (s / "data.bin").unlink(), "missing"),
+        (lambda s: (s / "manifest.json").unlink(), "missing manifest"),
+        (lambda s: (s / "manifest.json").write_text('{"format": '), "unreadable manifest"),
+        (
+            lambda s: (s / "manifest.json").write_text(
+                (s / "manifest.json")
+                .read_text()
+                .replace('"format_version": 2', '"format_version": 9')
+            ),
+            "unsupported snapshot format version 9",
+        ),
+    ],
+)
 def test_damaged_snapshot_is_rejected_and_previous_still_loads(tmp_path, damage, message):
     writer = SnapshotWriter(tmp_path)
     first, second = write_n(writer, 2)
@@ -164,8 +199,10 @@ def test_missing_and_empty(tmp_path):
 def test_model_files_and_load_snapshot(tmp_path):
     schema, fs = small_model()
     writer = SnapshotWriter(tmp_path / "out")
-    path = writer.write({**model_files(schema, fs), "learner.ckpt": b"\x00\x01"},
-                        {"rows_seen": 10, **model_summary(schema, fs)})
+    path = writer.write(
+        {**model_files(schema, fs), "learner.ckpt": b"\x00\x01"},
+        {"rows_seen": 10, **model_summary(schema, fs)},
+    )
     snap = read_snapshot(path)
     assert set(snap.files) == {"model.json", "model.mn", "model.uai", "learner.ckpt"}
     assert snap.manifest["n_features"] == 4 and snap.manifest["n_edges"] == 2
@@ -183,9 +220,15 @@ def test_model_files_and_load_snapshot(tmp_path):
 
 def test_model_summary_counts_edges():
     schema = Schema.binary(5)
-    fs = FeatureSet.from_features(schema, [(1.0, [(0, 1, True), (1, 1, True), (2, 0, True)]),
-                                           (1.0, [(2, 1, True), (1, 0, True)]),
-                                           (1.0, [(4, 1, True)]), (1.0, [])])
+    fs = FeatureSet.from_features(
+        schema,
+        [
+            (1.0, [(0, 1, True), (1, 1, True), (2, 0, True)]),
+            (1.0, [(2, 1, True), (1, 0, True)]),
+            (1.0, [(4, 1, True)]),
+            (1.0, []),
+        ],
+    )
     assert model_summary(schema, fs) == {"n_vars": 5, "n_features": 4, "n_edges": 3}
 
 
@@ -224,8 +267,12 @@ def run_child(tmp_path, mode, start):
     script = tmp_path / "child.py"
     script.write_text(CHILD)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([sys.executable, str(script), str(tmp_path / "out"), mode,
-                             str(start)], stdout=subprocess.PIPE, env=env, text=True)
+    return subprocess.Popen(
+        [sys.executable, str(script), str(tmp_path / "out"), mode, str(start)],
+        stdout=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
 
 
 def check_invariants(out: Path):

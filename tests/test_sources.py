@@ -8,8 +8,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from connectors import (ArraySource, Batch, CsvSource, ParquetSource, SourceError,
-                        SourceUnavailable, open_source, write_parquet)
+from connectors import (
+    ArraySource,
+    Batch,
+    CsvSource,
+    ParquetSource,
+    SourceError,
+    SourceUnavailable,
+    open_source,
+    write_parquet,
+)
 from streammn import Schema, SchemaError
 
 from datasets import DATA
@@ -30,8 +38,12 @@ def random_rows(seed, n, cards):
 def write_split_parquet(directory, rows, schema, parts, row_group_size):
     os.makedirs(directory, exist_ok=True)
     for k, chunk in enumerate(np.array_split(rows, parts)):
-        write_parquet(os.path.join(directory, f"part-{k:03d}.parquet"), chunk, schema,
-                      row_group_size=row_group_size)
+        write_parquet(
+            os.path.join(directory, f"part-{k:03d}.parquet"),
+            chunk,
+            schema,
+            row_group_size=row_group_size,
+        )
 
 
 def check_batches(source, expected, batch_size):
@@ -79,9 +91,13 @@ def test_parquet_glob_and_column_selection(tmp_path):
 def test_parquet_bool_and_int_columns_inferred_from_statistics(tmp_path):
     rng = np.random.default_rng(2)
     n = 1500
-    table = pa.table({"flag": pa.array(rng.random(n) < 0.3),
-                      "level": pa.array(rng.integers(0, 4, n).astype(np.int32)),
-                      "big": pa.array(rng.integers(0, 7, n).astype(np.int64))})
+    table = pa.table(
+        {
+            "flag": pa.array(rng.random(n) < 0.3),
+            "level": pa.array(rng.integers(0, 4, n).astype(np.int32)),
+            "big": pa.array(rng.integers(0, 7, n).astype(np.int64)),
+        }
+    )
     pq.write_table(table, tmp_path / "t.parquet", row_group_size=400)
     src = ParquetSource(tmp_path / "t.parquet", batch_size=256)
     assert list(src.schema.cardinalities) == [2, 4, 7]
@@ -107,10 +123,10 @@ def test_seek_to_every_batch_end_resumes_identically(tmp_path, make, nltcs):
         src = open_()
         src.seek(b.end)
         rest = list(src)
-        assert [len(x) for x in rest] == [len(x) for x in full[k + 1:]]
-        assert [x.end for x in rest] == [x.end for x in full[k + 1:]]
+        assert [len(x) for x in rest] == [len(x) for x in full[k + 1 :]]
+        assert [x.end for x in rest] == [x.end for x in full[k + 1 :]]
         tail = np.concatenate([x.rows for x in rest]) if rest else rows[:0]
-        np.testing.assert_array_equal(tail, rows[sum(len(x) for x in full[:k + 1]):])
+        np.testing.assert_array_equal(tail, rows[sum(len(x) for x in full[: k + 1]) :])
     src = open_()
     list(src)
     src.rewind()
@@ -131,27 +147,32 @@ def test_headed_csv_with_column_selection(tmp_path):
     src = CsvSource(tmp_path / "t.csv", columns=["c", "a"])
     assert src.schema.names == ["c", "a"] and list(src.schema.cardinalities) == [3, 2]
     np.testing.assert_array_equal(src.read_all(), [[2, 0], [1, 1], [0, 1]])
-    np.testing.assert_array_equal(open_source(tmp_path / "t.csv").read_all(),
-                                  [[0, 1, 2], [1, 0, 1], [1, 1, 0]])
+    np.testing.assert_array_equal(
+        open_source(tmp_path / "t.csv").read_all(), [[0, 1, 2], [1, 0, 1], [1, 1, 0]]
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # bad input
+
 
 def write_lines(path, lines):
     path.write_text("".join(line + "\n" for line in lines))
     return path
 
 
-@pytest.mark.parametrize("bad_line, message, column", [
-    ("0,1", "expected 3 columns, got 2", None),
-    ("0,1,0,1", "expected 3 columns, got 4", None),
-    ("0,*,1", "null value", 1),
-    ("0,,1", "null value", 1),
-    ("0,1,x", "non-integer value 'x'", 2),
-    ("0,1,1.5", "non-integer value '1.5'", 2),
-    ("0,1,2", "value 2 out of range 0..1", 2),
-])
+@pytest.mark.parametrize(
+    "bad_line, message, column",
+    [
+        ("0,1", "expected 3 columns, got 2", None),
+        ("0,1,0,1", "expected 3 columns, got 4", None),
+        ("0,*,1", "null value", 1),
+        ("0,,1", "null value", 1),
+        ("0,1,x", "non-integer value 'x'", 2),
+        ("0,1,1.5", "non-integer value '1.5'", 2),
+        ("0,1,2", "value 2 out of range 0..1", 2),
+    ],
+)
 def test_csv_bad_row_named(tmp_path, bad_line, message, column):
     good = ["0,1,0", "1,1,1"] * 40
     path = write_lines(tmp_path / "bad.data", good + [bad_line] + good)
@@ -191,8 +212,11 @@ def test_parquet_null_out_of_range_and_float(tmp_path):
         "float": (pa.array([0.0, 1.0, 1.5, 1.0]), "non-integer value 1.5", 2),
     }
     for name, (col, message, row) in cases.items():
-        pq.write_table(pa.table({"a": pa.array([0, 1, 0, 1], pa.int8()), "b": col}),
-                       tmp_path / f"{name}.parquet", row_group_size=2)
+        pq.write_table(
+            pa.table({"a": pa.array([0, 1, 0, 1], pa.int8()), "b": col}),
+            tmp_path / f"{name}.parquet",
+            row_group_size=2,
+        )
         with pytest.raises(SchemaError, match=message) as e:
             ParquetSource(tmp_path / f"{name}.parquet", schema=schema, batch_size=2).read_all()
         assert (e.value.row, e.value.column) == (row, 1)
@@ -215,7 +239,7 @@ def test_truncated_parquet_raises_source_error_naming_file(tmp_path, nltcs):
     # corrupt a data page in the middle: footer intact, decoding fails mid-stream
     corrupt = bytearray(data)
     mid = len(data) // 4
-    corrupt[mid:mid + 200] = bytes(200)
+    corrupt[mid : mid + 200] = bytes(200)
     (tmp_path / "corrupt.parquet").write_bytes(bytes(corrupt))
     src = ParquetSource(tmp_path / "corrupt.parquet", batch_size=500)
     got = []
@@ -223,7 +247,7 @@ def test_truncated_parquet_raises_source_error_naming_file(tmp_path, nltcs):
         for b in src:
             got.append(b.rows)
     if got:
-        np.testing.assert_array_equal(np.concatenate(got), nltcs[:sum(len(g) for g in got)])
+        np.testing.assert_array_equal(np.concatenate(got), nltcs[: sum(len(g) for g in got)])
 
 
 def test_open_source_dispatch_and_errors(tmp_path, nltcs):

@@ -9,8 +9,7 @@ from streammn.dtsl import DTSL
 from streammn.planted import LogisticBN
 from streammn.schema import Schema
 from streammn.trees import kernels
-from streammn.trees.criterion import (SignificanceThresholds, n_candidates,
-                                     significance_threshold)
+from streammn.trees.criterion import SignificanceThresholds, n_candidates, significance_threshold
 
 
 def test_threshold_is_the_corrected_chi_square_quantile():
@@ -23,10 +22,11 @@ def test_threshold_is_the_corrected_chi_square_quantile():
     want = 0.5 * chi2.isf(0.05 / (m * k * (k + 1)), cards - 1)
     np.testing.assert_allclose(got, want, rtol=1e-10)
     # one look (exact growth): plain Bonferroni over the candidates
-    np.testing.assert_allclose(significance_threshold(0.05, cards, m),
-                               0.5 * chi2.isf(0.05 / m, cards - 1), rtol=1e-10)
+    np.testing.assert_allclose(
+        significance_threshold(0.05, cards, m), 0.5 * chi2.isf(0.05 / m, cards - 1), rtol=1e-10
+    )
     # the spending sequence sums to alpha however many looks
-    looks = np.arange(1, 10 ** 6, dtype=np.float64)
+    looks = np.arange(1, 10**6, dtype=np.float64)
     assert (1.0 / (looks * (looks + 1))).sum() < 1.0
 
 
@@ -65,7 +65,7 @@ def test_noise_leaves_stay_unsplit_however_many_looks():
         auto.partial_fit(rows)
         fixed.partial_fit(rows)
         splits_after.append(int((auto.tree_stats()["n_leaves"] - 1).sum()))
-    assert splits_after[-1] <= 3            # expected at most 30 * 0.05 / 0.9 = 1.7
+    assert splits_after[-1] <= 3  # expected at most 30 * 0.05 / 0.9 = 1.7
     assert splits_after[-1] - splits_after[0] <= 2
     assert (fixed.tree_stats()["n_leaves"] > 1).sum() >= 20
 
@@ -99,8 +99,10 @@ def test_exact_auto_stays_small_on_wide_data():
     fixed = DTSL(schema, mode="exact", kappa=0.1, max_depth=2).fit(train)
     leaves = auto.tree_stats()["n_leaves"].sum()
     assert leaves <= 1000 + 4 * len(bn.edges())
-    pll = {name: m.pll_terms(test).sum(axis=1).mean()
-           for name, m in (("auto", auto), ("empty", empty), ("fixed", fixed))}
+    pll = {
+        name: m.pll_terms(test).sum(axis=1).mean()
+        for name, m in (("auto", auto), ("empty", empty), ("fixed", fixed))
+    }
     assert pll["auto"] > pll["empty"] + 50
     assert pll["auto"] > pll["fixed"]
 
@@ -113,13 +115,13 @@ def test_defaults_do_not_depend_on_batch_boundaries_and_resume_exactly(batch, re
     schema = Schema.binary(12)
     whole = DTSL(schema, replay_rows=replay)
     for start in range(0, len(rows), 4096):
-        whole.partial_fit(rows[start:start + 4096])
+        whole.partial_fit(rows[start : start + 4096])
     cut = DTSL(schema, replay_rows=replay)
     for start in range(0, 14_000, batch):
-        cut.partial_fit(rows[start:min(start + batch, 14_000)])
+        cut.partial_fit(rows[start : min(start + batch, 14_000)])
     cut = DTSL.from_bytes(cut.to_bytes())  # checkpoint and restore mid-stream
     for start in range(14_000, len(rows), batch):
-        cut.partial_fit(rows[start:start + batch])
+        cut.partial_fit(rows[start : start + batch])
     assert whole.equals(cut)
     assert whole.tree_stats()["n_leaves"].sum() > 12
 
@@ -128,18 +130,18 @@ def test_memory_budget_covers_forest_replay_and_statistics():
     """A small budget: the replay buffer takes its quarter, the statistics what the forest
     leaves, and learning goes on with fewer collecting leaves instead of failing."""
     from streammn.trees.stats import LeafStats
+
     bn = LogisticBN(40, seed=6)
     schema = Schema.binary(40)
     rows = bn.sample(60_000, np.random.default_rng(4))
     small, large = DTSL(schema, memory_mb=0.3), DTSL(schema)
     for start in range(0, len(rows), 10_000):
-        small.partial_fit(rows[start:start + 10_000])
-        large.partial_fit(rows[start:start + 10_000])
+        small.partial_fit(rows[start : start + 10_000])
+        large.partial_fit(rows[start : start + 10_000])
         g = small._grower
         slot = LeafStats.slot_bytes(small.forest, np.int32)
-        used = (small.forest.nbytes + g._buf.nbytes + g._buf_bits.nbytes
-                + g.stats.n_active * slot)
-        assert used <= small.memory_mb * 2 ** 20
+        used = small.forest.nbytes + g._buf.nbytes + g._buf_bits.nbytes + g.stats.n_active * slot
+        assert used <= small.memory_mb * 2**20
     assert small.replay_size < large.replay_size
     assert 0 < small.tree_stats()["active_leaves"] < large.tree_stats()["active_leaves"]
     assert small.tree_stats()["n_leaves"].sum() > 40  # it still learned structure
@@ -153,7 +155,7 @@ def test_one_pass_over_a_stream_the_buffer_holds_ends_with_the_exact_trees():
     schema = Schema.binary(20)
     one_pass = DTSL(schema)
     for start in range(0, 2000, 300):
-        one_pass.partial_fit(rows[start:start + 300])
+        one_pass.partial_fit(rows[start : start + 300])
     exact = DTSL(schema, mode="exact").fit(rows)
     trees, want = one_pass.forest.get_state(), exact.forest.get_state()
     for field in want:
@@ -212,13 +214,13 @@ def test_rebuilt_leaves_hold_the_statistics_of_their_buffered_rows():
         assert st.n[s] == at.sum()
 
 
-
 def test_rebuilds_start_from_the_last_rebuilds_statistics(monkeypatch):
     """A rebuild starts the nodes it grows as the last rebuild did (same root, or same child of
     a node split by the same test) from the statistics counted then and counts only the rows
     added since: the same trees, counts, statistics and state as counting every row again,
     with a 3-valued variable and missing values; rewriting the buffer drops them."""
     from streammn.trees import rebuild_passes
+
     bn = LogisticBN(12, seed=4, weight_low=1.0, weight_high=3.0)
     rng = np.random.default_rng(6)
     rows = bn.sample(4000, rng)
@@ -231,11 +233,12 @@ def test_rebuilds_start_from_the_last_rebuilds_statistics(monkeypatch):
     def spy(self, *args):
         given.append(args[-1] is not None)  # earlier
         passes_init(self, *args)
+
     monkeypatch.setattr(rebuild_passes.BufferPasses, "__init__", spy)
     reused = DTSL(schema, min_count=5).partial_fit(rows)
     assert given == [False, True, True]  # rebuilds at 1,000, 2,000 and 4,000 rows
     given.clear()
-    monkeypatch.setattr(rebuild_passes.EarlierGrowth, "nbytes", property(lambda self: 2 ** 62))
+    monkeypatch.setattr(rebuild_passes.EarlierGrowth, "nbytes", property(lambda self: 2**62))
     recounted = DTSL(schema, min_count=5).partial_fit(rows)  # never kept: too big
     assert given == [False, False, False]
     assert reused.equals(recounted)
@@ -244,6 +247,7 @@ def test_rebuilds_start_from_the_last_rebuilds_statistics(monkeypatch):
     assert grower._earlier is not None
     grower.index_buffer()
     assert grower._earlier is None
+
 
 def test_chunks_grow_with_the_stream_between_fixed_positions():
     """'auto': chunks of at most 1/32 of the stream and 32 grace periods; any row count inside

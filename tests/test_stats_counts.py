@@ -6,8 +6,7 @@ from hypothesis import given, settings, strategies as st
 
 from connectors import ArraySource, Batch
 from streammn import Schema, SchemaError
-from streammn.stats import (MarginalCounts, PairCounts, StatsFormatError, StatsMergeError,
-                            from_bytes)
+from streammn.stats import MarginalCounts, PairCounts, StatsFormatError, StatsMergeError, from_bytes
 
 
 def random_data(seed, cards, n_rows):
@@ -35,7 +34,7 @@ def data_and_split(draw, max_vars=6, max_card=5, max_rows=60):
     cards = draw(st.lists(st.integers(2, max_card), min_size=1, max_size=max_vars))
     n_rows = draw(st.integers(0, max_rows))
     split = draw(st.integers(0, n_rows))
-    seed = draw(st.integers(0, 2 ** 32 - 1))
+    seed = draw(st.integers(0, 2**32 - 1))
     schema, rows = random_data(seed, cards, n_rows)
     return schema, rows, split
 
@@ -101,8 +100,9 @@ def test_pair_counts_binary_only_and_single_variable():
     p = PairCounts(schema).update(rows)
     np.testing.assert_array_equal(p.table(3, 17), brute_table(rows, 3, 17, 2, 2))
     one = PairCounts(Schema.from_cardinalities([4])).update(rows[:, :1] * 2)
-    np.testing.assert_array_equal(one.table(0, 0), np.diag(np.bincount(rows[:, 0] * 2,
-                                                                      minlength=4)))
+    np.testing.assert_array_equal(
+        one.table(0, 0), np.diag(np.bincount(rows[:, 0] * 2, minlength=4))
+    )
     with pytest.raises(IndexError):
         p.table(0, 30)
 
@@ -132,7 +132,7 @@ def test_chunk_rows_bounds():
     with pytest.raises(ValueError):
         PairCounts(schema, chunk_rows=0)
     with pytest.raises(ValueError):
-        PairCounts(schema, chunk_rows=2 ** 24 + 1)
+        PairCounts(schema, chunk_rows=2**24 + 1)
 
 
 @settings(max_examples=60, deadline=None)
@@ -185,7 +185,7 @@ def test_merge_rejects_other_schema_or_kind():
 def corruptions(data: bytes):
     """Truncations, a flipped payload byte, a flipped header byte, bad magic, extra bytes."""
     yield data[:10]
-    yield data[:len(data) // 2]
+    yield data[: len(data) // 2]
     yield data[:-1]
     yield data + b"\x00"
     flipped = bytearray(data)

@@ -6,8 +6,13 @@ from hypothesis import given, settings, strategies as st
 
 from connectors import ArraySource
 from streammn import Schema, SchemaError
-from streammn.stats import (OnDemandPairCounts, RowReservoir, StatsFormatError,
-                            StatsMergeError, from_bytes)
+from streammn.stats import (
+    OnDemandPairCounts,
+    RowReservoir,
+    StatsFormatError,
+    StatsMergeError,
+    from_bytes,
+)
 
 CARDS = [2, 3, 2, 5, 4, 2, 7]
 
@@ -42,8 +47,9 @@ def test_pairs_requested_first_are_exact():
         np.testing.assert_array_equal(t.counts, brute_table(rows, i, j))
         assert t.exact and t.n_rows == 3000 and t.from_reservoir == 0 and t.n_missing == 0
     for i, c in enumerate(CARDS):
-        np.testing.assert_array_equal(store.marginals.counts(i), np.bincount(rows[:, i],
-                                                                             minlength=c))
+        np.testing.assert_array_equal(
+            store.marginals.counts(i), np.bincount(rows[:, i], minlength=c)
+        )
     assert store.n_pairs_counted == 4
     assert store.fraction_counted == pytest.approx(4 / 21)
     assert store.is_tracked(3, 0) and not store.is_tracked(0, 1)
@@ -99,7 +105,7 @@ def cases(draw):
     cards = draw(st.lists(st.integers(2, 5), min_size=2, max_size=6))
     n_rows = draw(st.integers(0, 80))
     split = draw(st.integers(0, n_rows))
-    seed = draw(st.integers(0, 2 ** 32 - 1))
+    seed = draw(st.integers(0, 2**32 - 1))
     pairs = all_pairs(len(cards))
     chosen = draw(st.lists(st.sampled_from(pairs), min_size=1, max_size=len(pairs), unique=True))
     capacity = draw(st.integers(1, 30))
@@ -141,8 +147,9 @@ def test_merge_pairs_tracked_on_one_side_use_the_other_reservoir(case):
     b.update(rows[split:])
     sample_a, sample_b = np.array(a.reservoir.rows), np.array(b.reservoir.rows)
     a.merge(b)
-    for p, sample, exact_rows in [(q, sample_b, rows[:split]) for q in only_a] + \
-                                 [(q, sample_a, rows[split:]) for q in only_b]:
+    for p, sample, exact_rows in [(q, sample_b, rows[:split]) for q in only_a] + [
+        (q, sample_a, rows[split:]) for q in only_b
+    ]:
         i, j = p
         cards = schema.cardinalities
         expected = brute_table(exact_rows, i, j, cards) + brute_table(sample, i, j, cards)
@@ -172,8 +179,11 @@ def test_bytes_round_trip_lossless(case):
     for p in pairs:
         t, u = store.table(*p), back.table(*p)
         np.testing.assert_array_equal(t.counts, u.counts)
-        assert (t.n_rows, t.from_reservoir, t.n_missing) == (u.n_rows, u.from_reservoir,
-                                                             u.n_missing)
+        assert (t.n_rows, t.from_reservoir, t.n_missing) == (
+            u.n_rows,
+            u.from_reservoir,
+            u.n_missing,
+        )
     np.testing.assert_array_equal(back.reservoir.rows, store.reservoir.rows)
     np.testing.assert_array_equal(back.marginals.flat, store.marginals.flat)
     assert back.n_pairs_counted == store.n_pairs_counted

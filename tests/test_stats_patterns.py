@@ -36,11 +36,12 @@ def test_queries_match_direct_counting():
     for _ in range(60):
         perm = rng.permutation(SCHEMA.n_vars)
         na, nb, nw = rng.integers(1, 3), rng.integers(0, 2), rng.integers(0, 3)
-        a, b = perm[:na].tolist(), perm[na:na + nb].tolist()
-        w = perm[na + nb:na + nb + nw].tolist()
+        a, b = perm[:na].tolist(), perm[na : na + nb].tolist()
+        w = perm[na + nb : na + nb + nw].tolist()
         context = {v: int(rng.integers(0, cards[v])) for v in w}
-        np.testing.assert_array_equal(store.table(a, b, context),
-                                      direct_table(rows, a, b, context, cards))
+        np.testing.assert_array_equal(
+            store.table(a, b, context), direct_table(rows, a, b, context, cards)
+        )
 
 
 def test_patterns_in_first_occurrence_order_and_cut_independent():
@@ -69,8 +70,12 @@ def test_bad_queries_and_rows():
 
 
 @settings(max_examples=40, deadline=None)
-@given(n_a=st.integers(0, 200), n_b=st.integers(0, 200), seed=st.integers(0, 10 ** 6),
-       narrow=st.booleans())
+@given(
+    n_a=st.integers(0, 200),
+    n_b=st.integers(0, 200),
+    seed=st.integers(0, 10**6),
+    narrow=st.booleans(),
+)
 def test_merge_equals_counting_both(n_a, n_b, seed, narrow):
     schema = Schema.binary(3) if narrow else SCHEMA
     a_rows, b_rows = random_rows(n_a, seed, schema), random_rows(n_b, seed + 1, schema)

@@ -60,7 +60,7 @@ def test_vectorised_equals_sequential_algorithm_r(batch_size):
     schema = Schema.from_cardinalities([5, 3])
     rng = np.random.default_rng(7)
     rows = rng.integers(0, [5, 3], size=(400, 2)).astype(np.uint8)
-    batches = [rows[b:b + batch_size] for b in range(0, 400, batch_size)]
+    batches = [rows[b : b + batch_size] for b in range(0, 400, batch_size)]
     r = RowReservoir(schema, capacity=8, seed=11)
     for batch in batches:
         r.update(batch)
@@ -95,7 +95,7 @@ def test_merge_gives_uniform_sample_of_union(n_a, n_b, capacity):
     hits = np.zeros(n, dtype=np.int64)
     for seed in range(1500):
         a = feed(RowReservoir(INDEX_SCHEMA, capacity=capacity, seed=seed), 0, n_a, 6)
-        b = feed(RowReservoir(INDEX_SCHEMA, capacity=capacity, seed=10 ** 6 + seed), n_a, n, 6)
+        b = feed(RowReservoir(INDEX_SCHEMA, capacity=capacity, seed=10**6 + seed), n_a, n, 6)
         a.merge(b)
         assert a.n_seen == n and a.size == min(capacity, n)
         sample = a.rows[:, 0]
@@ -126,8 +126,13 @@ def test_merge_rejects_other_capacity_or_schema():
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.integers(1, 20), st.integers(0, 120), st.integers(0, 120), st.integers(1, 50),
-       st.integers(0, 2 ** 32 - 1))
+@given(
+    st.integers(1, 20),
+    st.integers(0, 120),
+    st.integers(0, 120),
+    st.integers(1, 50),
+    st.integers(0, 2**32 - 1),
+)
 def test_restore_and_continue_equals_never_stopping(capacity, n_first, n_second, batch, seed):
     schema = Schema.from_cardinalities([3, 2, 4])
     rows = np.random.default_rng(seed).integers(0, [3, 2, 4], size=(n_first + n_second, 3))
@@ -135,7 +140,7 @@ def test_restore_and_continue_equals_never_stopping(capacity, n_first, n_second,
     straight = RowReservoir(schema, capacity=capacity, seed=seed)
     stopped = RowReservoir(schema, capacity=capacity, seed=seed)
     for b in range(0, n_first, batch):
-        chunk = rows[b:min(b + batch, n_first)]
+        chunk = rows[b : min(b + batch, n_first)]
         straight.update(chunk)
         stopped.update(chunk)
     data = stopped.to_bytes()
@@ -143,13 +148,13 @@ def test_restore_and_continue_equals_never_stopping(capacity, n_first, n_second,
     assert resumed.to_bytes() == data
     assert resumed.n_seen == n_first and resumed.seed == seed
     for b in range(n_first, n_first + n_second, batch):
-        chunk = rows[b:min(b + batch, n_first + n_second)]
+        chunk = rows[b : min(b + batch, n_first + n_second)]
         straight.update(chunk)
         resumed.update(chunk)
     np.testing.assert_array_equal(resumed.rows, straight.rows)
     assert resumed.n_seen == straight.n_seen
     # the generators are in the same state too
-    assert resumed._rng.integers(2 ** 62) == straight._rng.integers(2 ** 62)
+    assert resumed._rng.integers(2**62) == straight._rng.integers(2**62)
 
 
 def test_restore_with_other_bit_generator():
@@ -191,8 +196,13 @@ def test_capacity_must_be_positive():
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.integers(1, 30), st.integers(0, 250), st.integers(1, 60), st.integers(1, 60),
-       st.integers(0, 2 ** 32 - 1))
+@given(
+    st.integers(1, 30),
+    st.integers(0, 250),
+    st.integers(1, 60),
+    st.integers(1, 60),
+    st.integers(0, 2**32 - 1),
+)
 def test_sample_does_not_depend_on_batch_boundaries(capacity, n_rows, batch_a, batch_b, seed):
     """One uniform draw per post-fill row, in row order: batching changes nothing, so a stream
     resumed with another batch size still gives the sample of an uninterrupted run."""

@@ -54,7 +54,9 @@ def test_recovers_planted_weights():
     fit = fit_weights(start, rows, stddev=10.0, max_iter=200)
     assert fit.fit_info["converged"]
     # the optimum is at least as good as the truth on the training objective ...
-    assert pll_objective(fit.features, rows, 10.0)[0] <= pll_objective(truth.features, rows, 10.0)[0]
+    assert (
+        pll_objective(fit.features, rows, 10.0)[0] <= pll_objective(truth.features, rows, 10.0)[0]
+    )
     # ... and within sampling error of it (standard errors here are about 0.02 - 0.04)
     np.testing.assert_allclose(fit.weights, truth.weights, atol=0.12)
     # a strong prior shrinks towards zero
@@ -66,8 +68,13 @@ def test_warm_start_and_errors():
     truth = planted(1)
     rows = exact_sample(truth, 5000, seed=3)
     opt = fit_weights(truth, rows, stddev=5.0)
-    again = fit_weights(truth.with_weights(np.zeros(truth.n_features)), rows, stddev=5.0,
-                        init=opt.weights, max_iter=5)
+    again = fit_weights(
+        truth.with_weights(np.zeros(truth.n_features)),
+        rows,
+        stddev=5.0,
+        init=opt.weights,
+        max_iter=5,
+    )
     np.testing.assert_allclose(again.weights, opt.weights, atol=1e-4)
     # a row reservoir (anything with ``rows``) is read like its rows
     reservoir = types.SimpleNamespace(rows=rows)
@@ -100,8 +107,9 @@ def test_stochastic_pll_approaches_batch_optimum():
     truth = planted(2)
     rows = exact_sample(truth, 20000, seed=4)
     opt = fit_weights(truth.with_weights(np.zeros(truth.n_features)), rows, stddev=5.0)
-    sgd = StochasticPLL(truth.with_weights(np.zeros(truth.n_features)), stddev=5.0,
-                        learning_rate=1.0)
+    sgd = StochasticPLL(
+        truth.with_weights(np.zeros(truth.n_features)), stddev=5.0, learning_rate=1.0
+    )
     for epoch in range(4):
         for batch in np.array_split(rows, 40):
             sgd.partial_fit(batch)
@@ -118,7 +126,7 @@ def test_dn2mn_refine_keeps_the_better_model():
     var_ptr, var_feats = truth.index
     cpds = []
     for i in range(6):
-        part = truth.features.select(var_feats[var_ptr[i]:var_ptr[i + 1]])
+        part = truth.features.select(var_feats[var_ptr[i] : var_ptr[i + 1]])
         cpds.append(part.with_weights(part.weights + rng.normal(0, 0.8, part.n_features)))
     dn = DependencyNetwork(truth.schema, cpds)
     plain = dn2mn(dn, train=train, weights="closed-form")
@@ -126,8 +134,10 @@ def test_dn2mn_refine_keeps_the_better_model():
     assert refined.pll(valid) > plain.pll(valid) + 0.01
     # refining the truth's own (exact) DN on 30 rows with a weak prior overfits: the refined
     # weights lose on validation, so the plain conversion is returned
-    exact_dn = DependencyNetwork(truth.schema, [truth.features.select(
-        var_feats[var_ptr[i]:var_ptr[i + 1]]) for i in range(6)])
+    exact_dn = DependencyNetwork(
+        truth.schema,
+        [truth.features.select(var_feats[var_ptr[i] : var_ptr[i + 1]]) for i in range(6)],
+    )
     kept = dn2mn(exact_dn, train=train[:30], valid=valid, refine=50, refine_stddev=100.0)
     base = dn2mn(exact_dn, train=train[:30], weights="closed-form")
     overfit = fit_weights(base, train[:30], stddev=100.0, max_iter=50)

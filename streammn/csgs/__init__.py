@@ -11,5 +11,11 @@
 from streammn.csgs.canonical import CanonicalModel, learn_canonical_model, pearson_test
 from streammn.csgs.learner import CSGS, CSGSError, CSGSStateError
 
-__all__ = ["CSGS", "CSGSError", "CSGSStateError", "CanonicalModel", "learn_canonical_model",
-           "pearson_test"]
+__all__ = [
+    "CSGS",
+    "CSGSError",
+    "CSGSStateError",
+    "CanonicalModel",
+    "learn_canonical_model",
+    "pearson_test",
+]

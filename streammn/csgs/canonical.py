@@ -57,10 +57,18 @@ def pearson_test(table, alpha: float = 0.05, min_rows_per_cell: float = 5.0) -> 
     x2, dof, n, cells = kernels.table_statistic(table.ravel(), ca, cb)
     crit = critical_values(alpha, max(int(dof), 0))
     verdict = kernels.decide(x2, dof, n, cells, crit, float(min_rows_per_cell))
-    names = {kernels.INDEPENDENT: "independent", kernels.DEPENDENT: "dependent",
-             kernels.UNRELIABLE: "unreliable"}
-    return {"statistic": float(x2), "dof": int(dof), "n": int(n),
-            "p_value": float(chi2.sf(x2, dof)) if dof > 0 else 1.0, "verdict": names[verdict]}
+    names = {
+        kernels.INDEPENDENT: "independent",
+        kernels.DEPENDENT: "dependent",
+        kernels.UNRELIABLE: "unreliable",
+    }
+    return {
+        "statistic": float(x2),
+        "dof": int(dof),
+        "n": int(n),
+        "p_value": float(chi2.sf(x2, dof)) if dof > 0 else 1.0,
+        "verdict": names[verdict],
+    }
 
 
 def select_contexts(patterns: np.ndarray, counts: np.ndarray, max_contexts: int) -> np.ndarray:
@@ -111,7 +119,8 @@ class CanonicalModel:
             for clique in cliques:
                 seen.setdefault(tuple((v, int(x[v])) for v in clique), None)
         return FeatureSet.from_features(
-            self.schema, ((0.0, [(v, a, True) for v, a in f]) for f in seen))
+            self.schema, ((0.0, [(v, a, True) for v, a in f]) for f in seen)
+        )
 
 
 def maximal_cliques(adj: np.ndarray) -> list[tuple[int, ...]]:
@@ -144,11 +153,16 @@ def _bits(mask: int) -> list[int]:
     return out
 
 
-def learn_canonical_model(schema: Schema, patterns: np.ndarray, counts: np.ndarray,
-                          alpha: float = 0.05, min_rows_per_cell: float = 5.0,
-                          max_contexts: int = 5000,
-                          context_specific: bool = True,
-                          repeat_grow: bool = False) -> CanonicalModel:
+def learn_canonical_model(
+    schema: Schema,
+    patterns: np.ndarray,
+    counts: np.ndarray,
+    alpha: float = 0.05,
+    min_rows_per_cell: float = 5.0,
+    max_contexts: int = 5000,
+    context_specific: bool = True,
+    repeat_grow: bool = False,
+) -> CanonicalModel:
     """Algorithm 1 on distinct patterns with counts: contexts, then one Grow-Shrink graph each
     (or one shared graph from conditional tests when ``context_specific`` is False)."""
     cards = np.ascontiguousarray(schema.cardinalities, dtype=np.int64)
@@ -159,17 +173,33 @@ def learn_canonical_model(schema: Schema, patterns: np.ndarray, counts: np.ndarr
     pair_dof = int((cards.max() - 1) ** 2)
     if context_specific:
         crit = critical_values(alpha, pair_dof)
-        run = (kernels.canonical_graphs_cached if bool((cards == 2).all()) and n < 63
-               else kernels.canonical_graphs)
-        adjacency, counters = run(P, c, contexts, cards, crit, float(min_rows_per_cell),
-                                  repeat_grow)
+        run = (
+            kernels.canonical_graphs_cached
+            if bool((cards == 2).all()) and n < 63
+            else kernels.canonical_graphs
+        )
+        adjacency, counters = run(
+            P, c, contexts, cards, crit, float(min_rows_per_cell), repeat_grow
+        )
         totals = counters.sum(axis=0)
     else:
         crit = critical_values(alpha, pair_dof * max(P.shape[0], 1))
         shared = np.zeros((n, n), dtype=np.bool_)
         totals = np.zeros(5, dtype=np.int64)
         x = contexts[0] if contexts.shape[0] else np.zeros(n, dtype=np.uint8)
-        kernels.grow_shrink(P, c, x, cards, crit, float(min_rows_per_cell), False, repeat_grow,
-                            shared, totals, kernels.new_cache(), False)
+        kernels.grow_shrink(
+            P,
+            c,
+            x,
+            cards,
+            crit,
+            float(min_rows_per_cell),
+            False,
+            repeat_grow,
+            shared,
+            totals,
+            kernels.new_cache(),
+            False,
+        )
         adjacency = np.broadcast_to(shared, (contexts.shape[0], n, n))
     return CanonicalModel(schema, contexts, adjacency, *(int(t) for t in totals))

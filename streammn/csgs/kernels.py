@@ -101,7 +101,7 @@ def _context_test(P, c, a, b, x, mismatch, drop, cards, table, crit, min_rows_pe
     """Test ``I(X_a, X_b | x_MB)`` on the patterns with ``mismatch == 0`` (or, with
     ``drop >= 0``, on those whose only mismatches are at variable ``drop``)."""
     ca, cb = cards[a], cards[b]
-    table[:ca * cb] = 0
+    table[: ca * cb] = 0
     for p in range(P.shape[0]):
         k = mismatch[p]
         if drop >= 0 and P[p, drop] != x[drop]:
@@ -113,8 +113,9 @@ def _context_test(P, c, a, b, x, mismatch, drop, cards, table, crit, min_rows_pe
 
 
 @nb.njit(cache=True)
-def _cached_context_test(P, c, a, b, x, blanket_mask, cards, table, crit, min_rows_per_cell,
-                         cache, counters):
+def _cached_context_test(
+    P, c, a, b, x, blanket_mask, cards, table, crit, min_rows_per_cell, cache, counters
+):
     """``I(X_a, X_b | x_S)`` for the set ``S`` of the bits of ``blanket_mask`` (binary data,
     fewer than 63 variables), looked up in ``cache`` first. The key ``(pair, S, x_S)`` holds
     the whole test exactly (the table of ``(b, a)`` is the transpose of that of ``(a, b)``, with
@@ -164,7 +165,7 @@ def _conditional_test(P, c, a, b, blanket, n_blanket, cards, table, crit, min_ro
     start = 0
     while start < m:
         stop = start
-        table[:ca * cb] = 0
+        table[: ca * cb] = 0
         while stop < m and keys[order[stop]] == keys[order[start]]:
             p = order[stop]
             table[P[p, a] * cb + P[p, b]] += c[p]
@@ -179,19 +180,39 @@ def _conditional_test(P, c, a, b, blanket, n_blanket, cards, table, crit, min_ro
 
 
 @nb.njit(cache=True)
-def _edge_test(P, c, a, b, left_out, x, mask, mismatch, adj, blanket, cards, table, crit,
-               min_rows_per_cell, context_specific, use_cache, cache, counters):
+def _edge_test(
+    P,
+    c,
+    a,
+    b,
+    left_out,
+    x,
+    mask,
+    mismatch,
+    adj,
+    blanket,
+    cards,
+    table,
+    crit,
+    min_rows_per_cell,
+    context_specific,
+    use_cache,
+    cache,
+    counters,
+):
     """The verdict on ``I(X_a, X_b | blanket of a)`` for :func:`grow_shrink`, the blanket
     without ``left_out`` (``b`` in the shrink phase, ``-1`` in the grow phase, where ``b`` is
     not in it); counts it in ``counters`` (all but the phase counts)."""
     if use_cache:
         if left_out >= 0:
             mask &= ~(np.int64(1) << left_out)
-        verdict = _cached_context_test(P, c, a, b, x, mask, cards, table, crit,
-                                       min_rows_per_cell, cache, counters)
+        verdict = _cached_context_test(
+            P, c, a, b, x, mask, cards, table, crit, min_rows_per_cell, cache, counters
+        )
     elif context_specific:
-        verdict = _context_test(P, c, a, b, x, mismatch, left_out, cards, table, crit,
-                                min_rows_per_cell)
+        verdict = _context_test(
+            P, c, a, b, x, mismatch, left_out, cards, table, crit, min_rows_per_cell
+        )
         counters[4] += 1
     else:
         size = 0
@@ -199,8 +220,9 @@ def _edge_test(P, c, a, b, left_out, x, mask, mismatch, adj, blanket, cards, tab
             if adj[a, v] and v != left_out:
                 blanket[size] = v
                 size += 1
-        verdict = _conditional_test(P, c, a, b, blanket, size, cards, table, crit,
-                                    min_rows_per_cell)
+        verdict = _conditional_test(
+            P, c, a, b, blanket, size, cards, table, crit, min_rows_per_cell
+        )
         counters[4] += 1
     counters[0] += 1
     if verdict == UNRELIABLE:
@@ -226,8 +248,20 @@ def _set_edge(P, x, a, b, present, adj, mask, mismatch, use_cache, incremental):
 
 
 @nb.njit(cache=True)
-def grow_shrink(P, c, x, cards, crit, min_rows_per_cell, context_specific, repeat_grow, adj,
-                counters, cache, use_cache):
+def grow_shrink(
+    P,
+    c,
+    x,
+    cards,
+    crit,
+    min_rows_per_cell,
+    context_specific,
+    repeat_grow,
+    adj,
+    counters,
+    cache,
+    use_cache,
+):
     """Algorithm 2 on the graph ``adj`` (n x n bool, modified in place) of context ``x``.
 
     Nodes are taken in index order ``0 .. n-1``, and so are the candidates of the grow phase and
@@ -266,23 +300,56 @@ def grow_shrink(P, c, x, cards, crit, min_rows_per_cell, context_specific, repea
             for b in range(n):
                 if b == a or adj[a, b]:
                     continue
-                verdict = _edge_test(P, c, a, b, -1, x, mask, mismatch, adj, blanket, cards,
-                                     table, crit, min_rows_per_cell, context_specific,
-                                     use_cache, cache, counters)
+                verdict = _edge_test(
+                    P,
+                    c,
+                    a,
+                    b,
+                    -1,
+                    x,
+                    mask,
+                    mismatch,
+                    adj,
+                    blanket,
+                    cards,
+                    table,
+                    crit,
+                    min_rows_per_cell,
+                    context_specific,
+                    use_cache,
+                    cache,
+                    counters,
+                )
                 counters[2] += 1
                 if verdict == DEPENDENT:
                     added = True
-                    mask = _set_edge(P, x, a, b, True, adj, mask, mismatch, use_cache,
-                                     incremental)
+                    mask = _set_edge(P, x, a, b, True, adj, mask, mismatch, use_cache, incremental)
             if not (repeat_grow and added):
                 break
         # shrink
         for b in range(n):
             if not adj[a, b]:
                 continue
-            verdict = _edge_test(P, c, a, b, b, x, mask, mismatch, adj, blanket, cards, table,
-                                 crit, min_rows_per_cell, context_specific, use_cache, cache,
-                                 counters)
+            verdict = _edge_test(
+                P,
+                c,
+                a,
+                b,
+                b,
+                x,
+                mask,
+                mismatch,
+                adj,
+                blanket,
+                cards,
+                table,
+                crit,
+                min_rows_per_cell,
+                context_specific,
+                use_cache,
+                cache,
+                counters,
+            )
             counters[3] += 1
             if verdict != DEPENDENT:
                 mask = _set_edge(P, x, a, b, False, adj, mask, mismatch, use_cache, incremental)
@@ -304,8 +371,20 @@ def canonical_graphs(P, c, contexts, cards, crit, min_rows_per_cell, repeat_grow
     counters = np.zeros((k, 5), dtype=np.int64)
     for i in nb.prange(k):
         cache = Dict.empty(key_type=_KEY, value_type=types.int64)
-        grow_shrink(P, c, contexts[i], cards, crit, min_rows_per_cell, True, repeat_grow,
-                    adj[i], counters[i], cache, False)
+        grow_shrink(
+            P,
+            c,
+            contexts[i],
+            cards,
+            crit,
+            min_rows_per_cell,
+            True,
+            repeat_grow,
+            adj[i],
+            counters[i],
+            cache,
+            False,
+        )
     return adj, counters
 
 
@@ -319,6 +398,18 @@ def canonical_graphs_cached(P, c, contexts, cards, crit, min_rows_per_cell, repe
     counters = np.zeros((k, 5), dtype=np.int64)
     cache = Dict.empty(key_type=_KEY, value_type=types.int64)
     for i in range(k):
-        grow_shrink(P, c, contexts[i], cards, crit, min_rows_per_cell, True, repeat_grow,
-                    adj[i], counters[i], cache, True)
+        grow_shrink(
+            P,
+            c,
+            contexts[i],
+            cards,
+            crit,
+            min_rows_per_cell,
+            True,
+            repeat_grow,
+            adj[i],
+            counters[i],
+            cache,
+            True,
+        )
     return adj, counters

@@ -93,24 +93,40 @@ class CSGS(StructureLearner):
 
     param_error = CSGSError
     parameters = {
-        "alpha": Param(Interval(float, 0, 1, "neither"), "significance level of the "
-                       "chi-square tests", flag="--significance"),
+        "alpha": Param(
+            Interval(float, 0, 1, "neither"),
+            "significance level of the chi-square tests",
+            flag="--significance",
+        ),
         "min_rows_per_cell": Param(Interval(float, 0), "rows per cell a test needs"),
-        "max_contexts": Param(Interval(int, 1), "canonical assignments, the most frequent "
-                              "distinct rows", flag="--max-contexts"),
+        "max_contexts": Param(
+            Interval(int, 1),
+            "canonical assignments, the most frequent distinct rows",
+            flag="--max-contexts",
+        ),
         "context_specific": Param(Boolean(), "context-specific tests (False: plain GS)"),
         "repeat_grow": Param(Boolean(), "repeat each grow pass until it adds nothing"),
         "max_patterns": Param(Interval(int, 1), "distinct rows counted exactly"),
         "stddev": Param(Interval(float, 0, None, "neither"), "Gaussian prior of the weights"),
         "max_iter": Param(Interval(int, 1), "L-BFGS iterations of weight learning"),
-        "seed": Param(Interval(int, 0), "randomness of the counts' row-sample fallback",
-                      flag="--seed"),
+        "seed": Param(
+            Interval(int, 0), "randomness of the counts' row-sample fallback", flag="--seed"
+        ),
     }
 
-    def __init__(self, schema: Schema, alpha: float = 0.05, min_rows_per_cell: float = 5.0,
-                 max_contexts: int = 5000, context_specific: bool = True,
-                 repeat_grow: bool = False, max_patterns: int = 200_000, stddev: float = 1.0,
-                 max_iter: int = 100, seed: int = 0):
+    def __init__(
+        self,
+        schema: Schema,
+        alpha: float = 0.05,
+        min_rows_per_cell: float = 5.0,
+        max_contexts: int = 5000,
+        context_specific: bool = True,
+        repeat_grow: bool = False,
+        max_patterns: int = 200_000,
+        stddev: float = 1.0,
+        max_iter: int = 100,
+        seed: int = 0,
+    ):
         self._check_params(locals())
         schema.require_complete("csgs")
         self.schema = schema
@@ -165,11 +181,16 @@ class CSGS(StructureLearner):
         """The canonical model of the rows counted so far (no weights)."""
         if self.n_rows == 0:
             raise CSGSError("CSGS has seen no rows: call partial_fit or fit first")
-        return learn_canonical_model(self.schema, self.counts.patterns, self.counts.counts,
-                                     alpha=self.alpha, min_rows_per_cell=self.min_rows_per_cell,
-                                     max_contexts=self.max_contexts,
-                                     context_specific=self.context_specific,
-                                     repeat_grow=self.repeat_grow)
+        return learn_canonical_model(
+            self.schema,
+            self.counts.patterns,
+            self.counts.counts,
+            alpha=self.alpha,
+            min_rows_per_cell=self.min_rows_per_cell,
+            max_contexts=self.max_contexts,
+            context_specific=self.context_specific,
+            repeat_grow=self.repeat_grow,
+        )
 
     def to_markov_network(self) -> MarkovNetwork:
         """The Markov network of the current counts: CSGS structure, features, PLL weights
@@ -183,13 +204,20 @@ class CSGS(StructureLearner):
         t1 = time.perf_counter()
         features = canonical.features()
         t2 = time.perf_counter()
-        model = fit_pattern_weights(MarkovNetwork(self.schema, features), self.counts.patterns,
-                                    self.counts.counts, stddev=self.stddev,
-                                    max_iter=self.max_iter)
+        model = fit_pattern_weights(
+            MarkovNetwork(self.schema, features),
+            self.counts.patterns,
+            self.counts.counts,
+            stddev=self.stddev,
+            max_iter=self.max_iter,
+        )
         t3 = time.perf_counter()
         self.canonical_, self.model_, self._model_rows = canonical, model, self.n_rows
-        self.timings_ = {"structure_seconds": t1 - t0, "features_seconds": t2 - t1,
-                         "weights_seconds": t3 - t2}
+        self.timings_ = {
+            "structure_seconds": t1 - t0,
+            "features_seconds": t2 - t1,
+            "weights_seconds": t3 - t2,
+        }
         return model
 
     def pll_terms(self, rows) -> np.ndarray:
@@ -203,8 +231,11 @@ class CSGS(StructureLearner):
         """Full state: settings and the counts (the model is a function of them)."""
         meta = {"format": FORMAT, "schema": self.schema.to_dict(), "params": self.get_params()}
         buf = io.BytesIO()
-        np.savez(buf, meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
-                 counts=np.frombuffer(self.counts.to_bytes(), dtype=np.uint8))
+        np.savez(
+            buf,
+            meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
+            counts=np.frombuffer(self.counts.to_bytes(), dtype=np.uint8),
+        )
         return buf.getvalue()
 
     @classmethod
@@ -216,8 +247,11 @@ class CSGS(StructureLearner):
         except (ValueError, OSError, KeyError) as exc:
             raise CSGSStateError(f"not a CSGS state: {exc}") from None
         if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-            raise CSGSStateError(f"unknown CSGS state format {meta.get('format')!r}"
-                                 if isinstance(meta, dict) else "not a CSGS state")
+            raise CSGSStateError(
+                f"unknown CSGS state format {meta.get('format')!r}"
+                if isinstance(meta, dict)
+                else "not a CSGS state"
+            )
         learner = cls(Schema.from_dict(meta["schema"]), **meta["params"])
         learner.counts = PatternCounts.from_bytes(counts)
         if learner.counts.schema != learner.schema:

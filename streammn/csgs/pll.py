@@ -44,18 +44,27 @@ def _threads(n: int):
 def pattern_pll_and_gradient(features, patterns: np.ndarray, counts: np.ndarray):
     """Count-weighted summed PLL of ``patterns`` and its gradient in ``features.weights``."""
     return reach_lists.pll_evaluator(features, patterns, list_bytes=0, counts=counts)(
-        features.weights)
+        features.weights
+    )
 
 
-def fit_pattern_weights(model: MarkovNetwork, patterns, counts, stddev: float = 1.0,
-                        max_iter: int = 100, tol: float = 1e-10) -> MarkovNetwork:
+def fit_pattern_weights(
+    model: MarkovNetwork,
+    patterns,
+    counts,
+    stddev: float = 1.0,
+    max_iter: int = 100,
+    tol: float = 1e-10,
+) -> MarkovNetwork:
     """:func:`streammn.weights.fit_weights` on ``patterns`` repeated ``counts`` times, computed
     on the distinct patterns (same objective, L-BFGS-B settings and ``fit_info``)."""
     patterns = np.ascontiguousarray(patterns, dtype=np.uint8)
     counts = np.ascontiguousarray(counts, dtype=np.int64)
     if patterns.ndim != 2 or patterns.shape[0] == 0 or counts.shape != (patterns.shape[0],):
-        raise WeightLearningError(f"need a non-empty 2-D block of patterns with one count "
-                                  f"each, got {patterns.shape} and {counts.shape}")
+        raise WeightLearningError(
+            f"need a non-empty 2-D block of patterns with one count "
+            f"each, got {patterns.shape} and {counts.shape}"
+        )
     if not stddev > 0:
         raise WeightLearningError(f"stddev must be positive, got {stddev}")
     model.schema.validate(patterns)
@@ -67,7 +76,7 @@ def fit_pattern_weights(model: MarkovNetwork, patterns, counts, stddev: float = 
 
     def fun(w):
         value, grad = pll_and_gradient(w)
-        return (-value + 0.5 * float(w @ w) / stddev ** 2) / n, (-grad + w / stddev ** 2) / n
+        return (-value + 0.5 * float(w @ w) / stddev**2) / n, (-grad + w / stddev**2) / n
 
     threads = 1 if patterns.shape[0] * fs.n_features < SERIAL_WORK else nb.get_num_threads()
     with _threads(threads):

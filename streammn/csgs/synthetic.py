@@ -26,8 +26,13 @@ from streammn.model import MarkovNetwork
 from streammn.schema import Schema
 
 
-def context_specific_network(n: int, seed: int = 0, w: int = 0, field_scale: float = 0.5,
-                             interaction: tuple[float, float] = (0.5, 1.5)) -> MarkovNetwork:
+def context_specific_network(
+    n: int,
+    seed: int = 0,
+    w: int = 0,
+    field_scale: float = 0.5,
+    interaction: tuple[float, float] = (0.5, 1.5),
+) -> MarkovNetwork:
     """The planted model with ``n`` binary variables and context variable ``w``."""
     if n < 3 or not 0 <= w < n:
         raise ValueError(f"need n >= 3 and 0 <= w < n, got n={n}, w={w}")
@@ -38,7 +43,7 @@ def context_specific_network(n: int, seed: int = 0, w: int = 0, field_scale: flo
         features.append((rng.normal(0, field_scale), [(w, 1, True), (a, 1, True)]))
         features.append((rng.normal(0, field_scale), [(w, 0, True), (a, 1, True)]))
     for i, a in enumerate(others):
-        for b in others[i + 1:]:
+        for b in others[i + 1 :]:
             size = rng.uniform(*interaction) * rng.choice([-1.0, 1.0])
             features.append((size, [(w, 0, True), (a, 1, True), (b, 1, True)]))
     schema = Schema.binary(n)

@@ -97,8 +97,12 @@ from scipy.sparse.csgraph import minimum_spanning_tree
 
 from streammn.errors import DataError
 from streammn.learner import pack_state, unpack_state
-from streammn.et.kernels import (effective_resistances, et_log_likelihood,
-                                 projected_gradient_ascent, ratio_table)
+from streammn.et.kernels import (
+    effective_resistances,
+    et_log_likelihood,
+    projected_gradient_ascent,
+    ratio_table,
+)
 from streammn.schema import Schema
 
 DEFAULT_ALPHA = 1.0
@@ -127,18 +131,20 @@ def smoothed_theta(pairs, alpha: float = DEFAULT_ALPHA, shrink: bool = True):
     offsets = np.concatenate([[0], np.cumsum(cards)])
     counts = np.diagonal(joint)
     for u in range(m):  # loops over variables, not rows
-        node[u, :cards[u]] = (counts[offsets[u]:offsets[u + 1]] + alpha / cards[u]) / total
+        node[u, : cards[u]] = (counts[offsets[u] : offsets[u + 1]] + alpha / cards[u]) / total
     for u in range(m):
         su = slice(offsets[u], offsets[u + 1])
         for v in range(u + 1, m):
             sv = slice(offsets[v], offsets[v + 1])
             table = joint[su, sv]
             dirichlet = (table + alpha / (cards[u] * cards[v])) / total
-            independent = np.outer(node[u, :cards[u]], node[v, :cards[v]])
+            independent = np.outer(node[u, : cards[u]], node[v, : cards[v]])
             lam = independence_shrinkage(table, n) if shrink else 0.0
-            pair[u, v, :cards[u], :cards[v]] = lam * independent + (1.0 - lam) * dirichlet
-            pair[v, u, :cards[v], :cards[u]] = pair[u, v, :cards[u], :cards[v]].T
-        pair[u, u, :cards[u], :cards[u]] = (joint[su, su] + alpha / cards[u] ** 2) / total  # unused
+            pair[u, v, : cards[u], : cards[v]] = lam * independent + (1.0 - lam) * dirichlet
+            pair[v, u, : cards[v], : cards[u]] = pair[u, v, : cards[u], : cards[v]].T
+        pair[u, u, : cards[u], : cards[u]] = (
+            joint[su, su] + alpha / cards[u] ** 2
+        ) / total  # unused
     return node, pair
 
 
@@ -151,7 +157,7 @@ def independence_shrinkage(table, n: int) -> float:
     departure = ((np.outer(p.sum(axis=1), p.sum(axis=0)) - p) ** 2).sum()
     if departure == 0.0:
         return 1.0
-    return float(min(1.0, (1.0 - (p ** 2).sum()) / ((n - 1) * departure)))
+    return float(min(1.0, (1.0 - (p**2).sum()) / ((n - 1) * departure)))
 
 
 def initial_beta(rows, table, max_iter: int = 100, tol: float = 1e-9):
@@ -195,8 +201,8 @@ def mutual_information(node, pair, cards) -> np.ndarray:
     mi = np.zeros((m, m))
     for u in range(m):
         for v in range(u + 1, m):
-            p = pair[u, v, :cards[u], :cards[v]]
-            q = node[u, :cards[u], None] * node[v, None, :cards[v]]
+            p = pair[u, v, : cards[u], : cards[v]]
+            q = node[u, : cards[u], None] * node[v, None, : cards[v]]
             mi[u, v] = mi[v, u] = float((p * np.log(p / q)).sum())
     return mi
 
@@ -231,9 +237,10 @@ class ETDensity:
         rows = self.schema.rows_of(rows)
         out = np.empty(rows.shape[0])
         for start in range(0, rows.shape[0], batch_rows):
-            block = rows[start:start + batch_rows].astype(np.int64)
-            out[start:start + batch_rows] = et_log_likelihood(block, self.beta, self.node_probs,
-                                                              self.pair_probs)
+            block = rows[start : start + batch_rows].astype(np.int64)
+            out[start : start + batch_rows] = et_log_likelihood(
+                block, self.beta, self.node_probs, self.pair_probs
+            )
         return out
 
     @property
@@ -246,8 +253,9 @@ class ETDensity:
 
     def to_bytes(self) -> bytes:
         meta = {"format": FORMAT, "schema": self.schema.to_dict()}
-        return pack_state(meta, {"beta": self.beta, "node_probs": self.node_probs,
-                                 "pair_probs": self.pair_probs})
+        return pack_state(
+            meta, {"beta": self.beta, "node_probs": self.node_probs, "pair_probs": self.pair_probs}
+        )
 
     @classmethod
     def from_bytes(cls, data: bytes, where: str = "ET density") -> "ETDensity":
@@ -255,7 +263,11 @@ class ETDensity:
             meta, arrays = unpack_state(data)
             if meta.get("format") != FORMAT:
                 raise ValueError(f"format {meta.get('format')!r}")
-            return cls(Schema.from_dict(meta["schema"]), arrays["beta"], arrays["node_probs"],
-                       arrays["pair_probs"])
+            return cls(
+                Schema.from_dict(meta["schema"]),
+                arrays["beta"],
+                arrays["node_probs"],
+                arrays["pair_probs"],
+            )
         except (ValueError, OSError, KeyError) as exc:
             raise ETDensityError(f"{where}: not an ET density file ({exc})") from exc

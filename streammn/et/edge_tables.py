@@ -64,8 +64,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from streammn.et.kernels import (armijo_step, full_weights, objective_and_cell_sums, ratio_table,
-                                 structure_objective)
+from streammn.et.kernels import (
+    armijo_step,
+    full_weights,
+    objective_and_cell_sums,
+    ratio_table,
+    structure_objective,
+)
 
 SINKHORN_TOL = 1e-13
 SINKHORN_ITER = 10000
@@ -103,11 +108,13 @@ class EdgeTables:
         t = np.zeros(phi.shape)
         b = self.binary
         if b.any():
-            t[b, :2, :2] = _binary_tables(phi[b, :2, :2], self.row_target[b, 1],
-                                          self.col_target[b, 1])
+            t[b, :2, :2] = _binary_tables(
+                phi[b, :2, :2], self.row_target[b, 1], self.col_target[b, 1]
+            )
         if (~b).any():
-            t[~b] = _sinkhorn(self.independent[~b] * np.exp(phi[~b]), self.row_target[~b],
-                              self.col_target[~b])
+            t[~b] = _sinkhorn(
+                self.independent[~b] * np.exp(phi[~b]), self.row_target[~b], self.col_target[~b]
+            )
         return t
 
     def full(self, tables, base):
@@ -127,8 +134,16 @@ class EdgeTables:
         """Gradient of the MAP objective in phi (P, K, K) from the cell resistance sums."""
         u, v = self.upper
         safe = np.where(self.mask > 0, tables, 1.0)
-        g = (beta[u, v][:, None, None] * sums[u, v] / np.where(self.mask > 0, self.independent, 1.0)
-             + self.pseudo[:, None, None] / safe) / n_rows * self.mask
+        g = (
+            (
+                beta[u, v][:, None, None]
+                * sums[u, v]
+                / np.where(self.mask > 0, self.independent, 1.0)
+                + self.pseudo[:, None, None] / safe
+            )
+            / n_rows
+            * self.mask
+        )
         return tables * self._project_margins(tables, g)
 
     def _project_margins(self, t, g):
@@ -160,10 +175,14 @@ def _binary_tables(phi, a, b):
     lin = 1.0 + d * (a + b)
     root = np.sqrt(np.maximum(lin * lin - 4.0 * d * q * a * b, 0.0))
     # the two forms of the same root: no cancellation for d > 0 and d < 0 respectively
-    p11 = np.where(d > 0, (lin - root) / (2.0 * np.where(d > 0, d, 1.0)),
-                   2.0 * q * a * b / np.where(d > 0, 1.0, lin + root))
-    p11 = np.clip(p11, np.maximum(0.0, a + b - 1.0) * (1 + 1e-15) + 1e-300,
-                  np.minimum(a, b) * (1 - 1e-15))
+    p11 = np.where(
+        d > 0,
+        (lin - root) / (2.0 * np.where(d > 0, d, 1.0)),
+        2.0 * q * a * b / np.where(d > 0, 1.0, lin + root),
+    )
+    p11 = np.clip(
+        p11, np.maximum(0.0, a + b - 1.0) * (1 + 1e-15) + 1e-300, np.minimum(a, b) * (1 - 1e-15)
+    )
     t = np.empty(phi.shape)
     t[:, 1, 1], t[:, 1, 0], t[:, 0, 1] = p11, a - p11, b - p11
     t[:, 0, 0] = 1.0 - a - b + p11
@@ -186,12 +205,24 @@ def _ratio(target, current):
 def map_objective(beta, rows, edge_tables, tables, base):
     """Mean per-row Eq. 7 objective (without the constant node term) plus the log prior."""
     pair = edge_tables.full(tables, base)
-    return (structure_objective(beta, rows, ratio_table(edge_tables.node, pair))
-            + edge_tables.log_prior(tables, rows.shape[0]))
+    return structure_objective(
+        beta, rows, ratio_table(edge_tables.node, pair)
+    ) + edge_tables.log_prior(tables, rows.shape[0])
 
 
-def learn_jointly(beta, rows, node_probs, pair_probs, cards, alpha, max_rounds=30, steps=3,
-                  tol=1e-4, gamma=0.5, eta=0.01):
+def learn_jointly(
+    beta,
+    rows,
+    node_probs,
+    pair_probs,
+    cards,
+    alpha,
+    max_rounds=30,
+    steps=3,
+    tol=1e-4,
+    gamma=0.5,
+    eta=0.01,
+):
     """Alternate Armijo steps in the tables (phi, at fixed beta) and projected steps in beta (at
     fixed tables), up to ``steps`` of each per round, from ``beta`` and the smoothed tables,
     until a round gains less than ``tol`` nats per row; returns ``(beta, pair_probs, MAP
@@ -227,13 +258,23 @@ def learn_jointly(beta, rows, node_probs, pair_probs, cards, alpha, max_rounds=3
                 break
         prior = edge_tables.log_prior(point.tables, n)
         for _ in range(steps):  # beta at fixed tables
-            trial = armijo_step(beta[upper], point.beta_grad[upper], m, point.value, beta_step,
-                                gamma, eta, lambda w: structure_objective(w, rows, point.table)
-                                + prior)
+            trial = armijo_step(
+                beta[upper],
+                point.beta_grad[upper],
+                m,
+                point.value,
+                beta_step,
+                gamma,
+                eta,
+                lambda w: structure_objective(w, rows, point.table) + prior,
+            )
             if trial is None:
                 break
-            gain, beta, beta_step = (trial[1] - point.value, full_weights(trial[0], m),
-                                     min(1.0, trial[2] / gamma))
+            gain, beta, beta_step = (
+                trial[1] - point.value,
+                full_weights(trial[0], m),
+                min(1.0, trial[2] / gamma),
+            )
             point = _evaluate(beta, point.tables, rows, edge_tables, pair_probs)
             if gain < tol / steps:
                 break
@@ -257,5 +298,10 @@ def _evaluate(beta, tables, rows, edge_tables, base):
     table = ratio_table(edge_tables.node, edge_tables.full(tables, base))
     value, beta_grad, sums = objective_and_cell_sums(beta, rows, table)
     n = rows.shape[0]
-    return _Point(value + edge_tables.log_prior(tables, n), beta_grad,
-                  edge_tables.phi_gradient(beta, tables, sums, n), tables, table)
+    return _Point(
+        value + edge_tables.log_prior(tables, n),
+        beta_grad,
+        edge_tables.phi_gradient(beta, tables, sums, n),
+        tables,
+        table,
+    )

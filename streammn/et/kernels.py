@@ -243,8 +243,9 @@ def project_to_simplex(values):
     return np.maximum(values - cumulative[rho] / (rho + 1), 0.0)
 
 
-def projected_gradient_ascent(beta, rows, table, max_iter=100, gamma=0.5, eta=0.01, step=1.0, tol=1e-9,
-                              bound=False):
+def projected_gradient_ascent(
+    beta, rows, table, max_iter=100, gamma=0.5, eta=0.01, step=1.0, tol=1e-9, bound=False
+):
     """Maximise the structural objective (``bound``: the Eq. 14 data term) over the simplex of
     edge weights with Armijo steps (:func:`armijo_step`).
 
@@ -261,8 +262,16 @@ def projected_gradient_ascent(beta, rows, table, max_iter=100, gamma=0.5, eta=0.
     history = [value]
     s = step
     for iteration in range(max_iter):
-        trial = armijo_step(b, grad[iu], m, value, s, gamma, eta,
-                            lambda w: structure_objective(w, rows, table, bound))
+        trial = armijo_step(
+            b,
+            grad[iu],
+            m,
+            value,
+            s,
+            gamma,
+            eta,
+            lambda w: structure_objective(w, rows, table, bound),
+        )
         if trial is None:
             break
         improvement = trial[1] - value

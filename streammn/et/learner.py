@@ -8,7 +8,8 @@ convex-upper-bound solution of Eq. 14 (maximised on the first ``INIT_ROWS`` samp
 only a start point, and its PGD is the costliest part of a fit) or from the Chow-Liu tree (beta
 on one tree), whichever has the higher Eq. 9 objective on the sample: the problem is
 non-convex and ET contains the Chow-Liu model, so the learned ET is never below Chow-Liu on the
-sample (on a planted 100-variable tree the Eq. 14 start scores 10.0 nats per row below it); later phases warm-start from the current beta (the
+sample (on a planted 100-variable tree the Eq. 14 start scores 10.0 nats per row below it); later
+phases warm-start from the current beta (the
 projection lets zero weights come back when the data asks for them). A batch is counted up to
 each ``update_every`` boundary before the phase there, so the model does not depend on how the
 stream is cut. :meth:`fit` counts a finite source and runs one phase at the end. Between
@@ -42,9 +43,16 @@ from __future__ import annotations
 import numpy as np
 
 from streammn.errors import DataError, SettingsError
-from streammn.et.density import (DEFAULT_ALPHA, ETDensity,
-                                 chow_liu_beta, edge_appearance, graph_edges, initial_beta,
-                                 refine_beta, smoothed_theta)
+from streammn.et.density import (
+    DEFAULT_ALPHA,
+    ETDensity,
+    chow_liu_beta,
+    edge_appearance,
+    graph_edges,
+    initial_beta,
+    refine_beta,
+    smoothed_theta,
+)
 from streammn.et.edge_tables import learn_jointly
 from streammn.et.kernels import ratio_table, structure_objective
 from streammn.grafting.mrf import PairwiseLayout, to_markov_network
@@ -116,27 +124,46 @@ class EnsembleOfTrees(StructureLearner):
 
     param_error = ETError
     parameters = {
-        "alpha": Param(Interval(float, 0, None, "neither"), "Dirichlet pseudo-count of every "
-                       "node and pair table"),
+        "alpha": Param(
+            Interval(float, 0, None, "neither"),
+            "Dirichlet pseudo-count of every node and pair table",
+        ),
         "shrink": Param(Boolean(), "shrink pair tables toward independence (James-Stein)"),
-        "learn_theta": Param(Boolean(), "learn the edge distributions with beta (full model "
-                             "of Eq. 7, MAP): finds the weak edges of dense networks, about "
-                             "10x the CPU", flag="--et-learn-theta"),
-        "rho_threshold": Param(NONE | Interval(float, 0, 1, "left"), "edge appearance "
-                               "probability an edge must exceed (default: 2 / M)"),
-        "sample_rows": Param(Interval(int, 1), "rows of the sample beta is learned on",
-                             flag="--et-sample-rows"),
-        "update_every": Param(Interval(int, 1), "rows between two structure updates",
-                              flag="--update-every"),
+        "learn_theta": Param(
+            Boolean(),
+            "learn the edge distributions with beta (full model "
+            "of Eq. 7, MAP): finds the weak edges of dense networks, about "
+            "10x the CPU",
+            flag="--et-learn-theta",
+        ),
+        "rho_threshold": Param(
+            NONE | Interval(float, 0, 1, "left"),
+            "edge appearance probability an edge must exceed (default: 2 / M)",
+        ),
+        "sample_rows": Param(
+            Interval(int, 1), "rows of the sample beta is learned on", flag="--et-sample-rows"
+        ),
+        "update_every": Param(
+            Interval(int, 1), "rows between two structure updates", flag="--update-every"
+        ),
         "max_iter": Param(Interval(int, 1), "PGD iterations per phase"),
         "tol": Param(Interval(float, 0), "PGD tolerance, nats per row"),
         "seed": Param(Interval(int, 0), "seed of the row reservoir", flag="--seed"),
     }
 
-    def __init__(self, schema: Schema, alpha: float = DEFAULT_ALPHA, shrink: bool = True,
-                 learn_theta: bool = False, rho_threshold: float | None = None,
-                 sample_rows: int = 2000, update_every: int = 10000, max_iter: int = 100,
-                 tol: float = 1e-4, seed: int = 0):
+    def __init__(
+        self,
+        schema: Schema,
+        alpha: float = DEFAULT_ALPHA,
+        shrink: bool = True,
+        learn_theta: bool = False,
+        rho_threshold: float | None = None,
+        sample_rows: int = 2000,
+        update_every: int = 10000,
+        max_iter: int = 100,
+        tol: float = 1e-4,
+        seed: int = 0,
+    ):
         self._check_params(locals())
         if not isinstance(schema, Schema):
             raise ETError(f"schema must be a streammn Schema, got {type(schema).__name__}")
@@ -181,7 +208,7 @@ class EnsembleOfTrees(StructureLearner):
         start = 0
         while start < rows.shape[0]:
             take = min(rows.shape[0] - start, self.update_every - self.rows_since_update)
-            self._count(rows[start:start + take])
+            self._count(rows[start : start + take])
             self.rows_since_update += take
             start += take
             if self.rows_since_update >= self.update_every:
@@ -218,8 +245,9 @@ class EnsembleOfTrees(StructureLearner):
         beta, history = refine_beta(start, rows, table, self.max_iter, self.tol)
         if not self.learn_theta:
             return beta, None, history
-        return learn_jointly(beta, rows, node, pair, self.schema.cardinalities, self.alpha,
-                             tol=self.tol)
+        return learn_jointly(
+            beta, rows, node, pair, self.schema.cardinalities, self.alpha, tol=self.tol
+        )
 
     def learn_beta(self) -> "EnsembleOfTrees":
         """One learning phase: theta from the counts, then PGD on the sample (Eq. 14 start the
@@ -299,10 +327,12 @@ class EnsembleOfTrees(StructureLearner):
         edges = np.array(self.edges, dtype=np.int64).reshape(-1, 2)
         layout = PairwiseLayout(cards, edges)
         node, pair = self.current_theta()
-        start = [np.log(node[u, :cards[u]]) for u in range(len(cards))]
+        start = [np.log(node[u, : cards[u]]) for u in range(len(cards))]
         for u, v in edges:
-            p = pair[u, v, :cards[u], :cards[v]]
-            start.append(np.log(p / (node[u, :cards[u], None] * node[v, None, :cards[v]])).ravel())
+            p = pair[u, v, : cards[u], : cards[v]]
+            start.append(
+                np.log(p / (node[u, : cards[u], None] * node[v, None, : cards[v]])).ravel()
+            )
         model = to_markov_network(self.schema, layout, np.concatenate(start))
         return fit_weights(model, self.sample.rows) if self.sample.size else model
 
@@ -313,12 +343,20 @@ class EnsembleOfTrees(StructureLearner):
     # serialisation ------------------------------------------------------------------------
     def to_bytes(self) -> bytes:
         """Full state: parameters, counts, sample (with its RNG), beta, learned tables."""
-        meta = {"format": FORMAT, "schema": self.schema.to_dict(), "params": self.get_params(),
-                "rows_since_update": self.rows_since_update, "phases": self.phases,
-                "history": self.history, "has_beta": self.beta is not None,
-                "has_learned_tables": self.learned_pair_probs is not None}
-        arrays = {"counts": np.frombuffer(self.counts.to_bytes(), dtype=np.uint8),
-                  "sample": np.frombuffer(self.sample.to_bytes(), dtype=np.uint8)}
+        meta = {
+            "format": FORMAT,
+            "schema": self.schema.to_dict(),
+            "params": self.get_params(),
+            "rows_since_update": self.rows_since_update,
+            "phases": self.phases,
+            "history": self.history,
+            "has_beta": self.beta is not None,
+            "has_learned_tables": self.learned_pair_probs is not None,
+        }
+        arrays = {
+            "counts": np.frombuffer(self.counts.to_bytes(), dtype=np.uint8),
+            "sample": np.frombuffer(self.sample.to_bytes(), dtype=np.uint8),
+        }
         if self.beta is not None:
             arrays["beta"] = self.beta
         if self.learned_pair_probs is not None:

@@ -45,13 +45,17 @@ _READERS = {".json": read_json, ".mn": read_libra_mn, ".uai": read_uai, ".dn": r
 def _suffix(path, table: dict, action: str) -> str:
     suffix = Path(path).suffix.lower()
     if suffix not in table:
-        raise ModelFormatError(f"cannot {action} a model with suffix {suffix or '(none)'!r}; "
-                               f"use one of {', '.join(table)}", path=path)
+        raise ModelFormatError(
+            f"cannot {action} a model with suffix {suffix or '(none)'!r}; "
+            f"use one of {', '.join(table)}",
+            path=path,
+        )
     return suffix
 
 
-def write_model(path: str | os.PathLike, schema: Schema,
-                features: FeatureSet | Sequence[FeatureSet], **options) -> None:
+def write_model(
+    path: str | os.PathLike, schema: Schema, features: FeatureSet | Sequence[FeatureSet], **options
+) -> None:
     """Write a model in the format named by ``path``'s suffix (.json, .mn, .uai, .dn).
 
     ``features`` is a FeatureSet, or for ``.dn`` a list of per-variable CPD feature sets.
@@ -103,14 +107,26 @@ def read_model(path: str | os.PathLike, schema: Schema | None = None):
         return _READERS[suffix](path, schema=schema)
     stored, features = read_json(path)
     if schema is not None and schema != stored:
-        raise ModelFormatError(f"the file's schema {stored!r} differs from the given {schema!r}",
-                               path=path)
+        raise ModelFormatError(
+            f"the file's schema {stored!r} differs from the given {schema!r}", path=path
+        )
     return stored, features
 
 
-__all__ = ["ModelFormatError", "ModelWriteError", "read_model", "write_model", "read_json", "write_json",
-           "read_libra_mn", "write_libra_mn", "read_libra_dn", "write_libra_dn",
-           "read_uai", "write_uai"]
+__all__ = [
+    "ModelFormatError",
+    "ModelWriteError",
+    "read_model",
+    "write_model",
+    "read_json",
+    "write_json",
+    "read_libra_mn",
+    "write_libra_mn",
+    "read_libra_dn",
+    "write_libra_dn",
+    "read_uai",
+    "write_uai",
+]
 
 
 class ModelFiles(dict):
@@ -120,9 +136,12 @@ class ModelFiles(dict):
     skipped: dict[str, str]
 
 
-def model_files(schema: Schema, features: FeatureSet,
-                formats: Sequence[str] = ("json", "mn", "uai"),
-                uai_max_entries: int | None = None) -> ModelFiles:
+def model_files(
+    schema: Schema,
+    features: FeatureSet,
+    formats: Sequence[str] = ("json", "mn", "uai"),
+    uai_max_entries: int | None = None,
+) -> ModelFiles:
     """The files that hold a Markov network in each of ``formats`` (``json``, the one
     :func:`~streammn.snapshot.load_snapshot` reads, ``mn`` for Libra, ``uai`` for UAI MARKOV),
     to merge with other entries (a learner checkpoint) and pass to
@@ -131,8 +150,7 @@ def model_files(schema: Schema, features: FeatureSet,
     once, for the check and the file."""
     unknown = [f for f in formats if f not in MODEL_FILES]
     if unknown:
-        raise SettingsError(f"unknown model formats {unknown}; choose from "
-                            f"{list(MODEL_FILES)}")
+        raise SettingsError(f"unknown model formats {unknown}; choose from {list(MODEL_FILES)}")
     writers = {"json": write_json, "mn": write_libra_mn, "uai": write_uai}
     files, skipped = ModelFiles(), {}
     for f in formats:
@@ -140,8 +158,10 @@ def model_files(schema: Schema, features: FeatureSet,
         if f == "uai" and uai_max_entries is not None:
             factors = UaiFactors(schema, features, merge=True)
             if factors.total > uai_max_entries:
-                skipped["uai"] = (f"the UAI tables would hold {int(factors.total):,} potentials "
-                                  f"(limit {uai_max_entries:,}); use the .mn or JSON model")
+                skipped["uai"] = (
+                    f"the UAI tables would hold {int(factors.total):,} potentials "
+                    f"(limit {uai_max_entries:,}); use the .mn or JSON model"
+                )
                 continue
             writer = functools.partial(write_uai, factors=factors)
         files[MODEL_FILES[f]] = functools.partial(_write_to, writer, schema, features)

@@ -22,8 +22,9 @@ class ModelFormatError(DataError):
     message without them.
     """
 
-    def __init__(self, message: str, *, path: str | os.PathLike | None = None,
-                 line: int | None = None):
+    def __init__(
+        self, message: str, *, path: str | os.PathLike | None = None, line: int | None = None
+    ):
         self.reason = message
         self.path = None if path is None else str(path)
         self.line = line
@@ -42,8 +43,9 @@ class ModelWriteError(UnavailableError):
 def check_weight(w: float, *, path=None, line=None) -> float:
     """Return ``w`` if it is a valid weight (finite or ``-inf``), else raise."""
     if math.isnan(w) or w == math.inf:
-        raise ModelFormatError(f"weight {w!r} is not allowed (weights are finite or -inf)",
-                               path=path, line=line)
+        raise ModelFormatError(
+            f"weight {w!r} is not allowed (weights are finite or -inf)", path=path, line=line
+        )
     return w
 
 
@@ -52,5 +54,7 @@ def check_weights(weights: np.ndarray, *, path=None) -> None:
     bad = np.isnan(weights) | (weights == np.inf)
     if bad.any():
         f = int(np.argmax(bad))
-        raise ModelFormatError(f"feature {f} has weight {float(weights[f])!r}; weights must be finite "
-                               f"or -inf", path=path)
+        raise ModelFormatError(
+            f"feature {f} has weight {float(weights[f])!r}; weights must be finite or -inf",
+            path=path,
+        )

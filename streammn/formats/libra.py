@@ -78,8 +78,9 @@ def _var_value(lines: _Lines, line: int, schema: Schema, v: str, a: str) -> tupl
     if v >= schema.n_vars:
         raise lines.error(line, f"variable v{v} does not exist (the schema has {schema.n_vars})")
     if a >= schema.cardinalities[v]:
-        raise lines.error(line, f"value {a} out of range for v{v} "
-                                f"(cardinality {schema.cardinalities[v]})")
+        raise lines.error(
+            line, f"value {a} out of range for v{v} (cardinality {schema.cardinalities[v]})"
+        )
     return v, a
 
 
@@ -119,6 +120,7 @@ def _tree(lines: _Lines, schema: Schema, out: list[Feature]) -> None:
 
 def _subtree(lines, schema, toks, pos, path, out) -> int:
     """Parse ``T := number | ( v<i>_<a> T T )`` at ``pos``; return the position after it."""
+
     def take(expected):
         nonlocal pos
         if pos >= len(toks):
@@ -165,8 +167,11 @@ def _factors(lines: _Lines, schema: Schema) -> list[Feature]:
         elif _NUMBER.fullmatch(toks[0]):
             out.append(_feature(lines, line, toks, schema))
         else:
-            raise lines.error(line, f"expected a feature, 'features {{', 'table {{', "
-                                    f"'tree {{' or }}, got {' '.join(toks)[:60]!r}")
+            raise lines.error(
+                line,
+                f"expected a feature, 'features {{', 'table {{', "
+                f"'tree {{' or }}, got {' '.join(toks)[:60]!r}",
+            )
 
 
 def _header(lines: _Lines, keyword: str, schema: Schema | None) -> Schema:
@@ -178,8 +183,10 @@ def _header(lines: _Lines, keyword: str, schema: Schema | None) -> Schema:
     except SchemaError as e:
         raise lines.error(line, f"bad schema line: {e}") from None
     if schema is not None and list(schema.cardinalities) != list(file_schema.cardinalities):
-        raise lines.error(line, f"schema line {schema_line!r} does not match the given "
-                                f"schema {schema.libra_line()!r}")
+        raise lines.error(
+            line,
+            f"schema line {schema_line!r} does not match the given schema {schema.libra_line()!r}",
+        )
     line, toks = lines.next(f"'{keyword} {{'")
     if [t.lower() for t in toks] != [keyword.lower(), "{"]:
         raise lines.error(line, f"expected '{keyword} {{', got {' '.join(toks)[:60]!r}")
@@ -193,8 +200,9 @@ def _end(lines: _Lines) -> None:
             raise lines.error(line, "unexpected text after the model's closing }")
 
 
-def read_libra_mn(path: str | os.PathLike,
-                  schema: Schema | None = None) -> tuple[Schema, FeatureSet]:
+def read_libra_mn(
+    path: str | os.PathLike, schema: Schema | None = None
+) -> tuple[Schema, FeatureSet]:
     """Read a Libra ``.mn`` file as a schema and one feature set with the same log score.
 
     ``schema`` (optional) supplies variable names; its cardinalities must match the file's.
@@ -206,8 +214,9 @@ def read_libra_mn(path: str | os.PathLike,
     return schema, FeatureSet.from_features(schema, feats)
 
 
-def read_libra_dn(path: str | os.PathLike,
-                  schema: Schema | None = None) -> tuple[Schema, list[FeatureSet]]:
+def read_libra_dn(
+    path: str | os.PathLike, schema: Schema | None = None
+) -> tuple[Schema, list[FeatureSet]]:
     """Read a Libra ``.dn`` file as a schema and one CPD feature set per variable.
 
     The result feeds :class:`streammn.dn.DependencyNetwork` directly: block ``v<i>``'s factors
@@ -247,8 +256,10 @@ def _feature_lines(features: FeatureSet) -> list[str]:
         return []
     cards = features.schema.cardinalities.astype(np.int64)
     start = np.concatenate([[0], np.cumsum(cards)[:-1]])
-    tokens = np.array([f" {sign}v{v}_{a}" for v in range(cards.size) for a in range(cards[v])
-                       for sign in "-+"], dtype=object)
+    tokens = np.array(
+        [f" {sign}v{v}_{a}" for v in range(cards.size) for a in range(cards[v]) for sign in "-+"],
+        dtype=object,
+    )
     codes = 2 * (start[features.var] + features.val) + features.eq.astype(np.int64)
     pieces = np.empty(n + codes.size, dtype=object)
     first = ptr[:-1] + np.arange(n)  # feature f's weight, then its conditions
@@ -279,4 +290,3 @@ def write_libra_dn(path: str | os.PathLike, schema: Schema, cpds: Sequence[Featu
         check_weights(cpd.weights, path=path)
         lines += [f"v{i} {{", *_feature_lines(cpd), "}"]
     _write(path, lines + ["}"])
-

@@ -36,42 +36,56 @@ def to_dict(schema: Schema, features: FeatureSet) -> dict:
     """The JSON-ready description of a model."""
     check_weights(features.weights)
     weights = ["-inf" if w == -math.inf else w for w in features.weights.tolist()]
-    return {"format": FORMAT, "version": VERSION, "schema": schema.to_dict(),
-            "features": {"weights": weights, "ptr": features.ptr.tolist(),
-                         "var": features.var.tolist(), "val": features.val.tolist(),
-                         "eq": features.eq.astype(np.int8).tolist()}}
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "schema": schema.to_dict(),
+        "features": {
+            "weights": weights,
+            "ptr": features.ptr.tolist(),
+            "var": features.var.tolist(),
+            "val": features.val.tolist(),
+            "eq": features.eq.astype(np.int8).tolist(),
+        },
+    }
 
 
 def from_dict(d, *, path=None) -> tuple[Schema, FeatureSet]:
     """Inverse of :func:`to_dict`; raises :class:`ModelFormatError` on anything malformed."""
     if not isinstance(d, dict) or d.get("format") != FORMAT:
-        raise ModelFormatError(f"not a streammn model (expected \"format\": \"{FORMAT}\")",
-                               path=path)
+        raise ModelFormatError(f'not a streammn model (expected "format": "{FORMAT}")', path=path)
     if d.get("version") != VERSION:
-        raise ModelFormatError(f"unsupported {FORMAT} version {d.get('version')!r} "
-                               f"(this streammn reads version {VERSION})", path=path)
+        raise ModelFormatError(
+            f"unsupported {FORMAT} version {d.get('version')!r} "
+            f"(this streammn reads version {VERSION})",
+            path=path,
+        )
     try:
         schema = Schema.from_dict(d["schema"])
     except (KeyError, SchemaError) as e:
         raise ModelFormatError(f"bad schema: {e}", path=path) from None
     cols = d.get("features")
     if not isinstance(cols, dict) or any(not isinstance(cols.get(k), list) for k in _COLUMNS):
-        raise ModelFormatError(f"\"features\" must hold the lists {', '.join(_COLUMNS)}",
-                               path=path)
+        raise ModelFormatError(f'"features" must hold the lists {", ".join(_COLUMNS)}', path=path)
     try:
         weights = np.array([_weight(w) for w in cols["weights"]], dtype=np.float64)
         ints = [np.array(cols[k], dtype=np.int64) for k in ("ptr", "var", "val", "eq")]
     except (TypeError, ValueError) as e:
         raise ModelFormatError(f"bad feature column: {e}", path=path) from None
     ptr, var, val, eq = ints
-    if (np.any((var < 0) | (var >= schema.n_vars)) or np.any((val < 0) | (val > 255))
-            or not np.isin(eq, (0, 1)).all()):
-        raise ModelFormatError(f"conditions need variables 0..{schema.n_vars - 1}, values "
-                               f"0..255 and eq flags 0 or 1", path=path)
+    if (
+        np.any((var < 0) | (var >= schema.n_vars))
+        or np.any((val < 0) | (val > 255))
+        or not np.isin(eq, (0, 1)).all()
+    ):
+        raise ModelFormatError(
+            f"conditions need variables 0..{schema.n_vars - 1}, values 0..255 and eq flags 0 or 1",
+            path=path,
+        )
     for w in weights:
         check_weight(float(w), path=path)
     if ptr.size and np.any(np.diff(ptr) < 0):
-        raise ModelFormatError("\"ptr\" must be non-decreasing", path=path)
+        raise ModelFormatError('"ptr" must be non-decreasing', path=path)
     try:
         return schema, FeatureSet(schema, weights, ptr, var, val, eq.astype(bool))
     except ValueError as e:
@@ -117,8 +131,7 @@ def write_json(path: str | os.PathLike, schema: Schema, features: FeatureSet) ->
     """Write the model to ``path`` in the native JSON format."""
     check_weights(features.weights)
     compact = {"allow_nan": False, "separators": (",", ":")}
-    head = json.dumps({"format": FORMAT, "version": VERSION, "schema": schema.to_dict()},
-                      **compact)
+    head = json.dumps({"format": FORMAT, "version": VERSION, "schema": schema.to_dict()}, **compact)
     weights = ["-inf" if w == -math.inf else w for w in features.weights.tolist()]
     with open(path, "wb") as f:
         f.write(f'{head[:-1]},"features":{{"weights":{json.dumps(weights, **compact)}'.encode())

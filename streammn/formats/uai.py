@@ -44,8 +44,9 @@ _MAX_LOG = math.log(np.finfo(np.float64).max)
 
 
 @nb.njit(cache=True)
-def _log_tables(scope_ptr, scope_var, fac_ptr, fac_feat, tab_ptr, cards,
-                weights, ptr, var, val, eq):
+def _log_tables(
+    scope_ptr, scope_var, fac_ptr, fac_feat, tab_ptr, cards, weights, ptr, var, val, eq
+):
     """Summed weights of each factor's features at every joint assignment of its scope.
 
     A factor's features test only variables of its scope, so each one holds on the product of
@@ -73,7 +74,7 @@ def _log_tables(scope_ptr, scope_var, fac_ptr, fac_feat, tab_ptr, cards,
         for t in range(fac_ptr[g], fac_ptr[g + 1]):
             f = fac_feat[t]
             for j in range(k):
-                allowed[j, :cards[scope_var[s0 + j]]] = True
+                allowed[j, : cards[scope_var[s0 + j]]] = True
             for c in range(ptr[f], ptr[f + 1]):
                 j = position[var[c]]
                 if eq[c]:
@@ -169,29 +170,40 @@ class UaiFactors:
         scope_var = keys % n_vars
         bounds = np.searchsorted(keys // n_vars, np.arange(features.n_features + 1))
         group, n_groups = _scope_groups(bounds, scope_var, merge)
-        members = np.argsort(group, kind="stable")[int((group < 0).sum()):]
+        members = np.argsort(group, kind="stable")[int((group < 0).sum()) :]
         first = members[np.searchsorted(group[members], np.arange(n_groups))]
         lengths = bounds[first + 1] - bounds[first]
         self.scope_ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         take = np.repeat(bounds[first] - self.scope_ptr[:-1], lengths) + np.arange(
-            int(self.scope_ptr[-1]))
+            int(self.scope_ptr[-1])
+        )
         self.scope_var = scope_var[take].astype(np.int64)
-        self.fac_ptr = np.concatenate([[0], np.cumsum(np.bincount(group[members],
-                                                                  minlength=n_groups))])
+        self.fac_ptr = np.concatenate(
+            [[0], np.cumsum(np.bincount(group[members], minlength=n_groups))]
+        )
         self.fac_feat = members.astype(np.int64)
         cards = schema.cardinalities.astype(np.float64)
-        sizes = (np.multiply.reduceat(cards[self.scope_var], self.scope_ptr[:-1])
-                 if n_groups else np.zeros(0))
+        sizes = (
+            np.multiply.reduceat(cards[self.scope_var], self.scope_ptr[:-1])
+            if n_groups
+            else np.zeros(0)
+        )
         self.total = float(sizes.sum())  # a float: products of many cardinalities are huge
-        self.sizes = sizes.astype(np.int64) if self.total <= 2.0 ** 62 else None
+        self.sizes = sizes.astype(np.int64) if self.total <= 2.0**62 else None
 
     @property
     def n_factors(self) -> int:
         return self.scope_ptr.size - 1
 
 
-def _checked_log_tables(schema: Schema, features: FeatureSet, merge: bool, max_entries: int,
-                        path, factors: UaiFactors | None):
+def _checked_log_tables(
+    schema: Schema,
+    features: FeatureSet,
+    merge: bool,
+    max_entries: int,
+    path,
+    factors: UaiFactors | None,
+):
     """Group the features into factors and sum their weights into log tables, refusing more
     than ``max_entries`` entries or potentials that overflow float64. Returns the factors, the
     tables' offsets, the log tables and the weight of the features without conditions."""
@@ -200,22 +212,43 @@ def _checked_log_tables(schema: Schema, features: FeatureSet, merge: bool, max_e
     if factors is None:
         factors = UaiFactors(schema, features, merge)
     if factors.total > max_entries:
-        raise ModelFormatError(f"the factor tables would hold {int(factors.total)} entries "
-                               f"(max_entries={max_entries}); the largest scope has "
-                               f"{int(np.diff(factors.scope_ptr).max())} variables", path=path)
+        raise ModelFormatError(
+            f"the factor tables would hold {int(factors.total)} entries "
+            f"(max_entries={max_entries}); the largest scope has "
+            f"{int(np.diff(factors.scope_ptr).max())} variables",
+            path=path,
+        )
     constant = float(features.weights[features.lengths() == 0].sum())
     tab_ptr = np.concatenate([[0], np.cumsum(factors.sizes)]).astype(np.int64)
-    log_tables = _log_tables(factors.scope_ptr, factors.scope_var, factors.fac_ptr,
-                             factors.fac_feat, tab_ptr, cards, features.weights, features.ptr,
-                             features.var, features.val, features.eq)
+    log_tables = _log_tables(
+        factors.scope_ptr,
+        factors.scope_var,
+        factors.fac_ptr,
+        factors.fac_feat,
+        tab_ptr,
+        cards,
+        features.weights,
+        features.ptr,
+        features.var,
+        features.val,
+        features.eq,
+    )
     if max(log_tables.max(initial=-np.inf), constant) > _MAX_LOG:
-        raise ModelFormatError("a potential exp(sum of weights) overflows float64: weights "
-                               "this large cannot be written as potentials", path=path)
+        raise ModelFormatError(
+            "a potential exp(sum of weights) overflows float64: weights "
+            "this large cannot be written as potentials",
+            path=path,
+        )
     return factors, tab_ptr, log_tables, constant
 
 
-def log_factor_tables(schema: Schema, features: FeatureSet, merge: bool = True,
-                      max_entries: int = DEFAULT_MAX_ENTRIES, path=None):
+def log_factor_tables(
+    schema: Schema,
+    features: FeatureSet,
+    merge: bool = True,
+    max_entries: int = DEFAULT_MAX_ENTRIES,
+    path=None,
+):
     """The model as factor tables: ``(scopes, sizes, log_tables, constant)``.
 
     ``scopes[k]`` are the sorted variables of table ``k``, ``sizes[k]`` its number of entries,
@@ -224,15 +257,22 @@ def log_factor_tables(schema: Schema, features: FeatureSet, merge: bool = True,
     Refuses (``ModelFormatError``) more than ``max_entries`` entries in total or potentials
     ``exp(...)`` that overflow float64.
     """
-    factors, tab_ptr, log_tables, constant = _checked_log_tables(schema, features, merge,
-                                                                 max_entries, path, None)
+    factors, tab_ptr, log_tables, constant = _checked_log_tables(
+        schema, features, merge, max_entries, path, None
+    )
     ptr = factors.scope_ptr
     scopes = [factors.scope_var[a:b].tolist() for a, b in zip(ptr[:-1], ptr[1:])]
     return scopes, np.diff(tab_ptr).tolist(), log_tables, constant
 
 
-def write_uai(path: str | os.PathLike, schema: Schema, features: FeatureSet, merge: bool = True,
-              max_entries: int = DEFAULT_MAX_ENTRIES, factors: UaiFactors | None = None) -> None:
+def write_uai(
+    path: str | os.PathLike,
+    schema: Schema,
+    features: FeatureSet,
+    merge: bool = True,
+    max_entries: int = DEFAULT_MAX_ENTRIES,
+    factors: UaiFactors | None = None,
+) -> None:
     """Write the model as a UAI ``MARKOV`` file.
 
     ``merge``: one table per distinct scope (default) instead of one per feature.
@@ -242,8 +282,9 @@ def write_uai(path: str | os.PathLike, schema: Schema, features: FeatureSet, mer
     already grouped them to check the table size.
     """
     cards = schema.cardinalities.astype(np.int64)
-    factors, tab_ptr, log_tables, constant = _checked_log_tables(schema, features, merge,
-                                                                 max_entries, path, factors)
+    factors, tab_ptr, log_tables, constant = _checked_log_tables(
+        schema, features, merge, max_entries, path, factors
+    )
     ptr = factors.scope_ptr
     scopes = [tuple(factors.scope_var[a:b].tolist()) for a, b in zip(ptr[:-1], ptr[1:])]
     tables = np.split(log_tables, tab_ptr[1:-1]) if scopes else []
@@ -254,8 +295,11 @@ def write_uai(path: str | os.PathLike, schema: Schema, features: FeatureSet, mer
         tables[0] = tables[0] + constant
     log_potentials = np.concatenate(tables) if tables else np.zeros(0)
     if log_potentials.max(initial=-np.inf) > _MAX_LOG:
-        raise ModelFormatError("a potential exp(sum of weights) overflows float64: weights "
-                               "this large cannot be written as UAI potentials", path=path)
+        raise ModelFormatError(
+            "a potential exp(sum of weights) overflows float64: weights "
+            "this large cannot be written as UAI potentials",
+            path=path,
+        )
     head = ["MARKOV", str(schema.n_vars), " ".join(str(c) for c in cards), str(len(scopes))]
     scope_lines = "".join(f"\n{len(sc)} " + " ".join(map(str, sc)) for sc in scopes)
     table_ptr = np.concatenate([[0], np.cumsum([t.size for t in tables])]).astype(np.int64)
@@ -376,8 +420,9 @@ class _Tokens:
     def take(self, what: str) -> tuple[int, str]:
         if self._pos >= len(self._toks):
             line = self._toks[-1][0] if self._toks else 1
-            raise ModelFormatError(f"unexpected end of file, expected {what}", path=self.path,
-                                   line=line)
+            raise ModelFormatError(
+                f"unexpected end of file, expected {what}", path=self.path, line=line
+            )
         self._pos += 1
         return self._toks[self._pos - 1]
 
@@ -385,8 +430,9 @@ class _Tokens:
         line, tok = self.take(what)
         if not re.fullmatch(r"[0-9]+", tok) or int(tok) < lo or (hi is not None and int(tok) > hi):
             bound = f"{lo}..{hi}" if hi is not None else f">= {lo}"
-            raise ModelFormatError(f"expected {what} (an integer {bound}), got {tok!r}",
-                                   path=self.path, line=line)
+            raise ModelFormatError(
+                f"expected {what} (an integer {bound}), got {tok!r}", path=self.path, line=line
+            )
         return int(tok)
 
     def potential(self) -> float:
@@ -396,8 +442,9 @@ class _Tokens:
         except ValueError:
             p = math.nan
         if not (0.0 <= p < math.inf):
-            raise ModelFormatError(f"expected a finite non-negative potential, got {tok!r}",
-                                   path=self.path, line=line)
+            raise ModelFormatError(
+                f"expected a finite non-negative potential, got {tok!r}", path=self.path, line=line
+            )
         return p
 
     def at_end(self) -> bool:
@@ -424,8 +471,9 @@ def read_uai(path: str | os.PathLike, schema: Schema | None = None) -> tuple[Sch
     except SchemaError as e:
         raise ModelFormatError(str(e), path=path, line=line) from None
     if schema is not None and list(schema.cardinalities) != cards:
-        raise ModelFormatError(f"cardinalities {cards[:10]} do not match the given schema",
-                               path=path, line=line)
+        raise ModelFormatError(
+            f"cardinalities {cards[:10]} do not match the given schema", path=path, line=line
+        )
     schema = schema if schema is not None else file_schema
     scopes = []
     for k in range(toks.int("the number of factors")):

@@ -6,8 +6,21 @@ Modules: :mod:`.mrf` (flat table layout, MarkovNetwork export), :mod:`.bp` (loop
 """
 
 from streammn.grafting.learner import EdgeGrafting, GraftingError, GraftingStateError
-from streammn.grafting.synthetic import (SyntheticMRF, planted_graph, planted_potts, potts_mrf,
-                                         scale_free_mrf)
+from streammn.grafting.synthetic import (
+    SyntheticMRF,
+    planted_graph,
+    planted_potts,
+    potts_mrf,
+    scale_free_mrf,
+)
 
-__all__ = ["EdgeGrafting", "GraftingError", "GraftingStateError", "SyntheticMRF", "planted_graph",
-           "planted_potts", "potts_mrf", "scale_free_mrf"]
+__all__ = [
+    "EdgeGrafting",
+    "GraftingError",
+    "GraftingStateError",
+    "SyntheticMRF",
+    "planted_graph",
+    "planted_potts",
+    "potts_mrf",
+    "scale_free_mrf",
+]

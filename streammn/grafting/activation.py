@@ -44,17 +44,20 @@ def _scores(pairs, cards, model, model_off, counts, offsets, n_rows):
     return out
 
 
-def activation_scores(pairs, cards, model_tables, model_offsets, counts, offsets,
-                      n_rows) -> np.ndarray:
+def activation_scores(
+    pairs, cards, model_tables, model_offsets, counts, offsets, n_rows
+) -> np.ndarray:
     """Eq. 5 for inactive edges ``pairs`` (k x 2): model joint tables (flat, row-major, at
     ``model_offsets``) against the data's joint counts (flat at ``offsets``) over ``n_rows``."""
-    return _scores(np.ascontiguousarray(pairs, dtype=np.int64),
-                   np.ascontiguousarray(cards, dtype=np.int64),
-                   np.ascontiguousarray(model_tables, dtype=np.float64),
-                   np.ascontiguousarray(model_offsets, dtype=np.int64),
-                   np.ascontiguousarray(counts, dtype=np.float64),
-                   np.ascontiguousarray(offsets, dtype=np.int64),
-                   np.ascontiguousarray(n_rows, dtype=np.int64))
+    return _scores(
+        np.ascontiguousarray(pairs, dtype=np.int64),
+        np.ascontiguousarray(cards, dtype=np.int64),
+        np.ascontiguousarray(model_tables, dtype=np.float64),
+        np.ascontiguousarray(model_offsets, dtype=np.int64),
+        np.ascontiguousarray(counts, dtype=np.float64),
+        np.ascontiguousarray(offsets, dtype=np.int64),
+        np.ascontiguousarray(n_rows, dtype=np.int64),
+    )
 
 
 def passes_c2(score: float, lambda_: float) -> bool:
@@ -152,8 +155,11 @@ class EdgeQueue:
         return edge
 
     def get_state(self) -> dict:
-        return {"prio": [[i, j, p] for (i, j), p in self._prio.items()],
-                "seen": [list(e) for e in sorted(self.seen)], "seq": self._seq}
+        return {
+            "prio": [[i, j, p] for (i, j), p in self._prio.items()],
+            "seen": [list(e) for e in sorted(self.seen)],
+            "seq": self._seq,
+        }
 
     def set_state(self, state: dict) -> None:
         self._heap, self._prio, self._seq = [], {}, 0
@@ -308,9 +314,19 @@ class BestChoice:
 
     name = "best_choice"
 
-    def __init__(self, n_vars: int, rng: np.random.Generator, capacity: int, t_max: int,
-                 alpha: float, rho0: float = 0.0, hubs: bool = True, c_hat: float = 0.05,
-                 climb: bool = True, admit: bool = True):
+    def __init__(
+        self,
+        n_vars: int,
+        rng: np.random.Generator,
+        capacity: int,
+        t_max: int,
+        alpha: float,
+        rho0: float = 0.0,
+        hubs: bool = True,
+        c_hat: float = 0.05,
+        climb: bool = True,
+        admit: bool = True,
+    ):
         if not 0.0 <= alpha <= 1.0:
             raise SettingsError(f"alpha must be in [0, 1], got {alpha}")
         if t_max < 1:
@@ -330,8 +346,12 @@ class BestChoice:
         for h in np.flatnonzero(centrality > self.c_hat).tolist():
             for v in range(n):
                 e = edge_key(h, v)
-                if (v == h or e in ctx.active or e in self.reservoir.scores
-                        or e in self.frozen.offsets):
+                if (
+                    v == h
+                    or e in ctx.active
+                    or e in self.reservoir.scores
+                    or e in self.frozen.offsets
+                ):
                     continue
                 self.queue.decrement(e, 1.0)
 
@@ -467,10 +487,13 @@ class BestChoice:
                 self.frozen.freeze(e, violation_offset(s, ctx.strength))
 
     def get_state(self) -> dict:
-        return {"queue": self.queue.get_state(),
-                "reservoir": [[i, j, s] for (i, j), s in self.reservoir.scores.items()],
-                "frozen": [[i, j, v] for (i, j), v in self.frozen.offsets.items()],
-                "first_round": self.first_round, "tests": self.tests}
+        return {
+            "queue": self.queue.get_state(),
+            "reservoir": [[i, j, s] for (i, j), s in self.reservoir.scores.items()],
+            "frozen": [[i, j, v] for (i, j), v in self.frozen.offsets.items()],
+            "first_round": self.first_round,
+            "tests": self.tests,
+        }
 
     def set_state(self, state: dict) -> None:
         self.queue.set_state(state["queue"])

@@ -154,15 +154,41 @@ def _run_bp(cards, uoff, theta, edges, eoff, adj_ptr, adj_edge, damping, tol, ma
             base = eoff[k]
             for a in range(ci):  # i -> j: h = belief_i - message j -> i
                 h[a] = logb[uoff[i] + a] - msgs[moff_i[k] + a]
-            d = _send(h, ci, ecol, base, cj, 1, cj, shift[moff_j[k]:moff_j[k] + cj], damping,
-                      msgs, moff_j[k], tmp, out)
+            d = _send(
+                h,
+                ci,
+                ecol,
+                base,
+                cj,
+                1,
+                cj,
+                shift[moff_j[k] : moff_j[k] + cj],
+                damping,
+                msgs,
+                moff_j[k],
+                tmp,
+                out,
+            )
             for b in range(cj):
                 new[moff_j[k] + b] = out[b]
             delta = max(delta, d)
             for b in range(cj):  # j -> i
                 h[b] = logb[uoff[j] + b] - msgs[moff_j[k] + b]
-            d = _send(h, cj, erow, base, 1, cj, ci, shift[moff_i[k]:moff_i[k] + ci], damping,
-                      msgs, moff_i[k], tmp, out)
+            d = _send(
+                h,
+                cj,
+                erow,
+                base,
+                1,
+                cj,
+                ci,
+                shift[moff_i[k] : moff_i[k] + ci],
+                damping,
+                msgs,
+                moff_i[k],
+                tmp,
+                out,
+            )
             for a in range(ci):
                 new[moff_i[k] + a] = out[a]
             delta = max(delta, d)
@@ -188,10 +214,14 @@ def _run_bp(cards, uoff, theta, edges, eoff, adj_ptr, adj_edge, damping, tol, ma
         base = eoff[k]
         for a in range(ci):
             for b in range(cj):
-                marg[base + a * cj + b] = (logb[uoff[i] + a] - msgs[moff_i[k] + a]
-                                           + logb[uoff[j] + b] - msgs[moff_j[k] + b]
-                                           + theta[base + a * cj + b])
-        z = _lse(marg[base:base + ci * cj])
+                marg[base + a * cj + b] = (
+                    logb[uoff[i] + a]
+                    - msgs[moff_i[k] + a]
+                    + logb[uoff[j] + b]
+                    - msgs[moff_j[k] + b]
+                    + theta[base + a * cj + b]
+                )
+        z = _lse(marg[base : base + ci * cj])
         for c in range(ci * cj):
             lp = marg[base + c] - z
             p = np.exp(lp)
@@ -207,8 +237,14 @@ def message_size(layout: PairwiseLayout) -> int:
     return int((layout.cards[e[:, 0]] + layout.cards[e[:, 1]]).sum())
 
 
-def belief_propagation(layout: PairwiseLayout, theta, damping: float = 0.5, tol: float = 1e-6,
-                       max_iter: int = 200, messages: np.ndarray | None = None) -> BPResult:
+def belief_propagation(
+    layout: PairwiseLayout,
+    theta,
+    damping: float = 0.5,
+    tol: float = 1e-6,
+    max_iter: int = 200,
+    messages: np.ndarray | None = None,
+) -> BPResult:
     """Node and edge marginals of the MRF ``(layout, theta)`` by loopy BP.
 
     ``damping`` in [0, 1) mixes each new message with the old one (0: plain BP); ``tol`` is the
@@ -227,7 +263,17 @@ def belief_propagation(layout: PairwiseLayout, theta, damping: float = 0.5, tol:
     if messages is not None:
         k = min(size, messages.shape[0])
         msgs[:k] = messages[:k]
-    marg, log_z, it, conv = _run_bp(layout.cards, layout.uoff, theta, layout.edges, layout.eoff,
-                                    layout.adj_ptr, layout.adj_edge, float(damping), float(tol),
-                                    int(max_iter), msgs)
+    marg, log_z, it, conv = _run_bp(
+        layout.cards,
+        layout.uoff,
+        theta,
+        layout.edges,
+        layout.eoff,
+        layout.adj_ptr,
+        layout.adj_edge,
+        float(damping),
+        float(tol),
+        int(max_iter),
+        msgs,
+    )
     return BPResult(marg, float(log_z), int(it), bool(conv), msgs)

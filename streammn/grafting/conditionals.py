@@ -112,8 +112,7 @@ def _log_domain_row(r, v, cols, cards, uoff, theta, edges, eoff, adj_ptr, adj_ed
 
 
 @nb.njit(cache=True)
-def conditionals(v, cols, cards, uoff, theta, etab, edges, eoff, adj_ptr, adj_edge, probs,
-                 logp):
+def conditionals(v, cols, cards, uoff, theta, etab, edges, eoff, adj_ptr, adj_edge, probs, logp):
     """``probs[a, r] = P(x_v = a | x_-v)`` for every row ``r`` and ``logp[r]`` the log of it at
     the row's own value (``etab``: :func:`shifted_exp` of ``theta``)."""
     n = cols.shape[1]
@@ -130,8 +129,9 @@ def conditionals(v, cols, cards, uoff, theta, etab, edges, eoff, adj_ptr, adj_ed
             total += probs[a, r]
         px = probs[own[r], r]
         if total < UNDERFLOW or px < UNDERFLOW * total:
-            logp[r] = _log_domain_row(r, v, cols, cards, uoff, theta, edges, eoff, adj_ptr,
-                                      adj_edge, probs)
+            logp[r] = _log_domain_row(
+                r, v, cols, cards, uoff, theta, edges, eoff, adj_ptr, adj_edge, probs
+            )
             continue
         inv = 1.0 / total
         for a in range(c):
@@ -150,8 +150,9 @@ def residuals(v, cols, cards, uoff, theta, etab, edges, eoff, adj_ptr, adj_edge,
 
 
 @nb.njit(cache=True)
-def pseudo_loglik_pass(cols, cards, uoff, theta, etab, edges, eoff, adj_ptr, adj_edge,
-                       want_grad, grad, terms):
+def pseudo_loglik_pass(
+    cols, cards, uoff, theta, etab, edges, eoff, adj_ptr, adj_edge, want_grad, grad, terms
+):
     """The summed ``log P(x_v | x_-v)`` over rows and variables. With ``want_grad``, adds the
     gradient of the *negative* sum to ``grad``; writes each term to ``terms[r, v]`` unless
     ``terms`` is empty."""
@@ -165,11 +166,13 @@ def pseudo_loglik_pass(cols, cards, uoff, theta, etab, edges, eoff, adj_ptr, adj
     for v in range(nv):
         c = cards[v]
         if want_grad:  # probs become the residuals the gradient sums
-            residuals(v, cols, cards, uoff, theta, etab, edges, eoff, adj_ptr, adj_edge, probs,
-                      logp)
+            residuals(
+                v, cols, cards, uoff, theta, etab, edges, eoff, adj_ptr, adj_edge, probs, logp
+            )
         else:
-            conditionals(v, cols, cards, uoff, theta, etab, edges, eoff, adj_ptr, adj_edge,
-                         probs, logp)
+            conditionals(
+                v, cols, cards, uoff, theta, etab, edges, eoff, adj_ptr, adj_edge, probs, logp
+            )
         for r in range(n):
             total += logp[r]
         if terms.shape[0]:

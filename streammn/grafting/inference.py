@@ -66,32 +66,49 @@ class ExactInference:
             cells.append(cell)
         self.log_z = float(np.logaddexp.reduce(logp))
         self.p = np.exp(logp - self.log_z)
-        node = [np.bincount(self.states[:, v], weights=self.p, minlength=int(cards[v]))
-                for v in range(layout.n_vars)]
-        edge = [np.bincount(c, weights=self.p, minlength=int(layout.eoff[k + 1] - layout.eoff[k]))
-                for k, c in enumerate(cells)]
+        node = [
+            np.bincount(self.states[:, v], weights=self.p, minlength=int(cards[v]))
+            for v in range(layout.n_vars)
+        ]
+        edge = [
+            np.bincount(c, weights=self.p, minlength=int(layout.eoff[k + 1] - layout.eoff[k]))
+            for k, c in enumerate(cells)
+        ]
         self.marginals = np.concatenate(node + edge) if node + edge else np.zeros(0)
-        self.node_marginals = self.marginals[:layout.uoff[-1]]
+        self.node_marginals = self.marginals[: layout.uoff[-1]]
 
     def pair_tables(self, pairs) -> np.ndarray:
         """Model joint tables of ``pairs`` (k x 2), flat at :func:`pair_offsets`."""
         cards = self.layout.cards
-        out = [np.bincount(self.states[:, i] * cards[j] + self.states[:, j], weights=self.p,
-                           minlength=int(cards[i] * cards[j])) for i, j in pairs.tolist()]
+        out = [
+            np.bincount(
+                self.states[:, i] * cards[j] + self.states[:, j],
+                weights=self.p,
+                minlength=int(cards[i] * cards[j]),
+            )
+            for i, j in pairs.tolist()
+        ]
         return np.concatenate(out) if out else np.zeros(0)
 
 
 class BPInference:
     """Marginals of ``(layout, theta)`` by loopy BP, pair tables by clamped BP (see module)."""
 
-    def __init__(self, layout: PairwiseLayout, theta, damping: float, tol: float,
-                 max_iter: int, messages: np.ndarray | None = None):
+    def __init__(
+        self,
+        layout: PairwiseLayout,
+        theta,
+        damping: float,
+        tol: float,
+        max_iter: int,
+        messages: np.ndarray | None = None,
+    ):
         self.layout, self.theta = layout, np.asarray(theta, dtype=np.float64)
         self.bp = dict(damping=damping, tol=tol, max_iter=max_iter)
         res = belief_propagation(layout, self.theta, messages=messages, **self.bp)
         self.result = res
         self.marginals, self.log_z, self.messages = res.marginals, res.log_z, res.messages
-        self.node_marginals = res.marginals[:layout.uoff[-1]]
+        self.node_marginals = res.marginals[: layout.uoff[-1]]
         self.component = _components(layout)
         self._conditionals: dict[int, np.ndarray] = {}
 
@@ -103,10 +120,10 @@ class BPInference:
             got = np.empty((int(lay.cards[v]), int(lay.uoff[-1])))
             for a in range(int(lay.cards[v])):
                 theta = self.theta.copy()
-                theta[lay.uoff[v]:lay.uoff[v + 1]] -= CLAMP
+                theta[lay.uoff[v] : lay.uoff[v + 1]] -= CLAMP
                 theta[lay.uoff[v] + a] += CLAMP
                 res = belief_propagation(lay, theta, messages=self.messages.copy(), **self.bp)
-                got[a] = res.marginals[:lay.uoff[-1]]
+                got[a] = res.marginals[: lay.uoff[-1]]
             self._conditionals[v] = got
         return got
 
@@ -117,15 +134,14 @@ class BPInference:
         uses = np.bincount(np.asarray(pairs).ravel(), minlength=lay.n_vars)
         out = []
         for i, j in pairs.tolist():
-            pi = node[lay.uoff[i]:lay.uoff[i + 1]]
-            pj = node[lay.uoff[j]:lay.uoff[j + 1]]
+            pi = node[lay.uoff[i] : lay.uoff[i + 1]]
+            pj = node[lay.uoff[j] : lay.uoff[j + 1]]
             if self.component[i] != self.component[j]:
                 table = np.outer(pi, pj)
-            elif i not in self._conditionals and (j in self._conditionals
-                                                  or uses[j] > uses[i]):
-                table = (pj[:, None] * self.conditionals(j)[:, lay.uoff[i]:lay.uoff[i + 1]]).T
+            elif i not in self._conditionals and (j in self._conditionals or uses[j] > uses[i]):
+                table = (pj[:, None] * self.conditionals(j)[:, lay.uoff[i] : lay.uoff[i + 1]]).T
             else:
-                table = pi[:, None] * self.conditionals(i)[:, lay.uoff[j]:lay.uoff[j + 1]]
+                table = pi[:, None] * self.conditionals(i)[:, lay.uoff[j] : lay.uoff[j + 1]]
             out.append(table.ravel())
         return np.concatenate(out) if out else np.zeros(0)
 
@@ -140,8 +156,15 @@ def _components(layout: PairwiseLayout) -> np.ndarray:
     return connected_components(graph, directed=False)[1]
 
 
-def infer(layout: PairwiseLayout, theta, exact: bool, damping: float, tol: float,
-          max_iter: int, messages: np.ndarray | None = None):
+def infer(
+    layout: PairwiseLayout,
+    theta,
+    exact: bool,
+    damping: float,
+    tol: float,
+    max_iter: int,
+    messages: np.ndarray | None = None,
+):
     """:class:`ExactInference` or :class:`BPInference` of ``(layout, theta)``."""
     if exact:
         return ExactInference(layout, np.asarray(theta, dtype=np.float64))

@@ -184,53 +184,80 @@ class EdgeGrafting(StructureLearner):
 
     param_error = GraftingError
     parameters = {
-        "lambda_": Param(NONE | Interval(float, 0, None, "neither"), "group-L1 strength and "
-                         "activation threshold (default: scaled to the data, "
-                         "c*sqrt(log n / N) / mean(card)^2)", flag="--lambda"),
-        "lambda_c": Param(Interval(float, 0, None, "neither"), "constant of the data-scaled "
-                          "lambda"),
+        "lambda_": Param(
+            NONE | Interval(float, 0, None, "neither"),
+            "group-L1 strength and "
+            "activation threshold (default: scaled to the data, "
+            "c*sqrt(log n / N) / mean(card)^2)",
+            flag="--lambda",
+        ),
+        "lambda_c": Param(
+            Interval(float, 0, None, "neither"), "constant of the data-scaled lambda"
+        ),
         "lambda2": Param(Interval(float, 0), "squared-L2 strength"),
         "strategy": Param(OneOf(*STRATEGIES), "edge search", flag="--strategy"),
-        "alpha": Param(Interval(float, 0, 1), "best-choice activation threshold between the "
-                       "reservoir's mean (0) and max (1)", flag="--alpha"),
+        "alpha": Param(
+            Interval(float, 0, 1),
+            "best-choice activation threshold between the reservoir's mean (0) and max (1)",
+            flag="--alpha",
+        ),
         "reservoir_size": Param(NONE | Interval(int, 1), "best-choice reservoir capacity"),
         "t_max": Param(NONE | Interval(int, 1), "best-choice edge tests per round"),
         "rho0": Param(Interval(float), "default priority of unseen edges"),
         "hubs": Param(Boolean(), "best-choice hub heuristic"),
         "c_hat": Param(Interval(float, 0), "degree-centrality threshold of the hub heuristic"),
         "climb": Param(Boolean(), "best-choice: climb to the best pair sharing an endpoint"),
-        "max_edges": Param(NONE | Interval(int, 0), "edge budget (default: none, test C2 "
-                           "ends the run)", flag="--max-edges"),
+        "max_edges": Param(
+            NONE | Interval(int, 0),
+            "edge budget (default: none, test C2 ends the run)",
+            flag="--max-edges",
+        ),
         "objective": Param(OneOf(*OBJECTIVES), "data term of the weight fits"),
         "max_iter": Param(Interval(int, 1), "L-BFGS iterations per optimisation"),
         "inference": Param(OneOf(*INFERENCE), "model marginals of the likelihood objective"),
         "bp_damping": Param(Interval(float, 0, 1, "left"), "loopy BP damping"),
         "bp_tol": Param(Interval(float, 0, None, "neither"), "loopy BP tolerance"),
         "bp_max_iter": Param(Interval(int, 1), "loopy BP iterations"),
-        "update_every": Param(Interval(int, 1), "rows between two structure updates",
-                              flag="--update-every"),
+        "update_every": Param(
+            Interval(int, 1), "rows between two structure updates", flag="--update-every"
+        ),
         "steps_per_update": Param(NONE | Interval(int, 1), "activation steps per update"),
         "stats_reservoir": Param(Interval(int, 1), "rows kept by the statistics' reservoir"),
         "refit": Param(Boolean(), "publish the active set's weights refit without the L1"),
         "score_refit": Param(Boolean(), "score pairs against the unpenalised refit"),
         "standardise": Param(OneOf(*STANDARDISE), "form of test C2"),
-        "seed": Param(Interval(int, 0), "randomness (edge sampling, row reservoir)",
-                      flag="--seed"),
+        "seed": Param(Interval(int, 0), "randomness (edge sampling, row reservoir)", flag="--seed"),
     }
 
-    def __init__(self, schema: Schema, lambda_: float | None = None, lambda_c: float = 2.0,
-                 lambda2: float = 0.001,
-                 strategy: str = "best_choice", alpha: float = 0.5,
-                 reservoir_size: int | None = None, t_max: int | None = None, rho0: float = 0.0,
-                 hubs: bool = True, c_hat: float = 0.1, climb: bool = True,
-                 max_edges: int | None = None,
-                 objective: str = "pseudo", max_iter: int = 20, inference: str = "auto",
-                 bp_damping: float = 0.5,
-                 bp_tol: float = 1e-3, bp_max_iter: int = 60, update_every: int = 10000,
-                 steps_per_update: int | None = None, stats_reservoir: int = 50000,
-                 refit: bool = True, score_refit: bool = True,
-                 standardise: bool | str = "either",
-                 seed: int = 0):
+    def __init__(
+        self,
+        schema: Schema,
+        lambda_: float | None = None,
+        lambda_c: float = 2.0,
+        lambda2: float = 0.001,
+        strategy: str = "best_choice",
+        alpha: float = 0.5,
+        reservoir_size: int | None = None,
+        t_max: int | None = None,
+        rho0: float = 0.0,
+        hubs: bool = True,
+        c_hat: float = 0.1,
+        climb: bool = True,
+        max_edges: int | None = None,
+        objective: str = "pseudo",
+        max_iter: int = 20,
+        inference: str = "auto",
+        bp_damping: float = 0.5,
+        bp_tol: float = 1e-3,
+        bp_max_iter: int = 60,
+        update_every: int = 10000,
+        steps_per_update: int | None = None,
+        stats_reservoir: int = 50000,
+        refit: bool = True,
+        score_refit: bool = True,
+        standardise: bool | str = "either",
+        seed: int = 0,
+    ):
         self._check_params(locals())
         if standardise is True and objective != "pseudo":
             raise GraftingError("standardise=True needs the pseudo-likelihood objective")
@@ -274,18 +301,26 @@ class EdgeGrafting(StructureLearner):
         if self.strategy == "exhaustive":
             return Exhaustive()
         if self.strategy == "first_hit":
-            return BestChoice(n, self.rng, capacity=1, t_max=1, alpha=1.0, rho0=self.rho0,
-                              hubs=False, climb=False)
-        return BestChoice(n, self.rng,
-                          capacity=self.reservoir_size if self.reservoir_size else max(n, 1),
-                          t_max=self.t_max if self.t_max else max(int(math.sqrt(n)), 1),
-                          alpha=self.alpha, rho0=self.rho0, hubs=self.hubs, c_hat=self.c_hat,
-                          climb=self.climb)
+            return BestChoice(
+                n, self.rng, capacity=1, t_max=1, alpha=1.0, rho0=self.rho0, hubs=False, climb=False
+            )
+        return BestChoice(
+            n,
+            self.rng,
+            capacity=self.reservoir_size if self.reservoir_size else max(n, 1),
+            t_max=self.t_max if self.t_max else max(int(math.sqrt(n)), 1),
+            alpha=self.alpha,
+            rho0=self.rho0,
+            hubs=self.hubs,
+            c_hat=self.c_hat,
+            climb=self.climb,
+        )
 
     def _reset(self) -> None:
         self.rng = np.random.default_rng(self.seed)
-        self.stats = OnDemandPairCounts(self.schema, reservoir_capacity=self.stats_reservoir,
-                                        seed=self.seed)
+        self.stats = OnDemandPairCounts(
+            self.schema, reservoir_capacity=self.stats_reservoir, seed=self.seed
+        )
         self.cards = np.ascontiguousarray(self.schema.cardinalities, dtype=np.int64)
         self.edges: list[tuple[int, int]] = []
         self.active: set[tuple[int, int]] = set()
@@ -321,8 +356,9 @@ class EdgeGrafting(StructureLearner):
             return pairs, scores
         got, counts, offsets, n_rows = self.stats.flat_tables(pairs)
         model = self._inference.pair_tables(got)
-        return got, activation_scores(got, self.cards, model, pair_offsets(got, self.cards),
-                                      counts, offsets, n_rows)
+        return got, activation_scores(
+            got, self.cards, model, pair_offsets(got, self.cards), counts, offsets, n_rows
+        )
 
     @property
     def z_threshold(self) -> float:
@@ -361,10 +397,19 @@ class EdgeGrafting(StructureLearner):
 
     def _objective(self, lambda_: float) -> GraftingObjective:
         rows = self.stats.reservoir.rows if self.objective == "pseudo" else None
-        return GraftingObjective(self.layout, self._data_marginals(), lambda_, self.lambda2,
-                                 kind=self.objective, rows=rows, damping=self.bp_damping,
-                                 tol=self.bp_tol, max_iter=self.bp_max_iter,
-                                 messages=self._messages, exact=self._exact)
+        return GraftingObjective(
+            self.layout,
+            self._data_marginals(),
+            lambda_,
+            self.lambda2,
+            kind=self.objective,
+            rows=rows,
+            damping=self.bp_damping,
+            tol=self.bp_tol,
+            max_iter=self.bp_max_iter,
+            messages=self._messages,
+            exact=self._exact,
+        )
 
     @property
     def model_theta(self) -> np.ndarray:
@@ -386,12 +431,20 @@ class EdgeGrafting(StructureLearner):
             weights = minimise(self._objective(0.0), self.theta, self.max_iter)[0]
         self.score_theta = weights  # the weights the activation scores are taken at
         if self.objective == "pseudo":
-            self._inference = PseudoScorer(self.layout, weights, self.stats.reservoir.rows,
-                                           bool(self.standardise))
+            self._inference = PseudoScorer(
+                self.layout, weights, self.stats.reservoir.rows, bool(self.standardise)
+            )
             return
         self._infer_from = messages  # kept so that a restored state infers identically
-        self._inference = infer(self.layout, weights, self._exact, self.bp_damping,
-                                self.bp_tol, self.bp_max_iter, messages)
+        self._inference = infer(
+            self.layout,
+            weights,
+            self._exact,
+            self.bp_damping,
+            self.bp_tol,
+            self.bp_max_iter,
+            messages,
+        )
         self._messages = getattr(self._inference, "messages", None)
 
     def _activate(self, chosen) -> None:
@@ -400,7 +453,7 @@ class EdgeGrafting(StructureLearner):
         self.active.update(chosen)
         self.layout = PairwiseLayout(self.cards, np.array(self.edges, dtype=np.int64))
         theta = np.zeros(self.layout.size)
-        theta[:old.size] = self.theta
+        theta[: old.size] = self.theta
         self.theta = theta
 
     def step(self) -> bool:
@@ -420,10 +473,16 @@ class EdgeGrafting(StructureLearner):
         self.optimise()
         self._strategy.after_optimisation(self)
         self.steps += 1
-        self.history.append({"step": self.steps, "added": [list(e) for e in chosen],
-                             "n_edges": len(self.edges), "objective": self.objective_value,
-                             "fraction_pairs_counted": self.fraction_pairs_counted,
-                             "seconds": time.perf_counter() - started})
+        self.history.append(
+            {
+                "step": self.steps,
+                "added": [list(e) for e in chosen],
+                "n_edges": len(self.edges),
+                "objective": self.objective_value,
+                "fraction_pairs_counted": self.fraction_pairs_counted,
+                "seconds": time.perf_counter() - started,
+            }
+        )
         return True
 
     def graft(self, max_steps: int | None = None, callback=None) -> int:
@@ -447,7 +506,7 @@ class EdgeGrafting(StructureLearner):
         start = 0
         while start < rows.shape[0]:
             take = min(rows.shape[0] - start, self.update_every - self.rows_since_update)
-            self.stats.update(Validated(rows[start:start + take], self.schema))
+            self.stats.update(Validated(rows[start : start + take], self.schema))
             self.rows_since_update += take
             start += take
             if self.rows_since_update >= self.update_every:
@@ -492,14 +551,23 @@ class EdgeGrafting(StructureLearner):
     # serialisation ------------------------------------------------------------------------
     def to_bytes(self) -> bytes:
         """Full state: parameters, statistics, active set, weights, search state, RNG."""
-        meta = {"format": FORMAT, "schema": self.schema.to_dict(), "params": self.get_params(),
-                "edges": [list(e) for e in self.edges], "strategy": self._strategy.get_state(),
-                "rng": self.rng.bit_generator.state, "objective_value": self.objective_value,
-                "converged": self.converged, "steps": self.steps,
-                "rows_since_update": self.rows_since_update,
-                "has_marginals": self._inference is not None}
-        arrays = {"theta": self.theta,
-                  "stats": np.frombuffer(self.stats.to_bytes(), dtype=np.uint8)}
+        meta = {
+            "format": FORMAT,
+            "schema": self.schema.to_dict(),
+            "params": self.get_params(),
+            "edges": [list(e) for e in self.edges],
+            "strategy": self._strategy.get_state(),
+            "rng": self.rng.bit_generator.state,
+            "objective_value": self.objective_value,
+            "converged": self.converged,
+            "steps": self.steps,
+            "rows_since_update": self.rows_since_update,
+            "has_marginals": self._inference is not None,
+        }
+        arrays = {
+            "theta": self.theta,
+            "stats": np.frombuffer(self.stats.to_bytes(), dtype=np.uint8),
+        }
         if self._inference is not None and self._infer_from is not None:
             arrays["messages"] = self._infer_from
         return pack_state(meta, arrays)

@@ -42,9 +42,11 @@ class PairwiseLayout:
         self.cards = np.ascontiguousarray(cards, dtype=np.int64)
         n = self.cards.shape[0]
         self.edges = np.ascontiguousarray(np.asarray(edges, dtype=np.int64).reshape(-1, 2))
-        if self.edges.size and not bool((self.edges[:, 0] < self.edges[:, 1]).all()
-                                        and (self.edges[:, 0] >= 0).all()
-                                        and (self.edges[:, 1] < n).all()):
+        if self.edges.size and not bool(
+            (self.edges[:, 0] < self.edges[:, 1]).all()
+            and (self.edges[:, 0] >= 0).all()
+            and (self.edges[:, 1] < n).all()
+        ):
             raise ValueError("edges must be pairs (i, j) with 0 <= i < j < n_vars")
         self.uoff = np.concatenate([[0], np.cumsum(self.cards)]).astype(np.int64)
         sizes = self.cards[self.edges[:, 0]] * self.cards[self.edges[:, 1]]
@@ -52,8 +54,9 @@ class PairwiseLayout:
         ends = self.edges.ravel()
         order = np.argsort(ends, kind="stable")
         self.adj_edge = np.ascontiguousarray(order // 2, dtype=np.int64)
-        self.adj_ptr = np.concatenate([[0], np.cumsum(np.bincount(ends, minlength=n))]
-                                      ).astype(np.int64)
+        self.adj_ptr = np.concatenate([[0], np.cumsum(np.bincount(ends, minlength=n))]).astype(
+            np.int64
+        )
 
     @property
     def n_vars(self) -> int:
@@ -94,9 +97,10 @@ def to_markov_network(schema: Schema, layout: PairwiseLayout, theta) -> MarkovNe
     var = np.empty(n_unary + 2 * n_e, dtype=np.int32)
     val = np.empty(n_unary + 2 * n_e, dtype=np.uint8)
     var[:n_unary], val[:n_unary] = u_var, u_val
-    var[n_unary::2], var[n_unary + 1::2] = ci, cj
-    val[n_unary::2], val[n_unary + 1::2] = a, b
+    var[n_unary::2], var[n_unary + 1 :: 2] = ci, cj
+    val[n_unary::2], val[n_unary + 1 :: 2] = a, b
     ptr = np.concatenate([np.arange(n_unary + 1), n_unary + 2 * np.arange(1, n_e + 1)])
-    fs = FeatureSet(schema, theta[:layout.size], ptr, var, val, np.ones(var.shape[0], bool),
-                    validate=False)
+    fs = FeatureSet(
+        schema, theta[: layout.size], ptr, var, val, np.ones(var.shape[0], bool), validate=False
+    )
     return MarkovNetwork(schema, fs)

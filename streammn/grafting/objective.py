@@ -46,9 +46,20 @@ def pseudo_loglik(layout: PairwiseLayout, theta, rows, grad: np.ndarray | None =
 def _pseudo_pass(layout: PairwiseLayout, theta, cols, grad, terms) -> float:
     theta = np.ascontiguousarray(theta, dtype=np.float64)
     want = grad is not None
-    return pseudo_loglik_pass(cols, layout.cards, layout.uoff, theta, shifted_exp(layout, theta),
-                              layout.edges, layout.eoff, layout.adj_ptr, layout.adj_edge, want,
-                              grad if want else np.zeros(0), terms)
+    return pseudo_loglik_pass(
+        cols,
+        layout.cards,
+        layout.uoff,
+        theta,
+        shifted_exp(layout, theta),
+        layout.edges,
+        layout.eoff,
+        layout.adj_ptr,
+        layout.adj_edge,
+        want,
+        grad if want else np.zeros(0),
+        terms,
+    )
 
 
 class GraftingObjective:
@@ -77,10 +88,21 @@ class GraftingObjective:
         Likelihood: marginals and ``log Z`` by enumerating the joint states instead of BP.
     """
 
-    def __init__(self, layout: PairwiseLayout, data_marginals, lambda_: float, lambda2: float,
-                 kind: str = "likelihood", rows=None, eps: float = 1e-4, damping: float = 0.5,
-                 tol: float = 1e-6, max_iter: int = 200, messages: np.ndarray | None = None,
-                 exact: bool = False):
+    def __init__(
+        self,
+        layout: PairwiseLayout,
+        data_marginals,
+        lambda_: float,
+        lambda2: float,
+        kind: str = "likelihood",
+        rows=None,
+        eps: float = 1e-4,
+        damping: float = 0.5,
+        tol: float = 1e-6,
+        max_iter: int = 200,
+        messages: np.ndarray | None = None,
+        exact: bool = False,
+    ):
         if kind not in OBJECTIVES:
             raise ValueError(f"objective must be one of {OBJECTIVES}, got {kind!r}")
         if kind == "pseudo" and (rows is None or len(rows) == 0):
@@ -101,7 +123,7 @@ class GraftingObjective:
     def penalty(self, theta) -> tuple[float, np.ndarray]:
         """Smoothed group-L1 plus squared L2: value and gradient."""
         sq = np.add.reduceat(theta * theta, self._starts) if theta.size else np.zeros(0)
-        norm = np.sqrt(sq + self.eps ** 2)
+        norm = np.sqrt(sq + self.eps**2)
         value = float((self._scale * (norm - self.eps)).sum() + self.lambda2 * (theta @ theta))
         grad = (self._scale / norm)[self._group_of] * theta + 2.0 * self.lambda2 * theta
         return value, grad
@@ -126,8 +148,13 @@ class GraftingObjective:
         return value + pv, grad + pg
 
 
-def minimise(objective: GraftingObjective, theta0, max_iter: int = 100, gtol: float = 1e-5,
-             ftol: float = 1e-7) -> tuple[np.ndarray, float, int]:
+def minimise(
+    objective: GraftingObjective,
+    theta0,
+    max_iter: int = 100,
+    gtol: float = 1e-5,
+    ftol: float = 1e-7,
+) -> tuple[np.ndarray, float, int]:
     """Minimise ``objective`` from ``theta0`` with L-BFGS-B; returns ``(theta, value, iters)``.
     ``ftol`` is the relative decrease below which it stops (each grafting step starts from the
     previous optimum, so a loose tolerance loses little).
@@ -136,7 +163,11 @@ def minimise(objective: GraftingObjective, theta0, max_iter: int = 100, gtol: fl
     threads, and a threaded BLAS on a busy machine made them 20x slower than the BP runs.
     """
     with threadpool_limits(limits=1, user_api="blas"):
-        res = minimize(objective, np.asarray(theta0, dtype=np.float64), jac=True,
-                       method="L-BFGS-B",
-                       options={"maxiter": int(max_iter), "gtol": gtol, "ftol": ftol})
+        res = minimize(
+            objective,
+            np.asarray(theta0, dtype=np.float64),
+            jac=True,
+            method="L-BFGS-B",
+            options={"maxiter": int(max_iter), "gtol": gtol, "ftol": ftol},
+        )
     return res.x, float(res.fun), int(res.nit)

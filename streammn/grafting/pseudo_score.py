@@ -47,13 +47,24 @@ from streammn.grafting.mrf import PairwiseLayout
 
 
 @nb.njit(cache=True)
-def _fill_residuals(wanted, cols, cards, uoff, theta, etab, edges, eoff, adj_ptr, adj_edge,
-                    res):
+def _fill_residuals(wanted, cols, cards, uoff, theta, etab, edges, eoff, adj_ptr, adj_edge, res):
     """Residuals of the variables ``wanted`` into their rows ``res[uoff[v]:uoff[v + 1]]``."""
     logp = np.empty(cols.shape[1])
     for v in wanted:
-        residuals(v, cols, cards, uoff, theta, etab, edges, eoff, adj_ptr, adj_edge,
-                  res[uoff[v]:uoff[v + 1]], logp)
+        residuals(
+            v,
+            cols,
+            cards,
+            uoff,
+            theta,
+            etab,
+            edges,
+            eoff,
+            adj_ptr,
+            adj_edge,
+            res[uoff[v] : uoff[v + 1]],
+            logp,
+        )
 
 
 @nb.njit(cache=True)
@@ -147,8 +158,19 @@ class PseudoScorer:
         wanted = ends[~self._ready[ends]]
         lay = self.layout
         if wanted.size:
-            _fill_residuals(wanted, self.cols, lay.cards, lay.uoff, self.theta, self._etab,
-                            lay.edges, lay.eoff, lay.adj_ptr, lay.adj_edge, self._res)
+            _fill_residuals(
+                wanted,
+                self.cols,
+                lay.cards,
+                lay.uoff,
+                self.theta,
+                self._etab,
+                lay.edges,
+                lay.eoff,
+                lay.adj_ptr,
+                lay.adj_edge,
+                self._res,
+            )
             if self.standardise:
                 _fill_spread(wanted, self.cols, lay.uoff, self._res, self._sq, self._own)
             self._ready[wanted] = True

@@ -44,16 +44,28 @@ class SyntheticMRF:
     def to_markov_network(self):
         return to_markov_network(self.schema, self.layout, self.theta)
 
-    def sample(self, n: int, seed: int = 0, burn_in: int = 100, thin: int = 1,
-               chains: int = 8) -> np.ndarray:
+    def sample(
+        self, n: int, seed: int = 0, burn_in: int = 100, thin: int = 1, chains: int = 8
+    ) -> np.ndarray:
         """``n`` rows by Gibbs sampling (see the module docstring)."""
         if min(n, chains, thin) < 1 or burn_in < 0:
             raise ValueError("need n, chains, thin >= 1 and burn_in >= 0")
         chains = min(int(chains), int(n))
         per_chain = -(-int(n) // chains)
-        out = _gibbs(self.layout.cards, self.layout.uoff, self.theta, self.layout.edges,
-                     self.layout.eoff, self.layout.adj_ptr, self.layout.adj_edge, chains,
-                     per_chain, int(burn_in), int(thin), int(seed))
+        out = _gibbs(
+            self.layout.cards,
+            self.layout.uoff,
+            self.theta,
+            self.layout.edges,
+            self.layout.eoff,
+            self.layout.adj_ptr,
+            self.layout.adj_edge,
+            chains,
+            per_chain,
+            int(burn_in),
+            int(thin),
+            int(seed),
+        )
         return out[:n]
 
 
@@ -74,8 +86,14 @@ def preferential_attachment(n: int, rng: np.random.Generator) -> np.ndarray:
     return np.array(sorted(edges), dtype=np.int64)
 
 
-def scale_free_mrf(n: int, states: int = 5, sigma_node: float = 0.5, sigma_edge: float = 1.0,
-                   mean: float = 0.0, seed: int = 0) -> SyntheticMRF:
+def scale_free_mrf(
+    n: int,
+    states: int = 5,
+    sigma_node: float = 0.5,
+    sigma_edge: float = 1.0,
+    mean: float = 0.0,
+    seed: int = 0,
+) -> SyntheticMRF:
     """Appendix C's random MRF: preferential-attachment graph, Gaussian log-potentials."""
     if states < 2:
         raise ValueError(f"states must be >= 2, got {states}")
@@ -84,8 +102,9 @@ def scale_free_mrf(n: int, states: int = 5, sigma_node: float = 0.5, sigma_edge:
     schema = Schema.from_cardinalities([states] * n)
     layout = PairwiseLayout(schema.cardinalities, edges)
     n_unary = int(layout.uoff[-1])
-    theta = np.concatenate([rng.normal(mean, sigma_node, n_unary),
-                            rng.normal(mean, sigma_edge, layout.size - n_unary)])
+    theta = np.concatenate(
+        [rng.normal(mean, sigma_node, n_unary), rng.normal(mean, sigma_edge, layout.size - n_unary)]
+    )
     return SyntheticMRF(schema, layout, theta)
 
 
@@ -117,8 +136,9 @@ def planted_graph(family: str, n: int, rng: np.random.Generator) -> np.ndarray:
         return np.array(sorted(pairs), dtype=np.int64)
     order = rng.permutation(n)
     edges = {tuple(sorted((int(order[v]), int(order[rng.integers(v)])))) for v in range(1, n)}
-    extra = {"tree": 0, "tree_loops": max(1, round(0.3 * n)),
-             "random": int(1.5 * n) - (n - 1)}[family]
+    extra = {"tree": 0, "tree_loops": max(1, round(0.3 * n)), "random": int(1.5 * n) - (n - 1)}[
+        family
+    ]
     target = len(edges) + extra
     while len(edges) < target:
         i, j = (int(v) for v in rng.choice(n, size=2, replace=False))
@@ -126,8 +146,14 @@ def planted_graph(family: str, n: int, rng: np.random.Generator) -> np.ndarray:
     return np.array(sorted(edges), dtype=np.int64)
 
 
-def potts_mrf(edges, n: int, states: int = 3, coupling: tuple[float, float] = (0.8, 1.5),
-              sigma_node: float = 0.1, seed: int = 0) -> SyntheticMRF:
+def potts_mrf(
+    edges,
+    n: int,
+    states: int = 3,
+    coupling: tuple[float, float] = (0.8, 1.5),
+    sigma_node: float = 0.1,
+    seed: int = 0,
+) -> SyntheticMRF:
     """A planted Potts model on ``edges``: ``theta_ij(a, b) = J_ij [a = b]``, ``|J_ij|`` uniform
     in ``coupling`` with a random sign; unary cells ``N(0, sigma_node)``."""
     if states < 2:
@@ -142,17 +168,20 @@ def potts_mrf(edges, n: int, states: int = 3, coupling: tuple[float, float] = (0
     return SyntheticMRF(schema, layout, theta)
 
 
-def planted_potts(family: str, n: int, states: int = 3,
-                  coupling: tuple[float, float] = (0.8, 1.5), seed: int = 0) -> SyntheticMRF:
+def planted_potts(
+    family: str, n: int, states: int = 3, coupling: tuple[float, float] = (0.8, 1.5), seed: int = 0
+) -> SyntheticMRF:
     """:func:`potts_mrf` on a :func:`planted_graph` drawn with the same seed."""
     rng = np.random.default_rng(seed)
-    return potts_mrf(planted_graph(family, n, rng), n, states, coupling,
-                     seed=int(rng.integers(2**31)))
+    return potts_mrf(
+        planted_graph(family, n, rng), n, states, coupling, seed=int(rng.integers(2**31))
+    )
 
 
 @nb.njit(cache=True)
-def _gibbs(cards, uoff, theta, edges, eoff, adj_ptr, adj_edge, chains, per_chain, burn_in,
-           thin, seed):
+def _gibbs(
+    cards, uoff, theta, edges, eoff, adj_ptr, adj_edge, chains, per_chain, burn_in, thin, seed
+):
     np.random.seed(seed)
     nv = cards.shape[0]
     out = np.empty((chains * per_chain, nv), dtype=np.uint8)

@@ -28,8 +28,16 @@ def variable_groups(n_vars: int, groups: int) -> list[np.ndarray]:
     return np.array_split(np.arange(n_vars), groups)
 
 
-def cmll_terms(model, rows, groups: int = 4, burn_in: int = 100, samples: int = 1000,
-               chains: int = 1, seed: int = 0, method: str = "auto") -> np.ndarray:
+def cmll_terms(
+    model,
+    rows,
+    groups: int = 4,
+    burn_in: int = 100,
+    samples: int = 1000,
+    chains: int = 1,
+    seed: int = 0,
+    method: str = "auto",
+) -> np.ndarray:
     """``log P(x_i | x_E)`` per row and variable, ``E`` = the variables outside ``X_i``'s group.
 
     The protocol of Davis & Domingos used by the DTSL and DN2MN papers: the variables are split
@@ -43,8 +51,15 @@ def cmll_terms(model, rows, groups: int = 4, burn_in: int = 100, samples: int = 
     evidence = np.repeat(rows[None].astype(np.int16), len(blocks), axis=0)  # (groups, m, n)
     for g, block in enumerate(blocks):
         evidence[g][:, block] = -1
-    marg = gibbs_marginals(model, evidence.reshape(-1, n), burn_in=burn_in, samples=samples,
-                           chains=chains, seed=seed, method=method).reshape(len(blocks), m, -1)
+    marg = gibbs_marginals(
+        model,
+        evidence.reshape(-1, n),
+        burn_in=burn_in,
+        samples=samples,
+        chains=chains,
+        seed=seed,
+        method=method,
+    ).reshape(len(blocks), m, -1)
     offs = loglinear.value_offsets(model.schema.cardinalities)
     out = np.empty((m, n))
     for g, block in enumerate(blocks):
@@ -53,8 +68,16 @@ def cmll_terms(model, rows, groups: int = 4, burn_in: int = 100, samples: int = 
     return out
 
 
-def cmll(model, rows, groups: int = 4, burn_in: int = 100, samples: int = 1000,
-         chains: int = 1, seed: int = 0, method: str = "auto") -> float:
+def cmll(
+    model,
+    rows,
+    groups: int = 4,
+    burn_in: int = 100,
+    samples: int = 1000,
+    chains: int = 1,
+    seed: int = 0,
+    method: str = "auto",
+) -> float:
     """Conditional marginal log-likelihood per example (see :func:`cmll_terms`)."""
     terms = cmll_terms(model, rows, groups, burn_in, samples, chains, seed, method)
     return float(terms.sum(axis=1).mean()) if terms.shape[0] else float("nan")

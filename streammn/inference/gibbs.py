@@ -31,7 +31,7 @@ from streammn.errors import SettingsError
 
 
 BLOCK_WORDS = 4  # lockstep marginal chains run in blocks of 64 * BLOCK_WORDS
-TABLE_STATES = 2 ** 18  # largest state space whose conditionals are tabulated
+TABLE_STATES = 2**18  # largest state space whose conditionals are tabulated
 
 
 class InferenceError(SettingsError):
@@ -61,14 +61,14 @@ def chain_seeds(seed, n: int, *key) -> np.ndarray:
 
 
 @nb.njit(cache=True)
-def _conditional_logits(x, j, card, var_ptr, var_feats, weights, ptr, var, val, eq, logits,
-                        allowed):
+def _conditional_logits(
+    x, j, card, var_ptr, var_feats, weights, ptr, var, val, eq, logits, allowed
+):
     """logits[:card] = log P(X_j = . | x_-j) up to a constant."""
     for a in range(card):
         logits[a] = 0.0
     for k in range(var_ptr[j], var_ptr[j + 1]):
-        _add_feature_logits(x, j, card, var_feats[k], weights, ptr, var, val, eq, logits,
-                            allowed)
+        _add_feature_logits(x, j, card, var_feats[k], weights, ptr, var, val, eq, logits, allowed)
 
 
 @nb.njit(cache=True)
@@ -83,8 +83,9 @@ def _chain(x, cards, sweeps, var_ptr, var_feats, weights, ptr, var, val, eq, sta
     for s in range(sweeps):
         for j in range(cards.shape[0]):
             card = cards[j]
-            _conditional_logits(x, j, card, var_ptr, var_feats, weights, ptr, var, val, eq,
-                                logits, allowed)
+            _conditional_logits(
+                x, j, card, var_ptr, var_feats, weights, ptr, var, val, eq, logits, allowed
+            )
             x[j] = _draw(logits, 0, card, probs, state, 0)
 
 
@@ -170,8 +171,24 @@ def _block_plan(free, lits, n_words, var_ptr, var_feats, ptr, var, code, allowed
 
 
 @nb.njit(cache=True)
-def _marginal_block(evidence, c0, n_words, cards, offs, burn_in, samples, seeds, var_ptr,
-                    var_feats, weights, ptr, var, code, allowed, acc):
+def _marginal_block(
+    evidence,
+    c0,
+    n_words,
+    cards,
+    offs,
+    burn_in,
+    samples,
+    seeds,
+    var_ptr,
+    var_feats,
+    weights,
+    ptr,
+    var,
+    code,
+    allowed,
+    acc,
+):
     """Gibbs chains ``c0 .. c0 + 64 n_words`` in lockstep, one bit per chain.
 
     For each variable j, every feature of j's conditional is tested against all chains at once:
@@ -187,7 +204,7 @@ def _marginal_block(evidence, c0, n_words, cards, offs, burn_in, samples, seeds,
     X = np.zeros((width, n), dtype=np.uint8)
     free = np.zeros((n, n_words), dtype=np.uint64)
     valid = np.zeros(n_words, dtype=np.uint64)
-    states = seeds[c0:c0 + nc].copy()
+    states = seeds[c0 : c0 + nc].copy()
     for c in range(nc):
         valid[c >> 6] |= np.uint64(1) << np.uint64(c & 63)
         for j in range(n):
@@ -201,7 +218,8 @@ def _marginal_block(evidence, c0, n_words, cards, offs, burn_in, samples, seeds,
     for j in range(n):
         _set_literals(lits, X, j, offs[j], cards[j], valid, n_words, nc)
     plan_ptr, plan_f, plan_jm, plan_static, plan_dyn_ptr, plan_dyn = _block_plan(
-        free, lits, n_words, var_ptr, var_feats, ptr, var, code, allowed)
+        free, lits, n_words, var_ptr, var_feats, ptr, var, code, allowed
+    )
     max_card = 0
     for j in range(n):
         max_card = max(max_card, cards[j])
@@ -252,15 +270,44 @@ def _marginal_block(evidence, c0, n_words, cards, offs, burn_in, samples, seeds,
 
 
 @nb.njit(cache=True, parallel=True)
-def _marginals(evidence, cards, offs, burn_in, samples, seeds, var_ptr, var_feats, weights, ptr,
-               var, code, allowed):
+def _marginals(
+    evidence,
+    cards,
+    offs,
+    burn_in,
+    samples,
+    seeds,
+    var_ptr,
+    var_feats,
+    weights,
+    ptr,
+    var,
+    code,
+    allowed,
+):
     m = evidence.shape[0]
     width = 64 * BLOCK_WORDS
     n_blocks = (m + width - 1) // width
     acc = np.zeros((m, offs[-1]))
     for blk in nb.prange(n_blocks):
-        _marginal_block(evidence, blk * width, BLOCK_WORDS, cards, offs, burn_in, samples, seeds,
-                        var_ptr, var_feats, weights, ptr, var, code, allowed, acc)
+        _marginal_block(
+            evidence,
+            blk * width,
+            BLOCK_WORDS,
+            cards,
+            offs,
+            burn_in,
+            samples,
+            seeds,
+            var_ptr,
+            var_feats,
+            weights,
+            ptr,
+            var,
+            code,
+            allowed,
+            acc,
+        )
     return acc
 
 
@@ -272,7 +319,7 @@ def _marginals_table(evidence, cards, offs, strides, table, burn_in, samples, se
     flat = table.reshape(-1)
     acc = np.zeros((m, n_slots))
     for c in nb.prange(m):
-        states = seeds[c:c + 1].copy()
+        states = seeds[c : c + 1].copy()
         x = np.empty(n, dtype=np.int64)
         code = 0
         for j in range(n):
@@ -294,12 +341,13 @@ def _marginals_table(evidence, cards, offs, strides, table, burn_in, samples, se
 
 
 @nb.njit(cache=True, parallel=True)
-def _sample(n_chains, per_chain, burn_in, thin, seeds, cards, var_ptr, var_feats, weights, ptr,
-            var, val, eq):
+def _sample(
+    n_chains, per_chain, burn_in, thin, seeds, cards, var_ptr, var_feats, weights, ptr, var, val, eq
+):
     n = cards.shape[0]
     out = np.empty((n_chains * per_chain, n), dtype=np.uint8)
     for c in nb.prange(n_chains):
-        state = seeds[c:c + 1].copy()
+        state = seeds[c : c + 1].copy()
         x = np.empty(n, dtype=np.uint8)
         for j in range(n):
             x[j] = min(int(_next_at(state, 0) * cards[j]), cards[j] - 1)
@@ -313,8 +361,10 @@ def _sample(n_chains, per_chain, burn_in, thin, seeds, cards, var_ptr, var_feats
 def _check_counts(**kw):
     for name, v in kw.items():
         if int(v) != v or v < (0 if name == "burn_in" else 1):
-            raise InferenceError(f"{name} must be a {'non-negative' if name == 'burn_in' else 'positive'}"
-                                 f" integer, got {v!r}")
+            raise InferenceError(
+                f"{name} must be a {'non-negative' if name == 'burn_in' else 'positive'}"
+                f" integer, got {v!r}"
+            )
 
 
 def _evidence(evidence, schema) -> np.ndarray:
@@ -328,8 +378,15 @@ def _evidence(evidence, schema) -> np.ndarray:
     return out
 
 
-def gibbs_marginals(model, evidence, burn_in: int = 100, samples: int = 1000, chains: int = 1,
-                    seed: int = 0, method: str = "auto") -> np.ndarray:
+def gibbs_marginals(
+    model,
+    evidence,
+    burn_in: int = 100,
+    samples: int = 1000,
+    chains: int = 1,
+    seed: int = 0,
+    method: str = "auto",
+) -> np.ndarray:
     """Rao-Blackwellised single-variable marginals given evidence, for each evidence row.
 
     ``evidence`` is an int array ``(m, n_vars)`` with ``-1`` for unobserved variables. Each row
@@ -348,11 +405,14 @@ def gibbs_marginals(model, evidence, burn_in: int = 100, samples: int = 1000, ch
     """
     _check_counts(burn_in=burn_in, samples=samples, chains=chains)
     if method not in ("auto", "table", "bitset", "incremental"):
-        raise InferenceError(f"method must be 'auto', 'table', 'bitset' or 'incremental', got "
-                             f"{method!r}")
+        raise InferenceError(
+            f"method must be 'auto', 'table', 'bitset' or 'incremental', got {method!r}"
+        )
     if method == "incremental" and not isinstance(model, MarkovNetwork):
-        raise InferenceError("method='incremental' needs a MarkovNetwork (a dependency "
-                             "network's conditionals are not one joint model's)")
+        raise InferenceError(
+            "method='incremental' needs a MarkovNetwork (a dependency "
+            "network's conditionals are not one joint model's)"
+        )
     fs, var_ptr, var_feats, owner = conditional_structure(model)
     cards = np.ascontiguousarray(fs.schema.cardinalities, dtype=np.int64)
     ev = _evidence(evidence, fs.schema)
@@ -362,17 +422,26 @@ def gibbs_marginals(model, evidence, burn_in: int = 100, samples: int = 1000, ch
     offs = value_offsets(cards)
     n_states = int(np.prod(cards.astype(object)))
     if method == "table" and n_states > 16 * TABLE_STATES:
-        raise InferenceError(f"method='table' would tabulate {n_states} joint states; use "
-                             "'bitset' (or 'auto')")
+        raise InferenceError(
+            f"method='table' would tabulate {n_states} joint states; use 'bitset' (or 'auto')"
+        )
     if method == "table" or (method == "auto" and n_states <= TABLE_STATES):
         # every conditional of every joint state, computed once by the PLL kernel
-        states = np.ascontiguousarray(np.stack(np.unravel_index(np.arange(n_states),
-                                                                 tuple(cards)), axis=1),
-                                      dtype=np.uint8)
+        states = np.ascontiguousarray(
+            np.stack(np.unravel_index(np.arange(n_states), tuple(cards)), axis=1), dtype=np.uint8
+        )
         table = loglinear.all_conditionals(fs, states, owner=owner)[0]
         strides = np.append(np.cumprod(cards[::-1])[::-1][1:], 1)  # last variable fastest
-        acc = _marginals_table(ev, cards, offs, np.ascontiguousarray(strides, dtype=np.int64), table,
-                               int(burn_in), int(samples), seeds)
+        acc = _marginals_table(
+            ev,
+            cards,
+            offs,
+            np.ascontiguousarray(strides, dtype=np.int64),
+            table,
+            int(burn_in),
+            int(samples),
+            seeds,
+        )
     elif method == "incremental" or (method == "auto" and isinstance(model, MarkovNetwork)):
         acc = incremental_marginals(fs, ev, cards, offs, burn_in, samples, seeds)
     else:
@@ -381,14 +450,28 @@ def gibbs_marginals(model, evidence, burn_in: int = 100, samples: int = 1000, ch
                 f"the lockstep Gibbs kernel handles variables of at most "
                 f"{loglinear.MASK_VALUES} values; this model has one with {cards.max()} and "
                 f"{n_states} joint states (more than TABLE_STATES={TABLE_STATES} for the "
-                "tabulated method)")
+                "tabulated method)"
+            )
         code, allowed = _group_masks(fs.ptr, fs.var, fs.val, fs.eq, cards)
-        acc = _marginals(ev, cards, offs, int(burn_in), int(samples), seeds, var_ptr, var_feats,
-                         fs.weights, fs.ptr, fs.var, code, allowed)
+        acc = _marginals(
+            ev,
+            cards,
+            offs,
+            int(burn_in),
+            int(samples),
+            seeds,
+            var_ptr,
+            var_feats,
+            fs.weights,
+            fs.ptr,
+            fs.var,
+            code,
+            allowed,
+        )
     out = acc.reshape(m, chains, -1).sum(axis=1) / (samples * chains)
     for j in range(cards.shape[0]):  # observed variables: one-hot on their value
         obs = ev[::chains, j] >= 0
-        out[obs, offs[j]:offs[j + 1]] = 0.0
+        out[obs, offs[j] : offs[j + 1]] = 0.0
         out[np.flatnonzero(obs), offs[j] + ev[::chains, j][obs]] = 1.0
     return out
 
@@ -399,14 +482,27 @@ def sample_chains(model, n: int, chains: int, burn_in: int, thin: int, seeds) ->
     fs, var_ptr, var_feats, _ = conditional_structure(model)
     cards = np.ascontiguousarray(fs.schema.cardinalities, dtype=np.int64)
     per_chain = -(-int(n) // int(chains))
-    out = _sample(int(chains), per_chain, int(burn_in), int(thin),
-                  np.ascontiguousarray(seeds, dtype=np.uint64), cards, var_ptr, var_feats,
-                  fs.weights, fs.ptr, fs.var, fs.val, fs.eq)
+    out = _sample(
+        int(chains),
+        per_chain,
+        int(burn_in),
+        int(thin),
+        np.ascontiguousarray(seeds, dtype=np.uint64),
+        cards,
+        var_ptr,
+        var_feats,
+        fs.weights,
+        fs.ptr,
+        fs.var,
+        fs.val,
+        fs.eq,
+    )
     return out[:n]
 
 
-def sample(model, n: int, seed: int = 0, burn_in: int = 100, thin: int = 1,
-           chains: int = 16) -> np.ndarray:
+def sample(
+    model, n: int, seed: int = 0, burn_in: int = 100, thin: int = 1, chains: int = 16
+) -> np.ndarray:
     """``n`` rows drawn by Gibbs sampling: ``chains`` independent chains, each started uniformly
     at random, ``burn_in`` sweeps discarded, then one row every ``thin`` sweeps."""
     chains = max(1, min(int(chains), int(n)))

@@ -111,8 +111,18 @@ def _pattern(is_free, gptr, g_var, g_mask):
     part_mask = np.ascontiguousarray(uniq[:, 1::2][used]).view(np.uint64)
     unary_var = np.ascontiguousarray(keys[:, 0])
     unary_mask = np.ascontiguousarray(keys[:, 1]).view(np.uint64)
-    return (feat, part, unary_var, unary_mask, ev_ptr, ev_var, ev_mask, part_ptr, part_var,
-            part_mask)
+    return (
+        feat,
+        part,
+        unary_var,
+        unary_mask,
+        ev_ptr,
+        ev_var,
+        ev_mask,
+        part_ptr,
+        part_var,
+        part_mask,
+    )
 
 
 @nb.njit(cache=True)
@@ -129,9 +139,28 @@ def _add_to_values(logits, o, card, mask, w):
 
 
 @nb.njit(cache=True)
-def _block(chains, evidence, cards, offs, burn_in, samples, seeds, weights, feat, part,
-           unary_var, unary_mask, ev_ptr, ev_var, ev_mask, part_ptr, part_var, part_mask,
-           free_vars, acc):
+def _block(
+    chains,
+    evidence,
+    cards,
+    offs,
+    burn_in,
+    samples,
+    seeds,
+    weights,
+    feat,
+    part,
+    unary_var,
+    unary_mask,
+    ev_ptr,
+    ev_var,
+    ev_mask,
+    part_ptr,
+    part_var,
+    part_mask,
+    free_vars,
+    acc,
+):
     """Reduce the model for up to 64 chains of one evidence pattern at once, then run each.
 
     Each feature's evidence groups are tested against all the chains with one AND per group
@@ -188,13 +217,43 @@ def _block(chains, evidence, cards, offs, burn_in, samples, seeds, weights, feat
                     n_live[i] += 1
                 part_w[i, p] += w
     for i in range(nc):
-        _chain(chains[i], states[i:i + 1], x[i], logits[i], part_w[i], live[i, :n_live[i]],
-               cards, offs, burn_in, samples, part_ptr, part_var, part_mask, free_vars, acc)
+        _chain(
+            chains[i],
+            states[i : i + 1],
+            x[i],
+            logits[i],
+            part_w[i],
+            live[i, : n_live[i]],
+            cards,
+            offs,
+            burn_in,
+            samples,
+            part_ptr,
+            part_var,
+            part_mask,
+            free_vars,
+            acc,
+        )
 
 
 @nb.njit(cache=True)
-def _chain(c, states, x, logits, part_w, live, cards, offs, burn_in, samples, part_ptr,
-           part_var, part_mask, free_vars, acc):
+def _chain(
+    c,
+    states,
+    x,
+    logits,
+    part_w,
+    live,
+    cards,
+    offs,
+    burn_in,
+    samples,
+    part_ptr,
+    part_var,
+    part_mask,
+    free_vars,
+    acc,
+):
     """Chain ``c``'s Gibbs sweeps on its reduced model (its part weights and biases).
 
     ``logits[offs[j] + a]`` is the logit of ``X_j = a``. Each part ``k`` keeps ``unsat[k]``, the
@@ -312,8 +371,11 @@ def _chain(c, states, x, logits, part_w, live, cards, offs, burn_in, samples, pa
                     fail_xor[k] ^= g
                     if others_failing > 1:
                         continue
-                    h0, h1 = (k_ptr[k], k_ptr[k + 1]) if others_failing == 0 else \
-                        (others_xor, others_xor + 1)
+                    h0, h1 = (
+                        (k_ptr[k], k_ptr[k + 1])
+                        if others_failing == 0
+                        else (others_xor, others_xor + 1)
+                    )
                     for h in range(h0, h1):
                         if h == g:
                             continue
@@ -327,26 +389,76 @@ def _chain(c, states, x, logits, part_w, live, cards, offs, burn_in, samples, pa
 
 
 @nb.njit(cache=True, parallel=True)
-def _chains(chains, evidence, cards, offs, burn_in, samples, seeds, weights, feat, part,
-            unary_var, unary_mask, ev_ptr, ev_var, ev_mask, part_ptr, part_var, part_mask,
-            free_vars, acc):
+def _chains(
+    chains,
+    evidence,
+    cards,
+    offs,
+    burn_in,
+    samples,
+    seeds,
+    weights,
+    feat,
+    part,
+    unary_var,
+    unary_mask,
+    ev_ptr,
+    ev_var,
+    ev_mask,
+    part_ptr,
+    part_var,
+    part_mask,
+    free_vars,
+    acc,
+):
     for b in nb.prange((chains.shape[0] + 63) // 64):
-        _block(chains[64 * b:64 * b + 64], evidence, cards, offs, burn_in, samples, seeds,
-               weights, feat, part, unary_var, unary_mask, ev_ptr, ev_var, ev_mask, part_ptr,
-               part_var, part_mask, free_vars, acc)
+        _block(
+            chains[64 * b : 64 * b + 64],
+            evidence,
+            cards,
+            offs,
+            burn_in,
+            samples,
+            seeds,
+            weights,
+            feat,
+            part,
+            unary_var,
+            unary_mask,
+            ev_ptr,
+            ev_var,
+            ev_mask,
+            part_ptr,
+            part_var,
+            part_mask,
+            free_vars,
+            acc,
+        )
 
 
 def incremental_marginals(fs, evidence, cards, offs, burn_in, samples, seeds) -> np.ndarray:
     """Sums over the ``samples`` sweeps of each chain's conditionals, ``(chains, offs[-1])``:
     chain ``c`` starts from row ``c`` of ``evidence`` (-1: free) with seed ``seeds[c]``."""
     gptr, _, _, g_var, g_mask, _, _ = _group_structure(
-        fs.ptr, fs.var, fs.val, fs.eq, cards, np.full(fs.n_features, -1, np.int64))
+        fs.ptr, fs.var, fs.val, fs.eq, cards, np.full(fs.n_features, -1, np.int64)
+    )
     free = evidence < 0
     patterns, which = np.unique(free, axis=0, return_inverse=True)
     which = which.ravel()
     acc = np.zeros((evidence.shape[0], offs[-1]))
     for i, is_free in enumerate(patterns):
         shared = _pattern(is_free, gptr, g_var, g_mask)
-        _chains(np.flatnonzero(which == i), evidence, cards, offs, int(burn_in), int(samples),
-                seeds, fs.weights, *shared, np.flatnonzero(is_free), acc)
+        _chains(
+            np.flatnonzero(which == i),
+            evidence,
+            cards,
+            offs,
+            int(burn_in),
+            int(samples),
+            seeds,
+            fs.weights,
+            *shared,
+            np.flatnonzero(is_free),
+            acc,
+        )
     return acc

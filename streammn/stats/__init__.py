@@ -19,9 +19,10 @@ from streammn.stats.patterns import PatternCounts
 from streammn.stats.reservoir import RowReservoir
 from streammn.stats.store import StatsFormatError, StatsMergeError, store_kind
 
-_STORES = {cls.__name__: cls
-           for cls in (MarginalCounts, PairCounts, OnDemandPairCounts, RowReservoir,
-                       PatternCounts)}
+_STORES = {
+    cls.__name__: cls
+    for cls in (MarginalCounts, PairCounts, OnDemandPairCounts, RowReservoir, PatternCounts)
+}
 
 
 def from_bytes(data):
@@ -32,6 +33,14 @@ def from_bytes(data):
     return _STORES[kind].from_bytes(data)
 
 
-__all__ = ["MarginalCounts", "PairCounts", "OnDemandPairCounts", "PairTable", "RowReservoir",
-           "PatternCounts",
-           "StatsFormatError", "StatsMergeError", "from_bytes"]
+__all__ = [
+    "MarginalCounts",
+    "PairCounts",
+    "OnDemandPairCounts",
+    "PairTable",
+    "RowReservoir",
+    "PatternCounts",
+    "StatsFormatError",
+    "StatsMergeError",
+    "from_bytes",
+]

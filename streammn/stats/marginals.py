@@ -55,7 +55,7 @@ class MarginalCounts:
     # access -------------------------------------------------------------------------------
     def counts(self, i: int) -> np.ndarray:
         """Counts of the states ``0 .. card_i-1`` of variable ``i`` (a copy)."""
-        return self._flat[self._offsets[i]:self._offsets[i + 1]].copy()
+        return self._flat[self._offsets[i] : self._offsets[i + 1]].copy()
 
     @property
     def flat(self) -> np.ndarray:
@@ -85,7 +85,7 @@ class MarginalCounts:
         cards = self.schema.cardinalities
         probs = (self._flat + np.repeat(smoothing / cards, cards)) / total
         if i is not None:
-            return probs[self._offsets[i]:self._offsets[i + 1]]
+            return probs[self._offsets[i] : self._offsets[i + 1]]
         return np.split(probs, self._offsets[1:-1])
 
     # serialisation ------------------------------------------------------------------------
@@ -99,14 +99,22 @@ class MarginalCounts:
         schema, meta, arrays = unpack(data, cls, ["counts"])
         store = cls(schema)
         counts = arrays["counts"]
-        expect(counts.dtype == np.int64 and counts.shape == store._flat.shape, cls,
-               f"counts of shape {counts.shape} / {counts.dtype}")
+        expect(
+            counts.dtype == np.int64 and counts.shape == store._flat.shape,
+            cls,
+            f"counts of shape {counts.shape} / {counts.dtype}",
+        )
         n_rows = meta.get("n_rows")
         expect(isinstance(n_rows, int) and n_rows >= 0, cls, f"n_rows {n_rows!r}")
         per_variable = np.add.reduceat(counts, store._offsets[:-1])
-        expect(bool((counts >= 0).all()) and bool(
-            (per_variable <= n_rows).all() if schema.missing else (per_variable == n_rows).all()),
-            cls, "per-variable counts do not sum to n_rows")
+        expect(
+            bool((counts >= 0).all())
+            and bool(
+                (per_variable <= n_rows).all() if schema.missing else (per_variable == n_rows).all()
+            ),
+            cls,
+            "per-variable counts do not sum to n_rows",
+        )
         store._flat[:] = counts
         store.n_rows = n_rows
         return store

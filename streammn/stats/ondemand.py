@@ -87,10 +87,10 @@ class OnDemandPairCounts:
         self._index: dict[tuple[int, int], int] = {}
         self._pairs = np.empty((0, 2), dtype=np.int64)
         self._offsets = np.zeros(1, dtype=np.int64)  # table p is flat[offsets[p]:offsets[p+1]]
-        self._exact = np.empty(0, dtype=np.int64)     # counts of rows seen since the request
-        self._sampled = np.empty(0, dtype=np.int64)   # counts of reservoir rows
+        self._exact = np.empty(0, dtype=np.int64)  # counts of rows seen since the request
+        self._sampled = np.empty(0, dtype=np.int64)  # counts of reservoir rows
         self._sampled_rows = np.empty(0, dtype=np.int64)  # reservoir rows behind _sampled
-        self._rows_before = np.empty(0, dtype=np.int64)   # stream rows seen before the request
+        self._rows_before = np.empty(0, dtype=np.int64)  # stream rows seen before the request
 
     # pair bookkeeping ---------------------------------------------------------------------
     def _canonical(self, i, j) -> tuple[int, int]:
@@ -108,8 +108,14 @@ class OnDemandPairCounts:
         offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         out = np.zeros(int(offsets[-1]), dtype=np.int64)
         if pairs.shape[0]:
-            count_pairs(rows, np.ascontiguousarray(pairs[:, 0]), np.ascontiguousarray(pairs[:, 1]),
-                        self._cards[pairs[:, 1]], offsets, out)
+            count_pairs(
+                rows,
+                np.ascontiguousarray(pairs[:, 0]),
+                np.ascontiguousarray(pairs[:, 1]),
+                self._cards[pairs[:, 1]],
+                offsets,
+                out,
+            )
         return out, offsets
 
     def _append(self, pairs, exact, sampled, sampled_rows, rows_before) -> None:
@@ -136,11 +142,14 @@ class OnDemandPairCounts:
             new_pairs = np.array(new, dtype=np.int64).reshape(-1, 2)
             sampled, _ = self._count(self.reservoir.rows, new_pairs)
             n_new = new_pairs.shape[0]
-            self._append(new_pairs, np.zeros_like(sampled), sampled,
-                         np.full(n_new, self.reservoir.size, dtype=np.int64),
-                         np.full(n_new, self.n_rows, dtype=np.int64))
-        return [self._table(self._index[p], transpose=(i > j))
-                for p, (i, j) in zip(canon, pairs)]
+            self._append(
+                new_pairs,
+                np.zeros_like(sampled),
+                sampled,
+                np.full(n_new, self.reservoir.size, dtype=np.int64),
+                np.full(n_new, self.n_rows, dtype=np.int64),
+            )
+        return [self._table(self._index[p], transpose=(i > j)) for p, (i, j) in zip(canon, pairs)]
 
     def table(self, i: int, j: int) -> PairTable:
         """The table of ``(i, j)`` (``card_i x card_j``); requests the pair if not tracked."""
@@ -149,8 +158,7 @@ class OnDemandPairCounts:
     def _table(self, p: int, transpose: bool) -> PairTable:
         i, j = (int(v) for v in self._pairs[p])
         block = slice(self._offsets[p], self._offsets[p + 1])
-        counts = (self._exact[block] + self._sampled[block]).reshape(self._cards[i],
-                                                                     self._cards[j])
+        counts = (self._exact[block] + self._sampled[block]).reshape(self._cards[i], self._cards[j])
         exact_rows = self.n_rows - int(self._rows_before[p])
         sampled_rows = int(self._sampled_rows[p])
         missing = int(self._rows_before[p]) - sampled_rows
@@ -207,9 +215,14 @@ class OnDemandPairCounts:
         """Count a batch: marginals, every tracked pair, and the reservoir."""
         rows = rows_of(data, self.schema)
         if self._pairs.shape[0]:
-            count_pairs(rows, np.ascontiguousarray(self._pairs[:, 0]),
-                        np.ascontiguousarray(self._pairs[:, 1]),
-                        self._cards[self._pairs[:, 1]], self._offsets, self._exact)
+            count_pairs(
+                rows,
+                np.ascontiguousarray(self._pairs[:, 0]),
+                np.ascontiguousarray(self._pairs[:, 1]),
+                self._cards[self._pairs[:, 1]],
+                self._offsets,
+                self._exact,
+            )
         self.marginals.update(Validated(rows, self.schema))
         self.reservoir.update(Validated(rows, self.schema))
         self.n_rows += rows.shape[0]
@@ -251,9 +264,13 @@ class OnDemandPairCounts:
             idx = np.array([other._index[p] for p in theirs], dtype=np.int64)
             flat = _flat_index(other._offsets, idx)
             sampled, _ = self._count(self.reservoir.rows, other._pairs[idx])
-            self._append(other._pairs[idx], other._exact[flat], other._sampled[flat] + sampled,
-                         other._sampled_rows[idx] + self.reservoir.size,
-                         other._rows_before[idx] + self.n_rows)
+            self._append(
+                other._pairs[idx],
+                other._exact[flat],
+                other._sampled[flat] + sampled,
+                other._sampled_rows[idx] + self.reservoir.size,
+                other._rows_before[idx] + self.n_rows,
+            )
         self.marginals.merge(other.marginals)
         self.reservoir.merge(other.reservoir)
         self.n_rows += other.n_rows
@@ -262,17 +279,32 @@ class OnDemandPairCounts:
     # serialisation ------------------------------------------------------------------------
     def to_bytes(self) -> bytes:
         """Lossless serialisation: marginals, reservoir (with its generator state), tables."""
-        return pack(self, {"n_rows": self.n_rows, "reservoir_capacity": self.reservoir_capacity},
-                    {"pairs": self._pairs, "exact": self._exact, "sampled": self._sampled,
-                     "sampled_rows": self._sampled_rows, "rows_before": self._rows_before,
-                     "marginals": np.frombuffer(self.marginals.to_bytes(), dtype=np.uint8),
-                     "reservoir": np.frombuffer(self.reservoir.to_bytes(), dtype=np.uint8)})
+        return pack(
+            self,
+            {"n_rows": self.n_rows, "reservoir_capacity": self.reservoir_capacity},
+            {
+                "pairs": self._pairs,
+                "exact": self._exact,
+                "sampled": self._sampled,
+                "sampled_rows": self._sampled_rows,
+                "rows_before": self._rows_before,
+                "marginals": np.frombuffer(self.marginals.to_bytes(), dtype=np.uint8),
+                "reservoir": np.frombuffer(self.reservoir.to_bytes(), dtype=np.uint8),
+            },
+        )
 
     @classmethod
     def from_bytes(cls, data) -> "OnDemandPairCounts":
         """Rebuild a store from :meth:`to_bytes` output; raises ``StatsFormatError`` if bad."""
-        names = ["pairs", "exact", "sampled", "sampled_rows", "rows_before", "marginals",
-                 "reservoir"]
+        names = [
+            "pairs",
+            "exact",
+            "sampled",
+            "sampled_rows",
+            "rows_before",
+            "marginals",
+            "reservoir",
+        ]
         schema, meta, arrays = unpack(data, cls, names)
         n_rows, capacity = meta.get("n_rows"), meta.get("reservoir_capacity")
         expect(isinstance(n_rows, int) and n_rows >= 0, cls, f"n_rows {n_rows!r}")
@@ -280,35 +312,69 @@ class OnDemandPairCounts:
         store = cls(schema, reservoir_capacity=capacity)
         marginals = MarginalCounts.from_bytes(arrays["marginals"].tobytes())
         reservoir = RowReservoir.from_bytes(arrays["reservoir"].tobytes())
-        expect(marginals.schema == schema and reservoir.schema == schema, cls,
-               "nested stores have another schema")
-        expect(marginals.n_rows == n_rows and reservoir.n_seen == n_rows
-               and reservoir.capacity == capacity, cls, "nested stores disagree on row counts")
+        expect(
+            marginals.schema == schema and reservoir.schema == schema,
+            cls,
+            "nested stores have another schema",
+        )
+        expect(
+            marginals.n_rows == n_rows
+            and reservoir.n_seen == n_rows
+            and reservoir.capacity == capacity,
+            cls,
+            "nested stores disagree on row counts",
+        )
         store.seed = reservoir.seed
         store.marginals, store.reservoir, store.n_rows = marginals, reservoir, n_rows
         pairs = arrays["pairs"]
-        expect(pairs.dtype == np.int64 and pairs.ndim == 2 and pairs.shape[1] == 2, cls,
-               f"pairs of shape {pairs.shape} / {pairs.dtype}")
+        expect(
+            pairs.dtype == np.int64 and pairs.ndim == 2 and pairs.shape[1] == 2,
+            cls,
+            f"pairs of shape {pairs.shape} / {pairs.dtype}",
+        )
         n_pairs = pairs.shape[0]
-        expect(bool((pairs[:, 0] >= 0).all() and (pairs[:, 0] < pairs[:, 1]).all()
-                    and (pairs[:, 1] < schema.n_vars).all()), cls, "pair indices out of range")
+        expect(
+            bool(
+                (pairs[:, 0] >= 0).all()
+                and (pairs[:, 0] < pairs[:, 1]).all()
+                and (pairs[:, 1] < schema.n_vars).all()
+            ),
+            cls,
+            "pair indices out of range",
+        )
         expect(len({tuple(p) for p in pairs.tolist()}) == n_pairs, cls, "duplicate pairs")
         size = int((store._cards[pairs[:, 0]] * store._cards[pairs[:, 1]]).sum())
-        for name, length in [("exact", size), ("sampled", size), ("sampled_rows", n_pairs),
-                             ("rows_before", n_pairs)]:
+        for name, length in [
+            ("exact", size),
+            ("sampled", size),
+            ("sampled_rows", n_pairs),
+            ("rows_before", n_pairs),
+        ]:
             arr = arrays[name]
-            expect(arr.dtype == np.int64 and arr.shape == (length,) and bool((arr >= 0).all()),
-                   cls, f"{name} of shape {arr.shape} / {arr.dtype}")
-        expect(bool((arrays["sampled_rows"] <= arrays["rows_before"]).all()
-                    and (arrays["rows_before"] <= n_rows).all()), cls, "row counts inconsistent")
-        store._append(pairs, arrays["exact"], arrays["sampled"], arrays["sampled_rows"],
-                      arrays["rows_before"])
+            expect(
+                arr.dtype == np.int64 and arr.shape == (length,) and bool((arr >= 0).all()),
+                cls,
+                f"{name} of shape {arr.shape} / {arr.dtype}",
+            )
+        expect(
+            bool(
+                (arrays["sampled_rows"] <= arrays["rows_before"]).all()
+                and (arrays["rows_before"] <= n_rows).all()
+            ),
+            cls,
+            "row counts inconsistent",
+        )
+        store._append(
+            pairs, arrays["exact"], arrays["sampled"], arrays["sampled_rows"], arrays["rows_before"]
+        )
         return store
 
     def __repr__(self) -> str:
-        return (f"OnDemandPairCounts(schema={self.schema!r}, "
-                f"reservoir_capacity={self.reservoir_capacity}, seed={self.seed!r}, "
-                f"n_rows={self.n_rows}, n_pairs_counted={self.n_pairs_counted})")
+        return (
+            f"OnDemandPairCounts(schema={self.schema!r}, "
+            f"reservoir_capacity={self.reservoir_capacity}, seed={self.seed!r}, "
+            f"n_rows={self.n_rows}, n_pairs_counted={self.n_pairs_counted})"
+        )
 
 
 def _flat_index(offsets: np.ndarray, idx: np.ndarray) -> np.ndarray:
@@ -317,4 +383,3 @@ def _flat_index(offsets: np.ndarray, idx: np.ndarray) -> np.ndarray:
     lengths = offsets[idx + 1] - starts
     ends = np.cumsum(lengths)
     return np.repeat(starts - (ends - lengths), lengths) + np.arange(ends[-1] if len(ends) else 0)
-

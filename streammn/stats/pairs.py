@@ -24,10 +24,10 @@ from streammn.stats.counting import encode_nonzero_states, state_offsets
 from streammn.stats.marginals import MarginalCounts
 from streammn.stats.store import check_mergeable, expect, pack, rows_of, unpack
 
-EXACT_FLOAT32_ROWS = 2 ** 24
+EXACT_FLOAT32_ROWS = 2**24
 """Largest chunk whose float32 Gram matrix is exact (float32 has a 24-bit significand)."""
 
-DEFAULT_CHUNK_BYTES = 64 * 2 ** 20
+DEFAULT_CHUNK_BYTES = 64 * 2**20
 """Default memory budget of the float32 encoding buffer of one chunk."""
 
 
@@ -65,8 +65,10 @@ class PairCounts:
         if chunk_rows is None:
             chunk_rows = min(EXACT_FLOAT32_ROWS, max(1, DEFAULT_CHUNK_BYTES // (4 * self._width)))
         if not 1 <= chunk_rows <= EXACT_FLOAT32_ROWS:
-            raise ValueError(f"chunk_rows must be in 1..{EXACT_FLOAT32_ROWS} so that float32 "
-                             f"counts stay exact, got {chunk_rows}")
+            raise ValueError(
+                f"chunk_rows must be in 1..{EXACT_FLOAT32_ROWS} so that float32 "
+                f"counts stay exact, got {chunk_rows}"
+            )
         self.chunk_rows = int(chunk_rows)
         self._gram = np.zeros((self._width, self._width), dtype=np.int64)
         self._buffer = np.empty((0, self._width), dtype=np.float32)
@@ -76,7 +78,7 @@ class PairCounts:
         """Count all pairs in the rows of a :class:`connectors.Batch` or a 2-D block of rows."""
         rows = rows_of(data, self.schema)
         for start in range(0, rows.shape[0], self.chunk_rows):
-            chunk = rows[start:start + self.chunk_rows]
+            chunk = rows[start : start + self.chunk_rows]
             m = chunk.shape[0]
             if self._buffer.shape[0] < m:
                 self._buffer = np.empty((m, self._width), dtype=np.float32)
@@ -135,10 +137,10 @@ class PairCounts:
         g = self._gram
         starts = self._columns[:-1]
         nonzero = np.diagonal(g)
-        by_var = np.add.reduceat(g, starts, axis=0)            # [v, q]: rows with v != 0 and q
+        by_var = np.add.reduceat(g, starts, axis=0)  # [v, q]: rows with v != 0 and q
         both_nonzero = np.add.reduceat(by_var, starts, axis=1)  # [v, w]: v != 0 and w != 0
-        per_var = np.diagonal(both_nonzero)                     # rows with v != 0
-        zero_q = nonzero[None, :] - by_var                      # [v, q]: v == 0 and q
+        per_var = np.diagonal(both_nonzero)  # rows with v != 0
+        zero_q = nonzero[None, :] - by_var  # [v, q]: v == 0 and q
         zero_zero = self.n_rows - per_var[:, None] - per_var[None, :] + both_nonzero
         offsets = state_offsets(self._cards)
         zero_idx = offsets[:-1]
@@ -162,28 +164,41 @@ class PairCounts:
     # serialisation ------------------------------------------------------------------------
     def to_bytes(self) -> bytes:
         """Lossless serialisation (see :mod:`streammn.stats.store` for the format)."""
-        return pack(self, {"n_rows": self.n_rows, "chunk_rows": self.chunk_rows},
-                    {"gram": self._gram})
+        return pack(
+            self, {"n_rows": self.n_rows, "chunk_rows": self.chunk_rows}, {"gram": self._gram}
+        )
 
     @classmethod
     def from_bytes(cls, data) -> "PairCounts":
         """Rebuild a store from :meth:`to_bytes` output; raises ``StatsFormatError`` if bad."""
         schema, meta, arrays = unpack(data, cls, ["gram"])
         chunk_rows, n_rows = meta.get("chunk_rows"), meta.get("n_rows")
-        expect(isinstance(chunk_rows, int) and 1 <= chunk_rows <= EXACT_FLOAT32_ROWS, cls,
-               f"chunk_rows {chunk_rows!r}")
+        expect(
+            isinstance(chunk_rows, int) and 1 <= chunk_rows <= EXACT_FLOAT32_ROWS,
+            cls,
+            f"chunk_rows {chunk_rows!r}",
+        )
         expect(isinstance(n_rows, int) and n_rows >= 0, cls, f"n_rows {n_rows!r}")
         store = cls(schema, chunk_rows=chunk_rows)
         gram = arrays["gram"]
-        expect(gram.dtype == np.int64 and gram.shape == store._gram.shape, cls,
-               f"gram of shape {gram.shape} / {gram.dtype}")
-        expect(bool((gram == gram.T).all()) and bool((gram >= 0).all())
-               and bool((np.diagonal(gram) <= n_rows).all()), cls,
-               "gram is not a symmetric non-negative count matrix within n_rows")
+        expect(
+            gram.dtype == np.int64 and gram.shape == store._gram.shape,
+            cls,
+            f"gram of shape {gram.shape} / {gram.dtype}",
+        )
+        expect(
+            bool((gram == gram.T).all())
+            and bool((gram >= 0).all())
+            and bool((np.diagonal(gram) <= n_rows).all()),
+            cls,
+            "gram is not a symmetric non-negative count matrix within n_rows",
+        )
         store._gram[:] = gram
         store.n_rows = n_rows
         return store
 
     def __repr__(self) -> str:
-        return (f"PairCounts(schema={self.schema!r}, chunk_rows={self.chunk_rows}, "
-                f"n_rows={self.n_rows})")
+        return (
+            f"PairCounts(schema={self.schema!r}, chunk_rows={self.chunk_rows}, "
+            f"n_rows={self.n_rows})"
+        )

@@ -207,9 +207,17 @@ class PatternCounts:
             return
         start = 0
         while True:
-            status, start, self._n = _insert(rows, weights, start, self._patterns,
-                                             self._counts, self._hashes, self._slots, self._n,
-                                             self.max_patterns)
+            status, start, self._n = _insert(
+                rows,
+                weights,
+                start,
+                self._patterns,
+                self._counts,
+                self._hashes,
+                self._slots,
+                self._n,
+                self.max_patterns,
+            )
             if status == _GROW:
                 self._grow()
                 continue
@@ -225,8 +233,11 @@ class PatternCounts:
         n = self._n
         patterns, counts, hashes = self._patterns, self._counts, self._hashes
         self._clear(size)
-        self._patterns[:n], self._counts[:n], self._hashes[:n] = \
-            patterns[:n], counts[:n], hashes[:n]
+        self._patterns[:n], self._counts[:n], self._hashes[:n] = (
+            patterns[:n],
+            counts[:n],
+            hashes[:n],
+        )
         self._n = n
         self._slots = _reindex(self._hashes, n, 2 * size)
 
@@ -237,8 +248,9 @@ class PatternCounts:
         k = min(self.max_patterns, self.n_seen)
         positions = np.sort(self._rng.choice(self.n_seen, size=k, replace=False))
         which = np.searchsorted(np.cumsum(counts), positions, side="right")
-        reservoir = RowReservoir(self.schema, capacity=self.max_patterns,
-                                 seed=int(self._rng.integers(2 ** 63)))
+        reservoir = RowReservoir(
+            self.schema, capacity=self.max_patterns, seed=int(self._rng.integers(2**63))
+        )
         reservoir._sample[:k] = patterns[which]
         reservoir.n_seen = self.n_seen
         self.reservoir = reservoir
@@ -274,15 +286,17 @@ class PatternCounts:
                 patterns, counts = np.unique(rows, axis=0, return_counts=True)
             else:
                 patterns, counts = rows[:0], np.zeros(0, dtype=np.int64)
-            self._summary = (np.ascontiguousarray(patterns, dtype=np.uint8),
-                             counts.astype(np.int64))
+            self._summary = (
+                np.ascontiguousarray(patterns, dtype=np.uint8),
+                counts.astype(np.int64),
+            )
         return self._summary
 
     @property
     def patterns(self) -> np.ndarray:
         """The distinct patterns, ``(n_patterns, n_vars)`` uint8 (read-only). In exact mode in
         order of first occurrence; in sampled mode the distinct rows of the sample, sorted."""
-        view = self._patterns[:self._n] if self.exact else self._sample_summary()[0]
+        view = self._patterns[: self._n] if self.exact else self._sample_summary()[0]
         view = view.view()
         view.flags.writeable = False
         return view
@@ -290,7 +304,7 @@ class PatternCounts:
     @property
     def counts(self) -> np.ndarray:
         """How many rows (of the stream, or of the sample) hold each pattern (read-only)."""
-        view = self._counts[:self._n] if self.exact else self._sample_summary()[1]
+        view = self._counts[: self._n] if self.exact else self._sample_summary()[1]
         view = view.view()
         view.flags.writeable = False
         return view
@@ -322,8 +336,10 @@ class PatternCounts:
         if used.size and (used.min() < 0 or used.max() >= n):
             raise IndexError(f"variable index out of range 0..{n - 1}: {used.tolist()}")
         if np.unique(used).size != used.size:
-            raise ValueError(f"A, B and the context must be disjoint sets of variables, got "
-                             f"A={a.tolist()}, B={b.tolist()}, W={w.tolist()}")
+            raise ValueError(
+                f"A, B and the context must be disjoint sets of variables, got "
+                f"A={a.tolist()}, B={b.tolist()}, W={w.tolist()}"
+            )
         if w.size and ((wv < 0) | (wv >= cards[w])).any():
             raise ValueError(f"context value out of range: {context}")
         shape = tuple(int(c) for c in cards[np.concatenate([a, b])])
@@ -337,10 +353,15 @@ class PatternCounts:
     # serialisation ------------------------------------------------------------------------
     def to_bytes(self) -> bytes:
         """Lossless serialisation (see :mod:`streammn.stats.store`), generators included."""
-        meta = {"max_patterns": self.max_patterns, "seed": self.seed, "n_seen": self.n_seen,
-                "exact": self.exact, "rng_state": _jsonable(self._rng.bit_generator.state)}
+        meta = {
+            "max_patterns": self.max_patterns,
+            "seed": self.seed,
+            "n_seen": self.n_seen,
+            "exact": self.exact,
+            "rng_state": _jsonable(self._rng.bit_generator.state),
+        }
         if self.exact:
-            arrays = {"patterns": self._patterns[:self._n], "counts": self._counts[:self._n]}
+            arrays = {"patterns": self._patterns[: self._n], "counts": self._counts[: self._n]}
         else:
             arrays = {"reservoir": np.frombuffer(self.reservoir.to_bytes(), dtype=np.uint8)}
         return pack(self, meta, arrays)
@@ -351,8 +372,11 @@ class PatternCounts:
         schema, meta, arrays = unpack(data, cls, [])
         max_patterns, seed = meta.get("max_patterns"), meta.get("seed")
         n_seen, exact = meta.get("n_seen"), meta.get("exact")
-        expect(isinstance(max_patterns, int) and max_patterns >= 1, cls,
-               f"max_patterns {max_patterns!r}")
+        expect(
+            isinstance(max_patterns, int) and max_patterns >= 1,
+            cls,
+            f"max_patterns {max_patterns!r}",
+        )
         expect(seed is None or isinstance(seed, int), cls, f"seed {seed!r}")
         expect(isinstance(n_seen, int) and n_seen >= 0, cls, f"n_seen {n_seen!r}")
         expect(isinstance(exact, bool), cls, f"exact {exact!r}")
@@ -361,27 +385,43 @@ class PatternCounts:
         if exact:
             expect("patterns" in arrays and "counts" in arrays, cls, "patterns/counts missing")
             patterns, counts = arrays["patterns"], arrays["counts"]
-            expect(patterns.dtype == np.uint8 and patterns.ndim == 2
-                   and patterns.shape[1] == schema.n_vars and counts.dtype == np.int64
-                   and counts.shape == (patterns.shape[0],)
-                   and patterns.shape[0] <= max_patterns, cls,
-                   f"patterns {patterns.shape}/{patterns.dtype}, counts {counts.shape}")
-            expect(bool((counts > 0).all()) and int(counts.sum()) == n_seen, cls,
-                   "counts are not positive or do not sum to n_seen")
-            expect(patterns.shape[0] == 0
-                   or bool((patterns.max(axis=0) < schema.cardinalities).all()), cls,
-                   "pattern values out of range of the schema")
+            expect(
+                patterns.dtype == np.uint8
+                and patterns.ndim == 2
+                and patterns.shape[1] == schema.n_vars
+                and counts.dtype == np.int64
+                and counts.shape == (patterns.shape[0],)
+                and patterns.shape[0] <= max_patterns,
+                cls,
+                f"patterns {patterns.shape}/{patterns.dtype}, counts {counts.shape}",
+            )
+            expect(
+                bool((counts > 0).all()) and int(counts.sum()) == n_seen,
+                cls,
+                "counts are not positive or do not sum to n_seen",
+            )
+            expect(
+                patterns.shape[0] == 0 or bool((patterns.max(axis=0) < schema.cardinalities).all()),
+                cls,
+                "pattern values out of range of the schema",
+            )
             store._add(np.ascontiguousarray(patterns), np.ascontiguousarray(counts))
             expect(store._n == patterns.shape[0], cls, "duplicate patterns")
         else:
             expect("reservoir" in arrays, cls, "reservoir missing")
             store.reservoir = RowReservoir.from_bytes(arrays["reservoir"].tobytes())
-            expect(store.reservoir.schema == schema
-                   and store.reservoir.capacity == max_patterns
-                   and store.reservoir.n_seen == n_seen, cls, "reservoir does not fit")
+            expect(
+                store.reservoir.schema == schema
+                and store.reservoir.capacity == max_patterns
+                and store.reservoir.n_seen == n_seen,
+                cls,
+                "reservoir does not fit",
+            )
             store.n_seen = n_seen
         return store
 
     def __repr__(self) -> str:
-        return (f"PatternCounts(schema={self.schema!r}, max_patterns={self.max_patterns}, "
-                f"seed={self.seed!r}, n_seen={self.n_seen}, exact={self.exact})")
+        return (
+            f"PatternCounts(schema={self.schema!r}, max_patterns={self.max_patterns}, "
+            f"seed={self.seed!r}, n_seen={self.n_seen}, exact={self.exact})"
+        )

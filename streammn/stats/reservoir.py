@@ -17,8 +17,9 @@ import numpy as np
 from streammn.schema import MISSING, Schema
 from streammn.stats.store import check_mergeable, expect, pack, rows_of, unpack
 
-_BIT_GENERATORS = {name: getattr(np.random, name)
-                   for name in ("PCG64", "PCG64DXSM", "Philox", "SFC64", "MT19937")}
+_BIT_GENERATORS = {
+    name: getattr(np.random, name) for name in ("PCG64", "PCG64DXSM", "Philox", "SFC64", "MT19937")
+}
 
 
 class RowReservoir:
@@ -62,7 +63,7 @@ class RowReservoir:
 
         The view follows later updates; copy it to keep a snapshot.
         """
-        view = self._sample[:self.size]
+        view = self._sample[: self.size]
         view.flags.writeable = False
         return view
 
@@ -77,7 +78,7 @@ class RowReservoir:
         selected rows, without making them a block first."""
         n = which.shape[0]
         fill = min(max(self.capacity - self.n_seen, 0), n)
-        self._sample[self.n_seen:self.n_seen + fill] = rows[which[:fill]]
+        self._sample[self.n_seen : self.n_seen + fill] = rows[which[:fill]]
         if fill < n:
             t = np.arange(self.n_seen + fill, self.n_seen + n, dtype=np.int64)
             slot = self._rng.integers(0, t + 1)  # uniform in 0..t for every row t
@@ -120,11 +121,16 @@ class RowReservoir:
     def to_bytes(self) -> bytes:
         """Lossless serialisation, including the generator state (resume = never stopped)."""
         state = _jsonable(self._rng.bit_generator.state)
-        return pack(self, {"capacity": self.capacity, "n_seen": self.n_seen,
-                           "seed": int(self.seed) if isinstance(self.seed, (int, np.integer))
-                           else None,
-                           "rng_state": state},
-                    {"sample": self._sample[:self.size]})
+        return pack(
+            self,
+            {
+                "capacity": self.capacity,
+                "n_seen": self.n_seen,
+                "seed": int(self.seed) if isinstance(self.seed, (int, np.integer)) else None,
+                "rng_state": state,
+            },
+            {"sample": self._sample[: self.size]},
+        )
 
     @classmethod
     def from_bytes(cls, data) -> "RowReservoir":
@@ -137,19 +143,26 @@ class RowReservoir:
         store = cls(schema, capacity=capacity, seed=seed)
         store._rng = _generator_from_state(meta.get("rng_state"), cls)
         sample = arrays["sample"]
-        expect(sample.dtype == np.uint8
-               and sample.shape == (min(n_seen, capacity), schema.n_vars),
-               cls, f"sample of shape {sample.shape} / {sample.dtype}")
+        expect(
+            sample.dtype == np.uint8 and sample.shape == (min(n_seen, capacity), schema.n_vars),
+            cls,
+            f"sample of shape {sample.shape} / {sample.dtype}",
+        )
         states = np.where(sample == MISSING, 0, sample) if schema.missing else sample
-        expect(sample.shape[0] == 0 or bool((states.max(axis=0) < schema.cardinalities).all()),
-               cls, "sample values out of range of the schema")
-        store._sample[:sample.shape[0]] = sample
+        expect(
+            sample.shape[0] == 0 or bool((states.max(axis=0) < schema.cardinalities).all()),
+            cls,
+            "sample values out of range of the schema",
+        )
+        store._sample[: sample.shape[0]] = sample
         store.n_seen = n_seen
         return store
 
     def __repr__(self) -> str:
-        return (f"RowReservoir(schema={self.schema!r}, capacity={self.capacity}, "
-                f"seed={self.seed!r}, n_seen={self.n_seen})")
+        return (
+            f"RowReservoir(schema={self.schema!r}, capacity={self.capacity}, "
+            f"seed={self.seed!r}, n_seen={self.n_seen})"
+        )
 
 
 def _jsonable(obj):
@@ -172,8 +185,11 @@ def _from_jsonable(obj):
 
 
 def _generator_from_state(state, cls) -> np.random.Generator:
-    expect(isinstance(state, dict) and state.get("bit_generator") in _BIT_GENERATORS, cls,
-           "missing or unknown random generator state")
+    expect(
+        isinstance(state, dict) and state.get("bit_generator") in _BIT_GENERATORS,
+        cls,
+        "missing or unknown random generator state",
+    )
     bit_generator = _BIT_GENERATORS[state["bit_generator"]]()
     try:
         bit_generator.state = _from_jsonable(state)

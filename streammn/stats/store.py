@@ -57,19 +57,23 @@ def check_mergeable(a, b, *settings: str) -> None:
     if type(a) is not type(b):
         raise StatsMergeError(f"cannot merge a {type(b).__name__} into a {type(a).__name__}")
     if a.schema != b.schema:
-        raise StatsMergeError(f"cannot merge {type(a).__name__} stores over different schemas: "
-                              f"{a.schema!r} vs {b.schema!r}")
+        raise StatsMergeError(
+            f"cannot merge {type(a).__name__} stores over different schemas: "
+            f"{a.schema!r} vs {b.schema!r}"
+        )
     for name in settings:
         va, vb = getattr(a, name), getattr(b, name)
         if va != vb:
-            raise StatsMergeError(f"cannot merge {type(a).__name__} stores with different "
-                                  f"{name}: {va!r} vs {vb!r}")
+            raise StatsMergeError(
+                f"cannot merge {type(a).__name__} stores with different {name}: {va!r} vs {vb!r}"
+            )
 
 
 def pack(store, meta: dict, arrays: dict[str, np.ndarray]) -> bytes:
     """Serialise a store: its class name, schema, JSON-able ``meta`` and named arrays."""
-    header = json.dumps({"kind": type(store).__name__, "schema": store.schema.to_dict(),
-                         "meta": meta}).encode("utf-8")
+    header = json.dumps(
+        {"kind": type(store).__name__, "schema": store.schema.to_dict(), "meta": meta}
+    ).encode("utf-8")
     buf = io.BytesIO()
     np.savez(buf, **arrays)
     payload = buf.getvalue()
@@ -88,21 +92,28 @@ def _read_frame(data, what: str) -> tuple[dict, bytes]:
     if magic != MAGIC:
         raise StatsFormatError(f"{what}: not a serialised streammn store (bad magic {magic!r})")
     if version != FORMAT_VERSION:
-        raise StatsFormatError(f"{what}: format version {version} is not supported "
-                               f"(this streammn reads version {FORMAT_VERSION})")
+        raise StatsFormatError(
+            f"{what}: format version {version} is not supported "
+            f"(this streammn reads version {FORMAT_VERSION})"
+        )
     expected = _PREFIX.size + hlen + plen
     if len(data) != expected:
         state = "truncated" if len(data) < expected else "followed by extra bytes"
-        raise StatsFormatError(f"{what}: serialised store is {state} "
-                               f"({len(data)} bytes, expected {expected})")
-    header = data[_PREFIX.size:_PREFIX.size + hlen]
-    payload = data[_PREFIX.size + hlen:]
+        raise StatsFormatError(
+            f"{what}: serialised store is {state} ({len(data)} bytes, expected {expected})"
+        )
+    header = data[_PREFIX.size : _PREFIX.size + hlen]
+    payload = data[_PREFIX.size + hlen :]
     if zlib.crc32(payload, zlib.crc32(header)) != crc:
         raise StatsFormatError(f"{what}: checksum mismatch, the serialised store is corrupt")
     try:
         head = json.loads(header.decode("utf-8"))
-        if not (isinstance(head, dict) and isinstance(head["kind"], str)
-                and isinstance(head["meta"], dict) and "schema" in head):
+        if not (
+            isinstance(head, dict)
+            and isinstance(head["kind"], str)
+            and isinstance(head["meta"], dict)
+            and "schema" in head
+        ):
             raise ValueError("kind, schema or meta missing")
     except (ValueError, KeyError, TypeError) as e:
         raise StatsFormatError(f"{what}: unreadable header ({e})") from None

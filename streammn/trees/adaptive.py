@@ -87,20 +87,20 @@ import numpy as np
 from streammn.trees.forest import Forest
 
 DETECTORS = ("page-hinkley",)
-MONITOR_ROWS = 1000      # rows per detector update (rounded to a multiple of grace_period)
-SCORED_SHARE = 8         # the first 1/SCORED_SHARE of each period's rows are scored
-SNAPSHOT_PERIODS = 5     # leaves are scored with their counts as of the last 5-period epoch
-LOSS_SCALE = 2.0 ** 16   # fixed point of the per-row losses (integer sums: order-free)
-LOSS_CAP = 3.0           # clip at ln(d) + LOSS_CAP nats
-K_ALLOWANCE = 0.5        # CUSUM slack, in standard errors of a period mean
-THRESHOLD = 20.0         # CUSUM alarm level H
-WARMUP = 10              # periods of plain averaging before a tree's detector may alarm
-HORIZON = 200            # periods the reference mean and variance average over
-MIN_VAR = 1e-4           # floor of the per-row loss variance (near-deterministic targets)
-SWAP_HORIZON = 10        # periods the main-minus-alternate loss difference averages over
-SWAP_Z = 3.0             # standard errors by which the alternate must be better ...
-MIN_SWAP_GAIN = 0.002    # ... and nats per row (a tree whose target did not change stays)
-QUIET_SWAP_GAIN = 0.01   # ... or, for a tree that did not alarm in the episode, this many
+MONITOR_ROWS = 1000  # rows per detector update (rounded to a multiple of grace_period)
+SCORED_SHARE = 8  # the first 1/SCORED_SHARE of each period's rows are scored
+SNAPSHOT_PERIODS = 5  # leaves are scored with their counts as of the last 5-period epoch
+LOSS_SCALE = 2.0**16  # fixed point of the per-row losses (integer sums: order-free)
+LOSS_CAP = 3.0  # clip at ln(d) + LOSS_CAP nats
+K_ALLOWANCE = 0.5  # CUSUM slack, in standard errors of a period mean
+THRESHOLD = 20.0  # CUSUM alarm level H
+WARMUP = 10  # periods of plain averaging before a tree's detector may alarm
+HORIZON = 200  # periods the reference mean and variance average over
+MIN_VAR = 1e-4  # floor of the per-row loss variance (near-deterministic targets)
+SWAP_HORIZON = 10  # periods the main-minus-alternate loss difference averages over
+SWAP_Z = 3.0  # standard errors by which the alternate must be better ...
+MIN_SWAP_GAIN = 0.002  # ... and nats per row (a tree whose target did not change stays)
+QUIET_SWAP_GAIN = 0.01  # ... or, for a tree that did not alarm in the episode, this many
 MIN_ALT_PERIODS = 5
 MAX_ALT_PERIODS = 100
 EVENTS = ("alarm", "swap", "drop")
@@ -113,8 +113,24 @@ def _descend(row, node, links):
 
 
 @nb.njit(cache=True)
-def period_losses(rows, trees, roots, links, counts, cards, prior, cap, scale, stamp, snap,
-                  value_stamp, table, period, loss_sum, loss_sq):
+def period_losses(
+    rows,
+    trees,
+    roots,
+    links,
+    counts,
+    cards,
+    prior,
+    cap,
+    scale,
+    stamp,
+    snap,
+    value_stamp,
+    table,
+    period,
+    loss_sum,
+    loss_sq,
+):
     """Per tree in ``trees``: route ``rows`` and add each one's clipped log-loss ``-log P(x_t
     | leaf)`` (fixed point, ``scale`` units) to ``loss_sum[t]``, its square to ``loss_sq[t]``.
 
@@ -134,8 +150,12 @@ def period_losses(rows, trees, roots, links, counts, cards, prior, cap, scale, s
         r = 0
         while r < n:
             a, b, c, e = root, root, root, root
-            ra, rb, rc, re = rows[r], rows[min(r + 1, n - 1)], rows[min(r + 2, n - 1)], \
-                rows[min(r + 3, n - 1)]
+            ra, rb, rc, re = (
+                rows[r],
+                rows[min(r + 1, n - 1)],
+                rows[min(r + 2, n - 1)],
+                rows[min(r + 3, n - 1)],
+            )
             while (links[a, 0] & links[b, 0] & links[c, 0] & links[e, 0]) >= 0:
                 if links[a, 0] >= 0:
                     a = _descend(ra, a, links)
@@ -190,10 +210,10 @@ class PeriodLoss:
         self.sq = np.zeros(n, dtype=np.int64)
         self.cap = np.log(forest.cards.astype(np.float64)) + LOSS_CAP
         C = forest.max_card
-        self.stamp = np.zeros(0, dtype=np.int64)        # period a node's counts were copied
-        self.snap = np.zeros((0, C), dtype=np.int64)     # the copies
+        self.stamp = np.zeros(0, dtype=np.int64)  # period a node's counts were copied
+        self.snap = np.zeros((0, C), dtype=np.int64)  # the copies
         self.value_stamp = np.zeros((0, C), dtype=np.int64)
-        self.table = np.zeros((0, C), dtype=np.int64)    # fixed-point losses from the copies
+        self.table = np.zeros((0, C), dtype=np.int64)  # fixed-point losses from the copies
 
     def _reserve(self, size: int) -> None:
         old = self.stamp.shape[0]
@@ -208,9 +228,24 @@ class PeriodLoss:
 
     def add(self, forest: Forest, rows: np.ndarray, trees: np.ndarray, period: int) -> None:
         self._reserve(forest.n_nodes)
-        period_losses(rows, trees, forest.roots, forest.links, forest.counts, forest.cards,
-                      forest.prior, self.cap, LOSS_SCALE, self.stamp, self.snap,
-                      self.value_stamp, self.table, period, self.sum, self.sq)
+        period_losses(
+            rows,
+            trees,
+            forest.roots,
+            forest.links,
+            forest.counts,
+            forest.cards,
+            forest.prior,
+            self.cap,
+            LOSS_SCALE,
+            self.stamp,
+            self.snap,
+            self.value_stamp,
+            self.table,
+            period,
+            self.sum,
+            self.sq,
+        )
 
     def forget_leaves(self) -> None:
         """The forest's nodes were replaced (a rebuild, a swap): no leaf is known."""
@@ -223,8 +258,12 @@ class PeriodLoss:
 
     def get_state(self, prefix: str, period: int) -> dict:
         known = np.flatnonzero(self.stamp == period)
-        return {f"{prefix}loss_sum": self.sum.copy(), f"{prefix}loss_sq": self.sq.copy(),
-                f"{prefix}loss_nodes": known, f"{prefix}loss_snap": self.snap[known]}
+        return {
+            f"{prefix}loss_sum": self.sum.copy(),
+            f"{prefix}loss_sq": self.sq.copy(),
+            f"{prefix}loss_nodes": known,
+            f"{prefix}loss_snap": self.snap[known],
+        }
 
     def set_state(self, state: dict, prefix: str, forest: Forest, period: int) -> None:
         """Restore the sums and the copies (the losses are recomputed from them as needed)."""
@@ -345,8 +384,9 @@ class DriftAdapter:
         epoch = self._epoch()
         self.loss.set_state(state, "drift_", f, epoch)
         if "drift_alt_node_var" in state:
-            alt_state = {k[len("drift_alt_"):]: v for k, v in state.items()
-                         if k.startswith("drift_alt_")}
+            alt_state = {
+                k[len("drift_alt_") :]: v for k, v in state.items() if k.startswith("drift_alt_")
+            }
             forest = Forest.from_state(f.schema, f.prior, alt_state)
             self.alt = make_grower(forest, alt_state)
             self.alt.trees = np.array(alt_state["trees"], dtype=np.int64)
@@ -362,7 +402,7 @@ class DriftAdapter:
             stop = min(n, start + g - self.grower.rows_seen % g)
             piece = rows[start:stop]
             offset = self.grower.rows_seen % self.period
-            scored = piece[:max(0, self.scored - offset)]
+            scored = piece[: max(0, self.scored - offset)]
             epoch = self._epoch()
             if scored.shape[0]:
                 self.loss.add(self.grower.forest, scored, self.all_trees, epoch)
@@ -549,22 +589,41 @@ class DriftAdapter:
     def summary(self, recent: int = 20) -> dict:
         """Counts of alarms, swaps and drops, the trees under alternation and the last events."""
         codes = self.events[:, 2]
-        return {**{f"{kind}s": int((codes == i).sum()) for i, kind in enumerate(EVENTS)},
-                "alternating": [] if self.alt is None else self.alt.trees.tolist(),
-                "recent": [{"row": int(r), "tree": int(t), "event": EVENTS[c]}
-                           for r, t, c in self.events[-recent:]]}
+        return {
+            **{f"{kind}s": int((codes == i).sum()) for i, kind in enumerate(EVENTS)},
+            "alternating": [] if self.alt is None else self.alt.trees.tolist(),
+            "recent": [
+                {"row": int(r), "tree": int(t), "event": EVENTS[c]}
+                for r, t, c in self.events[-recent:]
+            ],
+        }
 
     def get_state(self) -> dict:
-        state = {f"drift_{name}": getattr(self, name).copy()
-                 for name in ("n_obs", "calm_row", "alt_periods", "events", "mu", "var",
-                              "cusum", "alt_mean", "alt_var")}
+        state = {
+            f"drift_{name}": getattr(self, name).copy()
+            for name in (
+                "n_obs",
+                "calm_row",
+                "alt_periods",
+                "events",
+                "mu",
+                "var",
+                "cusum",
+                "alt_mean",
+                "alt_var",
+            )
+        }
         state["drift_episode_start"] = np.array(self.episode_start, dtype=np.int64)
         state["drift_rebuilds"] = np.array(self.grower.rebuilds)
         epoch = self._epoch()
         state.update(self.loss.get_state("drift_", epoch))
         if self.alt is not None:
-            alt = {**self.alt.forest.get_state(), **self.alt.get_state(),
-                   "trees": self.alt.trees.copy(), "rebuilds": np.array(self.alt.rebuilds)}
+            alt = {
+                **self.alt.forest.get_state(),
+                **self.alt.get_state(),
+                "trees": self.alt.trees.copy(),
+                "rebuilds": np.array(self.alt.rebuilds),
+            }
             state.update({f"drift_alt_{k}": v for k, v in alt.items()})
             state.update(self.alt_loss.get_state("drift_alt_", epoch))
         return state

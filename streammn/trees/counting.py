@@ -99,6 +99,7 @@ def _popcount(typingctx, x):
     def codegen(context, builder, sig, args):
         fn = builder.module.declare_intrinsic("llvm.ctpop", [args[0].type])
         return builder.call(fn, args)
+
     return x(x), codegen
 
 
@@ -110,8 +111,9 @@ def _pointer_at(context, builder, array, typ, offset, pointee):
 
 def _lane_block_at(context, builder, array, typ, offset):
     """Pointer to the ``LANE_BLOCK`` bytes of ``array`` from flat ``offset``, as one vector."""
-    return _pointer_at(context, builder, array, typ, offset,
-                       ir.VectorType(ir.IntType(8), LANE_BLOCK))
+    return _pointer_at(
+        context, builder, array, typ, offset, ir.VectorType(ir.IntType(8), LANE_BLOCK)
+    )
 
 
 def _uint8_arrays(*arrays):
@@ -131,10 +133,15 @@ def _add_lane_block(typingctx, dst, dst_at, src, src_ats):
         total = builder.load(target, align=1)
         for i in range(signature.args[3].count):
             offset = builder.extract_value(args[3], i)
-            total = builder.add(total, builder.load(
-                _lane_block_at(context, builder, args[2], signature.args[2], offset), align=1))
+            total = builder.add(
+                total,
+                builder.load(
+                    _lane_block_at(context, builder, args[2], signature.args[2], offset), align=1
+                ),
+            )
         builder.store(total, target, align=1)
         return context.get_dummy_value()
+
     return types.void(dst, types.int64, src, src_ats), codegen
 
 
@@ -147,13 +154,16 @@ def _spread_lane_block(typingctx, dst, dst_ats, src, src_at):
         return None
 
     def codegen(context, builder, signature, args):
-        block = builder.load(_lane_block_at(context, builder, args[2], signature.args[2],
-                                            args[3]), align=1)
+        block = builder.load(
+            _lane_block_at(context, builder, args[2], signature.args[2], args[3]), align=1
+        )
         for i in range(signature.args[1].count):
-            target = _lane_block_at(context, builder, args[0], signature.args[0],
-                                    builder.extract_value(args[1], i))
+            target = _lane_block_at(
+                context, builder, args[0], signature.args[0], builder.extract_value(args[1], i)
+            )
             builder.store(builder.add(builder.load(target, align=1), block), target, align=1)
         return context.get_dummy_value()
+
     return types.void(dst, dst_ats, src, types.int64), codegen
 
 
@@ -163,21 +173,29 @@ def _add_where_set(typingctx, dst, at, word, value):
     ``int32`` entries from ``at``: the word is taken as a vector of 64 booleans (with
     AVX-512, one mask register), where a loop over the bits costs a shift, a mask and an add
     per bit."""
-    if not (isinstance(dst, types.Array) and dst.dtype == types.int32
-            and isinstance(word, types.Integer) and word.bitwidth == 64):
+    if not (
+        isinstance(dst, types.Array)
+        and dst.dtype == types.int32
+        and isinstance(word, types.Integer)
+        and word.bitwidth == 64
+    ):
         return None
 
     def codegen(context, builder, signature, args):
         lanes = ir.VectorType(ir.IntType(32), 64)
         zeros = ir.Constant(lanes, [0] * 64)
         target = _pointer_at(context, builder, args[0], signature.args[0], args[1], lanes)
-        first = builder.insert_element(ir.Constant(lanes, ir.Undefined),
-                                       builder.trunc(args[3], ir.IntType(32)), ir.IntType(32)(0))
+        first = builder.insert_element(
+            ir.Constant(lanes, ir.Undefined),
+            builder.trunc(args[3], ir.IntType(32)),
+            ir.IntType(32)(0),
+        )
         value = builder.shuffle_vector(first, ir.Constant(lanes, ir.Undefined), zeros)  # splat
         where = builder.bitcast(args[2], ir.VectorType(ir.IntType(1), 64))
         added = builder.select(where, value, zeros)
         builder.store(builder.add(builder.load(target, align=4), added), target, align=4)
         return context.get_dummy_value()
+
     return types.void(dst, types.int64, word, types.int64), codegen
 
 
@@ -188,9 +206,13 @@ def _set_numbers(typingctx, dst, at, first, planes, n_planes, w, mask, scale):
     set, on 64 ``int32`` entries from ``at``: the bitmaps' bits are summed in vector
     registers and stored once, where adding them one at a time (:func:`_add_where_set`)
     would read and write the entries again for every bitmap."""
-    if not (isinstance(dst, types.Array) and dst.dtype == types.int32
-            and isinstance(planes, types.Array) and planes.dtype == types.uint64
-            and planes.ndim == 2):
+    if not (
+        isinstance(dst, types.Array)
+        and dst.dtype == types.int32
+        and isinstance(planes, types.Array)
+        and planes.dtype == types.uint64
+        and planes.ndim == 2
+    ):
         return None
 
     def codegen(context, builder, signature, args):
@@ -200,23 +222,35 @@ def _set_numbers(typingctx, dst, at, first, planes, n_planes, w, mask, scale):
         zeros = ir.Constant(lanes, [0] * 64)
 
         def splat(value):
-            one = builder.insert_element(ir.Constant(lanes, ir.Undefined),
-                                         builder.trunc(value, i32), i32(0))
+            one = builder.insert_element(
+                ir.Constant(lanes, ir.Undefined), builder.trunc(value, i32), i32(0)
+            )
             return builder.shuffle_vector(one, ir.Constant(lanes, ir.Undefined), zeros)
+
         planes_array = context.make_array(signature.args[3])(context, builder, planes_v)
         stride = builder.extract_value(planes_array.shape, 1)
         total = cgutils.alloca_once_value(builder, splat(first_v))
         with cgutils.for_range_slice(builder, i64(0), n_v, i64(1)) as (b, _):
-            word = builder.load(_pointer_at(context, builder, planes_v, signature.args[3],
-                                            builder.add(builder.mul(b, stride), w_v), i64))
+            word = builder.load(
+                _pointer_at(
+                    context,
+                    builder,
+                    planes_v,
+                    signature.args[3],
+                    builder.add(builder.mul(b, stride), w_v),
+                    i64,
+                )
+            )
             where = builder.bitcast(builder.and_(word, mask_v), ir.VectorType(ir.IntType(1), 64))
             added = builder.select(where, splat(builder.shl(scale_v, b)), zeros)
             builder.store(builder.add(builder.load(total), added), total)
         target = _pointer_at(context, builder, dst_v, signature.args[0], at_v, lanes)
         builder.store(builder.load(total), target, align=4)
         return context.get_dummy_value()
-    return types.void(dst, types.int64, types.int64, planes, types.int64, types.int64,
-                      types.uint64, types.int64), codegen
+
+    return types.void(
+        dst, types.int64, types.int64, planes, types.int64, types.int64, types.uint64, types.int64
+    ), codegen
 
 
 @intrinsic
@@ -230,10 +264,13 @@ def _prefetch(typingctx, array, at):
         byte = ir.IntType(8)
         address = _pointer_at(context, builder, args[0], signature.args[0], args[1], byte)
         int32 = ir.IntType(32)
-        fn = builder.module.declare_intrinsic("llvm.prefetch", fnty=ir.FunctionType(
-            ir.VoidType(), [byte.as_pointer(), int32, int32, int32]))
+        fn = builder.module.declare_intrinsic(
+            "llvm.prefetch",
+            fnty=ir.FunctionType(ir.VoidType(), [byte.as_pointer(), int32, int32, int32]),
+        )
         builder.call(fn, [address, int32(1), int32(3), int32(1)])  # write, keep, data
         return context.get_dummy_value()
+
     return types.void(array, types.int64), codegen
 
 
@@ -243,7 +280,7 @@ def _aligned_zeros(n_rows, width):
     ``LANE_BLOCK``): a vector add into a row that straddles two lines costs two."""
     buffer = np.zeros(n_rows * width + LANE_BLOCK, dtype=np.uint8)
     skip = -buffer.ctypes.data % LANE_BLOCK
-    return buffer[skip:skip + n_rows * width].reshape((n_rows, width))
+    return buffer[skip : skip + n_rows * width].reshape((n_rows, width))
 
 
 @nb.njit(cache=True)
@@ -265,7 +302,7 @@ def write_lanes(indicators, out):
     width = out.shape[1]
     flat = out.reshape(out.shape[0] * width)  # copied through 1-d views, the loop vectorises
     for r in range(indicators.shape[0]):
-        dst, src = flat[r * width:r * width + K], indicators[r]
+        dst, src = flat[r * width : r * width + K], indicators[r]
         for k in range(K):
             dst[k] = src[k]
 
@@ -364,8 +401,12 @@ def _sum_rows(lanes, group_of_row, group_rows, group_slot, group_y, K, acc, stat
             if width == 2 * LANE_BLOCK:  # 65-128 columns (100 binary): unrolled, so the
                 # loop keeps its pointers in registers (~7% of the pass's count)
                 _spread_lane_block(acc, (g0, g1, g2, g3), lanes, r * width)
-                _spread_lane_block(acc, (g0 + LANE_BLOCK, g1 + LANE_BLOCK, g2 + LANE_BLOCK,
-                                         g3 + LANE_BLOCK), lanes, r * width + LANE_BLOCK)
+                _spread_lane_block(
+                    acc,
+                    (g0 + LANE_BLOCK, g1 + LANE_BLOCK, g2 + LANE_BLOCK, g3 + LANE_BLOCK),
+                    lanes,
+                    r * width + LANE_BLOCK,
+                )
                 continue
             for k in range(0, width, LANE_BLOCK):
                 _spread_lane_block(acc, (g0 + k, g1 + k, g2 + k, g3 + k), lanes, r * width + k)
@@ -435,8 +476,9 @@ def _sum_group(lanes, listed, count, stats, s, y, K, acc):
         while m + 4 <= stop:
             a, b, c, d = listed[m], listed[m + 1], listed[m + 2], listed[m + 3]
             for k in range(0, width, LANE_BLOCK):
-                _add_lane_block(acc, k, lanes, (a * width + k, b * width + k, c * width + k,
-                                                d * width + k))
+                _add_lane_block(
+                    acc, k, lanes, (a * width + k, b * width + k, c * width + k, d * width + k)
+                )
             m += 4
         for m in range(m, stop):
             for k in range(0, width, LANE_BLOCK):
@@ -482,10 +524,42 @@ def _due(s, c, slot_n, slot_last, grace, due, n_due):
 
 
 @nb.njit(cache=True)
-def _tree_by_bits(t, n, bits, cards, offsets, lanes, K, root, links, node_slot, node_counts,
-                  count_leaves, tot, stats, slot_n, slot_last, grace, due, n_due, listing,
-                  masks, stack, planes, listed, group_of_row, base, trash, group, group_rows,
-                  group_slot, group_y, acc, sizes, block_cost):
+def _tree_by_bits(
+    t,
+    n,
+    bits,
+    cards,
+    offsets,
+    lanes,
+    K,
+    root,
+    links,
+    node_slot,
+    node_counts,
+    count_leaves,
+    tot,
+    stats,
+    slot_n,
+    slot_last,
+    grace,
+    due,
+    n_due,
+    listing,
+    masks,
+    stack,
+    planes,
+    listed,
+    group_of_row,
+    base,
+    trash,
+    group,
+    group_rows,
+    group_slot,
+    group_y,
+    acc,
+    sizes,
+    block_cost,
+):
     """Bit-sliced routing of the batch through tree ``t`` and counting at its leaves; return
     the number of due slots (the rows are numbered, to be summed by the caller, unless
     ``listing``).
@@ -617,9 +691,28 @@ def _tree_by_bits(t, n, bits, cards, offsets, lanes, K, root, links, node_slot, 
 
 
 @nb.njit(cache=True)
-def _tree_by_rows(t, rows, root, steps, table, node_slot, node_counts, count_leaves, tot, stats,
-                  slot_n, slot_last, grace, due, n_due, group_of_key, group_of_row, group_slot,
-                  group_y, group_rows):
+def _tree_by_rows(
+    t,
+    rows,
+    root,
+    steps,
+    table,
+    node_slot,
+    node_counts,
+    count_leaves,
+    tot,
+    stats,
+    slot_n,
+    slot_last,
+    grace,
+    due,
+    n_due,
+    group_of_key,
+    group_of_row,
+    group_slot,
+    group_y,
+    group_rows,
+):
     """Row routing of the batch through tree ``t``, its rows' groups found with a table of
     (leaf, target value) keys, and counting at the leaves; the caller sums the rows into their
     groups (as after :func:`_tree_by_bits`)."""
@@ -708,8 +801,9 @@ def _routes(trees, n, links, tree_steps, tree_nodes, route):
     by_bits = np.ones(tree_nodes.shape[0], dtype=np.bool_)
     by_rows = False
     for t in trees:
-        by_bits[t] = (tree_nodes[t] * (W // 2 + NODE_COST)
-                      <= n * (STEP_COST * tree_steps[t] + ROW_COST))
+        by_bits[t] = tree_nodes[t] * (W // 2 + NODE_COST) <= n * (
+            STEP_COST * tree_steps[t] + ROW_COST
+        )
         if route != BY_COST:
             by_bits[t] = route == BY_BITS
         by_rows |= not by_bits[t]
@@ -719,9 +813,33 @@ def _routes(trees, n, links, tree_steps, tree_nodes, route):
 
 
 @nb.njit(cache=True)
-def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, tree_steps,
-              tree_by_bits, tree_leaves, tree_listing, node_slot, node_counts, count_leaves,
-              tot, stats, slot_n, slot_last, grace, due, block_cost):
+def _add_rows(
+    rows,
+    bits,
+    lanes,
+    K,
+    cards,
+    trees,
+    q0,
+    q1,
+    roots,
+    links,
+    table,
+    tree_steps,
+    tree_by_bits,
+    tree_leaves,
+    tree_listing,
+    node_slot,
+    node_counts,
+    count_leaves,
+    tot,
+    stats,
+    slot_n,
+    slot_last,
+    grace,
+    due,
+    block_cost,
+):
     """Count the batch into trees ``trees[q0:q1]``, routed one tree after another (its nodes
     and slots stay in cache), the rows of numbered trees summed ``SWEEP_TREES`` trees per
     sweep (:func:`_sum_rows`); return the number of due slots written to ``due``.
@@ -765,24 +883,72 @@ def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, t
     for q in range(q0, q1):
         t = trees[q]
         base = in_sweep * n_groups
-        tree_rows = group_rows[base:base + n_groups]
-        tree_slot = group_slot[base:base + n_groups]
-        tree_y = group_y[base:base + n_groups]
+        tree_rows = group_rows[base : base + n_groups]
+        tree_slot = group_slot[base : base + n_groups]
+        tree_y = group_y[base : base + n_groups]
         if tree_by_bits[t]:
             numbered = not tree_listing[t]
             n_due = _tree_by_bits(
-                t, n, bits, cards, offsets, lanes, K, roots[t], links, node_slot, node_counts,
-                count_leaves, tot, stats, slot_n, slot_last, grace, due, n_due, tree_listing[t],
-                masks, stack, planes, listed, group_of_row[in_sweep], base, trash + in_sweep,
-                group, tree_rows, tree_slot, tree_y, acc[trash + SWEEP_TREES:], sizes,
-                block_cost)
+                t,
+                n,
+                bits,
+                cards,
+                offsets,
+                lanes,
+                K,
+                roots[t],
+                links,
+                node_slot,
+                node_counts,
+                count_leaves,
+                tot,
+                stats,
+                slot_n,
+                slot_last,
+                grace,
+                due,
+                n_due,
+                tree_listing[t],
+                masks,
+                stack,
+                planes,
+                listed,
+                group_of_row[in_sweep],
+                base,
+                trash + in_sweep,
+                group,
+                tree_rows,
+                tree_slot,
+                tree_y,
+                acc[trash + SWEEP_TREES :],
+                sizes,
+                block_cost,
+            )
         else:
             if group_of_key.shape[0] == 0:
                 group_of_key = np.full(node_counts.shape[0] * C, -1, dtype=np.int32)
-            n_due = _tree_by_rows(t, rows, roots[t], tree_steps[t], table, node_slot,
-                                  node_counts, count_leaves, tot, stats, slot_n, slot_last,
-                                  grace, due, n_due, group_of_key, group_of_row[in_sweep, :n],
-                                  tree_slot, tree_y, tree_rows)
+            n_due = _tree_by_rows(
+                t,
+                rows,
+                roots[t],
+                tree_steps[t],
+                table,
+                node_slot,
+                node_counts,
+                count_leaves,
+                tot,
+                stats,
+                slot_n,
+                slot_last,
+                grace,
+                due,
+                n_due,
+                group_of_key,
+                group_of_row[in_sweep, :n],
+                tree_slot,
+                tree_y,
+                tree_rows,
+            )
             _into_sweep(group_of_row[in_sweep, :n], base, tree_slot, trash + in_sweep)
             numbered = True
         if numbered:
@@ -792,16 +958,35 @@ def _add_rows(rows, bits, lanes, K, cards, trees, q0, q1, roots, links, table, t
             for i in range(in_sweep, SWEEP_TREES):
                 group_of_row[i] = trash + i
                 in_use[i] = 0
-            _sum_rows(lanes, group_of_row, group_rows, group_slot, group_y, K, acc, stats,
-                      in_use)
+            _sum_rows(lanes, group_of_row, group_rows, group_slot, group_y, K, acc, stats, in_use)
             in_sweep = 0
     return n_due
 
 
 @nb.njit(cache=True)
-def accumulate(rows, bits, lanes, K, cards, trees, roots, links, node_tree, node_depth,
-               node_slot, node_counts, count_leaves, tot, stats, slot_n, slot_last, grace, due,
-               block_cost=BLOCK_COST, route=BY_COST):
+def accumulate(
+    rows,
+    bits,
+    lanes,
+    K,
+    cards,
+    trees,
+    roots,
+    links,
+    node_tree,
+    node_depth,
+    node_slot,
+    node_counts,
+    count_leaves,
+    tot,
+    stats,
+    slot_n,
+    slot_last,
+    grace,
+    due,
+    block_cost=BLOCK_COST,
+    route=BY_COST,
+):
     """Count ``rows`` (with their :func:`value_bits` and :func:`lanes`) into the listed trees:
     the target counts of every leaf with ``count_leaves``, the statistics of active leaves.
     ``node_tree`` and ``node_depth`` are the tree and the depth of every node of the forest
@@ -810,23 +995,49 @@ def accumulate(rows, bits, lanes, K, cards, trees, roots, links, node_tree, node
     how many. The groups of trees whose groups are listed are counted from the bitmaps or by
     their lanes as ``block_cost`` says (:func:`_by_bits`); ``route``: see :func:`_routes`."""
     trees, steps, by_bits, leaves, listing, table = plan(
-        rows.shape[0], trees, roots, links, node_tree, node_depth, node_slot, node_counts, 1,
-        route)
-    return _add_rows(rows, bits, lanes, K, cards, trees, 0, trees.shape[0], roots, links,
-                     table, steps, by_bits, leaves, listing, node_slot, node_counts,
-                     count_leaves, tot, stats, slot_n, slot_last, grace, due[0], block_cost)
+        rows.shape[0], trees, roots, links, node_tree, node_depth, node_slot, node_counts, 1, route
+    )
+    return _add_rows(
+        rows,
+        bits,
+        lanes,
+        K,
+        cards,
+        trees,
+        0,
+        trees.shape[0],
+        roots,
+        links,
+        table,
+        steps,
+        by_bits,
+        leaves,
+        listing,
+        node_slot,
+        node_counts,
+        count_leaves,
+        tot,
+        stats,
+        slot_n,
+        slot_last,
+        grace,
+        due[0],
+        block_cost,
+    )
 
 
 @nb.njit(cache=True)
-def plan(n_rows, trees, roots, links, node_tree, node_depth, node_slot, node_counts, n_blocks,
-         route):
+def plan(
+    n_rows, trees, roots, links, node_tree, node_depth, node_slot, node_counts, n_blocks, route
+):
     """What a count of ``n_rows`` rows into ``trees`` in ``n_blocks`` parallel blocks needs
     before it starts: the trees in block order (dealt by their number of nodes when
     ``n_blocks > 1``, :func:`_dealt`), every tree's depth, route, leaves and whether its groups
     are listed (:func:`_census`, :func:`_routes`), and the routing table."""
     n_nodes = node_tree.shape[0]
-    steps, nodes, leaves, listing = _census(node_tree, node_depth, links, node_slot,
-                                            node_counts, roots.shape[0])
+    steps, nodes, leaves, listing = _census(
+        node_tree, node_depth, links, node_slot, node_counts, roots.shape[0]
+    )
     if n_blocks > 1:
         trees = _dealt(trees, nodes, n_blocks)
     by_bits, table = _routes(trees, n_rows, links[:n_nodes], steps, nodes, route)
@@ -851,9 +1062,29 @@ def _dealt(items, sizes, n_blocks):
 
 
 @nb.njit(cache=True, parallel=True)
-def accumulate_parallel(rows, bits, lanes, K, cards, trees, roots, links, node_tree,
-                        node_depth, node_slot, node_counts, count_leaves, tot, stats, slot_n,
-                        slot_last, grace, due, block_cost=BLOCK_COST, route=BY_COST):
+def accumulate_parallel(
+    rows,
+    bits,
+    lanes,
+    K,
+    cards,
+    trees,
+    roots,
+    links,
+    node_tree,
+    node_depth,
+    node_slot,
+    node_counts,
+    count_leaves,
+    tot,
+    stats,
+    slot_n,
+    slot_last,
+    grace,
+    due,
+    block_cost=BLOCK_COST,
+    route=BY_COST,
+):
     """:func:`accumulate` with the trees, dealt by their number of nodes (:func:`_dealt`),
     cut into ``due.shape[0]`` blocks run in parallel (each block writes only its own trees'
     nodes and slots, and its own ``due[block]``; the due slots are then gathered into
@@ -861,14 +1092,46 @@ def accumulate_parallel(rows, bits, lanes, K, cards, trees, roots, links, node_t
     T = trees.shape[0]
     n_blocks = due.shape[0]
     trees, steps, by_bits, leaves, listing, table = plan(
-        rows.shape[0], trees, roots, links, node_tree, node_depth, node_slot, node_counts,
-        n_blocks, route)
+        rows.shape[0],
+        trees,
+        roots,
+        links,
+        node_tree,
+        node_depth,
+        node_slot,
+        node_counts,
+        n_blocks,
+        route,
+    )
     n_due = _zeros(n_blocks)
     for b in nb.prange(n_blocks):
-        n_due[b] = _add_rows(rows, bits, lanes, K, cards, trees, b * T // n_blocks,
-                             (b + 1) * T // n_blocks, roots, links, table, steps, by_bits,
-                             leaves, listing, node_slot, node_counts, count_leaves, tot, stats,
-                             slot_n, slot_last, grace, due[b], block_cost)
+        n_due[b] = _add_rows(
+            rows,
+            bits,
+            lanes,
+            K,
+            cards,
+            trees,
+            b * T // n_blocks,
+            (b + 1) * T // n_blocks,
+            roots,
+            links,
+            table,
+            steps,
+            by_bits,
+            leaves,
+            listing,
+            node_slot,
+            node_counts,
+            count_leaves,
+            tot,
+            stats,
+            slot_n,
+            slot_last,
+            grace,
+            due[b],
+            block_cost,
+        )
     return _gather(due, n_due)
 
 
@@ -925,13 +1188,14 @@ def copy_bits(dst, dst_at, src, src_at, count):
             s_row, d_row = src[j, a], dst[j, a]
             # slices indexed from 0, so the loops vectorise
             whole = d_row[full_from:full_to]
-            from_word = s_row[(64 * full_from + delta) >> 6:]
+            from_word = s_row[(64 * full_from + delta) >> 6 :]
             if shift:
                 for i in range(whole.shape[0]):
-                    whole[i] = (from_word[i] >> shift) | (from_word[i + 1]
-                                                          << (np.uint64(64) - shift))
+                    whole[i] = (from_word[i] >> shift) | (
+                        from_word[i + 1] << (np.uint64(64) - shift)
+                    )
             else:
-                whole[:] = from_word[:whole.shape[0]]
+                whole[:] = from_word[: whole.shape[0]]
             _merge_words(s_row, d_row, first_w, full_from, dst_at, end, delta)
             _merge_words(s_row, d_row, full_to, last_w + 1, dst_at, end, delta)
 

@@ -70,8 +70,12 @@ def n_candidates(cards: np.ndarray) -> np.ndarray:
     return per_var.sum() - per_var
 
 
-def significance_threshold(alpha: float, target_cards: np.ndarray, candidates: np.ndarray,
-                           attempts: np.ndarray | None = None) -> np.ndarray:
+def significance_threshold(
+    alpha: float,
+    target_cards: np.ndarray,
+    candidates: np.ndarray,
+    attempts: np.ndarray | None = None,
+) -> np.ndarray:
     """Gain a split must exceed under the significance test (see module docstring).
 
     ``attempts`` is the 1-based number of the look at each leaf (streaming growth); ``None``
@@ -102,24 +106,32 @@ class SignificanceThresholds:
         """The table, ``table[target, look]`` given for every look ``1 .. looks``."""
         if looks > self.looks:
             if looks >= self.table.shape[1]:
-                grown = np.full((self.cards.size, max(looks + 1, 2 * self.table.shape[1], 16)),
-                                np.nan)
-                grown[:, :self.table.shape[1]] = self.table
+                grown = np.full(
+                    (self.cards.size, max(looks + 1, 2 * self.table.shape[1], 16)), np.nan
+                )
+                grown[:, : self.table.shape[1]] = self.table
                 self.table = grown
             k = np.arange(self.looks + 1, looks + 1)
             t = np.repeat(np.arange(self.cards.size), k.size)
             k = np.tile(k, self.cards.size)
-            self.table[t, k] = significance_threshold(self.alpha, self.cards[t],
-                                                      self.candidates[t], k)
+            self.table[t, k] = significance_threshold(
+                self.alpha, self.cards[t], self.candidates[t], k
+            )
             self.looks = looks
         return self.table
 
 
-def exact_threshold(kappa, alpha: float, cards: np.ndarray, n_rows: int = 0,
-                    min_gain_per_row: float = DEFAULT_MIN_GAIN_PER_ROW) -> np.ndarray:
+def exact_threshold(
+    kappa,
+    alpha: float,
+    cards: np.ndarray,
+    n_rows: int = 0,
+    min_gain_per_row: float = DEFAULT_MIN_GAIN_PER_ROW,
+) -> np.ndarray:
     """Per-target gain threshold for one look at every leaf of a dataset of ``n_rows`` rows:
     the fixed prior, or the test together with the relevance floor."""
     if kappa == AUTO:
-        return np.maximum(significance_threshold(alpha, cards, n_candidates(cards)),
-                          min_gain_per_row * n_rows)
+        return np.maximum(
+            significance_threshold(alpha, cards, n_candidates(cards)), min_gain_per_row * n_rows
+        )
     return split_penalty(kappa, cards)

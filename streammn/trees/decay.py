@@ -62,7 +62,7 @@ class ForgettingGrower(HoeffdingGrower):
     def halve(self) -> None:
         """Halve every count, rounding down (leaf targets, split statistics, look schedule)."""
         f, st = self.forest, self.stats
-        f.counts[:f.n_nodes] >>= 1
+        f.counts[: f.n_nodes] >>= 1
         for counts in (st.tot, st.stats, st.n, st.last_attempt):
             counts >>= 1
         self._buf_len = self._buf_pos = 0  # its rows would be replayed at full weight
@@ -72,7 +72,7 @@ class ForgettingGrower(HoeffdingGrower):
         """The decayed number of rows seen: ``h (1 - 2**-k) + r`` after ``k`` halvings and
         ``r`` rows since the last."""
         k, r = divmod(self.rows_seen, self.interval)
-        return self.interval * (1.0 - 0.5 ** k) + r
+        return self.interval * (1.0 - 0.5**k) + r
 
     def _rebuild_due(self) -> bool:
         return self.rows_seen <= self.interval and super()._rebuild_due()

@@ -62,14 +62,15 @@ class SourcePasses:
     the same rows in the same order on every pass (checked by row count).
     """
 
-    def __init__(self, source, cache_bytes: int = 256 * 2 ** 20):
+    def __init__(self, source, cache_bytes: int = 256 * 2**20):
         self.source = source
         self.cache_bytes = int(cache_bytes)
         self.n_passes = 0
         self.row_node = None  # current node per tree and row, once the first pass gave the count
 
-    def __call__(self, forest: Forest, stats: LeafStats, chunk: np.ndarray,
-                 trees: np.ndarray) -> None:
+    def __call__(
+        self, forest: Forest, stats: LeafStats, chunk: np.ndarray, trees: np.ndarray
+    ) -> None:
         source, row_node = self.source, self.row_node
         at_roots = row_node is None and np.array_equal(chunk, forest.roots[trees])
         source.rewind()
@@ -80,28 +81,40 @@ class SourcePasses:
             elif row_node is None:
                 stats.add(batch.rows, count_leaves=False, trees=trees)
             else:
-                view = row_node[:, offset:offset + batch.n_rows]
+                view = row_node[:, offset : offset + batch.n_rows]
                 if view.shape[1] != batch.n_rows:
-                    raise SourceError(f"{source.describe()} yielded more rows than in its "
-                                      "first pass; exact mode needs the same rows each pass")
+                    raise SourceError(
+                        f"{source.describe()} yielded more rows than in its "
+                        "first pass; exact mode needs the same rows each pass"
+                    )
                 stats.add_cached(batch.rows, trees, view)
             offset += batch.n_rows
         if row_node is not None and offset != row_node.shape[1]:
-            raise SourceError(f"{source.describe()} yielded {offset} rows, not the "
-                              f"{row_node.shape[1]} of its first pass")
+            raise SourceError(
+                f"{source.describe()} yielded {offset} rows, not the "
+                f"{row_node.shape[1]} of its first pass"
+            )
         self.n_passes += 1
         if self.n_passes == 1 and offset * forest.schema.n_vars * 4 <= self.cache_bytes:
             self.row_node = np.empty((forest.roots.shape[0], offset), dtype=np.int32)
             self.row_node[:] = forest.roots[:, None]
 
 
-def grow_level_wise(forest: Forest, source, kappa, min_count: int, max_depth,
-                    max_leaves: int, n_threads: int = 1, cache_bytes: int = 256 * 2 ** 20,
-                    on_pass: Callable[[int, int], None] | None = None,
-                    count_pass: CountPass | None = None, alpha: float = DEFAULT_ALPHA,
-                    min_gain_per_row: float = DEFAULT_MIN_GAIN_PER_ROW,
-                    on_stats: Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None = None
-                    ) -> int:
+def grow_level_wise(
+    forest: Forest,
+    source,
+    kappa,
+    min_count: int,
+    max_depth,
+    max_leaves: int,
+    n_threads: int = 1,
+    cache_bytes: int = 256 * 2**20,
+    on_pass: Callable[[int, int], None] | None = None,
+    count_pass: CountPass | None = None,
+    alpha: float = DEFAULT_ALPHA,
+    min_gain_per_row: float = DEFAULT_MIN_GAIN_PER_ROW,
+    on_stats: Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None = None,
+) -> int:
     """Grow every tree of a fresh ``forest`` to completion; return the passes made.
 
     ``source`` is a :class:`connectors.base.Source`, rewound before each pass, read through a
@@ -128,7 +141,7 @@ def grow_level_wise(forest: Forest, source, kappa, min_count: int, max_depth,
         derived, parents = _derivable(forest, frontier, split_stats, max_leaves)
         counted = frontier[~forest.marked(derived)[frontier]]
         for start in range(0, counted.size, max_leaves):
-            chunk = counted[start:start + max_leaves]
+            chunk = counted[start : start + max_leaves]
             stats.release_all()
             stats.activate(chunk)
             trees = np.unique(forest.tree[chunk]).astype(np.int64)  # finished trees skipped
@@ -152,7 +165,7 @@ def grow_level_wise(forest: Forest, source, kappa, min_count: int, max_depth,
             next_frontier.append(_splittable(forest, children, min_count, max_depth))
         split_stats = _by_node(split_parents)
         stats.release_all()
-        if level == 0 and forest.counts[forest.roots[0]].sum() < 2 ** 31:
+        if level == 0 and forest.counts[forest.roots[0]].sum() < 2**31:
             # no leaf can reach 2**31 rows: int32 counts halve the memory traffic of a pass
             stats = LeafStats(forest, capacity=max_leaves, dtype=np.int32, n_threads=n_threads)
         if on_pass is not None:
@@ -169,8 +182,11 @@ def _by_node(split_parents):
         return split_parents[0]
     nodes = np.concatenate([p[0] for p in split_parents])
     order = np.argsort(nodes)
-    return (nodes[order], np.concatenate([p[1] for p in split_parents])[order],
-            np.concatenate([p[2] for p in split_parents])[order])
+    return (
+        nodes[order],
+        np.concatenate([p[1] for p in split_parents])[order],
+        np.concatenate([p[2] for p in split_parents])[order],
+    )
 
 
 def _derivable(forest: Forest, frontier: np.ndarray, split_stats, max_leaves: int):
@@ -182,8 +198,7 @@ def _derivable(forest: Forest, frontier: np.ndarray, split_stats, max_leaves: in
     if split_stats is None or frontier.size + split_stats[0].size > max_leaves:
         return none, none
     parent = forest.parent[frontier]
-    sibling = np.where(forest.true[parent] == frontier, forest.false[parent],
-                       forest.true[parent])
+    sibling = np.where(forest.true[parent] == frontier, forest.false[parent], forest.true[parent])
     paired = forest.marked(frontier)[sibling]
     rows = forest.counts[frontier].sum(axis=1)
     sibling_rows = forest.counts[sibling].sum(axis=1)
@@ -193,15 +208,15 @@ def _derivable(forest: Forest, frontier: np.ndarray, split_stats, max_leaves: in
     return frontier[take], parent[take]
 
 
-def _subtract(stats: LeafStats, counted: np.ndarray, derived: np.ndarray,
-              parents: np.ndarray, split_stats) -> np.ndarray:
+def _subtract(
+    stats: LeafStats, counted: np.ndarray, derived: np.ndarray, parents: np.ndarray, split_stats
+) -> np.ndarray:
     """Give each ``derived`` leaf a slot holding its parent's statistics minus its sibling's
     (counted by the pass); return ``counted`` and ``derived`` together, sorted."""
     forest = stats.forest
     stats.activate(derived)
     slots = forest.slot[derived].astype(np.int64)
-    sibling = np.where(forest.true[parents] == derived, forest.false[parents],
-                       forest.true[parents])
+    sibling = np.where(forest.true[parents] == derived, forest.false[parents], forest.true[parents])
     sib_slots = forest.slot[sibling].astype(np.int64)
     at = np.searchsorted(split_stats[0], parents)
     stats.derive(slots, sib_slots, split_stats[1], split_stats[2], at)

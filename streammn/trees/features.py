@@ -44,8 +44,10 @@ def _parse(method: str) -> tuple[str, int | None]:
     match = re.fullmatch(r"prune-(\d+)", m)
     if match and int(match.group(1)) >= 1:
         return "prune", int(match.group(1))
-    raise FeatureMethodError(f"unknown feature method {method!r}: use one of "
-                             f"{', '.join(METHODS)} or 'prune-k' with k >= 1")
+    raise FeatureMethodError(
+        f"unknown feature method {method!r}: use one of "
+        f"{', '.join(METHODS)} or 'prune-k' with k >= 1"
+    )
 
 
 def _paths(forest: Forest, t: int, max_depth):
@@ -74,8 +76,7 @@ def tree_features(forest: Forest, t: int, method: str = "default", log_probs=Non
         elif kind == "prune" and node != root:
             interior.append((node, path))
     if kind == "nonzero":
-        feats = [(logp[node, y], path + ((t, y, True),)) for node, path in leaves
-                 for y in range(d)]
+        feats = [(logp[node, y], path + ((t, y, True),)) for node, path in leaves for y in range(d)]
         feats = [(w, tuple(c for c in conds if c[2] and c[1] != 0)) for w, conds in feats]
         feats = [(w, conds) for w, conds in feats if conds]
         return FeatureSet.from_features(forest.schema, feats).merge_duplicates(drop_zero=False)
@@ -107,8 +108,9 @@ def _path_features(forest: Forest, t: int, nodes, logp) -> FeatureSet:
     var = np.where(target, t, var).astype(np.int32)
     val = np.where(target, values, val).astype(np.uint8)
     eq = np.where(target, True, eq)
-    keep, ptr, var, val, eq = canonical_flat(ptr, var, val, eq,
-                                             forest.schema.cardinalities.astype(np.int64))
+    keep, ptr, var, val, eq = canonical_flat(
+        ptr, var, val, eq, forest.schema.cardinalities.astype(np.int64)
+    )
     node_ids = np.array([node for node, _ in nodes], dtype=np.int64)
     weights = logp[np.repeat(node_ids, d), np.tile(np.arange(d), len(paths))][keep]
     return FeatureSet(forest.schema, weights, ptr, var, val, eq, validate=False)

@@ -95,10 +95,20 @@ class Forest:
         first = self.n_nodes
         self.n_nodes += 2 * k
         observed = self.observed
-        _link_children(nodes, np.asarray(var), np.asarray(val),
-                       np.asarray(true_counts, dtype=np.int64), first, self.links, self.parent,
-                       self.depth, self.tree, self.counts,
-                       self.counts if observed is None else observed, observed is not None)
+        _link_children(
+            nodes,
+            np.asarray(var),
+            np.asarray(val),
+            np.asarray(true_counts, dtype=np.int64),
+            first,
+            self.links,
+            self.parent,
+            self.depth,
+            self.tree,
+            self.counts,
+            self.counts if observed is None else observed,
+            observed is not None,
+        )
         t_ids = np.arange(first, first + 2 * k, 2, dtype=np.int32)
         f_ids = t_ids + 1
         return t_ids, f_ids
@@ -138,7 +148,7 @@ class Forest:
         width = int(cards.max())
         d = cards[self.tree[:n]].astype(np.float64)[:, None]
         c = np.zeros((n, width))
-        c[:, :self.max_card] = (self.counts if self.observed is None else self.observed)[:n]
+        c[:, : self.max_card] = (self.counts if self.observed is None else self.observed)[:n]
         tot = c.sum(axis=1, keepdims=True)
         with np.errstate(divide="ignore"):
             out = np.log(c + self.prior / d) - np.log(tot + self.prior)
@@ -169,9 +179,10 @@ class Forest:
     def nbytes(self) -> int:
         """Memory the nodes take (``n_nodes`` of them, not the allocated capacity, so that a
         budget computed from it does not depend on the order in which the arrays grew)."""
-        per_node = sum(a.itemsize * (a.size // a.shape[0])
-                       for a in (self.links, self.parent, self.depth, self.tree, self.slot,
-                                 self.counts))
+        per_node = sum(
+            a.itemsize * (a.size // a.shape[0])
+            for a in (self.links, self.parent, self.depth, self.tree, self.slot, self.counts)
+        )
         return self.n_nodes * per_node
 
     def n_leaves(self) -> np.ndarray:
@@ -192,8 +203,7 @@ class Forest:
     # state ----------------------------------------------------------------------------------
     def get_state(self) -> dict[str, np.ndarray]:
         n = self.n_nodes
-        state = {f"node_{name}": getattr(self, name)[:n].copy()
-                 for name in _LINKS + _NODE_FIELDS}
+        state = {f"node_{name}": getattr(self, name)[:n].copy() for name in _LINKS + _NODE_FIELDS}
         state["node_counts"] = self.counts[:n].copy()
         if self.observed is not None:
             state["node_observed"] = self.observed[:n].copy()
@@ -217,8 +227,9 @@ class Forest:
 
 
 @nb.njit(cache=True)
-def _link_children(nodes, var, val, true_counts, first, links, parent, depth, tree, counts,
-                   observed, has_observed):
+def _link_children(
+    nodes, var, val, true_counts, first, links, parent, depth, tree, counts, observed, has_observed
+):
     """:meth:`Forest.split` on the node arrays: leaf ``nodes[i]`` tests ``X_var[i] = val[i]``
     and gets children ``first + 2 i`` (true, with target counts ``true_counts[i]``) and
     ``first + 2 i + 1`` (the rest), which inherit its tree and sit one level deeper. One

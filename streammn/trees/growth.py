@@ -123,8 +123,9 @@ def _insert_indicators(stats: np.ndarray, old: Schema, new: Schema) -> np.ndarra
     old_cards, new_cards = old.cardinalities, new.cardinalities
     offsets = np.concatenate([[0], np.cumsum(old_cards - 1)])
     if stats.shape[2] != offsets[-1]:
-        raise ValueError(f"split statistics with {stats.shape[2]} indicator columns, "
-                         f"expected {offsets[-1]}")
+        raise ValueError(
+            f"split statistics with {stats.shape[2]} indicator columns, expected {offsets[-1]}"
+        )
     at = np.repeat(offsets[1:], new_cards - old_cards)  # after variable j's last column
     return np.insert(stats, at, 0, axis=2)
 

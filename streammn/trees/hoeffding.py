@@ -29,7 +29,8 @@ bitmaps the segmented count makes of every batch): the rows that reach a just-sp
 the AND of the bitmaps of the tests on its path, a few words per 64 buffered rows and level
 (:mod:`streammn.trees.replay`), so no leaf per buffered row and tree is stored or kept current.
 Replay reads the rows as their indicator vectors packed as bits (:func:`replay.pack_rows
-<streammn.trees.replay.pack_rows>`), packed as they enter the buffer. Memory: ``replay_rows * n_vars`` bytes of rows plus ``replay_rows * n_vars *
+<streammn.trees.replay.pack_rows>`), packed as they enter the buffer. Memory: ``replay_rows *
+n_vars`` bytes of rows plus ``replay_rows * n_vars *
 max_card / 8`` of bitmaps (what ``memory_bytes`` counts), and ``replay_rows * K / 8`` of packed
 rows (``K`` indicator columns, rounded up to 64 a row).
 
@@ -76,16 +77,21 @@ from streammn.trees import counting, looks, missing, replay
 from streammn.trees.exact import grow_level_wise
 from streammn.trees.forest import Forest
 from streammn.trees.rebuild_passes import BufferPasses, EarlierGrowth
-from streammn.trees.criterion import (AUTO, DEFAULT_ALPHA, DEFAULT_MIN_GAIN_PER_ROW,
-                                     SignificanceThresholds, split_penalty)
+from streammn.trees.criterion import (
+    AUTO,
+    DEFAULT_ALPHA,
+    DEFAULT_MIN_GAIN_PER_ROW,
+    SignificanceThresholds,
+    split_penalty,
+)
 from streammn.trees.stats import LeafStats
 
 
 FIRST_LOOK = 20  # 'auto': a leaf is first looked at when it holds this many rows ...
 LOOK_GROWTH = 1.5  # ... and again when its rows have grown by half
 REBUILD_FIRST = 1000  # 'auto' with replay: trees rebuilt exactly at 1000 * 2**k rows ...
-REBUILD_GROWTH = 2    # ... while the replay buffer still holds every row of the stream
-CHUNK_FRACTION = 32   # 'auto': chunks of at most 1/32 of the stream ...
+REBUILD_GROWTH = 2  # ... while the replay buffer still holds every row of the stream
+CHUNK_FRACTION = 32  # 'auto': chunks of at most 1/32 of the stream ...
 MAX_CHUNK_GRACES = 32  # ... and at most 32 grace periods
 STATS_DTYPE = np.int32  # half the memory traffic of int64; see _retire_full_slots
 _FULL = np.iinfo(STATS_DTYPE).max
@@ -106,12 +112,24 @@ class HoeffdingGrower:
     a grower exactly where it was.
     """
 
-    def __init__(self, forest: Forest, kappa, grace_period: int, delta: float,
-                 tau: float, min_count: int, max_depth, max_leaves: int | None,
-                 replay_rows: int = 0, n_threads: int = 1, state: dict | None = None,
-                 max_tree_leaves: int | None = None, alpha: float = DEFAULT_ALPHA,
-                 memory_bytes: int = 256 * 2 ** 20,
-                 min_gain_per_row: float = DEFAULT_MIN_GAIN_PER_ROW):
+    def __init__(
+        self,
+        forest: Forest,
+        kappa,
+        grace_period: int,
+        delta: float,
+        tau: float,
+        min_count: int,
+        max_depth,
+        max_leaves: int | None,
+        replay_rows: int = 0,
+        n_threads: int = 1,
+        state: dict | None = None,
+        max_tree_leaves: int | None = None,
+        alpha: float = DEFAULT_ALPHA,
+        memory_bytes: int = 256 * 2**20,
+        min_gain_per_row: float = DEFAULT_MIN_GAIN_PER_ROW,
+    ):
         """``kappa`` is a fixed structure prior or ``'auto'`` (significance test at level
         ``alpha``, and relevance ``min_gain_per_row``); ``max_leaves`` a fixed number of
         statistics slots, or None to give the slots whatever ``memory_bytes`` leaves after the
@@ -147,17 +165,20 @@ class HoeffdingGrower:
         self._due = []  # due slots found since the last grace-period boundary
         self.replay_rows = int(replay_rows)
         self._buf = _padded_buffer(self.replay_rows, forest.schema.n_vars)
-        self._buf_len = 0   # rows held (at most replay_rows)
-        self._buf_pos = 0   # next row to overwrite
+        self._buf_len = 0  # rows held (at most replay_rows)
+        self._buf_pos = 0  # next row to overwrite
         self._earlier = None  # the last rebuild's growth, while the buffer's rows are the same
         # value bitmaps of the buffered rows (counting.value_bits), bit i: buffer row i
-        self._buf_bits = np.zeros((forest.schema.n_vars, forest.max_card,
-                                   -(-self.replay_rows // 64)), dtype=np.uint64)
+        self._buf_bits = np.zeros(
+            (forest.schema.n_vars, forest.max_card, -(-self.replay_rows // 64)), dtype=np.uint64
+        )
         # the buffered rows' indicator vectors as bits (replay.pack_rows), read by replay
-        self._buf_packed = np.zeros((self.replay_rows, replay.packed_words(
-            int((forest.cards - 1).sum()))), dtype=np.uint64)
-        self.stats = LeafStats(forest, capacity=self.leaf_budget, dtype=STATS_DTYPE,
-                               n_threads=n_threads)
+        self._buf_packed = np.zeros(
+            (self.replay_rows, replay.packed_words(int((forest.cards - 1).sum()))), dtype=np.uint64
+        )
+        self.stats = LeafStats(
+            forest, capacity=self.leaf_budget, dtype=STATS_DTYPE, n_threads=n_threads
+        )
         if state is None:
             self._enforce_budget(self._eligible(forest.roots))
         else:  # resume: the forest's leaf -> slot links come with it
@@ -201,14 +222,21 @@ class HoeffdingGrower:
         while start < n:
             boundary = self._next_boundary()
             stop = min(n, start + boundary - self.rows_seen)
-            ahead = rows[stop:stop + self._next_boundary(boundary) - boundary]  # next chunk
+            ahead = rows[stop : stop + self._next_boundary(boundary) - boundary]  # next chunk
             due, prepared = self.stats.add_and_stage(
-                rows[start:stop], prepared, ahead, self._look_gap, self.trees,
-                (self._buf, self._buf_bits, self._buf_packed), self._buffer_runs(stop - start))
+                rows[start:stop],
+                prepared,
+                ahead,
+                self._look_gap,
+                self.trees,
+                (self._buf, self._buf_bits, self._buf_packed),
+                self._buffer_runs(stop - start),
+            )
             self._due.append(due)
             if self.forest.observed is not None:  # missing mode (streammn.trees.missing)
-                missing.count_observed(rows[start:stop], self.forest.roots, self.forest.links,
-                                       self.forest.observed)
+                missing.count_observed(
+                    rows[start:stop], self.forest.roots, self.forest.links, self.forest.observed
+                )
             self.rows_seen += stop - start
             start = stop
             if self.rows_seen == boundary:
@@ -243,8 +271,12 @@ class HoeffdingGrower:
         REBUILD_GROWTH**k`` rows passed within the chunk that just ended, or the next boundary
         past the buffer."""
         n, W = self.rows_seen, self.replay_rows
-        if (self.kappa != AUTO or self.max_tree_leaves is not None or not self.rebuilds
-                or not 0 < n <= W):
+        if (
+            self.kappa != AUTO
+            or self.max_tree_leaves is not None
+            or not self.rebuilds
+            or not 0 < n <= W
+        ):
             return False
         if self._last_rebuild_point(n):
             return True
@@ -279,15 +311,23 @@ class HoeffdingGrower:
         growth is plain Hoeffding growth."""
         f, st = self.forest, self.stats
         self.rebuild_count += 1
-        rows = self._buf[:self._buf_len]
+        rows = self._buf[: self._buf_len]
         fresh = Forest(f.schema, prior=f.prior)
-        passes = BufferPasses(self._buf_bits, self._buf_packed[:self._buf_len],
-                              self._earlier)
+        passes = BufferPasses(self._buf_bits, self._buf_packed[: self._buf_len], self._earlier)
         counted = []  # statistics of every node the exact passes counted (or derived)
-        grow_level_wise(fresh, None, AUTO, self.min_count, self.max_depth,
-                        max(1, self.leaf_budget), st.n_threads, count_pass=passes,
-                        alpha=self.alpha, min_gain_per_row=self.min_gain_per_row,
-                        on_stats=lambda *node_stats: counted.append(node_stats))
+        grow_level_wise(
+            fresh,
+            None,
+            AUTO,
+            self.min_count,
+            self.max_depth,
+            max(1, self.leaf_budget),
+            st.n_threads,
+            count_pass=passes,
+            alpha=self.alpha,
+            min_gain_per_row=self.min_gain_per_row,
+            on_stats=lambda *node_stats: counted.append(node_stats),
+        )
         st.release_all()
         f.replace_with(fresh)
         if f.observed is not None:
@@ -298,9 +338,9 @@ class HoeffdingGrower:
         # the leaves the exact passes counted keep those statistics; the others (too small to
         # be tried; every root was counted, so children of split nodes) are replayed
         was_counted = growth.chunk >= 0
-        unknown = np.where(was_counted, -1, f.slot[:f.n_nodes]).astype(f.slot.dtype)
+        unknown = np.where(was_counted, -1, f.slot[: f.n_nodes]).astype(f.slot.dtype)
         passes.replay(st, np.unique(f.parent[np.flatnonzero(unknown >= 0)]), node_slot=unknown)
-        known = np.flatnonzero(was_counted & (f.slot[:f.n_nodes] >= 0))
+        known = np.flatnonzero(was_counted & (f.slot[: f.n_nodes] >= 0))
         growth.copy_to(st, known, f.slot[known])
         # kept for the next rebuild, if there is one, in statistics memory the slots leave free
         free = (self.leaf_budget - st.n_active) * self._slot_bytes
@@ -338,9 +378,10 @@ class HoeffdingGrower:
         self._earlier = None
         self._buf_bits[:] = 0
         if self._buf_len:
-            bits = counting.value_bits(self._buf[:self._buf_len], self.forest.max_card,
-                                       not self.forest.schema.missing)
-            self._buf_bits[:, :, :bits.shape[2]] = bits
+            bits = counting.value_bits(
+                self._buf[: self._buf_len], self.forest.max_card, not self.forest.schema.missing
+            )
+            self._buf_bits[:, :, : bits.shape[2]] = bits
             self.stats.pack(self._buf, 0, self._buf_len, self._buf_packed)
 
     def _grow(self, due: np.ndarray) -> None:
@@ -352,7 +393,7 @@ class HoeffdingGrower:
             if children.size == 0 or self._buf_len == 0:
                 return
             parents = np.unique(self.forest.parent[children])
-            st.replay(self._buf_packed[:self._buf_len], self._buf_bits, parents)
+            st.replay(self._buf_packed[: self._buf_len], self._buf_bits, parents)
             slots = self.forest.slot[children]
             slots = np.sort(slots[slots >= 0]).astype(np.int64)
             due = slots[st.n[slots] - st.last_attempt[slots] >= self._look_gap]
@@ -364,12 +405,22 @@ class HoeffdingGrower:
         st = self.stats
         f = self.forest
         if self.kappa == AUTO:  # significance, and relevance (see looks.passing)
-            most = looks.begin(due, st.n, st.last_attempt, st.attempts, LOOK_GROWTH,
-                               self._first_look)
+            most = looks.begin(
+                due, st.n, st.last_attempt, st.attempts, LOOK_GROWTH, self._first_look
+            )
             bvar, bval, bgain, sgain, tcounts = st.score(due, self.min_count)
-            go = looks.passing(due, bvar, bgain, st.n, st.slot_target, st.attempts,
-                               self._significance.up_to(most), st.slot_node, f.counts,
-                               self.min_gain_per_row * self.stream_weight)
+            go = looks.passing(
+                due,
+                bvar,
+                bgain,
+                st.n,
+                st.slot_target,
+                st.attempts,
+                self._significance.up_to(most),
+                st.slot_node,
+                f.counts,
+                self.min_gain_per_row * self.stream_weight,
+            )
         else:  # the Hoeffding bound: best clear of the runner-up, or a near tie
             self._schedule(due)
             st.attempts[due] += 1
@@ -420,8 +471,7 @@ class HoeffdingGrower:
         self.stats.activate(leaves)
         self._schedule(self.forest.slot[leaves].astype(np.int64))
 
-    def _within_tree_cap(self, nodes: np.ndarray, gain: np.ndarray,
-                         go: np.ndarray) -> np.ndarray:
+    def _within_tree_cap(self, nodes: np.ndarray, gain: np.ndarray, go: np.ndarray) -> np.ndarray:
         """Which of the splits that passed keep every tree within ``max_tree_leaves`` (each
         split adds one leaf): per tree, the largest gains first."""
         f = self.forest
@@ -471,8 +521,9 @@ class HoeffdingGrower:
         state["rows_seen"] = np.array(self.rows_seen, dtype=np.int64)
         state["has_inactive"] = np.array(self._has_inactive)
         # slots come due once per chunk; sorted, so the state does not depend on the batches
-        state["pending_due"] = (np.unique(np.concatenate(self._due)) if self._due
-                                else np.zeros(0, dtype=np.int64))
+        state["pending_due"] = (
+            np.unique(np.concatenate(self._due)) if self._due else np.zeros(0, dtype=np.int64)
+        )
         state["replay_buffer"] = self._buf.copy()
         state["replay_len_pos"] = np.array([self._buf_len, self._buf_pos], dtype=np.int64)
         return state

@@ -68,7 +68,8 @@ def route(rows, roots, links):
         t = 0
         while t + 4 <= T:
             out[r, t], out[r, t + 1], out[r, t + 2], out[r, t + 3] = _leaves4(
-                row, row, row, row, roots[t], roots[t + 1], roots[t + 2], roots[t + 3], links)
+                row, row, row, row, roots[t], roots[t + 1], roots[t + 2], roots[t + 3], links
+            )
             t += 4
         for t in range(t, T):
             out[r, t] = _leaf_of(row, roots[t], links)
@@ -160,8 +161,20 @@ def _loglik(c, d, alpha, prior, logs, row):
 
 
 @nb.njit(cache=True)
-def score_slots(slots, slot_target, tot, stats, cards, offsets, min_count, prior, zero_tests,
-                logs, log_row, binary=False):
+def score_slots(
+    slots,
+    slot_target,
+    tot,
+    stats,
+    cards,
+    offsets,
+    min_count,
+    prior,
+    zero_tests,
+    logs,
+    log_row,
+    binary=False,
+):
     """Best and runner-up split of each listed slot by gain in training log-likelihood.
 
     Candidates are ``X_j = a`` for every variable ``j`` other than the target and, for binary
@@ -181,47 +194,138 @@ def score_slots(slots, slot_target, tot, stats, cards, offsets, min_count, prior
     """
     out = _score_outputs(slots.shape[0], tot.shape[1])
     for q in range(slots.shape[0]):
-        _score_any_slot(q, slots[q], slot_target, tot, stats, cards, offsets, min_count,
-                        prior, zero_tests, logs, log_row, binary, out)
+        _score_any_slot(
+            q,
+            slots[q],
+            slot_target,
+            tot,
+            stats,
+            cards,
+            offsets,
+            min_count,
+            prior,
+            zero_tests,
+            logs,
+            log_row,
+            binary,
+            out,
+        )
     return out
 
 
 @nb.njit(cache=True, parallel=True)
-def score_slots_parallel(slots, slot_target, tot, stats, cards, offsets, min_count, prior,
-                         zero_tests, logs, log_row, binary, n_blocks):
+def score_slots_parallel(
+    slots,
+    slot_target,
+    tot,
+    stats,
+    cards,
+    offsets,
+    min_count,
+    prior,
+    zero_tests,
+    logs,
+    log_row,
+    binary,
+    n_blocks,
+):
     """:func:`score_slots` with the slots cut into ``n_blocks`` blocks run in parallel (each
     slot is scored on its own)."""
     S = slots.shape[0]
     out = _score_outputs(S, tot.shape[1])
     for b in nb.prange(n_blocks):
         for q in range(b * S // n_blocks, (b + 1) * S // n_blocks):
-            _score_any_slot(q, slots[q], slot_target, tot, stats, cards, offsets, min_count,
-                            prior, zero_tests, logs, log_row, binary, out)
+            _score_any_slot(
+                q,
+                slots[q],
+                slot_target,
+                tot,
+                stats,
+                cards,
+                offsets,
+                min_count,
+                prior,
+                zero_tests,
+                logs,
+                log_row,
+                binary,
+                out,
+            )
     return out
 
 
 @nb.njit(cache=True, inline="always")
-def _score_any_slot(q, s, slot_target, tot, stats, cards, offsets, min_count, prior,
-                    zero_tests, logs, log_row, binary, out):
+def _score_any_slot(
+    q,
+    s,
+    slot_target,
+    tot,
+    stats,
+    cards,
+    offsets,
+    min_count,
+    prior,
+    zero_tests,
+    logs,
+    log_row,
+    binary,
+    out,
+):
     """Score slot ``s`` into entry ``q`` of the outputs ``out``, by the binary path or not."""
     if binary:
-        _score_binary_slot(q, s, slot_target[s], tot, stats, min_count, prior, logs,
-                           log_row[2], *out)
+        _score_binary_slot(
+            q, s, slot_target[s], tot, stats, min_count, prior, logs, log_row[2], *out
+        )
     else:
-        _score_slot(q, s, slot_target, tot, stats, cards, offsets, min_count, prior,
-                    zero_tests, logs, log_row, *out)
+        _score_slot(
+            q,
+            s,
+            slot_target,
+            tot,
+            stats,
+            cards,
+            offsets,
+            min_count,
+            prior,
+            zero_tests,
+            logs,
+            log_row,
+            *out,
+        )
 
 
 @nb.njit(cache=True)
 def _score_outputs(S, C):
     """best variable, value, gain, runner-up gain and true-side counts of ``S`` slots"""
-    return (np.full(S, -1, dtype=np.int32), np.zeros(S, dtype=np.int32),
-            np.full(S, -np.inf), np.full(S, -np.inf), np.zeros((S, C), dtype=np.int64))
+    return (
+        np.full(S, -1, dtype=np.int32),
+        np.zeros(S, dtype=np.int32),
+        np.full(S, -np.inf),
+        np.full(S, -np.inf),
+        np.zeros((S, C), dtype=np.int64),
+    )
 
 
 @nb.njit(cache=True)
-def _score_slot(q, s, slot_target, tot, stats, cards, offsets, min_count, prior, zero_tests,
-                logs, log_row, best_var, best_val, best_gain, second_gain, true_counts):
+def _score_slot(
+    q,
+    s,
+    slot_target,
+    tot,
+    stats,
+    cards,
+    offsets,
+    min_count,
+    prior,
+    zero_tests,
+    logs,
+    log_row,
+    best_var,
+    best_val,
+    best_gain,
+    second_gain,
+    true_counts,
+):
     """Score slot ``s`` into entry ``q`` of the outputs (see :func:`score_slots`)."""
     n_vars = cards.shape[0]
     t = slot_target[s]
@@ -259,8 +363,11 @@ def _score_slot(q, s, slot_target, tot, stats, cards, offsets, min_count, prior,
                 n_true += v
             if n_true < min_count or n_all - n_true < min_count:
                 continue
-            g = (_loglik(ct, d, alpha, prior, logs, row) + _loglik(cf, d, alpha, prior, logs, row)
-                 - ll_parent)
+            g = (
+                _loglik(ct, d, alpha, prior, logs, row)
+                + _loglik(cf, d, alpha, prior, logs, row)
+                - ll_parent
+            )
             if g > var_best[j]:
                 var_best[j] = g
             if g > bg:
@@ -310,8 +417,22 @@ def _tabled_loglik2(c0, c1, logs, row):
 
 
 @nb.njit(cache=True)
-def _score_binary_slot(q, s, t, tot, stats, min_count, prior, logs, row, best_var, best_val,
-                       best_gain, second_gain, true_counts):
+def _score_binary_slot(
+    q,
+    s,
+    t,
+    tot,
+    stats,
+    min_count,
+    prior,
+    logs,
+    row,
+    best_var,
+    best_val,
+    best_gain,
+    second_gain,
+    true_counts,
+):
     """:func:`_score_slot` when every variable is binary (target ``t``): candidate ``j`` is
     ``X_j = 1``, its true-side counts are ``stats[s, :, j]``, and each variable has one
     candidate, so the runner-up among the other variables is the best gain before the best
@@ -337,11 +458,17 @@ def _score_binary_slot(q, s, t, tot, stats, min_count, prior, logs, row, best_va
         c0 = np.int64(stats[s, 0, j])
         c1 = np.int64(stats[s, 1, j])
         if tabled:
-            g = (_tabled_loglik2(c0, c1, logs, row)
-                 + _tabled_loglik2(p0 - c0, p1 - c1, logs, row) - ll_parent)
+            g = (
+                _tabled_loglik2(c0, c1, logs, row)
+                + _tabled_loglik2(p0 - c0, p1 - c1, logs, row)
+                - ll_parent
+            )
         else:
-            g = (_loglik2(c0, c1, alpha, prior, logs, row)
-                 + _loglik2(p0 - c0, p1 - c1, alpha, prior, logs, row) - ll_parent)
+            g = (
+                _loglik2(c0, c1, alpha, prior, logs, row)
+                + _loglik2(p0 - c0, p1 - c1, alpha, prior, logs, row)
+                - ll_parent
+            )
         n_true = c0 + c1
         if g > sg and j != t and n_true >= min_count and n_all - n_true >= min_count:
             if g > bg:  # bg >= sg: a new best, the old best is the runner-up
@@ -424,15 +551,27 @@ def accumulate_cached(rows, indicators, trees, links, node_slot, tot, stats, row
     only), with every row's current node per tree remembered in ``row_node[t, r]`` (rows of
     this batch), so each level moves a row down from where it was instead of routing it from
     the root."""
-    _advance_rows(rows, indicators, trees, 0, trees.shape[0], links, node_slot, tot, stats,
-                  row_node)
+    _advance_rows(
+        rows, indicators, trees, 0, trees.shape[0], links, node_slot, tot, stats, row_node
+    )
 
 
 @nb.njit(cache=True, parallel=True)
-def accumulate_cached_parallel(rows, indicators, trees, links, node_slot, tot, stats, row_node,
-                               n_blocks):
+def accumulate_cached_parallel(
+    rows, indicators, trees, links, node_slot, tot, stats, row_node, n_blocks
+):
     """:func:`accumulate_cached` over ``n_blocks`` blocks of trees in parallel."""
     T = trees.shape[0]
     for b in nb.prange(n_blocks):
-        _advance_rows(rows, indicators, trees, b * T // n_blocks, (b + 1) * T // n_blocks,
-                      links, node_slot, tot, stats, row_node)
+        _advance_rows(
+            rows,
+            indicators,
+            trees,
+            b * T // n_blocks,
+            (b + 1) * T // n_blocks,
+            links,
+            node_slot,
+            tot,
+            stats,
+            row_node,
+        )

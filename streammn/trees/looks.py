@@ -38,8 +38,18 @@ def begin(slots, slot_n, last_attempt, attempts, growth, first):
 
 
 @nb.njit(cache=True, error_model="numpy")  # a slot of no rows: gain / 0 as numpy has it
-def passing(slots, best_var, best_gain, slot_n, slot_target, attempts, thresholds, slot_node,
-            node_counts, floor):
+def passing(
+    slots,
+    best_var,
+    best_gain,
+    slot_n,
+    slot_target,
+    attempts,
+    thresholds,
+    slot_node,
+    node_counts,
+    floor,
+):
     """Whether the best split found at each slot's look passes: it exists, its gain exceeds
     ``thresholds[target, look]`` (the significance test), and its gain per row of the slot,
     times the rows of its leaf, reaches ``floor`` (the relevance floor: the split's share of
@@ -50,6 +60,9 @@ def passing(slots, best_var, best_gain, slot_n, slot_target, attempts, threshold
         leaf_rows = 0
         for y in range(node_counts.shape[1]):
             leaf_rows += node_counts[slot_node[s], y]
-        go[i] = (best_var[i] >= 0 and best_gain[i] > thresholds[slot_target[s], attempts[s]]
-                 and best_gain[i] / np.float64(slot_n[s]) * leaf_rows >= floor)
+        go[i] = (
+            best_var[i] >= 0
+            and best_gain[i] > thresholds[slot_target[s], attempts[s]]
+            and best_gain[i] / np.float64(slot_n[s]) * leaf_rows >= floor
+        )
     return go

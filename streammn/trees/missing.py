@@ -65,8 +65,10 @@ def missing_by_indicator(rows: np.ndarray, indicators: np.ndarray):
     root pass derives target value 0 as "all rows minus the other values", so it subtracts
     these."""
     mask = (rows == MISSING).astype(np.float32)
-    return (mask.sum(axis=0).astype(np.int64),
-            (mask.T @ indicators.astype(np.float32)).astype(np.int64))
+    return (
+        mask.sum(axis=0).astype(np.int64),
+        (mask.T @ indicators.astype(np.float32)).astype(np.int64),
+    )
 
 
 @nb.njit(cache=True)

@@ -39,8 +39,8 @@ def remember(rows, bits, ring, ring_bits, ring_packed, runs, cards, offsets):
     flat_rows, flat_ring = rows.reshape(rows.size), ring.reshape(ring.size)
     for i in range(runs.shape[0]):
         src, dst, count = runs[i, 0], runs[i, 1], runs[i, 2]
-        source = flat_rows[src * m:(src + count) * m]
-        target = flat_ring[dst * m:(dst + count) * m]
+        source = flat_rows[src * m : (src + count) * m]
+        target = flat_ring[dst * m : (dst + count) * m]
         for k in range(source.shape[0]):
             target[k] = source[k]
         counting.copy_bits(ring_bits, dst, bits, src, count)
@@ -58,10 +58,39 @@ def prepare(rows, indicators, complete, bits, lanes):
 
 
 @nb.njit(cache=True, parallel=True)
-def count_and_stage(rows, bits, lanes, K, cards, trees, roots, links, node_tree, node_depth,
-                    node_slot, node_counts, count_leaves, tot, stats, slot_n, slot_last, grace,
-                    due, block_cost, route, ahead, ahead_indicators, complete, ahead_bits,
-                    ahead_lanes, ring, ring_bits, ring_packed, runs, offsets):
+def count_and_stage(
+    rows,
+    bits,
+    lanes,
+    K,
+    cards,
+    trees,
+    roots,
+    links,
+    node_tree,
+    node_depth,
+    node_slot,
+    node_counts,
+    count_leaves,
+    tot,
+    stats,
+    slot_n,
+    slot_last,
+    grace,
+    due,
+    block_cost,
+    route,
+    ahead,
+    ahead_indicators,
+    complete,
+    ahead_bits,
+    ahead_lanes,
+    ring,
+    ring_bits,
+    ring_packed,
+    runs,
+    offsets,
+):
     """:func:`counting.accumulate_parallel` (its arguments first), with the first block also
     preparing the rows ``ahead`` (:func:`prepare`, into ``ahead_bits`` and ``ahead_lanes``)
     and the last also writing ``rows`` to the replay buffer (:func:`remember`); returns the
@@ -69,16 +98,48 @@ def count_and_stage(rows, bits, lanes, K, cards, trees, roots, links, node_tree,
     T = trees.shape[0]
     n_blocks = due.shape[0]
     trees, steps, by_bits, leaves, listing, table = counting.plan(
-        rows.shape[0], trees, roots, links, node_tree, node_depth, node_slot, node_counts,
-        n_blocks, route)
+        rows.shape[0],
+        trees,
+        roots,
+        links,
+        node_tree,
+        node_depth,
+        node_slot,
+        node_counts,
+        n_blocks,
+        route,
+    )
     n_due = _zeros(n_blocks)
     for b in nb.prange(n_blocks):
         if b == 0:
             prepare(ahead, ahead_indicators, complete, ahead_bits, ahead_lanes)
         if b == n_blocks - 1:
             remember(rows, bits, ring, ring_bits, ring_packed, runs, cards, offsets)
-        n_due[b] = _add_rows(rows, bits, lanes, K, cards, trees, b * T // n_blocks,
-                             (b + 1) * T // n_blocks, roots, links, table, steps, by_bits,
-                             leaves, listing, node_slot, node_counts, count_leaves, tot, stats,
-                             slot_n, slot_last, grace, due[b], block_cost)
+        n_due[b] = _add_rows(
+            rows,
+            bits,
+            lanes,
+            K,
+            cards,
+            trees,
+            b * T // n_blocks,
+            (b + 1) * T // n_blocks,
+            roots,
+            links,
+            table,
+            steps,
+            by_bits,
+            leaves,
+            listing,
+            node_slot,
+            node_counts,
+            count_leaves,
+            tot,
+            stats,
+            slot_n,
+            slot_last,
+            grace,
+            due[b],
+            block_cost,
+        )
     return _gather(due, n_due)

@@ -26,7 +26,7 @@ class EarlierGrowth:
     def __init__(self, forest: Forest, n_rows: int, counted: list):
         """``counted``: the ``(nodes, tot, stats)`` chunks exact growth gave ``on_stats``, kept
         as they are (no copy of them all)."""
-        self.links = forest.links[:forest.n_nodes].copy()
+        self.links = forest.links[: forest.n_nodes].copy()
         self.roots = forest.roots.copy()
         self.n_rows = n_rows
         self.counted = [(tot, stats) for _, tot, stats in counted]
@@ -38,8 +38,12 @@ class EarlierGrowth:
 
     @property
     def nbytes(self) -> int:
-        return (self.links.nbytes + self.chunk.nbytes + self.row.nbytes
-                + sum(tot.nbytes + stats.nbytes for tot, stats in self.counted))
+        return (
+            self.links.nbytes
+            + self.chunk.nbytes
+            + self.row.nbytes
+            + sum(tot.nbytes + stats.nbytes for tot, stats in self.counted)
+        )
 
     def copy_to(self, stats: LeafStats, nodes: np.ndarray, slots: np.ndarray) -> None:
         """Write the statistics of ``nodes`` (counted ones) to ``slots`` of ``stats``."""
@@ -78,8 +82,9 @@ class BufferPasses:
         """:meth:`LeafStats.replay` of the buffer's rows."""
         stats.replay(self.packed, self.bits, parents, **options)
 
-    def __call__(self, forest: Forest, stats: LeafStats, chunk: np.ndarray,
-                 trees: np.ndarray) -> None:
+    def __call__(
+        self, forest: Forest, stats: LeafStats, chunk: np.ndarray, trees: np.ndarray
+    ) -> None:
         at_roots = np.array_equal(chunk, forest.roots[trees])
         parents = None if at_roots else np.unique(forest.parent[chunk])
         resumed = self._resume(forest, stats, chunk, parents)
@@ -92,8 +97,9 @@ class BufferPasses:
             self.replay(stats, parents[resumed], first=first)
             self.replay(stats, parents[~resumed])
 
-    def _resume(self, forest: Forest, stats: LeafStats, chunk: np.ndarray,
-                parents: np.ndarray | None) -> np.ndarray:
+    def _resume(
+        self, forest: Forest, stats: LeafStats, chunk: np.ndarray, parents: np.ndarray | None
+    ) -> np.ndarray:
         """Which of ``parents`` (the roots ``chunk`` when None) have the same node in the
         earlier growth, with statistics for every child in ``chunk``; give those children's
         (those roots') slots the earlier statistics."""

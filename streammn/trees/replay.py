@@ -40,8 +40,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from streammn.trees.counting import (LANE_ROWS, _extract, _flush, _pointer_at, _popcount,
-                                     _prefetch)
+from streammn.trees.counting import LANE_ROWS, _extract, _flush, _pointer_at, _popcount, _prefetch
 from streammn.trees.kernels import MISSING
 
 # listing a buffered row costs about as much as counting 40 words of bitmaps, and adding each
@@ -72,10 +71,12 @@ def _ones_word(typingctx, array, at):
 
     def codegen(context, builder, signature, args):
         lanes = ir.VectorType(ir.IntType(8), 64)
-        block = builder.load(_pointer_at(context, builder, args[0], signature.args[0], args[1],
-                                         lanes), align=1)
+        block = builder.load(
+            _pointer_at(context, builder, args[0], signature.args[0], args[1], lanes), align=1
+        )
         ones = builder.icmp_unsigned("==", block, ir.Constant(lanes, [1] * 64))
         return builder.bitcast(ones, ir.IntType(64))
+
     return types.uint64(array, types.int64), codegen
 
 
@@ -84,8 +85,11 @@ def _add_bit_block(typingctx, dst, at, words):
     """``dst.flat[at + i] += 1`` for every set bit ``i`` of every ``uint64`` word of the tuple
     ``words``, on the 64 ``uint8`` entries from ``at``: each word taken as a vector of 64
     booleans widened to bytes, and the vectors summed."""
-    if not (isinstance(dst, types.Array) and dst.dtype == types.uint8
-            and isinstance(words, types.UniTuple)):
+    if not (
+        isinstance(dst, types.Array)
+        and dst.dtype == types.uint8
+        and isinstance(words, types.UniTuple)
+    ):
         return None
 
     def codegen(context, builder, signature, args):
@@ -93,11 +97,13 @@ def _add_bit_block(typingctx, dst, at, words):
         target = _pointer_at(context, builder, args[0], signature.args[0], args[1], lanes)
         total = builder.load(target, align=1)
         for i in range(signature.args[2].count):
-            where = builder.bitcast(builder.extract_value(args[2], i),
-                                    ir.VectorType(ir.IntType(1), 64))
+            where = builder.bitcast(
+                builder.extract_value(args[2], i), ir.VectorType(ir.IntType(1), 64)
+            )
             total = builder.add(total, builder.zext(where, lanes))
         builder.store(total, target, align=1)
         return context.get_dummy_value()
+
     return types.void(dst, types.int64, words), codegen
 
 
@@ -146,8 +152,9 @@ def _sum_packed(packed, listed, count, stats, s, y, K, acc):
                 _prefetch(packed, listed[min(j, count - 1)] * P)
             a, b, c, d = listed[m], listed[m + 1], listed[m + 2], listed[m + 3]
             for k in range(P):
-                _add_bit_block(acc, 64 * k, (packed[a, k], packed[b, k], packed[c, k],
-                                             packed[d, k]))
+                _add_bit_block(
+                    acc, 64 * k, (packed[a, k], packed[b, k], packed[c, k], packed[d, k])
+                )
             m += 4
         for m in range(m, stop):
             for k in range(P):
@@ -166,8 +173,7 @@ def _count_groups_bits(groups, G, W, bits, cards, offsets, stats, group_slot, gr
     word is loaded once for the four popcounts."""
     for w0 in range(start, W, BITS_RUN):
         w1 = min(W, w0 + BITS_RUN)
-        g0, g1, g2, g3 = (groups[0, w0:w1], groups[1, w0:w1], groups[2, w0:w1],
-                          groups[3, w0:w1])
+        g0, g1, g2, g3 = (groups[0, w0:w1], groups[1, w0:w1], groups[2, w0:w1], groups[3, w0:w1])
         for j in range(cards.shape[0]):
             for a in range(1, cards[j]):
                 column = bits[j, a, w0:w1]
@@ -192,16 +198,18 @@ def _count_groups_bits(groups, G, W, bits, cards, offsets, stats, group_slot, gr
 
 
 @nb.njit(cache=True, inline="always")
-def _queue_for_bits(waiting, n_waiting, wait_slot, wait_y, s, y, W, bits, cards, offsets, stats,
-                    start):
+def _queue_for_bits(
+    waiting, n_waiting, wait_slot, wait_y, s, y, W, bits, cards, offsets, stats, start
+):
     """Queue the group whose mask is ``waiting[n_waiting]`` (slot ``s``, target value ``y``)
     to be counted from the bitmaps, counting the queue when it holds :data:`BITS_GROUPS`;
     returns the queue's new length."""
     wait_slot[n_waiting], wait_y[n_waiting] = s, y
     n_waiting += 1
     if n_waiting == BITS_GROUPS:
-        _count_groups_bits(waiting, n_waiting, W, bits, cards, offsets, stats, wait_slot,
-                           wait_y, start)
+        _count_groups_bits(
+            waiting, n_waiting, W, bits, cards, offsets, stats, wait_slot, wait_y, start
+        )
         n_waiting = 0
     return n_waiting
 
@@ -219,8 +227,25 @@ def _keep_rows(mask, n, first):
 
 
 @nb.njit(cache=True)
-def _replay_splits(packed, bits, n, offsets, parents, p0, p1, links, node_parent, node_tree,
-                   cards, node_slot, tot, stats, slot_n, row_cost, first):
+def _replay_splits(
+    packed,
+    bits,
+    n,
+    offsets,
+    parents,
+    p0,
+    p1,
+    links,
+    node_parent,
+    node_tree,
+    cards,
+    node_slot,
+    tot,
+    stats,
+    slot_n,
+    row_cost,
+    first,
+):
     """Replay the buffered rows ``first .. n - 1`` of split nodes ``parents[p0:p1]`` into
     their children."""
     K = stats.shape[2]
@@ -274,14 +299,26 @@ def _replay_splits(packed, bits, n, offsets, parents, p0, p1, links, node_parent
                 slot_n[s] += count
                 if count * row_cost > K * (W - start):
                     waiting[n_waiting, start:] = in_group
-                    n_waiting = _queue_for_bits(waiting, n_waiting, wait_slot, wait_y, s, y, W,
-                                                bits, cards, offsets, stats, start)
+                    n_waiting = _queue_for_bits(
+                        waiting,
+                        n_waiting,
+                        wait_slot,
+                        wait_y,
+                        s,
+                        y,
+                        W,
+                        bits,
+                        cards,
+                        offsets,
+                        stats,
+                        start,
+                    )
                     continue
-                _sum_packed(packed, listed, _extract(group, W, listed, start), stats, s, y, K,
-                            acc)
+                _sum_packed(packed, listed, _extract(group, W, listed, start), stats, s, y, K, acc)
     if n_waiting:
-        _count_groups_bits(waiting, n_waiting, W, bits, cards, offsets, stats, wait_slot,
-                           wait_y, start)
+        _count_groups_bits(
+            waiting, n_waiting, W, bits, cards, offsets, stats, wait_slot, wait_y, start
+        )
 
 
 @nb.njit(cache=True)
@@ -308,16 +345,33 @@ def count_roots(bits, n, first, trees, root_slot, cards, offsets, tot, stats):
             for w in range(start, W):
                 count += np.int64(_popcount(group[w]))
             tot[s, y] += count
-            n_waiting = _queue_for_bits(waiting, n_waiting, wait_slot, wait_y, s, y, W, bits,
-                                        cards, offsets, stats, start)
+            n_waiting = _queue_for_bits(
+                waiting, n_waiting, wait_slot, wait_y, s, y, W, bits, cards, offsets, stats, start
+            )
     if n_waiting:
-        _count_groups_bits(waiting, n_waiting, W, bits, cards, offsets, stats, wait_slot,
-                           wait_y, start)
+        _count_groups_bits(
+            waiting, n_waiting, W, bits, cards, offsets, stats, wait_slot, wait_y, start
+        )
 
 
 @nb.njit(cache=True)
-def replay(packed, bits, n, offsets, parents, links, node_parent, node_tree, cards, node_slot,
-           tot, stats, slot_n, row_cost=-1, first=0):
+def replay(
+    packed,
+    bits,
+    n,
+    offsets,
+    parents,
+    links,
+    node_parent,
+    node_tree,
+    cards,
+    node_slot,
+    tot,
+    stats,
+    slot_n,
+    row_cost=-1,
+    first=0,
+):
     """Add the buffered rows (``packed[:n]``, packed by :func:`pack_rows`, with their value
     bitmaps ``bits``; from row ``first`` on) that reach each just-split node of ``parents`` to
     the statistics of its children that are active (Hoeffding replay; the children are
@@ -326,18 +380,67 @@ def replay(packed, bits, n, offsets, parents, links, node_parent, node_tree, car
     listing and sum in bitmap words, by default :data:`ROW_COST` plus :data:`WORD_COST` a
     packed word) is counted from the bitmaps; the rows of the others are listed from its mask
     and summed (:func:`_sum_packed`)."""
-    _replay_splits(packed, bits, n, offsets, parents, 0, parents.shape[0], links, node_parent,
-                   node_tree, cards, node_slot, tot, stats, slot_n, row_cost, first)
+    _replay_splits(
+        packed,
+        bits,
+        n,
+        offsets,
+        parents,
+        0,
+        parents.shape[0],
+        links,
+        node_parent,
+        node_tree,
+        cards,
+        node_slot,
+        tot,
+        stats,
+        slot_n,
+        row_cost,
+        first,
+    )
 
 
 @nb.njit(cache=True, parallel=True)
-def replay_parallel(packed, bits, n, offsets, parents, links, node_parent, node_tree, cards,
-                    node_slot, tot, stats, slot_n, n_blocks, row_cost=-1, first=0):
+def replay_parallel(
+    packed,
+    bits,
+    n,
+    offsets,
+    parents,
+    links,
+    node_parent,
+    node_tree,
+    cards,
+    node_slot,
+    tot,
+    stats,
+    slot_n,
+    n_blocks,
+    row_cost=-1,
+    first=0,
+):
     """:func:`replay` with the split nodes cut into ``n_blocks`` blocks run in parallel (a
     node's children and their slots are its own, so the result does not depend on the
     blocks)."""
     P = parents.shape[0]
     for b in nb.prange(n_blocks):
-        _replay_splits(packed, bits, n, offsets, parents, b * P // n_blocks,
-                       (b + 1) * P // n_blocks, links, node_parent, node_tree, cards,
-                       node_slot, tot, stats, slot_n, row_cost, first)
+        _replay_splits(
+            packed,
+            bits,
+            n,
+            offsets,
+            parents,
+            b * P // n_blocks,
+            (b + 1) * P // n_blocks,
+            links,
+            node_parent,
+            node_tree,
+            cards,
+            node_slot,
+            tot,
+            stats,
+            slot_n,
+            row_cost,
+            first,
+        )

@@ -43,8 +43,9 @@ def _log_tables(prior: float, values: tuple) -> np.ndarray:
 
 
 @numba.njit(cache=True)
-def _claim_slots(nodes, node_tree, node_slot, slot_node, slot_target, tot, stats, n,
-                 last_attempt, attempts):
+def _claim_slots(
+    nodes, node_tree, node_slot, slot_node, slot_target, tot, stats, n, last_attempt, attempts
+):
     """Give leaf ``nodes[i]`` the ``i``-th lowest free slot, emptied; False (and nothing
     changed) when there are fewer free slots than nodes. One scan that stops at the last slot
     it needs, where finding the free slots with numpy scanned them all at every split."""
@@ -110,9 +111,13 @@ class LeafStats:
         self._lane_blocks = max(1, -(-self.K // counting.LANE_BLOCK))  # of the count's lanes
         # kept value bitmaps and indicator lanes, written over batch after batch: those of
         # prepare, then two that add_and_stage prepares the next chunk in, in turn
-        self._kept = [(np.zeros((forest.schema.n_vars, forest.max_card, 0), dtype=np.uint64),
-                       counting._aligned_zeros(0, self._lane_blocks * counting.LANE_BLOCK))
-                      for _ in range(3)]
+        self._kept = [
+            (
+                np.zeros((forest.schema.n_vars, forest.max_card, 0), dtype=np.uint64),
+                counting._aligned_zeros(0, self._lane_blocks * counting.LANE_BLOCK),
+            )
+            for _ in range(3)
+        ]
         self._stage_turn = 0  # the kept arrays add_and_stage prepared in last: 1 + turn
         self.missing = forest.schema.missing  # see streammn.trees.missing
         self.binary = bool((cards == 2).all()) and not self.missing
@@ -121,11 +126,11 @@ class LeafStats:
         self.dtype = np.dtype(dtype)
         self.tot = np.zeros((0, forest.max_card), dtype=self.dtype)
         self.stats = np.zeros((0, forest.max_card, self.K), dtype=self.dtype)
-        self.slot_node = np.zeros(0, dtype=np.int32)     # node owning the slot, -1 when free
-        self.slot_target = np.zeros(0, dtype=np.int32)   # that node's tree (target variable)
-        self.n = np.zeros(0, dtype=np.int64)             # rows counted in the slot
+        self.slot_node = np.zeros(0, dtype=np.int32)  # node owning the slot, -1 when free
+        self.slot_target = np.zeros(0, dtype=np.int32)  # that node's tree (target variable)
+        self.n = np.zeros(0, dtype=np.int64)  # rows counted in the slot
         self.last_attempt = np.zeros(0, dtype=np.int64)  # self.n at the last split attempt
-        self.attempts = np.zeros(0, dtype=np.int64)      # split attempts on this slot's rows
+        self.attempts = np.zeros(0, dtype=np.int64)  # split attempts on this slot's rows
         # the logarithms scoring takes of counts (kernels.log_tables), at the first score
         self._logs = None
         self._log_row = np.zeros(forest.max_card + 1, dtype=np.int64)
@@ -163,24 +168,41 @@ class LeafStats:
 
     def _slot_arrays(self):
         """The per-slot arrays, in :func:`_claim_slots`' order."""
-        return (self.slot_node, self.slot_target, self.tot, self.stats, self.n,
-                self.last_attempt, self.attempts)
+        return (
+            self.slot_node,
+            self.slot_target,
+            self.tot,
+            self.stats,
+            self.n,
+            self.last_attempt,
+            self.attempts,
+        )
 
-    def derive(self, slots: np.ndarray, sibling_slots: np.ndarray, parent_tot: np.ndarray,
-               parent_stats: np.ndarray, parent_rows: np.ndarray) -> None:
+    def derive(
+        self,
+        slots: np.ndarray,
+        sibling_slots: np.ndarray,
+        parent_tot: np.ndarray,
+        parent_stats: np.ndarray,
+        parent_rows: np.ndarray,
+    ) -> None:
         """Give each of ``slots`` the statistics in row ``parent_rows[i]`` of ``parent_tot``
         and ``parent_stats`` minus those of ``sibling_slots[i]``: sibling subtraction
         (integer counts, exact), in one pass without numpy's gathered temporaries."""
-        _derive_slots(slots.astype(np.int64), sibling_slots.astype(np.int64),
-                      parent_rows.astype(np.int64), parent_tot, parent_stats, self.tot,
-                      self.stats)
+        _derive_slots(
+            slots.astype(np.int64),
+            sibling_slots.astype(np.int64),
+            parent_rows.astype(np.int64),
+            parent_tot,
+            parent_stats,
+            self.tot,
+            self.stats,
+        )
 
-    def put(self, slots: np.ndarray, tot: np.ndarray, stats: np.ndarray,
-            rows: np.ndarray) -> None:
+    def put(self, slots: np.ndarray, tot: np.ndarray, stats: np.ndarray, rows: np.ndarray) -> None:
         """Give each of ``slots`` the statistics in row ``rows[i]`` of ``tot`` and ``stats``
         (statistics counted before), in one pass without numpy's gathered temporaries."""
-        _put_slots(slots.astype(np.int64), rows.astype(np.int64), tot, stats, self.tot,
-                   self.stats)
+        _put_slots(slots.astype(np.int64), rows.astype(np.int64), tot, stats, self.tot, self.stats)
 
     def release(self, slots: np.ndarray) -> None:
         """Free the given slots; their leaves keep their counts but stop collecting stats."""
@@ -197,13 +219,15 @@ class LeafStats:
         old = self.slot_node.shape[0]
         size = min(max(size, 2 * old, 16), max(size, self.capacity))
         C = self.forest.max_card
-        for name, shape, fill, dtype in (("tot", (size, C), 0, self.dtype),
-                                         ("stats", (size, C, self.K), 0, self.dtype),
-                                         ("slot_node", (size,), -1, np.int32),
-                                         ("slot_target", (size,), 0, np.int32),
-                                         ("n", (size,), 0, np.int64),
-                                         ("last_attempt", (size,), 0, np.int64),
-                                         ("attempts", (size,), 0, np.int64)):
+        for name, shape, fill, dtype in (
+            ("tot", (size, C), 0, self.dtype),
+            ("stats", (size, C, self.K), 0, self.dtype),
+            ("slot_node", (size,), -1, np.int32),
+            ("slot_target", (size,), 0, np.int32),
+            ("n", (size,), 0, np.int64),
+            ("last_attempt", (size,), 0, np.int64),
+            ("attempts", (size,), 0, np.int64),
+        ):
             # zeros come from fresh pages, not written: a big statistics array costs only
             # the pages its slots use
             grown = np.zeros(shape, dtype=dtype) if fill == 0 else np.full(shape, fill, dtype)
@@ -219,8 +243,10 @@ class LeafStats:
         batch: arrays made anew for every batch (zeroed, at other addresses) cost 3% of a
         default pass at 100 binary variables."""
         if rows.shape[0] > PREPARED_ROWS:  # big batches (exact passes): arrays of their own
-            return (counting.value_bits(rows, self.forest.max_card, not self.missing),
-                    counting.lanes(self.indicators(rows)))
+            return (
+                counting.value_bits(rows, self.forest.max_card, not self.missing),
+                counting.lanes(self.indicators(rows)),
+            )
         bits, lanes = self._kept_arrays(0, rows)
         pipeline.prepare(rows, self.indicators(rows), not self.missing, bits, lanes)
         return bits, lanes
@@ -239,9 +265,15 @@ class LeafStats:
         self._kept[i] = bits, lanes
         return bits, lanes[:n]
 
-    def add(self, rows: np.ndarray, grace: int = 0, count_leaves: bool = True,
-            trees: np.ndarray | None = None, node_slot: np.ndarray | None = None,
-            prepared: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    def add(
+        self,
+        rows: np.ndarray,
+        grace: int = 0,
+        count_leaves: bool = True,
+        trees: np.ndarray | None = None,
+        node_slot: np.ndarray | None = None,
+        prepared: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> np.ndarray:
         """Route ``rows`` through the given trees (default all) and count them at their leaves
         (target counts of every leaf when ``count_leaves``, statistics of active leaves); with
         ``grace > 0`` return the slots whose rows since ``last_attempt`` reached exactly
@@ -251,12 +283,18 @@ class LeafStats:
         ``prepared``: :meth:`prepare` of ``rows``."""
         due, args = self._count_args(rows, grace, count_leaves, trees, node_slot, prepared)
         if due.shape[0] == 1:
-            return due[0, :counting.accumulate(*args)]
-        return due[0, :counting.accumulate_parallel(*args)]
+            return due[0, : counting.accumulate(*args)]
+        return due[0, : counting.accumulate_parallel(*args)]
 
-    def _count_args(self, rows: np.ndarray, grace: int, count_leaves: bool,
-                    trees: np.ndarray | None, node_slot: np.ndarray | None,
-                    prepared: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray, tuple]:
+    def _count_args(
+        self,
+        rows: np.ndarray,
+        grace: int,
+        count_leaves: bool,
+        trees: np.ndarray | None,
+        node_slot: np.ndarray | None,
+        prepared: tuple[np.ndarray, np.ndarray] | None,
+    ) -> tuple[np.ndarray, tuple]:
         """The arguments of the count of :meth:`add` (as :func:`counting.accumulate` takes
         them), with its array of due slots, one row per parallel block."""
         f = self.forest
@@ -269,15 +307,40 @@ class LeafStats:
         bits, lanes = self.prepare(rows) if prepared is None else prepared
         n = f.n_nodes
         # every argument given, none by keyword (see replay)
-        return due, (rows, bits, lanes, self.K, f.cards, trees, f.roots, f.links, f.tree[:n],
-                     f.depth[:n], f.slot if node_slot is None else node_slot, f.counts,
-                     count_leaves, self.tot, self.stats, self.n, self.last_attempt, grace, due,
-                     counting.BLOCK_COST, counting.BY_COST)
+        return due, (
+            rows,
+            bits,
+            lanes,
+            self.K,
+            f.cards,
+            trees,
+            f.roots,
+            f.links,
+            f.tree[:n],
+            f.depth[:n],
+            f.slot if node_slot is None else node_slot,
+            f.counts,
+            count_leaves,
+            self.tot,
+            self.stats,
+            self.n,
+            self.last_attempt,
+            grace,
+            due,
+            counting.BLOCK_COST,
+            counting.BY_COST,
+        )
 
-    def add_and_stage(self, rows: np.ndarray, prepared: tuple[np.ndarray, np.ndarray] | None,
-                      ahead: np.ndarray, grace: int, trees: np.ndarray | None,
-                      buffer: tuple[np.ndarray, np.ndarray, np.ndarray],
-                      runs: np.ndarray) -> tuple[np.ndarray, tuple | None]:
+    def add_and_stage(
+        self,
+        rows: np.ndarray,
+        prepared: tuple[np.ndarray, np.ndarray] | None,
+        ahead: np.ndarray,
+        grace: int,
+        trees: np.ndarray | None,
+        buffer: tuple[np.ndarray, np.ndarray, np.ndarray],
+        runs: np.ndarray,
+    ) -> tuple[np.ndarray, tuple | None]:
         """:meth:`add` of ``rows`` (``prepared``: their :meth:`prepare`, or None), which also
         writes them to a replay buffer (``buffer``: its rows, value bitmaps and packed rows;
         ``runs``: where, see :func:`pipeline.remember`) and prepares the rows ``ahead`` (the
@@ -287,8 +350,11 @@ class LeafStats:
         count ran on one thread, or a chunk was too big for kept arrays."""
         rows = np.ascontiguousarray(rows)  # (as pipeline.remember reads them)
         n_blocks = self._count_blocks(rows.shape[0], self._all_trees if trees is None else trees)
-        staged = n_blocks > 1 and 0 < ahead.shape[0] and max(rows.shape[0],
-                                                            ahead.shape[0]) <= PREPARED_ROWS
+        staged = (
+            n_blocks > 1
+            and 0 < ahead.shape[0]
+            and max(rows.shape[0], ahead.shape[0]) <= PREPARED_ROWS
+        )
         if prepared is None:
             prepared = self.prepare(rows)
         if not staged:
@@ -298,8 +364,17 @@ class LeafStats:
         self._stage_turn = 1 - self._stage_turn  # not the arrays ``prepared`` may be
         ahead_bits, ahead_lanes = self._kept_arrays(1 + self._stage_turn, ahead)
         due, args = self._count_args(rows, grace, True, trees, None, prepared)
-        n_due = pipeline.count_and_stage(*args, ahead, self.indicators(ahead), not self.missing,
-                                         ahead_bits, ahead_lanes, *buffer, runs, self.offsets)
+        n_due = pipeline.count_and_stage(
+            *args,
+            ahead,
+            self.indicators(ahead),
+            not self.missing,
+            ahead_bits,
+            ahead_lanes,
+            *buffer,
+            runs,
+            self.offsets,
+        )
         return due[0, :n_due], (ahead_bits, ahead_lanes)
 
     def add_at_roots(self, rows: np.ndarray, trees: np.ndarray) -> None:
@@ -324,7 +399,7 @@ class LeafStats:
         # learner's own threads for the cores (8x slower with another job running)
         with blas_threads(1):
             for start in range(0, rows.shape[0], GRAM_BLOCK):
-                block_rows = rows[start:start + GRAM_BLOCK]
+                block_rows = rows[start : start + GRAM_BLOCK]
                 block = self.indicators(block_rows).astype(np.float32)
                 gram += (block.T @ block).astype(np.int64)
                 if self.missing:
@@ -335,16 +410,14 @@ class LeafStats:
         for t in trees:
             s = f.slot[f.roots[t]]
             d, first = cards[t], offsets[t]
-            by_value = gram[first:first + d - 1]  # rows with x_t = 1 .. d-1
+            by_value = gram[first : first + d - 1]  # rows with x_t = 1 .. d-1
             self.stats[s, 1:d] += by_value.astype(self.dtype)
-            self.stats[s, 0] += (colsum - by_value.sum(axis=0)
-                                 - miss_by_col[t]).astype(self.dtype)
-            n_value = colsum[first:first + d - 1]
+            self.stats[s, 0] += (colsum - by_value.sum(axis=0) - miss_by_col[t]).astype(self.dtype)
+            n_value = colsum[first : first + d - 1]
             self.tot[s, 1:d] += n_value.astype(self.dtype)
             self.tot[s, 0] += n_rows[t] - n_value.sum()
 
-    def count_roots(self, bits: np.ndarray, n_rows: int, trees: np.ndarray,
-                    first: int = 0) -> None:
+    def count_roots(self, bits: np.ndarray, n_rows: int, trees: np.ndarray, first: int = 0) -> None:
         """Add the rows ``first .. n_rows - 1`` of which ``bits`` are the value bitmaps
         (:func:`counting.value_bits`) to the statistics of the roots of ``trees`` (which must
         hold slots), from the bitmaps (:func:`replay.count_roots`): :meth:`add_at_roots` for
@@ -353,11 +426,25 @@ class LeafStats:
         if self.tot.shape[0] == 0:
             self._grow(1)
         trees = np.asarray(trees, dtype=np.int64)
-        replay.count_roots(bits, n_rows, first, trees, f.slot[f.roots[trees]].astype(np.int64),
-                           f.cards, self.offsets, self.tot, self.stats)
+        replay.count_roots(
+            bits,
+            n_rows,
+            first,
+            trees,
+            f.slot[f.roots[trees]].astype(np.int64),
+            f.cards,
+            self.offsets,
+            self.tot,
+            self.stats,
+        )
 
-    def add_cached(self, rows: np.ndarray, trees: np.ndarray, row_node: np.ndarray,
-                   node_slot: np.ndarray | None = None) -> None:
+    def add_cached(
+        self,
+        rows: np.ndarray,
+        trees: np.ndarray,
+        row_node: np.ndarray,
+        node_slot: np.ndarray | None = None,
+    ) -> None:
         """Exact mode: add ``rows`` to the active leaves' statistics, moving each row down
         from its remembered node ``row_node[t, r]`` (updated in place). ``node_slot``: count
         only at the leaves it gives a slot (default: every active leaf, the forest's slots)."""
@@ -365,15 +452,29 @@ class LeafStats:
         if self.tot.shape[0] == 0:
             self._grow(1)
         n_blocks = self._blocks(trees.shape[0], rows.shape[0] * trees.shape[0] * ROW_TREE_NS)
-        args = (rows, self.indicators(rows), trees, f.links,
-                f.slot if node_slot is None else node_slot, self.tot, self.stats, row_node)
+        args = (
+            rows,
+            self.indicators(rows),
+            trees,
+            f.links,
+            f.slot if node_slot is None else node_slot,
+            self.tot,
+            self.stats,
+            row_node,
+        )
         if n_blocks == 1:  # a parallel launch costs milliseconds on a busy machine
             kernels.accumulate_cached(*args)
         else:
             kernels.accumulate_cached_parallel(*args, n_blocks)
 
-    def replay(self, packed: np.ndarray, bits: np.ndarray, parents: np.ndarray,
-               node_slot: np.ndarray | None = None, first: int = 0) -> None:
+    def replay(
+        self,
+        packed: np.ndarray,
+        bits: np.ndarray,
+        parents: np.ndarray,
+        node_slot: np.ndarray | None = None,
+        first: int = 0,
+    ) -> None:
         """Add the past rows (``packed``: their indicator vectors as bits,
         :func:`replay.pack_rows`; ``bits``: their :func:`counting.value_bits`; from row
         ``first`` on) that reach the just-split nodes ``parents`` to their children's
@@ -383,9 +484,21 @@ class LeafStats:
         if n <= first or parents.size == 0:
             return
         f = self.forest
-        args = (packed, bits, n, self.offsets, parents.astype(np.int64), f.links, f.parent,
-                f.tree, f.cards, f.slot if node_slot is None else node_slot, self.tot,
-                self.stats, self.n)
+        args = (
+            packed,
+            bits,
+            n,
+            self.offsets,
+            parents.astype(np.int64),
+            f.links,
+            f.parent,
+            f.tree,
+            f.cards,
+            f.slot if node_slot is None else node_slot,
+            self.tot,
+            self.stats,
+            self.n,
+        )
         n_blocks = self._blocks(parents.size, (n - first) * parents.size // REPLAY_ROWS_PER_NS)
         # every argument given, none by keyword: numba's dispatcher then finds the compiled
         # kernel in C, not by typing each argument in Python (~0.1 ms a call)
@@ -408,9 +521,20 @@ class LeafStats:
             self._logs = _log_tables(float(self.forest.prior), tuple(values.tolist()))
             self._log_row[values] = np.arange(1, values.size + 1)
         cards = self.forest.cards
-        args = (slots, self.slot_target, self.tot, self.stats, cards, self.offsets,
-                int(min_count), self.forest.prior, not self.missing, self._logs, self._log_row,
-                bool((cards == 2).all()))
+        args = (
+            slots,
+            self.slot_target,
+            self.tot,
+            self.stats,
+            cards,
+            self.offsets,
+            int(min_count),
+            self.forest.prior,
+            not self.missing,
+            self._logs,
+            self._log_row,
+            bool((cards == 2).all()),
+        )
         n_blocks = self._blocks(slots.size, slots.size * (SLOT_NS + self.K * SLOT_COLUMN_NS))
         if n_blocks == 1:
             return kernels.score_slots(*args)
@@ -434,10 +558,15 @@ class LeafStats:
 
     # state ----------------------------------------------------------------------------------
     def get_state(self) -> dict[str, np.ndarray]:
-        return {"slot_tot": self.tot.copy(), "slot_stats": self.stats.copy(),
-                "slot_node": self.slot_node.copy(), "slot_target": self.slot_target.copy(),
-                "slot_n": self.n.copy(), "slot_last_attempt": self.last_attempt.copy(),
-                "slot_attempts": self.attempts.copy()}
+        return {
+            "slot_tot": self.tot.copy(),
+            "slot_stats": self.stats.copy(),
+            "slot_node": self.slot_node.copy(),
+            "slot_target": self.slot_target.copy(),
+            "slot_n": self.n.copy(),
+            "slot_last_attempt": self.last_attempt.copy(),
+            "slot_attempts": self.attempts.copy(),
+        }
 
     def set_state(self, state: dict) -> None:
         self.tot = np.array(state["slot_tot"], dtype=self.dtype)
@@ -447,5 +576,4 @@ class LeafStats:
         self.n = np.array(state["slot_n"], dtype=np.int64)
         self.last_attempt = np.array(state["slot_last_attempt"], dtype=np.int64)
         # states written before attempts were counted: one attempt per ``last_attempt`` > 0
-        self.attempts = np.array(state.get("slot_attempts", self.last_attempt > 0),
-                                 dtype=np.int64)
+        self.attempts = np.array(state.get("slot_attempts", self.last_attempt > 0), dtype=np.int64)
