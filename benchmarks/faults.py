@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))  # the tests' kill/resume and redis-server helpers
 
 from connectors import write_parquet  # noqa: E402
-from killresume import (
+from helpers.killresume import (
     ENV,
     kill_after,
     learn,
@@ -158,7 +158,7 @@ def disk_full_trials(source: Path, work: Path) -> list[dict]:
 
 # 3. redis-server killed and restarted -----------------------------------------------------------
 def redis_trials(work: Path) -> list[dict]:
-    from redisserver import REDIS_SERVER, RedisServer
+    from helpers.redisserver import REDIS_SERVER, RedisServer
 
     if REDIS_SERVER is None:
         return [{"case": "redis-server not installed", "skipped": True}]

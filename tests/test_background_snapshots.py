@@ -20,7 +20,7 @@ from streammn.engine import StreamLearner
 from streammn.publishing import CAN_FORK, SnapshotWriteFailed
 from streammn.snapshot import latest_valid_snapshot, list_snapshots
 
-from datasets import ROOT
+from helpers.datasets import ROOT
 from test_engine import chain_rows
 
 pytestmark = pytest.mark.skipif(not CAN_FORK, reason="background snapshots need os.fork")
@@ -152,6 +152,7 @@ def test_every_rows_cuts_batches_at_exact_multiples(tmp_path):
     assert snapshot_contents(resumed)[1:] == snapshot_contents(out)[1:]
 
 
+@pytest.mark.slow
 def test_a_slow_disk_does_not_stall_learning(tmp_path, monkeypatch):
     slow_writes(monkeypatch, 0.1)
     rows = chain_rows(4000)
@@ -284,6 +285,7 @@ def _killed_at(out: Path):
     }
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc and PDEATHSIG")
 @pytest.mark.parametrize("point", list(_killed_at(Path("."))))
 def test_kill_9_while_a_background_snapshot_is_written(tmp_path, point):
@@ -351,6 +353,7 @@ def test_a_writer_that_starts_numba_threads_fails_loudly(tmp_path, monkeypatch):
 SIGNALLED_RUN = KILLED_RUN.replace("make(", "print('started', flush=True)\nmake(")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")
 def test_sigterm_to_the_process_group_ends_with_a_final_snapshot(tmp_path):
     rows = chain_rows(3000)

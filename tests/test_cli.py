@@ -13,7 +13,10 @@ from connectors import CsvSource, write_parquet
 from streammn import Schema, load_snapshot, read_model, read_snapshot
 from streammn.snapshot import list_snapshots, resolve_snapshot
 
-from datasets import DATA, ROOT
+from helpers.datasets import DATA, ROOT
+
+# every test runs `python -m streammn.cli` in subprocesses
+pytestmark = pytest.mark.slow
 
 
 def run_cli(*args, cwd=None, check=True):

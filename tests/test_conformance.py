@@ -21,6 +21,7 @@ from streammn.dtsl import DTSL
 from streammn.et import EnsembleOfTrees
 from streammn.grafting import EdgeGrafting
 from streammn.inference import sample
+from streammn.errors import DataError
 from streammn.learner import StructureLearner
 from streammn.schema import SchemaError
 
@@ -115,3 +116,16 @@ def test_params_rebuild_an_equal_learner(make, rows):
     assert repr(learner).startswith(type(learner).__name__ + "(")
     same_model(feed(learner, data, [1000]), feed(rebuilt, data, [1000]), data[:200])
     assert learner.clone().get_params() == learner.get_params()
+
+
+def test_bytes_that_are_no_saved_state_raise_the_learners_state_error(make, rows):
+    """One checkpoint loader (StructureLearner.from_bytes): garbage, empty, truncated bytes and
+    another learner's state raise the learner's own DataError naming the class."""
+    schema, data = rows
+    learner = feed(make(schema), data[:600], [])
+    good = learner.to_bytes()
+    other = (CSGS if not isinstance(learner, CSGS) else DTSL)(schema).to_bytes()
+    for bad in (b"", b"not a state at all", good[: len(good) // 2], other):
+        with pytest.raises(type(learner).state_error, match=type(learner).__name__) as info:
+            type(learner).from_bytes(bad)
+        assert isinstance(info.value, DataError)

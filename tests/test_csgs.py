@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy.stats import chi2, chi2_contingency
 
-from helpers_mn import random_featureset
+from helpers.helpers_mn import random_featureset
 from streammn import Schema
 from streammn.csgs import CSGS, CSGSError, CSGSStateError, pearson_test
 from streammn.csgs.canonical import CanonicalModel, learn_canonical_model, maximal_cliques

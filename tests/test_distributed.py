@@ -19,7 +19,7 @@ from connectors.base import SourceUnavailable  # noqa: E402
 from connectors.parquet import ParquetSource, write_parquet  # noqa: E402
 from streammn.cli import main  # noqa: E402
 from streammn.errors import EXIT_OK, EXIT_USAGE  # noqa: E402
-from streammn.distributed import (
+from connectors.distributed import (
     PINNED_ENV,
     DaskPasses,
     count_statistics,  # noqa: E402
@@ -32,7 +32,7 @@ from streammn.dtsl import DTSL, DTSLError  # noqa: E402
 from streammn.schema import Schema, SchemaError  # noqa: E402
 from streammn.stats import MarginalCounts, PairCounts, RowReservoir  # noqa: E402
 
-from helpers_mn import noisy_chain_rows  # noqa: E402
+from helpers.helpers_mn import noisy_chain_rows  # noqa: E402
 
 FILE_ROWS = (2500, 1700, 1800)
 ROW_GROUP = 600
@@ -116,6 +116,7 @@ def test_bad_value_in_a_partition_is_a_schema_error(client, tmp_path):
         count_statistics(ParquetSource(tmp_path, schema=narrow), MarginalCounts, client)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "params",
     [
@@ -142,7 +143,7 @@ def test_exact_dtsl_on_dask_equals_single_process(client, dataset, params):
 def test_remembered_nodes_do_not_change_the_trees(client, dataset, room):
     """Workers' row -> node tables (none, room for one task group only, all) are a speed-up
     only: the trees equal the single-process ones whichever tasks find a table."""
-    from streammn import distributed
+    from connectors import distributed
 
     path, schema, _ = dataset
     source = ParquetSource(path, batch_size=512)
@@ -182,6 +183,7 @@ def _learn(args) -> int:
     return main(["learn", *args, "--quiet", "--kappa", "0.3", "--batch-size", "500"])
 
 
+@pytest.mark.slow
 def test_cli_dask_local_cluster_gives_the_same_snapshot(dataset, tmp_path):
     path, _, _ = dataset
     # Dask runs publish the closed form (their rows stay on the workers): so does this one
@@ -228,3 +230,13 @@ def test_local_cluster_workers_are_single_threaded():
         assert list(c.nthreads().values()) == [1]
         env = c.run(lambda: {k: os.environ.get(k) for k in PINNED_ENV})
         assert list(env.values()) == [PINNED_ENV]
+
+
+def test_the_old_module_path_is_a_deprecated_alias():
+    import importlib
+    import sys
+
+    sys.modules.pop("streammn.distributed", None)
+    with pytest.warns(DeprecationWarning, match="connectors.distributed"):
+        old = importlib.import_module("streammn.distributed")
+    assert old.DaskPasses is DaskPasses and old.dask_client is dask_client

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from helpers_mn import all_rows, brute_joint, random_featureset
+from helpers.helpers_mn import all_rows, brute_joint, random_featureset
 from streammn import Schema
 from streammn.dn import DependencyNetwork
 from streammn.dn2mn import (
@@ -208,6 +208,7 @@ def own_features_dn(mn):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1])
 def test_consistent_dns_reproduce_the_mn_exactly(seed):
     rng = np.random.default_rng(seed)
@@ -287,6 +288,7 @@ def reference_average(dn, base_probs, orders):
     return FeatureSet.from_features(schema, feats)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [3, 4])
 def test_averaging_matches_brute_force_over_instances_and_orders(seed):
     rng = np.random.default_rng(seed)

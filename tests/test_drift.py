@@ -167,6 +167,7 @@ def test_bad_settings_are_refused():
         DTSL(schema, mode="exact", drift="page-hinkley")
 
 
+@pytest.mark.slow
 def test_cli_reports_drift_in_the_progress_line_and_the_manifest(tmp_path):
     import os
     import subprocess

@@ -183,6 +183,7 @@ def test_exact_mode_needs_rewindable_source():
         model.partial_fit(np.zeros((5, 3), dtype=np.uint8))
 
 
+@pytest.mark.slow
 def test_dependency_network_pll_matches_trees_and_features():
     cards = [2, 3, 2, 2, 3]
     rng = np.random.default_rng(7)

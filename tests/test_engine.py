@@ -173,6 +173,7 @@ def test_refined_snapshots_equal_publish_and_the_engine_needs_a_learner(tmp_path
         StreamLearner(source, object(), tmp_path / "x", progress=None)
 
 
+@pytest.mark.slow
 def test_refining_over_a_variable_of_more_than_64_values_stays_out_of_the_writer(tmp_path):
     """Weights over a 70-valued variable are refined row by row, on parallel kernels only: the
     engine refines them on the learning thread, and background snapshots still succeed."""

@@ -6,7 +6,7 @@ import pytest
 
 from connectors import ArraySource
 from connectors.base import Batch
-from helpers_mn import random_featureset
+from helpers.helpers_mn import random_featureset
 from streammn.dtsl import DTSL
 from streammn.engine import StreamLearner
 from streammn.grafting import EdgeGrafting

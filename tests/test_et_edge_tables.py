@@ -8,7 +8,7 @@ from streammn import Schema
 from streammn.et import EnsembleOfTrees, ETDensity
 from streammn.et.edge_tables import EdgeTables, learn_jointly, map_objective
 from streammn.et.kernels import cell_resistance_sums, ratio_table
-from helpers_mn import noisy_chain_rows
+from helpers.helpers_mn import noisy_chain_rows
 from test_et import all_spanning_trees
 
 CARDS = np.array([2, 3, 2, 3])

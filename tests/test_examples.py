@@ -4,7 +4,7 @@ import importlib.util
 
 import pytest
 
-from datasets import DATA, ROOT
+from helpers.datasets import DATA, ROOT
 
 
 def load(name):
@@ -21,6 +21,7 @@ def test_dtsl_dn2mn_matches_libra_on_nltcs():
     assert result["published_pll"] >= result["mn_pll"] - 1e-9  # refined only where it wins
 
 
+@pytest.mark.slow
 def test_stream_parquet_example(tmp_path):
     snap = load("stream_parquet").main(
         str(DATA / "msnbc_stream" / "msnbc_stream.data"), str(tmp_path / "snaps")
@@ -34,6 +35,7 @@ def test_count_pairs_example(capsys):
     assert "2,157 rows" in out and out.count("mutual information") == 3
 
 
+@pytest.mark.slow
 def test_planted_structure_example(capsys):
     """Grafting at its defaults finds exactly the planted grid; ET nearly (it keeps 23 of 24)."""
     result = load("planted_structure").main("grid", 16, 3, 5000)

@@ -23,7 +23,7 @@ from streammn import Schema, commands
 from streammn.cli import main
 from streammn.snapshot import SnapshotWriter, read_snapshot, resolve_snapshot
 
-from datasets import ROOT
+from helpers.datasets import ROOT
 
 SCHEMA = Schema.binary(6)
 
@@ -220,6 +220,7 @@ def test_anything_else_exits_1(files, capsys, monkeypatch):
     assert code == 1 and "a bug" in err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_signals_end_with_a_snapshot_and_128_plus_the_signal(tmp_path, sig, code):
     data = _data(tmp_path / "long.data", _rows(200_000, seed=1))

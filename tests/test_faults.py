@@ -17,7 +17,10 @@ from streammn import Schema, read_snapshot, snapshot
 from streammn.cli import main
 from streammn.snapshot import list_snapshots, resolve_snapshot
 
-from killresume import ENV, kill_after, learn_argv, outcome
+from helpers.killresume import ENV, kill_after, learn_argv, outcome
+
+# every test kills or fails real `streammn learn` processes
+pytestmark = pytest.mark.slow
 
 SCHEMA = Schema.binary(8)
 N_ROWS = 6000
@@ -154,7 +157,7 @@ def test_a_second_learn_into_the_same_directory_is_refused_at_once(sources, tmp_
 
 def test_redis_server_restarted_without_its_state_is_unavailable(tmp_path):
     pytest.importorskip("redis", reason="the 'redis' extra is not installed")
-    from redisserver import REDIS_SERVER, RedisServer
+    from helpers.redisserver import REDIS_SERVER, RedisServer
 
     if REDIS_SERVER is None:
         pytest.skip("redis-server is not installed (Debian package redis-server)")

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from formats_strategies import all_rows, brute_scores, models
+from helpers.formats_strategies import all_rows, brute_scores, models
 from streammn import Schema
 from streammn.dn import DependencyNetwork
 from streammn.features import FeatureSet

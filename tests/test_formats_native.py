@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
-from formats_strategies import models
+from helpers.formats_strategies import models
 from streammn import Schema
 from streammn.features import FeatureSet
 from streammn.formats import ModelFormatError, read_json, read_model, write_json, write_model

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from formats_strategies import all_rows, brute_scores, log_z, models
+from helpers.formats_strategies import all_rows, brute_scores, log_z, models
 from streammn import Schema
 from streammn.features import FeatureSet
 from streammn.formats import ModelFormatError, read_model, read_uai, write_model, write_uai

@@ -4,7 +4,7 @@ conditional marginals within Monte-Carlo error, follow the lockstep kernel's cha
 
 import numpy as np
 
-from helpers_mn import at_each_thread_count, brute_conditional_marginals, mixed_mn_and_rows
+from helpers.helpers_mn import at_each_thread_count, brute_conditional_marginals, mixed_mn_and_rows
 from streammn.inference import InferenceError, gibbs_marginals
 from streammn.inference.incremental import _unique_rows
 
@@ -18,6 +18,7 @@ def model_and_evidence(n_rows=40):
     return mn, evidence
 
 
+@pytest.mark.slow
 def test_marginals_match_brute_force():
     mn, evidence = model_and_evidence(12)
     got = gibbs_marginals(
@@ -26,6 +27,7 @@ def test_marginals_match_brute_force():
     assert np.abs(got - brute_conditional_marginals(mn, evidence)).max() < 0.03
 
 
+@pytest.mark.slow
 def test_follows_the_lockstep_chains():
     """Both kernels draw the same random numbers in the same order, so with the same
     conditionals (summed in another order) every chain takes the same path."""

@@ -4,7 +4,7 @@ marginals do not depend on the thread count."""
 
 import numpy as np
 
-from helpers_mn import at_each_thread_count, mixed_mn_and_rows
+from helpers.helpers_mn import at_each_thread_count, mixed_mn_and_rows
 from streammn.inference import gibbs_marginals
 
 

@@ -361,6 +361,7 @@ def test_pairs_a_climb_scores_that_pass_c2_join_the_reservoir():
     assert bc.queue.priority((2, 4)) == pytest.approx(1 - 1.6 / 1.5)
 
 
+@pytest.mark.slow
 def test_climb_admissions_keep_the_graph_and_need_fewer_rounds(monkeypatch):
     from streammn.grafting import planted_potts
 

@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import pytest
 
 from streammn import load_snapshot, read_snapshot
 from streammn.grafting.mrf import PairwiseLayout
@@ -10,6 +11,9 @@ from streammn.grafting.synthetic import SyntheticMRF
 from streammn.schema import Schema
 from streammn.snapshot import list_snapshots
 from test_cli import run_cli
+
+# both tests run `streammn learn --algo grafting` in subprocesses
+pytestmark = pytest.mark.slow
 
 
 def planted_rows():

@@ -149,6 +149,7 @@ def test_scores_are_taken_at_the_unpenalised_weights(small_model):
     np.testing.assert_allclose(again.score_theta, scored_at)
 
 
+@pytest.mark.slow
 def test_ising_scale_free_recovered_at_the_defaults():
     # 2 states, strong couplings, hubs: at the penalised optimum the L1's shrinkage of the
     # hubs' edges leaks into pairs two hops apart and they pass C2 (issue 16); scored at the

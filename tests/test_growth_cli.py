@@ -47,6 +47,7 @@ def learner_bytes(out):
     return read_snapshot(resolve_snapshot(out)).file("learner.bin").read_bytes()
 
 
+@pytest.mark.slow
 def test_grow_values_learns_resumes_and_stops_beyond_the_maximum(rows, tmp_path, capsys):
     data = tmp_path / "data"
     schema = tmp_path / "binary.schema"
@@ -138,6 +139,7 @@ def test_grow_values_usage_errors(rows, tmp_path, capsys):
     assert code == 2 and "MAX in 2..255" in err
 
 
+@pytest.mark.slow
 def test_resume_with_missing_values_equals_one_run(rows, tmp_path, capsys):
     holes = np.random.default_rng(4).random(rows.shape) < 0.1
     rows = np.minimum(rows, 1)

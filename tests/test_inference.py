@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from helpers_mn import all_rows, brute_conditional_marginals, random_featureset
+from helpers.helpers_mn import all_rows, brute_conditional_marginals, random_featureset
 from streammn import Schema
 from streammn.schema import SchemaError
 from streammn.dn import DependencyNetwork

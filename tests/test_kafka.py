@@ -1,6 +1,6 @@
 """KafkaSource against a Kafka cluster on loopback: librdkafka's mock cluster in a helper
 process, or a real broker when ``KAFKA_BOOTSTRAP`` is set. Rows carry their partition and
-sequence number (tests/logrows.py)."""
+sequence number (tests/helpers/logrows.py)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from connectors.kafka import KafkaSource, open_kafka  # noqa: E402
 from connectors.kafka_mock import MockKafkaCluster  # noqa: E402
 from streammn.errors import SettingsError  # noqa: E402
 from streammn.schema import SchemaError  # noqa: E402
-from logrows import (
+from helpers.logrows import (
     N_PARTS,
     SCHEMA,
     encode,
@@ -265,6 +265,7 @@ def test_missing_topic_is_source_unavailable(cluster):
         source(cluster, f"missing-{uuid.uuid4().hex[:8]}")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(bool(REAL_BOOTSTRAP), reason="needs a broker the test can stop")
 def test_broker_gone_mid_stream_retries_then_source_unavailable():
     with MockKafkaCluster() as mock:

@@ -13,11 +13,14 @@ import uuid
 import numpy as np
 import pytest
 
-from datasets import ROOT
-from killresume import learned_value_counts, same_counts, value_counts
-from logrows import N_PARTS, SCHEMA, encode, make_rows
+from helpers.datasets import ROOT
+from helpers.killresume import learned_value_counts, same_counts, value_counts
+from helpers.logrows import N_PARTS, SCHEMA, encode, make_rows
 from streammn import read_snapshot
 from streammn.snapshot import list_snapshots, resolve_snapshot
+
+# both tests learn from Kafka/Redis in killed and resumed subprocesses
+pytestmark = pytest.mark.slow
 
 
 def produce_kafka(bootstrap, topic, parts):
@@ -125,7 +128,7 @@ def test_kafka_kill_and_resume_learns_every_row_exactly_once(tmp_path):
 
 def test_redis_kill_and_resume_learns_every_row_exactly_once(tmp_path):
     pytest.importorskip("redis", reason="the 'redis' extra is not installed")
-    from redisserver import REDIS_SERVER, RedisServer
+    from helpers.redisserver import REDIS_SERVER, RedisServer
 
     if REDIS_SERVER is None:
         pytest.skip("redis-server is not installed (Debian package redis-server)")

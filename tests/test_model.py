@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from helpers_mn import all_rows, brute_joint, brute_score, random_featureset
+from helpers.helpers_mn import all_rows, brute_joint, brute_score, random_featureset
 from streammn import Schema, loglinear, reach_lists
 from streammn.features import FeatureSet
 from streammn.model import EnumerationTooLarge, MarkovNetwork

@@ -10,7 +10,7 @@ pytest.importorskip("pgmpy")
 
 from pgmpy.readwrite import UAIReader, UAIWriter  # noqa: E402
 
-from helpers_mn import all_rows, random_featureset  # noqa: E402
+from helpers.helpers_mn import all_rows, random_featureset  # noqa: E402
 from streammn import Schema  # noqa: E402
 from streammn.demo import planted_network  # noqa: E402
 from streammn.dtsl import DTSL  # noqa: E402

@@ -77,7 +77,7 @@ def test_count_and_stage_equals_the_steps_one_after_another(cards, missing, n_bl
         due = np.empty((n_blocks, st.slot_node.shape[0]), dtype=np.int64)
         if staged:
             ahead_bits = np.zeros((len(cards), f.max_card, 3), dtype=np.uint64)
-            ahead_lanes = counting._aligned_zeros(150, lanes.shape[1])
+            ahead_lanes = counting.aligned_zeros(150, lanes.shape[1])
             n_due = pipeline.count_and_stage(
                 *args,
                 True,

@@ -6,7 +6,7 @@ repeats, and fits the same at one and two threads."""
 import numpy as np
 import pytest
 
-from helpers_mn import all_rows, at_each_thread_count, holds, random_featureset
+from helpers.helpers_mn import all_rows, at_each_thread_count, holds, random_featureset
 from streammn import Schema, bitscan, loglinear, reach_lists
 from streammn.features import FeatureSet
 from streammn.model import MarkovNetwork
@@ -43,6 +43,7 @@ def brute_pll_and_gradient(fs, rows, owner):
     return value, grad
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "cards,dn", [([2] * 7, False), ([2, 3, 2, 4, 2, 3], False), ([3, 2, 4, 2, 2], True)]
 )

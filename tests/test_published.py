@@ -90,6 +90,7 @@ def brute_objective(model, rows, stddev):
     return value
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stddev", [0.3, 3.0])
 def test_a_fit_reaches_the_brute_force_optimum(stddev):
     rows = near_deterministic_rows(2000)

@@ -1,7 +1,8 @@
 """RedisStreamSource against a real ``redis-server`` started on a free loopback port.
 
 Three streams play the role of Kafka's partitions: stream ``s<p>`` holds the rows whose
-``part`` column is ``p`` (tests/logrows.py), so order and replay points are checked per stream.
+``part`` column is ``p`` (tests/helpers/logrows.py), so order and replay points are checked per
+stream.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ pytest.importorskip("redis", reason="the 'redis' extra (redis-py) is not install
 from connectors.base import SourceUnavailable  # noqa: E402
 from connectors.redis import RedisStreamSource, id_before, open_redis, parse_id  # noqa: E402
 from connectors.resolve import open_source  # noqa: E402
-from logrows import (
+from helpers.logrows import (
     N_PARTS,
     SCHEMA,
     encode,
@@ -27,7 +28,7 @@ from logrows import (
     read,  # noqa: E402
     split_by_partition,
 )
-from redisserver import REDIS_SERVER, RedisServer, free_port  # noqa: E402
+from helpers.redisserver import REDIS_SERVER, RedisServer, free_port  # noqa: E402
 from streammn.schema import SchemaError  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
@@ -196,6 +197,7 @@ def test_partial_batch_after_max_wait_and_stop(server):
         np.testing.assert_array_equal(got, expected[p])
 
 
+@pytest.mark.slow
 def test_server_gone_retries_then_source_unavailable(tmp_path):
     srv = RedisServer(tmp_path)
     try:
@@ -220,6 +222,7 @@ def test_server_gone_retries_then_source_unavailable(tmp_path):
         RedisStreamSource(f"127.0.0.1:{free_port()}", "s", "g", schema=SCHEMA, broker_timeout=0.5)
 
 
+@pytest.mark.slow
 def test_server_restart_within_broker_timeout_loses_and_repeats_nothing(tmp_path):
     """A persistent server goes away and comes back on the same port: the source retries,
     then continues with the group's state as the server kept it."""

@@ -20,7 +20,7 @@ from connectors import CsvSource
 from streammn.cli import main
 from streammn.snapshot import LATEST, list_snapshots, read_snapshot, resolve_snapshot
 
-from datasets import DATA, ROOT
+from helpers.datasets import DATA, ROOT
 
 COMMON = ["--batch-size", 500, "--formats", "json", "--keep", 20, "--quiet"]
 
@@ -100,6 +100,7 @@ def learner_bytes(out):
 
 
 # 1. kill between the final snapshot's rename and the LATEST update ---------------------------
+@pytest.mark.slow
 def test_kill_between_rename_and_latest_is_repaired(two_files, tmp_path, capsys):
     d, _, _ = two_files
     out = tmp_path / "out"
@@ -122,6 +123,7 @@ def test_kill_between_rename_and_latest_is_repaired(two_files, tmp_path, capsys)
     assert list_snapshots(out) == snaps  # nothing left to learn: no new snapshot
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("latest", [None, "garbage\x00\xff", "snap-000099\n"])
 def test_missing_garbage_or_dangling_latest_is_recovered_from(two_files, tmp_path, capsys, latest):
     d, _, _ = two_files
@@ -143,6 +145,7 @@ def test_missing_garbage_or_dangling_latest_is_recovered_from(two_files, tmp_pat
 
 
 # 2. a finished directory source and a new file --------------------------------------------
+@pytest.mark.slow
 def test_finished_directory_refuses_a_new_first_file_and_learns_a_new_last_one(
     two_files, tmp_path, capsys
 ):

@@ -301,6 +301,7 @@ def test_writer_killed_while_writing_a_file(tmp_path):
     assert not [p for p in out.iterdir() if p.name.startswith(".tmp-")]
 
 
+@pytest.mark.slow
 def test_writer_killed_at_random_moments(tmp_path):
     rng = random.Random(5)
     last_sequence = 0
@@ -337,6 +338,7 @@ def _hold_lock(directory: Path, pid_in_file: str, seconds: float) -> subprocess.
     return holder
 
 
+@pytest.mark.slow
 def test_a_killed_runs_writer_is_waited_for_a_live_writer_is_not(tmp_path):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()  # its pid names no process now

@@ -20,7 +20,7 @@ from connectors import (
 )
 from streammn import Schema, SchemaError
 
-from datasets import DATA
+from helpers.datasets import DATA
 
 NLTCS = str(DATA / "nltcs" / "nltcs.valid.data")
 

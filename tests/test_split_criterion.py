@@ -52,6 +52,7 @@ def _split_variables(model: DTSL) -> list[set[int]]:
     return tested
 
 
+@pytest.mark.slow
 def test_noise_leaves_stay_unsplit_however_many_looks():
     """30 independent coins, 600k rows, a look at every root every 200 rows (3,000 looks):
     the fixed prior ends up splitting almost every tree on noise, the test almost none, and
@@ -87,6 +88,7 @@ def test_planted_stream_of_ten_million_rows_finds_every_parent_and_no_noise_spli
         assert neighbours <= tested[i], (i, neighbours, tested[i])
 
 
+@pytest.mark.slow
 def test_exact_auto_stays_small_on_wide_data():
     """1,000 variables, 2,000 rows (nips-like width): one test per leaf at level 0.05 / 999
     keeps the trees near the planted structure and beats both an empty model and kappa 0.1."""

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from connectors.synthetic import SyntheticSource
-from helpers_mn import random_featureset
+from helpers.helpers_mn import random_featureset
 from streammn import Schema
 from streammn.model import MarkovNetwork
 

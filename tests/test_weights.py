@@ -5,7 +5,7 @@ import types
 import numpy as np
 import pytest
 
-from helpers_mn import random_featureset
+from helpers.helpers_mn import random_featureset
 from streammn import Schema
 from streammn.schema import MISSING, SchemaError
 from streammn.dn import DependencyNetwork

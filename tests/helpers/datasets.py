@@ -4,5 +4,5 @@ beside the repository (as on CI)."""
 import os
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(os.environ.get("STREAMMN_DATA", ROOT.parent / "shared" / "data"))

@@ -16,7 +16,7 @@ import numpy as np
 from streammn import read_snapshot
 from streammn.snapshot import list_snapshots, resolve_snapshot
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 

@@ -1,0 +1,111 @@
+"""The seams between the parts, checked from the source (issue 39): imports run one way, no module
+reaches into another's private names, and the engine calls its learner and source instead of
+probing them. Read with ``ast``, so nothing is imported."""
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("streammn", "connectors")
+# the command-line application wires the core to the connectors; the deprecated alias
+# streammn.distributed re-exports connectors.distributed
+APPLICATION = {"streammn.cli", "streammn.commands", "streammn.demo", "streammn.distributed"}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            out[".".join(parts)] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _resolve(name: str) -> str | None:
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _imports(path: Path):
+    """``(imported module, imported name or None)`` for every absolute import in the file,
+    at any depth (an import inside a function is a dependency too)."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                yield node.module, alias.name
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, None
+
+
+def _graph() -> dict[str, set[str]]:
+    graph = {}
+    for module, path in MODULES.items():
+        deps = set()
+        for imported, name in _imports(path):
+            target = (name and _resolve(f"{imported}.{name}")) or _resolve(imported)
+            if target and target != module:
+                deps.add(target)
+        graph[module] = deps
+    return graph
+
+
+def test_no_import_cycle_between_files():
+    graph = _graph()
+    state: dict[str, int] = {}  # 1: on the path being explored, 2: done
+
+    def visit(module, path):
+        state[module] = 1
+        for dep in sorted(graph[module]):
+            if state.get(dep) == 1:
+                cycle = path[path.index(dep) :] + [dep]
+                raise AssertionError("import cycle: " + " -> ".join(cycle))
+            if dep not in state:
+                visit(dep, path + [dep])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+
+
+def test_the_core_does_not_import_the_connectors():
+    offenders = [
+        f"{module} imports {dep}"
+        for module, deps in _graph().items()
+        if module.startswith("streammn") and module not in APPLICATION
+        for dep in deps
+        if dep.startswith("connectors")
+    ]
+    assert offenders == []
+
+
+def test_no_module_imports_another_modules_private_names():
+    offenders = [
+        f"{module}: from {imported} import {name}"
+        for module, path in MODULES.items()
+        for imported, name in _imports(path)
+        if name
+        and name.startswith("_")
+        and not name.startswith("__")
+        and imported.split(".")[0] in PACKAGES
+    ]
+    assert offenders == []
+
+
+def test_the_engine_calls_its_learner_and_source_instead_of_probing_them():
+    tree = ast.parse(MODULES["streammn.engine"].read_text())
+    probes = [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in ("getattr", "hasattr")
+    ]
+    assert probes == []
