@@ -26,7 +26,8 @@ partitions are (re)balanced over its members on every (re)start; with ``partitio
 them directly and uses the group only for committed offsets. A batch ends at a message
 boundary: it holds ``batch_size`` rows (more when the last Arrow message overshoots), or fewer
 when ``max_wait`` seconds passed since its first row, the replay ended (``stop_at_end``) or
-:meth:`~KafkaSource.stop` was called.
+:meth:`~KafkaSource.stop` was called: the batching loop of
+:class:`~connectors.logsource.MessageLogSource`.
 """
 
 from __future__ import annotations
@@ -34,15 +35,14 @@ from __future__ import annotations
 import logging
 import math
 import time
-from typing import Iterator
 
 import numpy as np
 
-from connectors.base import DEFAULT_BATCH_SIZE, Batch, Source, SourceError, SourceUnavailable
-from connectors.loguri import parse_log_uri
-from connectors.messages import DeadLetterFile, MessageDecoder, check_log_settings
+from connectors.base import DEFAULT_BATCH_SIZE, SourceError, SourceUnavailable
+from connectors.logsource import MessageLogSource
+from connectors.loguri import LOG_OPTIONS, parse_log_uri, source_options
 from streammn.schema import Schema
-from streammn.errors import DataError, SettingsError
+from streammn.errors import DataError
 
 try:
     from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -62,7 +62,7 @@ _UNREACHABLE = {
 _MAX_BACKOFF = 2.0
 
 
-class KafkaSource(Source):
+class KafkaSource(MessageLogSource):
     """Read a Kafka topic into validated row batches.
 
     Parameters
@@ -107,30 +107,21 @@ class KafkaSource(Source):
         start: str = "earliest",
         config: dict | None = None,
     ):
-        check_log_settings(batch_size, format, start, poll_timeout, max_wait, broker_timeout)
+        super().__init__(
+            batch_size, format, start, poll_timeout, max_wait, broker_timeout, stop_at_end
+        )
         self.bootstrap, self.topic, self.group = bootstrap, topic, group
-        self.schema = schema
         self.partitions = None if partitions is None else sorted({int(p) for p in partitions})
-        self.format = format
-        self.batch_size = int(batch_size)
-        self.poll_timeout, self.max_wait = float(poll_timeout), float(max_wait)
-        self.broker_timeout = float(broker_timeout)
-        self.stop_at_end = bool(stop_at_end)
-        self.start = start
         self.config = dict(config or {})
-        self.dead_letter = None if dead_letter is None else str(dead_letter)
-        self._decoder = MessageDecoder(format, schema)
-        self._dead = None if dead_letter is None else DeadLetterFile(dead_letter)
+        self._open_decoder(schema, dead_letter)
 
         self._offsets: dict[int, int] = {}  # next offset per partition after the last batch
         self._fetched: dict[int, int] = {}  # next offset per partition the client returns
         self._assigned: set[int] = set()
         self._ends: dict[int, int] = {}  # end of each partition when a replay started
         self._replayed = False  # an iteration ran since the ends were taken
-        self._rows = 0  # rows yielded by this source object
         # rows per message, to size polls: one row for CSV/JSON; Arrow starts with one message
         self._rows_per_message = float(self.batch_size if format == "arrow" else 1)
-        self._stop = False
         self._needs_rewind = False
         self._down_since: float | None = None
         self._down_error: str | None = None
@@ -321,10 +312,6 @@ class KafkaSource(Source):
         parts = self.partitions if self.partitions is not None else self.topic_partitions
         return {str(p): self._watermarks(p)[0] for p in parts}
 
-    @property
-    def rewindable(self) -> bool:
-        return self.stop_at_end
-
     def commit(self, position) -> None:
         """Commit ``position`` to the consumer group. Call it only after the snapshot that
         covers ``position`` is durable. In subscribe mode only the partitions this member
@@ -373,80 +360,37 @@ class KafkaSource(Source):
         )
         return {str(tp.partition): tp.offset for tp in tps if tp.offset >= 0}
 
-    # iteration ----------------------------------------------------------------------------
-    def stop(self) -> None:
-        """Make a running iteration yield its pending rows and end (e.g. from a signal
-        handler); the next iteration continues from there."""
-        self._stop = True
-
-    def _batches(self) -> Iterator[Batch]:
+    # iteration: the per-broker steps of MessageLogSource's loop --------------------------
+    def _begin(self) -> None:
         if self._needs_rewind:  # a previous iteration ended holding rows it never yielded
             self._rewind_client()
             self._needs_rewind = False
         if self.stop_at_end and self._replayed:  # a new replay reads what partitions hold now
             self._ends = {p: self._watermarks(p)[1] for p in self._assigned}
         self._replayed = True
-        self._stop = False
-        pending: list[np.ndarray] = []
-        pending_offsets: dict[int, int] = {}
-        pending_n = 0
-        first_at = None
-        try:
-            while True:
-                want = max(self.batch_size - pending_n, 1)
-                n = max(1, min(MAX_MESSAGES_PER_POLL, math.ceil(want / self._rows_per_message)))
-                if self.stop_at_end and self._assigned:  # don't wait for more than is left
-                    n = max(
-                        1,
-                        min(
-                            n, sum(max(0, self._ends[p] - self._fetched[p]) for p in self._assigned)
-                        ),
-                    )
-                timeout = self.poll_timeout
-                if first_at is not None:
-                    timeout = max(0.0, min(timeout, first_at + self.max_wait - time.monotonic()))
-                data, nexts = self._poll(n, timeout)
-                if data:
-                    rows = self._decode(data, self._rows + pending_n)
-                    pending_offsets.update(nexts)
-                    self._rows_per_message = max(1.0, rows.shape[0] / len(data))
-                    if rows.shape[0]:
-                        pending.append(rows)
-                        pending_n += rows.shape[0]
-                        if first_at is None:
-                            first_at = time.monotonic()
-                if pending_n == 0 and pending_offsets:
-                    # only dead letters so far: nothing to wait for
-                    self._offsets.update(pending_offsets)
-                    pending_offsets = {}
-                at_end = (
-                    self.stop_at_end
-                    and bool(self._assigned)
-                    and all(self._fetched[p] >= self._ends[p] for p in self._assigned)
-                )
-                due = (
-                    pending_n >= self.batch_size
-                    or at_end
-                    or self._stop
-                    or (first_at is not None and time.monotonic() - first_at >= self.max_wait)
-                )
-                if due and pending_n:
-                    batch = self._emit(pending, pending_n, pending_offsets)
-                    pending, pending_offsets, pending_n, first_at = [], {}, 0, None
-                    yield batch
-                if at_end or self._stop:
-                    return
-        finally:
-            # the client read past what was yielded (an error, an abandoned iteration)
-            if any(self._offsets.get(p) != o for p, o in self._fetched.items()):
-                self._needs_rewind = True
 
-    def _emit(self, pending, n, pending_offsets) -> Batch:
-        rows = pending[0] if len(pending) == 1 else np.ascontiguousarray(np.concatenate(pending))
-        start = self._rows
-        self._rows += n
-        self._offsets.update(pending_offsets)
-        return Batch(rows, end=self.position(), start=start, schema=self.schema)
+    def _read(self, want: int, timeout: float) -> tuple[list, dict]:
+        n = max(1, min(MAX_MESSAGES_PER_POLL, math.ceil(max(want, 1) / self._rows_per_message)))
+        if self.stop_at_end and self._assigned:  # don't wait for more than is left
+            n = max(
+                1,
+                min(n, sum(max(0, self._ends[p] - self._fetched[p]) for p in self._assigned)),
+            )
+        return self._poll(n, timeout)
+
+    def _read_to_end(self, messages: list) -> bool:
+        return bool(self._assigned) and all(
+            self._fetched[p] >= self._ends[p] for p in self._assigned
+        )
+
+    def _advance(self, positions: dict) -> None:
+        self._offsets.update(positions)
+
+    def _abandon(self, unyielded: bool) -> None:
+        # the client read past what was yielded (an error, an abandoned iteration); its own
+        # offsets know, even of a poll that failed half way
+        if any(self._offsets.get(p) != o for p, o in self._fetched.items()):
+            self._needs_rewind = True
 
     def _poll(self, n: int, timeout: float) -> tuple[list, dict]:
         """Up to ``n`` data messages and the next offset of each partition they come from;
@@ -497,12 +441,16 @@ class KafkaSource(Source):
                 continue
             self._down_since = None
 
-    def _decode(self, data: list, row_offset: int) -> np.ndarray:
-        def where(i):
-            m = data[i]
-            return {"topic": self.topic, "partition": m.partition(), "offset": m.offset()}
+    def _payload(self, message) -> bytes | None:
+        return message.value()
 
-        return self._decoder.decode([m.value() for m in data], where, row_offset, self._dead)
+    def _where(self, message) -> dict:
+        return {"topic": self.topic, "partition": message.partition(), "offset": message.offset()}
+
+    def _decode(self, data: list, row_offset: int) -> np.ndarray:
+        rows = super()._decode(data, row_offset)
+        self._rows_per_message = max(1.0, rows.shape[0] / len(data))
+        return rows
 
     # housekeeping -------------------------------------------------------------------------
     def close(self) -> None:
@@ -514,41 +462,20 @@ class KafkaSource(Source):
             except (KafkaException, RuntimeError):
                 pass  # already closed or the cluster is gone: nothing left to release
             self._consumer = None
-        if getattr(self, "_dead", None) is not None:
-            self._dead.close()
+        super().close()
 
     def describe(self) -> str:
         return f"kafka://{self.bootstrap}/{self.topic}?group={self.group}"
 
-    def __repr__(self) -> str:
-        parts = [
-            repr(self.bootstrap),
-            repr(self.topic),
-            repr(self.group),
-            f"schema={self.schema!r}",
-            f"partitions={self.partitions!r}",
-            f"format={self.format!r}",
-            f"batch_size={self.batch_size}",
-            f"poll_timeout={self.poll_timeout:g}",
-            f"max_wait={self.max_wait:g}",
-            f"broker_timeout={self.broker_timeout:g}",
-            f"stop_at_end={self.stop_at_end}",
-            f"dead_letter={self.dead_letter!r}",
-            f"start={self.start!r}",
-        ]
-        return f"KafkaSource({', '.join(parts)})"
+    def _repr_args(self) -> tuple[list[str], list[str]]:
+        own = [f"partitions={self.partitions!r}", f"format={self.format!r}"]
+        return [repr(self.bootstrap), repr(self.topic)], own
 
 
 _KAFKA_OPTIONS = {
     "group": str,
     "format": str,
-    "batch_size": int,
-    "poll_timeout": float,
-    "max_wait": float,
-    "broker_timeout": float,
-    "stop_at_end": "bool",
-    "dead_letter": str,
-    "start": str,
+    **LOG_OPTIONS,
     "partitions": "ints",
     "schema": "schema",
 }
@@ -569,10 +496,5 @@ def open_kafka(uri: str, schema: Schema | None = None, **options) -> KafkaSource
     )
     if "config" in options and "config" in uri_options:
         options = dict(options, config={**uri_options["config"], **options["config"]})
-    uri_options.update(options)
-    if schema is not None:
-        uri_options["schema"] = schema
-    if uri_options.get("schema") is None:
-        raise SettingsError(f"{uri}: a Kafka source needs a schema (schema=<file> or --schema)")
-    group = uri_options.pop("group", "streammn")
-    return KafkaSource(bootstrap, topic, group, **uri_options)
+    group, kwargs = source_options(uri, uri_options, options, schema, "a Kafka source")
+    return KafkaSource(bootstrap, topic, group, **kwargs)

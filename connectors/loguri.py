@@ -10,6 +10,18 @@ from streammn.errors import SettingsError
 
 _BOOL = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
 
+#: query options of every log source (the settings of
+#: :class:`~connectors.logsource.MessageLogSource`), in the order errors list them
+LOG_OPTIONS = {
+    "batch_size": int,
+    "poll_timeout": float,
+    "max_wait": float,
+    "broker_timeout": float,
+    "stop_at_end": "bool",
+    "dead_letter": str,
+    "start": str,
+}
+
 
 def parse_log_uri(
     uri: str, scheme: str, types: dict, client_settings: bool = False
@@ -49,6 +61,21 @@ def parse_log_uri(
         except (KeyError, ValueError, OSError) as e:
             raise SettingsError(f"{uri}: bad value {raw!r} for option {key!r} ({e})") from None
     return parsed.netloc, name, options
+
+
+def source_options(
+    uri: str, uri_options: dict, options: dict, schema: Schema | None, what: str
+) -> tuple[str, dict]:
+    """``(group, keyword arguments)`` of a log source: the URI's options overridden by
+    ``options`` and ``schema``, the ``group`` (default ``streammn``) taken out. Without a
+    schema a :class:`SettingsError` says that ``what`` (e.g. "a Kafka source") needs one."""
+    uri_options.update(options)
+    if schema is not None:
+        uri_options["schema"] = schema
+    if uri_options.get("schema") is None:
+        raise SettingsError(f"{uri}: {what} needs a schema (schema=<file> or --schema)")
+    group = uri_options.pop("group", "streammn")
+    return group, uri_options
 
 
 def load_schema_file(path: str) -> Schema:

@@ -18,19 +18,17 @@ The group is the durable cursor of one learner: moving it on (re)start is what m
 work, so two learners must not share a group. A bad entry raises
 :class:`~streammn.schema.SchemaError` naming stream and entry id, or goes to ``dead_letter``.
 An unreachable server is retried with exponential backoff for ``broker_timeout`` seconds, then
-:class:`~connectors.base.SourceUnavailable`; batches yielded before stay valid.
+:class:`~connectors.base.SourceUnavailable`; batches yielded before stay valid. Batches are
+gathered by the loop of :class:`~connectors.logsource.MessageLogSource`.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Iterator
 
-import numpy as np
-
-from connectors.base import DEFAULT_BATCH_SIZE, Batch, Source, SourceError, SourceUnavailable
-from connectors.loguri import parse_log_uri
-from connectors.messages import DeadLetterFile, MessageDecoder, check_log_settings
+from connectors.base import DEFAULT_BATCH_SIZE, SourceError, SourceUnavailable
+from connectors.logsource import MessageLogSource
+from connectors.loguri import LOG_OPTIONS, parse_log_uri, source_options
 from streammn.schema import Schema
 from streammn.errors import DataError, SettingsError
 
@@ -64,7 +62,7 @@ def id_before(entry_id: str) -> str:
     return f"{ms - 1}-{_MAX_SEQ}" if ms else "0-0"
 
 
-class RedisStreamSource(Source):
+class RedisStreamSource(MessageLogSource):
     """Read one or more Redis streams through a consumer group into validated row batches.
 
     Parameters
@@ -105,7 +103,9 @@ class RedisStreamSource(Source):
         dead_letter=None,
         start: str = "earliest",
     ):
-        check_log_settings(batch_size, format, start, poll_timeout, max_wait, broker_timeout)
+        super().__init__(
+            batch_size, format, start, poll_timeout, max_wait, broker_timeout, stop_at_end
+        )
         host, _, port = address.rpartition(":")
         if not host or not port.isdigit():
             raise SettingsError(f"address must be host:port, got {address!r}")
@@ -114,15 +114,8 @@ class RedisStreamSource(Source):
         if not self.streams or len(set(self.streams)) != len(self.streams):
             raise SettingsError(f"streams must be distinct stream keys, got {streams!r}")
         self.group, self.consumer = group, consumer
-        self.schema = schema
-        self.format, self.field, self.db = format, field, int(db)
-        self.batch_size = int(batch_size)
-        self.poll_timeout, self.max_wait = float(poll_timeout), float(max_wait)
-        self.broker_timeout = float(broker_timeout)
-        self.stop_at_end = bool(stop_at_end)
-        self.start = start
-        self.dead_letter = None if dead_letter is None else str(dead_letter)
-        self._decoder = MessageDecoder(format, schema)
+        self.field, self.db = field, int(db)
+        self._open_decoder(schema, dead_letter)
         self._field = field.encode()
         self._client = redis.Redis(
             host=host,
@@ -134,9 +127,6 @@ class RedisStreamSource(Source):
         )
         self._ids: dict[str, str] = {}  # last entry id per stream in a yielded batch
         self._prepared = False  # group cursors set for the next read
-        self._rows = 0
-        self._stop = False
-        self._dead = None if dead_letter is None else DeadLetterFile(dead_letter)
         self._call("connect", self._client.ping)
 
     # server calls with retry ----------------------------------------------------------------
@@ -228,10 +218,6 @@ class RedisStreamSource(Source):
     def initial_position(self) -> dict:
         return {s: "0-0" for s in self.streams}
 
-    @property
-    def rewindable(self) -> bool:
-        return self.stop_at_end
-
     def commit(self, position) -> None:
         """``XACK`` every pending entry of the group up to ``position`` (call only once the
         snapshot holding ``position`` is durable)."""
@@ -263,116 +249,62 @@ class RedisStreamSource(Source):
             for s in self.streams
         }
 
-    # iteration ----------------------------------------------------------------------------
-    def stop(self) -> None:
-        """Make a running iteration yield its pending rows and end."""
-        self._stop = True
-
-    def _batches(self) -> Iterator[Batch]:
+    # iteration: the per-broker steps of MessageLogSource's loop --------------------------
+    def _begin(self) -> None:
         if not self._prepared:
             self._prepare()
-        self._stop = False
-        pending: list[np.ndarray] = []
-        pending_ids: dict[str, str] = {}
-        pending_n = 0
-        first_at = None
-        unyielded = False  # entries delivered to this consumer and not yet in a batch
-        try:
-            while True:
-                timeout = self.poll_timeout
-                if first_at is not None:
-                    timeout = max(0.001, min(timeout, first_at + self.max_wait - time.monotonic()))
-                # COUNT is per stream: share what the batch still needs among the streams
-                count = max(1, (self.batch_size - pending_n) // len(self.streams))
-                reply = self._call(
-                    "XREADGROUP",
-                    self._client.xreadgroup,
-                    self.group,
-                    self.consumer,
-                    {s: ">" for s in self.streams},
-                    count=count,
-                    block=max(1, int(timeout * 1000)),
-                )
-                entries = [
-                    (name.decode(), eid, fields)
-                    for name, chunk in reply or []
-                    for eid, fields in chunk
-                ]
-                if entries:
-                    unyielded = True
-                    rows = self._decode(entries, self._rows + pending_n)
-                    for name, eid, _ in entries:
-                        pending_ids[name] = eid.decode()
-                    if rows.shape[0]:
-                        pending.append(rows)
-                        pending_n += rows.shape[0]
-                        if first_at is None:
-                            first_at = time.monotonic()
-                    elif pending_n == 0:  # only dead letters so far
-                        self._ids.update(pending_ids)
-                        pending_ids = {}
-                        unyielded = False
-                at_end = self.stop_at_end and not entries
-                due = (
-                    pending_n >= self.batch_size
-                    or at_end
-                    or self._stop
-                    or (first_at is not None and time.monotonic() - first_at >= self.max_wait)
-                )
-                if due and pending_n:
-                    batch = self._emit(pending, pending_n, pending_ids)
-                    pending, pending_ids, pending_n, first_at = [], {}, 0, None
-                    unyielded = False
-                    yield batch
-                if at_end or self._stop:
-                    return
-        finally:
-            if unyielded:  # an error or an abandoned iteration: re-deliver from the position
-                self._prepared = False
 
-    def _emit(self, pending, n, pending_ids) -> Batch:
-        rows = pending[0] if len(pending) == 1 else np.ascontiguousarray(np.concatenate(pending))
-        start = self._rows
-        self._rows += n
-        self._ids.update(pending_ids)
-        return Batch(rows, end=self.position(), start=start, schema=self.schema)
+    def _read(self, want: int, timeout: float) -> tuple[list, dict]:
+        # COUNT is per stream: share what the batch still needs among the streams
+        count = max(1, want // len(self.streams))
+        reply = self._call(
+            "XREADGROUP",
+            self._client.xreadgroup,
+            self.group,
+            self.consumer,
+            {s: ">" for s in self.streams},
+            count=count,
+            block=max(1, int(timeout * 1000)),  # at least 1 ms: 0 would block forever
+        )
+        entries = [
+            (name.decode(), eid, fields) for name, chunk in reply or [] for eid, fields in chunk
+        ]
+        return entries, {name: eid.decode() for name, eid, _ in entries}
 
-    def _decode(self, entries: list, row_offset: int) -> np.ndarray:
-        def where(i):
-            name, eid, _ = entries[i]
-            return {"stream": name, "id": eid.decode()}
+    def _read_to_end(self, messages: list) -> bool:
+        return not messages  # a read waited poll_timeout and found no new entry
 
-        values = [fields.get(self._field) if fields else None for _, _, fields in entries]
-        return self._decoder.decode(values, where, row_offset, self._dead)
+    def _advance(self, positions: dict) -> None:
+        self._ids.update(positions)
+
+    def _abandon(self, unyielded: bool) -> None:
+        if unyielded:  # an error or an abandoned iteration: re-deliver from the position
+            self._prepared = False
+
+    def _payload(self, message) -> bytes | None:
+        _, _, fields = message
+        return fields.get(self._field) if fields else None
+
+    def _where(self, message) -> dict:
+        name, eid, _ = message
+        return {"stream": name, "id": eid.decode()}
 
     # housekeeping -------------------------------------------------------------------------
     def close(self) -> None:
         self._client.close()
-        if self._dead is not None:
-            self._dead.close()
+        super().close()
 
     def describe(self) -> str:
         return f"redis://{self.address}/{','.join(self.streams)}?group={self.group}"
 
-    def __repr__(self) -> str:
-        parts = [
-            repr(self.address),
-            repr(self.streams),
-            repr(self.group),
-            f"schema={self.schema!r}",
+    def _repr_args(self) -> tuple[list[str], list[str]]:
+        own = [
             f"consumer={self.consumer!r}",
             f"format={self.format!r}",
             f"field={self.field!r}",
             f"db={self.db}",
-            f"batch_size={self.batch_size}",
-            f"poll_timeout={self.poll_timeout:g}",
-            f"max_wait={self.max_wait:g}",
-            f"broker_timeout={self.broker_timeout:g}",
-            f"stop_at_end={self.stop_at_end}",
-            f"dead_letter={self.dead_letter!r}",
-            f"start={self.start!r}",
         ]
-        return f"RedisStreamSource({', '.join(parts)})"
+        return [repr(self.address), repr(self.streams)], own
 
 
 _REDIS_OPTIONS = {
@@ -381,13 +313,7 @@ _REDIS_OPTIONS = {
     "format": str,
     "field": str,
     "db": int,
-    "batch_size": int,
-    "poll_timeout": float,
-    "max_wait": float,
-    "broker_timeout": float,
-    "stop_at_end": "bool",
-    "dead_letter": str,
-    "start": str,
+    **LOG_OPTIONS,
     "schema": "schema",
 }
 
@@ -402,12 +328,5 @@ def open_redis(uri: str, schema: Schema | None = None, **options) -> RedisStream
     ``options`` and ``schema`` override the URI's.
     """
     address, names, uri_options = parse_log_uri(uri, "redis", _REDIS_OPTIONS)
-    uri_options.update(options)
-    if schema is not None:
-        uri_options["schema"] = schema
-    if uri_options.get("schema") is None:
-        raise SettingsError(
-            f"{uri}: a Redis stream source needs a schema (schema=<file> or --schema)"
-        )
-    group = uri_options.pop("group", "streammn")
-    return RedisStreamSource(address, names.split(","), group, **uri_options)
+    group, kwargs = source_options(uri, uri_options, options, schema, "a Redis stream source")
+    return RedisStreamSource(address, names.split(","), group, **kwargs)

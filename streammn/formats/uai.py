@@ -37,6 +37,7 @@ import numpy as np
 
 from streammn.features import FeatureSet, distinct_sorted
 from streammn.formats.errors import ModelFormatError, check_weights
+from streammn.grouping import group_keys
 from streammn.schema import Schema, SchemaError
 
 DEFAULT_MAX_ENTRIES = 1 << 24
@@ -111,51 +112,20 @@ def _log_tables(
     return out
 
 
-@nb.njit(cache=True)
 def _scope_groups(bounds, scope_var, merge):
-    """Factor of every feature (-1 without conditions): features whose scopes (``scope_var``
-    between ``bounds``) are equal share one with ``merge``. Factors are numbered in order of
-    first appearance; an open-addressing table keyed by a hash of the scope finds them."""
-    n = bounds.shape[0] - 1
-    group = np.full(n, -1, dtype=np.int64)
-    size = 1
-    while size < 2 * n + 2:
-        size *= 2
-    slot_group = np.full(size, -1, dtype=np.int64)
-    slot_feature = np.empty(size, dtype=np.int64)
-    n_groups = 0
-    for f in range(n):
-        b0, b1 = bounds[f], bounds[f + 1]
-        if b0 == b1:
-            continue
-        if not merge:
-            group[f] = n_groups
-            n_groups += 1
-            continue
-        h = np.uint64(1469598103934665603)
-        for j in range(b0, b1):
-            h = (h ^ np.uint64(scope_var[j])) * np.uint64(1099511628211)
-        s = np.int64(h & np.uint64(size - 1))
-        while True:
-            g = slot_group[s]
-            if g < 0:
-                slot_group[s] = n_groups
-                slot_feature[s] = f
-                group[f] = n_groups
-                n_groups += 1
-                break
-            r = slot_feature[s]
-            r0 = bounds[r]
-            same = bounds[r + 1] - r0 == b1 - b0
-            j = 0
-            while same and j < b1 - b0:
-                same = scope_var[r0 + j] == scope_var[b0 + j]
-                j += 1
-            if same:
-                group[f] = g
-                break
-            s = (s + 1) & (size - 1)
-    return group, n_groups
+    """Factor of every feature (-1 without conditions) and the number of factors: features
+    whose scopes (``scope_var`` between ``bounds``) are equal share one with ``merge``
+    (:func:`~streammn.grouping.group_keys`). Factors are numbered in order of first
+    appearance."""
+    scoped = np.flatnonzero(np.diff(bounds) > 0)
+    group = np.full(bounds.shape[0] - 1, -1, dtype=np.int64)
+    if not merge:
+        group[scoped] = np.arange(scoped.shape[0])
+        return group, int(scoped.shape[0])
+    # the scoped features' scopes lie one after the other: the others have empty ones
+    scoped_group, first = group_keys(np.append(bounds[scoped], bounds[-1]), scope_var)
+    group[scoped] = scoped_group
+    return group, int(first.shape[0])
 
 
 class UaiFactors:

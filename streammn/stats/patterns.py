@@ -41,23 +41,13 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from streammn.grouping import key_hash, same_key
 from streammn.schema import Schema
-from streammn.stats.reservoir import RowReservoir, _generator_from_state, _jsonable
+from streammn.stats.reservoir import RowReservoir, generator_from_state, jsonable
 from streammn.stats.store import check_mergeable, expect, pack, rows_of, unpack
 
 DEFAULT_MAX_PATTERNS = 200_000
-_FNV_OFFSET = np.uint64(1469598103934665603)
-_FNV_PRIME = np.uint64(1099511628211)
 _DONE, _GROW, _FULL = 0, 1, 2
-
-
-@nb.njit(cache=True)
-def _row_hash(row):
-    h = _FNV_OFFSET
-    for x in row:
-        h = (h ^ np.uint64(x)) * _FNV_PRIME
-    h ^= h >> np.uint64(31)
-    return h
 
 
 @nb.njit(cache=True)
@@ -67,13 +57,15 @@ def _insert(rows, weights, start, patterns, counts, hashes, slots, n_patterns, m
 
     Returns ``(status, row, n_patterns)``: ``_DONE``; ``_GROW`` when row ``row`` needs a larger
     table (nothing of it counted yet); ``_FULL`` when row ``row`` is a new pattern and
-    ``max_patterns`` are already stored (nothing of it counted).
+    ``max_patterns`` are already stored (nothing of it counted). The table is the one of
+    :mod:`streammn.grouping` (its hash and key comparison), kept from call to call: ``slots``
+    indexes the patterns by ``hashes``.
     """
-    n_rows, n = rows.shape
+    n_rows = rows.shape[0]
     mask = np.uint64(slots.shape[0] - 1)
     for r in range(start, n_rows):
         w = weights[r] if weights.shape[0] else 1
-        h = _row_hash(rows[r])
+        h = key_hash(rows[r])
         s = h & mask
         while True:
             e = slots[s]
@@ -88,15 +80,9 @@ def _insert(rows, weights, start, patterns, counts, hashes, slots, n_patterns, m
                 slots[s] = n_patterns
                 n_patterns += 1
                 break
-            if hashes[e] == h:
-                same = True
-                for i in range(n):
-                    if patterns[e, i] != rows[r, i]:
-                        same = False
-                        break
-                if same:
-                    counts[e] += w
-                    break
+            if hashes[e] == h and same_key(patterns[e], rows[r]):
+                counts[e] += w
+                break
             s = (s + np.uint64(1)) & mask
     return _DONE, n_rows, n_patterns
 
@@ -358,7 +344,7 @@ class PatternCounts:
             "seed": self.seed,
             "n_seen": self.n_seen,
             "exact": self.exact,
-            "rng_state": _jsonable(self._rng.bit_generator.state),
+            "rng_state": jsonable(self._rng.bit_generator.state),
         }
         if self.exact:
             arrays = {"patterns": self._patterns[: self._n], "counts": self._counts[: self._n]}
@@ -381,7 +367,7 @@ class PatternCounts:
         expect(isinstance(n_seen, int) and n_seen >= 0, cls, f"n_seen {n_seen!r}")
         expect(isinstance(exact, bool), cls, f"exact {exact!r}")
         store = cls(schema, max_patterns=max_patterns, seed=seed)
-        store._rng = _generator_from_state(meta.get("rng_state"), cls)
+        store._rng = generator_from_state(meta.get("rng_state"), cls)
         if exact:
             expect("patterns" in arrays and "counts" in arrays, cls, "patterns/counts missing")
             patterns, counts = arrays["patterns"], arrays["counts"]
