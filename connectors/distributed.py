@@ -1,5 +1,7 @@
 """Scale-out on Dask: statistics and exact DTSL passes over a Parquet dataset's partitions.
 
+(Moved here from ``streammn.distributed``, which remains as a deprecated alias.)
+
 A Parquet dataset (files, a directory or a glob) is cut into partitions, one per row group or
 per file (:func:`parquet_partitions`), and the partitions into as many contiguous task
 groups as the cluster has worker threads (by default). Every task reads only its
@@ -38,12 +40,27 @@ import pyarrow.parquet as pq
 
 from connectors.arrow import record_batch_rows
 from connectors.files import read_errors
-from connectors.base import SourceError, SourceUnavailable
 from connectors.parquet import ParquetSource
 from streammn.schema import Schema, Validated
+from streammn.source import SourceError, SourceUnavailable
+from streammn.stats import MarginalCounts
 from streammn.trees.forest import Forest
 from streammn.trees.stats import LeafStats
 from streammn.errors import SettingsError
+
+__all__ = [
+    "DaskPasses",
+    "DistributedError",
+    "PARTITION_KINDS",
+    "PINNED_ENV",
+    "Partition",
+    "count_statistics",
+    "dask_client",
+    "group_partitions",
+    "n_batches",
+    "parquet_partitions",
+    "read_partitions",
+]
 
 PARTITION_KINDS = ("row_group", "file")
 # One thread per worker process for every threading layer a task might touch.
@@ -303,6 +320,19 @@ class DaskPasses:
     def __repr__(self) -> str:
         return f"DaskPasses({self.source.describe()}, by={self.by!r}, n_tasks={self.n_tasks!r})"
 
+    def count_rows(self) -> int:
+        """The dataset's rows, counted (and validated) by tasks on the cluster."""
+        return count_statistics(self.source, MarginalCounts, self.client).n_rows
+
+    @property
+    def n_batches(self) -> int:
+        """Batches a single process would read (:func:`n_batches`)."""
+        return n_batches(self.source)
+
+    def end_position(self, n_rows: int) -> dict:
+        """The position a single process reading all ``n_rows`` rows ends at."""
+        return {"file_index": len(self.source.paths), "row": 0, "offset": int(n_rows)}
+
     def __call__(
         self, forest: Forest, stats: LeafStats, chunk: np.ndarray, trees: np.ndarray
     ) -> None:
@@ -348,7 +378,7 @@ def dask_client(spec: str = "local", timeout: float = 10.0):
     ``local[N]`` starts a LocalCluster of ``N`` worker processes with one thread each and
     numba/BLAS pinned to one thread (``local``: one per CPU); anything else is the address of a
     running scheduler (``tcp://host:8786``). An unreachable scheduler raises
-    :class:`~connectors.base.SourceUnavailable` after ``timeout`` seconds.
+    :class:`~streammn.source.SourceUnavailable` after ``timeout`` seconds.
     """
     try:
         from distributed import Client, LocalCluster

@@ -1,7 +1,7 @@
 """streammn: learn Markov networks from data streams and files too large for memory.
 
-The names below are imported on first use, so that ``import streammn`` stays cheap and the
-``connectors`` package (which needs :mod:`streammn.schema`) can be imported first.
+The names below are imported on first use, so that ``import streammn`` stays cheap (the
+learners and the model load numba kernels).
 """
 
 import os

@@ -33,7 +33,7 @@ PARTIAL_SUMS = 4  # fixed number of chunk sequences, whatever the thread count
 
 
 @nb.njit(cache=True)
-def _lowest_bit(x):
+def lowest_bit(x):
     """Index of the lowest set bit of a non-zero uint64."""
     return np.int64(trailing_zeros(x))
 
@@ -160,13 +160,13 @@ def _sum_at_bits(typingctx, target, base, x):
 
 
 @nb.njit(cache=True)
-def _chunk_logits(rows, start, offs, cards, groups, weights, table, words, keep):
+def chunk_logits(rows, start, offs, cards, groups, weights, table, words, keep):
     """Every feature against one chunk of ``64 * CHUNK_WORDS`` rows: adds its weight to the
     logits in ``table`` where it reaches a conditional, and with ``keep`` lists where as the
-    chunk's *word list* (the same for any weights) for :func:`_gather_words` (the gradient).
+    chunk's *word list* (the same for any weights) for :func:`gather_words` (the gradient).
     ``table[offs[j] + a, r]`` is slot-major (adjacent rows adjacent), seen flat.
 
-    Feature f's conditions come grouped by variable (see :func:`_group_structure`). Over the
+    Feature f's conditions come grouped by variable (see :func:`group_structure`). Over the
     chunk's words of 64 rows the groups are ANDed in order while tracking the rows where at
     least one / at least two groups fail; a feature is abandoned as soon as every row has
     failed twice (:func:`_feature_status`). It reaches variable j's conditional on the rows
@@ -244,8 +244,8 @@ def _grown(a, n):
 
 
 @nb.njit(cache=True)
-def _new_words(n_features):
-    """Empty word-list buffers for :func:`_chunk_logits`."""
+def new_words(n_features):
+    """Empty word-list buffers for :func:`chunk_logits`."""
     return (
         np.empty(n_features, dtype=np.int32),
         np.empty(n_features, dtype=np.int64),
@@ -255,9 +255,9 @@ def _new_words(n_features):
 
 
 @nb.njit(cache=True)
-def _add_words(words, f0, f1, e0, weights, table):
+def add_words(words, f0, f1, e0, weights, table):
     """Add listed features ``f0:f1``'s weights to the flat ``table`` at their entries' rows
-    (from entry ``e0``; see :func:`_chunk_logits`), in the order the list was made."""
+    (from entry ``e0``; see :func:`chunk_logits`), in the order the list was made."""
     feats, ends, xs, at = words
     e = e0
     for i in range(f0, f1):
@@ -268,9 +268,9 @@ def _add_words(words, f0, f1, e0, weights, table):
 
 
 @nb.njit(cache=True)
-def _gather_words(words, f0, f1, e0, table, grad):
+def gather_words(words, f0, f1, e0, table, grad):
     """Subtract from ``grad[f]`` the sum of the flat ``table`` at listed feature f's entries'
-    rows, for listed features ``f0:f1`` (from entry ``e0``; see :func:`_chunk_logits`)."""
+    rows, for listed features ``f0:f1`` (from entry ``e0``; see :func:`chunk_logits`)."""
     feats, ends, xs, at = words
     e = e0
     for i in range(f0, f1):
@@ -312,7 +312,7 @@ def _group_mask(c, end, var, val, eq, cards):
 
 
 @nb.njit(cache=True)
-def _group_structure(ptr, var, val, eq, cards, owner):
+def group_structure(ptr, var, val, eq, cards, owner):
     """Per-variable condition groups of every feature, computed once per call.
 
     Returns ``(gptr, g_start, g_end, g_var, g_mask, g_slot, code)``: feature f's groups are
@@ -347,7 +347,7 @@ def _group_structure(ptr, var, val, eq, cards, owner):
             if owner[f] >= 0 and owner[f] != j:
                 g_slot[g] = -2
             elif m & (m - np.uint64(1)) == 0:
-                g_slot[g] = offs[j] + _lowest_bit(m)
+                g_slot[g] = offs[j] + lowest_bit(m)
             else:
                 g_slot[g] = -1
             g += 1
@@ -356,7 +356,7 @@ def _group_structure(ptr, var, val, eq, cards, owner):
 
 
 @nb.njit(cache=True)
-def _group_masks(ptr, var, val, eq, cards):
+def group_masks(ptr, var, val, eq, cards):
     """(code[c], allowed[c]): literal index of each condition, and at the first condition of
     each per-variable group the bit mask of the values satisfying the whole group."""
     _, code = _literal_codes(var, val, eq, cards)
@@ -399,11 +399,11 @@ def _order_groups(gptr, g_start, g_end, g_var, g_mask, g_slot, code, lit_rate):
                 m -= 1
 
 
-def _groups_for(fs: FeatureSet, rows: np.ndarray, cards: np.ndarray, owner: np.ndarray):
+def groups_for(fs: FeatureSet, rows: np.ndarray, cards: np.ndarray, owner: np.ndarray):
     """The bitset kernels' view of ``fs``, each feature's groups ordered rarest first on
-    ``rows``: ``(gptr, g_slot, g_lit, lit_var, lit_mask)`` (see :func:`_group_structure` and
+    ``rows``: ``(gptr, g_slot, g_lit, lit_var, lit_mask)`` (see :func:`group_structure` and
     :func:`_distinct_groups`); ``owner`` as there, one entry per feature."""
-    groups = _group_structure(fs.ptr, fs.var, fs.val, fs.eq, cards, owner)
+    groups = group_structure(fs.ptr, fs.var, fs.val, fs.eq, cards, owner)
     offs = value_offsets(cards)
     counts = np.bincount((rows + offs[:-1].astype(np.int64)).ravel(), minlength=offs[-1])
     rate_eq = counts / max(rows.shape[0], 1)
@@ -444,7 +444,11 @@ def _distinct_groups(g_var, g_mask):
 
 
 @nb.njit(cache=True, parallel=True)
-def _all_logits(rows, offs, cards, weights, groups):
+def all_logits(rows, offs, cards, weights, groups):
+    """Unnormalised conditional logits of every row, ``(n, offs[-1])``: column ``offs[j] + a``
+    sums the weights of the features reaching variable j's conditional at value a (``groups``
+    from :func:`groups_for`), chunk by chunk (:func:`chunk_logits`) in ``PARTIAL_SUMS``
+    parallel sequences."""
     n = rows.shape[0]
     n_slots = offs[-1]
     logits = np.empty((n, n_slots))
@@ -452,10 +456,10 @@ def _all_logits(rows, offs, cards, weights, groups):
     n_chunks = (n + chunk - 1) // chunk
     for b in nb.prange(PARTIAL_SUMS):  # chunk sequences, each reusing its buffers
         table = np.empty((n_slots, chunk))
-        words = _new_words(weights.shape[0])
+        words = new_words(weights.shape[0])
         for k in range(b, n_chunks, PARTIAL_SUMS):
             table[:] = 0.0
-            _chunk_logits(
+            chunk_logits(
                 rows, k * chunk, offs, cards, groups, weights, table.reshape(-1), words, False
             )
             for r in range(min(chunk, n - k * chunk)):

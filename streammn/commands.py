@@ -174,13 +174,16 @@ def _resume(engine) -> bool:
 
 def _run_on_dask(engine, spec: str):
     from connectors.parquet import ParquetSource
-    from streammn.distributed import DistributedError, dask_client
+    from connectors.distributed import DaskPasses, DistributedError, dask_client
 
     if not isinstance(engine.source, ParquetSource):
         raise UsageError(f"--dask reads Parquet datasets; {engine.source.describe()} is not one")
     try:
         with dask_client(spec) as client:
-            return engine.run_multipass(dask_client=client)
+            passes = DaskPasses(
+                client, engine.source, cache_bytes=int(engine.learner.memory_mb * 2**20)
+            )
+            return engine.run_multipass(passes)
     except DistributedError as e:
         raise UsageError(str(e)) from None
 

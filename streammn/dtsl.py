@@ -25,8 +25,7 @@ import math
 import numba
 import numpy as np
 
-from connectors.array import ArraySource
-from connectors.base import Source
+from streammn.source import ArraySource, Source
 from streammn.dn import DependencyNetwork
 from streammn.dn2mn import dn2mn
 from streammn.schema import Schema, SchemaError
@@ -40,8 +39,8 @@ from streammn.trees.missing import recount_observed
 from streammn.trees.growth import cardinalities_of, extend_state, first_new_value
 from streammn.trees.hoeffding import HoeffdingGrower
 from streammn.trees.stats import LeafStats
-from streammn.errors import SettingsError
-from streammn.learner import StructureLearner, pack_state, unpack_state
+from streammn.errors import DataError, SettingsError
+from streammn.learner import StructureLearner, pack_state
 from streammn.model import MarkovNetwork
 from streammn.params import AUTOMATIC, NONE, Interval, OneOf, Param
 
@@ -51,6 +50,10 @@ STATE_FORMAT = 1
 
 class DTSLError(SettingsError):
     """A DTSL setting or call that cannot work (bad parameter, wrong mode, unusable source)."""
+
+
+class DTSLStateError(DataError):
+    """Bytes that are not a saved DTSL state (:meth:`DTSL.from_bytes`)."""
 
 
 class DTSL(StructureLearner):
@@ -169,6 +172,7 @@ class DTSL(StructureLearner):
 
     converts_in_writer = True  # DN2MN runs on serial kernels in a forked snapshot writer
     param_error = DTSLError
+    state_format, state_error = STATE_FORMAT, DTSLStateError
     parameters = {
         "kappa": Param(
             AUTOMATIC | Interval(float, 0, 1, "right"),
@@ -397,7 +401,7 @@ class DTSL(StructureLearner):
         return self.schema.rows_of(batch, row_offset=self.rows_seen)
 
     def partial_fit(self, batch) -> "DTSL":
-        """Learn from one batch (Hoeffding mode): a :class:`~connectors.base.Batch` or a matrix.
+        """Learn from one batch (Hoeffding mode): a :class:`~streammn.source.Batch` or a matrix.
 
         The batch is validated first; a :class:`~streammn.schema.SchemaError` leaves the model
         untouched.
@@ -432,10 +436,10 @@ class DTSL(StructureLearner):
     def fit(self, source, count_pass=None) -> "DTSL":
         """Learn from scratch from ``source`` and return self.
 
-        ``source`` is a :class:`~connectors.base.Source`, or a row matrix (wrapped in an
+        ``source`` is a :class:`~streammn.source.Source`, or a row matrix (wrapped in an
         :class:`~connectors.array.ArraySource`); Hoeffding mode also takes any iterable of
         batches. Exact mode rewinds the source once per tree level, unless ``count_pass``
-        makes the passes elsewhere (:class:`streammn.distributed.DaskPasses`: on a Dask
+        makes the passes elsewhere (:class:`connectors.distributed.DaskPasses`: on a Dask
         cluster, over the partitions of ``source``'s files); the trees are the same.
         """
         if count_pass is not None and self.mode != "exact":
@@ -552,15 +556,10 @@ class DTSL(StructureLearner):
             arrays.update(self._drift.get_state())
         return meta, arrays
 
-    @classmethod
-    def from_state(cls, meta: dict, arrays: dict) -> "DTSL":
-        if meta.get("format") != STATE_FORMAT:
-            raise DTSLError(f"unsupported DTSL state format {meta.get('format')!r}")
-        model = cls(Schema.from_dict(meta["schema"]), **meta["params"])
-        model._load(arrays)
-        model.rows_seen = int(meta["rows_seen"])
-        model.n_passes = int(meta["n_passes"])
-        return model
+    def _restore(self, meta: dict, arrays: dict) -> None:
+        self._load(arrays)
+        self.rows_seen = int(meta["rows_seen"])
+        self.n_passes = int(meta["n_passes"])
 
     def _load(self, arrays: dict) -> None:
         """Trees and growth state from state ``arrays`` over the learner's schema."""
@@ -572,10 +571,6 @@ class DTSL(StructureLearner):
     def to_bytes(self) -> bytes:
         """Serialise the full state (``.npz`` with the metadata as JSON)."""
         return pack_state(*self.get_state())
-
-    @classmethod
-    def from_bytes(cls, data: bytes) -> "DTSL":
-        return cls.from_state(*unpack_state(data))
 
     def equals(self, other: "DTSL") -> bool:
         """Same parameters and identical state (trees, counts, statistics)."""

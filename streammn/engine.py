@@ -60,15 +60,13 @@ import functools
 import math
 import signal
 import sys
-import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
 import numpy as np
 
-from connectors.base import Batch, Source
+from streammn.source import Batch, Source
 from streammn.formats import SNAPSHOT_UAI_MAX_ENTRIES, model_files
 from streammn.learner import StructureLearner
 from streammn.loglinear import MASK_VALUES
@@ -82,9 +80,10 @@ from streammn.published import (
     check_weights,
     list_bytes,
     publish,
-    warm_up,
 )
-from streammn.publishing import Publisher, serial_kernels
+from streammn.progress import STDERR, Progress, peak_rss_mb, progress_line
+from streammn.publishing import Publisher
+from streammn.warmup import load_writer_kernels
 from streammn.snapshot import (
     NO_SNAPSHOT,
     RESUME_HINT,
@@ -103,7 +102,6 @@ SAMPLE_FILE = "weight_sample.bin"
 WEIGHT_STATE_FILE = "weight_state.bin"
 ENGINE_KEY = "engine"
 WHEN_BUSY = ("wait", "skip")
-STDERR = "stderr"  # progress to sys.stderr as it is when a line is printed
 
 
 def scorable_rows(schema, rows: np.ndarray | None) -> np.ndarray | None:
@@ -116,38 +114,6 @@ def scorable_rows(schema, rows: np.ndarray | None) -> np.ndarray | None:
 
 class EngineError(SettingsError):
     """The engine cannot start or resume (e.g. a snapshot of another learner or schema)."""
-
-
-@dataclass
-class Progress:
-    """Counters of a run, checkpointed in every snapshot manifest."""
-
-    rows_seen: int = 0
-    batches_seen: int = 0
-    preq_log_sum: float = 0.0
-    preq_rows: int = 0
-    snapshots_written: int = 0
-    next_snapshot_rows: int | None = None
-    history: list = field(default_factory=list)
-
-    @property
-    def prequential_pll(self) -> float | None:
-        return self.preq_log_sum / self.preq_rows if self.preq_rows else None
-
-    def to_dict(self) -> dict:
-        return {
-            "rows_seen": self.rows_seen,
-            "batches_seen": self.batches_seen,
-            "preq_log_sum": self.preq_log_sum,
-            "preq_rows": self.preq_rows,
-            "snapshots_written": self.snapshots_written,
-            "next_snapshot_rows": self.next_snapshot_rows,
-            "history": self.history,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "Progress":
-        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
 
 
 class StreamLearner:
@@ -334,7 +300,7 @@ class StreamLearner:
         self._position = self.source.position()
         self._last_path = None
         if self.publisher.background and (self.every_rows or self.every_seconds):
-            self._load_writer_kernels()
+            load_writer_kernels(self.learner, self.formats, refine=self.sample is not None)
         try:
             batches = iter(self.source)
             while self._stop_signal is None:
@@ -382,13 +348,15 @@ class StreamLearner:
                 signal.signal(s, handler)
             self.writer.release()
 
-    def run_multipass(self, dask_client=None):
+    def run_multipass(self, passes=None):
         """Exact learning over a finite, rewindable source (``learner.fit`` makes its passes),
         after one pass that counts the rows (and samples them for the weights); then one
         snapshot. Returns its path.
 
-        With a ``dask_client`` (:func:`streammn.distributed.dask_client`) the count and
-        every pass are computed by Dask tasks over the Parquet source's partitions; the
+        With ``passes``, a runner of the learner's passes elsewhere (DTSL's ``count_pass``,
+        e.g. :class:`connectors.distributed.DaskPasses`: Dask tasks over the Parquet source's
+        partitions), the rows are counted and every pass is made there (``count_rows``,
+        ``n_batches``, ``end_position``: where a local pass would leave the source); the
         snapshot holds the same model.
         """
         if not self.source.rewindable:
@@ -397,29 +365,22 @@ class StreamLearner:
                 f"learning needs a finite file source"
             )
         with self.writer.holding():
-            return self._run_multipass(dask_client)
+            return self._run_multipass(passes)
 
-    def _run_multipass(self, dask_client):
+    def _run_multipass(self, passes):
         started = time.monotonic()
-        count_pass = None
-        if dask_client is not None:
-            from streammn.distributed import DaskPasses, count_statistics, n_batches
-            from streammn.stats import MarginalCounts
-
+        if passes is not None:
             if self.sample is not None:
                 raise EngineError(
                     "refined weights keep a row sample in this process; with "
-                    "Dask passes, publish the closed form (weights="
+                    "passes made elsewhere (Dask), publish the closed form (weights="
                     "'closed-form')"
                 )
-            n_rows = count_statistics(self.source, MarginalCounts, dask_client).n_rows
+            n_rows = passes.count_rows()
             self.state.rows_seen += n_rows
-            self.state.batches_seen += n_batches(self.source)
-            count_pass = DaskPasses(
-                dask_client, self.source, cache_bytes=int(self.learner.memory_mb * 2**20)
-            )
+            self.state.batches_seen += passes.n_batches
             # where a local final pass would leave the source (recorded in the manifest)
-            self.source.seek({"file_index": len(self.source.paths), "row": 0, "offset": n_rows})
+            self.source.seek(passes.end_position(n_rows))
         else:
             self.source.rewind()
             for batch in self.source:
@@ -433,10 +394,10 @@ class StreamLearner:
                 file=self.progress_stream,
                 flush=True,
             )
-        if count_pass is None:
+        if passes is None:
             self.learner.fit(self.source)
-        else:  # DTSL's exact passes on Dask
-            self.learner.fit(self.source, count_pass=count_pass)
+        else:  # DTSL's exact passes, made on Dask
+            self.learner.fit(self.source, count_pass=passes)
         self._position = self.source.position()
         path = self._snapshot("end")
         if self.progress_stream is not None:
@@ -451,23 +412,6 @@ class StreamLearner:
     def _on_signal(self, signum, frame):
         self._stop_signal = signum
         self.source.stop()  # a following log source ends its wait for new rows
-
-    def _load_writer_kernels(self) -> None:
-        """Convert and write the current model once here, into a scratch directory, with the
-        kernels a forked writer runs: numba loads them into this process once and every writer
-        inherits them, instead of each loading them from numba's cache again (0.2 s of CPU per
-        snapshot). Cheap at the start of a run, when the model is small. The weights'
-        refinement is warmed up on a row or two, not run."""
-        with serial_kernels():
-            model = self.learner.to_markov_network()
-            if self.sample is not None:
-                warm_up(model)
-        files = model_files(
-            model.schema, model.features, self.formats, uai_max_entries=SNAPSHOT_UAI_MAX_ENTRIES
-        )
-        with tempfile.TemporaryDirectory(prefix="streammn-") as scratch:
-            for name, write in files.items():
-                write(Path(scratch) / name)
 
     def _pieces(self, batch: Batch):
         """``batch``, cut at every multiple of ``every_rows`` it crosses (when the source can
@@ -623,7 +567,7 @@ class StreamLearner:
         ):
             scored = self._convert(learner_pll, reason)  # parallel kernels: not in a child
         work = functools.partial(
-            self._publish, reason, self._position, _peak_rss_mb(), learner_pll, scored
+            self._publish, reason, self._position, peak_rss_mb(), learner_pll, scored
         )
         if background:
             self.publisher.start(work)
@@ -769,33 +713,11 @@ class StreamLearner:
         return sys.stderr if self._progress == STDERR else self._progress
 
     def _print_progress(self, elapsed: float, rows: int, final: bool = False) -> None:
-        st = self.state
-        rate = rows / elapsed if elapsed > 0 else 0.0
-        preq = st.prequential_pll
-        preq_text = f"{preq:.4f}" if preq is not None else "n/a"
-        line = (
-            f"rows {st.rows_seen:,}  {rate:,.0f} rows/s  prequential PLL {preq_text}  "
-            f"snapshots {st.snapshots_written}"
+        print(
+            progress_line(self.state, self.learner, elapsed, rows, final),
+            file=self.progress_stream,
+            flush=True,
         )
-        drift = self.learner.drift_summary()
-        if drift is not None:
-            line += (
-                f"  drift alarms {drift['alarms']} swaps {drift['swaps']} "
-                f"alternates {len(drift['alternating'])}"
-            )
-        if self.learner.schema.grows:  # new values mid-stream: the manifest's schema version
-            line += f"  schema version {self.learner.schema.version}"
-        print(("done: " if final else "") + line, file=self.progress_stream, flush=True)
-
-
-def _peak_rss_mb() -> float | None:
-    """Peak resident memory of this process so far, in MB (None where unknown)."""
-    try:
-        import resource
-    except ImportError:  # not on this platform
-        return None
-    scale = 1 if sys.platform == "darwin" else 1024  # bytes on macOS, KiB on Linux
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 1e6
 
 
 def _finite(x):

@@ -24,13 +24,18 @@ from __future__ import annotations
 import inspect
 import io
 import json
+from zipfile import BadZipFile
 
 import numpy as np
 
-from streammn.errors import SettingsError
+from streammn.errors import DataError, SettingsError
 from streammn.model import MarkovNetwork
 from streammn.params import Param, check_params
 from streammn.schema import Schema
+
+
+class LearnerStateError(DataError):
+    """Bytes that are not a saved state of the learner class they are loaded as."""
 
 
 class Estimator:
@@ -118,9 +123,35 @@ class StructureLearner(Estimator):
         """The full state; ``type(self).from_bytes`` restores an equal learner."""
         raise NotImplementedError
 
+    #: the ``format`` recorded in the metadata of the states :meth:`to_bytes` writes
+    state_format: str | int
+    #: what :meth:`from_bytes` raises on bytes that are not such a state
+    state_error: type[DataError] = LearnerStateError
+
     @classmethod
     def from_bytes(cls, data: bytes) -> "StructureLearner":
-        """The learner saved by :meth:`to_bytes`."""
+        """The learner saved by :meth:`to_bytes` (:func:`pack_state`: metadata with its
+        ``format``, ``schema`` and ``params``, and named arrays). The one checkpoint loader of
+        every learner: bytes that are not such a state (garbage, empty, truncated, another
+        learner's or another format's) raise ``state_error`` naming the class and the reason,
+        never a numpy or zip error."""
+        if not bytes(data[:2]) == b"PK":  # what numpy would read as a pickle and refuse
+            raise cls.state_error(f"not a saved {cls.__name__} state (not an .npz archive)")
+        try:
+            meta, arrays = unpack_state(data)
+            if meta.get("format") != cls.state_format:
+                raise ValueError(f"state format {meta.get('format')!r}, not {cls.state_format!r}")
+            learner = cls(Schema.from_dict(meta["schema"]), **meta["params"])
+            learner._restore(meta, arrays)
+        except cls.state_error:
+            raise
+        except (ValueError, TypeError, KeyError, IndexError, OSError, EOFError, BadZipFile) as exc:
+            raise cls.state_error(f"not a saved {cls.__name__} state ({exc})") from exc
+        return learner
+
+    def _restore(self, meta: dict, arrays: dict[str, np.ndarray]) -> None:
+        """Set the learned state of this fresh learner (built from the state's schema and
+        settings) from the rest of a state's ``meta`` and ``arrays``."""
         raise NotImplementedError
 
     def snapshot_files(self) -> dict:
@@ -143,8 +174,9 @@ def pack_state(meta: dict, arrays: dict[str, np.ndarray]) -> bytes:
 
 
 def unpack_state(data: bytes) -> tuple[dict, dict[str, np.ndarray]]:
-    """The metadata and arrays of :func:`pack_state`'s bytes; ``ValueError``, ``OSError`` or
-    ``KeyError`` when they are not such a state (callers name the file in their error)."""
+    """The metadata and arrays of :func:`pack_state`'s bytes; ``ValueError``, ``OSError``,
+    ``KeyError`` or ``BadZipFile`` when they are not such a state (callers name the file in
+    their error)."""
     with np.load(io.BytesIO(data), allow_pickle=False) as npz:
         arrays = {k: npz[k] for k in npz.files}
     return json.loads(arrays.pop("__meta__").tobytes().decode()), arrays

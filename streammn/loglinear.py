@@ -18,7 +18,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from streammn.bitscan import _all_logits, _groups_for, value_offsets
+from streammn.bitscan import all_logits, groups_for, value_offsets
 from streammn.features import FeatureSet
 
 
@@ -41,7 +41,7 @@ def _log_scores(rows, weights, ptr, var, val, eq):
 
 
 @nb.njit(cache=True)
-def _add_feature_logits(row, i, card, f, weights, ptr, var, val, eq, logits, allowed):
+def add_feature_logits(row, i, card, f, weights, ptr, var, val, eq, logits, allowed):
     """Add feature f's weight to logits[a] for every value a of X_i at which f holds on row."""
     for a in range(card):
         allowed[a] = True
@@ -69,7 +69,7 @@ def _conditional_logits(rows, i, card, feats, weights, ptr, var, val, eq):
     for r in nb.prange(n):
         allowed = np.empty(card, dtype=np.bool_)
         for k in range(feats.shape[0]):
-            _add_feature_logits(
+            add_feature_logits(
                 rows[r], i, card, feats[k], weights, ptr, var, val, eq, out[r], allowed
             )
     return out
@@ -91,7 +91,7 @@ def _pll_terms(rows, cards, var_ptr, var_feats, weights, ptr, var, val, eq):
             for a in range(card):
                 logits[a] = 0.0
             for k in range(var_ptr[i], var_ptr[i + 1]):
-                _add_feature_logits(
+                add_feature_logits(
                     rows[r], i, card, var_feats[k], weights, ptr, var, val, eq, logits, allowed
                 )
             m = logits[0]
@@ -104,7 +104,9 @@ def _pll_terms(rows, cards, var_ptr, var_feats, weights, ptr, var, val, eq):
     return out
 
 
-def _rows(rows: np.ndarray, fs: FeatureSet) -> np.ndarray:
+def checked_rows(rows: np.ndarray, fs: FeatureSet) -> np.ndarray:
+    """``rows`` as a C-contiguous ``uint8`` array, checked to have one column per variable of
+    ``fs``'s schema (``ValueError`` otherwise)."""
     rows = np.ascontiguousarray(rows, dtype=np.uint8)
     if rows.ndim != 2 or rows.shape[1] != fs.schema.n_vars:
         raise ValueError(f"expected rows of shape (n, {fs.schema.n_vars}), got {rows.shape}")
@@ -113,7 +115,7 @@ def _rows(rows: np.ndarray, fs: FeatureSet) -> np.ndarray:
 
 def log_scores(fs: FeatureSet, rows: np.ndarray) -> np.ndarray:
     """Sum of the weights of the features each row satisfies (unnormalised log probability)."""
-    rows = _rows(rows, fs)
+    rows = checked_rows(rows, fs)
     return _log_scores(rows, fs.weights, fs.ptr, fs.var, fs.val, fs.eq)
 
 
@@ -125,7 +127,7 @@ def conditional_logits(
     ``features`` restricts the sum to the given feature indices (default: every feature that
     mentions ``X_i``, which gives the same conditional as the whole model).
     """
-    rows = _rows(rows, fs)
+    rows = checked_rows(rows, fs)
     if features is None:
         var_ptr, var_feats = fs.features_by_variable()
         features = var_feats[var_ptr[i] : var_ptr[i + 1]]
@@ -156,7 +158,7 @@ def pll_terms(fs: FeatureSet, rows: np.ndarray, index=None) -> np.ndarray:
     ``index`` is a precomputed :meth:`FeatureSet.features_by_variable` result (pass it when
     scoring many batches with one model).
     """
-    rows = _rows(rows, fs)
+    rows = checked_rows(rows, fs)
     var_ptr, var_feats = index if index is not None else fs.features_by_variable()
     return _pll_terms(
         rows, fs.schema.cardinalities, var_ptr, var_feats, fs.weights, fs.ptr, fs.var, fs.val, fs.eq
@@ -176,16 +178,16 @@ def _normalise(logits, rows, offs, cards):
     terms = np.empty((n, n_vars))
     for r in nb.prange(n):
         for j in range(n_vars):
-            terms[r, j] = _normalise_variable(logits[r], offs[j], cards[j], rows[r, j])
+            terms[r, j] = normalise_variable(logits[r], offs[j], cards[j], rows[r, j])
     return terms
 
 
 @nb.njit(cache=True)
-def _normalise_variable(logits, o, card, x):
+def normalise_variable(logits, o, card, x):
     """Turn ``logits[o:o + card]`` into probabilities in place; return the log probability of
     value ``x`` (finite even where the exponential underflows)."""
     if card == 2:
-        z, e = _binary_conditional(logits, o, x)
+        z, e = binary_conditional(logits, o, x)
         return -max(z, 0.0) - np.log1p(e)
     m = logits[o]
     for a in range(1, card):
@@ -202,7 +204,7 @@ def _normalise_variable(logits, o, card, x):
 
 
 @nb.njit(cache=True)
-def _binary_conditional(logits, o, x):
+def binary_conditional(logits, o, x):
     """The two logits of a binary variable at ``o`` become probabilities in place, with one
     exponential. Returns ``(z, e)``: z is the other value's logit minus x's, ``e = exp(-|z|)``,
     and ``log P(x) = -max(z, 0) - log1p(e)``."""
@@ -238,7 +240,7 @@ def _logits_rows(rows, cards, offs, var_ptr, var_feats, owner, weights, ptr, var
             for k in range(var_ptr[j], var_ptr[j + 1]):
                 f = var_feats[k]
                 if _feature_counts_for(f, j, owner):
-                    _add_feature_logits(
+                    add_feature_logits(
                         rows[r],
                         j,
                         cards[j],
@@ -255,7 +257,7 @@ def _logits_rows(rows, cards, offs, var_ptr, var_feats, owner, weights, ptr, var
 
 
 @nb.njit(cache=True, parallel=True)
-def _gradient_rows(
+def gradient_rows(
     rows,
     counts,
     probs,
@@ -271,6 +273,10 @@ def _gradient_rows(
     eq,
     n_blocks,
 ):
+    """Gradient of the PLL of ``rows`` (row ``r`` weighted by ``counts[r]``) with respect to
+    ``weights``, row by row from the conditionals ``probs`` (columns at ``offs``), summed over
+    ``n_blocks`` parallel blocks (the row-by-row path, for variables with more than
+    ``MASK_VALUES`` values)."""
     n, n_vars = rows.shape
     max_card = 0
     for j in range(n_vars):
@@ -289,7 +295,7 @@ def _gradient_rows(
                     for a in range(cards[j]):
                         ind[a] = 0.0
                     # ind[a] = 1 where feature f holds with x_j replaced by a
-                    _add_feature_logits(
+                    add_feature_logits(
                         rows[r], j, cards[j], f, unit, ptr, var, val, eq, ind, allowed
                     )
                     d = ind[rows[r, j]]
@@ -302,7 +308,9 @@ def _gradient_rows(
     return out
 
 
-def _owner(fs: FeatureSet, owner) -> np.ndarray:
+def feature_owners(fs: FeatureSet, owner) -> np.ndarray:
+    """``owner`` as an ``int64`` array (see :func:`all_conditionals`), or ``-1`` for every
+    feature (each counts for every variable it mentions) when it is ``None``."""
     if owner is None:
         return np.full(fs.n_features, -1, dtype=np.int64)
     return np.ascontiguousarray(owner, dtype=np.int64)
@@ -317,7 +325,7 @@ def all_conditionals(fs: FeatureSet, rows: np.ndarray, owner=None) -> tuple[np.n
     feature f count only for variable j's conditional (dependency networks); ``-1`` or no
     ``owner`` means every variable it mentions (Markov networks).
     """
-    rows = _rows(rows, fs)
+    rows = checked_rows(rows, fs)
     cards = np.ascontiguousarray(fs.schema.cardinalities, dtype=np.int64)
     offs = value_offsets(cards)
     patterns, inverse = distinct_rows(rows)  # equal rows have equal conditionals
@@ -329,7 +337,7 @@ def all_conditionals(fs: FeatureSet, rows: np.ndarray, owner=None) -> tuple[np.n
             offs,
             var_ptr,
             var_feats,
-            _owner(fs, owner),
+            feature_owners(fs, owner),
             fs.weights,
             fs.ptr,
             fs.var,
@@ -337,8 +345,12 @@ def all_conditionals(fs: FeatureSet, rows: np.ndarray, owner=None) -> tuple[np.n
             fs.eq,
         )
     else:
-        logits = _all_logits(
-            patterns, offs, cards, fs.weights, _groups_for(fs, patterns, cards, _owner(fs, owner))
+        logits = all_logits(
+            patterns,
+            offs,
+            cards,
+            fs.weights,
+            groups_for(fs, patterns, cards, feature_owners(fs, owner)),
         )
     terms = _normalise(logits, patterns, offs, cards)
     if inverse is None:

@@ -23,7 +23,7 @@ Memory: 4 bytes per entry plus 8 per (row, column), kept when they all fit in ``
 Plants (69 binary variables, 8,258 distinct training rows): the 13,189 DN leaf features of
 LW make about 1,200 entries per row (49 MB, kept); DN2MN's 178,651 features about 70,000
 (2.3 GB). Past the budget an evaluation works chunk by chunk on a slot-major table of the
-chunk's logits instead, from the chunk's *word list* (:func:`_chunk_logits`: per reaching
+chunk's logits instead, from the chunk's *word list* (:func:`chunk_logits`: per reaching
 feature, its rows word by word, 12 bytes an entry; 64 rows to an entry rather than one):
 adding the weights gives the logits, and after they become ``count * (P - [own value])`` the
 gradient is gathered from the same list. The word lists of the first chunks of each sequence
@@ -42,24 +42,24 @@ import numpy as np
 from streammn.bitscan import (
     CHUNK_WORDS,
     PARTIAL_SUMS,
-    _add_words,
-    _chunk_logits,
-    _gather_words,
-    _groups_for,
-    _lowest_bit,
-    _new_words,
+    add_words,
+    chunk_logits,
+    gather_words,
+    groups_for,
+    lowest_bit,
+    new_words,
     value_offsets,
 )
 from streammn.features import FeatureSet
 from streammn.publishing import serial_kernels_only
 from streammn.loglinear import (
     MASK_VALUES,
-    _binary_conditional,
-    _gradient_rows,
-    _normalise_variable,
-    _owner,
-    _rows,
     all_conditionals,
+    binary_conditional,
+    checked_rows,
+    feature_owners,
+    gradient_rows,
+    normalise_variable,
 )
 
 
@@ -71,7 +71,7 @@ ENTRY_WORD_BYTES = 12  # a word-list entry (uint64 rows, int32 position) or list
 @nb.njit(cache=True)
 def _scan_reach(rows, start, offs, cards, groups, fill, at, feat):
     """Scan one chunk of ``64 * CHUNK_WORDS`` rows (from ``start``) against every feature, by
-    its word list (:func:`_chunk_logits`), entry after entry.
+    its word list (:func:`chunk_logits`), entry after entry.
 
     ``at[(r - start) * n_slots + s]`` is row r's column s. ``fill`` false: count, adding the
     number of entries there. ``fill`` true: ``at`` holds the write positions in ``feat`` and
@@ -80,8 +80,8 @@ def _scan_reach(rows, start, offs, cards, groups, fill, at, feat):
     n_slots = offs[-1]
     chunk = 64 * CHUNK_WORDS
     none = np.zeros(0)
-    words, nf = _chunk_logits(
-        rows, start, offs, cards, groups, none, none, _new_words(groups[0].shape[0] - 1), True
+    words, nf = chunk_logits(
+        rows, start, offs, cards, groups, none, none, new_words(groups[0].shape[0] - 1), True
     )
     feats, ends, xs, pos = words
     e = 0
@@ -96,7 +96,7 @@ def _reach_column(x, base, n_slots, column, f, fill, at, feat):
     """Count or write feature f as an entry of ``column`` for the rows ``base + b``, b the set
     bits of ``x`` (see :func:`_scan_reach`)."""
     while x != 0:
-        i = (base + _lowest_bit(x)) * n_slots + column
+        i = (base + lowest_bit(x)) * n_slots + column
         if fill:
             feat[at[i]] = f
         at[i] += 1
@@ -154,9 +154,9 @@ def _row_conditionals(probs, row, offs, cards):
     product = 1.0
     for j in range(cards.shape[0]):
         if cards[j] != 2:
-            total += _normalise_variable(probs, offs[j], cards[j], row[j])
+            total += normalise_variable(probs, offs[j], cards[j], row[j])
             continue
-        z, e = _binary_conditional(probs, offs[j], row[j])
+        z, e = binary_conditional(probs, offs[j], row[j])
         p = probs[offs[j] + row[j]]
         if p < 1e-150:
             total += -max(z, 0.0) - np.log1p(e)
@@ -213,7 +213,7 @@ def _chunk_scan_pll(
     rows, counts, start, offs, cards, weights, groups, table, probs, grad, words, kept, b, i
 ):
     """:func:`_chunk_pll` without entries, for chunk ``i`` of sequence ``b``: from its word
-    list when ``kept`` holds it, else from a scan (:func:`_chunk_logits`, into the ``words``
+    list when ``kept`` holds it, else from a scan (:func:`chunk_logits`, into the ``words``
     buffers), whose list ``kept`` then keeps if it is filling and the list fits. Returns
     ``(value, words)``."""
     k_feats, k_ends, k_xs, k_at, k_bounds, k_state = kept
@@ -222,13 +222,13 @@ def _chunk_scan_pll(
     table[:] = 0.0
     flat = table.reshape(-1)
     if i < k_state[b, 0]:
-        _add_words(listed, f0, k_bounds[b, i, 0], e0, weights, flat)
+        add_words(listed, f0, k_bounds[b, i, 0], e0, weights, flat)
         value = _table_pll(rows, counts, start, offs, cards, table, probs)
-        _gather_words(listed, f0, k_bounds[b, i, 0], e0, flat, grad)
+        gather_words(listed, f0, k_bounds[b, i, 0], e0, flat, grad)
         return value, words
-    words, nf = _chunk_logits(rows, start, offs, cards, groups, weights, flat, words, True)
+    words, nf = chunk_logits(rows, start, offs, cards, groups, weights, flat, words, True)
     value = _table_pll(rows, counts, start, offs, cards, table, probs)
-    _gather_words(words, 0, nf, 0, flat, grad)
+    gather_words(words, 0, nf, 0, flat, grad)
     if k_state[b, 1] == 0:  # still filling: keep this chunk's list if it fits
         ne = words[1][nf - 1] if nf else 0
         if ENTRY_WORD_BYTES * (f0 + nf + e0 + ne) > k_state[b, 2]:
@@ -260,7 +260,7 @@ def _evaluation(loop):
         for b in loop(PARTIAL_SUMS):
             probs = np.empty(offs[-1])
             table = np.empty((offs[-1], chunk))
-            words = _new_words(weights.shape[0] if ptr.shape[0] == 0 else 0)
+            words = new_words(weights.shape[0] if ptr.shape[0] == 0 else 0)
             for k in range(b, n_chunks, PARTIAL_SUMS):
                 s = k * chunk
                 if ptr.shape[0] == 0:  # chunk k is sequence b's (k // PARTIAL_SUMS)-th
@@ -372,14 +372,14 @@ class ReachLists:
             if parallel
             else (_count_reach_serial, _fill_reach_serial, _pll_and_gradient_serial)
         )
-        rows = _rows(rows, fs)
+        rows = checked_rows(rows, fs)
         counts = _counts(counts, rows)
         self.cards = np.ascontiguousarray(fs.schema.cardinalities, dtype=np.int64)
         if self.cards.max() > MASK_VALUES:
             raise ValueError(f"reach lists need variables of at most {MASK_VALUES} values")
         self.rows, self.counts = distinct_rows_counted(rows, counts)
         self.offs = value_offsets(self.cards)
-        self.groups = _groups_for(fs, self.rows, self.cards, _owner(fs, owner))
+        self.groups = groups_for(fs, self.rows, self.cards, feature_owners(fs, owner))
         budget = LIST_BYTES if list_bytes is None else list_bytes
         chunk = 64 * CHUNK_WORDS
         self.ptr = np.zeros(0, dtype=np.int64)
@@ -433,7 +433,7 @@ def pll_evaluator(
     """A function ``weights -> (summed PLL, gradient)`` of the features of ``fs`` on ``rows``
     (weighted by ``counts``, default one each): :class:`ReachLists` built once (``list_bytes``
     and ``parallel`` as there), or row by row when a variable has more than 64 values."""
-    rows = _rows(rows, fs)
+    rows = checked_rows(rows, fs)
     if fs.schema.cardinalities.max() <= MASK_VALUES:
         return ReachLists(fs, rows, owner, list_bytes, counts, parallel).pll_and_gradient
     if counts is not None:
@@ -466,7 +466,7 @@ def _rowwise_pll_and_gradient(
     cards = np.ascontiguousarray(fs.schema.cardinalities, dtype=np.int64)
     var_ptr, var_feats = fs.features_by_variable()
     row_weights = _counts(counts, rows)
-    grad = _gradient_rows(
+    grad = gradient_rows(
         rows,
         row_weights,
         probs,
@@ -474,7 +474,7 @@ def _rowwise_pll_and_gradient(
         value_offsets(cards),
         var_ptr,
         var_feats,
-        _owner(fs, owner),
+        feature_owners(fs, owner),
         fs.weights,
         fs.ptr,
         fs.var,

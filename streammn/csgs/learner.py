@@ -15,15 +15,13 @@ context to give the same verdict on the new counts, which only re-running the te
 
 from __future__ import annotations
 
-import io
-import json
 import time
 
 import numpy as np
 
 from streammn.csgs.canonical import CanonicalModel, learn_canonical_model
 from streammn.csgs.pll import fit_pattern_weights
-from streammn.learner import StructureLearner
+from streammn.learner import StructureLearner, pack_state
 from streammn.params import Boolean, Interval, Param
 from streammn.errors import DataError, SettingsError
 from streammn.features import FeatureSet
@@ -31,7 +29,7 @@ from streammn.model import MarkovNetwork
 from streammn.schema import Schema
 from streammn.stats import PatternCounts
 
-FORMAT = "streammn-csgs-1"
+FORMAT = "streammn-csgs-2"  # 1: the metadata under "meta" instead of pack_state's key
 
 
 class CSGSError(SettingsError):
@@ -92,6 +90,7 @@ class CSGS(StructureLearner):
     """
 
     param_error = CSGSError
+    state_format, state_error = FORMAT, CSGSStateError
     parameters = {
         "alpha": Param(
             Interval(float, 0, 1, "neither"),
@@ -150,7 +149,7 @@ class CSGS(StructureLearner):
 
     # learning -----------------------------------------------------------------------------
     def partial_fit(self, batch) -> "CSGS":
-        """Count one batch (a :class:`~connectors.base.Batch` or a row matrix). Rows are
+        """Count one batch (a :class:`~streammn.source.Batch` or a row matrix). Rows are
         validated first; a bad batch leaves the state untouched."""
         rows = getattr(batch, "rows", batch)
         start = getattr(batch, "start", None)
@@ -230,30 +229,9 @@ class CSGS(StructureLearner):
     def to_bytes(self) -> bytes:
         """Full state: settings and the counts (the model is a function of them)."""
         meta = {"format": FORMAT, "schema": self.schema.to_dict(), "params": self.get_params()}
-        buf = io.BytesIO()
-        np.savez(
-            buf,
-            meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
-            counts=np.frombuffer(self.counts.to_bytes(), dtype=np.uint8),
-        )
-        return buf.getvalue()
+        return pack_state(meta, {"counts": np.frombuffer(self.counts.to_bytes(), dtype=np.uint8)})
 
-    @classmethod
-    def from_bytes(cls, data: bytes) -> "CSGS":
-        try:
-            with np.load(io.BytesIO(data), allow_pickle=False) as npz:
-                meta = json.loads(npz["meta"].tobytes().decode())
-                counts = npz["counts"].tobytes()
-        except (ValueError, OSError, KeyError) as exc:
-            raise CSGSStateError(f"not a CSGS state: {exc}") from None
-        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-            raise CSGSStateError(
-                f"unknown CSGS state format {meta.get('format')!r}"
-                if isinstance(meta, dict)
-                else "not a CSGS state"
-            )
-        learner = cls(Schema.from_dict(meta["schema"]), **meta["params"])
-        learner.counts = PatternCounts.from_bytes(counts)
-        if learner.counts.schema != learner.schema:
+    def _restore(self, meta: dict, arrays: dict) -> None:
+        self.counts = PatternCounts.from_bytes(arrays["counts"].tobytes())
+        if self.counts.schema != self.schema:
             raise CSGSStateError("the counts' schema differs from the learner's")
-        return learner

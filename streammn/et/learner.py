@@ -56,7 +56,7 @@ from streammn.et.density import (
 from streammn.et.edge_tables import learn_jointly
 from streammn.et.kernels import ratio_table, structure_objective
 from streammn.grafting.mrf import PairwiseLayout, to_markov_network
-from streammn.learner import StructureLearner, pack_state, unpack_state
+from streammn.learner import StructureLearner, pack_state
 from streammn.params import NONE, Boolean, Interval, Param
 from streammn.schema import Schema, Validated
 from streammn.stats import PairCounts, RowReservoir
@@ -123,6 +123,7 @@ class EnsembleOfTrees(StructureLearner):
     """
 
     param_error = ETError
+    state_format, state_error = FORMAT, ETStateError
     parameters = {
         "alpha": Param(
             Interval(float, 0, None, "neither"),
@@ -363,21 +364,12 @@ class EnsembleOfTrees(StructureLearner):
             arrays["learned_pair_probs"] = self.learned_pair_probs
         return pack_state(meta, arrays)
 
-    @classmethod
-    def from_bytes(cls, data: bytes) -> "EnsembleOfTrees":
-        try:
-            meta, arrays = unpack_state(data)
-        except (ValueError, OSError, KeyError) as exc:
-            raise ETStateError(f"not an EnsembleOfTrees state: {exc}") from exc
-        if meta.get("format") != FORMAT:
-            raise ETStateError(f"unknown EnsembleOfTrees state format {meta.get('format')!r}")
-        learner = cls(Schema.from_dict(meta["schema"]), **meta["params"])
-        learner.counts = PairCounts.from_bytes(arrays["counts"].tobytes())
-        learner.sample = RowReservoir.from_bytes(arrays["sample"].tobytes())
-        learner.beta = arrays["beta"] if meta["has_beta"] else None
+    def _restore(self, meta: dict, arrays: dict) -> None:
+        self.counts = PairCounts.from_bytes(arrays["counts"].tobytes())
+        self.sample = RowReservoir.from_bytes(arrays["sample"].tobytes())
+        self.beta = arrays["beta"] if meta["has_beta"] else None
         if meta.get("has_learned_tables"):
-            learner.learned_pair_probs = arrays["learned_pair_probs"]
-        learner.rows_since_update = int(meta["rows_since_update"])
-        learner.phases = int(meta["phases"])
-        learner.history = [float(h) for h in meta["history"]]
-        return learner
+            self.learned_pair_probs = arrays["learned_pair_probs"]
+        self.rows_since_update = int(meta["rows_since_update"])
+        self.phases = int(meta["phases"])
+        self.history = [float(h) for h in meta["history"]]

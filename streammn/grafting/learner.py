@@ -33,7 +33,7 @@ from streammn.grafting.pseudo_score import PseudoScorer
 from streammn.schema import Schema, Validated
 from streammn.stats import OnDemandPairCounts
 from streammn.errors import DataError, SettingsError
-from streammn.learner import StructureLearner, pack_state, unpack_state
+from streammn.learner import StructureLearner, pack_state
 from streammn.params import NONE, Boolean, Interval, OneOf, Param
 
 STRATEGIES = ("best_choice", "first_hit", "exhaustive")
@@ -183,6 +183,7 @@ class EdgeGrafting(StructureLearner):
     """
 
     param_error = GraftingError
+    state_format, state_error = FORMAT, GraftingStateError
     parameters = {
         "lambda_": Param(
             NONE | Interval(float, 0, None, "neither"),
@@ -498,7 +499,7 @@ class EdgeGrafting(StructureLearner):
         return done
 
     def partial_fit(self, batch) -> "EdgeGrafting":
-        """Count a batch (a :class:`~connectors.base.Batch` or a row matrix, validated first);
+        """Count a batch (a :class:`~streammn.source.Batch` or a row matrix, validated first);
         every ``update_every`` rows re-optimise and run up to ``steps_per_update`` activation
         steps. A batch is counted up to each ``update_every`` boundary before the learning
         phase there, so the model does not depend on how the stream was cut into batches."""
@@ -572,27 +573,18 @@ class EdgeGrafting(StructureLearner):
             arrays["messages"] = self._infer_from
         return pack_state(meta, arrays)
 
-    @classmethod
-    def from_bytes(cls, data: bytes) -> "EdgeGrafting":
-        try:
-            meta, arrays = unpack_state(data)
-        except (ValueError, OSError, KeyError) as exc:
-            raise GraftingStateError(f"not an EdgeGrafting state: {exc}") from exc
-        if meta.get("format") != FORMAT:
-            raise GraftingStateError(f"unknown EdgeGrafting state format {meta.get('format')!r}")
-        learner = cls(Schema.from_dict(meta["schema"]), **meta["params"])
-        learner.stats = OnDemandPairCounts.from_bytes(arrays["stats"].tobytes())
-        learner.rng.bit_generator.state = meta["rng"]
+    def _restore(self, meta: dict, arrays: dict) -> None:
+        self.stats = OnDemandPairCounts.from_bytes(arrays["stats"].tobytes())
+        self.rng.bit_generator.state = meta["rng"]
         edges = [(int(i), int(j)) for i, j in meta["edges"]]
-        learner.edges, learner.active = edges, set(edges)
-        learner.layout = PairwiseLayout(learner.cards, np.array(edges, np.int64).reshape(-1, 2))
-        learner.theta = arrays["theta"]
-        if learner.theta.shape != (learner.layout.size,):
+        self.edges, self.active = edges, set(edges)
+        self.layout = PairwiseLayout(self.cards, np.array(edges, np.int64).reshape(-1, 2))
+        self.theta = arrays["theta"]
+        if self.theta.shape != (self.layout.size,):
             raise GraftingStateError("weights do not match the active set")
-        learner._strategy.set_state(meta["strategy"])
-        learner.objective_value = float(meta["objective_value"])
-        learner.converged, learner.steps = bool(meta["converged"]), int(meta["steps"])
-        learner.rows_since_update = int(meta["rows_since_update"])
+        self._strategy.set_state(meta["strategy"])
+        self.objective_value = float(meta["objective_value"])
+        self.converged, self.steps = bool(meta["converged"]), int(meta["steps"])
+        self.rows_since_update = int(meta["rows_since_update"])
         if meta["has_marginals"]:
-            learner._infer(arrays.get("messages"))
-        return learner
+            self._infer(arrays.get("messages"))

@@ -17,7 +17,7 @@ import numpy as np
 
 
 @nb.njit(cache=True, inline="always")
-def _next_at(states, i):
+def next_at(states, i):
     """splitmix64 on ``states[i]``: a uniform float in [0, 1)."""
     states[i] += np.uint64(0x9E3779B97F4A7C15)
     z = states[i]
@@ -28,10 +28,10 @@ def _next_at(states, i):
 
 
 @nb.njit(cache=True, inline="always")
-def _draw_from(prob, o, card, states, i):
+def draw_from(prob, o, card, states, i):
     """A value in ``0 .. card-1`` drawn from the probabilities ``prob[o:o + card]`` with one
     number of stream ``states[i]`` (the last value takes whatever rounding leaves)."""
-    u = _next_at(states, i)
+    u = next_at(states, i)
     cum = 0.0
     for a in range(card - 1):
         cum += prob[o + a]
@@ -41,7 +41,7 @@ def _draw_from(prob, o, card, states, i):
 
 
 @nb.njit(cache=True, inline="always")
-def _draw(logits, o, card, prob, states, i):
+def draw(logits, o, card, prob, states, i):
     """Normalise ``logits[o:o + card]`` into ``prob[:card]`` (softmax) and draw a value from it
     with one number of stream ``states[i]``."""
     mx = logits[o]
@@ -53,4 +53,4 @@ def _draw(logits, o, card, prob, states, i):
         tot += prob[a]
     for a in range(card):
         prob[a] /= tot
-    return _draw_from(prob, 0, card, states, i)
+    return draw_from(prob, 0, card, states, i)

@@ -20,12 +20,12 @@ import numba as nb
 import numpy as np
 
 from streammn import loglinear
-from streammn.bitscan import _group_masks, _lowest_bit, value_offsets
+from streammn.bitscan import group_masks, lowest_bit, value_offsets
 from streammn.dn import DependencyNetwork
 from streammn.features import FeatureSet
-from streammn.inference.draws import _draw, _draw_from, _next_at
+from streammn.inference.draws import draw, draw_from, next_at
 from streammn.inference.incremental import incremental_marginals
-from streammn.loglinear import _add_feature_logits
+from streammn.loglinear import add_feature_logits
 from streammn.model import MarkovNetwork
 from streammn.errors import SettingsError
 
@@ -68,7 +68,7 @@ def _conditional_logits(
     for a in range(card):
         logits[a] = 0.0
     for k in range(var_ptr[j], var_ptr[j + 1]):
-        _add_feature_logits(x, j, card, var_feats[k], weights, ptr, var, val, eq, logits, allowed)
+        add_feature_logits(x, j, card, var_feats[k], weights, ptr, var, val, eq, logits, allowed)
 
 
 @nb.njit(cache=True)
@@ -86,7 +86,7 @@ def _chain(x, cards, sweeps, var_ptr, var_feats, weights, ptr, var, val, eq, sta
             _conditional_logits(
                 x, j, card, var_ptr, var_feats, weights, ptr, var, val, eq, logits, allowed
             )
-            x[j] = _draw(logits, 0, card, probs, state, 0)
+            x[j] = draw(logits, 0, card, probs, state, 0)
 
 
 @nb.njit(cache=True)
@@ -211,7 +211,7 @@ def _marginal_block(
             e = evidence[c0 + c, j]
             if e < 0:
                 free[j, c >> 6] |= np.uint64(1) << np.uint64(c & 63)
-                X[c, j] = min(int(_next_at(states, c) * cards[j]), cards[j] - 1)
+                X[c, j] = min(int(next_at(states, c) * cards[j]), cards[j] - 1)
             else:
                 X[c, j] = e
     lits = np.zeros((2 * n_slots, n_words), dtype=np.uint64)
@@ -253,16 +253,16 @@ def _marginal_block(
                         if (jm >> np.uint64(a)) & np.uint64(1):
                             x = h
                             while x != 0:
-                                logits[a, 64 * w + _lowest_bit(x)] += wt
+                                logits[a, 64 * w + lowest_bit(x)] += wt
                                 x &= x - np.uint64(1)
             for w in range(n_words):
                 x = free[j, w]
                 while x != 0:
-                    c = 64 * w + _lowest_bit(x)
+                    c = 64 * w + lowest_bit(x)
                     x &= x - np.uint64(1)
                     for a in range(card):
                         column[a] = logits[a, c]
-                    X[c, j] = _draw(column, 0, card, p, states, c)
+                    X[c, j] = draw(column, 0, card, p, states, c)
                     if s >= burn_in:
                         for a in range(card):
                             acc[c0 + c, o + a] += p[a]
@@ -324,7 +324,7 @@ def _marginals_table(evidence, cards, offs, strides, table, burn_in, samples, se
         code = 0
         for j in range(n):
             e = evidence[c, j]
-            x[j] = min(int(_next_at(states, 0) * cards[j]), cards[j] - 1) if e < 0 else e
+            x[j] = min(int(next_at(states, 0) * cards[j]), cards[j] - 1) if e < 0 else e
             code += x[j] * strides[j]
         for s in range(burn_in + samples):
             for j in range(n):
@@ -334,7 +334,7 @@ def _marginals_table(evidence, cards, offs, strides, table, burn_in, samples, se
                 if s >= burn_in:
                     for a in range(cards[j]):
                         acc[c, offs[j] + a] += flat[at + a]
-                v = _draw_from(flat, at, cards[j], states, 0)
+                v = draw_from(flat, at, cards[j], states, 0)
                 code += (v - x[j]) * strides[j]
                 x[j] = v
     return acc
@@ -350,7 +350,7 @@ def _sample(
         state = seeds[c : c + 1].copy()
         x = np.empty(n, dtype=np.uint8)
         for j in range(n):
-            x[j] = min(int(_next_at(state, 0) * cards[j]), cards[j] - 1)
+            x[j] = min(int(next_at(state, 0) * cards[j]), cards[j] - 1)
         _chain(x, cards, burn_in, var_ptr, var_feats, weights, ptr, var, val, eq, state)
         for t in range(per_chain):
             _chain(x, cards, thin, var_ptr, var_feats, weights, ptr, var, val, eq, state)
@@ -452,7 +452,7 @@ def gibbs_marginals(
                 f"{n_states} joint states (more than TABLE_STATES={TABLE_STATES} for the "
                 "tabulated method)"
             )
-        code, allowed = _group_masks(fs.ptr, fs.var, fs.val, fs.eq, cards)
+        code, allowed = group_masks(fs.ptr, fs.var, fs.val, fs.eq, cards)
         acc = _marginals(
             ev,
             cards,

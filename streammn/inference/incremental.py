@@ -30,8 +30,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from streammn.inference.draws import _draw, _next_at
-from streammn.bitscan import _group_structure, _lowest_bit
+from streammn.inference.draws import draw, next_at
+from streammn.bitscan import group_structure, lowest_bit
 
 
 @nb.njit(cache=True)
@@ -178,7 +178,7 @@ def _block(
         for j in range(n):
             e = evidence[chains[i], j]
             if e < 0:
-                x[i, j] = min(int(_next_at(states, i) * cards[j]), cards[j] - 1)
+                x[i, j] = min(int(next_at(states, i) * cards[j]), cards[j] - 1)
             else:
                 x[i, j] = e
                 lits[offs[j] + e] |= np.uint64(1) << np.uint64(i)
@@ -205,7 +205,7 @@ def _block(
         w = weights[feat[t]]
         p = part[t]
         while h != 0:
-            i = _lowest_bit(h)
+            i = lowest_bit(h)
             h &= h - np.uint64(1)
             if p < 0:
                 j = unary_var[t]
@@ -339,7 +339,7 @@ def _chain(
             j = free_vars[i]
             card = cards[j]
             o = offs[j]
-            v = _draw(logits, o, card, prob, states, 0)
+            v = draw(logits, o, card, prob, states, 0)
             if s >= burn_in:
                 for a in range(card):
                     total[o + a] += prob[a]
@@ -439,7 +439,7 @@ def _chains(
 def incremental_marginals(fs, evidence, cards, offs, burn_in, samples, seeds) -> np.ndarray:
     """Sums over the ``samples`` sweeps of each chain's conditionals, ``(chains, offs[-1])``:
     chain ``c`` starts from row ``c`` of ``evidence`` (-1: free) with seed ``seeds[c]``."""
-    gptr, _, _, g_var, g_mask, _, _ = _group_structure(
+    gptr, _, _, g_var, g_mask, _, _ = group_structure(
         fs.ptr, fs.var, fs.val, fs.eq, cards, np.full(fs.n_features, -1, np.int64)
     )
     free = evidence < 0

@@ -120,7 +120,7 @@ class RowReservoir:
     # serialisation ------------------------------------------------------------------------
     def to_bytes(self) -> bytes:
         """Lossless serialisation, including the generator state (resume = never stopped)."""
-        state = _jsonable(self._rng.bit_generator.state)
+        state = jsonable(self._rng.bit_generator.state)
         return pack(
             self,
             {
@@ -141,7 +141,7 @@ class RowReservoir:
         expect(isinstance(n_seen, int) and n_seen >= 0, cls, f"n_seen {n_seen!r}")
         expect(seed is None or isinstance(seed, int), cls, f"seed {seed!r}")
         store = cls(schema, capacity=capacity, seed=seed)
-        store._rng = _generator_from_state(meta.get("rng_state"), cls)
+        store._rng = generator_from_state(meta.get("rng_state"), cls)
         sample = arrays["sample"]
         expect(
             sample.dtype == np.uint8 and sample.shape == (min(n_seen, capacity), schema.n_vars),
@@ -165,10 +165,10 @@ class RowReservoir:
         )
 
 
-def _jsonable(obj):
+def jsonable(obj):
     """A bit generator's state with arrays turned into tagged lists (JSON-serialisable)."""
     if isinstance(obj, dict):
-        return {k: _jsonable(v) for k, v in obj.items()}
+        return {k: jsonable(v) for k, v in obj.items()}
     if isinstance(obj, np.ndarray):
         return {"__ndarray__": obj.tolist(), "dtype": obj.dtype.str}
     if isinstance(obj, np.integer):
@@ -184,7 +184,9 @@ def _from_jsonable(obj):
     return obj
 
 
-def _generator_from_state(state, cls) -> np.random.Generator:
+def generator_from_state(state, cls) -> np.random.Generator:
+    """A numpy Generator rebuilt from a state saved by :func:`jsonable`; a missing, unknown or
+    rejected state raises :class:`StatsFormatError` for ``cls``."""
     expect(
         isinstance(state, dict) and state.get("bit_generator") in _BIT_GENERATORS,
         cls,

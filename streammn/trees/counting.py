@@ -17,7 +17,7 @@ a whole counter row. Here, per tree:
      popcount. The cost is the tree's nodes times the batch's words (64 rows per word, eight
      words per vector instruction), not rows times depth; subtrees no row reaches are skipped.
    * *row routing* (trees with many nodes for the batch's rows): every row routed
-     (:func:`streammn.trees.kernels._route_fixed`), and its group found in a table of (leaf,
+     (:func:`streammn.trees.kernels.route_fixed`), and its group found in a table of (leaf,
      target value) keys.
 
    A group adds its size to the leaf's target counts, and to its slot's totals and row count
@@ -49,10 +49,10 @@ The vector adds are LLVM intrinsics (:func:`_add_lane_block`, :func:`_spread_lan
 as a loop over the lanes, LLVM cannot tell that the accumulators and the lanes do not overlap
 and adds byte by byte. Two reads would wait on memory, as the forest's nodes and the leaves'
 statistics do not stay in cache from one tree to the next: a node's children are fetched while
-its masks are split, and a group's counters some groups before its flush (:func:`_prefetch`).
+its masks are split, and a group's counters some groups before its flush (:func:`prefetch`).
 
 Hoeffding replay (:mod:`streammn.trees.replay`) counts the replay buffer's rows that reach a
-just-split node into its children with some of the same pieces (:func:`_extract`,
+just-split node into its children with some of the same pieces (:func:`extract`,
 :func:`_count_bits`), summing the rows from their indicator vectors packed as bits.
 
 The counts are integers, so the order in which rows are added does not change them: the
@@ -70,7 +70,7 @@ from numba.core import cgutils
 from numba.cpython.unsafe.numbers import trailing_zeros
 from numba.extending import intrinsic
 
-from streammn.trees.kernels import MISSING, _route_fixed, routing_table
+from streammn.trees.kernels import MISSING, route_fixed, routing_table
 
 LANE_BLOCK = 64  # uint8 lanes per vector instruction (the padding of the lane matrix)
 LANE_ROWS = 255  # rows summed in uint8 lanes before they are flushed to the counters
@@ -91,7 +91,7 @@ BY_COST, BY_ROWS, BY_BITS = 0, 1, 2  # the route of every tree: by the cost mode
 
 
 @intrinsic
-def _popcount(typingctx, x):
+def popcount(typingctx, x):
     """Set bits of an integer (LLVM's ctpop)."""
     if not isinstance(x, types.Integer):
         return None
@@ -103,7 +103,7 @@ def _popcount(typingctx, x):
     return x(x), codegen
 
 
-def _pointer_at(context, builder, array, typ, offset, pointee):
+def pointer_at(context, builder, array, typ, offset, pointee):
     """Pointer to ``array.flat[offset]`` (of numba type ``typ``) as a pointer to ``pointee``."""
     data = context.make_array(typ)(context, builder, array).data
     return builder.bitcast(builder.gep(data, [offset]), pointee.as_pointer())
@@ -111,7 +111,7 @@ def _pointer_at(context, builder, array, typ, offset, pointee):
 
 def _lane_block_at(context, builder, array, typ, offset):
     """Pointer to the ``LANE_BLOCK`` bytes of ``array`` from flat ``offset``, as one vector."""
-    return _pointer_at(
+    return pointer_at(
         context, builder, array, typ, offset, ir.VectorType(ir.IntType(8), LANE_BLOCK)
     )
 
@@ -184,7 +184,7 @@ def _add_where_set(typingctx, dst, at, word, value):
     def codegen(context, builder, signature, args):
         lanes = ir.VectorType(ir.IntType(32), 64)
         zeros = ir.Constant(lanes, [0] * 64)
-        target = _pointer_at(context, builder, args[0], signature.args[0], args[1], lanes)
+        target = pointer_at(context, builder, args[0], signature.args[0], args[1], lanes)
         first = builder.insert_element(
             ir.Constant(lanes, ir.Undefined),
             builder.trunc(args[3], ir.IntType(32)),
@@ -232,7 +232,7 @@ def _set_numbers(typingctx, dst, at, first, planes, n_planes, w, mask, scale):
         total = cgutils.alloca_once_value(builder, splat(first_v))
         with cgutils.for_range_slice(builder, i64(0), n_v, i64(1)) as (b, _):
             word = builder.load(
-                _pointer_at(
+                pointer_at(
                     context,
                     builder,
                     planes_v,
@@ -244,7 +244,7 @@ def _set_numbers(typingctx, dst, at, first, planes, n_planes, w, mask, scale):
             where = builder.bitcast(builder.and_(word, mask_v), ir.VectorType(ir.IntType(1), 64))
             added = builder.select(where, splat(builder.shl(scale_v, b)), zeros)
             builder.store(builder.add(builder.load(total), added), total)
-        target = _pointer_at(context, builder, dst_v, signature.args[0], at_v, lanes)
+        target = pointer_at(context, builder, dst_v, signature.args[0], at_v, lanes)
         builder.store(builder.load(total), target, align=4)
         return context.get_dummy_value()
 
@@ -254,7 +254,7 @@ def _set_numbers(typingctx, dst, at, first, planes, n_planes, w, mask, scale):
 
 
 @intrinsic
-def _prefetch(typingctx, array, at):
+def prefetch(typingctx, array, at):
     """Ask for the cache line of ``array.flat[at]`` (LLVM's prefetch, for a write): a load
     that would miss the caches is started early, without waiting for it."""
     if not isinstance(array, types.Array):
@@ -262,7 +262,7 @@ def _prefetch(typingctx, array, at):
 
     def codegen(context, builder, signature, args):
         byte = ir.IntType(8)
-        address = _pointer_at(context, builder, args[0], signature.args[0], args[1], byte)
+        address = pointer_at(context, builder, args[0], signature.args[0], args[1], byte)
         int32 = ir.IntType(32)
         fn = builder.module.declare_intrinsic(
             "llvm.prefetch",
@@ -275,7 +275,7 @@ def _prefetch(typingctx, array, at):
 
 
 @nb.njit(cache=True)
-def _aligned_zeros(n_rows, width):
+def aligned_zeros(n_rows, width):
     """A zeroed ``uint8`` matrix whose rows start on cache lines (``width`` a multiple of
     ``LANE_BLOCK``): a vector add into a row that straddles two lines costs two."""
     buffer = np.zeros(n_rows * width + LANE_BLOCK, dtype=np.uint8)
@@ -289,7 +289,7 @@ def lanes(indicators):
     on cache lines (numpy aligns to 16 bytes only): the count loads a row's lanes a block of
     ``LANE_BLOCK`` at a time, and a load that straddles two lines costs two."""
     n, K = indicators.shape
-    out = _aligned_zeros(n, max(1, -(-K // LANE_BLOCK)) * LANE_BLOCK)
+    out = aligned_zeros(n, max(1, -(-K // LANE_BLOCK)) * LANE_BLOCK)
     write_lanes(indicators, out)
     return out
 
@@ -412,7 +412,7 @@ def _sum_rows(lanes, group_of_row, group_rows, group_slot, group_y, K, acc, stat
                 _spread_lane_block(acc, (g0 + k, g1 + k, g2 + k, g3 + k), lanes, r * width + k)
         for i in range(n_big):
             g = flushed[i]
-            _flush(acc, g, stats, group_slot[g], group_y[g], K)
+            flush(acc, g, stats, group_slot[g], group_y[g], K)
     n_flushed = n_big
     for i in range(SWEEP_TREES):
         for g in range(i * stride, i * stride + in_use[i]):
@@ -425,14 +425,14 @@ def _sum_rows(lanes, group_of_row, group_rows, group_slot, group_y, K, acc, stat
             g = flushed[i + FLUSH_AHEAD]
             at = (group_slot[g] * stats.shape[1] + group_y[g]) * K
             for k in range(0, K, 64 // stats.itemsize):  # every cache line of the row
-                _prefetch(stats, at + k)
-            _prefetch(stats, at + K - 1)
+                prefetch(stats, at + k)
+            prefetch(stats, at + K - 1)
         g = flushed[i]
-        _flush(acc, g, stats, group_slot[g], group_y[g], K)
+        flush(acc, g, stats, group_slot[g], group_y[g], K)
 
 
 @nb.njit(cache=True, inline="always")
-def _flush(acc, g, stats, s, y, K):
+def flush(acc, g, stats, s, y, K):
     """Add accumulator ``acc[g]`` to ``stats[s, y]`` and zero it."""
     for k in range(K):
         stats[s, y, k] += acc[g, k]
@@ -451,7 +451,7 @@ def _into_sweep(group_of_row, base, group_slot, trash):
 
 
 @nb.njit(cache=True, inline="always")
-def _extract(mask, W, listed, start=0):
+def extract(mask, W, listed, start=0):
     """Write the positions of the set bits of ``mask``'s words ``start .. W - 1`` to
     ``listed``; return how many."""
     count = 0
@@ -483,7 +483,7 @@ def _sum_group(lanes, listed, count, stats, s, y, K, acc):
         for m in range(m, stop):
             for k in range(0, width, LANE_BLOCK):
                 _add_lane_block(acc, k, lanes, (listed[m] * width + k,))
-        _flush(acc, 0, stats, s, y, K)
+        flush(acc, 0, stats, s, y, K)
         i = stop
 
 
@@ -507,7 +507,7 @@ def _count_bits(group, W, bits, cards, offsets, stats, s, y, start=0):
             column = bits[j, a, start:W]
             c = 0
             for w in range(rows.shape[0]):
-                c += np.int64(_popcount(rows[w] & column[w]))
+                c += np.int64(popcount(rows[w] & column[w]))
             stats[s, y, offsets[j] + a - 1] += c
 
 
@@ -605,9 +605,9 @@ def _tree_by_bits(
             a = links[node, 1]
             for side in range(2, 4):  # the children's fields, fetched while the masks split
                 child = links[node, side]
-                _prefetch(links, links.shape[1] * child)
-                _prefetch(node_slot, child)
-                _prefetch(node_counts, node_counts.shape[1] * child)
+                prefetch(links, links.shape[1] * child)
+                prefetch(node_slot, child)
+                prefetch(node_counts, node_counts.shape[1] * child)
             any_true = np.uint64(0)
             any_false = np.uint64(0)
             for w in range(W):
@@ -636,7 +636,7 @@ def _tree_by_bits(
         for y in range(card):  # group (node, y): the leaf's rows with target value y
             c = 0
             for w in range(W):
-                c += _popcount(masks[sp, w] & bits[t, y, w])
+                c += popcount(masks[sp, w] & bits[t, y, w])
             total += c
             sizes[y] = c
             if c and count_leaves:
@@ -654,7 +654,7 @@ def _tree_by_bits(
                 if _by_bits(sizes[y], blocks, K, W, block_cost):
                     _count_bits(group, W, bits, cards, offsets, stats, s, y)
                 else:
-                    _sum_group(lanes, listed, _extract(group, W, listed), stats, s, y, K, acc)
+                    _sum_group(lanes, listed, extract(group, W, listed), stats, s, y, K, acc)
         elif s >= 0:
             n_leaves += 1
             for y in range(C):
@@ -718,7 +718,7 @@ def _tree_by_rows(
     groups (as after :func:`_tree_by_bits`)."""
     n = rows.shape[0]
     C = stats.shape[1]
-    _route_fixed(rows, root, steps, table, group_of_row)
+    route_fixed(rows, root, steps, table, group_of_row)
     n_groups = 0
     for r in range(n):
         leaf = group_of_row[r]
@@ -758,7 +758,7 @@ def _tree_by_rows(
 def _census(node_tree, node_depth, links, node_slot, node_counts, n_trees):
     """Every tree of the forest's first ``node_tree.shape[0]`` nodes: its depth (``depth``
     unconditional steps through a :func:`streammn.trees.kernels.routing_table` take any row
-    from the root to its leaf, see :func:`streammn.trees.kernels._route_fixed`), its number
+    from the root to its leaf, see :func:`streammn.trees.kernels.route_fixed`), its number
     of nodes and of leaves, and whether its groups are best listed (see
     :func:`_tree_by_bits`): fewer than ``LIST_LEAVES`` active leaves (``node_slot >= 0``), or
     holding less than ``1 / LIST_SHARE`` of its rows by their counts. One pass over the nodes
@@ -813,7 +813,7 @@ def _routes(trees, n, links, tree_steps, tree_nodes, route):
 
 
 @nb.njit(cache=True)
-def _add_rows(
+def add_rows(
     rows,
     bits,
     lanes,
@@ -870,7 +870,7 @@ def _add_rows(
     group_of_row = np.empty((SWEEP_TREES, 64 * W), dtype=np.int32)
     group_slot = np.full(trash, -1, dtype=np.int32)
     group_y = np.zeros(trash, dtype=np.int32)
-    acc = _aligned_zeros(trash + SWEEP_TREES + 1, lanes.shape[1])
+    acc = aligned_zeros(trash + SWEEP_TREES + 1, lanes.shape[1])
     group_rows = np.zeros(trash, dtype=np.int64)
     group_of_key = np.zeros(0, dtype=np.int32)  # row routing's scratch, made when needed
     offsets = np.zeros(cards.shape[0], dtype=np.int64)  # of each variable's indicator columns
@@ -997,7 +997,7 @@ def accumulate(
     trees, steps, by_bits, leaves, listing, table = plan(
         rows.shape[0], trees, roots, links, node_tree, node_depth, node_slot, node_counts, 1, route
     )
-    return _add_rows(
+    return add_rows(
         rows,
         bits,
         lanes,
@@ -1103,9 +1103,9 @@ def accumulate_parallel(
         n_blocks,
         route,
     )
-    n_due = _zeros(n_blocks)
+    n_due = zero_counts(n_blocks)
     for b in nb.prange(n_blocks):
-        n_due[b] = _add_rows(
+        n_due[b] = add_rows(
             rows,
             bits,
             lanes,
@@ -1132,20 +1132,20 @@ def accumulate_parallel(
             due[b],
             block_cost,
         )
-    return _gather(due, n_due)
+    return gather(due, n_due)
 
 
 @nb.njit(cache=True)
-def _zeros(n):
+def zero_counts(n):
     """``n`` zero counts, made outside the parallel kernel: there numba makes every array
     operation a parallel loop of its own, each waking the threads."""
     return np.zeros(n, dtype=np.int64)
 
 
 @nb.njit(cache=True)
-def _gather(due, n_due):
+def gather(due, n_due):
     """Move the ``n_due[b]`` due slots of every block ``b`` into ``due[0]``; return how many
-    (outside the parallel kernel, as :func:`_zeros`)."""
+    (outside the parallel kernel, as :func:`zero_counts`)."""
     count = n_due[0]
     for b in range(1, due.shape[0]):
         for i in range(n_due[b]):

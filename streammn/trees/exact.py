@@ -8,7 +8,7 @@ form the next level's frontier. The data is never held in memory, only the front
 statistics; when the frontier needs more than ``max_leaves`` slots a level takes several passes.
 
 How a pass counts is pluggable: :class:`SourcePasses` reads a re-iterable source in this
-process; :class:`streammn.distributed.DaskPasses` runs the pass as Dask tasks over a Parquet
+process; :class:`connectors.distributed.DaskPasses` runs the pass as Dask tasks over a Parquet
 dataset's partitions and adds their statistics. Both fill the same :class:`LeafStats` slots, and
 :func:`grow_level_wise` scores and splits them the same way.
 
@@ -31,7 +31,7 @@ from typing import Callable
 
 import numpy as np
 
-from connectors.base import SourceError
+from streammn.source import SourceError
 from streammn.trees.forest import Forest
 from streammn.trees.criterion import DEFAULT_ALPHA, DEFAULT_MIN_GAIN_PER_ROW, exact_threshold
 from streammn.trees.stats import LeafStats
@@ -117,9 +117,9 @@ def grow_level_wise(
 ) -> int:
     """Grow every tree of a fresh ``forest`` to completion; return the passes made.
 
-    ``source`` is a :class:`connectors.base.Source`, rewound before each pass, read through a
+    ``source`` is a :class:`streammn.source.Source`, rewound before each pass, read through a
     :class:`SourcePasses` with ``cache_bytes``; or give ``count_pass`` (see :data:`CountPass`,
-    e.g. :class:`streammn.distributed.DaskPasses`) and ``source=None``. ``n_threads`` blocks of
+    e.g. :class:`connectors.distributed.DaskPasses`) and ``source=None``. ``n_threads`` blocks of
     trees are counted in parallel by a local pass. ``on_pass(level, frontier_size)`` is called
     after each level (progress reporting). ``kappa`` is a fixed structure prior or ``'auto'``
     for the significance test at level ``alpha`` with the relevance floor ``min_gain_per_row``

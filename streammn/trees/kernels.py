@@ -76,14 +76,14 @@ def route(rows, roots, links):
     return out
 
 
-LANES = 8  # rows routed in lockstep by _route_fixed
+LANES = 8  # rows routed in lockstep by route_fixed
 
 
 @nb.njit(cache=True)
 def routing_table(links):
     """``links`` with every leaf made a self-loop (its test ``x_0 != -1`` always sends a row to
     itself), so that a tree's depth in unconditional steps from the root takes any row to its
-    leaf, with no branch on whether it got there (see :func:`_route_fixed`)."""
+    leaf, with no branch on whether it got there (see :func:`route_fixed`)."""
     table = links.copy()
     for node in range(links.shape[0]):
         if links[node, 0] < 0:
@@ -95,7 +95,7 @@ def routing_table(links):
 
 
 @nb.njit(cache=True)
-def _route_fixed(rows, root, steps, table, leaves):
+def route_fixed(rows, root, steps, table, leaves):
     """Leaf of every row in one tree: ``LANES`` rows at a time take ``steps`` branch-free steps
     through the self-looping ``table`` (:func:`routing_table`). The lanes' chains of loads
     overlap and nothing mispredicts, which beats stopping each row at its own leaf even though

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numba as nb
 
 from streammn.trees import counting, replay
-from streammn.trees.counting import _add_rows, _gather, _zeros
+from streammn.trees.counting import add_rows, gather, zero_counts
 
 
 @nb.njit(cache=True)
@@ -109,13 +109,13 @@ def count_and_stage(
         n_blocks,
         route,
     )
-    n_due = _zeros(n_blocks)
+    n_due = zero_counts(n_blocks)
     for b in nb.prange(n_blocks):
         if b == 0:
             prepare(ahead, ahead_indicators, complete, ahead_bits, ahead_lanes)
         if b == n_blocks - 1:
             remember(rows, bits, ring, ring_bits, ring_packed, runs, cards, offsets)
-        n_due[b] = _add_rows(
+        n_due[b] = add_rows(
             rows,
             bits,
             lanes,
@@ -142,4 +142,4 @@ def count_and_stage(
             due[b],
             block_cost,
         )
-    return _gather(due, n_due)
+    return gather(due, n_due)

@@ -40,7 +40,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from streammn.trees.counting import LANE_ROWS, _extract, _flush, _pointer_at, _popcount, _prefetch
+from streammn.trees.counting import LANE_ROWS, extract, flush, pointer_at, popcount, prefetch
 from streammn.trees.kernels import MISSING
 
 # listing a buffered row costs about as much as counting 40 words of bitmaps, and adding each
@@ -72,7 +72,7 @@ def _ones_word(typingctx, array, at):
     def codegen(context, builder, signature, args):
         lanes = ir.VectorType(ir.IntType(8), 64)
         block = builder.load(
-            _pointer_at(context, builder, args[0], signature.args[0], args[1], lanes), align=1
+            pointer_at(context, builder, args[0], signature.args[0], args[1], lanes), align=1
         )
         ones = builder.icmp_unsigned("==", block, ir.Constant(lanes, [1] * 64))
         return builder.bitcast(ones, ir.IntType(64))
@@ -94,7 +94,7 @@ def _add_bit_block(typingctx, dst, at, words):
 
     def codegen(context, builder, signature, args):
         lanes = ir.VectorType(ir.IntType(8), 64)
-        target = _pointer_at(context, builder, args[0], signature.args[0], args[1], lanes)
+        target = pointer_at(context, builder, args[0], signature.args[0], args[1], lanes)
         total = builder.load(target, align=1)
         for i in range(signature.args[2].count):
             where = builder.bitcast(
@@ -149,7 +149,7 @@ def _sum_packed(packed, listed, count, stats, s, y, K, acc):
         m = i
         while m + 4 <= stop:
             for j in range(m + SUM_AHEAD, m + SUM_AHEAD + 4):
-                _prefetch(packed, listed[min(j, count - 1)] * P)
+                prefetch(packed, listed[min(j, count - 1)] * P)
             a, b, c, d = listed[m], listed[m + 1], listed[m + 2], listed[m + 3]
             for k in range(P):
                 _add_bit_block(
@@ -159,7 +159,7 @@ def _sum_packed(packed, listed, count, stats, s, y, K, acc):
         for m in range(m, stop):
             for k in range(P):
                 _add_bit_block(acc, 64 * k, (packed[listed[m], k],))
-        _flush(acc, 0, stats, s, y, K)
+        flush(acc, 0, stats, s, y, K)
         i = stop
 
 
@@ -183,16 +183,16 @@ def _count_groups_bits(groups, G, W, bits, cards, offsets, stats, group_slot, gr
                         rows = groups[g, w0:w1]
                         c = 0
                         for w in range(column.shape[0]):
-                            c += np.int64(_popcount(rows[w] & column[w]))
+                            c += np.int64(popcount(rows[w] & column[w]))
                         stats[group_slot[g], group_y[g], k] += c
                     continue
                 c0 = c1 = c2 = c3 = 0
                 for w in range(column.shape[0]):
                     x = column[w]
-                    c0 += np.int64(_popcount(g0[w] & x))
-                    c1 += np.int64(_popcount(g1[w] & x))
-                    c2 += np.int64(_popcount(g2[w] & x))
-                    c3 += np.int64(_popcount(g3[w] & x))
+                    c0 += np.int64(popcount(g0[w] & x))
+                    c1 += np.int64(popcount(g1[w] & x))
+                    c2 += np.int64(popcount(g2[w] & x))
+                    c3 += np.int64(popcount(g3[w] & x))
                 for g, c in enumerate((c0, c1, c2, c3)):
                     stats[group_slot[g], group_y[g], k] += c
 
@@ -294,7 +294,7 @@ def _replay_splits(
                 count = 0
                 for w in range(at.shape[0]):
                     in_group[w] = at[w] & (test[w] ^ side) & target[w]
-                    count += np.int64(_popcount(in_group[w]))
+                    count += np.int64(popcount(in_group[w]))
                 tot[s, y] += count
                 slot_n[s] += count
                 if count * row_cost > K * (W - start):
@@ -314,7 +314,7 @@ def _replay_splits(
                         start,
                     )
                     continue
-                _sum_packed(packed, listed, _extract(group, W, listed, start), stats, s, y, K, acc)
+                _sum_packed(packed, listed, extract(group, W, listed, start), stats, s, y, K, acc)
     if n_waiting:
         _count_groups_bits(
             waiting, n_waiting, W, bits, cards, offsets, stats, wait_slot, wait_y, start
@@ -343,7 +343,7 @@ def count_roots(bits, n, first, trees, root_slot, cards, offsets, tot, stats):
             _keep_rows(group, n, first)
             count = 0
             for w in range(start, W):
-                count += np.int64(_popcount(group[w]))
+                count += np.int64(popcount(group[w]))
             tot[s, y] += count
             n_waiting = _queue_for_bits(
                 waiting, n_waiting, wait_slot, wait_y, s, y, W, bits, cards, offsets, stats, start

@@ -114,7 +114,7 @@ class LeafStats:
         self._kept = [
             (
                 np.zeros((forest.schema.n_vars, forest.max_card, 0), dtype=np.uint64),
-                counting._aligned_zeros(0, self._lane_blocks * counting.LANE_BLOCK),
+                counting.aligned_zeros(0, self._lane_blocks * counting.LANE_BLOCK),
             )
             for _ in range(3)
         ]
@@ -258,7 +258,7 @@ class LeafStats:
         n = rows.shape[0]
         if lanes.shape[0] < n:
             rows_kept = max(n, min(PREPARED_ROWS, 2 * lanes.shape[0]))
-            lanes = counting._aligned_zeros(rows_kept, lanes.shape[1])
+            lanes = counting.aligned_zeros(rows_kept, lanes.shape[1])
         W = (n + 63) // 64
         if bits.shape[2] != W:
             bits = np.empty((rows.shape[1], self.forest.max_card, W), dtype=np.uint64)
