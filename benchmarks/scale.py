@@ -23,7 +23,7 @@ exact level-wise DTSL learned twice, each run in its own process so that peak RS
 clean:
 
 - ``single``: ``DTSL(mode='exact').fit(ParquetSource)`` in one process;
-- ``dask``: the same through :class:`streammn.distributed.DaskPasses` on a LocalCluster of
+- ``dask``: the same through :class:`connectors.distributed.DaskPasses` on a LocalCluster of
   ``--workers`` single-threaded worker processes (numba/BLAS pinned to one thread).
 
 Reported: wall time of the learning (and of cluster start-up, separately), passes, tree sizes,
@@ -281,7 +281,7 @@ def _worker_rss():
 
 def run_dask(args) -> dict:
     from connectors.parquet import ParquetSource
-    from streammn.distributed import DaskPasses, dask_client
+    from connectors.distributed import DaskPasses, dask_client
 
     source = ParquetSource(args.data)
     started = time.perf_counter()
