@@ -263,7 +263,7 @@ def every_step_parallel():
     """Within it, the learner runs every step of a multi-threaded DTSL in parallel, however
     small: a warm-up then compiles (or loads) the parallel kernels before the timed run, which
     would otherwise pay their first compile when its steps first grow big enough."""
-    from streammn.trees import stats
+    from streammn.trees import leaf_stats as stats
 
     saved = stats.PARALLEL_NS
     stats.PARALLEL_NS = 0
@@ -285,7 +285,7 @@ def worker_throughput(n_rows: int, n_vars: int, card: int) -> dict:
     from benchmarks.convergence import BATCH, PREVIOUS_DEFAULTS
     from streammn.dtsl import DTSL
     from streammn.schema import Schema
-    from streammn.trees.stats import LeafStats
+    from streammn.trees.leaf_stats import LeafStats
 
     schema = Schema.from_cardinalities([card] * n_vars)
     rows = planted_rows(n_rows, n_vars, card)

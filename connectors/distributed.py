@@ -45,8 +45,8 @@ from streammn.schema import Schema, Validated
 from streammn.source import SourceError, SourceUnavailable
 from streammn.stats import MarginalCounts
 from streammn.trees.forest import Forest
-from streammn.trees.stats import LeafStats
-from streammn.errors import SettingsError
+from streammn.trees.leaf_stats import LeafStats
+from streammn.errors import DistributedError
 
 __all__ = [
     "DaskPasses",
@@ -70,10 +70,6 @@ PINNED_ENV = {
     "OPENBLAS_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
 }
-
-
-class DistributedError(SettingsError):
-    """Dask is missing, a cluster spec is malformed, or the input cannot be partitioned."""
 
 
 @dataclass(frozen=True)

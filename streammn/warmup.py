@@ -15,7 +15,7 @@ from pathlib import Path
 
 from streammn.formats import SNAPSHOT_UAI_MAX_ENTRIES, model_files
 from streammn.published import warm_up
-from streammn.publishing import serial_kernels
+from streammn.kernel_mode import serial_kernels
 
 
 def load_writer_kernels(learner, formats, refine: bool) -> None:

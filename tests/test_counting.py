@@ -1,4 +1,4 @@
-"""The segmented count (streammn.trees.counting) against a row-by-row count in numpy, through
+"""The segmented count (streammn.trees.leaf_counting) against a row-by-row count in numpy, through
 both of its routes (bit-sliced and row routing), binary and multi-valued, with missing values;
 the bitmap replay likewise; split scoring's log tables against computed logarithms."""
 
@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from streammn.schema import Schema
-from streammn.trees import counting, kernels, replay
+from streammn.trees import leaf_counting, kernels, replay
 from streammn.trees.forest import Forest
-from streammn.trees.stats import LeafStats
+from streammn.trees.leaf_stats import LeafStats
 
 
 def random_forest(schema, rng, n_splits):
@@ -72,7 +72,7 @@ def test_big_groups_flush_before_uint8_overflows(route):
 
 
 def check_count(cards, missing, route, rows, sums, rng):
-    """:func:`counting.accumulate` on ``rows`` against :func:`brute_force`, on a random forest
+    """:func:`leaf_counting.accumulate` on ``rows`` against :func:`brute_force`, on a random forest
     whose trees all take ``route``, the groups counted by ``sums``."""
     schema = Schema.from_cardinalities(list(cards)).with_missing(missing)
     f = random_forest(schema, rng, 150 if route == "numbered" else 40)
@@ -89,10 +89,10 @@ def check_count(cards, missing, route, rows, sums, rng):
 
     n = f.n_nodes
     due = np.empty((1, st.slot_node.shape[0]), dtype=np.int64)
-    n_due = counting.accumulate(
+    n_due = leaf_counting.accumulate(
         rows,
-        counting.value_bits(rows, f.max_card),
-        counting.lanes(st.indicators(rows)),
+        leaf_counting.value_bits(rows, f.max_card),
+        leaf_counting.lanes(st.indicators(rows)),
         st.K,
         f.cards,
         np.arange(len(cards), dtype=np.int64),
@@ -110,7 +110,7 @@ def check_count(cards, missing, route, rows, sums, rng):
         grace,
         due,
         0 if sums == "lanes" else 2**40,
-        counting.BY_ROWS if route == "rows" else counting.BY_BITS,
+        leaf_counting.BY_ROWS if route == "rows" else leaf_counting.BY_BITS,
     )
     counts, tot, stats, slot_n, due_slots = expected
     np.testing.assert_array_equal(f.counts, counts)
@@ -156,7 +156,9 @@ def test_replay_equals_row_by_row(cards, missing, n_blocks, sums, first):
     buf[:] = (rng.random((400, len(cards))) * np.array(cards)).astype(np.uint8)
     if missing:
         buf[rng.random(buf.shape) < 0.1] = kernels.MISSING
-    bits = counting.value_bits(buf, f.max_card)  # the buffer holds 301 rows: bits past are stale
+    bits = leaf_counting.value_bits(
+        buf, f.max_card
+    )  # the buffer holds 301 rows: bits past are stale
     rows = buf[:301]
     leaf_before = kernels.route(rows, f.roots, f.links)
     leaves = f.leaves()
@@ -214,13 +216,13 @@ def test_value_bits_of_complete_rows_derive_value_zero(n_rows):
     rng = np.random.default_rng(n_rows)
     for cards in ((2,) * 7, (2, 3, 4, 2, 5)):
         rows = (rng.random((n_rows, len(cards))) * np.array(cards)).astype(np.uint8)
-        bits = counting.value_bits(rows, max(cards), True)
-        np.testing.assert_array_equal(bits, counting.value_bits(rows, max(cards)))
+        bits = leaf_counting.value_bits(rows, max(cards), True)
+        np.testing.assert_array_equal(bits, leaf_counting.value_bits(rows, max(cards)))
         for j, a in ((0, 0), (len(cards) - 1, 1)):
             set_rows = np.flatnonzero(np.unpackbits(bits[j, a].view(np.uint8), bitorder="little"))
             np.testing.assert_array_equal(set_rows, np.flatnonzero(rows[:, j] == a))
     rows[0, 0] = 255  # missing
-    assert not (counting.value_bits(rows, max(cards))[0, :, 0] & np.uint64(1)).any()
+    assert not (leaf_counting.value_bits(rows, max(cards))[0, :, 0] & np.uint64(1)).any()
 
 
 @pytest.mark.parametrize("cards,missing", [((2,) * 130, True), ((2, 3, 4, 2, 5, 3) * 12, True)])
@@ -254,7 +256,9 @@ def test_roots_counted_from_bitmaps_equal_the_gram_count(cards, missing, first):
     buf = (rng.random((400, len(cards))) * np.array(cards)).astype(np.uint8)
     if missing:
         buf[rng.random(buf.shape) < 0.1] = kernels.MISSING
-    bits = counting.value_bits(buf, max(cards))  # the buffer holds 301 rows: bits past are stale
+    bits = leaf_counting.value_bits(
+        buf, max(cards)
+    )  # the buffer holds 301 rows: bits past are stale
     trees = np.arange(1, len(cards), 2)
     by_bits, by_gram = (LeafStats(Forest(schema), capacity=len(cards)) for _ in range(2))
     for st in (by_bits, by_gram):
@@ -280,7 +284,7 @@ def test_replay_sums_flush_before_uint8_overflows():
     st.pack(rows, 0, 600, packed)
     args = (
         packed,
-        counting.value_bits(rows, 2),
+        leaf_counting.value_bits(rows, 2),
         600,
         st.offsets,
         f.roots[:1].astype(np.int64),
@@ -316,7 +320,7 @@ def test_copy_bits_moves_bit_ranges_between_bitmaps():
 
         expected = as_bits(dst.copy())
         expected[..., dst_at : dst_at + count] = as_bits(src)[..., src_at : src_at + count]
-        counting.copy_bits(dst, dst_at, src, src_at, count)
+        leaf_counting.copy_bits(dst, dst_at, src, src_at, count)
         np.testing.assert_array_equal(as_bits(dst), expected)
 
 

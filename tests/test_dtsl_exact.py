@@ -131,9 +131,7 @@ def test_exact_mode_equals_recursive_learntree(case):
     grow_level_wise(
         uncached,
         ArraySource(rows, schema, batch_size=batch),
-        kappa,
-        min_count,
-        max_depth,
+        model.tree_settings,
         max_leaves or 10**6,
         cache_bytes=0,
     )
@@ -157,7 +155,8 @@ def test_sibling_subtraction_counts_one_child_per_pair():
         passes(forest, stats, chunk, trees)
 
     forest = Forest(schema)
-    grow_level_wise(forest, None, 0.5, 5, None, 10**6, count_pass=count_pass)
+    settings = DTSL(schema, kappa=0.5, mode="exact", min_count=5).tree_settings
+    grow_level_wise(forest, None, settings, 10**6, count_pass=count_pass)
     for t in range(len(cards)):
         assert forest_tree(forest, forest.roots[t]) == learn_tree(rows, t, cards, 0.5, 5, 1.0)
     for chunk, _ in counted[1:]:

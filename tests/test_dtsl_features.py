@@ -7,7 +7,7 @@ import pytest
 
 from streammn.dn import DependencyNetwork
 from streammn.schema import Schema
-from streammn.trees.features import FeatureMethodError, forest_features, tree_features
+from streammn.trees.to_features import FeatureMethodError, forest_features, tree_features
 from streammn.trees.forest import Forest
 
 T, F = 1, 0

@@ -8,7 +8,7 @@ from connectors.array import ArraySource
 from connectors.base import Batch
 from streammn.dtsl import DTSL
 from streammn.schema import Schema, SchemaError
-from streammn.trees import counting
+from streammn.trees import leaf_counting
 
 # A chain Bayesian network X0 -> X1 -> ... -> X9: X_{i+1} copies X_i with probability COPY[i]
 # and is a fair coin otherwise. Neighbours have different strengths, so every variable has one
@@ -181,7 +181,7 @@ def test_replay_with_whole_stream_buffer_gives_full_leaf_statistics():
             assert st.tot[s, y] == len(sub)
             np.testing.assert_array_equal(st.stats[s, y], sub.sum(axis=0))
     g = model._grower  # the buffer's value bitmaps are its rows'
-    np.testing.assert_array_equal(g._buf_bits, counting.value_bits(g._buf, f.max_card))
+    np.testing.assert_array_equal(g._buf_bits, leaf_counting.value_bits(g._buf, f.max_card))
     shallow = DTSL(schema, kappa=0.1, grace_period=100, tau=1.0, replay_rows=2_500, max_depth=2)
     shallow.partial_fit(rows)
     g = shallow._grower
@@ -190,11 +190,10 @@ def test_replay_with_whole_stream_buffer_gives_full_leaf_statistics():
     # the ring (3,000-row chunks, the last 1,000 rows kept)
     long_chunks = DTSL(schema, grace_period=3000, replay_rows=1000).partial_fit(rows)
     for g in (shallow._grower, long_chunks._grower):
-        assert g.rows_seen > g.replay_rows == g._buf_len
-        np.testing.assert_array_equal(
-            g._buf, rows[-g.replay_rows :][(np.arange(g.replay_rows) - g._buf_pos) % g.replay_rows]
-        )
-        np.testing.assert_array_equal(g._buf_bits, counting.value_bits(g._buf, f.max_card))
+        w = g.settings.replay_rows
+        assert g.rows_seen > w == g._buf_len
+        np.testing.assert_array_equal(g._buf, rows[-w:][(np.arange(w) - g._buf_pos) % w])
+        np.testing.assert_array_equal(g._buf_bits, leaf_counting.value_bits(g._buf, f.max_card))
     # without replay, leaves created mid-stream only count the rows after their creation
     plain = DTSL(schema, kappa=0.1, grace_period=100, tau=1.0, replay_rows=0).partial_fit(rows)
     pst = plain._grower.stats
@@ -226,7 +225,7 @@ def test_exact_model_round_trip():
 def test_thread_count_does_not_change_the_model(mode, kappa, replay, monkeypatch):
     """Counting, replay and scoring in blocks of trees (or slots) run in parallel (here at any
     size of step: small ones run on one thread by default)."""
-    monkeypatch.setattr("streammn.trees.stats.PARALLEL_NS", 0)
+    monkeypatch.setattr("streammn.trees.leaf_stats.PARALLEL_NS", 0)
     rng = np.random.default_rng(9)
     rows = sample_chain(rng, 8_000)
     schema = Schema.binary(rows.shape[1])
@@ -247,7 +246,7 @@ def test_parallel_steps_use_every_core_by_default_in_blocks_that_pay():
     import numba
 
     from streammn.trees.forest import Forest
-    from streammn.trees.stats import PARALLEL_NS, LeafStats
+    from streammn.trees.leaf_stats import PARALLEL_NS, LeafStats
 
     schema = Schema.binary(4)
     assert DTSL(schema).threads == numba.get_num_threads()

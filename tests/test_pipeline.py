@@ -8,9 +8,9 @@ import pytest
 
 from streammn.dtsl import DTSL
 from streammn.schema import Schema
-from streammn.trees import counting, kernels, pipeline, replay
+from streammn.trees import leaf_counting, kernels, pipeline, replay
 from streammn.trees.hoeffding import _padded_buffer
-from streammn.trees.stats import LeafStats
+from streammn.trees.leaf_stats import LeafStats
 from tests.test_counting import random_forest
 
 CASES = [((2,) * 9, False), ((2, 3, 4, 2, 5, 3), False), ((2, 3, 4, 2, 5, 3), True)]
@@ -51,7 +51,7 @@ def test_count_and_stage_equals_the_steps_one_after_another(cards, missing, n_bl
         buffer = empty_buffer(st, 500)
         pipeline.remember(
             rows[:400],
-            counting.value_bits(rows[:400], f.max_card, not missing),
+            leaf_counting.value_bits(rows[:400], f.max_card, not missing),
             *buffer,
             np.array([[0, 0, 400]]),
             f.cards,
@@ -77,7 +77,7 @@ def test_count_and_stage_equals_the_steps_one_after_another(cards, missing, n_bl
         due = np.empty((n_blocks, st.slot_node.shape[0]), dtype=np.int64)
         if staged:
             ahead_bits = np.zeros((len(cards), f.max_card, 3), dtype=np.uint64)
-            ahead_lanes = counting.aligned_zeros(150, lanes.shape[1])
+            ahead_lanes = leaf_counting.aligned_zeros(150, lanes.shape[1])
             n_due = pipeline.count_and_stage(
                 *args,
                 True,
@@ -87,8 +87,8 @@ def test_count_and_stage_equals_the_steps_one_after_another(cards, missing, n_bl
                 st.last_attempt,
                 3,
                 due,
-                counting.BLOCK_COST,
-                counting.BY_COST,
+                leaf_counting.BLOCK_COST,
+                leaf_counting.BY_COST,
                 ahead,
                 st.indicators(ahead),
                 not missing,
@@ -100,7 +100,7 @@ def test_count_and_stage_equals_the_steps_one_after_another(cards, missing, n_bl
             )
             prepared_ahead = ahead_bits, ahead_lanes
         else:
-            n_due = counting.accumulate(
+            n_due = leaf_counting.accumulate(
                 *args, True, st.tot, st.stats, st.n, st.last_attempt, 3, due
             )
             pipeline.remember(chunk, bits, *buffer, runs, f.cards, st.offsets)
@@ -113,7 +113,9 @@ def test_count_and_stage_equals_the_steps_one_after_another(cards, missing, n_bl
     ring, ring_bits, ring_packed = results[1][-3:]
     held = np.concatenate([chunk[100:300], rows[200:400], chunk[:100]])  # ring order
     np.testing.assert_array_equal(ring, held)
-    np.testing.assert_array_equal(ring_bits, counting.value_bits(held, f.max_card, not missing))
+    np.testing.assert_array_equal(
+        ring_bits, leaf_counting.value_bits(held, f.max_card, not missing)
+    )
     expected = np.zeros_like(ring_packed)
     replay.pack_rows(ring, 0, 500, f.cards, st.offsets, expected)
     np.testing.assert_array_equal(ring_packed, expected)
@@ -125,7 +127,7 @@ def test_a_grower_that_stages_chunks_learns_the_same_model(cards, missing, monke
     last is counted with its side work) against one thread (every step in turn): the same
     trees and the same state, replay buffer included, over batches whose ends fall inside
     chunks and a buffer that wraps."""
-    monkeypatch.setattr("streammn.trees.stats.PARALLEL_NS", 0)
+    monkeypatch.setattr("streammn.trees.leaf_stats.PARALLEL_NS", 0)
     schema = Schema.from_cardinalities(list(cards)).with_missing(missing)
     rows = stream(cards, missing, 9_000, seed=3)
     models = []

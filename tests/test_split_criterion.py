@@ -131,7 +131,7 @@ def test_defaults_do_not_depend_on_batch_boundaries_and_resume_exactly(batch, re
 def test_memory_budget_covers_forest_replay_and_statistics():
     """A small budget: the replay buffer takes its quarter, the statistics what the forest
     leaves, and learning goes on with fewer collecting leaves instead of failing."""
-    from streammn.trees.stats import LeafStats
+    from streammn.trees.leaf_stats import LeafStats
 
     bn = LogisticBN(40, seed=6)
     schema = Schema.binary(40)

@@ -4,7 +4,7 @@
 kernels both growth modes share (routing, leaf statistics, split scoring);
 :mod:`~streammn.trees.exact` grows trees level by level with one data pass per level;
 :mod:`~streammn.trees.hoeffding` grows them in one pass from a stream;
-:mod:`~streammn.trees.features` turns trees into weighted conjunctive features.
+:mod:`~streammn.trees.to_features` turns trees into weighted conjunctive features.
 """
 
 from streammn.trees.exact import grow_level_wise

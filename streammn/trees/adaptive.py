@@ -356,7 +356,7 @@ class DriftAdapter:
         self.make_grower = make_grower
         f = grower.forest
         n = f.schema.n_vars
-        self.g = grower.grace_period
+        self.g = grower.settings.grace_period
         self.period = self.g * max(1, round(MONITOR_ROWS / self.g))
         self.scored = max(1, self.period // SCORED_SHARE)  # rows scored at each period's start
         self.all_trees = np.arange(n, dtype=np.int64)
@@ -520,7 +520,7 @@ class DriftAdapter:
         k = min(main._buf_len, main.rows_seen - row)
         if k <= 0:
             return main._buf[:0]
-        pos = (main._buf_pos - k + np.arange(k)) % main.replay_rows
+        pos = (main._buf_pos - k + np.arange(k)) % main.settings.replay_rows
         return main._buf[pos]
 
     def _swap(self, trees: np.ndarray) -> None:
@@ -560,10 +560,10 @@ class DriftAdapter:
         main = self.grower
         kept = self._buffered_since(row)
         k = kept.shape[0]
-        if k == main._buf_len and (k < main.replay_rows or main._buf_pos == 0):
+        if k == main._buf_len and (k < main.settings.replay_rows or main._buf_pos == 0):
             return  # already in place
         main._buf[:k] = kept
-        main._buf_len, main._buf_pos = k, k % max(main.replay_rows, 1)
+        main._buf_len, main._buf_pos = k, k % max(main.settings.replay_rows, 1)
         main.index_buffer()
 
     def _end_alternates(self, done: np.ndarray, dropped: np.ndarray) -> None:

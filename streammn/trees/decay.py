@@ -46,9 +46,9 @@ class ForgettingGrower(HoeffdingGrower):
     """A :class:`HoeffdingGrower` whose counts halve every ``half_life`` rows (see the module
     docstring). The halvings are a function of ``rows_seen``, so the state needs nothing more."""
 
-    def __init__(self, *args, half_life: float, **kwargs):
+    def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.interval = halving_interval(half_life, self.grace_period)
+        self.interval = halving_interval(self.settings.half_life, self.settings.grace_period)
 
     def learn(self, rows) -> None:
         start, n, h = 0, rows.shape[0], self.interval

@@ -33,8 +33,9 @@ import numpy as np
 
 from streammn.source import SourceError
 from streammn.trees.forest import Forest
-from streammn.trees.criterion import DEFAULT_ALPHA, DEFAULT_MIN_GAIN_PER_ROW, exact_threshold
-from streammn.trees.stats import LeafStats
+from streammn.trees.criterion import exact_threshold
+from streammn.trees.settings import TreeSettings
+from streammn.trees.leaf_stats import LeafStats
 
 # count_pass(forest, stats, chunk, trees): add one pass over the data to the statistics slots
 # that ``stats`` holds for the frontier leaves ``chunk`` (activated and empty) of ``trees``.
@@ -103,16 +104,12 @@ class SourcePasses:
 def grow_level_wise(
     forest: Forest,
     source,
-    kappa,
-    min_count: int,
-    max_depth,
+    settings: TreeSettings,
     max_leaves: int,
     n_threads: int = 1,
     cache_bytes: int = 256 * 2**20,
     on_pass: Callable[[int, int], None] | None = None,
     count_pass: CountPass | None = None,
-    alpha: float = DEFAULT_ALPHA,
-    min_gain_per_row: float = DEFAULT_MIN_GAIN_PER_ROW,
     on_stats: Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None = None,
 ) -> int:
     """Grow every tree of a fresh ``forest`` to completion; return the passes made.
@@ -121,12 +118,13 @@ def grow_level_wise(
     :class:`SourcePasses` with ``cache_bytes``; or give ``count_pass`` (see :data:`CountPass`,
     e.g. :class:`connectors.distributed.DaskPasses`) and ``source=None``. ``n_threads`` blocks of
     trees are counted in parallel by a local pass. ``on_pass(level, frontier_size)`` is called
-    after each level (progress reporting). ``kappa`` is a fixed structure prior or ``'auto'``
-    for the significance test at level ``alpha`` with the relevance floor ``min_gain_per_row``
-    (:mod:`streammn.trees.criterion`). ``on_stats(nodes, tot, stats)`` receives the
-    statistics of the frontier's nodes, split or not (copies, by slot layout): those of the
-    final leaves are for a caller that goes on counting from them, and those of all are for
-    a caller that grows trees again on more rows (a Hoeffding rebuild).
+    after each level (progress reporting). The split rule is ``settings``' (its ``kappa``,
+    ``split_alpha``, ``min_gain_per_row``, ``min_count`` and ``max_depth``;
+    :mod:`streammn.trees.criterion`); ``max_leaves`` statistics slots are counted per pass.
+    ``on_stats(nodes, tot, stats)`` receives the statistics of the frontier's nodes, split or
+    not (copies, by slot layout): those of the final leaves are for a caller that goes on
+    counting from them, and those of all are for a caller that grows trees again on more
+    rows (a Hoeffding rebuild).
     """
     if count_pass is None:
         count_pass = SourcePasses(source, cache_bytes)
@@ -151,18 +149,26 @@ def grow_level_wise(
                 chunk = _subtract(stats, chunk, derived, parents, split_stats)
             slots = forest.slot[chunk].astype(np.int64)
             forest.counts[chunk] = stats.tot[slots]
-            cand = _can_split(forest, chunk, min_count, max_depth)
-            bvar, bval, bgain, _, tcounts = stats.score(slots, min_count)
+            cand = _can_split(forest, chunk, settings.min_count, settings.max_depth)
+            bvar, bval, bgain, _, tcounts = stats.score(slots, settings.min_count)
             if penalty is None:
                 n_rows = int(forest.counts[forest.roots].sum(axis=1).max())  # missing mode
-                penalty = exact_threshold(kappa, alpha, forest.cards, n_rows, min_gain_per_row)
+                penalty = exact_threshold(
+                    settings.kappa,
+                    settings.split_alpha,
+                    forest.cards,
+                    n_rows,
+                    settings.min_gain_per_row,
+                )
             go = cand & (bvar >= 0) & (bgain > penalty[forest.tree[chunk]])
             split_parents.append((chunk[go], stats.tot[slots[go]], stats.stats[slots[go]]))
             if on_stats is not None:
                 on_stats(chunk, stats.tot[slots], stats.stats[slots])
             t_ids, f_ids = forest.split(chunk[go], bvar[go], bval[go], tcounts[go])
             children = np.concatenate([t_ids, f_ids])
-            next_frontier.append(_splittable(forest, children, min_count, max_depth))
+            next_frontier.append(
+                _splittable(forest, children, settings.min_count, settings.max_depth)
+            )
         split_stats = _by_node(split_parents)
         stats.release_all()
         if level == 0 and forest.counts[forest.roots[0]].sum() < 2**31:

@@ -59,6 +59,7 @@ from __future__ import annotations
 import numpy as np
 
 from streammn.schema import MISSING, Schema
+from streammn.errors import GrowthStateError
 
 # learner-state arrays whose axis 1 runs over target values (width: the largest cardinality)
 _VALUE_COLUMNS = ("node_counts", "node_observed", "slot_tot", "loss_snap")
@@ -111,7 +112,7 @@ def extend_state(arrays: dict, old: Schema, new: Schema) -> dict:
 
 def _widen(a: np.ndarray, axis: int, old: int, new: int) -> np.ndarray:
     if a.shape[axis] != old:
-        raise ValueError(f"state array of width {a.shape[axis]}, expected {old}")
+        raise GrowthStateError(f"state array of width {a.shape[axis]}, expected {old}")
     pad = [(0, 0)] * a.ndim
     pad[axis] = (0, new - old)
     return np.pad(a, pad)
@@ -123,7 +124,7 @@ def _insert_indicators(stats: np.ndarray, old: Schema, new: Schema) -> np.ndarra
     old_cards, new_cards = old.cardinalities, new.cardinalities
     offsets = np.concatenate([[0], np.cumsum(old_cards - 1)])
     if stats.shape[2] != offsets[-1]:
-        raise ValueError(
+        raise GrowthStateError(
             f"split statistics with {stats.shape[2]} indicator columns, expected {offsets[-1]}"
         )
     at = np.repeat(offsets[1:], new_cards - old_cards)  # after variable j's last column

@@ -70,21 +70,21 @@ dropped (the largest gains win) and a tree at the cap stops collecting split sta
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
-from streammn.trees import counting, looks, missing, replay
+from streammn.trees import leaf_counting, looks, missing, replay
 from streammn.trees.exact import grow_level_wise
 from streammn.trees.forest import Forest
 from streammn.trees.rebuild_passes import BufferPasses, EarlierGrowth
+from streammn.trees.settings import TreeSettings
 from streammn.trees.criterion import (
     AUTO,
-    DEFAULT_ALPHA,
-    DEFAULT_MIN_GAIN_PER_ROW,
     SignificanceThresholds,
     split_penalty,
 )
-from streammn.trees.stats import LeafStats
+from streammn.trees.leaf_stats import LeafStats
 
 
 FIRST_LOOK = 20  # 'auto': a leaf is first looked at when it holds this many rows ...
@@ -99,9 +99,9 @@ _FULL = np.iinfo(STATS_DTYPE).max
 
 def _padded_buffer(n_rows: int, n_vars: int) -> np.ndarray:
     """An empty replay buffer of ``n_rows`` rows, followed in memory by at least
-    ``counting.LANE_BLOCK`` zero bytes: replay packs a binary buffer's rows with vector
+    ``leaf_counting.LANE_BLOCK`` zero bytes: replay packs a binary buffer's rows with vector
     compares that read up to 63 bytes past a row (:func:`streammn.trees.replay.pack_rows`)."""
-    padding = -(-counting.LANE_BLOCK // max(1, n_vars))
+    padding = -(-leaf_counting.LANE_BLOCK // max(1, n_vars))
     return np.zeros((n_rows + padding, n_vars), dtype=np.uint8)[:n_rows]
 
 
@@ -115,66 +115,43 @@ class HoeffdingGrower:
     def __init__(
         self,
         forest: Forest,
-        kappa,
-        grace_period: int,
-        delta: float,
-        tau: float,
-        min_count: int,
-        max_depth,
-        max_leaves: int | None,
-        replay_rows: int = 0,
+        settings: TreeSettings,
         n_threads: int = 1,
         state: dict | None = None,
-        max_tree_leaves: int | None = None,
-        alpha: float = DEFAULT_ALPHA,
-        memory_bytes: int = 256 * 2**20,
-        min_gain_per_row: float = DEFAULT_MIN_GAIN_PER_ROW,
     ):
-        """``kappa`` is a fixed structure prior or ``'auto'`` (significance test at level
-        ``alpha``, and relevance ``min_gain_per_row``); ``max_leaves`` a fixed number of
-        statistics slots, or None to give the slots whatever ``memory_bytes`` leaves after the
-        forest and the replay buffer."""
+        """Grow ``forest`` by ``settings`` (:class:`~streammn.trees.settings.TreeSettings`),
+        counting on ``n_threads`` blocks of trees."""
         self.forest = forest
-        self.max_tree_leaves = max_tree_leaves
-        self.kappa = kappa
-        self.alpha = float(alpha)
-        self.min_gain_per_row = float(min_gain_per_row)
-        self.grace_period = int(grace_period)
+        self.settings = settings
         # the accumulation kernel reports a slot as due when its rows since ``last_attempt``
         # reach this gap: every grace_period rows (fixed kappa), or at the scheduled look
         # (``last_attempt = next_look - 1``) of the geometric schedule ('auto')
-        self._look_gap = 1 if kappa == AUTO else self.grace_period
-        self.delta = delta
-        self.tau = tau
-        self.min_count = int(min_count)
-        self._first_look = max(FIRST_LOOK, 2 * self.min_count)  # rows at a leaf's first look
-        self.max_depth = max_depth
-        self.max_leaves = None if max_leaves is None else int(max_leaves)
-        self.memory_bytes = int(memory_bytes)
+        self._look_gap = 1 if settings.kappa == AUTO else settings.grace_period
+        self._first_look = max(FIRST_LOOK, 2 * settings.min_count)  # rows at a leaf's first look
         self._slot_bytes = LeafStats.slot_bytes(forest, STATS_DTYPE)
         self.rows_seen = 0
         self.trees = None  # trees that learn (None: all); drift alternates grow a subset
         self.rebuilds = True  # exact rebuilds allowed (drift adaptation turns them off)
         self.rebuild_count = 0  # rebuilds made by this object (not state: callers compare)
-        if kappa == AUTO:
-            self._significance = SignificanceThresholds(self.alpha, forest.cards)
+        if settings.kappa == AUTO:
+            self._significance = SignificanceThresholds(settings.split_alpha, forest.cards)
         else:
-            self._penalty = split_penalty(kappa, forest.cards)
+            self._penalty = split_penalty(settings.kappa, forest.cards)
         self._range = np.log(forest.cards.astype(np.float64))
         self._has_inactive = False  # some eligible leaf was denied statistics by the budget
         self._due = []  # due slots found since the last grace-period boundary
-        self.replay_rows = int(replay_rows)
-        self._buf = _padded_buffer(self.replay_rows, forest.schema.n_vars)
+        self._buf = _padded_buffer(settings.replay_rows, forest.schema.n_vars)
         self._buf_len = 0  # rows held (at most replay_rows)
         self._buf_pos = 0  # next row to overwrite
         self._earlier = None  # the last rebuild's growth, while the buffer's rows are the same
-        # value bitmaps of the buffered rows (counting.value_bits), bit i: buffer row i
+        # value bitmaps of the buffered rows (leaf_counting.value_bits), bit i: buffer row i
         self._buf_bits = np.zeros(
-            (forest.schema.n_vars, forest.max_card, -(-self.replay_rows // 64)), dtype=np.uint64
+            (forest.schema.n_vars, forest.max_card, -(-settings.replay_rows // 64)), dtype=np.uint64
         )
         # the buffered rows' indicator vectors as bits (replay.pack_rows), read by replay
         self._buf_packed = np.zeros(
-            (self.replay_rows, replay.packed_words(int((forest.cards - 1).sum()))), dtype=np.uint64
+            (settings.replay_rows, replay.packed_words(int((forest.cards - 1).sum()))),
+            dtype=np.uint64,
         )
         self.stats = LeafStats(
             forest, capacity=self.leaf_budget, dtype=STATS_DTYPE, n_threads=n_threads
@@ -195,18 +172,23 @@ class HoeffdingGrower:
     @property
     def leaf_budget(self) -> int:
         """Statistics slots allowed now: ``max_leaves``, or what the memory budget leaves."""
-        if self.max_leaves is not None:
-            return self.max_leaves
-        free = self.memory_bytes - self.forest.nbytes - self._buf.nbytes - self._buf_bits.nbytes
+        if self.settings.max_leaves is not None:
+            return self.settings.max_leaves
+        free = (
+            self.settings.memory_bytes
+            - self.forest.nbytes
+            - self._buf.nbytes
+            - self._buf_bits.nbytes
+        )
         return max(0, free // self._slot_bytes)
 
     def _eligible(self, leaves: np.ndarray) -> np.ndarray:
         """The leaves that may still split: within the depth limit, in trees below the cap."""
         f = self.forest
-        if self.max_depth is not None:
-            leaves = leaves[f.depth[leaves] < self.max_depth]
-        if self.max_tree_leaves is not None:
-            leaves = leaves[f.n_leaves()[f.tree[leaves]] < self.max_tree_leaves]
+        if self.settings.max_depth is not None:
+            leaves = leaves[f.depth[leaves] < self.settings.max_depth]
+        if self.settings.max_tree_leaves is not None:
+            leaves = leaves[f.n_leaves()[f.tree[leaves]] < self.settings.max_tree_leaves]
         if self.trees is not None:
             leaves = leaves[np.isin(f.tree[leaves], self.trees)]
         return leaves
@@ -259,8 +241,8 @@ class HoeffdingGrower:
         ``n / (CHUNK_FRACTION * grace_period)`` (at least 1, at most ``MAX_CHUNK_GRACES``).
         ``m`` doubles only at multiples of the doubled spacing, so every row count inside a
         chunk gives that chunk's end."""
-        g = self.grace_period
-        if self.kappa != AUTO:
+        g = self.settings.grace_period
+        if self.settings.kappa != AUTO:
             return g
         m = min(MAX_CHUNK_GRACES, max(1, n // (CHUNK_FRACTION * g)))
         return g << (m.bit_length() - 1)
@@ -270,10 +252,10 @@ class HoeffdingGrower:
         rebuilds on, the buffer holding every row so far, and ``REBUILD_FIRST *
         REBUILD_GROWTH**k`` rows passed within the chunk that just ended, or the next boundary
         past the buffer."""
-        n, W = self.rows_seen, self.replay_rows
+        n, W = self.rows_seen, self.settings.replay_rows
         if (
-            self.kappa != AUTO
-            or self.max_tree_leaves is not None
+            self.settings.kappa != AUTO
+            or self.settings.max_tree_leaves is not None
             or not self.rebuilds
             or not 0 < n <= W
         ):
@@ -291,7 +273,7 @@ class HoeffdingGrower:
     def _last_rebuild_point(self, n: int) -> bool:
         """Whether ``n`` rows is the last chunk boundary at which the buffer holds the whole
         stream (the next one lies past it)."""
-        return n + self._spacing(n) > self.replay_rows
+        return n + self._spacing(n) > self.settings.replay_rows
 
     def _rebuild(self) -> None:
         """Regrow every tree exactly from the buffered rows (the whole stream so far), then
@@ -318,14 +300,10 @@ class HoeffdingGrower:
         grow_level_wise(
             fresh,
             None,
-            AUTO,
-            self.min_count,
-            self.max_depth,
+            replace(self.settings, kappa=AUTO),
             max(1, self.leaf_budget),
             st.n_threads,
             count_pass=passes,
-            alpha=self.alpha,
-            min_gain_per_row=self.min_gain_per_row,
             on_stats=lambda *node_stats: counted.append(node_stats),
         )
         st.release_all()
@@ -357,7 +335,7 @@ class HoeffdingGrower:
         ring's end and then from its start, as (first row, buffer row, rows) for
         :func:`pipeline.remember <streammn.trees.pipeline.remember>`; the buffer's length
         and position move on past them."""
-        W = self.replay_rows
+        W = self.settings.replay_rows
         kept = min(W, n_rows)
         first = n_rows - kept
         runs = np.zeros((2, 3), dtype=np.int64)
@@ -378,7 +356,7 @@ class HoeffdingGrower:
         self._earlier = None
         self._buf_bits[:] = 0
         if self._buf_len:
-            bits = counting.value_bits(
+            bits = leaf_counting.value_bits(
                 self._buf[: self._buf_len], self.forest.max_card, not self.forest.schema.missing
             )
             self._buf_bits[:, :, : bits.shape[2]] = bits
@@ -404,11 +382,11 @@ class HoeffdingGrower:
             return np.zeros(0, dtype=np.int32)
         st = self.stats
         f = self.forest
-        if self.kappa == AUTO:  # significance, and relevance (see looks.passing)
+        if self.settings.kappa == AUTO:  # significance, and relevance (see looks.passing)
             most = looks.begin(
                 due, st.n, st.last_attempt, st.attempts, LOOK_GROWTH, self._first_look
             )
-            bvar, bval, bgain, sgain, tcounts = st.score(due, self.min_count)
+            bvar, bval, bgain, sgain, tcounts = st.score(due, self.settings.min_count)
             go = looks.passing(
                 due,
                 bvar,
@@ -419,20 +397,22 @@ class HoeffdingGrower:
                 self._significance.up_to(most),
                 st.slot_node,
                 f.counts,
-                self.min_gain_per_row * self.stream_weight,
+                self.settings.min_gain_per_row * self.stream_weight,
             )
         else:  # the Hoeffding bound: best clear of the runner-up, or a near tie
             self._schedule(due)
             st.attempts[due] += 1
-            bvar, bval, bgain, sgain, tcounts = st.score(due, self.min_count)
+            bvar, bval, bgain, sgain, tcounts = st.score(due, self.settings.min_count)
             targets = st.slot_target[due]
             n = st.n[due].astype(np.float64)
             go = (bvar >= 0) & (bgain > self._penalty[targets])
-            eps = np.sqrt(self._range[targets] ** 2 * math.log(1.0 / self.delta) / (2.0 * n))
+            eps = np.sqrt(
+                self._range[targets] ** 2 * math.log(1.0 / self.settings.delta) / (2.0 * n)
+            )
             with np.errstate(invalid="ignore"):
                 margin = (bgain - sgain) / n
-            go &= (margin > eps) | (eps < self.tau)
-        if self.max_tree_leaves is not None:
+            go &= (margin > eps) | (eps < self.settings.tau)
+        if self.settings.max_tree_leaves is not None:
             go &= self._within_tree_cap(st.slot_node[due], bgain, go)
         self._retire_full_slots(due[~go])
         if not go.any():
@@ -441,8 +421,10 @@ class HoeffdingGrower:
         st.release(due[go])
         t_ids, f_ids = f.split(nodes, bvar[go], bval[go], tcounts[go])
         children = np.concatenate([t_ids, f_ids])
-        if self.max_tree_leaves is not None:  # trees now at the cap stop collecting statistics
-            full = f.n_leaves() >= self.max_tree_leaves
+        if (
+            self.settings.max_tree_leaves is not None
+        ):  # trees now at the cap stop collecting statistics
+            full = f.n_leaves() >= self.settings.max_tree_leaves
             leaves = f.leaves()
             capped = leaves[full[f.tree[leaves]] & (f.slot[leaves] >= 0)]
             st.release(f.slot[capped])
@@ -462,7 +444,7 @@ class HoeffdingGrower:
         large ones rarely, so a leaf of ``n`` rows has had ``O(log n)`` looks and the alpha
         spent on them stays small."""
         st = self.stats
-        if self.kappa != AUTO:
+        if self.settings.kappa != AUTO:
             st.last_attempt[slots] = st.n[slots]
             return
         looks.schedule(slots, st.n, st.last_attempt, LOOK_GROWTH, self._first_look)
@@ -476,7 +458,7 @@ class HoeffdingGrower:
         split adds one leaf): per tree, the largest gains first."""
         f = self.forest
         trees = f.tree[nodes]
-        room = self.max_tree_leaves - f.n_leaves()
+        room = self.settings.max_tree_leaves - f.n_leaves()
         order = np.lexsort((-gain, trees))  # by tree, then by decreasing gain
         ranked = np.zeros(nodes.size, dtype=np.int64)
         passing = go[order]
@@ -491,7 +473,7 @@ class HoeffdingGrower:
     def _retire_full_slots(self, slots: np.ndarray) -> None:
         """Stop collecting statistics at leaves that could overflow int32 before the next
         attempt (2**31 rows without a split); the budget may later give them fresh ones."""
-        full = slots[self.stats.n[slots] > _FULL - MAX_CHUNK_GRACES * self.grace_period]
+        full = slots[self.stats.n[slots] > _FULL - MAX_CHUNK_GRACES * self.settings.grace_period]
         if full.size:
             self.stats.release(full)
             self._has_inactive = True

@@ -516,7 +516,7 @@ def leaf_log_prob(rows, roots, links, node_logp):
 @nb.njit(cache=True)
 def _advance_rows(rows, indicators, trees, q0, q1, links, node_slot, tot, stats, row_node):
     """Trees ``trees[q0:q1]``, one after another (their nodes and slots stay in cache, as in
-    :func:`streammn.trees.counting.accumulate`): move every row down from its remembered node
+    :func:`streammn.trees.leaf_counting.accumulate`): move every row down from its remembered node
     ``row_node[t, r]`` to its leaf and count it there if the leaf is active. Rows are added one
     at a time: the segmented count's ``uint8`` group sums measured no faster here."""
     K = indicators.shape[1]
@@ -547,7 +547,7 @@ def _advance_rows(rows, indicators, trees, q0, q1, links, node_slot, tot, stats,
 
 @nb.njit(cache=True)
 def accumulate_cached(rows, indicators, trees, links, node_slot, tot, stats, row_node):
-    """Exact mode: like :func:`streammn.trees.counting.accumulate` (active slots' statistics
+    """Exact mode: like :func:`streammn.trees.leaf_counting.accumulate` (active slots' statistics
     only), with every row's current node per tree remembered in ``row_node[t, r]`` (rows of
     this batch), so each level moves a row down from where it was instead of routing it from
     the root."""

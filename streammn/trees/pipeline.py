@@ -2,8 +2,8 @@
 
 A Hoeffding grower (:mod:`streammn.trees.hoeffding`) does three things with each chunk of the
 stream: it prepares the chunk (its value bitmaps and indicator lanes,
-:meth:`LeafStats.prepare <streammn.trees.stats.LeafStats.prepare>`), counts it into the trees
-(:mod:`streammn.trees.counting`), and writes it into its replay buffer (the rows, their
+:meth:`LeafStats.prepare <streammn.trees.leaf_stats.LeafStats.prepare>`), counts it into the trees
+(:mod:`streammn.trees.leaf_counting`), and writes it into its replay buffer (the rows, their
 bitmaps and their packed indicator vectors, :func:`remember`). Only the count runs on several
 threads; done one after another, the other two took about a tenth of a default pass at 100
 binary variables, on one core while the other waited.
@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import numba as nb
 
-from streammn.trees import counting, replay
-from streammn.trees.counting import add_rows, gather, zero_counts
+from streammn.trees import leaf_counting, replay
+from streammn.trees.leaf_counting import add_rows, gather, zero_counts
 
 
 @nb.njit(cache=True)
@@ -31,7 +31,7 @@ def remember(rows, bits, ring, ring_bits, ring_packed, runs, cards, offsets):
     """Write rows ``runs[i, 0] ..`` of ``rows`` (value bitmaps ``bits``) to the replay buffer
     from its row ``runs[i, 1]`` on, ``runs[i, 2]`` rows, for every run ``i`` (a ring buffer
     takes a chunk in at most two runs): the rows to ``ring``, their bitmaps to ``ring_bits``
-    (:func:`counting.copy_bits`) and their packed indicator vectors to ``ring_packed``
+    (:func:`leaf_counting.copy_bits`) and their packed indicator vectors to ``ring_packed``
     (:func:`replay.pack_rows`, which reads the rows from ``ring``). ``rows`` and ``ring``
     are C-contiguous: a run's rows are copied as one run of bytes (row by row, the copy of
     16-variable rows took 4x longer; as row slices, numba's copy of 100-variable rows 14x)."""
@@ -43,18 +43,18 @@ def remember(rows, bits, ring, ring_bits, ring_packed, runs, cards, offsets):
         target = flat_ring[dst * m : (dst + count) * m]
         for k in range(source.shape[0]):
             target[k] = source[k]
-        counting.copy_bits(ring_bits, dst, bits, src, count)
+        leaf_counting.copy_bits(ring_bits, dst, bits, src, count)
         replay.pack_rows(ring, dst, count, cards, offsets, ring_packed)
 
 
 @nb.njit(cache=True)
 def prepare(rows, indicators, complete, bits, lanes):
-    """The value bitmaps (:func:`counting.write_value_bits`) and indicator lanes
-    (:func:`counting.write_lanes`) of ``rows`` into ``bits`` and ``lanes`` (none when there
+    """The value bitmaps (:func:`leaf_counting.write_value_bits`) and indicator lanes
+    (:func:`leaf_counting.write_lanes`) of ``rows`` into ``bits`` and ``lanes`` (none when there
     are no rows)."""
     if rows.shape[0]:
-        counting.write_lanes(indicators, lanes)
-        counting.write_value_bits(rows, bits, complete)
+        leaf_counting.write_lanes(indicators, lanes)
+        leaf_counting.write_value_bits(rows, bits, complete)
 
 
 @nb.njit(cache=True, parallel=True)
@@ -91,13 +91,13 @@ def count_and_stage(
     runs,
     offsets,
 ):
-    """:func:`counting.accumulate_parallel` (its arguments first), with the first block also
+    """:func:`leaf_counting.accumulate_parallel` (its arguments first), with the first block also
     preparing the rows ``ahead`` (:func:`prepare`, into ``ahead_bits`` and ``ahead_lanes``)
     and the last also writing ``rows`` to the replay buffer (:func:`remember`); returns the
     number of due slots gathered in ``due[0]``."""
     T = trees.shape[0]
     n_blocks = due.shape[0]
-    trees, steps, by_bits, leaves, listing, table = counting.plan(
+    trees, steps, by_bits, leaves, listing, table = leaf_counting.plan(
         rows.shape[0],
         trees,
         roots,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from streammn.trees.forest import Forest
-from streammn.trees.stats import LeafStats
+from streammn.trees.leaf_stats import LeafStats
 
 
 class EarlierGrowth:

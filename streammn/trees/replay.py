@@ -1,7 +1,7 @@
 """Replay: the buffered rows that reach a just-split node, counted into its children.
 
 A Hoeffding grower keeps the last rows of the stream in a replay buffer, with their value
-bitmaps (:func:`streammn.trees.counting.value_bits`: a bit per buffered row for every variable
+bitmaps (:func:`streammn.trees.leaf_counting.value_bits`: a bit per buffered row for every variable
 and value). When a leaf splits, its new children are seeded with the buffered rows that reach
 them (statistics inheritance, :mod:`streammn.trees.hoeffding`), and the passes of the exact
 rebuilds over the buffer are replays too (:mod:`streammn.trees.rebuild_passes`: from a first
@@ -12,7 +12,7 @@ buffer's mask ANDed with the bitmap of every test on the path from the root (or 
 on a false branch), a few words per 64 rows and tree level per split, where a scan of stored
 leaves would read every buffered row of every tree that split. Each (child, target value)
 group is then counted the way the segmented count of a batch counts a listed group
-(:mod:`streammn.trees.counting`): its rows listed from its mask and their indicator vectors
+(:mod:`streammn.trees.leaf_counting`): its rows listed from its mask and their indicator vectors
 summed, or, when the group is big, every indicator column counted from the bitmaps.
 
 The rows a group lists lie scattered over a buffer too big to stay in cache (100,000 rows of
@@ -40,7 +40,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from streammn.trees.counting import LANE_ROWS, extract, flush, pointer_at, popcount, prefetch
+from streammn.trees.leaf_counting import LANE_ROWS, extract, flush, pointer_at, popcount, prefetch
 from streammn.trees.kernels import MISSING
 
 # listing a buffered row costs about as much as counting 40 words of bitmaps, and adding each
@@ -167,7 +167,7 @@ def _sum_packed(packed, listed, count, stats, s, y, K, acc):
 def _count_groups_bits(groups, G, W, bits, cards, offsets, stats, group_slot, group_y, start):
     """Add the indicator vectors of the rows in each of the masks ``groups[:G]`` (``G <=
     BITS_GROUPS``; their words ``start .. W - 1``) to ``stats[group_slot[g], group_y[g]]``
-    from the bitmaps, as :func:`streammn.trees.counting._count_bits` does for one group, with
+    from the bitmaps, as :func:`streammn.trees.leaf_counting._count_bits` does for one group, with
     the words in runs of :data:`BITS_RUN` that stay in the L1 cache while every column passes:
     a column's run is read from L2 once for all the groups, and with four groups each column
     word is loaded once for the four popcounts."""

@@ -13,7 +13,7 @@ import numba
 import numpy as np
 
 from streammn.blas import blas_threads
-from streammn.trees import counting, kernels, missing, pipeline, replay
+from streammn.trees import leaf_counting, kernels, missing, pipeline, replay
 from streammn.trees.forest import Forest
 
 # A step runs on several threads when its estimated one-thread time reaches PARALLEL_NS: a
@@ -108,13 +108,13 @@ class LeafStats:
         cards = forest.cards
         self.offsets = np.concatenate([[0], np.cumsum(cards - 1)[:-1]]).astype(np.int64)
         self.K = int((cards - 1).sum())
-        self._lane_blocks = max(1, -(-self.K // counting.LANE_BLOCK))  # of the count's lanes
+        self._lane_blocks = max(1, -(-self.K // leaf_counting.LANE_BLOCK))  # of the count's lanes
         # kept value bitmaps and indicator lanes, written over batch after batch: those of
         # prepare, then two that add_and_stage prepares the next chunk in, in turn
         self._kept = [
             (
                 np.zeros((forest.schema.n_vars, forest.max_card, 0), dtype=np.uint64),
-                counting.aligned_zeros(0, self._lane_blocks * counting.LANE_BLOCK),
+                leaf_counting.aligned_zeros(0, self._lane_blocks * leaf_counting.LANE_BLOCK),
             )
             for _ in range(3)
         ]
@@ -236,7 +236,7 @@ class LeafStats:
 
     def prepare(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """What :meth:`add` derives from ``rows`` (their value bitmaps and indicator lanes,
-        see :mod:`streammn.trees.counting`), for a caller that adds the same rows again.
+        see :mod:`streammn.trees.leaf_counting`), for a caller that adds the same rows again.
 
         Up to ``PREPARED_ROWS`` rows, both are written over the last call's, in arrays this
         object keeps (valid until the next call), which stay in the caches from batch to
@@ -244,8 +244,8 @@ class LeafStats:
         default pass at 100 binary variables."""
         if rows.shape[0] > PREPARED_ROWS:  # big batches (exact passes): arrays of their own
             return (
-                counting.value_bits(rows, self.forest.max_card, not self.missing),
-                counting.lanes(self.indicators(rows)),
+                leaf_counting.value_bits(rows, self.forest.max_card, not self.missing),
+                leaf_counting.lanes(self.indicators(rows)),
             )
         bits, lanes = self._kept_arrays(0, rows)
         pipeline.prepare(rows, self.indicators(rows), not self.missing, bits, lanes)
@@ -258,7 +258,7 @@ class LeafStats:
         n = rows.shape[0]
         if lanes.shape[0] < n:
             rows_kept = max(n, min(PREPARED_ROWS, 2 * lanes.shape[0]))
-            lanes = counting.aligned_zeros(rows_kept, lanes.shape[1])
+            lanes = leaf_counting.aligned_zeros(rows_kept, lanes.shape[1])
         W = (n + 63) // 64
         if bits.shape[2] != W:
             bits = np.empty((rows.shape[1], self.forest.max_card, W), dtype=np.uint64)
@@ -283,8 +283,8 @@ class LeafStats:
         ``prepared``: :meth:`prepare` of ``rows``."""
         due, args = self._count_args(rows, grace, count_leaves, trees, node_slot, prepared)
         if due.shape[0] == 1:
-            return due[0, : counting.accumulate(*args)]
-        return due[0, : counting.accumulate_parallel(*args)]
+            return due[0, : leaf_counting.accumulate(*args)]
+        return due[0, : leaf_counting.accumulate_parallel(*args)]
 
     def _count_args(
         self,
@@ -295,7 +295,7 @@ class LeafStats:
         node_slot: np.ndarray | None,
         prepared: tuple[np.ndarray, np.ndarray] | None,
     ) -> tuple[np.ndarray, tuple]:
-        """The arguments of the count of :meth:`add` (as :func:`counting.accumulate` takes
+        """The arguments of the count of :meth:`add` (as :func:`leaf_counting.accumulate` takes
         them), with its array of due slots, one row per parallel block."""
         f = self.forest
         if self.tot.shape[0] == 0:  # kernels need at least one (unused) slot row
@@ -327,8 +327,8 @@ class LeafStats:
             self.last_attempt,
             grace,
             due,
-            counting.BLOCK_COST,
-            counting.BY_COST,
+            leaf_counting.BLOCK_COST,
+            leaf_counting.BY_COST,
         )
 
     def add_and_stage(
@@ -419,7 +419,7 @@ class LeafStats:
 
     def count_roots(self, bits: np.ndarray, n_rows: int, trees: np.ndarray, first: int = 0) -> None:
         """Add the rows ``first .. n_rows - 1`` of which ``bits`` are the value bitmaps
-        (:func:`counting.value_bits`) to the statistics of the roots of ``trees`` (which must
+        (:func:`leaf_counting.value_bits`) to the statistics of the roots of ``trees`` (which must
         hold slots), from the bitmaps (:func:`replay.count_roots`): :meth:`add_at_roots` for
         rows whose bitmaps are at hand."""
         f = self.forest
@@ -476,7 +476,7 @@ class LeafStats:
         first: int = 0,
     ) -> None:
         """Add the past rows (``packed``: their indicator vectors as bits,
-        :func:`replay.pack_rows`; ``bits``: their :func:`counting.value_bits`; from row
+        :func:`replay.pack_rows`; ``bits``: their :func:`leaf_counting.value_bits`; from row
         ``first`` on) that reach the just-split nodes ``parents`` to their children's
         statistics (see :func:`replay.replay`). ``node_slot``: count only at the children it
         gives a slot (default: every active child, the forest's slots)."""

@@ -28,13 +28,9 @@ import numpy as np
 from streammn._canonical import canonical_flat
 from streammn.features import FeatureSet
 from streammn.trees.forest import Forest
-from streammn.errors import SettingsError
+from streammn.errors import FeatureMethodError
 
 METHODS = ("default", "prune", "prune-5", "prune-10", "nonzero")
-
-
-class FeatureMethodError(SettingsError):
-    """An unknown feature-generation method name."""
 
 
 def _parse(method: str) -> tuple[str, int | None]:

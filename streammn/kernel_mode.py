@@ -1,0 +1,38 @@
+"""Whether numba's parallel kernels may run in this process: one process-wide switch.
+
+A forked snapshot writer (:mod:`streammn.publishing`) must not start numba's thread pool: the
+pool's threads do not survive ``fork()``, and a child that starts one can hang or die. The
+kernels with a parallel and a serial variant (the conversion in :mod:`streammn.dn2mn`, the
+pseudo-likelihood of :mod:`streammn.reach_lists`) ask :func:`serial_kernels_only` which to run;
+the writer child turns the switch on for good, and :func:`serial_kernels` turns it on for a
+block (to load the writer's kernels in the parent before the first fork).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+_serial_only = False
+
+
+def serial_kernels_only() -> bool:
+    """Whether numba's parallel kernels are off limits here (a forked writer child, or code
+    under :func:`serial_kernels`)."""
+    return _serial_only
+
+
+def use_serial_kernels() -> None:
+    """From now on, run the serial kernels only (a forked writer child, for its lifetime)."""
+    global _serial_only
+    _serial_only = True
+
+
+@contextmanager
+def serial_kernels():
+    """Run the enclosed code with the serial kernels a writer child uses."""
+    global _serial_only
+    before, _serial_only = _serial_only, True
+    try:
+        yield
+    finally:
+        _serial_only = before
