@@ -19,6 +19,8 @@ import os
 import subprocess
 import sys
 
+from streammn.errors import MockClusterError
+
 RD_KAFKA_PRODUCER = 0
 
 
@@ -119,7 +121,7 @@ class MockKafkaCluster:
         first = self._proc.stdout.readline().split()
         if len(first) != 2 or first[0] != "bootstrap":
             self.stop()
-            raise RuntimeError(f"mock Kafka cluster did not start (said {first!r})")
+            raise MockClusterError(f"mock Kafka cluster did not start (said {first!r})")
         self.bootstrap = first[1]
 
     def create_topic(self, topic: str, partitions: int) -> None:
@@ -127,7 +129,7 @@ class MockKafkaCluster:
         self._proc.stdin.flush()
         answer = self._proc.stdout.readline().strip()
         if answer != "ok":
-            raise RuntimeError(f"mock cluster could not create topic {topic!r}: {answer}")
+            raise MockClusterError(f"mock cluster could not create topic {topic!r}: {answer}")
 
     @property
     def running(self) -> bool:

@@ -23,6 +23,7 @@ import numpy as np
 from streammn import loglinear
 from streammn.features import FeatureSet
 from streammn.schema import Schema
+from streammn.errors import ModelError
 
 
 class DependencyNetwork:
@@ -30,12 +31,12 @@ class DependencyNetwork:
 
     def __init__(self, schema: Schema, cpds: Sequence[FeatureSet], trees=None):
         if len(cpds) != schema.n_vars:
-            raise ValueError(f"expected {schema.n_vars} CPDs, got {len(cpds)}")
+            raise ModelError(f"expected {schema.n_vars} CPDs, got {len(cpds)}")
         for i, cpd in enumerate(cpds):
             if cpd.schema != schema:
-                raise ValueError(f"CPD {i} is over a different schema")
+                raise ModelError(f"CPD {i} is over a different schema")
         if trees is not None and trees.schema != schema:
-            raise ValueError("trees are over a different schema")
+            raise ModelError("trees are over a different schema")
         self.schema = schema
         self.cpds = list(cpds)
         self.trees = trees

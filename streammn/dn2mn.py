@@ -37,16 +37,12 @@ from streammn.dn import DependencyNetwork
 from streammn.features import FeatureSet
 from streammn.model import MarkovNetwork
 from streammn.schema import Schema
-from streammn.errors import SettingsError
+from streammn.errors import DN2MNError
 from streammn.published import check_weights, refine_on_rows
-from streammn.publishing import serial_kernels_only
+from streammn.kernel_mode import serial_kernels_only
 
 BASES = ("marginals", "single", "uniform")
 ORDERINGS = ("rotations2", "rotations", "two", "one")
-
-
-class DN2MNError(SettingsError):
-    """A DN2MN argument is missing or inconsistent (base distribution, order, refine data)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -460,7 +456,7 @@ def dn2mn(
     parallel:
         Convert on numba's thread pool (``True``), or serially (``False``: in a process forked
         from one that has used the pool, where it must not be started). Default: serially in a
-        background snapshot writer (:func:`streammn.publishing.serial_kernels_only`), on the
+        background snapshot writer (:func:`streammn.kernel_mode.serial_kernels_only`), on the
         pool elsewhere.
 
     Examples

@@ -31,29 +31,22 @@ from streammn.dn2mn import dn2mn
 from streammn.schema import Schema, SchemaError
 from streammn.trees.criterion import AUTO, DEFAULT_ALPHA, DEFAULT_MIN_GAIN_PER_ROW
 from streammn.trees.exact import grow_level_wise
-from streammn.trees.features import forest_features
+from streammn.trees.to_features import forest_features
 from streammn.trees.forest import Forest
 from streammn.trees.adaptive import DETECTORS, DriftAdapter
 from streammn.trees.decay import ForgettingGrower
 from streammn.trees.missing import recount_observed
 from streammn.trees.growth import cardinalities_of, extend_state, first_new_value
 from streammn.trees.hoeffding import HoeffdingGrower
-from streammn.trees.stats import LeafStats
-from streammn.errors import DataError, SettingsError
+from streammn.trees.settings import TreeSettings
+from streammn.trees.leaf_stats import LeafStats
+from streammn.errors import DTSLError, DTSLStateError
 from streammn.learner import StructureLearner, pack_state
 from streammn.model import MarkovNetwork
 from streammn.params import AUTOMATIC, NONE, Interval, OneOf, Param
 
 MODES = ("hoeffding", "exact")
 STATE_FORMAT = 1
-
-
-class DTSLError(SettingsError):
-    """A DTSL setting or call that cannot work (bad parameter, wrong mode, unusable source)."""
-
-
-class DTSLStateError(DataError):
-    """Bytes that are not a saved DTSL state (:meth:`DTSL.from_bytes`)."""
 
 
 class DTSL(StructureLearner):
@@ -126,7 +119,7 @@ class DTSL(StructureLearner):
         Blocks of trees (or leaves) whose statistics are counted, replayed and scored in
         parallel (numba threads); ``'auto'``: numba's thread count (every core, or
         ``NUMBA_NUM_THREADS``). The result does not depend on it. A step runs in parallel only
-        when it is big enough to gain (:data:`streammn.trees.stats.PARALLEL_NS`). On an idle
+        when it is big enough to gain (:data:`streammn.trees.leaf_stats.PARALLEL_NS`). On an idle
         2-core machine two threads run a one-pass 1M-row stream 26-30% faster than one at 100
         binary variables, more with more variables and values; with other jobs on the cores
         they measured about as fast as one thread, with more variable times
@@ -353,24 +346,27 @@ class DTSL(StructureLearner):
     ) -> HoeffdingGrower:
         """A grower of ``forest`` (default: the learner's) with the learner's settings; a
         forgetting one when a half-life is set."""
-        forget = {} if self.half_life is None else {"half_life": self.half_life}
-        return (ForgettingGrower if forget else HoeffdingGrower)(
-            self.forest if forest is None else forest,
-            self.kappa,
-            self.grace_period,
-            self.delta,
-            self.tau,
-            self.rows_per_side,
-            self.max_depth,
-            self.max_leaves,
-            self.replay_size,
-            self.threads,
-            state=state,
-            max_tree_leaves=self.max_tree_leaves,
-            alpha=self.split_alpha,
-            memory_bytes=int(self.memory_mb * 2**20),
+        grower = HoeffdingGrower if self.half_life is None else ForgettingGrower
+        forest = self.forest if forest is None else forest
+        return grower(forest, self.tree_settings, self.threads, state=state)
+
+    @property
+    def tree_settings(self) -> TreeSettings:
+        """The settings every grower reads, automatic values resolved."""
+        return TreeSettings(
+            kappa=self.kappa,
+            split_alpha=self.split_alpha,
             min_gain_per_row=self.min_gain_per_row,
-            **forget,
+            min_count=self.rows_per_side,
+            max_depth=self.max_depth,
+            max_leaves=self.max_leaves,
+            max_tree_leaves=self.max_tree_leaves,
+            grace_period=self.grace_period,
+            delta=self.delta,
+            tau=self.tau,
+            replay_rows=self.replay_size,
+            memory_mb=self.memory_mb,
+            half_life=self.half_life,
         )
 
     def _make_adapter(self, state: dict | None = None) -> DriftAdapter | None:
@@ -467,15 +463,11 @@ class DTSL(StructureLearner):
         self.n_passes = grow_level_wise(
             self.forest,
             source,
-            self.kappa,
-            self.rows_per_side,
-            self.max_depth,
+            self.tree_settings,
             self.leaf_budget,
             self.threads,
             cache_bytes=int(self.memory_mb * 2**20),
             count_pass=count_pass,
-            alpha=self.split_alpha,
-            min_gain_per_row=self.min_gain_per_row,
         )
         self.rows_seen = int(self.forest.counts[self.forest.roots].sum(axis=1).max())
         if self.forest.observed is not None:  # missing mode: one more pass (trees.missing)

@@ -95,7 +95,7 @@ from streammn.snapshot import (
 )
 from streammn.schema import Validated, complete_rows
 from streammn.trees.growth import rows_within
-from streammn.errors import SettingsError
+from streammn.errors import EngineError
 
 LEARNER_FILE = "learner.bin"
 SAMPLE_FILE = "weight_sample.bin"
@@ -110,10 +110,6 @@ def scorable_rows(schema, rows: np.ndarray | None) -> np.ndarray | None:
     and, in missing mode, without a missing value."""
     rows = rows_within(schema, rows)
     return complete_rows(rows) if schema.missing and rows is not None else rows
-
-
-class EngineError(SettingsError):
-    """The engine cannot start or resume (e.g. a snapshot of another learner or schema)."""
 
 
 class StreamLearner:

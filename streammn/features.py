@@ -24,6 +24,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from streammn.schema import Schema
+from streammn.errors import ModelError
 
 Condition = tuple[int, int, bool]  # (variable, value, eq)
 
@@ -42,7 +43,7 @@ def canonical_conditions(
         v, a = int(v), int(a)
         card = int(cardinalities[v])
         if not 0 <= a < card:
-            raise ValueError(
+            raise ModelError(
                 f"condition value {a} out of range for variable {v} (cardinality {card})"
             )
         cur = allowed.setdefault(v, set(range(card)))
@@ -95,14 +96,14 @@ class FeatureSet:
         self.eq = np.ascontiguousarray(eq, dtype=np.bool_)
         F = self.weights.shape[0]
         if self.ptr.shape != (F + 1,) or self.ptr[0] != 0 or self.ptr[-1] != self.var.shape[0]:
-            raise ValueError("ptr must have n_features + 1 entries from 0 to n_conditions")
+            raise ModelError("ptr must have n_features + 1 entries from 0 to n_conditions")
         if not (self.var.shape == self.val.shape == self.eq.shape):
-            raise ValueError("var, val and eq must have one entry per condition")
+            raise ModelError("var, val and eq must have one entry per condition")
         if validate and self.var.size:
             if self.var.min() < 0 or self.var.max() >= schema.n_vars:
-                raise ValueError("condition variable out of range")
+                raise ModelError("condition variable out of range")
             if (self.val >= schema.cardinalities[self.var]).any():
-                raise ValueError("condition value out of range")
+                raise ModelError("condition value out of range")
 
     # construction -------------------------------------------------------------------------
     @classmethod
@@ -207,7 +208,7 @@ class FeatureSet:
     def with_weights(self, weights) -> "FeatureSet":
         weights = np.asarray(weights, dtype=np.float64)
         if weights.shape != self.weights.shape:
-            raise ValueError(f"expected {self.n_features} weights, got {weights.shape}")
+            raise ModelError(f"expected {self.n_features} weights, got {weights.shape}")
         return FeatureSet(
             self.schema, weights, self.ptr, self.var, self.val, self.eq, validate=False
         )

@@ -28,14 +28,10 @@ from zipfile import BadZipFile
 
 import numpy as np
 
-from streammn.errors import DataError, SettingsError
+from streammn.errors import DataError, LearnerDefinitionError, LearnerStateError, SettingsError
 from streammn.model import MarkovNetwork
 from streammn.params import Param, check_params
 from streammn.schema import Schema
-
-
-class LearnerStateError(DataError):
-    """Bytes that are not a saved state of the learner class they are loaded as."""
 
 
 class Estimator:
@@ -56,7 +52,7 @@ class Estimator:
         names = []
         for p in list(inspect.signature(cls.__init__).parameters.values())[1:]:
             if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-                raise TypeError(
+                raise LearnerDefinitionError(
                     f"{cls.__name__}.__init__ takes *args/**kwargs: parameters must be named"
                 )
             if p.name != "schema":

@@ -20,6 +20,7 @@ import numpy as np
 
 from streammn.bitscan import all_logits, groups_for, value_offsets
 from streammn.features import FeatureSet
+from streammn.errors import ModelError
 
 
 @nb.njit(cache=True, parallel=True)
@@ -106,10 +107,10 @@ def _pll_terms(rows, cards, var_ptr, var_feats, weights, ptr, var, val, eq):
 
 def checked_rows(rows: np.ndarray, fs: FeatureSet) -> np.ndarray:
     """``rows`` as a C-contiguous ``uint8`` array, checked to have one column per variable of
-    ``fs``'s schema (``ValueError`` otherwise)."""
+    ``fs``'s schema (:class:`~streammn.errors.ModelError`, a ``ValueError``, otherwise)."""
     rows = np.ascontiguousarray(rows, dtype=np.uint8)
     if rows.ndim != 2 or rows.shape[1] != fs.schema.n_vars:
-        raise ValueError(f"expected rows of shape (n, {fs.schema.n_vars}), got {rows.shape}")
+        raise ModelError(f"expected rows of shape (n, {fs.schema.n_vars}), got {rows.shape}")
     return rows
 
 

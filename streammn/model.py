@@ -17,13 +17,9 @@ import numpy as np
 from streammn import loglinear
 from streammn.features import FeatureSet
 from streammn.schema import Schema, require_observed
-from streammn.errors import SettingsError
+from streammn.errors import EnumerationTooLarge, ModelError
 
 DEFAULT_MAX_STATES = 2**20  # 20 binary variables
-
-
-class EnumerationTooLarge(SettingsError):
-    """Exact enumeration was asked for a model with more joint states than allowed."""
 
 
 class MarkovNetwork:
@@ -63,7 +59,7 @@ class MarkovNetwork:
 
     def __init__(self, schema: Schema, features: FeatureSet, max_states: int = DEFAULT_MAX_STATES):
         if features.schema != schema:
-            raise ValueError("features are over a different schema than the model")
+            raise ModelError("features are over a different schema than the model")
         self.schema = schema
         self.features = features
         self.max_states = int(max_states)

@@ -21,18 +21,10 @@ import math
 
 import numpy as np
 
-from streammn.errors import DataError, UnavailableError
+from streammn.errors import PgmpyMissing, PgmpyModelError
 from streammn.features import FeatureSet
 from streammn.formats.uai import log_factor_tables
 from streammn.schema import Schema, Variable
-
-
-class PgmpyMissing(UnavailableError):
-    """pgmpy is not installed (``pip install 'streammn[pgmpy]'``)."""
-
-
-class PgmpyModelError(DataError):
-    """A pgmpy model that has no streammn counterpart."""
 
 
 def _pgmpy():

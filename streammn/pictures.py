@@ -26,19 +26,11 @@ from pathlib import Path
 
 import numpy as np
 
-from streammn.errors import SettingsError, UnavailableError
+from streammn.errors import PictureError, VizMissing
 
 SUFFIXES = (".png", ".svg", ".html")
 MAX_EDGES_PER_NODE = 4
 MAX_LABELS = 60
-
-
-class VizMissing(UnavailableError):
-    """matplotlib or networkx is not installed (``pip install 'streammn[viz]'``)."""
-
-
-class PictureError(SettingsError):
-    """A picture that cannot be made as asked (unknown suffix, nothing to draw)."""
 
 
 def _imports():

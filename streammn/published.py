@@ -70,7 +70,7 @@ import numpy as np
 
 from streammn import reach_lists
 from streammn._merge import duplicate_groups
-from streammn.errors import DataError, SettingsError
+from streammn.errors import WeightStateError, WeightsError
 from streammn.features import FeatureSet
 from streammn.learner import pack_state, unpack_state
 from streammn.model import MarkovNetwork
@@ -89,14 +89,6 @@ STDDEVS = (0.03, 0.1, 0.3, 1.0, 3.0)
 MAX_ITER = 50  # L-BFGS iterations per prior width, at most (warm starts carry on from there)
 TOL = 1e-7
 WORK_PER_ROW = 0.5  # training-row evaluations each learned row earns the fits after the first
-
-
-class WeightsError(SettingsError):
-    """A bad ``weights`` choice or budget."""
-
-
-class WeightStateError(DataError):
-    """A saved weight sample or warm-start state that cannot be read."""
 
 
 def check_weights(weights: str) -> str:

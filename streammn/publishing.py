@@ -19,7 +19,7 @@ the state on the learning thread, and a process start. The fork needs care:
   files only. numba's OpenMP layer aborts a child that starts a ``parallel=True`` kernel, so
   nothing on the publishing path may call one (the DN2MN conversion and the pseudo-likelihood
   kernels of the weights' refinement run serial variants there, see
-  :func:`serial_kernels_only`; the model formats are serial); a child that dies anyway is
+  :mod:`streammn.kernel_mode`; the model formats are serial); a child that dies anyway is
   reported as a failed snapshot, never silently;
 - the child ignores SIGINT (Ctrl-C reaches the whole process group; the parent decides when
   to stop, and waits for the child), keeps SIGTERM's default action (numba's OpenMP guard
@@ -48,13 +48,13 @@ import os
 import select
 import signal
 import sys
-from contextlib import contextmanager
 from typing import Callable
 
+from streammn.kernel_mode import use_serial_kernels
 from streammn.snapshot import SnapshotWriteFailed
+from streammn.errors import SnapshotInFlight
 
 CAN_FORK = hasattr(os, "fork")
-_serial_only = False  # True in a writer child, whose numba kernels must not use a thread pool
 WRITER_NICENESS = 10
 _PR_SET_PDEATHSIG = 1
 
@@ -67,23 +67,6 @@ if sys.platform.startswith("linux"):
         _LIBC = None
 else:  # pragma: no cover - other platforms
     _LIBC = None
-
-
-def serial_kernels_only() -> bool:
-    """Whether numba's parallel kernels are off limits here (a forked writer child, or code
-    loading the writer's kernels under :func:`serial_kernels`)."""
-    return _serial_only
-
-
-@contextmanager
-def serial_kernels():
-    """Run the enclosed code with the serial kernels a writer child uses."""
-    global _serial_only
-    before, _serial_only = _serial_only, True
-    try:
-        yield
-    finally:
-        _serial_only = before
 
 
 class Publisher:
@@ -113,7 +96,7 @@ class Publisher:
 
     def start(self, work: Callable[[], dict]) -> None:
         if self.busy:
-            raise RuntimeError("a snapshot is already in flight")
+            raise SnapshotInFlight("a snapshot is already in flight")
         if not self.background:
             self._done = _run(work)
             return
@@ -192,8 +175,7 @@ def _child(work: Callable[[], dict], write_fd: int, parent: int) -> None:
         if os.getppid() != parent:  # the parent died before the line above took effect
             os._exit(1)
         os.nice(WRITER_NICENESS)
-        global _serial_only
-        _serial_only = True
+        use_serial_kernels()  # numba's thread pool does not survive the fork
         result = _run(work)
         data = json.dumps(result).encode()
         while data:

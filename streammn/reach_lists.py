@@ -51,7 +51,7 @@ from streammn.bitscan import (
     value_offsets,
 )
 from streammn.features import FeatureSet
-from streammn.publishing import serial_kernels_only
+from streammn.kernel_mode import serial_kernels_only
 from streammn.loglinear import (
     MASK_VALUES,
     all_conditionals,
@@ -61,6 +61,7 @@ from streammn.loglinear import (
     gradient_rows,
     normalise_variable,
 )
+from streammn.errors import WeightLearningError
 
 
 LIST_BYTES = 2**28  # entries or word lists kept across evaluations, at most (256 MiB)
@@ -352,7 +353,7 @@ class ReachLists:
     variables of at most ``MASK_VALUES`` values. ``counts`` weights the rows (default: one
     each), as if each row were repeated that many times. ``parallel`` runs the scans and
     evaluations on numba's thread pool (``True``) or serially (``False``); by default serially
-    in a forked snapshot writer (:func:`streammn.publishing.serial_kernels_only`), on the pool
+    in a forked snapshot writer (:func:`streammn.kernel_mode.serial_kernels_only`), on the pool
     elsewhere. Both give the same bits.
     """
 
@@ -376,7 +377,7 @@ class ReachLists:
         counts = _counts(counts, rows)
         self.cards = np.ascontiguousarray(fs.schema.cardinalities, dtype=np.int64)
         if self.cards.max() > MASK_VALUES:
-            raise ValueError(f"reach lists need variables of at most {MASK_VALUES} values")
+            raise WeightLearningError(f"reach lists need variables of at most {MASK_VALUES} values")
         self.rows, self.counts = distinct_rows_counted(rows, counts)
         self.offs = value_offsets(self.cards)
         self.groups = groups_for(fs, self.rows, self.cards, feature_owners(fs, owner))
@@ -447,7 +448,9 @@ def _counts(counts, rows: np.ndarray) -> np.ndarray:
         return np.ones(rows.shape[0])
     counts = np.ascontiguousarray(counts, dtype=np.float64)
     if counts.shape != (rows.shape[0],):
-        raise ValueError(f"expected one count per row ({rows.shape[0]}), got {counts.shape}")
+        raise WeightLearningError(
+            f"expected one count per row ({rows.shape[0]}), got {counts.shape}"
+        )
     return counts
 
 

@@ -12,32 +12,8 @@ from __future__ import annotations
 
 import json
 
-from streammn.errors import SettingsError
+from streammn.errors import ResumeSettingsError
 from streammn.params import resume_may_change
-
-
-class ResumeSettingsError(SettingsError):
-    """A resumed run asks for a learner setting other than the snapshot's: ``option`` (the
-    learner's parameter name, ``"learner"`` for its class), ``snapshot_value`` and
-    ``requested_value``."""
-
-    def __init__(self, snapshot, option: str, snapshot_value, requested_value):
-        self.option, self.snapshot_value, self.requested_value = (
-            option,
-            snapshot_value,
-            requested_value,
-        )
-        if option == "learner":
-            what = (
-                f"the snapshot holds a {snapshot_value} learner, this run uses "
-                f"{requested_value}; resume with the same learner"
-            )
-        else:
-            what = (
-                f"the snapshot was learned with {option}={snapshot_value!r}, this run asks "
-                f"for {option}={requested_value!r}; resume with the snapshot's setting"
-            )
-        super().__init__(f"{snapshot}: {what} or start a new snapshot directory")
 
 
 def check_resume_settings(snapshot, manifest: dict, learner) -> None:

@@ -33,15 +33,11 @@ import numba
 import numpy as np
 from river import base
 
-from streammn.errors import DataError, SettingsError
+from streammn.errors import RiverRowError, SettingsError
 from streammn.learner import StructureLearner
 
 
 SERIAL_ROWS = 256  # fewer rows are scored in the calling thread
-
-
-class RiverRowError(DataError):
-    """A river row (dict) or frame that does not fit the learner's schema."""
 
 
 class MarkovNetworkLearner(base.MiniBatchTransformer):

@@ -18,50 +18,17 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 import numpy as np
-from streammn.errors import DataError, SettingsError, UnavailableError
+from streammn.errors import (
+    GrowthUnsupported,
+    MissingModeUnsupported,
+    SchemaError,
+    SchemaFileUnavailable,
+)
 
 MIN_CARDINALITY = 1  # a one-state variable is a constant (Libra's msweb.mn has them)
 MIN_INFERRED_CARDINALITY = 2  # inferred from data: a column seen constant may vary later
 MAX_CARDINALITY = 255
 MISSING = 255  # a missing value in missing mode: above every state (states are 0..254)
-
-
-class SchemaError(DataError):
-    """Rows that do not fit the schema, or a schema that cannot be built.
-
-    ``row`` is the absolute row offset in the source (``None`` when the error is not about a
-    row), ``column`` the column index, ``source`` a description of where the rows came from,
-    ``reason`` the message without that location prefix.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        row: int | None = None,
-        column: int | None = None,
-        source: str | None = None,
-    ):
-        self.reason = message
-        self.row = row
-        self.column = column
-        self.source = source
-        where = []
-        if source is not None:
-            where.append(str(source))
-        if row is not None:
-            where.append(f"row {row}")
-        if column is not None:
-            where.append(f"column {column}")
-        super().__init__(f"{', '.join(where)}: {message}" if where else message)
-
-
-class MissingModeUnsupported(SettingsError):
-    """A learner that cannot learn from missing values was given a schema in missing mode."""
-
-
-class GrowthUnsupported(SettingsError):
-    """A learner that cannot add values mid-stream was given a schema in growth mode."""
 
 
 def require_observed(rows: np.ndarray, what: str) -> None:
@@ -77,10 +44,6 @@ def complete_rows(rows: np.ndarray) -> np.ndarray:
     """The rows of ``rows`` without a missing value (``rows`` itself when all are complete)."""
     complete = (rows != MISSING).all(axis=1)
     return rows if complete.all() else rows[complete]
-
-
-class SchemaFileUnavailable(UnavailableError):
-    """A declared schema file that is missing or cannot be opened (exit code 4, like a source)."""
 
 
 @dataclass(frozen=True)

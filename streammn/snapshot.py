@@ -71,7 +71,13 @@ from streammn import __version__
 from streammn.features import FeatureSet, distinct_sorted
 from streammn.formats import MODEL_FILES, model_files, read_json  # noqa: F401 (re-exported)
 from streammn.schema import Schema
-from streammn.errors import DataError, SettingsError, StreamMNError, UnavailableError
+from streammn.errors import (
+    SettingsError,
+    SnapshotDirectoryBusy,
+    SnapshotError,
+    SnapshotNameError,
+    SnapshotWriteFailed,
+)
 
 FORMAT = "streammn-snapshot"
 FORMAT_VERSION = 2
@@ -96,14 +102,6 @@ _RESERVED = (
 FileContent = Union[bytes, Callable[[Path], None]]
 
 
-class SnapshotError(DataError):
-    """A snapshot that is missing, partial, corrupt or cannot be written; ``path`` names it."""
-
-    def __init__(self, message: str, path: str | os.PathLike | None = None):
-        self.path = None if path is None else str(path)
-        super().__init__(f"{self.path}: {message}" if self.path else message)
-
-
 RESUME_HINT = "--resume continues from it"  # failure messages end with one of these two
 NO_SNAPSHOT = "no snapshot was completed"
 
@@ -118,20 +116,6 @@ def _alive(pid: str) -> bool:
     except (ValueError, PermissionError):  # no pid written yet; or someone else's process
         return True
     return True
-
-
-class SnapshotWriteFailed(StreamMNError):
-    """A snapshot could not be written (disk full, permissions, a background writer process
-    killed): the run stops with exit code 1; the snapshots written before stay valid and
-    resumable. ``killed_by`` is the signal that ended a writer process, if one did."""
-
-    def __init__(self, message: str, killed_by: int | None = None):
-        super().__init__(message)
-        self.killed_by = killed_by
-
-
-class SnapshotDirectoryBusy(UnavailableError):
-    """Another process is writing snapshots into the directory (exit code 4)."""
 
 
 @dataclass(frozen=True)
@@ -204,7 +188,7 @@ def _check_name(name: str) -> None:
         or "\\" in name
         or os.sep in name
     ):
-        raise ValueError(
+        raise SnapshotNameError(
             f"invalid snapshot file name {name!r}: use a plain file name other than {MANIFEST!r}"
         )
 

@@ -19,23 +19,11 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from streammn.errors import EXIT_UNAVAILABLE, DataError, SettingsError, UnavailableError
+from streammn.errors import BatchError, DataError, SettingsError
+from streammn.errors import SourceError, SourceUnavailable  # noqa: F401 (re-exported)
 from streammn.schema import Schema
 
 DEFAULT_BATCH_SIZE = 65536
-
-
-class SourceError(DataError, OSError):
-    """A source cannot be opened or read: missing, truncated or corrupt file, broker gone.
-
-    Rows yielded before the error stay valid; the message names the file or endpoint.
-    """
-
-
-class SourceUnavailable(SourceError, UnavailableError):
-    """The source's backing service or file cannot be reached at all (CLI exit code 4)."""
-
-    exit_code = EXIT_UNAVAILABLE
 
 
 @dataclass(frozen=True)
@@ -59,7 +47,7 @@ class Batch:
     def __post_init__(self):
         rows = self.rows
         if rows.dtype != np.uint8 or rows.ndim != 2 or not rows.flags.c_contiguous:
-            raise TypeError("Batch.rows must be a C-contiguous 2-D uint8 array")
+            raise BatchError("Batch.rows must be a C-contiguous 2-D uint8 array")
 
     def __len__(self) -> int:
         return self.rows.shape[0]

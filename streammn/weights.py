@@ -24,12 +24,8 @@ from threadpoolctl import threadpool_limits
 from streammn import reach_lists
 from streammn.features import FeatureSet
 from streammn.model import MarkovNetwork
-from streammn.errors import SettingsError
+from streammn.errors import WeightLearningError, WeightLearningTypeError
 from streammn.schema import require_observed
-
-
-class WeightLearningError(SettingsError):
-    """Bad weight-learning arguments (no rows, wrong number of initial weights, stddev <= 0)."""
 
 
 def _as_rows(data, schema) -> np.ndarray:
@@ -51,7 +47,9 @@ def _as_model(model) -> MarkovNetwork:
         return MarkovNetwork(model.schema, model)
     if isinstance(model, MarkovNetwork):
         return model
-    raise TypeError(f"expected a MarkovNetwork or FeatureSet, got {type(model).__name__}")
+    raise WeightLearningTypeError(
+        f"expected a MarkovNetwork or FeatureSet, got {type(model).__name__}"
+    )
 
 
 def _vector(x, size: int, name: str, default: float) -> np.ndarray:
@@ -64,20 +62,38 @@ def _vector(x, size: int, name: str, default: float) -> np.ndarray:
 
 
 def pll_objective(
-    features: FeatureSet, rows, stddev: float = 1.0, prior_mean=None
+    features: FeatureSet, rows, stddev: float = 1.0, prior_mean=None, counts=None
 ) -> tuple[float, np.ndarray]:
-    """Objective and gradient at ``features.weights`` (see module docstring)."""
-    return _objective(features, rows, stddev, prior_mean)(features.weights)
+    """Objective and gradient at ``features.weights`` (see module docstring; ``counts`` as in
+    :func:`fit_weights`)."""
+    return _objective(features, rows, stddev, prior_mean, counts)(features.weights)
 
 
-def _objective(features: FeatureSet, rows, stddev: float, prior_mean):
+def _objective(features: FeatureSet, rows, stddev: float, prior_mean, counts=None):
     """The objective as a function ``weights -> (value, gradient)``, reading the rows through
     reach lists built once (:func:`streammn.reach_lists.pll_evaluator`)."""
     rows = _as_rows(rows, features.schema)
     if not stddev > 0:
         raise WeightLearningError(f"stddev must be positive, got {stddev}")
     mu = _vector(prior_mean, features.n_features, "prior_mean", 0.0)
-    return penalised(reach_lists.pll_evaluator(features, rows), rows.shape[0], stddev, mu)
+    n_rows, counts = _row_counts(counts, rows)
+    evaluate = reach_lists.pll_evaluator(features, rows, counts=counts)
+    return penalised(evaluate, n_rows, stddev, mu)
+
+
+def _row_counts(counts, rows: np.ndarray):
+    """``(N, counts)``: the number of rows ``N`` that divides the objective (the rows, or their
+    summed counts) and the row weights as floats (None: one each)."""
+    if counts is None:
+        return rows.shape[0], None
+    counts = np.ascontiguousarray(counts, dtype=np.float64)
+    if counts.shape != (rows.shape[0],):
+        raise WeightLearningError(
+            f"counts must have one entry per row ({rows.shape[0]}), got {counts.shape}"
+        )
+    if not (np.isfinite(counts).all() and (counts >= 0).all() and counts.sum() > 0):
+        raise WeightLearningError("counts must be finite, non-negative and not all zero")
+    return float(counts.sum()), counts
 
 
 def penalised(pll_and_gradient, n_rows: int, stddev: float, prior_mean: np.ndarray):
@@ -103,6 +119,7 @@ def fit_weights(
     tol: float = 1e-10,
     init=None,
     prior_mean=None,
+    counts=None,
 ) -> MarkovNetwork:
     """Maximise pseudo-likelihood with a Gaussian prior by L-BFGS-B.
 
@@ -119,6 +136,10 @@ def fit_weights(
         L-BFGS iterations at most (default 100, as in the DN2MN paper).
     tol:
         Relative objective change at which L-BFGS-B stops.
+    counts:
+        Optional weight of each row (e.g. distinct rows with their multiplicities): the fit is
+        that of each row repeated ``counts`` times, ``N`` their sum, at the cost of the given
+        rows only (same reach lists and bits as the repeated rows).
     """
     model = _as_model(model)
     rows = _as_rows(rows, model.schema)
@@ -127,7 +148,7 @@ def fit_weights(
     if max_iter < 1 or fs.n_features == 0:
         return model.with_weights(w0)
 
-    return lbfgs(model, _objective(fs, rows, stddev, prior_mean), w0, max_iter, tol)
+    return lbfgs(model, _objective(fs, rows, stddev, prior_mean, counts), w0, max_iter, tol)
 
 
 def lbfgs(model: MarkovNetwork, fun, w0: np.ndarray, max_iter: int, tol: float) -> MarkovNetwork:

@@ -7,13 +7,14 @@ import numpy as np
 import pytest
 from scipy.stats import chi2, chi2_contingency
 
-from helpers.helpers_mn import random_featureset
+from helpers.helpers_mn import holds, random_featureset
 from streammn import Schema
 from streammn.csgs import CSGS, CSGSError, CSGSStateError, pearson_test
 from streammn.csgs.canonical import CanonicalModel, learn_canonical_model, maximal_cliques
-from streammn.csgs.pll import pattern_pll_and_gradient
+from streammn.csgs.pll import fit_pattern_weights
 from streammn.csgs.synthetic import context_specific_network, kl_divergence, sample_rows
-from streammn.reach_lists import pll_and_gradient
+from streammn.model import MarkovNetwork
+from streammn.weights import WeightLearningError, fit_weights, pll_objective
 
 
 # chi-square ---------------------------------------------------------------------------------
@@ -242,37 +243,133 @@ def test_sampled_counts_still_learn(planted):
     assert kl_divergence(true, learner.to_markov_network()) < 1.0
 
 
-def test_pattern_weighted_pll_equals_repeated_rows(planted):
+# weights: the shared PLL kernels with the patterns' counts as row weights ----------------------
+def brute_csgs_objective(fs, patterns, counts, stddev):
+    """CSGS's weight objective from the definition, ``(-sum_p c_p sum_j log P(x_j | x_-j) +
+    |w|^2 / (2 stddev^2)) / sum_p c_p``, and its gradient: each conditional by replacing
+    ``x_j`` with each of its values."""
+    w = fs.weights
+    value, grad = 0.0, np.zeros(fs.n_features)
+    for x, c in zip(patterns, counts):
+        for j, card in enumerate(fs.schema.cardinalities):
+            held = []
+            for a in range(card):
+                y = x.copy()
+                y[j] = a
+                held.append([holds(conds, y) for _, conds in fs])
+            held = np.array(held, dtype=float)
+            logits = held @ w
+            log_z = np.log(np.exp(logits - logits.max()).sum()) + logits.max()
+            p = np.exp(logits - log_z)
+            value += c * (logits[x[j]] - log_z)
+            grad += c * (held[x[j]] - p @ held)
+    n = float(np.sum(counts))
+    return (-value + 0.5 * float(w @ w) / stddev**2) / n, (-grad + w / stddev**2) / n
+
+
+def csgs_feature_cases(planted):
+    """(features with random weights, patterns, counts): CSGS's own features on the planted
+    rows, and random conditions (equalities and inequalities) on variables of 2 to 4 values."""
     true, rows = planted
-    rows = rows[:2000]
-    fs = true.features.with_weights(np.random.default_rng(0).normal(size=true.n_features))
-    patterns, counts = np.unique(rows, axis=0, return_counts=True)
-    value, grad = pattern_pll_and_gradient(fs, np.ascontiguousarray(patterns), counts)
-    v_rows, g_rows = pll_and_gradient(fs, rows)
-    assert value == pytest.approx(v_rows, rel=1e-12)
-    np.testing.assert_allclose(grad, g_rows, rtol=1e-10, atol=1e-9)
-
-
-def test_pattern_weighted_gradient_matches_finite_differences():
-    """Any conditions (equalities and inequalities), variables of 2 to 4 values: the gradient
-    of the count-weighted PLL is the derivative of its value."""
     rng = np.random.default_rng(3)
+    learner = CSGS(true.schema).fit(rows[:3000])
+    fs = learner.model_.features
+    yield (
+        fs.with_weights(rng.normal(size=fs.n_features)),
+        learner.counts.patterns,
+        learner.counts.counts,
+    )
     schema = Schema.from_cardinalities([2, 3, 2, 4, 3])
     fs = random_featureset(rng, schema, 30, max_len=3, p_eq=0.5)
     assert not fs.eq.all()
     patterns = np.unique(
+        rng.integers(0, schema.cardinalities, size=(80, 5)).astype(np.uint8), axis=0
+    )
+    yield fs, patterns, rng.integers(1, 20, size=len(patterns))
+
+
+@pytest.mark.parametrize("stddev", [1.0, 0.3])
+def test_shared_objective_is_csgs_objective(planted, stddev):
+    """The objective CSGS's weights minimise, computed by the shared reach-list kernels
+    (weights.pll_objective with the patterns' counts), equals the brute-force CSGS objective:
+    count-weighted PLL of the patterns plus the Gaussian prior, over the number of rows."""
+    for fs, patterns, counts in csgs_feature_cases(planted):
+        value, grad = pll_objective(fs, patterns, stddev, counts=counts)
+        want_value, want_grad = brute_csgs_objective(fs, patterns, counts, stddev)
+        assert value == pytest.approx(want_value, rel=1e-12)
+        np.testing.assert_allclose(grad, want_grad, rtol=1e-9, atol=1e-12)
+
+
+def test_pattern_weighted_objective_equals_repeated_rows(planted):
+    """Patterns with counts give the bits of the rows they count (the same reach lists)."""
+    true, rows = planted
+    rows = rows[:2000]
+    fs = true.features.with_weights(np.random.default_rng(0).normal(size=true.n_features))
+    patterns, counts = np.unique(rows, axis=0, return_counts=True)
+    value, grad = pll_objective(fs, np.ascontiguousarray(patterns), 0.5, counts=counts)
+    v_rows, g_rows = pll_objective(fs, rows, 0.5)
+    assert value == v_rows
+    np.testing.assert_array_equal(grad, g_rows)
+
+
+def test_csgs_weights_are_fit_weights_on_the_counted_rows(planted):
+    """CSGS's weights are exactly (same bits, same L-BFGS run) those of weights.fit_weights on
+    the rows it counted, with its prior and iterations."""
+    true, rows = planted
+    learner = CSGS(true.schema, stddev=0.5, max_iter=30).fit(rows[:2000])
+    got = learner.model_
+    want = fit_weights(
+        MarkovNetwork(true.schema, got.features.with_weights(np.zeros(got.n_features))),
+        rows[:2000],
+        stddev=0.5,
+        max_iter=30,
+    )
+    np.testing.assert_array_equal(got.features.weights, want.features.weights)
+    assert got.fit_info == want.fit_info
+
+
+def test_csgs_model_pll_unchanged_on_a_fixed_seed(planted):
+    """The CSGS model of a fixed sample scores what it scored when CSGS had its own PLL code
+    (the structure and every weight the same)."""
+    true, rows = planted
+    model = CSGS(true.schema, stddev=0.5, max_iter=50).fit(rows[:5000]).to_markov_network()
+    assert model.n_features == 38
+    assert model.fit_info["iterations"] == 47
+    assert model.pll(rows[15000:]) == pytest.approx(-2.272521626745463, abs=1e-9)
+
+
+def test_pattern_weighted_gradient_matches_finite_differences():
+    """Any conditions (equalities and inequalities), variables of 2 to 4 values: the gradient
+    of the count-weighted objective is the derivative of its value."""
+    rng = np.random.default_rng(3)
+    schema = Schema.from_cardinalities([2, 3, 2, 4, 3])
+    fs = random_featureset(rng, schema, 30, max_len=3, p_eq=0.5)
+    patterns = np.unique(
         rng.integers(0, schema.cardinalities, size=(200, 5)).astype(np.uint8), axis=0
     )
     counts = rng.integers(1, 20, size=len(patterns))
-    _, grad = pattern_pll_and_gradient(fs, patterns, counts)
+    _, grad = pll_objective(fs, patterns, counts=counts)
     step = 1e-6
     for f in rng.choice(fs.n_features, 8, replace=False):
         values = []
         for sign in (1, -1):
             w = fs.weights.copy()
             w[f] += sign * step
-            values.append(pattern_pll_and_gradient(fs.with_weights(w), patterns, counts)[0])
-        assert grad[f] == pytest.approx((values[0] - values[1]) / (2 * step), rel=1e-5, abs=1e-4)
+            values.append(pll_objective(fs.with_weights(w), patterns, counts=counts)[0])
+        assert grad[f] == pytest.approx((values[0] - values[1]) / (2 * step), rel=1e-5, abs=1e-7)
+
+
+def test_bad_pattern_counts(planted):
+    true, rows = planted
+    patterns, counts = np.unique(rows[:500], axis=0, return_counts=True)
+    model = MarkovNetwork(true.schema, true.features)
+    for bad in (counts[:-1], -counts, np.zeros_like(counts)):
+        with pytest.raises(WeightLearningError):
+            fit_weights(model, patterns, counts=bad)
+    with pytest.raises(WeightLearningError):
+        fit_pattern_weights(model, patterns, counts[:-1])
+    with pytest.raises(WeightLearningError):
+        fit_pattern_weights(model, patterns, counts, stddev=0.0)
 
 
 def test_conditional_ablation_matches_stratified_chi_square(planted):

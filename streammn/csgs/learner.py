@@ -23,21 +23,13 @@ from streammn.csgs.canonical import CanonicalModel, learn_canonical_model
 from streammn.csgs.pll import fit_pattern_weights
 from streammn.learner import StructureLearner, pack_state
 from streammn.params import Boolean, Interval, Param
-from streammn.errors import DataError, SettingsError
+from streammn.errors import CSGSError, CSGSStateError
 from streammn.features import FeatureSet
 from streammn.model import MarkovNetwork
 from streammn.schema import Schema
 from streammn.stats import PatternCounts
 
 FORMAT = "streammn-csgs-2"  # 1: the metadata under "meta" instead of pack_state's key
-
-
-class CSGSError(SettingsError):
-    """Bad CSGS settings, or a model asked for before any row was seen."""
-
-
-class CSGSStateError(DataError):
-    """A serialised CSGS state could not be read."""
 
 
 class CSGS(StructureLearner):

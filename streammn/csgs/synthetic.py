@@ -24,6 +24,7 @@ import numpy as np
 from streammn.features import FeatureSet
 from streammn.model import MarkovNetwork
 from streammn.schema import Schema
+from streammn.errors import CSGSError
 
 
 def context_specific_network(
@@ -35,7 +36,7 @@ def context_specific_network(
 ) -> MarkovNetwork:
     """The planted model with ``n`` binary variables and context variable ``w``."""
     if n < 3 or not 0 <= w < n:
-        raise ValueError(f"need n >= 3 and 0 <= w < n, got n={n}, w={w}")
+        raise CSGSError(f"need n >= 3 and 0 <= w < n, got n={n}, w={w}")
     rng = np.random.default_rng(seed)
     others = [v for v in range(n) if v != w]
     features = [(rng.normal(0, field_scale), [(w, 1, True)])]

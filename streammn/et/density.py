@@ -95,7 +95,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.sparse.csgraph import minimum_spanning_tree
 
-from streammn.errors import DataError
+from streammn.errors import ETDensityError
 from streammn.learner import pack_state, unpack_state
 from streammn.et.kernels import (
     effective_resistances,
@@ -107,10 +107,6 @@ from streammn.schema import Schema
 
 DEFAULT_ALPHA = 1.0
 FORMAT = "streammn-et-density-1"
-
-
-class ETDensityError(DataError):
-    """An ET density file that cannot be read."""
 
 
 def smoothed_theta(pairs, alpha: float = DEFAULT_ALPHA, shrink: bool = True):

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from streammn.errors import DataError, SettingsError
+from streammn.errors import ETError, ETStateError
 from streammn.et.density import (
     DEFAULT_ALPHA,
     ETDensity,
@@ -65,14 +65,6 @@ from streammn.weights import fit_weights
 FORMAT = "streammn-et-1"
 ET_FILE = "model.et"
 INIT_ROWS = 500
-
-
-class ETError(SettingsError):
-    """An EnsembleOfTrees setting or call that cannot work."""
-
-
-class ETStateError(DataError):
-    """A serialised EnsembleOfTrees state could not be read."""
 
 
 class EnsembleOfTrees(StructureLearner):

@@ -1,5 +1,7 @@
 """The one exception every model reader and writer raises, and the weight rule they share.
 
+The exceptions are defined in :mod:`streammn.errors` and imported here under their old names.
+
 A weight is a finite float or ``-inf``. ``-inf`` is a hard zero: every state in which the
 feature holds has probability 0 (in UAI it becomes the potential 0, in Libra the token
 ``-inf``). ``+inf`` and NaN would make the model non-normalisable or undefined, so writers refuse
@@ -9,35 +11,10 @@ them and readers reject files that contain them.
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
-from streammn.errors import DataError, UnavailableError
-
-
-class ModelFormatError(DataError):
-    """A model file that cannot be read or a model that cannot be written in a format.
-
-    ``path`` and ``line`` (1-based, ``None`` when not about a line) say where; ``reason`` is the
-    message without them.
-    """
-
-    def __init__(
-        self, message: str, *, path: str | os.PathLike | None = None, line: int | None = None
-    ):
-        self.reason = message
-        self.path = None if path is None else str(path)
-        self.line = line
-        where = []
-        if self.path is not None:
-            where.append(self.path)
-        if line is not None:
-            where.append(f"line {line}")
-        super().__init__(f"{', '.join(where)}: {message}" if where else message)
-
-
-class ModelWriteError(UnavailableError):
-    """A model file cannot be written where asked (missing directory, permissions; exit 4)."""
+from streammn.errors import ModelFormatError
+from streammn.errors import ModelWriteError  # noqa: F401 (re-exported)
 
 
 def check_weight(w: float, *, path=None, line=None) -> float:

@@ -23,6 +23,7 @@ import numba as nb
 import numpy as np
 
 from streammn.grafting.mrf import PairwiseLayout
+from streammn.errors import GraftingError
 
 
 @dataclass(frozen=True)
@@ -254,10 +255,10 @@ def belief_propagation(
     shorter than needed is extended with uniform messages.
     """
     if not 0.0 <= damping < 1.0:
-        raise ValueError(f"damping must be in [0, 1), got {damping}")
+        raise GraftingError(f"damping must be in [0, 1), got {damping}")
     theta = np.ascontiguousarray(theta, dtype=np.float64)
     if theta.shape != (layout.size,):
-        raise ValueError(f"theta has {theta.shape} entries, layout needs {layout.size}")
+        raise GraftingError(f"theta has {theta.shape} entries, layout needs {layout.size}")
     size = message_size(layout)
     msgs = np.zeros(size)
     if messages is not None:

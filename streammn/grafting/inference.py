@@ -26,6 +26,7 @@ import numpy as np
 
 from streammn.grafting.bp import belief_propagation
 from streammn.grafting.mrf import PairwiseLayout
+from streammn.errors import GraftingError
 
 EXACT_MAX_STATES = 1 << 16
 INFERENCE = ("auto", "bp", "exact")
@@ -41,10 +42,10 @@ def pair_offsets(pairs, cards) -> np.ndarray:
 def use_exact(inference: str, cards) -> bool:
     """Whether ``inference`` ("auto", "bp", "exact") means enumeration for these variables."""
     if inference not in INFERENCE:
-        raise ValueError(f"inference must be one of {INFERENCE}, got {inference!r}")
+        raise GraftingError(f"inference must be one of {INFERENCE}, got {inference!r}")
     small = float(np.prod(np.asarray(cards, dtype=np.float64))) <= EXACT_MAX_STATES
     if inference == "exact" and not small:
-        raise ValueError(f"exact inference enumerates at most {EXACT_MAX_STATES} joint states")
+        raise GraftingError(f"exact inference enumerates at most {EXACT_MAX_STATES} joint states")
     return inference == "exact" or (inference == "auto" and small)
 
 

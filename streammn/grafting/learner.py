@@ -32,7 +32,7 @@ from streammn.grafting.objective import OBJECTIVES, GraftingObjective, minimise,
 from streammn.grafting.pseudo_score import PseudoScorer
 from streammn.schema import Schema, Validated
 from streammn.stats import OnDemandPairCounts
-from streammn.errors import DataError, SettingsError
+from streammn.errors import GraftingError, GraftingStateError
 from streammn.learner import StructureLearner, pack_state
 from streammn.params import NONE, Boolean, Interval, OneOf, Param
 
@@ -40,14 +40,6 @@ STRATEGIES = ("best_choice", "first_hit", "exhaustive")
 STANDARDISE = (False, True, "either")
 Z_C = 1.5  # standardised C2: margin over the expected largest null z (see ``standardise``)
 FORMAT = "streammn-grafting-1"
-
-
-class GraftingError(SettingsError):
-    """An EdgeGrafting setting or call that cannot work (bad parameter, no rows yet)."""
-
-
-class GraftingStateError(DataError):
-    """A serialised EdgeGrafting state could not be read."""
 
 
 def default_lambda(cards, n_rows: int, c: float = 2.0) -> float:

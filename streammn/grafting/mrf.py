@@ -15,6 +15,7 @@ import numpy as np
 from streammn.features import FeatureSet
 from streammn.model import MarkovNetwork
 from streammn.schema import Schema
+from streammn.errors import GraftingError
 
 
 class PairwiseLayout:
@@ -47,7 +48,7 @@ class PairwiseLayout:
             and (self.edges[:, 0] >= 0).all()
             and (self.edges[:, 1] < n).all()
         ):
-            raise ValueError("edges must be pairs (i, j) with 0 <= i < j < n_vars")
+            raise GraftingError("edges must be pairs (i, j) with 0 <= i < j < n_vars")
         self.uoff = np.concatenate([[0], np.cumsum(self.cards)]).astype(np.int64)
         sizes = self.cards[self.edges[:, 0]] * self.cards[self.edges[:, 1]]
         self.eoff = (self.uoff[-1] + np.concatenate([[0], np.cumsum(sizes)])).astype(np.int64)

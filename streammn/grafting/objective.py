@@ -30,6 +30,7 @@ from streammn.grafting.bp import BPResult, belief_propagation
 from streammn.grafting.conditionals import columns, pseudo_loglik_pass, shifted_exp
 from streammn.grafting.inference import ExactInference
 from streammn.grafting.mrf import PairwiseLayout
+from streammn.errors import GraftingError
 
 OBJECTIVES = ("likelihood", "pseudo")
 
@@ -104,9 +105,9 @@ class GraftingObjective:
         exact: bool = False,
     ):
         if kind not in OBJECTIVES:
-            raise ValueError(f"objective must be one of {OBJECTIVES}, got {kind!r}")
+            raise GraftingError(f"objective must be one of {OBJECTIVES}, got {kind!r}")
         if kind == "pseudo" and (rows is None or len(rows) == 0):
-            raise ValueError("the pseudo-likelihood objective needs rows")
+            raise GraftingError("the pseudo-likelihood objective needs rows")
         self.layout = layout
         self.data = np.ascontiguousarray(data_marginals, dtype=np.float64)
         self.lambda_, self.lambda2, self.kind, self.eps = lambda_, lambda2, kind, eps

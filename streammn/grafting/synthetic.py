@@ -26,6 +26,7 @@ import numpy as np
 
 from streammn.grafting.mrf import PairwiseLayout, to_markov_network
 from streammn.schema import Schema
+from streammn.errors import GraftingError
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ class SyntheticMRF:
     ) -> np.ndarray:
         """``n`` rows by Gibbs sampling (see the module docstring)."""
         if min(n, chains, thin) < 1 or burn_in < 0:
-            raise ValueError("need n, chains, thin >= 1 and burn_in >= 0")
+            raise GraftingError("need n, chains, thin >= 1 and burn_in >= 0")
         chains = min(int(chains), int(n))
         per_chain = -(-int(n) // chains)
         out = _gibbs(
@@ -72,7 +73,7 @@ class SyntheticMRF:
 def preferential_attachment(n: int, rng: np.random.Generator) -> np.ndarray:
     """Edges ``(i, j)``, ``i < j``, of a scale-free graph: each new node attaches two edges."""
     if n < 3:
-        raise ValueError(f"preferential attachment needs n >= 3 nodes, got {n}")
+        raise GraftingError(f"preferential attachment needs n >= 3 nodes, got {n}")
     degree = np.zeros(n)
     edges = []
     for v in range(2, n):
@@ -96,7 +97,7 @@ def scale_free_mrf(
 ) -> SyntheticMRF:
     """Appendix C's random MRF: preferential-attachment graph, Gaussian log-potentials."""
     if states < 2:
-        raise ValueError(f"states must be >= 2, got {states}")
+        raise GraftingError(f"states must be >= 2, got {states}")
     rng = np.random.default_rng(seed)
     edges = preferential_attachment(n, rng)
     schema = Schema.from_cardinalities([states] * n)
@@ -122,9 +123,9 @@ def planted_graph(family: str, n: int, rng: np.random.Generator) -> np.ndarray:
     - ``scale_free``: preferential attachment, ``2n - 4`` edges.
     """
     if family not in GRAPH_FAMILIES:
-        raise ValueError(f"graph family must be one of {GRAPH_FAMILIES}, got {family!r}")
+        raise GraftingError(f"graph family must be one of {GRAPH_FAMILIES}, got {family!r}")
     if n < 3:
-        raise ValueError(f"a planted graph needs n >= 3 nodes, got {n}")
+        raise GraftingError(f"a planted graph needs n >= 3 nodes, got {n}")
     if family == "scale_free":
         return preferential_attachment(n, rng)
     if family == "grid":
@@ -157,7 +158,7 @@ def potts_mrf(
     """A planted Potts model on ``edges``: ``theta_ij(a, b) = J_ij [a = b]``, ``|J_ij|`` uniform
     in ``coupling`` with a random sign; unary cells ``N(0, sigma_node)``."""
     if states < 2:
-        raise ValueError(f"states must be >= 2, got {states}")
+        raise GraftingError(f"states must be >= 2, got {states}")
     rng = np.random.default_rng(seed)
     schema = Schema.from_cardinalities([states] * n)
     layout = PairwiseLayout(schema.cardinalities, np.asarray(edges, dtype=np.int64))

@@ -27,15 +27,11 @@ from streammn.inference.draws import draw, draw_from, next_at
 from streammn.inference.incremental import incremental_marginals
 from streammn.loglinear import add_feature_logits
 from streammn.model import MarkovNetwork
-from streammn.errors import SettingsError
+from streammn.errors import InferenceError, InferenceTypeError
 
 
 BLOCK_WORDS = 4  # lockstep marginal chains run in blocks of 64 * BLOCK_WORDS
 TABLE_STATES = 2**18  # largest state space whose conditionals are tabulated
-
-
-class InferenceError(SettingsError):
-    """Bad inference arguments (evidence shape or values, sample counts)."""
 
 
 def conditional_structure(model) -> tuple[FeatureSet, np.ndarray, np.ndarray, np.ndarray]:
@@ -51,7 +47,9 @@ def conditional_structure(model) -> tuple[FeatureSet, np.ndarray, np.ndarray, np
         var_ptr, var_feats = model._index
         owner = np.repeat(np.arange(model.schema.n_vars), np.diff(var_ptr))
         return model._all, var_ptr, var_feats, owner
-    raise TypeError(f"expected a MarkovNetwork or DependencyNetwork, got {type(model).__name__}")
+    raise InferenceTypeError(
+        f"expected a MarkovNetwork or DependencyNetwork, got {type(model).__name__}"
+    )
 
 
 def chain_seeds(seed, n: int, *key) -> np.ndarray:

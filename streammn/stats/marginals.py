@@ -7,6 +7,7 @@ import numpy as np
 from streammn.schema import Schema
 from streammn.stats.counting import count_values, state_offsets
 from streammn.stats.store import check_mergeable, expect, pack, rows_of, unpack
+from streammn.errors import StatsError
 
 
 class MarginalCounts:
@@ -78,9 +79,9 @@ class MarginalCounts:
         per variable is returned.
         """
         if smoothing < 0:
-            raise ValueError(f"smoothing must be >= 0, got {smoothing}")
+            raise StatsError(f"smoothing must be >= 0, got {smoothing}")
         if self.n_rows + smoothing <= 0:
-            raise ValueError("no rows counted yet: probabilities need rows or smoothing > 0")
+            raise StatsError("no rows counted yet: probabilities need rows or smoothing > 0")
         total = self.n_rows + smoothing
         cards = self.schema.cardinalities
         probs = (self._flat + np.repeat(smoothing / cards, cards)) / total

@@ -22,6 +22,7 @@ from streammn.stats.counting import count_pairs
 from streammn.stats.marginals import MarginalCounts
 from streammn.stats.reservoir import RowReservoir
 from streammn.stats.store import check_mergeable, expect, pack, rows_of, unpack
+from streammn.errors import StatsError, StatsIndexError
 
 
 @dataclass(frozen=True, eq=False)
@@ -48,9 +49,9 @@ class PairTable:
     def probabilities(self, smoothing: float = 0.0) -> np.ndarray:
         """Joint distribution ``(counts + smoothing / cells) / (n_rows + smoothing)``."""
         if smoothing < 0:
-            raise ValueError(f"smoothing must be >= 0, got {smoothing}")
+            raise StatsError(f"smoothing must be >= 0, got {smoothing}")
         if self.n_rows + smoothing <= 0:
-            raise ValueError(f"pair ({self.i}, {self.j}) covers no rows: use smoothing > 0")
+            raise StatsError(f"pair ({self.i}, {self.j}) covers no rows: use smoothing > 0")
         return (self.counts + smoothing / self.counts.size) / (self.n_rows + smoothing)
 
 
@@ -97,9 +98,9 @@ class OnDemandPairCounts:
         n = self.schema.n_vars
         i, j = int(i), int(j)
         if not (0 <= i < n and 0 <= j < n):
-            raise IndexError(f"variable index out of range 0..{n - 1}: ({i}, {j})")
+            raise StatsIndexError(f"variable index out of range 0..{n - 1}: ({i}, {j})")
         if i == j:
-            raise ValueError(f"({i}, {j}) is not a pair; use .marginals for one variable")
+            raise StatsError(f"({i}, {j}) is not a pair; use .marginals for one variable")
         return (i, j) if i < j else (j, i)
 
     def _count(self, rows: np.ndarray, pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -179,7 +180,7 @@ class OnDemandPairCounts:
         else:
             pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
             if pairs.size and not bool((pairs[:, 0] < pairs[:, 1]).all()):
-                raise ValueError("flat_tables takes pairs (i, j) with i < j")
+                raise StatsError("flat_tables takes pairs (i, j) with i < j")
             self.request(pairs.tolist())
             idx = np.array([self._index[p] for p in map(tuple, pairs.tolist())], dtype=np.int64)
         sel = self._pairs[idx]

@@ -23,6 +23,7 @@ from streammn.schema import Schema
 from streammn.stats.counting import encode_nonzero_states, state_offsets
 from streammn.stats.marginals import MarginalCounts
 from streammn.stats.store import check_mergeable, expect, pack, rows_of, unpack
+from streammn.errors import StatsError, StatsIndexError
 
 EXACT_FLOAT32_ROWS = 2**24
 """Largest chunk whose float32 Gram matrix is exact (float32 has a 24-bit significand)."""
@@ -65,7 +66,7 @@ class PairCounts:
         if chunk_rows is None:
             chunk_rows = min(EXACT_FLOAT32_ROWS, max(1, DEFAULT_CHUNK_BYTES // (4 * self._width)))
         if not 1 <= chunk_rows <= EXACT_FLOAT32_ROWS:
-            raise ValueError(
+            raise StatsError(
                 f"chunk_rows must be in 1..{EXACT_FLOAT32_ROWS} so that float32 "
                 f"counts stay exact, got {chunk_rows}"
             )
@@ -114,7 +115,7 @@ class PairCounts:
         """
         n = self.schema.n_vars
         if not (0 <= i < n and 0 <= j < n):
-            raise IndexError(f"variable index out of range 0..{n - 1}: ({i}, {j})")
+            raise StatsIndexError(f"variable index out of range 0..{n - 1}: ({i}, {j})")
         if i == j:
             return np.diag(self.counts(i))
         both = self._gram[self._block(i), self._block(j)]

@@ -45,6 +45,7 @@ from streammn.grouping import key_hash, same_key
 from streammn.schema import Schema
 from streammn.stats.reservoir import RowReservoir, generator_from_state, jsonable
 from streammn.stats.store import check_mergeable, expect, pack, rows_of, unpack
+from streammn.errors import StatsError, StatsIndexError
 
 DEFAULT_MAX_PATTERNS = 200_000
 _DONE, _GROW, _FULL = 0, 1, 2
@@ -154,9 +155,9 @@ class PatternCounts:
 
     def __init__(self, schema: Schema, max_patterns: int = DEFAULT_MAX_PATTERNS, seed=0):
         if not isinstance(max_patterns, (int, np.integer)) or max_patterns < 1:
-            raise ValueError(f"max_patterns must be a positive integer, got {max_patterns!r}")
+            raise StatsError(f"max_patterns must be a positive integer, got {max_patterns!r}")
         if seed is not None and not isinstance(seed, (int, np.integer)):
-            raise ValueError(f"seed must be an integer or None, got {seed!r}")
+            raise StatsError(f"seed must be an integer or None, got {seed!r}")
         self.schema = schema
         self.max_patterns = int(max_patterns)
         self.seed = None if seed is None else int(seed)
@@ -320,14 +321,14 @@ class PatternCounts:
         wv = np.array([context[v] for v in w.tolist()], dtype=np.int64)
         used = np.concatenate([a, b, w])
         if used.size and (used.min() < 0 or used.max() >= n):
-            raise IndexError(f"variable index out of range 0..{n - 1}: {used.tolist()}")
+            raise StatsIndexError(f"variable index out of range 0..{n - 1}: {used.tolist()}")
         if np.unique(used).size != used.size:
-            raise ValueError(
+            raise StatsError(
                 f"A, B and the context must be disjoint sets of variables, got "
                 f"A={a.tolist()}, B={b.tolist()}, W={w.tolist()}"
             )
         if w.size and ((wv < 0) | (wv >= cards[w])).any():
-            raise ValueError(f"context value out of range: {context}")
+            raise StatsError(f"context value out of range: {context}")
         shape = tuple(int(c) for c in cards[np.concatenate([a, b])])
         radix = np.ones(len(shape), dtype=np.int64)
         for k in range(len(shape) - 2, -1, -1):

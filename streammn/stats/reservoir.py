@@ -16,6 +16,7 @@ import numpy as np
 
 from streammn.schema import MISSING, Schema
 from streammn.stats.store import check_mergeable, expect, pack, rows_of, unpack
+from streammn.errors import StatsError
 
 _BIT_GENERATORS = {
     name: getattr(np.random, name) for name in ("PCG64", "PCG64DXSM", "Philox", "SFC64", "MT19937")
@@ -44,7 +45,7 @@ class RowReservoir:
 
     def __init__(self, schema: Schema, capacity: int = 10000, seed=None):
         if not isinstance(capacity, (int, np.integer)) or capacity < 1:
-            raise ValueError(f"capacity must be a positive integer, got {capacity!r}")
+            raise StatsError(f"capacity must be a positive integer, got {capacity!r}")
         self.schema = schema
         self.capacity = int(capacity)
         self.seed = seed

@@ -30,19 +30,11 @@ import zlib
 import numpy as np
 
 from streammn.schema import Schema, SchemaError
-from streammn.errors import DataError, SettingsError
+from streammn.errors import StatsBytesError, StatsFormatError, StatsMergeError
 
 MAGIC = b"SMNSTATS"
 FORMAT_VERSION = 1
 _PREFIX = struct.Struct("<8sHIQI")
-
-
-class StatsFormatError(DataError):
-    """A byte string is not a valid serialised store of the requested kind."""
-
-
-class StatsMergeError(SettingsError):
-    """Two stores cannot be merged: different kinds, schemas or settings."""
 
 
 def rows_of(data, schema: Schema) -> np.ndarray:
@@ -84,7 +76,7 @@ def pack(store, meta: dict, arrays: dict[str, np.ndarray]) -> bytes:
 def _read_frame(data, what: str) -> tuple[dict, bytes]:
     """Check the framing and checksum; return the parsed header and the raw payload."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise TypeError(f"{what}.from_bytes expects bytes, got {type(data).__name__}")
+        raise StatsBytesError(f"{what}.from_bytes expects bytes, got {type(data).__name__}")
     data = bytes(data)
     if len(data) < _PREFIX.size:
         raise StatsFormatError(f"{what}: {len(data)} bytes is too short for a serialised store")
