@@ -14,11 +14,11 @@ import numpy as np
 from connectors import open_source
 from streammn.errors import EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, DataError, UsageError
 from streammn.dn import DependencyNetwork
-from streammn.formats import read_model, write_model
+from streammn.formats import write_model
 from streammn.learners import learner_from_args, learner_setting
-from streammn.model import MarkovNetwork
 from streammn.schema import Schema
-from streammn.snapshot import LATEST, open_snapshot, read_snapshot
+from streammn.model_spec import load_density, load_model
+from streammn.snapshot import read_snapshot
 
 SCORE_BATCH = 65536
 # a run stopped by a signal ends cleanly, after a snapshot, but says so: 128 + the signal
@@ -26,22 +26,6 @@ SIGNAL_EXIT = {signal.SIGTERM: EXIT_SIGTERM, signal.SIGINT: EXIT_SIGINT}
 
 
 # models -------------------------------------------------------------------------------------
-def load_model(spec: str):
-    """A model from a snapshot root (its newest), a snapshot directory, ``<root>/latest``, or a
-    model file (.json, .mn, .uai, .dn). Returns ``(model, manifest or None)``."""
-    path = Path(spec)
-    is_snapshot = path.is_dir() or path.name.lower() == LATEST.lower()
-    if is_snapshot:
-        snap = open_snapshot(path)
-        schema, features = read_model(snap.file("model.json"))
-        return MarkovNetwork(schema, features), snap.manifest
-    loaded = read_model(path)
-    schema, body = loaded
-    if isinstance(body, list):
-        return DependencyNetwork(schema, body), None
-    return MarkovNetwork(schema, body), None
-
-
 def _progress(args) -> object | None:
     return None if getattr(args, "quiet", False) else sys.stderr
 
@@ -192,7 +176,7 @@ def _run_on_dask(engine, spec: str):
 def score(args) -> int:
     from streammn.inference import cmll_terms
 
-    density = _et_density(args.model)
+    density = load_density(args.model)
     if density is not None and Path(args.model).suffix.lower() == ".et":
         model = None
     else:
@@ -231,21 +215,6 @@ def score(args) -> int:
             if key in result:
                 print(f"{key} {result[key]:.6f} per example")
     return EXIT_OK
-
-
-def _et_density(spec: str):
-    """The ET density of a ``.et`` file or of a snapshot that has one (else None)."""
-    from streammn.et.learner import ET_FILE
-    from streammn.et import ETDensity
-
-    path = Path(spec)
-    if path.suffix.lower() == ".et":
-        return ETDensity.from_bytes(path.read_bytes(), where=str(path))
-    if path.is_dir() or path.name.lower() == LATEST.lower():
-        snap = open_snapshot(path)
-        if ET_FILE in snap.files:
-            return ETDensity.from_bytes(snap.file(ET_FILE).read_bytes(), where=str(path))
-    return None
 
 
 # convert, sample, inspect -------------------------------------------------------------------
