@@ -23,7 +23,7 @@ import numpy as np
 from streammn import loglinear
 from streammn.features import FeatureSet
 from streammn.schema import Schema
-from streammn.errors import ModelError
+from streammn.errors import ModelError, NoRowsError
 
 
 class DependencyNetwork:
@@ -64,6 +64,7 @@ class DependencyNetwork:
 
     def log_conditional(self, rows: np.ndarray, i: int) -> np.ndarray:
         """Normalised ``log P(X_i = a | x_-i)`` for each row and value: shape (n, card_i)."""
+        i = self.schema.variable_index(i)
         cpd = self.cpds[i]
         logits = loglinear.conditional_logits(
             cpd, self.schema.rows_of(rows), i, features=np.arange(cpd.n_features)
@@ -81,7 +82,9 @@ class DependencyNetwork:
     def pll(self, rows: np.ndarray) -> float:
         """Pseudo-log-likelihood per example (mean over rows of the sum over variables)."""
         terms = self.pll_terms(rows)
-        return float(terms.sum(axis=1).mean()) if terms.shape[0] else float("nan")
+        if not terms.shape[0]:
+            raise NoRowsError("no rows to score: the pseudo-log-likelihood is a mean over rows")
+        return float(terms.sum(axis=1).mean())
 
     def __repr__(self) -> str:
         return f"DependencyNetwork({self.schema.n_vars} variables, {self.n_features} features)"

@@ -168,6 +168,14 @@ class ModelError(SettingsError):
     """Features, weights, CPDs or rows that do not fit a model's schema or each other."""
 
 
+class VariableIndexError(ModelError, IndexError):
+    """A variable index outside ``0 .. n_vars - 1`` (a negative one would silently wrap)."""
+
+
+class NoRowsError(DataError):
+    """A score asked of no rows: a mean over nothing has no value to give."""
+
+
 class EnumerationTooLarge(SettingsError):
     """Exact enumeration was asked for a model with more joint states than allowed."""
 

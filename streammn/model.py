@@ -17,7 +17,7 @@ import numpy as np
 from streammn import loglinear
 from streammn.features import FeatureSet
 from streammn.schema import Schema, require_observed
-from streammn.errors import EnumerationTooLarge, ModelError
+from streammn.errors import EnumerationTooLarge, ModelError, NoRowsError
 
 DEFAULT_MAX_STATES = 2**20  # 20 binary variables
 
@@ -122,6 +122,7 @@ class MarkovNetwork:
 
     def log_conditional(self, rows, i: int) -> np.ndarray:
         """``log P(X_i = a | x_-i)`` for each row and value: shape (n, card_i)."""
+        i = self.schema.variable_index(i)
         var_ptr, var_feats = self.index
         logits = loglinear.conditional_logits(
             self.features,
@@ -152,7 +153,9 @@ class MarkovNetwork:
     def pll(self, rows) -> float:
         """Pseudo-log-likelihood per example: mean over rows of ``sum_i log P(x_i | x_-i)``."""
         terms = self.pll_terms(rows)
-        return float(terms.sum(axis=1).mean()) if terms.shape[0] else float("nan")
+        if not terms.shape[0]:
+            raise NoRowsError("no rows to score: the pseudo-log-likelihood is a mean over rows")
+        return float(terms.sum(axis=1).mean())
 
     def conditional_log_likelihoods(self, rows) -> np.ndarray:
         """Mean over rows of ``log P(x_i | x_-i)`` for each variable i: shape (n_vars,)."""

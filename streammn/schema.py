@@ -23,6 +23,7 @@ from streammn.errors import (
     MissingModeUnsupported,
     SchemaError,
     SchemaFileUnavailable,
+    VariableIndexError,
 )
 
 MIN_CARDINALITY = 1  # a one-state variable is a constant (Libra's msweb.mn has them)
@@ -314,6 +315,19 @@ class Schema:
             return self._index[name]
         except KeyError:
             raise SchemaError(f"no variable named {name!r}") from None
+
+    def variable_index(self, i) -> int:
+        """``i`` as a variable index, checked: an integer in ``0 .. n_vars - 1`` (a negative
+        index would silently pick a variable from the end), or a variable's name."""
+        if isinstance(i, str):
+            return self.index(i)
+        if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
+            raise VariableIndexError(f"a variable is named by its index or name, got {i!r}")
+        if not 0 <= i < self.n_vars:
+            raise VariableIndexError(
+                f"variable index {i} is outside 0..{self.n_vars - 1} ({self.n_vars} variables)"
+            )
+        return int(i)
 
     def __len__(self) -> int:
         return len(self._variables)

@@ -137,3 +137,35 @@ def test_merge_duplicates_matches_a_dictionary_reference():
     assert fs.merge_duplicates().to_list() == expect
     assert len(fs.merge_duplicates(drop_zero=False)) == len(order)
     assert fs.select(np.zeros(400, bool)).n_features == 0
+
+
+def test_a_variable_index_out_of_range_is_refused_not_wrapped(model):
+    """conditional(rows, -1) used to answer for the last variable (numpy's negative index)
+    and conditional(rows, n) raised a raw IndexError (issue 42)."""
+    from streammn.dn import DependencyNetwork
+    from streammn.errors import ModelError, VariableIndexError
+
+    rows = all_rows(model.schema)
+    n = model.schema.n_vars
+    dn = DependencyNetwork(model.schema, [model.features] * n)
+    for target in (model, dn):
+        for bad in (-1, n, 1.0, True):
+            with pytest.raises(VariableIndexError, match=r"variable") as info:
+                target.log_conditional(rows, bad)
+            assert isinstance(info.value, (ModelError, IndexError))
+        name = model.schema.names[1]
+        np.testing.assert_array_equal(
+            target.log_conditional(rows, name), target.log_conditional(rows, 1)
+        )
+
+
+def test_the_pll_of_no_rows_is_an_error_not_nan(model):
+    from streammn.dn import DependencyNetwork
+    from streammn.errors import DataError, NoRowsError
+
+    empty = np.zeros((0, model.schema.n_vars), dtype=np.uint8)
+    dn = DependencyNetwork(model.schema, [model.features] * model.schema.n_vars)
+    for target in (model, dn):
+        with pytest.raises(NoRowsError, match="no rows to score") as info:
+            target.pll(empty)
+        assert isinstance(info.value, DataError)
