@@ -157,40 +157,20 @@ def _copy_groups(cc, ng, keep, also, gs, ge, var, val, eq, o_var, o_val, o_eq):
 
 
 @nb.njit(cache=True)
-def _convert_one(
-    f,
-    target,
-    weights,
-    ptr,
-    var,
-    val,
-    eq,
-    base,
-    positions,
-    rotate,
-    spec_w,
-    n,
-    write,
-    fo,
-    co,
-    o_w,
-    o_ptr,
-    o_var,
-    o_val,
-    o_eq,
-    gvar,
-    gs,
-    ge,
-    gp,
-    dist,
-    order,
-    keep,
-):
+def _convert_one(f, target, inputs, write, fo, co, outputs, scratch):
     """Conditioned subfeatures of input feature ``f`` (CPD ``target``).
 
     Returns ``(n_features, n_conditions)`` produced; with ``write`` they are stored at feature
     offset ``fo`` and condition offset ``co`` of the output arrays.
+
+    The arrays come as three tuples, so that the counting and the writing pass of the
+    conversion kernel name them once each: ``inputs`` = ``(weights, ptr, var, val, eq, base,
+    positions, rotate, spec_w, n)``, ``outputs`` = ``(o_w, o_ptr, o_var, o_val, o_eq)`` (empty
+    ones when not ``write``), ``scratch`` = :func:`_scratch`'s arrays.
     """
+    weights, ptr, var, val, eq, base, positions, rotate, spec_w, n = inputs
+    o_w, o_ptr, o_var, o_val, o_eq = outputs
+    gvar, gs, ge, gp, dist, order, keep = scratch
     # group the conditions by variable; gp[g] = P(x'_j satisfies the group's tests)
     ng = 0
     ti = -1
@@ -312,43 +292,18 @@ def _block_conversion(loop):
         n_blocks = min(F, 256)
         nf = np.zeros(F, dtype=np.int64)
         ncond = np.zeros(F, dtype=np.int64)
-        e_w = np.zeros(0)
-        e_i = np.zeros(1, dtype=np.int64)
-        e_v = np.zeros(0, dtype=np.int32)
-        e_u = np.zeros(0, dtype=np.uint8)
-        e_b = np.zeros(0, dtype=np.bool_)
+        empty = (
+            np.zeros(0),
+            np.zeros(1, dtype=np.int64),
+            np.zeros(0, dtype=np.int32),
+            np.zeros(0, dtype=np.uint8),
+            np.zeros(0, dtype=np.bool_),
+        )
+        inputs = (weights, ptr, var, val, eq, base, positions, rotate, spec_w, n)
         for blk in loop(n_blocks):
-            gvar, gs, ge, gp, dist, order, keep = _scratch(max_len)
+            scratch = _scratch(max_len)
             for f in range(blk, F, n_blocks):
-                nf[f], ncond[f] = _convert_one(
-                    f,
-                    targets[f],
-                    weights,
-                    ptr,
-                    var,
-                    val,
-                    eq,
-                    base,
-                    positions,
-                    rotate,
-                    spec_w,
-                    n,
-                    False,
-                    0,
-                    0,
-                    e_w,
-                    e_i,
-                    e_v,
-                    e_u,
-                    e_b,
-                    gvar,
-                    gs,
-                    ge,
-                    gp,
-                    dist,
-                    order,
-                    keep,
-                )
+                nf[f], ncond[f] = _convert_one(f, targets[f], inputs, False, 0, 0, empty, scratch)
         f_off = np.zeros(F + 1, dtype=np.int64)
         c_off = np.zeros(F + 1, dtype=np.int64)
         for f in range(F):
@@ -359,38 +314,11 @@ def _block_conversion(loop):
         o_var = np.empty(c_off[F], dtype=np.int32)
         o_val = np.empty(c_off[F], dtype=np.uint8)
         o_eq = np.empty(c_off[F], dtype=np.bool_)
+        outputs = (o_w, o_ptr, o_var, o_val, o_eq)
         for blk in loop(n_blocks):
-            gvar, gs, ge, gp, dist, order, keep = _scratch(max_len)
+            scratch = _scratch(max_len)
             for f in range(blk, F, n_blocks):
-                _convert_one(
-                    f,
-                    targets[f],
-                    weights,
-                    ptr,
-                    var,
-                    val,
-                    eq,
-                    base,
-                    positions,
-                    rotate,
-                    spec_w,
-                    n,
-                    True,
-                    f_off[f],
-                    c_off[f],
-                    o_w,
-                    o_ptr,
-                    o_var,
-                    o_val,
-                    o_eq,
-                    gvar,
-                    gs,
-                    ge,
-                    gp,
-                    dist,
-                    order,
-                    keep,
-                )
+                _convert_one(f, targets[f], inputs, True, f_off[f], c_off[f], outputs, scratch)
         return o_w, o_ptr, o_var, o_val, o_eq
 
     return convert

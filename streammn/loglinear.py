@@ -317,6 +317,17 @@ def feature_owners(fs: FeatureSet, owner) -> np.ndarray:
     return np.ascontiguousarray(owner, dtype=np.int64)
 
 
+def row_kernel_features(fs: FeatureSet, owner) -> tuple:
+    """``(var_ptr, var_feats, owners, weights, ptr, var, val, eq)``: the feature arrays the
+    row-by-row kernels (:func:`_logits_rows`, :func:`gradient_rows`) take, in their order.
+
+    One place builds them so the kernels' callers (here and :mod:`streammn.reach_lists`) do
+    not each spell out the same eight arguments."""
+    var_ptr, var_feats = fs.features_by_variable()
+    owners = feature_owners(fs, owner)
+    return var_ptr, var_feats, owners, fs.weights, fs.ptr, fs.var, fs.val, fs.eq
+
+
 def all_conditionals(fs: FeatureSet, rows: np.ndarray, owner=None) -> tuple[np.ndarray, np.ndarray]:
     """Every conditional of every row at once, by the row-bitset kernel (row by row when a
     variable has more than 64 values), computed once per distinct row.
@@ -331,20 +342,7 @@ def all_conditionals(fs: FeatureSet, rows: np.ndarray, owner=None) -> tuple[np.n
     offs = value_offsets(cards)
     patterns, inverse = distinct_rows(rows)  # equal rows have equal conditionals
     if cards.max() > MASK_VALUES:
-        var_ptr, var_feats = fs.features_by_variable()
-        logits = _logits_rows(
-            patterns,
-            cards,
-            offs,
-            var_ptr,
-            var_feats,
-            feature_owners(fs, owner),
-            fs.weights,
-            fs.ptr,
-            fs.var,
-            fs.val,
-            fs.eq,
-        )
+        logits = _logits_rows(patterns, cards, offs, *row_kernel_features(fs, owner))
     else:
         logits = all_logits(
             patterns,

@@ -60,6 +60,7 @@ from streammn.loglinear import (
     feature_owners,
     gradient_rows,
     normalise_variable,
+    row_kernel_features,
 )
 from streammn.errors import WeightLearningError
 
@@ -467,7 +468,6 @@ def _rowwise_pll_and_gradient(
     with more than 64 values."""
     probs, terms = all_conditionals(fs, rows, owner)
     cards = np.ascontiguousarray(fs.schema.cardinalities, dtype=np.int64)
-    var_ptr, var_feats = fs.features_by_variable()
     row_weights = _counts(counts, rows)
     grad = gradient_rows(
         rows,
@@ -475,14 +475,7 @@ def _rowwise_pll_and_gradient(
         probs,
         cards,
         value_offsets(cards),
-        var_ptr,
-        var_feats,
-        feature_owners(fs, owner),
-        fs.weights,
-        fs.ptr,
-        fs.var,
-        fs.val,
-        fs.eq,
+        *row_kernel_features(fs, owner),
         PARTIAL_SUMS,
     )
     return float(terms.sum() if counts is None else terms.sum(axis=1) @ counts), grad

@@ -169,24 +169,7 @@ def _block_plan(free, lits, n_words, var_ptr, var_feats, ptr, var, code, allowed
 
 
 @nb.njit(cache=True)
-def _marginal_block(
-    evidence,
-    c0,
-    n_words,
-    cards,
-    offs,
-    burn_in,
-    samples,
-    seeds,
-    var_ptr,
-    var_feats,
-    weights,
-    ptr,
-    var,
-    code,
-    allowed,
-    acc,
-):
+def _marginal_block(evidence, c0, n_words, cards, offs, burn_in, samples, seeds, features, acc):
     """Gibbs chains ``c0 .. c0 + 64 n_words`` in lockstep, one bit per chain.
 
     For each variable j, every feature of j's conditional is tested against all chains at once:
@@ -194,7 +177,12 @@ def _marginal_block(
     first empty word) and its weight added to the logits of the values of X_j it allows, on the
     chains where it survives. Chains where X_j is evidence are masked out. Conditions on
     variables observed in every chain of the block are applied once (:func:`_block_plan`).
+
+    ``features`` is the tuple ``(var_ptr, var_feats, weights, ptr, var, code, allowed)`` built
+    by :func:`gibbs_marginals` and passed through :func:`_marginals` as one argument, unpacked
+    here once per block.
     """
+    var_ptr, var_feats, weights, ptr, var, code, allowed = features
     m, n = evidence.shape
     width = 64 * n_words
     nc = min(width, m - c0)
@@ -268,43 +256,14 @@ def _marginal_block(
 
 
 @nb.njit(cache=True, parallel=True)
-def _marginals(
-    evidence,
-    cards,
-    offs,
-    burn_in,
-    samples,
-    seeds,
-    var_ptr,
-    var_feats,
-    weights,
-    ptr,
-    var,
-    code,
-    allowed,
-):
+def _marginals(evidence, cards, offs, burn_in, samples, seeds, features):
     m = evidence.shape[0]
     width = 64 * BLOCK_WORDS
     n_blocks = (m + width - 1) // width
     acc = np.zeros((m, offs[-1]))
     for blk in nb.prange(n_blocks):
         _marginal_block(
-            evidence,
-            blk * width,
-            BLOCK_WORDS,
-            cards,
-            offs,
-            burn_in,
-            samples,
-            seeds,
-            var_ptr,
-            var_feats,
-            weights,
-            ptr,
-            var,
-            code,
-            allowed,
-            acc,
+            evidence, blk * width, BLOCK_WORDS, cards, offs, burn_in, samples, seeds, features, acc
         )
     return acc
 
@@ -458,13 +417,7 @@ def gibbs_marginals(
             int(burn_in),
             int(samples),
             seeds,
-            var_ptr,
-            var_feats,
-            fs.weights,
-            fs.ptr,
-            fs.var,
-            code,
-            allowed,
+            (var_ptr, var_feats, fs.weights, fs.ptr, fs.var, code, allowed),
         )
     out = acc.reshape(m, chains, -1).sum(axis=1) / (samples * chains)
     for j in range(cards.shape[0]):  # observed variables: one-hot on their value

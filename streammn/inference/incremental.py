@@ -98,7 +98,9 @@ def _unique_rows(keys):
 
 
 def _pattern(is_free, gptr, g_var, g_mask):
-    """Everything the chains of one evidence pattern share (see the module docstring)."""
+    """Everything the chains of one evidence pattern share (see the module docstring), as
+    ``(features, parts)``: ``(feat, part, unary_var, unary_mask, ev_ptr, ev_var, ev_mask)`` and
+    ``(part_ptr, part_var, part_mask)``."""
     feat, n_free, keys, ev_ptr, ev_var, ev_mask = _split_features(is_free, gptr, g_var, g_mask)
     multi = n_free >= 2
     part = np.full(feat.shape[0], -1, dtype=np.int64)
@@ -111,18 +113,8 @@ def _pattern(is_free, gptr, g_var, g_mask):
     part_mask = np.ascontiguousarray(uniq[:, 1::2][used]).view(np.uint64)
     unary_var = np.ascontiguousarray(keys[:, 0])
     unary_mask = np.ascontiguousarray(keys[:, 1]).view(np.uint64)
-    return (
-        feat,
-        part,
-        unary_var,
-        unary_mask,
-        ev_ptr,
-        ev_var,
-        ev_mask,
-        part_ptr,
-        part_var,
-        part_mask,
-    )
+    features = (feat, part, unary_var, unary_mask, ev_ptr, ev_var, ev_mask)
+    return features, (part_ptr, part_var, part_mask)
 
 
 @nb.njit(cache=True)
@@ -140,26 +132,7 @@ def _add_to_values(logits, o, card, mask, w):
 
 @nb.njit(cache=True)
 def _block(
-    chains,
-    evidence,
-    cards,
-    offs,
-    burn_in,
-    samples,
-    seeds,
-    weights,
-    feat,
-    part,
-    unary_var,
-    unary_mask,
-    ev_ptr,
-    ev_var,
-    ev_mask,
-    part_ptr,
-    part_var,
-    part_mask,
-    free_vars,
-    acc,
+    chains, evidence, cards, offs, burn_in, samples, seeds, weights, features, parts, free_vars, acc
 ):
     """Reduce the model for up to 64 chains of one evidence pattern at once, then run each.
 
@@ -167,7 +140,12 @@ def _block(
     over 64-chain bitsets of the observed values; the chains where it holds add its weight to
     their part (or bias). Per chain the features are visited in the same order, so the sums do
     not depend on how chains are blocked.
+
+    ``features`` and ``parts`` are :func:`_pattern`'s two tuples, passed through
+    :func:`_chains` (and ``parts`` on to :func:`_chain`) as one argument each, so the kernels'
+    signatures and calls do not repeat their ten arrays; unpacked once per block or chain.
     """
+    feat, part, unary_var, unary_mask, ev_ptr, ev_var, ev_mask = features
     nc = chains.shape[0]
     n = evidence.shape[1]
     states = np.empty(nc, dtype=np.uint64)
@@ -182,7 +160,7 @@ def _block(
             else:
                 x[i, j] = e
                 lits[offs[j] + e] |= np.uint64(1) << np.uint64(i)
-    n_parts = part_ptr.shape[0] - 1
+    n_parts = parts[0].shape[0] - 1  # parts[0]: part_ptr
     logits = np.zeros((nc, offs[-1]))
     part_w = np.zeros((nc, n_parts))
     seen = np.zeros((nc, n_parts), dtype=np.bool_)
@@ -228,9 +206,7 @@ def _block(
             offs,
             burn_in,
             samples,
-            part_ptr,
-            part_var,
-            part_mask,
+            parts,
             free_vars,
             acc,
         )
@@ -248,9 +224,7 @@ def _chain(
     offs,
     burn_in,
     samples,
-    part_ptr,
-    part_var,
-    part_mask,
+    parts,
     free_vars,
     acc,
 ):
@@ -260,8 +234,9 @@ def _chain(
     number of its groups the state fails, and ``fail_xor[k]``, the XOR of their indices: when
     exactly one fails, that is its index, so the variable a part's weight moves to or from is
     found without a search. The hot loop calls no helper that takes arrays (numba would count
-    references to them at every call).
+    references to them at every call). ``parts`` is ``(part_ptr, part_var, part_mask)``.
     """
+    part_ptr, part_var, part_mask = parts
     n_live = live.shape[0]
     max_card = 0
     for j in range(cards.shape[0]):
@@ -390,26 +365,7 @@ def _chain(
 
 @nb.njit(cache=True, parallel=True)
 def _chains(
-    chains,
-    evidence,
-    cards,
-    offs,
-    burn_in,
-    samples,
-    seeds,
-    weights,
-    feat,
-    part,
-    unary_var,
-    unary_mask,
-    ev_ptr,
-    ev_var,
-    ev_mask,
-    part_ptr,
-    part_var,
-    part_mask,
-    free_vars,
-    acc,
+    chains, evidence, cards, offs, burn_in, samples, seeds, weights, features, parts, free_vars, acc
 ):
     for b in nb.prange((chains.shape[0] + 63) // 64):
         _block(
@@ -421,16 +377,8 @@ def _chains(
             samples,
             seeds,
             weights,
-            feat,
-            part,
-            unary_var,
-            unary_mask,
-            ev_ptr,
-            ev_var,
-            ev_mask,
-            part_ptr,
-            part_var,
-            part_mask,
+            features,
+            parts,
             free_vars,
             acc,
         )
@@ -447,7 +395,7 @@ def incremental_marginals(fs, evidence, cards, offs, burn_in, samples, seeds) ->
     which = which.ravel()
     acc = np.zeros((evidence.shape[0], offs[-1]))
     for i, is_free in enumerate(patterns):
-        shared = _pattern(is_free, gptr, g_var, g_mask)
+        features, parts = _pattern(is_free, gptr, g_var, g_mask)
         _chains(
             np.flatnonzero(which == i),
             evidence,
@@ -457,7 +405,8 @@ def incremental_marginals(fs, evidence, cards, offs, burn_in, samples, seeds) ->
             int(samples),
             seeds,
             fs.weights,
-            *shared,
+            features,
+            parts,
             np.flatnonzero(is_free),
             acc,
         )

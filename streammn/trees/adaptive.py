@@ -112,6 +112,16 @@ def _descend(row, node, links):
     return links[node, 2 + (row[links[node, 0]] != links[node, 1])]
 
 
+@nb.njit(cache=True, inline="always")
+def _to_leaf(row, node, links):
+    """The leaf ``row`` reaches from ``node`` (itself when a leaf): the finishing descent of
+    each of the interleaved rows in :func:`period_losses`, written once; inlined, so the hot
+    loop compiles as if it were spelt out."""
+    while links[node, 0] >= 0:
+        node = _descend(row, node, links)
+    return node
+
+
 @nb.njit(cache=True)
 def period_losses(
     rows,
@@ -165,14 +175,10 @@ def period_losses(
                     c = _descend(rc, c, links)
                 if links[e, 0] >= 0:
                     e = _descend(re, e, links)
-            while links[a, 0] >= 0:
-                a = _descend(ra, a, links)
-            while links[b, 0] >= 0:
-                b = _descend(rb, b, links)
-            while links[c, 0] >= 0:
-                c = _descend(rc, c, links)
-            while links[e, 0] >= 0:
-                e = _descend(re, e, links)
+            a = _to_leaf(ra, a, links)
+            b = _to_leaf(rb, b, links)
+            c = _to_leaf(rc, c, links)
+            e = _to_leaf(re, e, links)
             leaves[r] = a
             if r + 1 < n:
                 leaves[r + 1] = b
