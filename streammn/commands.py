@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import sys
@@ -26,6 +27,22 @@ SIGNAL_EXIT = {signal.SIGTERM: EXIT_SIGTERM, signal.SIGINT: EXIT_SIGINT}
 
 
 # models -------------------------------------------------------------------------------------
+def _json(value, indent=None) -> str:
+    """``value`` as JSON that every parser reads: a non-finite number (a score of a model that
+    gives a row probability 0) is written as ``null``, never as ``NaN`` or ``-Infinity``."""
+
+    def finite(x):
+        if isinstance(x, float) and not math.isfinite(x):
+            return None
+        if isinstance(x, dict):
+            return {k: finite(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [finite(v) for v in x]
+        return x
+
+    return json.dumps(finite(value), indent=indent, allow_nan=False)
+
+
 def _progress(args) -> object | None:
     return None if getattr(args, "quiet", False) else sys.stderr
 
@@ -208,7 +225,7 @@ def score(args) -> int:
     if density is not None:
         result["ll"] = ll_sum / n  # exact log-likelihood of the ET density (Eq. 6)
     if args.json:
-        print(json.dumps(result))
+        print(_json(result))
     else:
         print(f"rows {n:,}")
         for key in ("pll", "cmll", "ll"):
@@ -283,7 +300,7 @@ def inspect(args) -> int:
 
         info["graph"] = {"out": args.graph, **draw_network(model, args.graph)}
     if args.json:
-        print(json.dumps(info, indent=2))
+        print(_json(info, indent=2))
         return EXIT_OK
     print(
         f"{info['kind']}: {info['n_vars']} variables "

@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from helpers.formats_strategies import all_rows, brute_scores, log_z, models
@@ -99,9 +99,11 @@ def test_reader_gives_back_the_same_scores(tmp_path_factory, model):
     schema, fs = model
     path = tmp_path_factory.mktemp("uai") / "m.uai"
     write_model(path, schema, fs)
+    a = brute_scores(fs, schema)
+    assume(np.isfinite(a).any())  # no state possible is no distribution (see test_malformed_files)
     schema2, fs2 = read_model(path, schema=schema)
     assert schema2 == schema
-    a, b = brute_scores(fs, schema), brute_scores(fs2, schema)
+    b = brute_scores(fs2, schema)
     np.testing.assert_array_equal(np.isfinite(a), np.isfinite(b))
     np.testing.assert_allclose(a[np.isfinite(a)], b[np.isfinite(b)], atol=1e-9)
 
@@ -171,6 +173,8 @@ def test_table_size_limit(tmp_path):
         ("MARKOV\n1\n2\n1\n1 0\n2\n 1 nan\n", 7, "non-negative potential"),
         ("MARKOV\n1\n2\n1\n1 0\n2\n 1\n", 7, "unexpected end of file"),
         ("MARKOV\n1\n2\n1\n1 0\n2\n 1 1\n5\n", 8, "after the last table"),
+        # issue 42: an all-zero table was accepted and scored NaN
+        ("MARKOV\n2\n2 2\n2\n1 0\n1 1\n2\n 1 1\n2\n 0 0\n", 9, "all zeros"),
     ],
 )
 def test_malformed_files(tmp_path, text, line, message):

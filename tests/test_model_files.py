@@ -121,3 +121,18 @@ def test_one_state_columns_are_learned_as_constants(tmp_path, capsys):
         )
         assert main(["sample", str(out), "-n", "20", "--out", str(tmp_path / "s.data")]) == 0
         assert set(np.loadtxt(tmp_path / "s.data", delimiter=",")[:, 1]) == {0}
+
+
+def test_json_output_never_holds_a_non_json_number(tmp_path, capsys):
+    """A row the model gives probability 0 scores -inf: --json writes null, which every JSON
+    parser reads, where it used to print -Infinity (issue 42)."""
+    import json
+
+    model = tmp_path / "zero.uai"
+    model.write_text("MARKOV\n2\n2 2\n1\n1 0\n2\n 1 0\n")  # x0 = 1 is impossible
+    data = tmp_path / "rows.data"
+    data.write_text("1,0\n1,1\n")
+    assert main(["score", str(model), str(data), "--json"]) == 0
+    out = capsys.readouterr().out
+    result = json.loads(out, parse_constant=lambda c: pytest.fail(f"non-JSON number {c}"))
+    assert result["rows"] == 2 and result["pll"] is None

@@ -458,11 +458,19 @@ def read_uai(path: str | os.PathLike, schema: Schema | None = None) -> tuple[Sch
         expected = math.prod(cards[v] for v in scope)
         if toks.int(f"the number of entries of factor {k}") != expected:
             raise ModelFormatError(f"factor {k} needs {expected} entries", path=path, line=line)
+        mass = 0.0
         for assignment in np.ndindex(*[cards[v] for v in scope]):
             p = toks.potential()
+            mass += p
             if p != 1.0:
                 w = math.log(p) if p > 0 else -math.inf
                 feats.append((w, [(v, int(a), True) for v, a in zip(scope, assignment)]))
+        if mass == 0.0:  # every state would have probability 0: no distribution at all
+            raise ModelFormatError(
+                f"factor {k}'s table is all zeros, so every state would have probability 0",
+                path=path,
+                line=line,
+            )
     if not toks.at_end():
         line, tok = toks.take("end of file")
         raise ModelFormatError(f"unexpected {tok!r} after the last table", path=path, line=line)
