@@ -52,7 +52,7 @@ def inactive_scores(learner):
     iu, ju = np.triu_indices(n, 1)
     pairs = np.stack([iu, ju], 1)
     keep = np.array([(i, j) not in learner.active for i, j in pairs.tolist()])
-    got, scores = learner.score(pairs[keep])
+    got, scores = learner.score_pairs(pairs[keep])
     return {tuple(p): s for p, s in zip(got.tolist(), scores.tolist())}
 
 

@@ -150,6 +150,14 @@ class StructureLearner(Estimator):
         settings) from the rest of a state's ``meta`` and ``arrays``."""
         raise NotImplementedError
 
+    def score_samples(self, rows) -> np.ndarray:
+        """Each row's pseudo-log-likelihood under the current model (scikit-learn's name)."""
+        return self.pll_terms(rows).sum(axis=1)
+
+    def score(self, rows) -> float:
+        """Mean pseudo-log-likelihood per row: higher is better (scikit-learn's convention)."""
+        return float(self.score_samples(rows).mean())
+
     def snapshot_files(self) -> dict:
         """Extra files for a snapshot, by name (bytes, or a function writing the file at a
         path): e.g. ET's exact-likelihood ``model.et``. None by default."""

@@ -129,3 +129,13 @@ def test_bytes_that_are_no_saved_state_raise_the_learners_state_error(make, rows
         with pytest.raises(type(learner).state_error, match=type(learner).__name__) as info:
             type(learner).from_bytes(bad)
         assert isinstance(info.value, DataError)
+
+
+def test_score_and_score_samples_are_the_pseudo_log_likelihood(make, rows):
+    """scikit-learn's names: score_samples per row, score their mean (issue 38)."""
+    schema, data = rows
+    learner = feed(make(schema), data[:1500], [])
+    probe = data[2000:2200]
+    per_row = learner.pll_terms(probe).sum(axis=1)
+    np.testing.assert_array_equal(learner.score_samples(probe), per_row)
+    assert learner.score(probe) == float(per_row.mean())

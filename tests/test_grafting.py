@@ -146,7 +146,7 @@ class ScriptedContext:
             d[j] += 1
         return d
 
-    def score(self, pairs):
+    def score_pairs(self, pairs):
         pairs = np.asarray(pairs).reshape(-1, 2)
         self.tested.extend(map(tuple, pairs.tolist()))
         return pairs, np.array([self.scores[tuple(p)] for p in pairs.tolist()])

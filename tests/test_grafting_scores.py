@@ -50,14 +50,14 @@ def brute_pll_gradient(layout, theta, rows, i, j):
 def record_activation_scores(learner):
     """Run to the end, keeping (model state, scored pairs and scores) before every step."""
     seen = []
-    original = learner.score
+    original = learner.score_pairs
 
     def spy(pairs):
         got, scores = original(pairs)
         seen.append((learner.layout, learner.score_theta.copy(), got.copy(), scores.copy()))
         return got, scores
 
-    learner.score = spy
+    learner.score_pairs = spy
     return seen
 
 
@@ -131,7 +131,7 @@ def test_default_lambda_scales_with_the_rows_seen_and_no_budget_stops_the_run():
         [(i, j) for i in range(10) for j in range(i + 1, 10) if (i, j) not in large.active],
         dtype=np.int64,
     )
-    _, scores = large.score(inactive)
+    _, scores = large.score_pairs(inactive)
     assert scores.max() <= large.strength
 
 
@@ -193,7 +193,7 @@ def test_standardised_scores_match_brute_force_per_row_gradients(small_model):
         spread = ((g * g).sum(axis=1).mean() - mean @ mean) / rows.shape[0]
         assert got == pytest.approx(np.linalg.norm(mean) / np.sqrt(spread), rel=1e-4)
     # the learner puts z on lambda's scale so that C2 (score > lambda) reads z > z_threshold
-    _, scores = learner.score(pairs)
+    _, scores = learner.score_pairs(pairs)
     np.testing.assert_allclose(scores, z * learner.strength / learner.z_threshold, rtol=1e-9)
 
 
@@ -229,7 +229,7 @@ def test_default_c2_passes_a_pair_on_either_test_and_ends_when_neither_passes(sm
     )
     raw, z = scorer.raw_scores(inactive), scorer.scores(inactive)
     # the score is the larger of the raw score and z on lambda's scale ...
-    _, scores = learner.score(inactive)
+    _, scores = learner.score_pairs(inactive)
     np.testing.assert_allclose(
         scores, np.maximum(raw, z * learner.strength / learner.z_threshold), rtol=1e-9
     )
@@ -238,7 +238,7 @@ def test_default_c2_passes_a_pair_on_either_test_and_ends_when_neither_passes(sm
     only_raw = EdgeGrafting(mrf.schema, standardise=False)
     only_raw.fit(rows)
     np.testing.assert_allclose(
-        only_raw.score(inactive)[1],
+        only_raw.score_pairs(inactive)[1],
         PseudoScorer(only_raw.layout, only_raw.score_theta, rows).scores(inactive),
         rtol=1e-9,
     )

@@ -6,8 +6,8 @@ its node marginals: see there why). C2: ``s_e > lambda``.
 
 A strategy proposes the edges to activate next from a *context* (the learner) that offers
 ``n_vars``, ``lambda_``, ``rng``, ``active`` (set of ``(i, j)``, ``i < j``), ``degrees()``,
-and ``score(pairs)`` -> ``(pairs, scores)``. Only ``score`` touches pair statistics, so what a
-strategy never scores is never counted.
+and ``score_pairs(pairs)`` -> ``(pairs, scores)``. Only ``score_pairs`` touches pair
+statistics, so what a strategy never scores is never counted.
 
 - :class:`Exhaustive` (Algorithm 1): counts every pair up front, activates the argmax.
 - :class:`BestChoice` (Algorithms 2-4): a priority queue of edges over implicit default-priority
@@ -246,7 +246,7 @@ class Exhaustive:
             a = np.array(sorted(ctx.active), dtype=np.int64)
             active[a[:, 0], a[:, 1]] = True
             pairs = pairs[~active[pairs[:, 0], pairs[:, 1]]]
-        pairs, scores = ctx.score(pairs)
+        pairs, scores = ctx.score_pairs(pairs)
         if not scores.size or limit < 1:
             return []
         k = int(np.argmax(scores))
@@ -411,7 +411,7 @@ class BestChoice:
                 self.frozen.refill(self.queue)
                 refilled = True
                 continue
-            _, scores = ctx.score(np.array(batch, dtype=np.int64))
+            _, scores = ctx.score_pairs(np.array(batch, dtype=np.int64))
             for e, s in zip(batch, scores.tolist()):
                 self._record(e, s, ctx.strength)
             t += len(batch)
@@ -459,7 +459,7 @@ class BestChoice:
             around = sorted(e for e in around if e not in ctx.active and e != edge)
             if not around:
                 return edge, score
-            _, scores = ctx.score(np.array(around, dtype=np.int64))
+            _, scores = ctx.score_pairs(np.array(around, dtype=np.int64))
             self.tests += len(around)
             if self.admit:  # the pairs that pass C2 (passes_c2), in order
                 for k in np.flatnonzero(scores > ctx.strength).tolist():
@@ -478,7 +478,7 @@ class BestChoice:
         if not len(self.reservoir):
             return
         edges = sorted(self.reservoir.scores)
-        _, scores = ctx.score(np.array(edges, dtype=np.int64))
+        _, scores = ctx.score_pairs(np.array(edges, dtype=np.int64))
         for e, s in zip(edges, scores.tolist()):
             if passes_c2(s, ctx.strength):
                 self.reservoir.scores[e] = s

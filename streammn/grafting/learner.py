@@ -336,7 +336,7 @@ class EdgeGrafting(StructureLearner):
     def degrees(self) -> np.ndarray:
         return np.diff(self.layout.adj_ptr)
 
-    def score(self, pairs):
+    def score_pairs(self, pairs):
         """Activation scores (Eq. 5) of inactive ``pairs`` (k x 2, i < j), counting their
         statistics if needed; ``None``: every pair counted so far. Returns ``(pairs, scores)``."""
         if isinstance(self._inference, PseudoScorer):
