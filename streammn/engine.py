@@ -95,7 +95,7 @@ from streammn.snapshot import (
 )
 from streammn.schema import Validated, complete_rows
 from streammn.trees.growth import rows_within
-from streammn.errors import EngineError
+from streammn.errors import EngineError, NoRowsError
 
 LEARNER_FILE = "learner.bin"
 SAMPLE_FILE = "weight_sample.bin"
@@ -328,6 +328,10 @@ class StreamLearner:
                     last_print = now
             reason = "signal" if self._stop_signal is not None else "end"
             self._finish_in_flight()
+            if self.state.rows_seen == 0 and reason == "end":
+                raise NoRowsError(
+                    f"{self.source.describe()}: no rows to learn from (no snapshot written)"
+                )
             if self.state.rows_seen != self._last_snapshot_rows:
                 self._snapshot(reason)
             path = self._last_path
@@ -384,6 +388,10 @@ class StreamLearner:
                 self.state.rows_seen += len(batch)
                 self.state.batches_seen += 1
             self.source.rewind()
+        if self.state.rows_seen == 0:
+            raise NoRowsError(
+                f"{self.source.describe()}: no rows to learn from (no snapshot written)"
+            )
         if self.progress_stream is not None:
             print(
                 f"counted {self.state.rows_seen:,} rows; growing trees level by level",

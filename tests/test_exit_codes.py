@@ -306,3 +306,21 @@ def test_log_uri_without_schema_or_with_unknown_option_exits_2(tmp_path, capsys,
     pytest.importorskip("redis" if uri.startswith("redis") else "confluent_kafka")
     code, err = _run(capsys, "learn", uri, "--out", tmp_path / "o")
     assert code == 2, err
+
+
+def test_learning_from_no_rows_exits_3_and_writes_no_snapshot(tmp_path, capsys):
+    """A 0-row Parquet file used to learn a 0-row snapshot and exit 0, while a header-only CSV
+    exited 3 (issue 42): every empty finite source is an error now, in both modes."""
+    path = tmp_path / "empty.parquet"
+    pq.write_table(pa.table({"a": pa.array([], pa.int8()), "b": pa.array([], pa.int8())}), path)
+    (tmp_path / "header.csv").write_text("a,b\n")
+    (tmp_path / "two.schema").write_text("2,2\n")
+    for source, extra in [
+        (path, []),
+        (path, ["--mode", "exact"]),
+        (tmp_path / "header.csv", ["--schema", str(tmp_path / "two.schema")]),
+    ]:
+        out = tmp_path / f"out-{len(extra)}-{source.suffix}"
+        assert main(["learn", str(source), "--out", str(out), "--quiet", *extra]) == 3
+        assert "no rows to learn from" in capsys.readouterr().err
+        assert not list(out.glob("snap-*"))
