@@ -9,7 +9,7 @@ pairs a strategy actually tests under the likelihood (for the past they are answ
 row reservoir), and the row reservoir that the default pseudo-likelihood objective and its
 scores (:mod:`streammn.grafting.pseudo_score`) are computed on. Why the defaults are what they
 are (pseudo-likelihood scores at unpenalised weights, climbing best-choice, data-scaled lambda,
-refit weights) is issue 16's diagnosis, summarised in the README's grafting section.
+refit weights) is issue 16's diagnosis, summarised in docs/learners.md (grafting).
 
 Streaming: :meth:`partial_fit` counts each batch; every ``update_every`` rows it re-optimises on
 the current statistics and runs activation steps, so edges are added as data arrives.
@@ -85,7 +85,7 @@ class EdgeGrafting(StructureLearner):
         :func:`default_lambda`), recomputed from the rows seen at every optimisation.
     lambda_c : float, default 2.0
         The constant of the data-scaled default lambda (ignored when ``lambda_`` is given),
-        chosen on planted Potts models (:func:`default_lambda`, README).
+        chosen on planted Potts models (:func:`default_lambda`, docs/learners.md).
     lambda2 : float, default 0.001
         Squared-L2 strength (per-row scale).
     strategy : {"best_choice", "first_hit", "exhaustive"}, default "best_choice"
@@ -137,9 +137,9 @@ class EdgeGrafting(StructureLearner):
         optimum every active edge's gradient keeps norm ``lambda d_e`` (the L1's shrinkage),
         and pairs two hops apart inherit that unexplained dependence: with strong couplings,
         around hubs and with 2 states it passes C2 (Ising scale-free n = 50: 188 edges for 96,
-        the false ones entering at 1.0-1.2 lambda one after another; issue 16, README). Unpenalised,
-        the non-edges' scores are sampling noise (see :func:`default_lambda`). False: the
-        paper's test at the penalised optimum (raise ``lambda_c``, see there).
+        the false ones entering at 1.0-1.2 lambda one after another; issue 16, docs/learners.md).
+        Unpenalised, the non-edges' scores are sampling noise (see :func:`default_lambda`).
+        False: the paper's test at the penalised optimum (raise ``lambda_c``, see there).
     standardise : {"either", True, False}, default "either"
         Pseudo-likelihood objective only: which form of test C2. ``False``: the paper's, the
         raw gradient norm over ``d_e`` against lambda. ``True``: each pair's gradient norm
