@@ -131,7 +131,7 @@ class StructureLearner(Estimator):
         every learner: bytes that are not such a state (garbage, empty, truncated, another
         learner's or another format's) raise ``state_error`` naming the class and the reason,
         never a numpy or zip error."""
-        if not bytes(data[:2]) == b"PK":  # what numpy would read as a pickle and refuse
+        if bytes(data[:2]) != b"PK":  # what numpy would read as a pickle and refuse
             raise cls.state_error(f"not a saved {cls.__name__} state (not an .npz archive)")
         try:
             meta, arrays = unpack_state(data)
