@@ -397,7 +397,7 @@ def publish(
     neighbour only while that scores better (wider first, then narrower). From the closed
     form the search walks ``STDDEVS`` from the narrowest, after the probe. ``max_evaluations``
     limits the fits' work, in evaluations of the whole training sample (``None``: no limit;
-    L-BFGS-B may finish its last step one evaluation past it). ``rows_seen`` (of a stream)
+    a line search stops at it). ``rows_seen`` (of a stream)
     lets a probe that found nothing to gain wait until the stream has doubled: until then the
     closed form is published as it is, unscored."""
     t0 = time.perf_counter()

@@ -10,7 +10,7 @@ evaluation is then one sparse pass over them; past a memory budget (256 MiB) the
 scanned chunk by chunk into per-word lists instead, those that fit in the budget kept across
 evaluations. Row chunks run on all cores, with the same bits at any thread count.
 
-* :func:`fit_weights` — scipy's L-BFGS-B on rows in memory (an array, a ``Batch`` or a
+* :func:`fit_weights` — L-BFGS (:mod:`streammn.lbfgs`) on rows in memory (an array, a ``Batch`` or a
   ``RowReservoir``'s sample), warm-started from any weights (e.g. DN2MN's).
 * :class:`StochasticPLL` — mini-batch AdaGrad steps for streams (``partial_fit``), where the
   prior is scaled by the number of rows seen so far.
@@ -22,6 +22,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from streammn import reach_lists
+from streammn.lbfgs import minimise as lbfgs_minimise
 from streammn.features import FeatureSet
 from streammn.model import MarkovNetwork
 from streammn.errors import WeightLearningError, WeightLearningTypeError
@@ -58,6 +59,9 @@ def _vector(x, size: int, name: str, default: float) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
     if x.shape != (size,):
         raise WeightLearningError(f"{name} must have one entry per feature ({size}), got {x.shape}")
+    if not np.isfinite(x).all():
+        bad = int(np.flatnonzero(~np.isfinite(x))[0])
+        raise WeightLearningError(f"{name} must be finite, got {x[bad]} for feature {bad}")
     return x.copy()
 
 
@@ -121,7 +125,7 @@ def fit_weights(
     prior_mean=None,
     counts=None,
 ) -> MarkovNetwork:
-    """Maximise pseudo-likelihood with a Gaussian prior by L-BFGS-B.
+    """Maximise pseudo-likelihood with a Gaussian prior by L-BFGS.
 
     Parameters
     ----------
@@ -135,7 +139,7 @@ def fit_weights(
     max_iter:
         L-BFGS iterations at most (default 100, as in the DN2MN paper).
     tol:
-        Relative objective change at which L-BFGS-B stops.
+        Relative objective change at which L-BFGS stops.
     counts:
         Optional weight of each row (e.g. distinct rows with their multiplicities): the fit is
         that of each row repeated ``counts`` times, ``N`` their sum, at the cost of the given
@@ -152,7 +156,7 @@ def fit_weights(
 
 
 def lbfgs(model: MarkovNetwork, fun, w0: np.ndarray, max_iter: int, tol: float) -> MarkovNetwork:
-    """``model`` with the weights that minimise ``fun`` (value and gradient) by L-BFGS-B from
+    """``model`` with the weights that minimise ``fun`` (value and gradient) by L-BFGS from
     ``w0``, and a ``fit_info`` dict saying how the optimisation ended."""
     w, info = minimise(fun, w0, max_iter, tol)
     out = model.with_weights(w)
@@ -163,35 +167,16 @@ def lbfgs(model: MarkovNetwork, fun, w0: np.ndarray, max_iter: int, tol: float) 
 def minimise(
     fun, w0: np.ndarray, max_iter: int, tol: float, max_evaluations: int | None = None
 ) -> tuple[np.ndarray, dict]:
-    """The weights that minimise ``fun`` (value and gradient) by L-BFGS-B from ``w0`` in at
-    most ``max_iter`` iterations (and ``max_evaluations`` calls of ``fun``), and how the
-    optimisation ended (``iterations``, ``evaluations``, ``objective``, ``converged``,
-    ``message``)."""
-    from scipy.optimize import minimize  # imported here: it costs a second at CLI start-up
-
-    # L-BFGS-B's own vector work is a few level-1 BLAS calls per step: threaded BLAS only spins
-    # against numba's threads (it cost a third of a plants fit), so it runs on one thread
+    """The weights that minimise ``fun`` (value and gradient) by L-BFGS
+    (:mod:`streammn.lbfgs`) from ``w0`` in at most ``max_iter`` iterations (and
+    ``max_evaluations`` calls of ``fun``), and how the optimisation ended (``iterations``,
+    ``evaluations``, ``objective``, ``converged``, ``message``)."""
+    # the search's own vector work is a few level-1 BLAS calls per step: threaded BLAS only
+    # spins against numba's threads (it cost a third of a plants fit), so it runs on one thread
     with threadpool_limits(limits=1, user_api="blas"):
-        res = minimize(
-            fun,
-            w0,
-            jac=True,
-            method="L-BFGS-B",
-            options={
-                "maxiter": int(max_iter),
-                "ftol": tol,
-                "gtol": 1e-10,
-                "maxcor": 10,
-                "maxfun": max_evaluations or 15000,
-            },
+        return lbfgs_minimise(
+            fun, w0, max_iter, tol, gtol=1e-10, memory=10, max_evaluations=max_evaluations
         )
-    return res.x, {
-        "iterations": int(res.nit),
-        "evaluations": int(res.nfev),
-        "objective": float(res.fun),
-        "converged": bool(res.success),
-        "message": str(res.message),
-    }
 
 
 class StochasticPLL:

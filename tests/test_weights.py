@@ -83,6 +83,12 @@ def test_warm_start_and_errors():
         fit_weights(truth, rows, init=np.zeros(3))
     with pytest.raises(WeightLearningError):
         fit_weights(truth, rows[:0])
+    nan_start = np.zeros(truth.n_features)
+    nan_start[2] = np.nan  # refused with its place, not fitted into NaN weights (issue 42)
+    with pytest.raises(WeightLearningError, match="init must be finite, got nan for feature 2"):
+        fit_weights(truth, rows, init=nan_start)
+    with pytest.raises(WeightLearningError, match="prior_mean must be finite"):
+        fit_weights(truth, rows, prior_mean=np.full(truth.n_features, np.inf))
     with pytest.raises(WeightLearningError):
         pll_objective(truth.features, rows, stddev=0.0)
 

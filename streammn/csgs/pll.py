@@ -6,7 +6,7 @@ drawn, nltcs 2,671 for 16,181 rows. The weights are those of :func:`streammn.wei
 on the patterns with their counts as row weights: the objective on the repeated rows
 (``-PLL / N + |w - 0|^2 / (2 stddev^2 N)``, ``N`` the number of rows), computed by the shared
 reach-list kernels (:class:`streammn.reach_lists.ReachLists`) at the cost of the distinct rows
-only, with the same L-BFGS-B settings and ``fit_info``. CSGS has no PLL code of its own.
+only, with the same L-BFGS settings and ``fit_info``. CSGS has no PLL code of its own.
 
 Small problems run on one thread: an L-BFGS fit makes a few hundred calls of parallel kernels,
 and on a few hundred patterns the cost of waking and joining threads (large on a loaded
