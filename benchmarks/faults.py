@@ -118,7 +118,7 @@ def disk_full_trials(source: Path, work: Path) -> list[dict]:
     out_rows = []
     for k, name in [
         (1, "learner.bin"),
-        (4, "weight_sample.bin"),
+        (4, "weight_state.bin"),
         (9, "manifest.json"),
         (14, "learner.bin"),
     ]:

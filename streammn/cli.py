@@ -105,16 +105,6 @@ def _parser(with_learners: bool = True) -> argparse.ArgumentParser:
         "with --missing, its complete rows",
     )
     learn.add_argument(
-        "--weights",
-        choices=("refined", "closed-form"),
-        default=None,
-        help="weights of the published network: 'refined' (default) continues "
-        "the learner's (DN2MN's closed form) by pseudo-likelihood on a "
-        "sample of the stream and publishes them when they score held-out "
-        "rows of the stream better; 'closed-form' publishes the learner's "
-        "as they are (the default with --dask)",
-    )
-    learn.add_argument(
         "--dask",
         nargs="?",
         const="local",
@@ -122,7 +112,8 @@ def _parser(with_learners: bool = True) -> argparse.ArgumentParser:
         metavar="SCHEDULER_ADDRESS|local[N]",
         help="exact mode on a Parquet dataset: run the passes on Dask, on a "
         "running scheduler or a local cluster of N single-threaded "
-        "workers (bare --dask: one per CPU); needs the dask extra",
+        "workers (bare --dask: one per CPU); the rows are read on the workers, so "
+        "the closed-form weights are published; needs the dask extra",
     )
     learn.add_argument("--batch-size", type=opt.positive_int, default=65536, help="rows per batch")
     learn.add_argument("--schema", help="Libra .schema file declaring the cardinalities")

@@ -88,12 +88,11 @@ def learn(args) -> int:
         raise UsageError(
             "--dask runs the passes of --mode exact; hoeffding mode is one stream read in order"
         )
-    if args.dask is not None and args.weights == "refined":
+    if args.dask is not None and learner_setting(args, "--weights") == "refined":
         raise UsageError(
             "--weights refined keeps a row sample in this process; with --dask "
             "the closed form is published (drop --weights)"
         )
-    weights = args.weights or ("closed-form" if args.dask is not None else "refined")
     schema = Schema.from_libra(args.schema) if args.schema else None
     missing = _missing_options(args)
     if missing and schema is not None:
@@ -107,7 +106,9 @@ def learn(args) -> int:
     if args.validation:
         with open_source(args.validation, schema=source.schema) as v:
             validation = v.read_all()
-    learner = learner_from_args(args, source.schema)
+    # with --dask the rows are read on the workers: no sample here, the closed form is published
+    closed = {"weights": "closed-form"} if args.dask is not None else {}
+    learner = learner_from_args(args, source.schema, defaults=closed)
     engine = StreamLearner(
         source,
         learner,
@@ -115,7 +116,6 @@ def learn(args) -> int:
         every_rows=args.every_rows,
         every_seconds=args.every_seconds,
         keep=args.keep,
-        weights=weights,
         validation=validation,
         formats=args.formats,
         progress=_progress(args),

@@ -30,7 +30,7 @@ from streammn.dn import DependencyNetwork
 from streammn.dn2mn import dn2mn
 from streammn.schema import Schema, SchemaError
 from streammn.trees.criterion import AUTO, DEFAULT_ALPHA, DEFAULT_MIN_GAIN_PER_ROW
-from streammn.trees.exact import grow_level_wise
+from streammn.trees.exact import SourcePasses, grow_level_wise
 from streammn.trees.to_features import forest_features
 from streammn.trees.forest import Forest
 from streammn.trees.adaptive import DETECTORS, DriftAdapter
@@ -41,7 +41,7 @@ from streammn.trees.hoeffding import HoeffdingGrower
 from streammn.trees.settings import TreeSettings
 from streammn.trees.leaf_stats import LeafStats
 from streammn.errors import DTSLError, DTSLStateError
-from streammn.learner import StructureLearner, pack_state
+from streammn.learner import WEIGHTS_PARAM, StructureLearner
 from streammn.model import MarkovNetwork
 from streammn.params import AUTOMATIC, NONE, Interval, OneOf, Param
 
@@ -137,6 +137,13 @@ class DTSL(StructureLearner):
         Hoeffding: forget old rows, halving every count every ``half_life`` rows (rounded up
         to a multiple of ``grace_period``; :mod:`streammn.trees.decay`). None or ``inf``: no
         forgetting.
+    weights : {'refined', 'closed-form'}, default 'refined'
+        The weights :meth:`to_markov_network` gives: ``'refined'`` keeps a uniform sample of
+        the rows learned (:mod:`streammn.weight_sample`, at most 25,000 rows in 8 MB) and
+        continues DN2MN's closed-form weights by pseudo-likelihood on it, kept only where they
+        score the sample's held-out rows better (:mod:`streammn.published`: on near-
+        deterministic data the closed form loses nats to the trees it came from);
+        ``'closed-form'``: DN2MN's weights as they are (:meth:`learned_network`), no sample.
 
     Examples
     --------
@@ -155,7 +162,7 @@ class DTSL(StructureLearner):
     2000
     >>> model = learner.to_markov_network()
     >>> len(model.edges() & planted_edges), round(model.pll(rows), 3)
-    (5, -4.564)
+    (5, -4.493)
     >>> exact = DTSL(planted.schema, mode="exact", kappa=0.01).fit(rows)
     >>> exact.n_passes, exact.tree_stats()["n_leaves"].tolist()
     (6, [4, 16, 4, 4, 4, 4, 2, 4])
@@ -247,6 +254,7 @@ class DTSL(StructureLearner):
             "hoeffding: forget old rows, halving all counts every this many rows (default: never)",
             flag="--half-life",
         ),
+        "weights": WEIGHTS_PARAM,
     }
 
     def __init__(
@@ -270,6 +278,7 @@ class DTSL(StructureLearner):
         min_gain_per_row: float = DEFAULT_MIN_GAIN_PER_ROW,
         drift: str | None = None,
         half_life: float | None = None,
+        weights: str = "refined",
     ):
         self._check_params(locals())
         if not isinstance(schema, Schema):
@@ -306,6 +315,7 @@ class DTSL(StructureLearner):
         self.replay_rows = replay_rows if replay_rows == AUTO else int(replay_rows)
         self.n_threads = n_threads if n_threads == AUTO else int(n_threads)
         self.seed = seed
+        self.weights = weights
         self._reset()
 
     @property
@@ -388,6 +398,7 @@ class DTSL(StructureLearner):
         self.n_passes = 0
         self._grower = None
         self._drift = None
+        self._new_weight_sample()
         if self.mode == "hoeffding":
             self._grower = self._make_grower()
             self._drift = self._make_adapter()
@@ -408,6 +419,7 @@ class DTSL(StructureLearner):
                 "fit(source) over a re-iterable source"
             )
         rows = self._validate(batch)
+        self._sample(rows, self.rows_seen)
         while self.schema.grows:  # a new value: grow at its row (streammn.trees.growth)
             row, cards = first_new_value(self.schema, rows)
             if row is None:
@@ -440,6 +452,11 @@ class DTSL(StructureLearner):
         """
         if count_pass is not None and self.mode != "exact":
             raise DTSLError("count_pass applies to mode='exact' only")
+        if count_pass is not None and self.weights == "refined":
+            raise DTSLError(
+                "weights='refined' samples the rows in this process; with passes made "
+                "elsewhere (count_pass, e.g. Dask) learn with weights='closed-form'"
+            )
         if isinstance(source, np.ndarray):
             source = ArraySource(source, schema=self.schema)
         if isinstance(source, Source) and not self.schema.same_stream(source.schema):
@@ -466,8 +483,8 @@ class DTSL(StructureLearner):
             self.tree_settings,
             self.leaf_budget,
             self.threads,
-            cache_bytes=int(self.memory_mb * 2**20),
-            count_pass=count_pass,
+            count_pass=count_pass
+            or SourcePasses(source, int(self.memory_mb * 2**20), on_first_pass=self._sample),
         )
         self.rows_seen = int(self.forest.counts[self.forest.roots].sum(axis=1).max())
         if self.forest.observed is not None:  # missing mode: one more pass (trees.missing)
@@ -498,9 +515,10 @@ class DTSL(StructureLearner):
             trees = Forest.from_state(self.forest.schema, self.prior, self.forest.get_state())
         return DependencyNetwork(self.forest.schema, cpds, trees=trees)
 
-    def to_markov_network(self) -> MarkovNetwork:
+    def learned_network(self) -> MarkovNetwork:
         """DN2MN of the current trees with the default base and orderings (product of the
-        marginals counted in the trees, all rotations of two opposite orders)."""
+        marginals counted in the trees, all rotations of two opposite orders): the closed
+        form that :meth:`to_markov_network` refines."""
         return dn2mn(self.to_dependency_network())
 
     def pll_terms(self, rows) -> np.ndarray:
@@ -560,11 +578,18 @@ class DTSL(StructureLearner):
             self._grower = self._make_grower(state=arrays)
             self._drift = self._make_adapter(state=arrays)
 
-    def to_bytes(self) -> bytes:
-        """Serialise the full state (``.npz`` with the metadata as JSON)."""
-        return pack_state(*self.get_state())
+    def _state(self) -> tuple[dict, dict[str, np.ndarray]]:
+        return self.get_state()
 
     def equals(self, other: "DTSL") -> bool:
-        """Same parameters and identical state (trees, counts, statistics)."""
+        """Same parameters and identical state (trees, counts, statistics, weight sample)."""
         (ma, a), (mb, b) = self.get_state(), other.get_state()
-        return ma == mb and a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+        samples = [
+            None if s is None else s.to_bytes() for s in (self._weight_sample, other._weight_sample)
+        ]
+        return (
+            ma == mb
+            and a.keys() == b.keys()
+            and all(np.array_equal(a[k], b[k]) for k in a)
+            and samples[0] == samples[1]
+        )

@@ -1,9 +1,9 @@
 """StreamLearner: the loop source -> learner -> model -> snapshots.
 
 For every batch the engine (1) scores it prequentially with the learner's current model
-(test-then-train), (2) offers it to the weights' row sample and the learner, which keeps its
-own statistics, and (3) when a snapshot is due converts the learner into a Markov network and
-writes a durable snapshot holding the model files, the learner checkpoint, the weight sample
+(test-then-train), (2) gives it to the learner, which keeps its own statistics and its sample
+of the rows for the published weights, and (3) when a snapshot is due converts the learner into
+a Markov network and writes a durable snapshot holding the model files, the learner checkpoint
 and the source position. Snapshots are also
 written at the end of a finite source, on SIGINT/SIGTERM, and before a bad batch stops the run,
 so nothing already learned is lost and ``resume`` continues exactly where the last one ended.
@@ -28,10 +28,11 @@ its weights refined and the model scored on the learning thread (scoring and CSG
 numba's parallel kernels, which a forked child must not start); only the files are written in
 the background.
 
-The published weights (:mod:`streammn.published`): with ``weights="refined"`` (the default) the
-engine keeps a sample of the stream, a training share and a held-out share, and every snapshot
-publishes the learner's network with its weights continued by pseudo-likelihood on the sample
-when they score the held-out rows (or the ``validation`` rows) better; the manifest's
+The published weights (:mod:`streammn.published`): with the learner's ``weights="refined"`` (the
+default) the learner keeps a uniform sample of its stream (:mod:`streammn.weight_sample`), and
+every snapshot publishes the learner's network with its weights continued by pseudo-likelihood
+on the sample's training rows when they score its held-out rows (or the ``validation`` rows)
+better; the manifest's
 ``weights`` entry records the choice, each candidate's held-out PLL and the time it took. The
 refinement runs where the conversion does (in the writer child, on serial kernels, unless the
 model is converted on the learning thread) and continues from the previous snapshot's refined
@@ -49,7 +50,8 @@ only after the snapshot covering it is durable; on a signal their ``stop()`` is 
 source waiting for new messages returns.
 
 A learner is any :class:`~streammn.learner.StructureLearner` (``partial_fit``, ``fit``,
-``pll_terms`` for the prequential score, ``to_markov_network``, ``to_bytes`` / ``from_bytes``,
+``pll_terms`` for the prequential score, ``learned_network``, ``weight_sample``, ``to_bytes`` /
+``from_bytes``,
 ``get_params``). Its learning must depend only on the batches it sees, which the sources make
 identical on resume; then a resumed run ends with the same model as an uninterrupted one.
 """
@@ -71,16 +73,8 @@ from streammn.formats import SNAPSHOT_UAI_MAX_ENTRIES, model_files
 from streammn.learner import StructureLearner
 from streammn.loglinear import MASK_VALUES
 from streammn.model import MarkovNetwork
-from streammn.resume_guard import ResumeSettingsError, check_resume_settings
-from streammn.published import (
-    MEMORY_MB,
-    Published,
-    WeightSample,
-    WeightState,
-    check_weights,
-    list_bytes,
-    publish,
-)
+from streammn.resume_guard import check_resume_settings
+from streammn.published import Published, WeightState, publish_sample, scorable_rows
 from streammn.progress import STDERR, Progress, peak_rss_mb, progress_line
 from streammn.publishing import Publisher
 from streammn.warmup import load_writer_kernels
@@ -93,23 +87,13 @@ from streammn.snapshot import (
     model_summary,
     resolve_snapshot,
 )
-from streammn.schema import Validated, complete_rows
-from streammn.trees.growth import rows_within
+from streammn.schema import Validated
 from streammn.errors import EngineError, NoRowsError
 
 LEARNER_FILE = "learner.bin"
-SAMPLE_FILE = "weight_sample.bin"
 WEIGHT_STATE_FILE = "weight_state.bin"
 ENGINE_KEY = "engine"
 WHEN_BUSY = ("wait", "skip")
-
-
-def scorable_rows(schema, rows: np.ndarray | None) -> np.ndarray | None:
-    """The rows a Markov network over ``schema`` scores by pseudo-likelihood: those within the
-    values a growing schema has added so far (:func:`~streammn.trees.growth.rows_within`)
-    and, in missing mode, without a missing value."""
-    rows = rows_within(schema, rows)
-    return complete_rows(rows) if schema.missing and rows is not None else rows
 
 
 class StreamLearner:
@@ -121,15 +105,10 @@ class StreamLearner:
         Snapshot cadence (either, both, or neither: then only at the end / on a signal).
     keep:
         Snapshots retained; older ones are removed once a newer one is durable.
-    weights:
-        ``"refined"`` (default): the learner's weights continued by pseudo-likelihood on a
-        sample of the stream, published when they score held-out rows better
-        (:mod:`streammn.published`); ``"closed-form"``: the learner's network as it gives it.
-    weights_memory_mb:
-        Budget of the weight step (its row sample and the reach lists of a fit).
     validation:
-        Rows (a ``uint8`` matrix) scored at every snapshot; with ``weights="refined"`` they
-        are the held-out rows, and no row of the stream is held out.
+        Rows (a ``uint8`` matrix) scored at every snapshot; with the learner's
+        ``weights="refined"`` they are the held-out rows the published weights are judged on,
+        and every row of the learner's sample is a training row.
     prequential_rows:
         Rows of each batch scored before learning (the first ones); ``None`` scores all.
     formats:
@@ -175,8 +154,6 @@ class StreamLearner:
         every_rows: int | None = None,
         every_seconds: float | None = None,
         keep: int = 5,
-        weights: str = "refined",
-        weights_memory_mb: float = MEMORY_MB,
         validation: np.ndarray | None = None,
         prequential_rows: int | None = 4096,
         formats=("json", "mn", "uai"),
@@ -198,7 +175,6 @@ class StreamLearner:
             raise EngineError(
                 f"learner schema {learner.schema!r} differs from the source's {source.schema!r}"
             )
-        check_weights(weights)
         if when_busy not in WHEN_BUSY:
             raise EngineError(f"when_busy must be one of {', '.join(WHEN_BUSY)}, got {when_busy!r}")
         if isinstance(progress, str) and progress != STDERR:
@@ -210,18 +186,11 @@ class StreamLearner:
         self.writer = SnapshotWriter(snapshot_dir, keep=keep)
         self.every_rows = every_rows
         self.every_seconds = every_seconds
-        self.weights = weights
         self.validation = None if validation is None else source.schema.validate(validation)
         self.prequential_rows = prequential_rows
         self.formats = tuple(formats)
         self._progress = progress
         self.progress_interval = progress_interval
-        stored = source.schema.ceiling()  # a growing schema's sample: at its maxima
-        self.sample = (
-            WeightSample(stored, weights_memory_mb, hold_out=validation is None)
-            if weights == "refined"
-            else None
-        )
         self.weight_state = WeightState()  # where the last refinement left off
         self.state = Progress(next_snapshot_rows=every_rows)
         self.model: MarkovNetwork | None = None
@@ -238,18 +207,19 @@ class StreamLearner:
         return (
             f"StreamLearner({self.source.describe()}, {self.learner!r}, "
             f"every_rows={self.every_rows}, every_seconds={self.every_seconds}, "
-            f"keep={self.writer.keep}, weights={self.weights!r}, "
+            f"keep={self.writer.keep}, "
             f"background={self.publisher.background}, when_busy={self.when_busy!r})"
         )
 
     # resume -------------------------------------------------------------------------------
     def resume(self) -> bool:
-        """Restore learner, weight sample, counters and source position from the newest valid
-        snapshot, and point ``LATEST`` at it. Returns False (and changes nothing) when there is
-        none. A snapshot of another learner class or other learner settings is refused
-        (:class:`ResumeSettingsError` names the setting), as is a change of ``weights`` (its
-        row sample would start over). Takes the snapshot directory's writer lock, which the
-        following :meth:`run` keeps until it ends."""
+        """Restore learner (with its weight sample), the weights' warm start, counters and
+        source position from the newest valid snapshot, and point ``LATEST`` at it. Returns
+        False (and changes nothing) when there is none. A snapshot of another learner class or
+        other learner settings (``weights`` among them: its row sample would start over) is
+        refused (:class:`~streammn.errors.ResumeSettingsError` names the setting). Takes the
+        snapshot directory's writer lock, which the following :meth:`run` keeps until it
+        ends."""
         self.writer.acquire()
         snap = latest_valid_snapshot(self.writer.directory)
         if snap is None:
@@ -259,14 +229,10 @@ class StreamLearner:
         if engine is None or LEARNER_FILE not in snap.files:
             raise EngineError(f"{snap.path}: not a snapshot of a StreamLearner run")
         check_resume_settings(snap.path, manifest, self.learner)
-        had = "refined" if SAMPLE_FILE in snap.files else "closed-form"
-        if had != self.weights:
-            raise ResumeSettingsError(snap.path, "weights", had, self.weights)
         learner = type(self.learner).from_bytes(snap.file(LEARNER_FILE).read_bytes())
         if not learner.schema.same_stream(self.source.schema):
             raise EngineError(f"{snap.path}: snapshot schema differs from the source's")
-        if self.sample is not None:
-            self.sample = WeightSample.from_bytes(snap.file(SAMPLE_FILE).read_bytes())
+        if learner.weight_sample is not None and WEIGHT_STATE_FILE in snap.files:
             self.weight_state = WeightState.from_bytes(snap.file(WEIGHT_STATE_FILE).read_bytes())
         self.source.seek(manifest["source"]["position"])
         self.learner = learner
@@ -296,7 +262,7 @@ class StreamLearner:
         self._position = self.source.position()
         self._last_path = None
         if self.publisher.background and (self.every_rows or self.every_seconds):
-            load_writer_kernels(self.learner, self.formats, refine=self.sample is not None)
+            load_writer_kernels(self.learner, self.formats, self._refines)
         try:
             batches = iter(self.source)
             while self._stop_signal is None:
@@ -350,8 +316,7 @@ class StreamLearner:
 
     def run_multipass(self, passes=None):
         """Exact learning over a finite, rewindable source (``learner.fit`` makes its passes),
-        after one pass that counts the rows (and samples them for the weights); then one
-        snapshot. Returns its path.
+        after one pass that counts the rows; then one snapshot. Returns its path.
 
         With ``passes``, a runner of the learner's passes elsewhere (DTSL's ``count_pass``,
         e.g. :class:`connectors.distributed.DaskPasses`: Dask tasks over the Parquet source's
@@ -370,11 +335,11 @@ class StreamLearner:
     def _run_multipass(self, passes):
         started = time.monotonic()
         if passes is not None:
-            if self.sample is not None:
+            if self._refines:
                 raise EngineError(
                     "refined weights keep a row sample in this process; with "
-                    "passes made elsewhere (Dask), publish the closed form (weights="
-                    "'closed-form')"
+                    "passes made elsewhere (Dask), publish the closed form (the "
+                    "learner's weights='closed-form')"
                 )
             n_rows = passes.count_rows()
             self.state.rows_seen += n_rows
@@ -384,7 +349,6 @@ class StreamLearner:
         else:
             self.source.rewind()
             for batch in self.source:
-                self._sample_rows(batch)
                 self.state.rows_seen += len(batch)
                 self.state.batches_seen += 1
             self.source.rewind()
@@ -443,16 +407,10 @@ class StreamLearner:
 
     def _learn(self, batch: Batch) -> None:
         self._score(batch)  # a source's batch is validated once, by the source
-        self._sample_rows(batch)
         self.learner.partial_fit(batch)
         self.state.rows_seen += len(batch)
         self.state.batches_seen += 1
         self._position = batch.end
-
-    def _sample_rows(self, batch: Batch) -> None:
-        """Offer the batch to the weights' row sample (before ``rows_seen`` counts it)."""
-        if self.sample is not None:
-            self.sample.update(batch.rows, self.state.rows_seen)
 
     def _advance_cadence(self) -> None:
         st = self.state
@@ -481,18 +439,23 @@ class StreamLearner:
 
     def current_model(self) -> MarkovNetwork:
         """The Markov network a snapshot would publish now (no snapshot is written)."""
-        return self._weigh(self.learner.to_markov_network(), self._learner_pll(), None).model
+        return self._weigh(self.learner.learned_network(), self._learner_pll(), None).model
+
+    @property
+    def _refines(self) -> bool:
+        """Whether snapshots refine the learner's weights (the learner keeps a sample)."""
+        return self.learner.weight_sample is not None
 
     def _refines_row_by_row(self) -> bool:
         """Whether refining takes the row-by-row path of variables of more than
         ``MASK_VALUES`` values, whose kernels are parallel only (so not for a forked child)."""
-        return self.sample is not None and self.learner.schema.cardinalities.max() > MASK_VALUES
+        return self._refines and self.learner.schema.cardinalities.max() > MASK_VALUES
 
     def _held_out(self) -> np.ndarray | None:
         """The rows the published weights are judged on: the validation rows, else the
         sample's held-out share."""
-        if self.sample is not None and self.validation is None:
-            return self.sample.held_out
+        if self._refines and self.validation is None:
+            return self.learner.weight_sample.held_out
         return self.validation
 
     def _learner_pll(self) -> float | None:
@@ -500,7 +463,7 @@ class StreamLearner:
         published candidates. Computed here on the learning thread (its kernels may be
         parallel), at the cut."""
         held = scorable_rows(self.learner.schema, self._held_out())
-        if self.sample is None or held is None or held.shape[0] == 0:
+        if not self._refines or held is None or held.shape[0] == 0:
             return None
         terms = self.learner.pll_terms(Validated(held, self.learner.schema))
         return _finite(float(terms.sum(axis=1).mean()))
@@ -514,30 +477,32 @@ class StreamLearner:
         work is what the rows learned have earned (:meth:`WeightState.affordable`), and a
         probe that found nothing waits for the stream to double, except at the end of a finite
         source, where the model a run leaves behind gets a full fit."""
-        if self.sample is None:
+        if not self._refines:
             return Published(
                 model, {"published": "closed-form", "refinement": "off"}, self.weight_state
             )
-        train = scorable_rows(model.schema, self.sample.train)
-        held = scorable_rows(model.schema, self._held_out())
+        sample = self.learner.weight_sample
+        train = scorable_rows(
+            model.schema, sample.rows if self.validation is not None else sample.train
+        )
         limit = (
             None
             if reason == "end"
             else self.weight_state.affordable(self.state.rows_seen, train.shape[0])
         )
         if reason == "end" and self.progress_stream is not None and train.shape[0]:
+            held = scorable_rows(model.schema, self._held_out())
             print(
                 f"refining the published weights on {train.shape[0]:,} sample rows "
                 f"(judged on {held.shape[0]:,} held-out rows)",
                 file=self.progress_stream,
                 flush=True,
             )
-        return publish(
+        return publish_sample(
             model,
-            train,
-            held,
+            sample,
+            self.validation,
             self.weight_state,
-            list_bytes(self.sample),
             learner_pll,
             limit,
             None if reason == "end" else self.state.rows_seen,
@@ -591,7 +556,7 @@ class StreamLearner:
         the weights' decision (:class:`~streammn.published.Published`); keeps where the
         refinement left off."""
         t0 = time.perf_counter()
-        published = self._weigh(self.learner.to_markov_network(), learner_pll, reason)
+        published = self._weigh(self.learner.learned_network(), learner_pll, reason)
         self.weight_state = published.state
         model = published.model
         convert_seconds = time.perf_counter() - t0
@@ -616,8 +581,7 @@ class StreamLearner:
         skipped = files.skipped  # UAI, when its tables would be too large
         files[LEARNER_FILE] = self.learner.to_bytes()
         files.update(self.learner.snapshot_files())  # e.g. ET's model.et
-        if self.sample is not None:
-            files[SAMPLE_FILE] = self.sample.to_bytes()
+        if self._refines:
             files[WEIGHT_STATE_FILE] = self.weight_state.to_bytes()
         manifest = {
             "rows_seen": st.rows_seen,
@@ -630,7 +594,7 @@ class StreamLearner:
             },
             "model": model_summary(model.schema, model.features),
             "skipped_formats": skipped,
-            "weights": {"choice": self.weights, **published.record},
+            "weights": {"choice": self.learner.weights, **published.record},
             "timings": {"convert_seconds": convert_seconds, "weights_seconds": published.seconds},
             "peak_rss_mb": peak_rss_mb,
             ENGINE_KEY: st.to_dict(),
@@ -672,7 +636,7 @@ class StreamLearner:
             raise SnapshotWriteFailed(self._failure(entry, error)) from None
         if result is not None:
             self._in_flight = None
-            if self.sample is not None:  # refined in the child: continue where it left off
+            if self._refines:  # refined in the child: continue where it left off
                 self.weight_state = WeightState.from_bytes(
                     (Path(result["path"]) / WEIGHT_STATE_FILE).read_bytes()
                 )

@@ -22,16 +22,33 @@ command-line flag are declared once, in the class's ``parameters`` table
 from __future__ import annotations
 
 import inspect
-import io
-import json
-from zipfile import BadZipFile
 
 import numpy as np
 
-from streammn.errors import DataError, LearnerDefinitionError, LearnerStateError, SettingsError
+from streammn.errors import (
+    DataError,
+    LearnerDefinitionError,
+    LearnerStateError,
+    SettingsError,
+    WeightStateError,
+)
 from streammn.model import MarkovNetwork
-from streammn.params import Param, check_params
+from streammn.packed_state import pack_state, unpack_state
+from streammn.params import OneOf, Param, check_params
+from streammn.published import WEIGHTS, Published, publish_sample
 from streammn.schema import Schema
+from streammn.weight_sample import WeightSample
+
+#: the ``weights`` entry of every learner's parameter table
+WEIGHTS_PARAM = Param(
+    OneOf(*WEIGHTS),
+    "weights of the published network: 'refined' continues the learner's own by "
+    "pseudo-likelihood on a uniform sample of the stream that the learner keeps, and "
+    "publishes them when they score held-out rows of the stream better; 'closed-form' "
+    "publishes the learner's own (DTSL: DN2MN's closed form) and keeps no sample",
+    flag="--weights",
+)
+SAMPLE_KEY = "weight_sample"  # the sample's bytes in a saved state
 
 
 class Estimator:
@@ -111,13 +128,65 @@ class StructureLearner(Estimator):
         """``log P(x_i | x_-i)`` under the current model: shape ``(n_rows, n_vars)``."""
         raise NotImplementedError
 
-    def to_markov_network(self) -> MarkovNetwork:
-        """The current model as a Markov network."""
+    def learned_network(self) -> MarkovNetwork:
+        """The current model as a Markov network with the learner's own weights (DTSL: DN2MN's
+        closed form; the others: weights fitted by their own objective)."""
         raise NotImplementedError
 
-    def to_bytes(self) -> bytes:
-        """The full state; ``type(self).from_bytes`` restores an equal learner."""
+    def _state(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """The learned state as metadata (with ``format``, ``schema`` and ``params``) and
+        arrays; :meth:`to_bytes` adds the weight sample."""
         raise NotImplementedError
+
+    # the published weights -------------------------------------------------------------
+    #: ``'refined'`` or ``'closed-form'``: a parameter of every learner (:data:`WEIGHTS_PARAM`)
+    weights: str
+    _weight_sample: WeightSample | None = None
+
+    @property
+    def weight_sample(self) -> WeightSample | None:
+        """The uniform sample of the rows learned that the published weights are fitted and
+        judged on (:mod:`streammn.weight_sample`); None with ``weights='closed-form'``."""
+        return self._weight_sample
+
+    def _new_weight_sample(self) -> None:
+        """Start the sample over (a fresh learner, or ``fit`` from scratch), sized for the
+        largest values a growing schema may reach."""
+        self._weight_sample = (
+            WeightSample(self.schema.ceiling()) if self.weights == "refined" else None
+        )
+
+    def _sample(self, rows: np.ndarray, first: int) -> None:
+        """Offer validated ``rows`` (stream rows ``first ..``) to the weight sample."""
+        if self._weight_sample is not None:
+            self._weight_sample.update(rows, first)
+
+    def publish(self, validation=None) -> Published:
+        """The network :meth:`to_markov_network` gives, with the record of how its weights
+        were chosen (:class:`~streammn.published.Published`): :meth:`learned_network`'s
+        weights refined on the sample and kept only if they score its held-out rows (or
+        ``validation``, rows in memory) better (:mod:`streammn.published`), a full fit from
+        the learner's weights each time; with ``weights='closed-form'`` the learner's own."""
+        model = self.learned_network()
+        if self._weight_sample is None:
+            return Published(model, {"published": "closed-form", "refinement": "off"})
+        if validation is not None:
+            validation = self.schema.ceiling().rows_of(validation)
+        return publish_sample(model, self._weight_sample, validation)
+
+    def to_markov_network(self) -> MarkovNetwork:
+        """The current model as a Markov network, with the weights ``weights`` says (see
+        :meth:`publish`)."""
+        return self.publish().model
+
+    def to_bytes(self) -> bytes:
+        """The full state, weight sample included; ``type(self).from_bytes`` restores an equal
+        learner."""
+        meta, arrays = self._state()
+        if self._weight_sample is not None:
+            sample = np.frombuffer(self._weight_sample.to_bytes(), dtype=np.uint8)
+            arrays = {**arrays, SAMPLE_KEY: sample}
+        return pack_state(meta, arrays)
 
     #: the ``format`` recorded in the metadata of the states :meth:`to_bytes` writes
     state_format: str | int
@@ -131,17 +200,16 @@ class StructureLearner(Estimator):
         every learner: bytes that are not such a state (garbage, empty, truncated, another
         learner's or another format's) raise ``state_error`` naming the class and the reason,
         never a numpy or zip error."""
-        if bytes(data[:2]) != b"PK":  # what numpy would read as a pickle and refuse
-            raise cls.state_error(f"not a saved {cls.__name__} state (not an .npz archive)")
         try:
             meta, arrays = unpack_state(data)
             if meta.get("format") != cls.state_format:
                 raise ValueError(f"state format {meta.get('format')!r}, not {cls.state_format!r}")
             learner = cls(Schema.from_dict(meta["schema"]), **meta["params"])
             learner._restore(meta, arrays)
+            learner._restore_sample(arrays)
         except cls.state_error:
             raise
-        except (ValueError, TypeError, KeyError, IndexError, OSError, EOFError, BadZipFile) as exc:
+        except (ValueError, TypeError, KeyError, IndexError, OSError, EOFError) as exc:
             raise cls.state_error(f"not a saved {cls.__name__} state ({exc})") from exc
         return learner
 
@@ -149,6 +217,18 @@ class StructureLearner(Estimator):
         """Set the learned state of this fresh learner (built from the state's schema and
         settings) from the rest of a state's ``meta`` and ``arrays``."""
         raise NotImplementedError
+
+    def _restore_sample(self, arrays: dict[str, np.ndarray]) -> None:
+        """The weight sample of a saved state (a state saved before learners kept one leaves
+        the fresh sample)."""
+        if SAMPLE_KEY not in arrays:
+            return
+        if self._weight_sample is None:
+            raise ValueError("a weight sample in the state of a learner with weights='closed-form'")
+        try:
+            self._weight_sample = WeightSample.from_bytes(arrays[SAMPLE_KEY].tobytes())
+        except WeightStateError as error:  # from_bytes raises the learner's state error
+            raise ValueError(str(error)) from None
 
     def score_samples(self, rows) -> np.ndarray:
         """Each row's pseudo-log-likelihood under the current model (scikit-learn's name)."""
@@ -167,20 +247,3 @@ class StructureLearner(Estimator):
         """Drift alarms and swaps for the manifest and progress lines; None for a learner that
         does not adapt to drift."""
         return None
-
-
-def pack_state(meta: dict, arrays: dict[str, np.ndarray]) -> bytes:
-    """A learner's state as one ``.npz``: JSON metadata under ``__meta__`` and named arrays
-    (no pickles, so a state file from anywhere is safe to load)."""
-    buf = io.BytesIO()
-    np.savez(buf, __meta__=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **arrays)
-    return buf.getvalue()
-
-
-def unpack_state(data: bytes) -> tuple[dict, dict[str, np.ndarray]]:
-    """The metadata and arrays of :func:`pack_state`'s bytes; ``ValueError``, ``OSError``,
-    ``KeyError`` or ``BadZipFile`` when they are not such a state (callers name the file in
-    their error)."""
-    with np.load(io.BytesIO(data), allow_pickle=False) as npz:
-        arrays = {k: npz[k] for k in npz.files}
-    return json.loads(arrays.pop("__meta__").tobytes().decode()), arrays

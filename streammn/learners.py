@@ -58,7 +58,7 @@ def _help(owners) -> str:
     algos = [algo for algo, _, _ in owners]
     texts = list(dict.fromkeys(p.help for _, _, p in owners))
     if len(texts) == 1:
-        text = texts[0] if len(owners) == 1 else f"{', '.join(algos)}: {texts[0]}"
+        text = texts[0] if len(owners) in (1, len(LEARNERS)) else f"{', '.join(algos)}: {texts[0]}"
     else:
         text = "; ".join(f"{algo}: {p.help}" for algo, _, p in owners)
     defaults = {algo: default_of(learner_class(algo), name) for algo, name, _ in owners}
@@ -126,13 +126,13 @@ def learner_setting(args, flag: str):
     return getattr(args, _dest(flag), None)
 
 
-def learner_from_args(args, schema):
-    """The learner ``--algo`` names over ``schema``, with the options given (the others at the
-    learner's defaults). An option of another learner is a :class:`UsageError`."""
+def learner_from_args(args, schema, defaults: dict | None = None):
+    """The learner ``--algo`` names over ``schema``, with the options given (the others at
+    ``defaults``, else the learner's). An option of another learner is a :class:`UsageError`."""
     cls = learner_class(args.algo)
     own = {p.flag: name for name, p in cls.parameters.items() if p.flag is not None}
     flags = learner_flags()
-    params = {}
+    params = dict(defaults or {})
     for flag, value in given_learner_options(args).items():
         if flag not in own:
             owners = ", ".join(algo for algo, _, _ in flags[flag])

@@ -34,12 +34,13 @@ zero-mean prior over DN2MN's features lost too (accidents -11.95, plants -9.36).
 be centred on the closed form, and its width depends on the data by a factor of 30 (plants
 overfits at stddev 1: -9.68 converged; mushrooms needs 1 or more), hence the path.
 
-The rows. :class:`WeightSample` keeps a uniform sample of the stream for training and another
-of held-out rows: row ``t`` of the stream (0-based) is held out when a hash of ``t`` says so,
-one row in ``HELD_OUT_EVERY``, so the split depends on the row's place in the stream only, not
-on how it was cut into batches. A validation file, when the user gives one, is the held-out
-set instead and every row is a training row. The sample is sized by ``memory_mb``, the budget
-of the weight step (sample and reach lists).
+The rows. Every learner keeps a :class:`~streammn.weight_sample.WeightSample` of its stream
+(its ``weights`` parameter, ``'refined'`` by default): a uniform sample, one row in
+``HELD_OUT_EVERY`` held out by a hash of its index. A validation file, when the user gives one,
+is the held-out set instead and every sampled row a training row. The sample is sized by
+``MEMORY_MB``, the budget of the weight step (sample and reach lists). :meth:`StructureLearner.
+to_markov_network <streammn.learner.StructureLearner.to_markov_network>` publishes through
+:func:`publish_sample` with a full fit; the engine adds the warm start and the budget below.
 
 The cost. A probe first fits the narrowest prior on at most ``PROBE_ROWS`` of the training
 rows: where even that does not beat the closed form on ``PROBE_HELD_OUT`` held-out rows (a
@@ -72,17 +73,13 @@ from streammn import reach_lists
 from streammn._merge import duplicate_groups
 from streammn.errors import WeightStateError, WeightsError
 from streammn.features import FeatureSet
-from streammn.learner import pack_state, unpack_state
+from streammn.packed_state import pack_state, unpack_state
 from streammn.model import MarkovNetwork
-from streammn.schema import MISSING, Schema
-from streammn.stats.reservoir import RowReservoir
-from streammn.stats.store import StatsFormatError
+from streammn.schema import Schema, complete_rows
+from streammn.trees.growth import rows_within
+from streammn.weight_sample import WeightSample, held_out_mask, list_bytes
 
 WEIGHTS = ("refined", "closed-form")
-MEMORY_MB = 64.0  # the weight step's budget: the sample and the reach lists of a fit
-SAMPLE_ROWS = 20_000  # training rows kept, at most (fewer when the budget says so)
-HELD_OUT_EVERY = 5  # one row in five is held out (when no validation file is given)
-SAMPLE_SHARE = 8  # the sample takes at most 1/8 of the budget, the reach lists the rest
 PROBE_ROWS = 2_000  # training rows of the probe, at most
 PROBE_HELD_OUT = 1_000  # held-out rows that judge the probe, at most
 STDDEVS = (0.03, 0.1, 0.3, 1.0, 3.0)
@@ -96,112 +93,6 @@ def check_weights(weights: str) -> str:
     if weights not in WEIGHTS:
         raise WeightsError(f"weights must be one of {', '.join(WEIGHTS)}, got {weights!r}")
     return weights
-
-
-# ---------------------------------------------------------------------------------------------
-# the rows kept
-# ---------------------------------------------------------------------------------------------
-
-
-def held_out_mask(first: int, n: int) -> np.ndarray:
-    """Which of the stream rows ``first .. first + n - 1`` are held out: those whose index,
-    hashed (splitmix64's finaliser), falls in one bucket of ``HELD_OUT_EVERY``."""
-    x = np.arange(first, first + n, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        x ^= x >> np.uint64(31)
-    return x % np.uint64(HELD_OUT_EVERY) == 0
-
-
-class WeightSample:
-    """The rows the published weights are fitted (``train``) and judged (``held_out``) on.
-
-    Parameters
-    ----------
-    schema : Schema
-        The variables (a growing schema's ceiling: the sample never grows).
-    memory_mb : float
-        Budget of the weight step; the sample takes at most ``1/SAMPLE_SHARE`` of it.
-    hold_out : bool
-        Hold one row in ``HELD_OUT_EVERY`` (by a hash of its index) out of training (default);
-        ``False`` when a validation file is the held-out set.
-    seed : int
-        Seed of the two reservoirs.
-
-    In missing mode only complete rows are kept: a pseudo-likelihood term reads the whole
-    Markov blanket of its variable, so a row with a hole gives no exact term for its neighbours.
-    """
-
-    def __init__(
-        self, schema: Schema, memory_mb: float = MEMORY_MB, hold_out: bool = True, seed: int = 0
-    ):
-        if not memory_mb > 0:
-            raise WeightsError(f"memory_mb must be positive, got {memory_mb}")
-        self.schema = schema
-        self.memory_mb = float(memory_mb)
-        self.hold_out = bool(hold_out)
-        rows = sample_rows(schema.n_vars, memory_mb)
-        held = max(rows // (HELD_OUT_EVERY - 1), 1) if hold_out else 1
-        self._train = RowReservoir(schema, capacity=rows, seed=seed)
-        self._held = RowReservoir(schema, capacity=held, seed=seed + 1)
-
-    @property
-    def train(self) -> np.ndarray:
-        """The training rows (a read-only view that follows later updates)."""
-        return self._train.rows
-
-    @property
-    def held_out(self) -> np.ndarray | None:
-        """The held-out rows (``None`` when a validation file plays that part)."""
-        return self._held.rows if self.hold_out else None
-
-    @property
-    def nbytes(self) -> int:
-        """The memory the two samples take when full."""
-        return (self._train.capacity + self._held.capacity) * self.schema.n_vars
-
-    def update(self, rows: np.ndarray, first: int) -> None:
-        """Offer rows ``first .. first + len(rows) - 1`` of the stream (validated rows: they
-        are not checked again, and only those that enter a sample are copied)."""
-        keep = (rows != MISSING).all(axis=1) if self.schema.missing else None
-        held = held_out_mask(first, rows.shape[0]) if self.hold_out else None
-        if held is not None:
-            self._held.offer(rows, np.flatnonzero(held if keep is None else held & keep))
-            keep = ~held if keep is None else keep & ~held
-        self._train.offer(rows, np.arange(rows.shape[0]) if keep is None else np.flatnonzero(keep))
-
-    def to_bytes(self) -> bytes:
-        return pack_state(
-            {"memory_mb": self.memory_mb, "hold_out": self.hold_out},
-            {
-                "train": np.frombuffer(self._train.to_bytes(), np.uint8),
-                "held_out": np.frombuffer(self._held.to_bytes(), np.uint8),
-            },
-        )
-
-    @classmethod
-    def from_bytes(cls, data: bytes) -> "WeightSample":
-        try:
-            meta, arrays = unpack_state(data)
-            train = RowReservoir.from_bytes(arrays["train"].tobytes())
-            held = RowReservoir.from_bytes(arrays["held_out"].tobytes())
-            sample = cls(train.schema, meta["memory_mb"], meta["hold_out"])
-        except (ValueError, OSError, KeyError, TypeError, StatsFormatError) as e:
-            raise WeightStateError(f"not a weight sample: {e}") from None
-        sample._train, sample._held = train, held
-        return sample
-
-
-def sample_rows(n_vars: int, memory_mb: float) -> int:
-    """Training rows the sample keeps under a budget of ``memory_mb``."""
-    share = memory_mb * 2**20 / SAMPLE_SHARE
-    return int(max(min(SAMPLE_ROWS, share * (HELD_OUT_EVERY - 1) / HELD_OUT_EVERY / n_vars), 1))
-
-
-def list_bytes(sample: WeightSample) -> int:
-    """The reach lists' share of the budget: what the sample leaves."""
-    return max(int(sample.memory_mb * 2**20) - sample.nbytes, 0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -507,6 +398,40 @@ def _decide(
             state.probe_after,
         )
     return Published(model, record, after)
+
+
+def publish_sample(
+    model: MarkovNetwork,
+    sample: WeightSample,
+    validation: np.ndarray | None = None,
+    state: WeightState | None = None,
+    learner_pll: float | None = None,
+    max_evaluations: float | None = None,
+    rows_seen: int | None = None,
+) -> Published:
+    """:func:`publish` on a learner's sample: its training rows judged on its held-out rows,
+    or every sampled row judged on ``validation`` when given; of each, the rows ``model`` can
+    score (:func:`scorable_rows`)."""
+    train = sample.rows if validation is not None else sample.train
+    held = sample.held_out if validation is None else validation
+    return publish(
+        model,
+        scorable_rows(model.schema, train),
+        scorable_rows(model.schema, held),
+        state,
+        list_bytes(sample),
+        learner_pll,
+        max_evaluations,
+        rows_seen,
+    )
+
+
+def scorable_rows(schema: Schema, rows: np.ndarray | None) -> np.ndarray | None:
+    """The rows a Markov network over ``schema`` scores by pseudo-likelihood: those within the
+    values a growing schema has added so far (:func:`~streammn.trees.growth.rows_within`)
+    and, in missing mode, without a missing value."""
+    rows = rows_within(schema, rows)
+    return complete_rows(rows) if schema.missing and rows is not None else rows
 
 
 def refine_on_rows(

@@ -23,7 +23,7 @@ def load_writer_kernels(learner, formats, refine: bool) -> None:
     directory, with the serial kernels a writer runs; with ``refine``, warm the weights'
     refinement up on a row or two (not a fit)."""
     with serial_kernels():
-        model = learner.to_markov_network()
+        model = learner.learned_network()
         if refine:
             warm_up(model)
     files = model_files(

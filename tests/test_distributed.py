@@ -120,9 +120,9 @@ def test_bad_value_in_a_partition_is_a_schema_error(client, tmp_path):
 @pytest.mark.parametrize(
     "params",
     [
-        dict(kappa=0.3, min_count=5),
-        dict(kappa=0.5, min_count=3, max_leaves=7),
-        dict(kappa=0.1, min_count=10, max_depth=3),
+        dict(kappa=0.3, min_count=5, weights="closed-form"),
+        dict(kappa=0.5, min_count=3, max_leaves=7, weights="closed-form"),
+        dict(kappa=0.1, min_count=10, max_depth=3, weights="closed-form"),
     ],
 )
 def test_exact_dtsl_on_dask_equals_single_process(client, dataset, params):
@@ -152,7 +152,7 @@ def test_remembered_nodes_do_not_change_the_trees(client, dataset, room):
         for g in group_partitions(parquet_partitions(path), 3)
     ]
     cache_bytes = {"none": 0, "one group": max(table_bytes), "all": 2**30}[room]
-    params = dict(kappa=0.2, min_count=5)
+    params = dict(kappa=0.2, min_count=5, weights="closed-form")  # passes elsewhere: no sample
     local = DTSL(schema, mode="exact", **params).fit(source)
     passes = DaskPasses(client, source, n_tasks=3, cache_bytes=cache_bytes)
     remote = DTSL(schema, mode="exact", **params).fit(source, count_pass=passes)
@@ -171,6 +171,8 @@ def test_count_pass_is_for_exact_mode(client, dataset):
     source = ParquetSource(path)
     with pytest.raises(DTSLError, match="exact"):
         DTSL(schema).fit(source, count_pass=DaskPasses(client, source))
+    with pytest.raises(DTSLError, match="weights='closed-form'"):  # no row sample on Dask
+        DTSL(schema, mode="exact").fit(source, count_pass=DaskPasses(client, source))
 
 
 def test_unreachable_scheduler_is_source_unavailable():

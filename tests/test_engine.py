@@ -145,25 +145,26 @@ def test_schema_mismatch_and_bad_settings(tmp_path):
     with pytest.raises(ValueError, match="every_rows"):
         StreamLearner(source, DTSL(Schema.binary(8)), tmp_path, every_rows=0)
     with pytest.raises(ValueError, match="weights must be one of"):
-        StreamLearner(source, DTSL(Schema.binary(8)), tmp_path, weights="refine")
+        DTSL(Schema.binary(8), weights="refine")
     with pytest.raises(EngineError, match="progress must be a text stream"):
         StreamLearner(source, DTSL(Schema.binary(8)), tmp_path, progress="stdout")
 
 
 def test_refined_snapshots_equal_publish_and_the_engine_needs_a_learner(tmp_path):
     """With validation rows, the snapshot model is DTSL's DN2MN (marginals from the trees,
-    which equal the stream's counts) refined on the engine's row sample and judged on the
-    validation rows, none of the stream held out."""
+    which equal the stream's counts) refined on the learner's row sample, every row of it a
+    training row, and judged on the validation rows."""
     from streammn.dn2mn import dn2mn
     from streammn.published import publish
 
     rows, valid = chain_rows(2000), chain_rows(300, seed=1)
     eng = make(tmp_path, rows, validation=valid)
     eng.run()
-    assert eng.sample.held_out is None and eng.sample.train.shape[0] == 2000
+    sample = eng.learner.weight_sample
+    assert sample.rows.shape[0] == 2000
     counts = MarginalCounts(Schema.binary(8)).update(rows)
     closed = dn2mn(eng.learner.to_dependency_network(), marginals=counts)
-    expected = publish(closed, eng.sample.train, valid)
+    expected = publish(closed, sample.rows, valid)
     assert eng.model.features.equals(expected.model.features, atol=1e-9)
     record = read_snapshot(eng._last_path).manifest["weights"]
     assert record["published"] == expected.record["published"]

@@ -163,18 +163,19 @@ def test_refined_weights_with_missing_values_learn_from_complete_rows(
     """Refined weights with ``--missing`` and ``--validation``: the row sample holds the
     complete rows, the weights are fitted on them and judged on the complete validation rows,
     and a run resumed after new files learns the same learner and sample as one run."""
-    from streammn import engine
+    from streammn import published
     from streammn.dtsl import DTSL
-    from streammn.published import WeightSample, publish
     from streammn.snapshot import load_snapshot
 
     weighed = []  # the rows of every refinement
+
+    publish = published.publish
 
     def spy(model, train, held_out, *args):
         weighed.append((train.copy(), held_out.copy()))
         return publish(model, train, held_out, *args)
 
-    monkeypatch.setattr(engine, "publish", spy)
+    monkeypatch.setattr(published, "publish", spy)
 
     holes = np.random.default_rng(5).random(rows.shape) < 0.1
     rows = np.minimum(rows, 1)
@@ -193,23 +194,19 @@ def test_refined_weights_with_missing_values_learn_from_complete_rows(
 
     snap = read_snapshot(resolve_snapshot(whole))
     complete = rows[:FIRST][~holes[:FIRST].any(axis=1)]
-    sample = WeightSample.from_bytes(snap.file("weight_sample.bin").read_bytes())
-    assert sample.held_out is None  # the validation file is the held-out set
-    np.testing.assert_array_equal(sample.train, complete)  # all of them, in stream order
+    learner = DTSL.from_bytes(snap.file("learner.bin").read_bytes())
+    # the validation file is the held-out set: every row of the sample is a training row
+    np.testing.assert_array_equal(learner.weight_sample.rows, complete)  # in stream order
     scored = rows[FIRST : FIRST + 1000][~holes[FIRST : FIRST + 1000].any(axis=1)]
     train, held_out = weighed[-1]  # the final snapshot's
     np.testing.assert_array_equal(train, complete)
     np.testing.assert_array_equal(held_out, scored)
     model = load_snapshot(snap.path)
     assert snap.manifest["scores"]["validation_pll"] == pytest.approx(model.pll(scored))
-    unrefined = DTSL.from_bytes(snap.file("learner.bin").read_bytes()).to_markov_network()
+    unrefined = learner.learned_network()
     assert model.pll(scored) >= unrefined.pll(scored)  # refined weights kept only if better
-    assert learner_bytes(part) == learner_bytes(whole)
+    assert learner_bytes(part) == learner_bytes(whole)  # trees and weight sample
     part_snap = read_snapshot(resolve_snapshot(part))
-    assert (
-        part_snap.file("weight_sample.bin").read_bytes()
-        == snap.file("weight_sample.bin").read_bytes()
-    )
     # the run that ended at row 1,500 made one refinement more, so its weights continue from
     # another start: the same features, the same optimum within L-BFGS's tolerance
     resumed = load_snapshot(part_snap.path)

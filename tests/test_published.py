@@ -12,17 +12,14 @@ from streammn.features import FeatureSet
 from streammn.published import (
     STDDEVS,
     WORK_PER_ROW,
-    WeightSample,
     WeightState,
     WeightStateError,
     _Search,
-    held_out_mask,
-    list_bytes,
     publish,
-    sample_rows,
     start_weights,
 )
 from streammn.schema import Schema
+from streammn.weight_sample import WeightSample
 
 
 def near_deterministic_rows(n, n_vars=5, flip=0.02, seed=0):
@@ -219,56 +216,8 @@ def test_start_weights_keep_the_surviving_features_weights():
     assert start_weights(new, None).tolist() == [0.1, 0.2, 0.3]
 
 
-def test_held_out_rows_depend_on_the_stream_index_only():
-    rows = near_deterministic_rows(5000, n_vars=6)
-    whole = WeightSample(Schema.binary(6), seed=3)
-    whole.update(rows, 0)
-    cut = WeightSample(Schema.binary(6), seed=3)
-    for start, stop in [(0, 7), (7, 1000), (1000, 1001), (1001, 5000)]:
-        cut.update(rows[start:stop], start)
-    assert whole.to_bytes() == cut.to_bytes()
-    mask = held_out_mask(0, 100_000)
-    assert abs(mask.mean() - 0.2) < 0.01
-    assert np.array_equal(held_out_mask(500, 1000), mask[500:1500])
-    assert whole.held_out.shape[0] + whole.train.shape[0] == 5000
-
-
-def test_a_validation_file_replaces_the_held_out_share():
-    rows = near_deterministic_rows(1000)
-    sample = WeightSample(Schema.binary(5), hold_out=False)
-    sample.update(rows, 0)
-    assert sample.held_out is None and np.array_equal(sample.train, rows)
-
-
-def test_missing_mode_keeps_complete_rows_only():
-    schema = Schema.binary(3).with_missing()
-    rows = np.array([[0, 1, 0], [255, 1, 0], [1, 1, 1]] * 10, dtype=np.uint8)
-    sample = WeightSample(schema, hold_out=False)
-    sample.update(rows, 0)
-    assert sample.train.shape[0] == 20 and (sample.train != 255).all()
-
-
-def test_the_sample_and_the_reach_lists_stay_within_the_budget():
-    for n_vars, mb in [(100, 64.0), (2000, 4.0), (16, 0.5)]:
-        sample = WeightSample(Schema.binary(n_vars), memory_mb=mb)
-        assert sample.nbytes + list_bytes(sample) <= mb * 2**20
-        assert sample.nbytes <= mb * 2**20 / 8
-    assert sample_rows(100, 64.0) == 20_000
-    assert sample_rows(2000, 4.0) < 20_000
-
-
-def test_sample_and_warm_state_round_trip_and_refuse_garbage():
+def test_warm_state_round_trips_and_refuses_garbage():
     rows = near_deterministic_rows(3000)
-    sample = WeightSample(Schema.binary(5), seed=1)
-    sample.update(rows, 0)
-    again = WeightSample.from_bytes(sample.to_bytes())
-    assert np.array_equal(again.train, sample.train)
-    assert np.array_equal(again.held_out, sample.held_out)
-    again.update(rows, 3000)
-    sample.update(rows, 3000)
-    assert again.to_bytes() == sample.to_bytes()
-    with pytest.raises(WeightStateError):
-        WeightSample.from_bytes(b"not a sample")
     model = closed_form(rows)
     state = WeightState(model.features, STDDEVS[1], 12.5, 3, 4000)
     back = WeightState.from_bytes(state.to_bytes())

@@ -2,7 +2,7 @@
 re-learned from them when a model is asked for (at snapshot time).
 
 :meth:`CSGS.partial_fit` only counts (one hash insert per row,
-:class:`~streammn.stats.PatternCounts`). :meth:`CSGS.to_markov_network` learns, when rows arrived
+:class:`~streammn.stats.PatternCounts`). :meth:`CSGS.learned_network` learns, when rows arrived
 since the last time, the canonical model (:func:`~streammn.csgs.canonical.learn_canonical_model`),
 generates its features and fits their weights by pseudo-likelihood on the counted rows (the
 objective of :func:`streammn.weights.fit_weights`, computed on the distinct patterns weighted by
@@ -21,7 +21,7 @@ import numpy as np
 
 from streammn.csgs.canonical import CanonicalModel, learn_canonical_model
 from streammn.csgs.pll import fit_pattern_weights
-from streammn.learner import StructureLearner, pack_state
+from streammn.learner import WEIGHTS_PARAM, StructureLearner
 from streammn.params import Boolean, Interval, Param
 from streammn.errors import CSGSError, CSGSStateError
 from streammn.features import FeatureSet
@@ -60,6 +60,12 @@ class CSGS(StructureLearner):
         L-BFGS iterations of weight learning.
     seed : int, default 0
         Randomness of the counts' fallback to a row sample.
+    weights : {'refined', 'closed-form'}, default 'refined'
+        The weights :meth:`to_markov_network` gives: ``'refined'`` keeps a uniform sample of
+        the rows learned (:mod:`streammn.weight_sample`) and publishes the learner's weights
+        continued by pseudo-likelihood on it where they score the sample's held-out rows
+        better (:mod:`streammn.published`); ``'closed-form'``: the learner's own
+        (:meth:`learned_network`), no sample.
 
     Attributes
     ----------
@@ -103,6 +109,7 @@ class CSGS(StructureLearner):
         "seed": Param(
             Interval(int, 0), "randomness of the counts' row-sample fallback", flag="--seed"
         ),
+        "weights": WEIGHTS_PARAM,
     }
 
     def __init__(
@@ -117,6 +124,7 @@ class CSGS(StructureLearner):
         stddev: float = 1.0,
         max_iter: int = 100,
         seed: int = 0,
+        weights: str = "refined",
     ):
         self._check_params(locals())
         schema.require_complete("csgs")
@@ -126,6 +134,7 @@ class CSGS(StructureLearner):
         self.repeat_grow = bool(repeat_grow)
         self.max_patterns, self.stddev = int(max_patterns), float(stddev)
         self.max_iter, self.seed = int(max_iter), int(seed)
+        self.weights = weights
         self._reset()
 
     def _reset(self) -> None:
@@ -134,6 +143,7 @@ class CSGS(StructureLearner):
         self.model_: MarkovNetwork | None = None
         self.timings_: dict = {}
         self._model_rows = -1  # n_seen the model was learned at
+        self._new_weight_sample()
 
     @property
     def n_rows(self) -> int:
@@ -146,6 +156,7 @@ class CSGS(StructureLearner):
         rows = getattr(batch, "rows", batch)
         start = getattr(batch, "start", None)
         rows = self.schema.validate(rows, row_offset=self.n_rows if start is None else start)
+        self._sample(rows, self.n_rows)
         self.counts.update(rows)
         return self
 
@@ -165,7 +176,7 @@ class CSGS(StructureLearner):
                 rewind()
             for batch in source:
                 self.partial_fit(batch)
-        self.to_markov_network()
+        self.learned_network()
         return self
 
     def learn_structure(self) -> CanonicalModel:
@@ -183,7 +194,7 @@ class CSGS(StructureLearner):
             repeat_grow=self.repeat_grow,
         )
 
-    def to_markov_network(self) -> MarkovNetwork:
+    def learned_network(self) -> MarkovNetwork:
         """The Markov network of the current counts: CSGS structure, features, PLL weights
         (re-learned only when rows arrived since the last call)."""
         if self.model_ is not None and self._model_rows == self.n_rows:
@@ -214,14 +225,14 @@ class CSGS(StructureLearner):
     def pll_terms(self, rows) -> np.ndarray:
         """``log P(x_i | x_-i)`` of the last learned model for every row and variable."""
         rows = self.schema.rows_of(rows)
-        model = self.model_ if self.model_ is not None else self.to_markov_network()
+        model = self.model_ if self.model_ is not None else self.learned_network()
         return model.pll_terms(rows)
 
     # serialisation ------------------------------------------------------------------------
-    def to_bytes(self) -> bytes:
-        """Full state: settings and the counts (the model is a function of them)."""
+    def _state(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """Settings and the counts (the model is a function of them)."""
         meta = {"format": FORMAT, "schema": self.schema.to_dict(), "params": self.get_params()}
-        return pack_state(meta, {"counts": np.frombuffer(self.counts.to_bytes(), dtype=np.uint8)})
+        return meta, {"counts": np.frombuffer(self.counts.to_bytes(), dtype=np.uint8)}
 
     def _restore(self, meta: dict, arrays: dict) -> None:
         self.counts = PatternCounts.from_bytes(arrays["counts"].tobytes())

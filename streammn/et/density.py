@@ -96,7 +96,7 @@ import numpy as np
 from scipy.sparse.csgraph import minimum_spanning_tree
 
 from streammn.errors import ETDensityError
-from streammn.learner import pack_state, unpack_state
+from streammn.packed_state import pack_state, unpack_state
 from streammn.et.kernels import (
     effective_resistances,
     et_log_likelihood,

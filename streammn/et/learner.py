@@ -56,7 +56,7 @@ from streammn.et.density import (
 from streammn.et.edge_tables import learn_jointly
 from streammn.et.kernels import ratio_table, structure_objective
 from streammn.grafting.mrf import PairwiseLayout, to_markov_network
-from streammn.learner import StructureLearner, pack_state
+from streammn.learner import WEIGHTS_PARAM, StructureLearner
 from streammn.params import NONE, Boolean, Interval, Param
 from streammn.schema import Schema, Validated
 from streammn.stats import PairCounts, RowReservoir
@@ -101,6 +101,12 @@ class EnsembleOfTrees(StructureLearner):
         zig-zag, so a tighter test mostly buys iterations that gain nothing).
     seed : int, default 0
         Seed of the row reservoir.
+    weights : {'refined', 'closed-form'}, default 'refined'
+        The weights :meth:`to_markov_network` gives: ``'refined'`` keeps a uniform sample of
+        the rows learned (:mod:`streammn.weight_sample`) and publishes the learner's weights
+        continued by pseudo-likelihood on it where they score the sample's held-out rows
+        better (:mod:`streammn.published`); ``'closed-form'``: the learner's own
+        (:meth:`learned_network`), no sample.
 
     Examples
     --------
@@ -142,6 +148,7 @@ class EnsembleOfTrees(StructureLearner):
         "max_iter": Param(Interval(int, 1), "PGD iterations per phase"),
         "tol": Param(Interval(float, 0), "PGD tolerance, nats per row"),
         "seed": Param(Interval(int, 0), "seed of the row reservoir", flag="--seed"),
+        "weights": WEIGHTS_PARAM,
     }
 
     def __init__(
@@ -156,6 +163,7 @@ class EnsembleOfTrees(StructureLearner):
         max_iter: int = 100,
         tol: float = 1e-4,
         seed: int = 0,
+        weights: str = "refined",
     ):
         self._check_params(locals())
         if not isinstance(schema, Schema):
@@ -170,6 +178,7 @@ class EnsembleOfTrees(StructureLearner):
         self.rho_threshold = None if rho_threshold is None else float(rho_threshold)
         self.sample_rows, self.update_every = int(sample_rows), int(update_every)
         self.max_iter, self.tol, self.seed = int(max_iter), float(tol), seed
+        self.weights = weights
         self._reset()
 
     def _reset(self) -> None:
@@ -181,6 +190,7 @@ class EnsembleOfTrees(StructureLearner):
         self.phases = 0
         self.history: list[float] = []
         self._cache = {}
+        self._new_weight_sample()
 
     @property
     def rows_seen(self) -> int:
@@ -192,6 +202,7 @@ class EnsembleOfTrees(StructureLearner):
 
     def _count(self, rows) -> None:
         batch = Validated(rows, self.schema)
+        self._sample(rows, self.counts.n_rows)
         self.counts.update(batch)
         self.sample.update(batch)
 
@@ -311,7 +322,7 @@ class EnsembleOfTrees(StructureLearner):
         """Extra snapshot files: the ET density (``model.et``) once rows have been seen."""
         return {} if self.counts.n_rows == 0 else {ET_FILE: self.density().to_bytes()}
 
-    def to_markov_network(self):
+    def learned_network(self):
         """Pairwise MRF on the graph edges, weights by pseudo-likelihood on the sample."""
         return self._cached("model", self._markov_network)
 
@@ -331,11 +342,11 @@ class EnsembleOfTrees(StructureLearner):
 
     def pll_terms(self, rows) -> np.ndarray:
         """``log P(x_i | x_-i)`` of the current Markov network for every row and variable."""
-        return self.to_markov_network().pll_terms(self.schema.rows_of(rows))
+        return self.learned_network().pll_terms(self.schema.rows_of(rows))
 
     # serialisation ------------------------------------------------------------------------
-    def to_bytes(self) -> bytes:
-        """Full state: parameters, counts, sample (with its RNG), beta, learned tables."""
+    def _state(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """Parameters, counts, sample (with its RNG), beta, learned tables."""
         meta = {
             "format": FORMAT,
             "schema": self.schema.to_dict(),
@@ -354,7 +365,7 @@ class EnsembleOfTrees(StructureLearner):
             arrays["beta"] = self.beta
         if self.learned_pair_probs is not None:
             arrays["learned_pair_probs"] = self.learned_pair_probs
-        return pack_state(meta, arrays)
+        return meta, arrays
 
     def _restore(self, meta: dict, arrays: dict) -> None:
         self.counts = PairCounts.from_bytes(arrays["counts"].tobytes())

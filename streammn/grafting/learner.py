@@ -33,7 +33,7 @@ from streammn.grafting.pseudo_score import PseudoScorer
 from streammn.schema import Schema, Validated
 from streammn.stats import OnDemandPairCounts
 from streammn.errors import GraftingError, GraftingStateError
-from streammn.learner import StructureLearner, pack_state
+from streammn.learner import WEIGHTS_PARAM, StructureLearner
 from streammn.params import NONE, Boolean, Interval, OneOf, Param
 
 STRATEGIES = ("best_choice", "first_hit", "exhaustive")
@@ -159,6 +159,12 @@ class EdgeGrafting(StructureLearner):
         The likelihood objective has only the raw test (``"either"`` is then ``False``).
     seed : int, default 0
         Randomness (edge sampling, row reservoir).
+    weights : {'refined', 'closed-form'}, default 'refined'
+        The weights :meth:`to_markov_network` gives: ``'refined'`` keeps a uniform sample of
+        the rows learned (:mod:`streammn.weight_sample`) and publishes the learner's weights
+        continued by pseudo-likelihood on it where they score the sample's held-out rows
+        better (:mod:`streammn.published`); ``'closed-form'``: the learner's own
+        (:meth:`learned_network`), no sample.
 
     Examples
     --------
@@ -220,6 +226,7 @@ class EdgeGrafting(StructureLearner):
         "score_refit": Param(Boolean(), "score pairs against the unpenalised refit"),
         "standardise": Param(OneOf(*STANDARDISE), "form of test C2"),
         "seed": Param(Interval(int, 0), "randomness (edge sampling, row reservoir)", flag="--seed"),
+        "weights": WEIGHTS_PARAM,
     }
 
     def __init__(
@@ -250,6 +257,7 @@ class EdgeGrafting(StructureLearner):
         score_refit: bool = True,
         standardise: bool | str = "either",
         seed: int = 0,
+        weights: str = "refined",
     ):
         self._check_params(locals())
         if standardise is True and objective != "pseudo":
@@ -270,6 +278,7 @@ class EdgeGrafting(StructureLearner):
         self.stats_reservoir, self.seed = int(stats_reservoir), seed
         self.refit, self.score_refit = bool(refit), bool(score_refit)
         self.standardise = standardise if standardise == "either" else bool(standardise)
+        self.weights = weights
         self._reset()
 
     # parameters ---------------------------------------------------------------------------
@@ -331,6 +340,7 @@ class EdgeGrafting(StructureLearner):
         self.history: list[dict] = []
         self._strategy = self._make_strategy()
         self._model = self._model_theta = None
+        self._new_weight_sample()
 
     # context offered to the strategies -----------------------------------------------------
     def degrees(self) -> np.ndarray:
@@ -496,6 +506,7 @@ class EdgeGrafting(StructureLearner):
         steps. A batch is counted up to each ``update_every`` boundary before the learning
         phase there, so the model does not depend on how the stream was cut into batches."""
         rows = self._validate(batch)
+        self._sample(rows, self.stats.n_rows)
         start = 0
         while start < rows.shape[0]:
             take = min(rows.shape[0] - start, self.update_every - self.rows_since_update)
@@ -521,17 +532,16 @@ class EdgeGrafting(StructureLearner):
         """Learn from scratch on a finite source (batches or a row matrix): count, then graft
         until max_edges or no edge passes."""
         self._reset()
-        if isinstance(source, np.ndarray):
-            self.stats.update(self.schema.validate(source))
-        else:
-            for batch in source:
-                self.stats.update(batch)
+        for batch in [source] if isinstance(source, np.ndarray) else source:
+            rows = self._validate(batch)
+            self._sample(rows, self.stats.n_rows)
+            self.stats.update(Validated(rows, self.schema))
         self.optimise()
         self.graft(callback=callback)
         return self
 
     # the model ----------------------------------------------------------------------------
-    def to_markov_network(self):
+    def learned_network(self):
         """The current MRF as a :class:`~streammn.model.MarkovNetwork` (pairwise features)."""
         if self._model is None:
             self._model = to_markov_network(self.schema, self.layout, self.model_theta)
@@ -542,8 +552,8 @@ class EdgeGrafting(StructureLearner):
         return pseudo_loglik(self.layout, self.model_theta, self.schema.rows_of(rows))
 
     # serialisation ------------------------------------------------------------------------
-    def to_bytes(self) -> bytes:
-        """Full state: parameters, statistics, active set, weights, search state, RNG."""
+    def _state(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """Parameters, statistics, active set, weights, search state, RNG."""
         meta = {
             "format": FORMAT,
             "schema": self.schema.to_dict(),
@@ -563,7 +573,7 @@ class EdgeGrafting(StructureLearner):
         }
         if self._inference is not None and self._infer_from is not None:
             arrays["messages"] = self._infer_from
-        return pack_state(meta, arrays)
+        return meta, arrays
 
     def _restore(self, meta: dict, arrays: dict) -> None:
         self.stats = OnDemandPairCounts.from_bytes(arrays["stats"].tobytes())

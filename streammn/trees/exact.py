@@ -61,11 +61,14 @@ class SourcePasses:
 
     ``cache_bytes`` bounds the row -> node cache (see module docstring); the source must yield
     the same rows in the same order on every pass (checked by row count).
+    ``on_first_pass(rows, first)`` sees every batch of the first pass (stream rows ``first ..``),
+    e.g. to sample them.
     """
 
-    def __init__(self, source, cache_bytes: int = 256 * 2**20):
+    def __init__(self, source, cache_bytes: int = 256 * 2**20, on_first_pass=None):
         self.source = source
         self.cache_bytes = int(cache_bytes)
+        self.on_first_pass = on_first_pass
         self.n_passes = 0
         self.row_node = None  # current node per tree and row, once the first pass gave the count
 
@@ -77,6 +80,8 @@ class SourcePasses:
         source.rewind()
         offset = 0
         for batch in source:
+            if self.n_passes == 0 and self.on_first_pass is not None:
+                self.on_first_pass(batch.rows, offset)
             if at_roots:
                 stats.add_at_roots(batch.rows, trees)
             elif row_node is None:
