@@ -8,7 +8,8 @@ below. Each check then runs on it:
 - state round trip: a restored learner continues exactly as the original;
 - batch-cut independence: the same rows cut into different batches give the same model;
 - a bad batch raises a ``SchemaError`` and leaves the state untouched;
-- ``get_params`` rebuilds an equal learner (same repr, same model on the same rows).
+- ``get_params`` rebuilds an equal learner (same repr, same model on the same rows);
+- the published network keeps the learner's weights unless refined ones score better.
 """
 
 import numpy as np
@@ -23,6 +24,7 @@ from streammn.grafting import EdgeGrafting
 from streammn.inference import sample
 from streammn.errors import DataError
 from streammn.learner import StructureLearner
+from streammn.packed_state import pack_state, unpack_state
 from streammn.schema import SchemaError
 
 LEARNERS = [
@@ -139,3 +141,32 @@ def test_score_and_score_samples_are_the_pseudo_log_likelihood(make, rows):
     per_row = learner.pll_terms(probe).sum(axis=1)
     np.testing.assert_array_equal(learner.score_samples(probe), per_row)
     assert learner.score(probe) == float(per_row.mean())
+
+
+def test_the_published_network_is_the_learners_or_better_on_its_held_out_rows(make, rows):
+    """Every learner keeps a weight sample by default and publishes the refined weights only
+    where they score the sample's held-out rows better than its own (issue 35); with
+    ``weights='closed-form'`` it keeps no sample and publishes its own network."""
+    schema, data = rows
+    learner = feed(make(schema), data, [1000])
+    sample = learner.weight_sample
+    assert learner.weights == "refined" and sample.n_seen == N_ROWS
+    assert sample.train.shape[0] + sample.held_out.shape[0] == N_ROWS  # all kept: 3000 < 25k
+    own, published = learner.learned_network(), learner.publish()
+    held = sample.held_out
+    assert published.model.pll(held) >= own.pll(held) - 1e-12
+    assert published.record["published"] in ("refined", "closed-form")
+    if published.record["published"] == "closed-form":
+        assert published.model.features.equals(own.features)
+    assert learner.to_markov_network().features.equals(published.model.features)
+
+    plain = feed(
+        type(learner)(schema, **{**learner.get_params(), "weights": "closed-form"}), data, [1000]
+    )
+    assert plain.weight_sample is None
+    assert plain.to_markov_network().features.equals(plain.learned_network().features)
+    assert plain.learned_network().features.equals(own.features)  # the sample changes nothing else
+    meta, arrays = unpack_state(learner.to_bytes())
+    meta["params"]["weights"] = "closed-form"  # a sample in the state of a learner keeping none
+    with pytest.raises(type(learner).state_error, match="weight sample"):
+        type(plain).from_bytes(pack_state(meta, arrays))
