@@ -87,7 +87,7 @@ def other_learners(name: str = "nltcs") -> list[dict]:
         t0 = time.perf_counter()
         engine, manifest = through_engine(learner, train)
         seconds = time.perf_counter() - t0
-        own = engine.learner.to_markov_network()
+        own = engine.learner.learned_network()
         out.append(
             {
                 "dataset": name,
@@ -114,7 +114,7 @@ def accuracy(name: str, mode: str) -> dict:
     engine, manifest = through_engine(DTSL(schema, mode=mode), train, mode == "exact")
     seconds = time.perf_counter() - t0
     learner = engine.learner
-    dn, closed = learner.to_dependency_network(), learner.to_markov_network()
+    dn, closed = learner.to_dependency_network(), learner.learned_network()
     published = engine.model
     return {
         "dataset": name,

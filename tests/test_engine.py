@@ -194,3 +194,20 @@ def test_refining_over_a_variable_of_more_than_64_values_stays_out_of_the_writer
     engine.run()
     records = [read_snapshot(p).manifest["weights"] for p in list_snapshots(tmp_path / "out")]
     assert len(records) == 3 and all(r["choice"] == "refined" for r in records)
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_a_run_with_one_snapshot_publishes_what_the_learner_publishes(tmp_path, exact):
+    """The engine's refinement at the end of a finite source is the learner's own (a full fit
+    from its weights on its sample): the snapshot holds ``learner.to_markov_network()``."""
+    rows = np.repeat(np.eye(4, dtype=np.uint8), 500, axis=0)[
+        np.random.default_rng(1).permutation(2000)
+    ]
+    source = ArraySource(rows, schema=Schema.binary(4), batch_size=300)
+    learner = DTSL(source.schema, mode="exact" if exact else "hoeffding")
+    engine = StreamLearner(source, learner, tmp_path / "out", progress=None)
+    engine.run_multipass() if exact else engine.run()
+    record = read_snapshot(engine._last_path).manifest["weights"]
+    assert record["published"] == "refined" and record["choice"] == "refined"
+    assert engine.model.features.equals(engine.learner.to_markov_network().features)
+    assert engine.learner.weight_sample.n_seen == 2000
