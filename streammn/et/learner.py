@@ -102,11 +102,8 @@ class EnsembleOfTrees(StructureLearner):
     seed : int, default 0
         Seed of the row reservoir.
     weights : {'refined', 'closed-form'}, default 'refined'
-        The weights :meth:`to_markov_network` gives: ``'refined'`` keeps a uniform sample of
-        the rows learned (:mod:`streammn.weight_sample`) and publishes the learner's weights
-        continued by pseudo-likelihood on it where they score the sample's held-out rows
-        better (:mod:`streammn.published`); ``'closed-form'``: the learner's own
-        (:meth:`learned_network`), no sample.
+        What :meth:`to_markov_network` publishes: the learner's weights refined on a sample of
+        its rows where that scores better, or its own (see ``StructureLearner.publish``).
 
     Examples
     --------
