@@ -2,7 +2,8 @@
 
 Parquet and CSV both decode through pyarrow, so both sources turn columns into rows here. The
 conversion works column by column with vectorised checks (nulls, non-integers, range), then
-assembles one C-contiguous row-major matrix; errors name the absolute row and the column.
+assembles one C-contiguous row-major matrix; errors name the absolute row and the column. Text
+columns (CSV cells, read as strings) hold integer tokens, converted by :mod:`connectors.tokens`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from connectors.layout import columns_to_rows
+from connectors.tokens import is_text, shown_value, text_states
 from streammn.schema import MAX_CARDINALITY, MISSING, Schema, SchemaError
 
 SCHEMA_METADATA_KEY = b"streammn.schema"
@@ -29,19 +31,22 @@ def column_to_states(
 ) -> np.ndarray:
     """One Arrow column as a ``uint8`` vector of states of variable ``j``, validated."""
     name = schema[j].name
+    t = col.type
     if col.null_count and schema.missing:  # missing mode: a null is the MISSING state
         nulls = col.is_null().to_numpy(zero_copy_only=False)
-        states = column_to_states(col.fill_null(0), j, schema, row_offset, source)
+        filled = col.fill_null("0" if is_text(t) else 0)
+        states = column_to_states(filled, j, schema, row_offset, source)
         return np.where(nulls, np.uint8(MISSING), states)
     if col.null_count:
         r = _first_true(col.is_null().to_numpy(zero_copy_only=False))
         raise SchemaError(
             f"null value for variable {name!r}", row=row_offset + r, column=j, source=source
         )
-    t = col.type
     if pa.types.is_boolean(t):
         return col.to_numpy(zero_copy_only=False).view(np.uint8)
-    if pa.types.is_integer(t):
+    if is_text(t):  # CSV cells: integer tokens (connectors.tokens)
+        values = text_states(col, name, j, row_offset, source)
+    elif pa.types.is_integer(t):
         values = col.to_numpy(zero_copy_only=False)
     elif pa.types.is_floating(t):
         values = col.to_numpy(zero_copy_only=False)
@@ -68,7 +73,8 @@ def column_to_states(
         lo, hi = values.min(), values.max()
         if lo < 0 or hi >= card:
             r = _first_true((values < 0) | (values >= card))
-            raise schema.range_error(values[r], row_offset + r, j, source)
+            value = shown_value(col[r].as_py()) if is_text(t) else values[r]  # as written
+            raise schema.range_error(value, row_offset + r, j, source)
     return values.astype(np.uint8, copy=False)
 
 
@@ -92,12 +98,17 @@ def record_batch_rows(
     rb: pa.RecordBatch, schema: Schema, row_offset: int, source: str | None = None
 ) -> Iterator[np.ndarray]:
     """Yield the record batch as validated rows; if a row is bad, first yield the valid rows
-    before it, then raise its :class:`SchemaError`, so a stream keeps every good row."""
+    before it, then raise its :class:`SchemaError`, so a stream keeps every good row.
+
+    Columns are checked one after another, so the first error found may lie below a bad cell
+    of a later column: the rows above it are checked again the same way, and the error raised
+    is the earliest bad row's."""
     try:
         rows = record_batch_to_rows(rb, schema, row_offset, source)
     except SchemaError as e:
         if e.row is not None and e.column is not None and e.row > row_offset:
-            yield record_batch_to_rows(rb.slice(0, e.row - row_offset), schema, row_offset, source)
+            before = rb.slice(0, e.row - row_offset)
+            yield from record_batch_rows(before, schema, row_offset, source)
         raise
     yield rows
 

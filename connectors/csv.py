@@ -10,25 +10,33 @@ A reader starts at any data row: the rows before it are skipped by counting newl
 (:mod:`connectors.lines`), not by pyarrow's ``skip_rows``, which only works within its first
 block; so a resumed run seeks to its position in a file of any size.
 
-When pyarrow fails on a block (wrong column count, a non-numeric token, bytes that are not
-UTF-8), the source re-reads the rows from the last good row one by one to name the exact row
-and column in a :class:`~streammn.schema.SchemaError`, and yields the good rows before it
-first; only the error path pays for that.
+Cells are read as text and converted by :mod:`connectors.tokens`, the one definition of an
+integer token (ASCII digits, blanks around them allowed), never by pyarrow's integer parser,
+which also reads ``0x10`` as 16; a cell that is not a token is a
+:class:`~streammn.schema.SchemaError` naming the file, the row, the column and the cell. A
+header must name every column once; a UTF-8 byte order mark before it (or before the first row
+of a headerless file) is skipped (:func:`connectors.lines.skip_bom`).
+
+When pyarrow fails on a block (a wrong column count, bytes that are not UTF-8), the source
+re-reads the rows from the last good row one by one to name the exact row in a
+:class:`~streammn.schema.SchemaError`; the cells of the good rows before it are converted as
+any block is, and yielded first. Only the error path pays for that.
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from connectors.arrow import record_batch_rows, record_batch_to_rows, table_column_max
+from connectors.arrow import record_batch_rows
 from connectors.base import DEFAULT_BATCH_SIZE, SourceError
 from connectors.files import FileSource, read_errors, resolve_paths
-from connectors.lines import Counted, data_lines, next_line, open_at, skip_rows
-from streammn.schema import MISSING, Schema, SchemaError
+from connectors.lines import Counted, data_lines, next_line, open_at, skip_bom, skip_rows
+from streammn.schema import MAX_CARDINALITY, MIN_INFERRED_CARDINALITY, MISSING, Schema, SchemaError
 from streammn.errors import SettingsError
 
 CSV_SUFFIXES = (".data", ".csv", ".txt", ".csv.gz", ".data.gz")
@@ -76,16 +84,14 @@ class CsvSource(FileSource):
         schema = schema if schema is not None else self._infer_schema()
         self.schema = schema.with_missing() if self.missing else schema
 
-    def _reader(self, path: str, start_row: int, column_names: list[str], column_types=None):
-        """A pyarrow CSV reader from data row ``start_row`` of ``path`` on (None when no row
-        follows). The rows before are
-        skipped here (:mod:`connectors.lines`), so any row of a file of any size can be a
-        start, whatever pyarrow's block size."""
-        with pa.input_stream(path, compression="detect") as stream:
-            counted = Counted(stream)
-            head = b""
+    def _reader(self, path: str, start_row: int, column_names: list[str]):
+        """A pyarrow CSV reader of the cells, as text, from data row ``start_row`` of ``path``
+        on (None when no row follows). The rows before are skipped here
+        (:mod:`connectors.lines`), so any row of a file of any size can be a start, whatever
+        pyarrow's block size."""
+        with _open_text(path) as (counted, head):
             if self.header:
-                _, head = next_line(counted)
+                _, head = next_line(counted, head)
             skipped, head = skip_rows(counted, start_row, head)
         if skipped < start_row:
             raise SourceError(
@@ -102,7 +108,7 @@ class CsvSource(FileSource):
         convert = pacsv.ConvertOptions(
             null_values=self.null_tokens,
             strings_can_be_null=True,
-            column_types=column_types,
+            column_types={name: pa.string() for name in (self.columns or column_names)},
             include_columns=self.columns,
         )
         stream = open_at(path, counted.n_read - len(head))  # the first byte after the row
@@ -119,50 +125,63 @@ class CsvSource(FileSource):
             stream.close()
             raise
 
-    def _first_line(self, path: str) -> list[str]:
-        """The tokens of the first row of ``path``: its header, or its first data row."""
-        with pa.input_stream(path, compression="detect") as f:
-            line, _ = next_line(f)
+    def _header(self, line: bytes | None, path: str) -> list[str]:
+        """The cells of a first line (a header, or the first row of a headerless file)."""
         if line is None:
             raise SchemaError("empty file", row=0, source=path)
         return [tok.strip().strip('"') for tok in _text(line, 0, path).split(self.delimiter)]
 
     def _names(self, path: str) -> list[str]:
-        """Every column name of ``path``: its header, or ``x0, x1, ...`` for its width."""
-        tokens = self._first_line(path)
-        return tokens if self.header else [f"x{j}" for j in range(len(tokens))]
+        """Every column name of ``path``: its header, or ``x0, x1, ...`` for its width. A
+        header that names a column twice is a :class:`SchemaError` naming the name."""
+        with _open_text(path) as (stream, head):
+            line, _ = next_line(stream, head)
+        tokens = self._header(line, path)
+        if not self.header:
+            return [f"x{j}" for j in range(len(tokens))]
+        seen: dict[str, int] = {}
+        for j, name in enumerate(tokens):
+            if name in seen:
+                raise SchemaError(
+                    f"the header names two columns {name!r} (columns {seen[name]} and {j}); "
+                    f"every column needs a name of its own",
+                    column=j,
+                    source=path,
+                )
+            seen[name] = j
+        return tokens
+
+    def _first_block(self, path: str, names: list[str]) -> pa.RecordBatch | None:
+        """The first block of text cells of ``path`` (None when it has no row)."""
+        reader = self._reader(path, 0, names)
+        if reader is None:
+            return None
+        try:
+            return reader.read_next_batch()
+        except StopIteration:
+            return None
+        finally:
+            reader.close()
 
     def _infer_schema(self) -> Schema:
+        """The schema of the first block of the first file: each column's largest value + 1
+        (at least 2); a bad row in that block is the error (the earliest, if several)."""
         path = self.paths[0]
         with read_errors(path):
             names = self._names(path)
+            selected = self.columns or names
+            probe = Schema.from_cardinalities([MAX_CARDINALITY] * len(selected), selected)
+            probe = probe.with_missing(self.missing)
             try:
-                reader = self._reader(path, 0, names)
-                if reader is None:
-                    raise StopIteration
-                try:
-                    first = reader.read_next_batch()
-                finally:
-                    reader.close()
-            except StopIteration:
-                raise SchemaError("no rows to infer a schema from", source=path) from None
+                first = self._first_block(path, names)
             except pa.ArrowInvalid as e:
-                raise self._locate_error(path, 0, None, e)[0] from None
-        names = first.schema.names
-        if not all(
-            pa.types.is_integer(t)
-            or pa.types.is_boolean(t)
-            or pa.types.is_floating(t)
-            or pa.types.is_null(t)
-            for t in first.schema.types
-        ):
-            # a token pyarrow read as text or a date: name its row and column
-            raise self._locate_error(path, 0, None, ValueError("non-numeric column"))[0]
-        maxima = table_column_max(first, names)
-        cards = [2 if n not in maxima else max(maxima[n] + 1, 2) for n in names]
-        probe = Schema.from_cardinalities([255] * len(names), names).with_missing(self.missing)
-        record_batch_to_rows(first, probe, 0, path)  # nulls and non-integers fail here
-        return Schema.from_cardinalities(cards, names)
+                list(self._recover(path, 0, e, probe))  # raises
+        if first is None:
+            raise SchemaError("no rows to infer a schema from", source=path)
+        rows = np.concatenate(list(record_batch_rows(first, probe, 0, path)))
+        observed = np.where(rows == MISSING, 0, rows) if self.missing else rows
+        cards = np.maximum(observed.max(axis=0).astype(np.int64) + 1, MIN_INFERRED_CARDINALITY)
+        return Schema.from_cardinalities(cards.tolist(), selected)
 
     def _read_file(self, index: int, start_row: int) -> Iterator[np.ndarray]:
         path = self.paths[index]
@@ -170,33 +189,22 @@ class CsvSource(FileSource):
         names = self._names(path)
         if not self.header and len(names) != n:
             raise SchemaError(f"expected {n} columns, got {len(names)}", row=0, source=path)
-        types = {name: pa.int64() for name in (self.columns or names)}
         row = start_row
         reader = None
         try:
             while True:
                 try:
                     if reader is None:  # opening already parses the first block
-                        reader = self._reader(path, start_row, names, column_types=types)
+                        reader = self._reader(path, start_row, names)
                         if reader is None:
                             return
                     rb = reader.read_next_batch()
                 except StopIteration:
                     return
                 except pa.ArrowInvalid as e:
-                    error, good = self._locate_error(path, row, self.schema, e)
-                    if good:  # the block's rows before the bad line are fine: keep them
-                        yield self.schema.validate(
-                            np.array(good, dtype=np.int64), row_offset=row, source=path
-                        )
-                    raise error from None
-                if self.header and self.columns is None and rb.schema.names != self.schema.names:
-                    raise SchemaError(
-                        f"header {rb.schema.names[:8]} does not match the "
-                        f"schema's variables {self.schema.names[:8]}",
-                        row=0,
-                        source=path,
-                    )
+                    self._check_header(names, path)
+                    yield from self._recover(path, row, e, self.schema)  # then raises
+                self._check_header(names, path)  # once a row is there to be read by it
                 yield from record_batch_rows(rb, self.schema, row_offset=row, source=path)
                 row += rb.num_rows
         finally:
@@ -205,21 +213,49 @@ class CsvSource(FileSource):
             if reader is not None:
                 reader.close()
 
+    def _check_header(self, names: list[str], path: str) -> None:
+        """Refuse a header that is not the schema's variables (when no columns are selected)."""
+        if self.header and self.columns is None and names != self.schema.names:
+            raise SchemaError(
+                f"header {names[:8]} does not match the schema's variables {self.schema.names[:8]}",
+                row=0,
+                source=path,
+            )
+
+    def _recover(
+        self, path: str, start_row: int, cause: Exception, schema: Schema
+    ) -> Iterator[np.ndarray]:
+        """The error path, after pyarrow refused a block starting at data row ``start_row``:
+        yield the good rows before the first bad one, then raise its error. The cells of the
+        rows before the line pyarrow stumbled on are converted as any block is, so a bad cell
+        among them is the error; when no line is at fault, no row is yielded and the error is a
+        :class:`SourceError` quoting pyarrow's ``cause``."""
+        error, cells = self._locate_error(path, start_row, schema.n_vars)
+        rows: list[np.ndarray] = []
+        if cells:
+            batch = self._cells_batch(cells, schema.names)
+            try:
+                rows.extend(record_batch_rows(batch, schema, row_offset=start_row, source=path))
+            except SchemaError:
+                yield from rows
+                raise
+        if error is None:
+            raise SourceError(f"{path}: cannot parse ({cause})") from None
+        yield from rows
+        raise error from None
+
     def _locate_error(
-        self, path: str, start_row: int, schema: Schema | None, cause: Exception
-    ) -> tuple[Exception, list[list[int]]]:
-        """Find the first bad row from ``start_row`` on: a SchemaError describing it, and the
-        parsed good rows before it."""
-        width = schema.n_vars if schema is not None else None
-        good: list[list[int]] = []
-        with pa.input_stream(path, compression="detect") as f:
-            head = b""
+        self, path: str, start_row: int, width: int
+    ) -> tuple[SchemaError | None, list[list[str | None]]]:
+        """Find the first line from data row ``start_row`` on that cannot be split into
+        ``width`` cells, or that is not UTF-8: a SchemaError naming it (None when every line
+        splits), and the cells of the rows before it (nulls as None)."""
+        cells: list[list[str | None]] = []
+        with _open_text(path) as (f, head):
             keep = None
             if self.header:
-                line, head = next_line(f)
-                header_row = [
-                    t.strip().strip('"') for t in _text(line or b"", 0, path).split(self.delimiter)
-                ]
+                line, head = next_line(f, head)
+                header_row = self._header(line, path)
                 if self.columns is not None:
                     keep = [header_row.index(c) for c in self.columns if c in header_row]
             _, head = skip_rows(f, start_row, head)
@@ -227,36 +263,39 @@ class CsvSource(FileSource):
                 try:
                     tokens = _text(line, r, path).split(self.delimiter)
                 except SchemaError as e:
-                    return e, good
+                    return e, cells
                 if keep is not None and len(tokens) == len(header_row):
                     tokens = [tokens[k] for k in keep]
-                if width is None:
-                    width = len(tokens)
                 if len(tokens) != width:
                     return SchemaError(
                         f"expected {width} columns, got {len(tokens)} "
                         f"(truncated or malformed line)",
                         row=r,
                         source=path,
-                    ), good
-                values = []
-                for c, tok in enumerate(tokens):
-                    tok = tok.strip()
-                    if len(tok) >= 2 and tok[0] == tok[-1] == '"':
-                        tok = tok[1:-1].strip()
-                    if tok in self.null_tokens and self.missing:
-                        values.append(MISSING)
-                        continue
-                    if tok in self.null_tokens:
-                        return SchemaError("null value", row=r, column=c, source=path), good
-                    try:
-                        values.append(int(tok))
-                    except ValueError:
-                        return SchemaError(
-                            f"non-integer value {tok[:40]!r}", row=r, column=c, source=path
-                        ), good
-                good.append(values)
-        return SourceError(f"{path}: cannot parse ({cause})"), []
+                    ), cells
+                cells.append([self._cell(tok) for tok in tokens])
+        return None, cells
+
+    def _cell(self, token: str) -> str | None:
+        """A cell as pyarrow reads it into a text column: unquoted, None for a null token."""
+        if len(token) >= 2 and token[0] == token[-1] == '"':
+            token = token[1:-1].replace('""', '"')
+        return None if token in self.null_tokens else token
+
+    @staticmethod
+    def _cells_batch(cells: list[list[str | None]], names: list[str]) -> pa.RecordBatch:
+        """Rows of cells as a record batch of text columns, like those pyarrow reads."""
+        columns = [pa.array(list(column), type=pa.string()) for column in zip(*cells)]
+        return pa.RecordBatch.from_arrays(columns, names=list(names))
+
+
+@contextmanager
+def _open_text(path: str):
+    """``(stream, head)``: ``path`` opened (decompressed if compressed), counting the bytes read
+    from it, and its first bytes past a UTF-8 byte order mark, to hand on as ``head``."""
+    with pa.input_stream(path, compression="detect") as stream:
+        counted = Counted(stream)
+        yield counted, skip_bom(counted)
 
 
 def _text(line: bytes, row: int, path: str) -> str:

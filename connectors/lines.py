@@ -12,6 +12,10 @@ Python: a Python file object read from those threads can abort the interpreter a
 A row is a non-empty line, as pyarrow counts them (it skips empty lines): ``\\n`` and ``\\r\\n``
 endings, a last line without an ending. :func:`next_line` and :func:`data_lines` give the same
 rows one by one, for headers and for locating a bad row on the error path only.
+
+A UTF-8 byte order mark at the start of a file (spreadsheet programs write one) is not text:
+every reader of a file starts with :func:`skip_bom`, so the first column's name or first cell
+never holds it, whether a file is learned from or scored.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import pyarrow as pa
 
 CHUNK_BYTES = 1 << 20
 NEWLINE, CR = 10, 13
+UTF8_BOM = b"\xef\xbb\xbf"
 
 
 class Rest(io.RawIOBase):
@@ -85,6 +90,18 @@ def open_at(path: str, offset: int):
     except BaseException:
         stream.close()
         raise
+
+
+def skip_bom(stream) -> bytes:
+    """Read the start of ``stream`` past a UTF-8 byte order mark, if it has one; returns the
+    bytes read that are not one, to hand on as the ``head`` of the functions below."""
+    head = b""
+    while len(head) < len(UTF8_BOM):
+        data = stream.read(len(UTF8_BOM) - len(head))
+        if not data:
+            break
+        head += data
+    return b"" if head == UTF8_BOM else head
 
 
 def _chunks(stream, head: bytes) -> Iterator[bytes]:

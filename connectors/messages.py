@@ -5,8 +5,10 @@ A log delivers many small messages; decoding them one by one would spend its tim
 
 - ``csv``: one row per message, a line of comma-separated states. The lines are joined and
   parsed by pyarrow's CSV reader in one call (quoting off, so a message can never spill into
-  the next one); when every cell is a single digit the joined bytes are read as a character
-  matrix by numpy instead, several times faster.
+  the next one) into text cells, which :mod:`connectors.tokens` converts as it does those of
+  CSV files (one definition of an integer token for every text source); when every cell is a
+  single digit the joined bytes are read as a character matrix by numpy instead, several times
+  faster.
 - ``json``: one row per message, an object ``{column: state}``. Newlines never occur inside
   JSON strings, so each message is flattened to one line and the lines are parsed together by
   pyarrow's JSON reader against an explicit ``int64`` schema (unknown keys are errors, missing
@@ -131,7 +133,9 @@ class MessageDecoder:
             quote_char=False, double_quote=False, escape_char=False, newlines_in_values=False
         )
         self._csv_convert = pacsv.ConvertOptions(
-            column_types=self._int_schema, null_values=NULL_TOKENS, strings_can_be_null=True
+            column_types={n: pa.string() for n in names},
+            null_values=NULL_TOKENS,
+            strings_can_be_null=True,
         )
         self._json_parse = pajson.ParseOptions(
             explicit_schema=self._int_schema, unexpected_field_behavior="error"

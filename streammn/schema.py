@@ -508,20 +508,22 @@ class Schema:
         return self.cardinalities if not self.grows else self.max_cardinalities
 
     def range_error(self, value, row: int, column: int, source: str | None) -> SchemaError:
-        """The error for ``value`` at ``row``/``column``, outside :attr:`value_limits`."""
+        """The error for ``value`` at ``row``/``column``, outside :attr:`value_limits`; a
+        ``str`` value is a text cell, shown as written (``connectors.tokens.shown_value``)."""
         var = self[column]
         value = value.item() if isinstance(value, np.generic) else value
+        shown = value if isinstance(value, str) else repr(value)
         if self.grows:
             limit = int(self.max_cardinalities[column])
             return SchemaError(
-                f"value {value!r} beyond the {limit} values variable "
+                f"value {shown} beyond the {limit} values variable "
                 f"{var.name!r} may grow to (0..{limit - 1})",
                 row=row,
                 column=column,
                 source=source,
             )
         return SchemaError(
-            f"value {value!r} out of range 0..{var.cardinality - 1} for variable {var.name!r}",
+            f"value {shown} out of range 0..{var.cardinality - 1} for variable {var.name!r}",
             row=row,
             column=column,
             source=source,

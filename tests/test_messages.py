@@ -72,11 +72,11 @@ def test_csv_accepts_trailing_newlines_and_spaces_like_pyarrow():
 
 BAD_CSV = [
     (b"1,3,0", "out of range", 1),  # value too large for x1 (card 3)
-    (b"1,x,0", "int64", None),  # not a number
+    (b"1,x,0", "non-integer value 'x' for variable 'x1'", 1),  # not a number
     (b"1,1", "Expected 3 columns", None),
     (b"", "empty message", None),
     (b"1,1,0\n0,0,0", "2 rows", None),  # two rows in one message
-    (b'1,"1,0', "int64", None),  # quotes are data, never a multi-line field
+    (b'1,"1,0', "non-integer value '\"1'", 1),  # quotes are data, never a multi-line field
     (b"1,,0", "null", 1),
 ]
 

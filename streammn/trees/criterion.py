@@ -79,9 +79,11 @@ def significance_threshold(
     """Gain a split must exceed under the significance test (see module docstring).
 
     ``attempts`` is the 1-based number of the look at each leaf (streaming growth); ``None``
-    means a single look (exact growth).
+    means a single look (exact growth). A target without candidate tests (the only variable of
+    a one-column schema) has level 0, an infinite threshold: it can never split.
     """
-    level = alpha / np.asarray(candidates, dtype=np.float64)
+    m = np.asarray(candidates, dtype=np.float64)
+    level = np.divide(alpha, m, out=np.zeros_like(m), where=m > 0)
     if attempts is not None:
         k = np.asarray(attempts, dtype=np.float64)
         level = level / (k * (k + 1.0))
