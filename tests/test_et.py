@@ -124,6 +124,41 @@ def test_gradient_matches_finite_differences():
         np.testing.assert_allclose(grad[u, v], fd, rtol=1e-5, atol=1e-8)
 
 
+def test_gradient_at_a_size_where_dgetri_runs_blocked_matches_numpy_inverses():
+    """The kernel's inverse (LAPACK dgetri on the Cholesky factor, scipy's Cython LAPACK) at
+    r = 99, past LAPACK's block size, where dgetri uses the workspace it asked for: the summed
+    gradient equals the effective resistances from np.linalg's inverse row by row."""
+    from streammn.et.kernels import effective_resistances, row_log_dets
+
+    rng = np.random.default_rng(5)
+    m, n = 100, 6
+    rows, table = random_ratios(rng, n, m, k=2)
+    beta = random_weights(rng, m)
+    _, grad = row_log_dets(rows, beta, table, with_grad=True)
+    expected = np.zeros((m, m))
+    iu, iv = np.triu_indices(m, 1)
+    for x in rows:
+        ratios = table[iu, iv, x[iu], x[iv]]
+        w = np.zeros((m, m))
+        w[iu, iv] = beta[iu, iv] * ratios
+        resistance = effective_resistances((w + w.T)[None])[0]
+        expected[iu, iv] += ratios * resistance[iu, iv]
+    np.testing.assert_allclose(grad, expected + expected.T, rtol=1e-9, atol=1e-12)
+
+
+def test_row_kernels_on_one_variable_give_zero_terms():
+    """No Laplacian to factorise or invert (r = 0): LAPACK is not called, which would refuse
+    lda = 0 (before: a SystemError from the kernel and a LAPACK message on stderr)."""
+    from streammn.et.kernels import cell_resistance_sums, row_log_dets
+
+    rows, table, beta = np.zeros((3, 1), dtype=np.int64), np.ones((1, 1, 2, 2)), np.zeros((1, 1))
+    log_dets, grad = row_log_dets(rows, beta, table, with_grad=True)
+    np.testing.assert_array_equal(log_dets, np.zeros(3))
+    np.testing.assert_array_equal(grad, np.zeros((1, 1)))
+    sums = cell_resistance_sums(rows, beta, table)[1]
+    np.testing.assert_array_equal(sums, np.zeros((1, 1, 2, 2)))
+
+
 def test_cell_resistance_sums_give_the_table_gradient_and_the_beta_gradient():
     from streammn.et.kernels import (
         cell_resistance_sums,

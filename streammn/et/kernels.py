@@ -10,9 +10,12 @@ no inverse. Cost: O(N M^3) for N rows of M variables (one (M-1)x(M-1) factorisat
 The per-row terms of the structural objective run in one numba kernel over chunks of rows in
 parallel: each row's weights are looked up in the (M, M, K, K) ratio table, its Laplacian is
 factorised (LAPACK Cholesky), and for the gradient the inverse comes from LAPACK's blocked LU
-inverse (dgetri, through numba's own binding) applied to the Cholesky factor written as an LU
-factorisation: 4/3 r^3 flops after the factorisation, against 2 r^3 for np.linalg.inv (its own
-LU and dgetri), and 3x faster at M = 200 than substitution from the factor with plain loops.
+inverse (dgetri) applied to the Cholesky factor written as an LU factorisation: 4/3 r^3 flops
+after the factorisation, against 2 r^3 for np.linalg.inv (its own LU and dgetri), and 3x faster
+at M = 200 than substitution from the factor with plain loops. dgetri is scipy's public Cython
+LAPACK (``scipy.linalg.cython_lapack``, the library numba's own np.linalg calls), declared to
+numba by a symbol name rather than an address so that the kernels stay cacheable; numba's
+private binding (``numba.np.linalg._LAPACK``) is not used, a numba release may drop it.
 BLAS is held to one thread around the kernel:
 the row chunks are the parallelism, and OpenBLAS starting its own threads inside every chunk's
 factorisation made one 500-row evaluation at M = 200 take 98 s instead of 0.2 s on 2 shared
@@ -23,9 +26,10 @@ took 0.17 s, 30% of a joint fit's time at M = 200 (profile in
 ``benchmarks/results/et_diagnosis.md``).
 """
 
+import llvmlite.binding as llvm
 import numba as nb
 import numpy as np
-from numba.np.linalg import _LAPACK
+from numba.extending import get_cython_function_address
 
 from streammn.blas import blas_threads
 
@@ -69,22 +73,52 @@ def ratio_table(node_probs, pair_probs):
 
 
 VALUES, BETA_GRADIENT, CELL_SUMS = 0, 1, 2
-_GETRI = _LAPACK().numba_ez_xxgetri(nb.types.float64)  # numba's own binding of LAPACK dgetri
-_DOUBLE = ord("d")
+
+# LAPACK dgetri(n, a, lda, ipiv, work, lwork, info), every argument by pointer, ints 32-bit. The
+# symbol is resolved by name when a kernel is linked (also one loaded from numba's cache).
+_DGETRI = "streammn_et_dgetri"
+llvm.add_symbol(_DGETRI, get_cython_function_address("scipy.linalg.cython_lapack", "dgetri"))
+_dgetri = nb.types.ExternalFunction(_DGETRI, nb.types.void(*[nb.types.voidptr] * 7))
+_N, _LWORK, _INFO = 0, 1, 2  # dgetri's int arguments in the array ``ints`` (n is also lda)
 
 
 @nb.njit(cache=True)
-def _inverse_from_cholesky(chol, out, pivots):
+def _getri_buffers(r):
+    """``(pivots, work, ints)`` for :func:`_inverse_from_cholesky` on r x r matrices, made once
+    per chunk of rows: LAPACK's 1-based identity permutation, a workspace of the size dgetri
+    asks for (the size numba's np.linalg.inv uses, so the same blocked algorithm runs) and the
+    int arguments."""
+    pivots = np.arange(1, r + 1).astype(np.int32)
+    ints = np.array([r, 1, 0], dtype=np.int32)
+    if r > 0:  # (LAPACK refuses lda = 0)
+        ints[_LWORK] = -1  # a query: the size comes back in the workspace's first entry
+        size = np.zeros(1)
+        _call_getri(size, pivots, size, ints)
+        ints[_LWORK] = max(1, int(size[0]))
+    return pivots, np.empty(ints[_LWORK]), ints
+
+
+@nb.njit(cache=True)
+def _call_getri(a, pivots, work, ints):
+    """dgetri on the Fortran-order buffer ``a``; returns its ``info`` (0: done)."""
+    n, lwork, info = ints[_N:], ints[_LWORK:], ints[_INFO:]
+    _dgetri(n.ctypes, a.ctypes, n.ctypes, pivots.ctypes, work.ctypes, lwork.ctypes, info.ctypes)
+    return ints[_INFO]
+
+
+@nb.njit(cache=True)
+def _inverse_from_cholesky(chol, out, pivots, work, ints):
     """``out`` = the inverse of ``chol chol^T`` (``chol`` lower triangular, C order) by dgetri
     from the Cholesky factor written as an LU factorisation without pivoting, ``(L D^-1)(D L^T)``
     with ``D = diag(L)``: saves np.linalg.inv's own LU factorisation (2/3 r^3 of its 2 r^3
     flops) since the Cholesky factor is there already. The buffer is read by LAPACK in Fortran
-    order (the transpose), and the inverse is symmetric."""
+    order (the transpose), and the inverse is symmetric. ``pivots, work, ints``: from
+    :func:`_getri_buffers`."""
     r = chol.shape[0]
     for i in range(r):
         for j in range(r):  # Fortran entry (i, j) at out[j, i]
             out[j, i] = chol[i, j] / chol[j, j] if i > j else chol[i, i] * chol[j, i]
-    if _GETRI(_DOUBLE, r, out.ctypes, r, pivots.ctypes) != 0:
+    if r > 0 and _call_getri(out, pivots, work, ints) != 0:
         raise np.linalg.LinAlgError("singular reduced Laplacian")
 
 
@@ -104,7 +138,7 @@ def _row_terms(rows, beta, table, mode, n_chunks):
         w = np.zeros((m, m))
         lap = np.empty((r, r))
         g = np.empty((r, r))
-        pivots = np.arange(1, r + 1).astype(np.int32)  # LAPACK's 1-based identity permutation
+        pivots, work, ints = _getri_buffers(r)
         for i in range(c * n // n_chunks, (c + 1) * n // n_chunks):
             x = rows[i]
             for u in range(m):
@@ -124,7 +158,7 @@ def _row_terms(rows, beta, table, mode, n_chunks):
             log_dets[i] = 2.0 * log_det
             if mode == VALUES:
                 continue
-            _inverse_from_cholesky(chol, g, pivots)
+            _inverse_from_cholesky(chol, g, pivots, work, ints)
             for u in range(m):
                 for v in range(u + 1, m):
                     resistance = g[u, u] if v == r else g[u, u] + g[v, v] - 2.0 * g[u, v]
