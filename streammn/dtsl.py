@@ -555,7 +555,7 @@ class DTSL(StructureLearner):
         meta = {
             "format": STATE_FORMAT,
             "schema": self.schema.to_dict(),
-            "params": self.get_params(),
+            "params": self.settings(),
             "rows_seen": self.rows_seen,
             "n_passes": self.n_passes,
         }

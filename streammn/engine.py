@@ -51,9 +51,9 @@ source waiting for new messages returns.
 
 A learner is any :class:`~streammn.learner.StructureLearner` (``partial_fit``, ``fit``,
 ``pll_terms`` for the prequential score, ``learned_network``, ``weight_sample``, ``to_bytes`` /
-``from_bytes``,
-``get_params``). Its learning must depend only on the batches it sees, which the sources make
-identical on resume; then a resumed run ends with the same model as an uninterrupted one.
+``from_bytes``, ``settings``). Its learning must depend only on the batches it sees, which
+the sources make identical on resume; then a resumed run ends with the same model as an
+uninterrupted one.
 """
 
 from __future__ import annotations
@@ -587,7 +587,7 @@ class StreamLearner:
             "rows_seen": st.rows_seen,
             "reason": reason,
             "source": {"description": self.source.describe(), "position": position},
-            "learner": {"class": type(self.learner).__name__, "params": self.learner.get_params()},
+            "learner": {"class": type(self.learner).__name__, "params": self.learner.settings()},
             "scores": {
                 "prequential_pll": _finite(st.prequential_pll),
                 "validation_pll": validation_pll,

@@ -5,16 +5,17 @@ Every structure learner (DTSL, EdgeGrafting, EnsembleOfTrees, CSGS) subclasses o
 learns from validated batches (``partial_fit``) or a whole finite source (``fit``), scores rows
 with its current conditionals (``pll_terms``, the prequential score), gives its current
 :class:`~streammn.model.MarkovNetwork`, saves and restores its full state (``to_bytes`` /
-``from_bytes``), reports its settings (``get_params``), and may add snapshot files or a drift
+``from_bytes``), reports its settings (``settings``), and may add snapshot files or a drift
 summary (defaults: none). ``tests/test_conformance.py`` checks every learner against it.
 
 :class:`Estimator` derives ``get_params``, ``set_params``, ``clone`` and ``__repr__`` from the
 ``__init__`` signature (the idea of river's ``Base._get_params`` and scikit-learn's
 ``_get_param_names``): a parameter is a keyword of ``__init__`` stored under the same attribute
-name, so a learner never repeats its parameter list by hand and
-``type(l)(l.schema, **l.get_params())`` rebuilds it. The first positional argument, ``schema``,
-is data the learner is built over, not a setting, and is shown first in the repr but left out of
-the parameters (snapshot manifests store it apart). What each parameter allows, its help and its
+name, so a learner never repeats its parameter list by hand and ``type(l)(**l.get_params())``
+rebuilds it (so does scikit-learn's ``clone``). The first argument, ``schema``, is data the
+learner is built over rather than a setting: ``get_params`` holds it (scikit-learn's
+convention), ``settings`` leaves it out (what snapshot manifests and saved states record, the
+schema stored apart), and the repr shows it first. What each parameter allows, its help and its
 command-line flag are declared once, in the class's ``parameters`` table
 (:mod:`streammn.params`); ``__init__`` checks its arguments against it.
 """
@@ -76,15 +77,21 @@ class Estimator:
                 names.append(p.name)
         return names
 
-    def get_params(self, deep: bool = True) -> dict:
-        """Settings as passed to ``__init__`` (read from the attributes of the same names);
-        ``deep`` is accepted for scikit-learn's ``clone`` (a learner holds no estimators)."""
+    def settings(self) -> dict:
+        """The settings as passed to ``__init__``, without the schema (read from the attributes
+        of the same names): what manifests, saved states and resume checks record."""
         return {name: getattr(self, name) for name in self._param_names()}
+
+    def get_params(self, deep: bool = True) -> dict:
+        """Every argument of ``__init__``, the schema first (scikit-learn's convention, so that
+        ``sklearn.base.clone`` and ``type(l)(**l.get_params())`` rebuild the learner); ``deep``
+        is accepted for scikit-learn (a learner holds no estimators)."""
+        return {"schema": self.schema, **self.settings()}
 
     def set_params(self, **params):
         """This learner, unfitted, with ``params`` changed (scikit-learn's convention: the
         settings are checked as ``__init__`` checks them, and learned state starts over)."""
-        unknown = set(params) - set(self._param_names())
+        unknown = set(params) - {"schema", *self._param_names()}
         if unknown:
             raise self.param_error(f"{type(self).__name__} has no parameter {sorted(unknown)[0]!r}")
         fresh = self.clone(**params)
@@ -94,10 +101,10 @@ class Estimator:
 
     def clone(self, **overrides):
         """A fresh, unfitted learner with the same schema and settings (``overrides`` win)."""
-        return type(self)(self.schema, **{**self.get_params(), **overrides})
+        return type(self)(**{**self.get_params(), **overrides})
 
     def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        args = ", ".join(f"{k}={v!r}" for k, v in self.settings().items())
         return f"{type(self).__name__}({self.schema!r}, {args})"
 
 

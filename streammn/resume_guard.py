@@ -3,7 +3,7 @@
 A snapshot's learner state means something only with the settings it was learned under: resumed
 with another split criterion or another learner, the run would continue a model no single
 setting describes. So a run that resumes compares its learner with the snapshot manifest's
-(class and ``get_params``) and refuses any difference, except in the settings the learner's
+(class and ``settings``) and refuses any difference, except in the settings the learner's
 parameter table marks ``resume=True`` (those that do not change what is learned, such as thread
 counts; :mod:`streammn.params`). The error names the setting, both values and the way out.
 """
@@ -25,7 +25,7 @@ def check_resume_settings(snapshot, manifest: dict, learner) -> None:
         raise ResumeSettingsError(snapshot, "learner", recorded["class"], cls)
     old_params = recorded.get("params") or {}
     free = resume_may_change(type(learner))
-    requested = json.loads(json.dumps(learner.get_params()))  # as the manifest stores them
+    requested = json.loads(json.dumps(learner.settings()))  # as the manifest stores them
     for name, value in requested.items():
         if name in old_params and name not in free and old_params[name] != value:
             raise ResumeSettingsError(snapshot, name, old_params[name], value)

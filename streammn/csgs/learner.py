@@ -228,7 +228,7 @@ class CSGS(StructureLearner):
     # serialisation ------------------------------------------------------------------------
     def _state(self) -> tuple[dict, dict[str, np.ndarray]]:
         """Settings and the counts (the model is a function of them)."""
-        meta = {"format": FORMAT, "schema": self.schema.to_dict(), "params": self.get_params()}
+        meta = {"format": FORMAT, "schema": self.schema.to_dict(), "params": self.settings()}
         return meta, {"counts": np.frombuffer(self.counts.to_bytes(), dtype=np.uint8)}
 
     def _restore(self, meta: dict, arrays: dict) -> None:

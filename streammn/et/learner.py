@@ -347,7 +347,7 @@ class EnsembleOfTrees(StructureLearner):
         meta = {
             "format": FORMAT,
             "schema": self.schema.to_dict(),
-            "params": self.get_params(),
+            "params": self.settings(),
             "rows_since_update": self.rows_since_update,
             "phases": self.phases,
             "history": self.history,

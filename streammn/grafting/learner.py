@@ -554,7 +554,7 @@ class EdgeGrafting(StructureLearner):
         meta = {
             "format": FORMAT,
             "schema": self.schema.to_dict(),
-            "params": self.get_params(),
+            "params": self.settings(),
             "edges": [list(e) for e in self.edges],
             "strategy": self._strategy.get_state(),
             "rng": self.rng.bit_generator.state,
