@@ -43,7 +43,7 @@ from random_trees import random_tree_dn  # noqa: E402
 
 from connectors.array import ArraySource  # noqa: E402
 from streammn import Schema  # noqa: E402
-from streammn.dn2mn import ORDERINGS, dn2mn  # noqa: E402
+from streammn.dn_to_mn import ORDERINGS, dn2mn  # noqa: E402
 from streammn.dtsl import DTSL  # noqa: E402
 from streammn.features import FeatureSet  # noqa: E402
 from streammn.inference import cmll, pll  # noqa: E402

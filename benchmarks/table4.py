@@ -42,7 +42,7 @@ import numba
 import numpy as np
 
 from connectors.array import ArraySource
-from streammn.dn2mn import dn2mn, marginals_from_rows
+from streammn.dn_to_mn import dn2mn, marginals_from_rows
 from streammn.dtsl import DTSL
 from streammn.features import FeatureSet
 from streammn.inference import cmll, pll

@@ -27,7 +27,7 @@ import numpy as np
 
 from streammn.source import ArraySource, Source
 from streammn.dn import DependencyNetwork
-from streammn.dn2mn import dn2mn
+from streammn.dn_to_mn import dn2mn
 from streammn.schema import Schema, SchemaError
 from streammn.trees.criterion import AUTO, DEFAULT_ALPHA, DEFAULT_MIN_GAIN_PER_ROW
 from streammn.trees.exact import SourcePasses, grow_level_wise

@@ -9,7 +9,7 @@ import pytest
 from helpers.helpers_mn import all_rows, brute_joint, random_featureset
 from streammn import Schema
 from streammn.dn import DependencyNetwork
-from streammn.dn2mn import (
+from streammn.dn_to_mn import (
     BASES,
     ORDERINGS,
     DN2MNError,
@@ -396,3 +396,23 @@ def test_a_learned_dn_carries_its_marginals():
     assert bare.marginal_counts() is None
     with pytest.raises(DN2MNError, match="train= rows, or a DN with its trees"):
         dn2mn(bare)
+
+
+def test_streammn_dn2mn_stays_the_function_and_the_old_module_path_warns():
+    """Importing a learner once shadowed the function with its module (issue 38)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import streammn; from streammn.dtsl import DTSL; "
+        "import streammn.dn_to_mn; print(callable(streammn.dn2mn), streammn.dn2mn.__module__)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "streammn.dn_to_mn"]
+    with pytest.warns(DeprecationWarning, match="streammn.dn_to_mn"):
+        import importlib
+
+        import streammn.dn2mn as old
+
+        importlib.reload(old)
+    assert old.dn2mn is dn2mn

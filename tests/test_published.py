@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from streammn.dn2mn import dn2mn
+from streammn.dn_to_mn import dn2mn
 from streammn.dtsl import DTSL
 from streammn.features import FeatureSet
 from streammn.published import (

@@ -9,7 +9,7 @@ from helpers.helpers_mn import random_featureset
 from streammn import Schema
 from streammn.schema import MISSING, SchemaError
 from streammn.dn import DependencyNetwork
-from streammn.dn2mn import dn2mn
+from streammn.dn_to_mn import dn2mn
 from streammn.features import FeatureSet
 from streammn.model import MarkovNetwork
 from streammn.weights import StochasticPLL, WeightLearningError, fit_weights, pll_objective
