@@ -81,7 +81,15 @@ def _parser(with_learners: bool = True) -> argparse.ArgumentParser:
         choices=("wait", "skip"),
         default="wait",
         help="a snapshot due while the previous one is still being written: "
-        "wait for it (default) or skip this one",
+        "wait for it (default) or skip this one (at most --max-skipped in a row)",
+    )
+    learn.add_argument(
+        "--max-skipped",
+        type=opt.count,
+        default=3,
+        help="with --when-busy skip: due snapshots skipped in a row at most; the next one "
+        "waits for the writer, so the newest durable snapshot is never more than this many "
+        "cadences plus one old (default: 3)",
     )
     learn.add_argument(
         "--foreground-snapshots",

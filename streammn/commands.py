@@ -120,6 +120,7 @@ def learn(args) -> int:
         formats=args.formats,
         progress=_progress(args),
         when_busy=args.when_busy,
+        max_skipped=args.max_skipped,
         background=not args.foreground_snapshots,
     )
     with source:

@@ -17,10 +17,15 @@ At most one snapshot is in flight; when the next one is due before the previous 
 ``when_busy`` decides: ``"wait"`` (default) blocks learning until it is, so every due snapshot is
 written; ``"skip"`` drops the due one and keeps learning (with ``every_rows`` the next snapshot is
 at the next multiple of N; with ``every_seconds`` at the first batch end after the one in flight
-is durable). Coalescing a late snapshot into a later row would break the exact row cadence, so it
-is not offered. A failed write (disk full, a killed writer) ends the run with
-:class:`~streammn.snapshot.SnapshotWriteFailed` (exit code 1); the snapshots before it stay
-valid. The final snapshot (end of source, signal, bad batch) is written in the foreground.
+is durable) and gives the writer, which is falling behind, its normal priority back; but it
+skips at most ``max_skipped`` due snapshots in a row: the next one waits for the writer, so a
+durable snapshot is never more than ``max_skipped + 1`` cadences old (plus the write in flight).
+Each snapshot's history entry records, once it is durable, how long after its cut that was
+(``latency_seconds``) and how many rows had been learned since (``latency_rows``); the
+progress line shows the last ones. Coalescing a late snapshot into a later row would break the
+exact row cadence, so it is not offered. A failed write (disk full, a killed writer) ends the
+run with :class:`~streammn.snapshot.SnapshotWriteFailed` (exit code 1); the snapshots before it
+stay valid. The final snapshot (end of source, signal, bad batch) is written in the foreground.
 With ``validation`` rows, a learner whose conversion is not declared serial
 (``converts_in_writer``, see :class:`~streammn.learner.StructureLearner`), or weights refined
 over a variable of more than 64 values (row by row, on parallel kernels), the model is converted,
@@ -122,6 +127,8 @@ class StreamLearner:
     when_busy:
         ``"wait"`` (default) or ``"skip"``: what happens when a snapshot is due while the
         previous one is still being written (see the module docstring).
+    max_skipped:
+        With ``"skip"``: due snapshots skipped in a row at most before one waits (default 3).
 
     Examples
     --------
@@ -161,6 +168,7 @@ class StreamLearner:
         progress_interval: float = 2.0,
         background: bool = True,
         when_busy: str = "wait",
+        max_skipped: int = 3,
     ):
         if every_rows is not None and every_rows < 1:
             raise EngineError(f"every_rows must be positive, got {every_rows}")
@@ -177,6 +185,8 @@ class StreamLearner:
             )
         if when_busy not in WHEN_BUSY:
             raise EngineError(f"when_busy must be one of {', '.join(WHEN_BUSY)}, got {when_busy!r}")
+        if not (isinstance(max_skipped, int) and max_skipped >= 0):
+            raise EngineError(f"max_skipped must be an integer >= 0, got {max_skipped!r}")
         if isinstance(progress, str) and progress != STDERR:
             raise EngineError(
                 f"progress must be a text stream, None or {STDERR!r}, got {progress!r}"
@@ -195,9 +205,11 @@ class StreamLearner:
         self.state = Progress(next_snapshot_rows=every_rows)
         self.model: MarkovNetwork | None = None
         self.when_busy = when_busy
+        self.max_skipped = max_skipped
         self.publisher = Publisher(background)
         self.published: list[dict] = []  # this run's durable snapshots, in order
-        self._in_flight: tuple[dict, object] | None = None  # (history entry, position)
+        # (history entry, position, perf_counter at the cut) of the snapshot being written
+        self._in_flight: tuple[dict, object, float] | None = None
         self._position = None  # the source position after the last row learned
         self._last_path: Path | None = None
         self._resumed_from = None
@@ -284,8 +296,11 @@ class StreamLearner:
                     self._finish_in_flight(block=False)
                     now = time.monotonic()
                     if self._due(now, last_snapshot_time):
-                        if self.publisher.busy and self.when_busy == "skip":
+                        if self._skips():
                             self._advance_cadence()
+                            self.state.snapshots_skipped += 1
+                            self.state.skipped_in_a_row += 1
+                            self.publisher.hurry()  # the writer falls behind
                         else:
                             self._snapshot("periodic", background=True)
                             last_snapshot_time = time.monotonic()
@@ -508,6 +523,15 @@ class StreamLearner:
             None if reason == "end" else self.state.rows_seen,
         )
 
+    def _skips(self) -> bool:
+        """Whether a due snapshot is skipped: the writer is busy, ``when_busy`` is ``"skip"``
+        and fewer than ``max_skipped`` were skipped since the last one written."""
+        return (
+            self.when_busy == "skip"
+            and self.publisher.busy
+            and self.state.skipped_in_a_row < self.max_skipped
+        )
+
     def _snapshot(self, reason: str, background: bool = False) -> Path | None:
         """Cut a snapshot of the state now: written by the publisher's child (``background``,
         returns None) or here (returns its path). Any snapshot in flight is finished first."""
@@ -519,6 +543,7 @@ class StreamLearner:
         st = self.state
         self._advance_cadence()
         st.snapshots_written += 1
+        st.skipped_in_a_row = 0
         entry = {
             "rows_seen": st.rows_seen,
             "reason": reason,
@@ -540,7 +565,7 @@ class StreamLearner:
         )
         if background:
             self.publisher.start(work)
-            self._in_flight = (entry, self._position)
+            self._in_flight = (entry, self._position, t0 + waited)
             entry["wait_seconds"] = waited  # learning held up by the previous snapshot
             entry["pause_seconds"] = time.perf_counter() - t0 - waited  # the cut itself
             return None
@@ -548,7 +573,7 @@ class StreamLearner:
             result = work()
         except OSError as error:
             raise SnapshotWriteFailed(self._failure(entry, error)) from error
-        self._published(entry, self._position, result)
+        self._published(entry, self._position, result, t0 + waited)
         return self._last_path
 
     def _convert(self, learner_pll: float | None, reason: str | None):
@@ -622,7 +647,7 @@ class StreamLearner:
         """Take the result of the snapshot in flight (waiting for it with ``block``)."""
         if self._in_flight is None:
             return
-        entry, position = self._in_flight
+        entry, position, cut = self._in_flight
         try:
             result = self.publisher.wait() if block else self.publisher.poll()
         except SnapshotWriteFailed as error:
@@ -640,10 +665,13 @@ class StreamLearner:
                 self.weight_state = WeightState.from_bytes(
                     (Path(result["path"]) / WEIGHT_STATE_FILE).read_bytes()
                 )
-            self._published(entry, position, result)
+            self._published(entry, position, result, cut)
 
-    def _published(self, entry: dict, position, result: dict) -> None:
-        """A snapshot is durable: record it, then let a log commit the offsets it covers."""
+    def _published(self, entry: dict, position, result: dict, cut: float) -> None:
+        """A snapshot is durable: record it (with its latency since ``cut``, the
+        ``perf_counter`` at its cut), then let a log commit the offsets it covers."""
+        entry["latency_seconds"] = time.perf_counter() - cut
+        entry["latency_rows"] = self.state.rows_seen - entry["rows_seen"]
         entry["validation_pll"] = result["validation_pll"]
         entry["convert_seconds"] = result["convert_seconds"]  # kept by the next snapshot
         entry["write_seconds"] = result["write_seconds"]

@@ -24,6 +24,8 @@ class Progress:
     preq_log_sum: float = 0.0
     preq_rows: int = 0
     snapshots_written: int = 0
+    snapshots_skipped: int = 0  # due snapshots skipped (``when_busy="skip"``) in all
+    skipped_in_a_row: int = 0  # ... since the last one written
     next_snapshot_rows: int | None = None
     history: list = field(default_factory=list)
 
@@ -38,6 +40,8 @@ class Progress:
             "preq_log_sum": self.preq_log_sum,
             "preq_rows": self.preq_rows,
             "snapshots_written": self.snapshots_written,
+            "snapshots_skipped": self.snapshots_skipped,
+            "skipped_in_a_row": self.skipped_in_a_row,
             "next_snapshot_rows": self.next_snapshot_rows,
             "history": self.history,
         }
@@ -56,6 +60,11 @@ def progress_line(state: Progress, learner, elapsed: float, rows: int, final: bo
         f"rows {state.rows_seen:,}  {rate:,.0f} rows/s  prequential PLL {preq_text}  "
         f"snapshots {state.snapshots_written}"
     )
+    if state.snapshots_skipped:
+        line += f" ({state.snapshots_skipped} skipped)"
+    lag = next((h for h in reversed(state.history) if "latency_rows" in h), None)
+    if lag is not None:  # how far learning had gone when the last snapshot became durable
+        line += f"  lag {lag['latency_seconds']:.1f} s / {lag['latency_rows']:,} rows"
     drift = learner.drift_summary()
     if drift is not None:
         line += (

@@ -118,12 +118,17 @@ class Publisher:
 
     def wait(self) -> dict | None:
         """Block until the job in flight (if any) is done; its result, or ``None``."""
+        self.hurry()  # learning waits for the writer: it need not yield to learning any more
+        return self._collect(block=True)
+
+    def hurry(self) -> None:
+        """Give the job in flight this process's priority back (a writer that falls behind, or
+        one that learning waits for), where the system lets a process raise a priority."""
         if self._pid is not None:
-            try:  # learning waits for the writer: it need not yield to learning any more
+            try:
                 os.setpriority(os.PRIO_PROCESS, self._pid, os.getpriority(os.PRIO_PROCESS, 0))
             except OSError:  # not allowed to raise a priority here, or the child is gone
                 pass
-        return self._collect(block=True)
 
     def _collect(self, block: bool) -> dict | None:
         if self._done is None and self._pid is not None:

@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from connectors import ArraySource, write_parquet
@@ -16,7 +17,7 @@ from streammn import Schema, load_snapshot, read_snapshot
 from streammn import snapshot as snapshot_module
 from streammn.cli import main as cli_main
 from streammn.dtsl import DTSL
-from streammn.engine import StreamLearner
+from streammn.engine import EngineError, StreamLearner
 from streammn.publishing import CAN_FORK, SnapshotWriteFailed
 from streammn.snapshot import latest_valid_snapshot, list_snapshots
 
@@ -380,3 +381,34 @@ def test_sigterm_to_the_process_group_ends_with_a_final_snapshot(tmp_path):
     assert resumed.resume()
     resumed.run()
     assert resumed.learner.to_bytes() == whole.learner.to_bytes()
+
+
+@pytest.mark.parametrize("max_skipped", [0, 1, 3])
+def test_skipping_is_bounded_and_each_snapshot_says_how_stale_it_was(
+    tmp_path, monkeypatch, max_skipped
+):
+    """A starved writer (every write slow) under ``when_busy="skip"``: at most ``max_skipped``
+    due snapshots in a row are dropped, then one waits, so the durable snapshot is never more
+    than ``max_skipped + 1`` cadences behind (issue 40); each durable snapshot's history entry
+    says how long after its cut it became durable and how many rows learning had gone on."""
+    slow_writes(monkeypatch, 0.05)
+    rows = chain_rows(6000)
+    engine = make(
+        tmp_path / "skip", rows, batch_size=100, every_rows=200, when_busy="skip",
+        max_skipped=max_skipped,
+    )  # fmt: skip
+    engine.run()
+    cuts = [p["rows_seen"] for p in engine.published]
+    assert cuts[0] == 200 and cuts[-1] == 6000
+    gaps = np.diff(cuts)
+    assert gaps.max() <= 200 * (max_skipped + 1)
+    state = engine.state
+    # due at 200, 400, ... 6000, written or skipped, and the end's own when 6000 was skipped
+    assert state.snapshots_skipped + len(cuts) in (30, 31)
+    assert (state.snapshots_skipped > 0) == (max_skipped > 0)  # at 0, every one waits
+    durable = [h for h in state.history if "latency_rows" in h]
+    assert len(durable) == len(cuts)
+    assert all(h["latency_seconds"] > 0 and h["latency_rows"] >= 0 for h in durable)
+    assert any(h["latency_rows"] > 0 for h in durable)  # learning went on during a write
+    with pytest.raises(EngineError, match="max_skipped"):
+        make(tmp_path / "x", rows, max_skipped=-1)
