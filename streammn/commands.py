@@ -75,10 +75,30 @@ def _growing_schema(schema: Schema, default: int | None, named: dict) -> Schema:
     return schema.with_growth(maxima)
 
 
+def _refuse_a_used_out(out) -> None:
+    """A new run writes into an empty or new ``--out``: interleaved with another run's
+    snapshots, neither run could be resumed or read as one stream of snapshots."""
+    from streammn.snapshot import LOCK, SnapshotWriter, list_snapshots
+
+    root = Path(out)
+    if root.is_dir() and any(p.name != LOCK for p in root.iterdir()):
+        probe = SnapshotWriter(root)  # a run writing there now: its own error (exit 4) first
+        probe.acquire()
+        probe.release()
+        held = list_snapshots(root)
+        what = f"the snapshots of a run ({held[-1].name} the newest)" if held else "files"
+        raise UsageError(
+            f"--out {out} already holds {what}: continue that run with --resume, or give "
+            f"a new directory to --out"
+        )
+
+
 def learn(args) -> int:
     from streammn.engine import StreamLearner
 
     exact = learner_setting(args, "--mode") == "exact"
+    if not args.resume:
+        _refuse_a_used_out(args.out)
     if exact and args.resume:
         raise UsageError(
             "--resume continues a streaming (hoeffding) run; exact mode learns in "

@@ -338,14 +338,14 @@ def test_a_writer_that_starts_numba_threads_fails_loudly(tmp_path, monkeypatch):
     run stops with a clear error instead of writing whatever the kernel left behind."""
     import numba
 
-    from streammn import dn2mn
+    from streammn import dn_to_mn
 
     eng = make(tmp_path / "out", chain_rows(3000), every_rows=1000)
     eng.learner.fit(chain_rows(500)).pll_terms(chain_rows(100))  # numba's thread pool starts
     if numba.threading_layer() != "omp":
         pytest.skip(f"numba's {numba.threading_layer()} layer does not guard against fork")
     eng = make(tmp_path / "out", chain_rows(3000), every_rows=1000)
-    monkeypatch.setattr(dn2mn, "_convert_serial", dn2mn._convert)
+    monkeypatch.setattr(dn_to_mn, "_convert_serial", dn_to_mn._convert)
     with pytest.raises(SnapshotWriteFailed, match="killed by signal"):
         eng.run()
     assert not list_snapshots(tmp_path / "out")

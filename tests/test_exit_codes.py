@@ -324,3 +324,20 @@ def test_learning_from_no_rows_exits_3_and_writes_no_snapshot(tmp_path, capsys):
         assert main(["learn", str(source), "--out", str(out), "--quiet", *extra]) == 3
         assert "no rows to learn from" in capsys.readouterr().err
         assert not list(out.glob("snap-*"))
+
+
+def test_a_new_run_into_a_directory_of_another_runs_snapshots_is_refused(files, tmp_path, capsys):
+    """``learn --out`` into a directory that already holds snapshots (or anything else) without
+    ``--resume`` would interleave two runs: exit 2, naming both ways on (issue 38)."""
+    out = tmp_path / "o"
+    assert _run(capsys, "learn", files / "train.data", "--out", out, "--quiet")[0] == 0
+    before = sorted(p.name for p in out.iterdir())
+    code, err = _run(capsys, "learn", files / "train.data", "--out", out, "--quiet")
+    assert code == 2 and "already holds the snapshots of a run (snap-000001" in err
+    assert "--resume" in err and "a new directory" in err
+    assert sorted(p.name for p in out.iterdir()) == before  # nothing written
+    assert _run(capsys, "learn", files / "train.data", "--out", out, "--resume", "--quiet")[0] == 0
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    code, err = _run(capsys, "learn", files / "train.data", "--out", tmp_path / "other")
+    assert code == 2 and "already holds files" in err
