@@ -43,8 +43,8 @@ def column_to_states(
             f"null value for variable {name!r}", row=row_offset + r, column=j, source=source
         )
     if pa.types.is_boolean(t):
-        return col.to_numpy(zero_copy_only=False).view(np.uint8)
-    if is_text(t):  # CSV cells: integer tokens (connectors.tokens)
+        values = col.to_numpy(zero_copy_only=False).view(np.uint8)
+    elif is_text(t):  # CSV cells: integer tokens (connectors.tokens)
         values = text_states(col, name, j, row_offset, source)
     elif pa.types.is_integer(t):
         values = col.to_numpy(zero_copy_only=False)
@@ -131,10 +131,11 @@ def schema_from_arrow(
     ``max + 1`` (at least 2) from ``column_max`` (Parquet statistics or a first chunk).
     """
     names = columns if columns is not None else arrow_schema.names
+    if not names:
+        raise SchemaError("no columns: a schema needs at least one variable", source=source)
     meta = arrow_schema.metadata or {}
     if SCHEMA_METADATA_KEY in meta:
-        stored = Schema.from_dict(json.loads(meta[SCHEMA_METADATA_KEY]))
-        return Schema([stored[stored.index(n)] for n in names])
+        return _stored_schema(meta[SCHEMA_METADATA_KEY], names, source)
     cards = []
     for name in names:
         idx = arrow_schema.get_field_index(name)
@@ -161,6 +162,19 @@ def schema_from_arrow(
                 f"column {name!r} of type {t} holds no discrete states", source=source
             )
     return Schema.from_cardinalities(cards, names)
+
+
+def _stored_schema(text: bytes, names: list[str], source: str | None) -> Schema:
+    """The variables ``names`` of the streammn schema stored in Arrow metadata, refused with
+    a :class:`SchemaError` naming ``source`` when it is not one or lacks a name."""
+    try:
+        stored = Schema.from_dict(json.loads(text))
+        return Schema([stored[stored.index(n)] for n in names])
+    except (UnicodeDecodeError, json.JSONDecodeError, AttributeError) as e:
+        reason = f"not a schema description ({type(e).__name__}: {e})"
+    except SchemaError as e:
+        reason = e.reason
+    raise SchemaError(f"the streammn schema in the file's metadata: {reason}", source=source)
 
 
 def table_column_max(table_or_batch, names: list[str]) -> dict[str, int]:

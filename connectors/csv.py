@@ -35,7 +35,16 @@ import pyarrow.csv as pacsv
 from connectors.arrow import record_batch_rows
 from connectors.base import DEFAULT_BATCH_SIZE, SourceError
 from connectors.files import FileSource, read_errors, resolve_paths
-from connectors.lines import Counted, data_lines, next_line, open_at, skip_bom, skip_rows
+from connectors.lines import (
+    UTF8_BOM,
+    Counted,
+    data_lines,
+    next_line,
+    open_at,
+    skip_bom,
+    skip_rows,
+)
+from connectors.tokens import refused
 from streammn.schema import MAX_CARDINALITY, MIN_INFERRED_CARDINALITY, MISSING, Schema, SchemaError
 from streammn.errors import SettingsError
 
@@ -93,11 +102,12 @@ class CsvSource(FileSource):
             if self.header:
                 _, head = next_line(counted, head)
             skipped, head = skip_rows(counted, start_row, head)
-        if skipped < start_row:
-            raise SourceError(
-                f"{path}: has {skipped:,} rows, but the position is at row "
-                f"{start_row:,}: the input file changed"
-            )
+            if skipped < start_row:
+                raise SourceError(
+                    f"{path}: has {skipped:,} rows, but the position is at row "
+                    f"{start_row:,}: the input file changed"
+                )
+            head = self._check_no_bom(counted, head, path, start_row, column_names)
         read = pacsv.ReadOptions(
             block_size=self.block_bytes,
             use_threads=True,
@@ -124,6 +134,24 @@ class CsvSource(FileSource):
         except BaseException:
             stream.close()
             raise
+
+    def _check_no_bom(
+        self, stream, head: bytes, path: str, row: int, column_names: list[str]
+    ) -> bytes:
+        """Refuse a UTF-8 byte order mark that starts data row ``row``, where the reader
+        starts: pyarrow would drop it, so that its first cell ``\\ufeff1`` would be read as 1,
+        though the same cell is refused in any other row (the mark that starts a file is
+        skipped before the header, or before the first row of a headerless file). Returns
+        ``head`` with at least the mark's length of bytes read ahead, if the file has them."""
+        while len(head) < len(UTF8_BOM) and (more := stream.read(len(UTF8_BOM))):
+            head += more
+        name = column_names[0] if column_names else None
+        if not head.startswith(UTF8_BOM) or (self.columns is not None and name not in self.columns):
+            return head
+        line, _ = next_line(stream, head)
+        cell = _text(line, row, path).split(self.delimiter)[0]
+        column = self.columns.index(name) if self.columns is not None else 0
+        raise refused(cell, name, row, column, path)
 
     def _header(self, line: bytes | None, path: str) -> list[str]:
         """The cells of a first line (a header, or the first row of a headerless file)."""

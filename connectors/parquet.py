@@ -6,6 +6,8 @@ read whole. Seeking to a row skips whole row groups using the file footer, witho
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from typing import Iterator, Sequence
 
 import numpy as np
@@ -16,7 +18,7 @@ import pyarrow.parquet as pq
 from connectors.arrow import record_batch_rows, schema_from_arrow, schema_to_metadata
 from connectors.base import DEFAULT_BATCH_SIZE, SourceError
 from connectors.files import FileSource, read_errors, resolve_paths
-from streammn.schema import Schema, SchemaError
+from streammn.schema import MAX_CARDINALITY, Schema, SchemaError
 
 PARQUET_SUFFIXES = (".parquet", ".pq", ".parq")
 
@@ -31,8 +33,10 @@ def _open(path: str) -> pq.ParquetFile:
         raise SourceError(f"{path}: not a readable Parquet file ({e})") from e
 
 
-def _statistics_max(pf: pq.ParquetFile, names: Sequence[str]) -> dict[str, int]:
-    """Per-column maxima from the footer statistics; columns without statistics are read."""
+def _statistics_max(pf: pq.ParquetFile, names: Sequence[str], path: str) -> dict[str, int]:
+    """Per-column maxima from the footer statistics; columns without statistics are read. A
+    float column's maximum that is no integer (NaN, -inf: the rows holding them are refused
+    when read, by number) counts as 0; ``+inf`` is refused here, as a maximum too large."""
     md = pf.metadata
     leaf_names = md.schema.names
     out: dict[str, int] = {}
@@ -54,12 +58,38 @@ def _statistics_max(pf: pq.ParquetFile, names: Sequence[str]) -> dict[str, int]:
                 break
             hi = st.max if hi is None else max(hi, st.max)
         if hi is not None:
-            out[name] = int(hi)
+            out[name] = _integer_max(hi, name, path)
     for name in missing:
         col = pf.read(columns=[name]).column(0)
         hi = pc.max(col).as_py()
-        out[name] = 0 if hi is None else int(hi)
+        out[name] = 0 if hi is None else _integer_max(hi, name, path)
     return out
+
+
+def _integer_max(hi: int | float, name: str, path: str) -> int:
+    if isinstance(hi, float) and not math.isfinite(hi):
+        if hi == math.inf:
+            most = MAX_CARDINALITY - 1
+            raise SchemaError(
+                f"column {name!r} has values up to inf; at most {most} is supported", source=path
+            )
+        return 0
+    return int(hi)
+
+
+def _check_twice(file_names: list[str], columns: list[str], path: str) -> None:
+    """Refuse a file that names a column it is to read twice (Arrow allows it; a column of
+    that name would be ambiguous), as a CSV header that does."""
+    counts = Counter(file_names)
+    for name in columns:
+        if counts[name] > 1:
+            where = [j for j, n in enumerate(file_names) if n == name]
+            raise SchemaError(
+                f"the file names two columns {name!r} (columns {where[0]} and {where[1]}); "
+                f"every column needs a name of its own",
+                column=where[1],
+                source=path,
+            )
 
 
 class ParquetSource(FileSource):
@@ -87,11 +117,12 @@ class ParquetSource(FileSource):
         if columns is None and schema is not None and set(schema.names) <= set(file_names):
             columns = schema.names
         self.columns = list(columns) if columns is not None else list(file_names)
+        _check_twice(file_names, self.columns, self.paths[0])
         if schema is None:
             schema = schema_from_arrow(
                 first.schema_arrow,
                 self.columns,
-                _statistics_max(first, self.columns),
+                _statistics_max(first, self.columns, self.paths[0]),
                 source=self.paths[0],
             )
         self.schema = schema.with_missing() if missing else schema
@@ -118,6 +149,7 @@ class ParquetSource(FileSource):
                 row=0,
                 source=path,
             )
+        _check_twice(pf.schema_arrow.names, self.columns, path)
         starts = self._group_starts(index, pf)
         if start_row >= starts[-1]:
             return

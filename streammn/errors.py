@@ -204,6 +204,13 @@ class ModelFormatError(DataError):
         super().__init__(f"{', '.join(where)}: {message}" if where else message)
 
 
+class ModelFileMissing(ModelFormatError, UnavailableError):
+    """A model file (or snapshot directory) that is not there: a :class:`ModelFormatError`
+    naming it, with the exit code of a missing file (4), as a missing data file has."""
+
+    exit_code = EXIT_UNAVAILABLE
+
+
 class ModelWriteError(UnavailableError):
     """A model file cannot be written where asked (missing directory, permissions; exit 4)."""
 
@@ -217,6 +224,20 @@ class SnapshotError(DataError):
     def __init__(self, message: str, path: str | os.PathLike | None = None):
         self.path = None if path is None else str(path)
         super().__init__(f"{self.path}: {message}" if self.path else message)
+
+
+class SnapshotMissingFile(SnapshotError):
+    """A snapshot directory, its manifest or a file it lists that is not there: damage, or a
+    snapshot its writer removed (its ``keep``) while it was read, which a reader of a snapshot
+    root takes for a cue to read the then-newest one (:func:`streammn.snapshot.with_snapshot`)."""
+
+
+class SnapshotVanished(SnapshotError, UnavailableError):
+    """Snapshots removed by their writer while being read, more times in a row than a reader
+    retries, or a snapshot directory named on its own removed while being read: nothing is
+    damaged, the snapshot is gone (exit code 4)."""
+
+    exit_code = EXIT_UNAVAILABLE
 
 
 class SnapshotNameError(SettingsError):

@@ -162,12 +162,16 @@ class Schema:
 
     @classmethod
     def from_libra_line(cls, line: str, source: str | None = None) -> "Schema":
-        """Parse the Libra schema line ``2,2,3,...`` (also the first line of .mn/.dn files)."""
+        """Parse the Libra schema line ``2,2,3,...`` (also the first line of .mn/.dn files):
+        cardinalities in ASCII digits (blanks around them allowed), each in 1..255; an error
+        names ``source``."""
+        tokens = line.split(",")
+        if not all(tok.strip(" \t").isascii() and tok.strip(" \t").isdigit() for tok in tokens):
+            raise SchemaError(f"not a Libra schema line: {line[:80]!r}", source=source)
         try:
-            cards = [int(tok) for tok in line.split(",")]
-        except ValueError:
-            raise SchemaError(f"not a Libra schema line: {line[:80]!r}", source=source) from None
-        return cls.from_cardinalities(cards)
+            return cls.from_cardinalities([int(tok) for tok in tokens])
+        except SchemaError as e:
+            raise SchemaError(e.reason, source=source) from None
 
     @classmethod
     def infer(

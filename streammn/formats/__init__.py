@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 from typing import Sequence
 
-from streammn.errors import SettingsError
+from streammn.errors import ModelFileMissing, SettingsError
 from streammn.features import FeatureSet
 from streammn.formats.errors import ModelFormatError, ModelWriteError
 from streammn.formats.libra import read_libra_dn, read_libra_mn, write_libra_dn, write_libra_mn
@@ -98,11 +98,16 @@ def read_model(path: str | os.PathLike, schema: Schema | None = None):
     Returns ``(schema, FeatureSet)`` for .json, .mn and .uai, and ``(schema, [FeatureSet per
     variable])`` for a .dn dependency network. ``schema`` (not for .json, which stores its own)
     supplies variable names; its cardinalities must match the file (for .json it must equal
-    the stored schema).
+    the stored schema). A path that is not there raises :class:`ModelFileMissing` (exit code
+    4, as a missing data file), an unknown suffix or a malformed file :class:`ModelFormatError`.
     """
+    if not os.path.exists(path) and not Path(path).suffix:  # a snapshot directory, maybe
+        raise ModelFileMissing("no such model file or snapshot directory", path=path)
     suffix = _suffix(path, _READERS, "read")
+    if not os.path.exists(path):
+        raise ModelFileMissing("no such model file", path=path)
     if not os.path.isfile(path):
-        raise ModelFormatError("no such model file", path=path)
+        raise ModelFormatError("not a model file", path=path)
     if suffix != ".json":
         return _READERS[suffix](path, schema=schema)
     stored, features = read_json(path)

@@ -43,11 +43,15 @@ class _Lines:
 
     def __init__(self, path):
         self.path = path
+        with open(path, "rb") as f:
+            data = f.read()
         try:
-            with open(path, encoding="ascii", newline=None) as f:
-                text = f.read()
-        except UnicodeDecodeError:
-            raise ModelFormatError("not an ASCII text file", path=path) from None
+            text = _lines_of(data.decode("ascii"))
+        except UnicodeDecodeError as e:
+            line = _lines_of(data[: e.start].decode("ascii")).count("\n") + 1
+            raise ModelFormatError(
+                f"byte 0x{data[e.start]:02x} is not ASCII text", path=path, line=line
+            ) from None
         self._lines = [(i + 1, _TOKEN.findall(line)) for i, line in enumerate(text.split("\n"))]
         self._lines = [(n, toks) for n, toks in self._lines if toks]
         self._pos = 0
@@ -65,6 +69,11 @@ class _Lines:
 
     def error(self, line: int, message: str) -> ModelFormatError:
         return ModelFormatError(message, path=self.path, line=line)
+
+
+def _lines_of(text: str) -> str:
+    """``text`` with ``\\r\\n`` and ``\\r`` line ends made ``\\n`` (Python's universal newlines)."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def _number(lines: _Lines, line: int, tok: str) -> float:
@@ -211,7 +220,9 @@ def read_libra_mn(
     schema = _header(lines, "MN", schema)
     feats = _factors(lines, schema)
     _end(lines)
-    return schema, FeatureSet.from_features(schema, feats)
+    features = FeatureSet.from_features(schema, feats)
+    check_weights(features.weights, path=path)
+    return schema, features
 
 
 def read_libra_dn(
@@ -238,6 +249,7 @@ def read_libra_dn(
         if i in cpds:
             raise lines.error(line, f"second block for v{i}")
         cpds[i] = FeatureSet.from_features(schema, _factors(lines, schema))
+        check_weights(cpds[i].weights, path=path)
     _end(lines)
     missing = [i for i in range(schema.n_vars) if i not in cpds]
     if missing:

@@ -69,10 +69,9 @@ def from_dict(d, *, path=None) -> tuple[Schema, FeatureSet]:
         raise ModelFormatError(f'"features" must hold the lists {", ".join(_COLUMNS)}', path=path)
     try:
         weights = np.array([_weight(w) for w in cols["weights"]], dtype=np.float64)
-        ints = [np.array(cols[k], dtype=np.int64) for k in ("ptr", "var", "val", "eq")]
     except (TypeError, ValueError) as e:
         raise ModelFormatError(f"bad feature column: {e}", path=path) from None
-    ptr, var, val, eq = ints
+    ptr, var, val, eq = (_integers(cols[k], k, path) for k in ("ptr", "var", "val", "eq"))
     if (
         np.any((var < 0) | (var >= schema.n_vars))
         or np.any((val < 0) | (val > 255))
@@ -84,12 +83,25 @@ def from_dict(d, *, path=None) -> tuple[Schema, FeatureSet]:
         )
     for w in weights:
         check_weight(float(w), path=path)
+    check_weights(weights, path=path)
     if ptr.size and np.any(np.diff(ptr) < 0):
         raise ModelFormatError('"ptr" must be non-decreasing', path=path)
     try:
         return schema, FeatureSet(schema, weights, ptr, var, val, eq.astype(bool))
     except ValueError as e:
         raise ModelFormatError(f"inconsistent features: {e}", path=path) from None
+
+
+def _integers(column: list, name: str, path) -> np.ndarray:
+    """A column of JSON integers as ``int64``. Anything else is refused, naming the column and
+    the entry: a float (``1.5`` or ``-Infinity``, which a cast would truncate or overflow on),
+    a bool, a string, a list, an integer beyond ``int64``."""
+    for x in column:
+        if type(x) is not int or not -(2**63) <= x < 2**63:
+            raise ModelFormatError(
+                f'bad feature column "{name}": entry {x!r} is not an integer', path=path
+            )
+    return np.array(column, dtype=np.int64)
 
 
 def _weight(w) -> float:

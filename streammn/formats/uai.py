@@ -5,7 +5,10 @@ weight ``w`` over scope ``S`` (its distinct variables, in increasing order) into
 ``S`` holding ``exp(w)`` where the feature's conditions hold and ``1`` elsewhere; with
 ``merge=True`` (the default) the features sharing a scope become one table, the product of their
 potentials. Entries are listed with the last variable of the scope changing fastest. A weight of
-``-inf`` (hard zero) gives the potential 0. Features without conditions (constants) only scale
+``-inf`` (hard zero) gives the potential 0; a potential ``exp(...)`` that overflows float64, or
+that underflows below its smallest normal number (a finite weight sum below -708, which would be
+written as 0, a hard zero, or as a subnormal number without its digits), is refused. Features
+without conditions (constants) only scale
 the model: their summed weight multiplies the first table (or, without any, becomes one factor
 over variable 0 whose entries all equal ``exp(sum)``), so the written model's partition
 function equals ours, and no reader has to accept an empty scope.
@@ -42,6 +45,7 @@ from streammn.schema import Schema, SchemaError
 
 DEFAULT_MAX_ENTRIES = 1 << 24
 _MAX_LOG = math.log(np.finfo(np.float64).max)
+_MIN_LOG = math.log(np.finfo(np.float64).tiny)  # below: a subnormal potential, or 0
 
 
 @nb.njit(cache=True)
@@ -268,6 +272,15 @@ def write_uai(
         raise ModelFormatError(
             "a potential exp(sum of weights) overflows float64: weights "
             "this large cannot be written as UAI potentials",
+            path=path,
+        )
+    finite = log_potentials[np.isfinite(log_potentials)]
+    if finite.min(initial=0.0) < _MIN_LOG:
+        raise ModelFormatError(
+            f"a potential exp({finite.min():.6g}) underflows float64 (below "
+            f"{np.finfo(np.float64).tiny:.3g}): it would be written as 0, a hard zero, or "
+            f"lose its digits; weights this negative cannot be written as UAI potentials "
+            f"(-inf is the hard zero)",
             path=path,
         )
     head = ["MARKOV", str(schema.n_vars), " ".join(str(c) for c in cards), str(len(scopes))]

@@ -25,8 +25,8 @@ def models(draw, max_vars=4, max_card=4, max_features=8, weights=None, canonical
             )
         )
     schema = Schema.from_cardinalities(cards, names)
-    if weights is None:
-        weights = st.one_of(st.floats(allow_nan=False, allow_infinity=False), st.just(-math.inf))
+    if weights is None:  # any weight a model file holds: finite within the bound, or -inf
+        weights = st.one_of(st.floats(-1e150, 1e150), st.just(-math.inf))
     feats = []
     for _ in range(draw(st.integers(0, max_features))):
         vs = draw(st.lists(st.integers(0, len(cards) - 1), max_size=4))
