@@ -13,12 +13,13 @@ from pathlib import Path
 import numpy as np
 
 from connectors import open_source
+from connectors.parquet import ParquetSource
 from streammn.errors import EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, DataError, UsageError
 from streammn.dn import DependencyNetwork
 from streammn.formats import write_model
 from streammn.learners import learner_from_args, learner_setting
-from streammn.schema import Schema
-from streammn.model_spec import load_density, load_model
+from streammn.schema import Schema, SchemaError
+from streammn.model_spec import load_model, load_model_and_density
 from streammn.snapshot import read_snapshot
 
 SCORE_BATCH = 65536
@@ -211,19 +212,31 @@ def _run_on_dask(engine, spec: str):
 
 
 # score --------------------------------------------------------------------------------------
+def _check_width(source, schema: Schema) -> None:
+    """Refuse at once a Parquet source that would read another number of columns than the
+    model has variables. A file that lacks one of the model's names is read whole-width, and
+    the row check only saw its width after decoding a first batch of ``SCORE_BATCH`` rows of
+    every column: 20 s and 1.5 GB to refuse 20,000 rows of 5,000 columns (issue 42)."""
+    if isinstance(source, ParquetSource) and len(source.columns) != schema.n_vars:
+        lacking = [name for name in schema.names if name not in source.columns]
+        raise SchemaError(
+            f"expected {schema.n_vars} columns (the model's variables), got "
+            f"{len(source.columns)}; the file lacks {', '.join(map(repr, lacking[:8]))}"
+            f"{', ...' if len(lacking) > 8 else ''} of the model's names",
+            source=source.paths[0],
+        )
+
+
 def score(args) -> int:
     from streammn.inference import cmll_terms
 
-    density = load_density(args.model)
-    if density is not None and Path(args.model).suffix.lower() == ".et":
-        model = None
-    else:
-        model, _ = load_model(args.model)
+    model, density = load_model_and_density(args.model)
     want_pll = model is not None and (args.pll or not args.cmll)
     n = 0
     pll_sum = cmll_sum = ll_sum = 0.0
     schema = model.schema if model is not None else density.schema
     with open_source(args.data, batch_size=SCORE_BATCH, schema=schema) as source:
+        _check_width(source, schema)
         for k, batch in enumerate(source):
             n += len(batch)
             if density is not None:

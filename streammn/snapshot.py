@@ -32,6 +32,19 @@ snapshot that validates (manifest and every checksum) among those not older than
 Readers never write: the directory may be read-only to them, and a reader racing a writer could
 move ``LATEST`` backwards.
 
+A reader of a root races the writer's retention: with ``keep=1`` the snapshot it has just picked
+(by ``LATEST`` or as the newest directory) is removed as soon as the next one is published, maybe
+while its checksums are being computed or its model file read. That is not damage, and the one read
+path under every reader of a root (:func:`with_snapshot`, :func:`latest_snapshot`,
+:func:`latest_valid_snapshot`, and through them :func:`load_snapshot` and the CLI's
+:mod:`streammn.model_spec`) tells it apart: a failure to read a snapshot whose directory (or a file
+it had checked) is gone since, or, for a file not found, while a newer snapshot has appeared (a
+file system whose view of the directory lags its contents, like NFS), starts the read over from the
+then-newest snapshot, up to ``READ_ATTEMPTS`` times (then :class:`SnapshotVanished`, exit code 4).
+A file present with the wrong size or checksum, or missing while nothing newer exists, is damage,
+refused as before. The writer's order keeps this window to one rename: the newer snapshot is
+published (and ``LATEST`` moved) before the older is renamed away, whole, and only then emptied.
+
 The manifest checks itself: ``manifest_sha256`` is the SHA-256 of the manifest's canonical JSON
 (sorted keys, no spaces) without that key, so a flipped bit that still parses (a row count, an
 offset) is refused like a damaged file. Format version 1 manifests (no self-checksum, written by
@@ -48,6 +61,7 @@ Readers never take it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -59,7 +73,7 @@ import warnings
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Mapping, Sequence, Union
+from typing import Callable, Mapping, TypeVar, Union
 
 try:
     import fcntl
@@ -75,7 +89,9 @@ from streammn.errors import (
     SettingsError,
     SnapshotDirectoryBusy,
     SnapshotError,
+    SnapshotMissingFile,
     SnapshotNameError,
+    SnapshotVanished,
     SnapshotWriteFailed,
 )
 
@@ -86,6 +102,8 @@ MANIFEST = "manifest.json"
 LATEST = "LATEST"
 LOCK = ".lock"
 ORPHAN_WAIT_S = 60.0  # longest wait for the writer of a killed run to finish its snapshot
+READ_ATTEMPTS = 20  # reads of a root started over when its writer removes the snapshot being read
+RETRY_PAUSE_S = 0.1  # the longest pause between two of them (they start at none, then 1 ms, ...)
 TMP_PREFIX = ".tmp-"
 _NAME = re.compile(r"snap-([0-9]{6,})")
 MANIFEST_CHECKSUM = "manifest_sha256"
@@ -100,6 +118,7 @@ _RESERVED = (
 )
 
 FileContent = Union[bytes, Callable[[Path], None]]
+T = TypeVar("T")
 
 
 RESUME_HINT = "--resume continues from it"  # failure messages end with one of these two
@@ -415,11 +434,11 @@ def _manifest_checksum(doc: dict) -> str:
 def _load_manifest(path: Path) -> dict:
     mpath = path / MANIFEST
     if not mpath.is_file():
-        raise SnapshotError(
+        raise SnapshotMissingFile(
             "missing manifest: the snapshot is partial or not a streammn snapshot", mpath
         )
     try:
-        doc = json.loads(mpath.read_bytes().decode("utf-8"))
+        doc = json.loads(_read_bytes(mpath).decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise SnapshotError(f"unreadable manifest: {e}", mpath) from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
@@ -462,16 +481,33 @@ def _load_manifest(path: Path) -> dict:
     return doc
 
 
+def _gone(error: OSError) -> bool:
+    """Whether ``error`` says the file is not there (any more): not found, or a stale NFS handle
+    (the file was removed on another machine while this one read it)."""
+    return isinstance(error, FileNotFoundError) or error.errno == errno.ESTALE
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as e:
+        if _gone(e):
+            raise SnapshotMissingFile(f"removed while being read ({e.strerror})", path) from None
+        raise
+
+
 def read_snapshot(path: str | os.PathLike) -> Snapshot:
     """Validate the snapshot directory ``path`` (manifest, every file's size and checksum).
 
-    Raises :class:`SnapshotError` naming the offending file for a missing directory, a
-    temporary (unfinished) directory, a missing or malformed manifest, or a file that is
-    missing, truncated or fails its checksum.
+    Raises :class:`SnapshotError` naming the offending file for a temporary (unfinished)
+    directory, a malformed manifest, or a file that is truncated or fails its checksum;
+    :class:`SnapshotMissingFile` (a :class:`SnapshotError`) for a directory, manifest or listed
+    file that is not there. This checks one directory once; a reader of a root that a writer
+    may be pruning goes through :func:`with_snapshot`.
     """
     path = Path(path)
     if not path.is_dir():
-        raise SnapshotError("no such snapshot directory", path)
+        raise SnapshotMissingFile("no such snapshot directory", path)
     if path.name.startswith(TMP_PREFIX):
         raise SnapshotError(
             "an unfinished snapshot (temporary directory of a writer that did not complete)", path
@@ -480,8 +516,15 @@ def read_snapshot(path: str | os.PathLike) -> Snapshot:
     for name, meta in doc["files"].items():
         fpath = path / name
         if not fpath.is_file():
-            raise SnapshotError("file listed in the manifest is missing", fpath)
-        size, sha = _digest(fpath)
+            raise SnapshotMissingFile("file listed in the manifest is missing", fpath)
+        try:
+            size, sha = _digest(fpath)
+        except OSError as e:
+            if _gone(e):
+                raise SnapshotMissingFile(
+                    f"removed while being read ({e.strerror})", fpath
+                ) from None
+            raise
         if size != meta["size"]:
             raise SnapshotError(
                 f"size {size} bytes, the manifest says {meta['size']}: truncated or altered", fpath
@@ -500,22 +543,141 @@ def _latest_target(root: Path) -> Path | None:
     return root / name if _NAME.fullmatch(name) else None
 
 
-def _first_valid(paths: Sequence[Path], root) -> Snapshot | None:
-    """The first of ``paths`` that validates, warning about each invalid one before it; None
-    for no paths; :class:`SnapshotError` listing them when none validates."""
-    errors = []
-    for path in paths:
-        try:
-            snap = read_snapshot(path)
-        except SnapshotError as e:
-            errors.append(str(e))
-            continue
-        for message in errors:
-            warnings.warn(f"skipping invalid snapshot: {message}", stacklevel=3)
-        return snap
-    if errors:
-        raise SnapshotError("no valid snapshot: " + "; ".join(errors), root)
-    return None
+def _newest(root: Path) -> int:
+    """The sequence number of the newest snapshot directory in ``root`` (0 for none)."""
+    snaps = list_snapshots(root)
+    return _sequence(snaps[-1]) if snaps else 0
+
+
+def _removed(path: Path, names, newest: int | None, not_found: bool) -> bool:
+    """Whether a failure to read the snapshot ``path`` came from its writer removing it rather
+    than from damage: its directory, or one of the files ``names`` (all present when it was
+    validated), is gone now; or, for a failure to find something (``not_found``), the root has
+    a snapshot newer than ``newest`` (its newest when ``path`` was picked), as when a file
+    system's view of the directory lags its contents (NFS). ``newest`` None: no such test."""
+    if not path.is_dir() or not all((path / name).is_file() for name in names):
+        return True
+    return not_found and newest is not None and _newest(path.parent) > newest
+
+
+def _pause(attempt: int) -> float:
+    """Seconds to wait before attempt ``attempt`` (0-based) of a read: none for the first two
+    (the newer snapshot is already published when the older is removed), then doubling from
+    1 ms up to ``RETRY_PAUSE_S``, for a file system whose view of the root lags."""
+    return 0.0 if attempt < 2 else min(0.001 * 2 ** (attempt - 2), RETRY_PAUSE_S)
+
+
+def _read_root(root: Path, read: Callable[[Snapshot], T], floor: bool) -> tuple[Snapshot, T] | None:
+    """The newest snapshot of ``root`` that validates (not older than the one ``LATEST`` names
+    when ``floor``) and ``read`` of it, newer invalid ones skipped with a warning; None when
+    ``root`` has no snapshot. A snapshot removed under the reader starts it over, up to
+    ``READ_ATTEMPTS`` times, and so does a listing of no snapshot beside a ``LATEST`` (one
+    taken while the writer renamed the newest in and the oldest out); an error of ``read`` on
+    a snapshot still there is raised as it is, not passed over for an older snapshot."""
+    removed = []
+    for attempt in range(READ_ATTEMPTS):
+        time.sleep(_pause(attempt))
+        snaps = list_snapshots(root)
+        if not snaps:
+            if (root / LATEST).exists():  # a listing taken while the writer swapped snapshots
+                continue  # (POSIX readdir need not show entries renamed meanwhile): look again
+            return None
+        newest = _sequence(snaps[-1])
+        target = _latest_target(root) if floor else None
+        if target in snaps:
+            snaps = snaps[snaps.index(target) :]
+        errors = []
+        for path in reversed(snaps):
+            try:
+                snap = read_snapshot(path)
+            except SnapshotError as e:
+                if _removed(path, (), newest, isinstance(e, SnapshotMissingFile)):
+                    removed.append(path.name)
+                    break
+                errors.append(str(e))
+                continue
+            try:
+                result = read(snap)
+            except Exception as e:
+                if _removed(path, snap.manifest["files"], newest, isinstance(e, OSError)):
+                    removed.append(path.name)
+                    break
+                raise
+            for message in errors:
+                warnings.warn(f"skipping invalid snapshot: {message}", stacklevel=3)
+            return snap, result
+        else:
+            raise SnapshotError("no valid snapshot: " + "; ".join(errors), root)
+    if not removed:  # only empty listings: a LATEST left behind by snapshots deleted since
+        return None
+    raise SnapshotVanished(
+        f"the snapshot being read was removed by its writer (its --keep) {READ_ATTEMPTS} times "
+        f"in a row ({removed[0]} to {removed[-1]}): snapshots are replaced faster than they "
+        f"are read; keep more of them or snapshot less often",
+        root,
+    )
+
+
+_REMOVED = (
+    "the snapshot was removed while being read (its writer keeps only its newest --keep); "
+    "name the snapshot root to read its newest"
+)
+
+
+def _read_directory(path: Path, read: Callable[[Snapshot], T]) -> T:
+    """``read`` of the snapshot directory ``path`` named on its own: it is not replaced by
+    another when it is removed while being read, that is :class:`SnapshotVanished`."""
+    there = path.is_dir()
+    try:
+        snap = read_snapshot(path)
+    except SnapshotError:
+        if there and _removed(path, (), None, True):
+            raise SnapshotVanished(_REMOVED, path) from None
+        raise
+    try:
+        return read(snap)
+    except Exception as e:
+        if _removed(path, snap.manifest["files"], None, isinstance(e, OSError)):
+            raise SnapshotVanished(_REMOVED, path) from None
+        raise
+
+
+def _latest(root: Path, read: Callable[[Snapshot], T]) -> tuple[Snapshot, T]:
+    """The snapshot a reader of ``root`` takes and ``read`` of it (:func:`_read_root`, with
+    ``LATEST`` as a floor); :class:`SnapshotError` when there is none."""
+    found = _read_root(root, read, floor=True)
+    if found is None:
+        raise SnapshotError(
+            f"no snapshot was completed here (no snap-<n> directory; "
+            f"{'a stale' if (root / LATEST).exists() else 'no'} {LATEST} file)",
+            root,
+        )
+    return found
+
+
+def _itself(snap: Snapshot) -> Snapshot:
+    return snap
+
+
+def with_snapshot(path: str | os.PathLike, read: Callable[[Snapshot], T]) -> T:
+    """``read(snapshot)`` of the validated snapshot that ``path`` designates, while it is there.
+
+    ``path`` is a snapshot directory, or a root (or its ``LATEST`` file, also spelled
+    ``latest``), read as :func:`latest_snapshot` says. ``read`` reads the files it needs from
+    the :class:`Snapshot` and returns what it makes of them; it should not keep a path for
+    later, when a writer may have removed the snapshot.
+
+    A snapshot of a root removed by its writer's retention (``keep``) while it is validated or
+    ``read`` is not damage: the read starts over from the then-newest snapshot, up to
+    ``READ_ATTEMPTS`` times, then :class:`SnapshotVanished`. A snapshot directory named on its
+    own is not replaced by another: its removal is :class:`SnapshotVanished` at once. Damage is
+    :class:`SnapshotError` as :func:`read_snapshot` says, and an error of ``read`` on a snapshot
+    still there is raised as it is.
+    """
+    root = _root_of(Path(path))
+    if root is None:
+        return _read_directory(Path(path), read)
+    return _latest(root, read)[1]
 
 
 def latest_snapshot(directory: str | os.PathLike) -> Snapshot:
@@ -523,19 +685,10 @@ def latest_snapshot(directory: str | os.PathLike) -> Snapshot:
     those not older than the one ``LATEST`` names (all of them when ``LATEST`` is missing,
     garbage or dangling). ``LATEST`` is a floor, not the answer: it lags the newest snapshot
     when a writer died between the two renames, and it still marks the last good snapshot
-    when a newer one is damaged (skipped with a warning)."""
-    root = Path(directory)
-    snaps = list_snapshots(root)
-    if not snaps:
-        raise SnapshotError(
-            f"no snapshot was completed here (no snap-<n> directory; "
-            f"{'a stale' if (root / LATEST).exists() else 'no'} {LATEST} file)",
-            root,
-        )
-    floor = _latest_target(root)
-    if floor in snaps:
-        snaps = snaps[snaps.index(floor) :]
-    return _first_valid(snaps[::-1], root)
+    when a newer one is damaged (skipped with a warning). A snapshot removed by its writer
+    while it is validated is passed over for the then-newest (:func:`with_snapshot`); to read
+    its files too, use :func:`with_snapshot`."""
+    return _latest(Path(directory), _itself)[0]
 
 
 def latest_valid_snapshot(directory: str | os.PathLike) -> Snapshot | None:
@@ -543,8 +696,11 @@ def latest_valid_snapshot(directory: str | os.PathLike) -> Snapshot | None:
 
     Invalid newer snapshots are skipped with a warning naming the problem; if snapshots exist
     but none is valid, :class:`SnapshotError` lists them rather than silently starting over.
+    A snapshot removed by a writer while it is validated is passed over as by
+    :func:`with_snapshot`.
     """
-    return _first_valid(list_snapshots(directory)[::-1], directory)
+    found = _read_root(Path(directory), _itself, floor=False)
+    return None if found is None else found[0]
 
 
 def _root_of(path: Path) -> Path | None:
@@ -564,9 +720,9 @@ def _root_of(path: Path) -> Path | None:
 
 def open_snapshot(path: str | os.PathLike) -> Snapshot:
     """The validated snapshot that ``path`` designates: a snapshot directory, or a root (or its
-    ``LATEST`` file, also spelled ``latest``), read by :func:`latest_snapshot`."""
-    root = _root_of(Path(path))
-    return read_snapshot(path) if root is None else latest_snapshot(root)
+    ``LATEST`` file, also spelled ``latest``), read by :func:`latest_snapshot`. Its files may
+    be removed by a writer after this returns; to read them, use :func:`with_snapshot`."""
+    return with_snapshot(path, _itself)
 
 
 def resolve_snapshot(path: str | os.PathLike) -> Path:
@@ -592,9 +748,14 @@ def load_snapshot(path: str | os.PathLike):
     """Validate a snapshot and return its :class:`~streammn.model.MarkovNetwork`.
 
     ``path`` is a snapshot directory, a snapshot root (its ``LATEST`` is followed), a
-    ``LATEST`` file or ``<root>/latest``. The model is read from ``model.json``.
+    ``LATEST`` file or ``<root>/latest``. The model is read from ``model.json``. A snapshot of
+    a root that its writer removes meanwhile is not an error: the newest is read instead
+    (:func:`with_snapshot`).
     """
+    return with_snapshot(path, _network)
+
+
+def _network(snap: Snapshot):
     from streammn.model import MarkovNetwork
 
-    snap = open_snapshot(path)
     return MarkovNetwork(*read_json(snap.file(MODEL_FILES["json"])))
