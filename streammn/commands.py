@@ -18,7 +18,7 @@ from streammn.errors import EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, DataError, Usage
 from streammn.dn import DependencyNetwork
 from streammn.formats import write_model
 from streammn.learners import learner_from_args, learner_setting
-from streammn.schema import Schema, SchemaError
+from streammn.schema import Schema, SchemaError, require_observed
 from streammn.model_spec import load_model, load_model_and_density
 from streammn.snapshot import read_snapshot
 
@@ -242,6 +242,8 @@ def score(args) -> int:
             if density is not None:
                 ll_sum += float(density.log_likelihood(batch).sum())
             if want_pll:
+                if schema.missing:  # a pseudo-likelihood term reads every value of its row
+                    require_observed(batch.rows, "scoring", batch.start, str(args.data))
                 pll_sum += float(model.pll_terms(batch).sum())  # validated by the source
             if args.cmll and model is not None:
                 cmll_sum += float(

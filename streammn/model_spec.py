@@ -18,6 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from streammn.dn import DependencyNetwork
+from streammn.errors import ModelFileMissing, ModelFormatError
 from streammn.formats import MODEL_FILES, read_model
 from streammn.model import MarkovNetwork
 from streammn.snapshot import LATEST, Snapshot, with_snapshot
@@ -48,6 +49,9 @@ def load_model_and_density(spec):
     is None unless ``spec`` is a ``.et`` file or a snapshot that holds one."""
     path = Path(spec)
     if path.suffix.lower() == DENSITY_SUFFIX:
+        if not path.is_file():
+            what = "not a model file" if path.exists() else "no such model file"
+            raise (ModelFormatError if path.exists() else ModelFileMissing)(what, path=path)
         return None, _density(path.read_bytes(), str(path))
     if is_snapshot_spec(spec):
         return with_snapshot(spec, lambda snap: (_network(snap)[0], _snapshot_density(snap, spec)))

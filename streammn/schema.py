@@ -32,13 +32,20 @@ MAX_CARDINALITY = 255
 MISSING = 255  # a missing value in missing mode: above every state (states are 0..254)
 
 
-def require_observed(rows: np.ndarray, what: str) -> None:
-    """Raise a :class:`SchemaError` naming the first missing value of ``rows``, for a
-    computation that needs complete rows."""
+def require_observed(
+    rows: np.ndarray, what: str, row_offset: int = 0, source: str | None = None
+) -> None:
+    """Raise a :class:`SchemaError` naming the first missing value of ``rows`` (rows
+    ``row_offset ..`` of ``source``), for a computation that needs complete rows."""
     holes = rows == MISSING
     if holes.any():
         r, c = np.argwhere(holes)[0]
-        raise SchemaError(f"missing value: {what} needs complete rows", row=int(r), column=int(c))
+        raise SchemaError(
+            f"missing value: {what} needs complete rows",
+            row=row_offset + int(r),
+            column=int(c),
+            source=source,
+        )
 
 
 def complete_rows(rows: np.ndarray) -> np.ndarray:

@@ -45,8 +45,7 @@ check proves wrong. Those checks, by what the generator knows of a file:
 Snapshots are written without ``fsync`` here, and the argument parser is built once per command
 (both patched for the module: neither is what is fuzzed, and they cost two thirds of a tiny
 ``learn``). The escapes the suite found are fixed in the library, each with a plain regression
-test at the end of this module; the one not fixed yet (outside the modules this suite's fixes
-touched) is :data:`KNOWN_UNLOCATED`, with its strict ``xfail`` test.
+test at the end of this module.
 """
 
 from __future__ import annotations
@@ -401,8 +400,7 @@ def check_text_case(case: TextCase, fixed: dict) -> None:
                 assert rows_seen(learned) == case.n_rows, f"cut gzip learned: {learned}"
             snaps = os.path.join(d, "snaps")
             scored = run("score", snaps, path, "--json")
-            if not (case.missing and KNOWN_UNLOCATED in scored.err):
-                check_score(scored, snaps, path, rows_seen(learned))
+            check_score(scored, snaps, path, rows_seen(learned))
         model = fixed["csv" if case.names is not None else "data"]
         check_fixed_score(case, run("score", model["path"], path, "--json"), model, path)
 
@@ -426,12 +424,6 @@ def check_learned(case: TextCase, learned: Outcome, path: str) -> None:
         assert rows_seen(learned) == case.n_rows, f"rows_seen != {case.n_rows}: {learned}"
     else:
         check_refused(learned, path, row)
-
-
-# the one escape left (reported, not in this module's reach: streammn/model.py or commands.py):
-# scoring rows with a missing value by a model learned with --missing names no file, and the row
-# it names is counted from the start of its batch; test_missing_value_scored_is_located
-KNOWN_UNLOCATED = "needs complete rows"
 
 
 def check_fixed_score(case: TextCase, outcome: Outcome, model: dict, path: str) -> None:
@@ -1070,14 +1062,10 @@ def test_uai_refuses_potentials_that_underflow(tmp_path):
         assert "underflows" in converted.err
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="not yet fixed: MarkovNetwork.pll_terms (streammn/model.py) raises require_observed's "
-    "SchemaError without the source, and with the row counted from its batch's start",
-)
 def test_missing_value_scored_is_located(tmp_path):
     """A model learned with --missing scores complete rows only; a row with a missing value is
-    refused, but with ``row 1, column 1: missing value: ...`` and no file name."""
+    refused at its file and row (it was ``row 1, column 1: missing value: ...``, no file, the
+    row counted from its batch's start)."""
     data = tmp_path / "m.csv"
     data.write_text("a,b\n0,1\n1,NA\n1,1\n0,0\n")
     assert run("learn", data, "--out", tmp_path / "snaps", "--missing", "--quiet").code == 0
@@ -1098,11 +1086,6 @@ def test_missing_model_exits_4(tmp_path):
             assert "no such model file" in outcome.err
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="not yet fixed: streammn/model_spec.py reads a .et file with Path.read_bytes(), whose "
-    "FileNotFoundError is no streammn error",
-)
 def test_missing_density_file_exits_4(tmp_path):
     """``score missing.et rows.data`` exits 1 (``[Errno 2] No such file or directory``)."""
     data = tmp_path / "rows.data"
