@@ -169,3 +169,16 @@ def test_the_pll_of_no_rows_is_an_error_not_nan(model):
         with pytest.raises(NoRowsError, match="no rows to score") as info:
             target.pll(empty)
         assert isinstance(info.value, DataError)
+
+
+def test_the_cmll_of_no_rows_is_an_error_and_its_terms_are_empty():
+    """As the PLL's (issue 42): the terms of no rows are no terms, their mean an error."""
+    from streammn.errors import NoRowsError
+    from streammn.demo import planted_network
+    from streammn.inference import cmll, cmll_terms
+
+    model, _ = planted_network(5, seed=0)
+    empty = np.zeros((0, 5), dtype=np.uint8)
+    assert cmll_terms(model, empty).shape == (0, 5)
+    with pytest.raises(NoRowsError, match="no rows"):
+        cmll(model, empty)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from streammn import loglinear
+from streammn.errors import NoRowsError
 from streammn.inference.gibbs import InferenceError, conditional_structure, gibbs_marginals
 
 
@@ -47,6 +48,8 @@ def cmll_terms(
     """
     rows = model.schema.rows_of(rows)
     m, n = rows.shape
+    if m == 0:  # no rows, no terms (the sampler has no chain to run)
+        return np.empty((0, n))
     blocks = variable_groups(n, groups)
     evidence = np.repeat(rows[None].astype(np.int16), len(blocks), axis=0)  # (groups, m, n)
     for g, block in enumerate(blocks):
@@ -80,4 +83,6 @@ def cmll(
 ) -> float:
     """Conditional marginal log-likelihood per example (see :func:`cmll_terms`)."""
     terms = cmll_terms(model, rows, groups, burn_in, samples, chains, seed, method)
-    return float(terms.sum(axis=1).mean()) if terms.shape[0] else float("nan")
+    if not terms.shape[0]:
+        raise NoRowsError("no rows to score: the CMLL is a mean over rows")
+    return float(terms.sum(axis=1).mean())
