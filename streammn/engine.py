@@ -692,10 +692,10 @@ class StreamLearner:
         what = f"writing the snapshot at row {entry['rows_seen']:,} failed: {error}"
         if RESUME_HINT in str(error) or NO_SNAPSHOT in str(error):
             return what
-        durable = self.published[-1]["path"] if self.published else None
-        if durable is None:
-            snap = latest_valid_snapshot(self.writer.directory)
-            durable = snap.path if snap is not None else None
+        # the directory says, not this run's record: a writer killed after its rename has
+        # made durable a snapshot this run never heard of, and --resume continues from that one
+        snap = latest_valid_snapshot(self.writer.directory)
+        durable = snap.path if snap is not None else None
         last = (
             f"the last durable snapshot is {durable}; {RESUME_HINT}"
             if durable is not None
