@@ -23,7 +23,6 @@ test, not from exact zeros inside the active set.
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import minimize
 from threadpoolctl import threadpool_limits
 
 from streammn.grafting.bp import BPResult, belief_propagation
@@ -163,6 +162,8 @@ def minimise(
     BLAS runs single-threaded here: L-BFGS-B's vector operations are far too small to gain from
     threads, and a threaded BLAS on a busy machine made them 20x slower than the BP runs.
     """
+    from scipy.optimize import minimize  # 0.27 s to import: not at `streammn learn` start-up
+
     with threadpool_limits(limits=1, user_api="blas"):
         res = minimize(
             objective,
