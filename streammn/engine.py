@@ -521,6 +521,7 @@ class StreamLearner:
             learner_pll,
             limit,
             None if reason == "end" else self.state.rows_seen,
+            probe=reason != "end",  # the model a run leaves behind: the full search decides
         )
 
     def _skips(self) -> bool:

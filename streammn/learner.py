@@ -179,7 +179,7 @@ class StructureLearner(Estimator):
             return Published(model, {"published": "closed-form", "refinement": "off"})
         if validation is not None:
             validation = self.schema.ceiling().rows_of(validation)
-        return publish_sample(model, self._weight_sample, validation)
+        return publish_sample(model, self._weight_sample, validation, probe=False)
 
     def to_markov_network(self) -> MarkovNetwork:
         """The current model as a Markov network, with the weights ``weights`` says (see
