@@ -161,9 +161,7 @@ def test_the_published_network_is_the_learners_or_better_on_its_held_out_rows(ma
         assert published.model.features.equals(own.features)
     assert learner.to_markov_network().features.equals(published.model.features)
 
-    plain = feed(
-        type(learner)(**{**learner.get_params(), "weights": "closed-form"}), data, [1000]
-    )
+    plain = feed(type(learner)(**{**learner.get_params(), "weights": "closed-form"}), data, [1000])
     assert plain.weight_sample is None
     assert plain.to_markov_network().features.equals(plain.learned_network().features)
     assert plain.learned_network().features.equals(own.features)  # the sample changes nothing else
