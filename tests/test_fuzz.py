@@ -76,6 +76,7 @@ from streammn import cli
 from streammn.cli import main
 from streammn.formats import read_model
 from streammn.model_spec import load_model
+from test_formats_libra import ALL_FORMS
 
 # per command: a tiny file takes milliseconds; the fixtures make the first calls, untimed, which
 # compile the kernels when numba's cache is cold (a fresh checkout, a kernel just edited)
@@ -635,32 +636,8 @@ def test_fuzz_parquet(case, fixed_parquet):
 
 # --- model files --------------------------------------------------------------------------------
 
-# every factor form of Libra's .mn (tests/test_formats_libra.py's ALL_FORMS), hard zeros included
-HAND_MN = """2,3,2
-mn {
-w 0 1.5
-3 0.5 +v0_1 -v1_2
--1 0.25 +v1_0
-1.5
-FEATURES {
--1.0e+00 +v1_0 +v2_1
-2.0e-01 +v1_1 +v2_1
-}
-table {
-0.1 +v0_0 +v2_0
-0.2 +v0_0 +v2_1
-0.3 +v0_1 +v2_0
--inf +v0_1 +v2_1
-}
-Tree {
-(v1_0
-    (v2_1 0.7 -0.3)
-    (V1_2 1.25
-        (v0_0 2 -2)))
-}
-}
-EOF
-"""
+# every factor form of Libra's .mn, hard zeros included
+HAND_MN = ALL_FORMS
 HAND_UAI = """MARKOV
 3
 2 3 2
