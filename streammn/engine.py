@@ -79,7 +79,8 @@ from streammn.learner import StructureLearner
 from streammn.loglinear import MASK_VALUES
 from streammn.model import MarkovNetwork
 from streammn.resume_guard import check_resume_settings
-from streammn.published import Published, WeightState, publish_sample, scorable_rows
+from streammn.published import Published, WeightState, publish, sample_split, scorable_rows
+from streammn.weight_sample import list_bytes
 from streammn.progress import STDERR, Progress, peak_rss_mb, progress_line
 from streammn.publishing import Publisher
 from streammn.warmup import load_writer_kernels
@@ -497,27 +498,25 @@ class StreamLearner:
                 model, {"published": "closed-form", "refinement": "off"}, self.weight_state
             )
         sample = self.learner.weight_sample
-        train = scorable_rows(
-            model.schema, sample.rows if self.validation is not None else sample.train
-        )
+        train, held = sample_split(model.schema, sample, self.validation)
         limit = (
             None
             if reason == "end"
             else self.weight_state.affordable(self.state.rows_seen, train.shape[0])
         )
         if reason == "end" and self.progress_stream is not None and train.shape[0]:
-            held = scorable_rows(model.schema, self._held_out())
             print(
                 f"refining the published weights on {train.shape[0]:,} sample rows "
                 f"(judged on {held.shape[0]:,} held-out rows)",
                 file=self.progress_stream,
                 flush=True,
             )
-        return publish_sample(
+        return publish(
             model,
-            sample,
-            self.validation,
+            train,
+            held,
             self.weight_state,
+            list_bytes(sample),
             learner_pll,
             limit,
             None if reason == "end" else self.state.rows_seen,

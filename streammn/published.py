@@ -418,15 +418,12 @@ def publish_sample(
     rows_seen: int | None = None,
     probe: bool = True,
 ) -> Published:
-    """:func:`publish` on a learner's sample: its training rows judged on its held-out rows,
-    or every sampled row judged on ``validation`` when given; of each, the rows ``model`` can
-    score (:func:`scorable_rows`)."""
-    train = sample.rows if validation is not None else sample.train
-    held = sample.held_out if validation is None else validation
+    """:func:`publish` on a learner's sample (the rows of :func:`sample_split`)."""
+    train, held = sample_split(model.schema, sample, validation)
     return publish(
         model,
-        scorable_rows(model.schema, train),
-        scorable_rows(model.schema, held),
+        train,
+        held,
         state,
         list_bytes(sample),
         learner_pll,
@@ -434,6 +431,17 @@ def publish_sample(
         rows_seen,
         probe,
     )
+
+
+def sample_split(
+    schema: Schema, sample: WeightSample, validation: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The rows a refinement on ``sample`` fits and is judged on: its training rows and its
+    held-out rows, or every sampled row and ``validation`` when given; of each, the rows a
+    network over ``schema`` can score (:func:`scorable_rows`)."""
+    train = sample.rows if validation is not None else sample.train
+    held = sample.held_out if validation is None else validation
+    return scorable_rows(schema, train), scorable_rows(schema, held)
 
 
 def scorable_rows(schema: Schema, rows: np.ndarray | None) -> np.ndarray | None:

@@ -163,7 +163,7 @@ def test_refined_weights_with_missing_values_learn_from_complete_rows(
     """Refined weights with ``--missing`` and ``--validation``: the row sample holds the
     complete rows, the weights are fitted on them and judged on the complete validation rows,
     and a run resumed after new files learns the same learner and sample as one run."""
-    from streammn import published
+    from streammn import engine, published
     from streammn.dtsl import DTSL
     from streammn.snapshot import load_snapshot
 
@@ -171,11 +171,11 @@ def test_refined_weights_with_missing_values_learn_from_complete_rows(
 
     publish = published.publish
 
-    def spy(model, train, held_out, *args):
+    def spy(model, train, held_out, *args, **kwargs):
         weighed.append((train.copy(), held_out.copy()))
-        return publish(model, train, held_out, *args)
+        return publish(model, train, held_out, *args, **kwargs)
 
-    monkeypatch.setattr(published, "publish", spy)
+    monkeypatch.setattr(engine, "publish", spy)
 
     holes = np.random.default_rng(5).random(rows.shape) < 0.1
     rows = np.minimum(rows, 1)
