@@ -27,9 +27,11 @@ from streammn.errors import ModelError, NoRowsError
 
 
 class DependencyNetwork:
-    """A schema and one feature-set CPD per variable (optionally with the trees behind them)."""
+    """A schema and one feature-set CPD per variable (optionally with the trees behind them,
+    or with ``counts``, each variable's value counts, for a DN whose conditionals are not all
+    trees)."""
 
-    def __init__(self, schema: Schema, cpds: Sequence[FeatureSet], trees=None):
+    def __init__(self, schema: Schema, cpds: Sequence[FeatureSet], trees=None, counts=None):
         if len(cpds) != schema.n_vars:
             raise ModelError(f"expected {schema.n_vars} CPDs, got {len(cpds)}")
         for i, cpd in enumerate(cpds):
@@ -40,6 +42,7 @@ class DependencyNetwork:
         self.schema = schema
         self.cpds = list(cpds)
         self.trees = trees
+        self._counts = None if counts is None else [np.asarray(c, dtype=np.float64) for c in counts]
         self._all = FeatureSet.concat(schema, self.cpds)
         sizes = np.array([c.n_features for c in self.cpds], dtype=np.int64)
         self._index = (
@@ -52,10 +55,10 @@ class DependencyNetwork:
         return self._all.n_features
 
     def marginal_counts(self) -> list[np.ndarray] | None:
-        """Counts of each variable's values summed over its tree's leaves (``None`` without
-        trees, e.g. a DN read from a Libra ``.dn`` file)."""
+        """Counts of each variable's values summed over its tree's leaves, or the ``counts``
+        given (``None`` with neither, e.g. a DN read from a Libra ``.dn`` file)."""
         if self.trees is None:
-            return None
+            return self._counts
         counts = self.trees.counts
         return [
             counts[self.trees.leaves(i), :d].sum(axis=0)

@@ -409,7 +409,7 @@ def dn2mn(
     if base == "marginals" and marginals is None:
         if train is not None:
             marginals = marginals_from_rows(np.asarray(train), schema)
-        elif dn.trees is not None:
+        elif dn.marginal_counts() is not None:
             marginals = smoothed(dn.marginal_counts())
     table = base_distribution(schema, base, base_instance, marginals)
     positions, rotate, spec_w = ordering_specs(n, orderings, order)

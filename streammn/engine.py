@@ -310,6 +310,8 @@ class StreamLearner:
                     last_print = now
             reason = "signal" if self._stop_signal is not None else "end"
             self._finish_in_flight()
+            if reason == "end":
+                self.learner.finish()
             if self.state.rows_seen == 0 and reason == "end":
                 raise NoRowsError(
                     f"{self.source.describe()}: no rows to learn from (no snapshot written)"

@@ -131,6 +131,13 @@ class StructureLearner(Estimator):
         """Learn from scratch from a finite source (or a row matrix)."""
         raise NotImplementedError
 
+    def finish(self) -> "StructureLearner":
+        """A finite source has ended: bring any part of the model that is refreshed at fixed
+        points of the stream up to every row learned (DTSL's logistic conditionals). The
+        engine calls it before the snapshot at the end of a source; ``fit`` calls it itself.
+        Nothing by default."""
+        return self
+
     def pll_terms(self, rows) -> np.ndarray:
         """``log P(x_i | x_-i)`` under the current model: shape ``(n_rows, n_vars)``."""
         raise NotImplementedError

@@ -110,6 +110,11 @@ class WeightSample:
         return held_out_index(self._index[: self.size])
 
     @property
+    def held_out_slots(self) -> np.ndarray:
+        """Which rows of :attr:`rows` are held out (a boolean mask)."""
+        return self._held()
+
+    @property
     def rows(self) -> np.ndarray:
         """Every sampled row (a copy, in slot order): the training rows when a validation
         set judges the weights."""

@@ -31,6 +31,7 @@ LEARNERS = [
     ("dtsl", lambda schema: DTSL(schema, kappa=0.01, grace_period=100)),
     ("dtsl-replay", lambda schema: DTSL(schema, kappa=0.01, grace_period=100, replay_rows=500)),
     ("dtsl-defaults", lambda schema: DTSL(schema)),
+    ("dtsl-auto", lambda schema: DTSL(schema, cpd="auto")),
     (
         "dtsl-drift-decay",
         lambda schema: DTSL(schema, grace_period=100, drift="page-hinkley", half_life=1000),

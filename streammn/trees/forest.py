@@ -164,6 +164,22 @@ class Forest:
         in :meth:`log_probs`."""
         return kernels.leaf_log_prob(rows, self.roots, self.links, self.log_probs(cards))
 
+    def left_out_log_prob(self, rows: np.ndarray) -> np.ndarray:
+        """Like :meth:`leaf_log_prob`, with each leaf's counts leaving ``rows`` out (clipped at
+        zero: a stream's leaf may not have counted a row that reaches it now): how the leaves
+        score rows they did not learn from, as far as their counts go (the tests were chosen
+        with them)."""
+        leaves = self.route(rows)
+        targets = rows.astype(np.int64)
+        counts = (self.counts if self.observed is None else self.observed)[: self.n_nodes]
+        own = np.zeros_like(counts, dtype=np.float64)
+        np.add.at(own, (leaves, targets), 1.0)
+        left = np.maximum(counts - own, 0.0)
+        d = self.cards[self.tree[leaves]].astype(np.float64)
+        mine = left[leaves, targets]
+        total = left[leaves].sum(axis=2)
+        return np.log(mine + self.prior / d) - np.log(total + self.prior)
+
     def path(self, node: int) -> list[tuple[int, int, bool]]:
         """Test outcomes from the root down to ``node``: ``(var, value, outcome)`` triples."""
         out = []

@@ -1,0 +1,186 @@
+"""Logistic-regression conditionals: the L1 fit against scikit-learn, their CPDs through DN2MN
+against brute force, and DTSL's ``cpd='lr'`` / ``'auto'`` (cut and resume identity, the choice)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from helpers.helpers_mn import all_rows, brute_joint
+from streammn import Schema
+from streammn.dn import DependencyNetwork
+from streammn.dn_to_mn import dn2mn
+from streammn.cli import main
+from streammn.dtsl import DTSL
+from streammn.errors import DTSLError
+from streammn.logistic.batch import Problem, fit_l1
+from streammn.logistic.coding import Coding
+
+CARDS = [2, 3, 2, 4]
+
+
+def random_rows(rng, cards, n):
+    return np.column_stack([rng.integers(0, d, n) for d in cards]).astype(np.uint8)
+
+
+def pairwise_mrf(rng, cards):
+    """Unary tables ``h[i][a]`` and pairwise tables ``theta[i][j][a, v]`` (symmetric)."""
+    n = len(cards)
+    h = [rng.normal(0, 0.5, d) for d in cards]
+    theta = [[None] * n for _ in range(n)]
+    for i in range(n):
+        for j in range(i + 1, n):
+            t = rng.normal(0, 1.0, (cards[i], cards[j]))
+            theta[i][j], theta[j][i] = t, t.T
+    return h, theta
+
+
+def mrf_log_score(h, theta, row):
+    n = len(h)
+    s = sum(h[i][row[i]] for i in range(n))
+    return s + sum(theta[i][j][row[i], row[j]] for i in range(n) for j in range(i + 1, n))
+
+
+def mrf_as_regressions(coding, h, theta):
+    """The exact logistic conditionals of the pairwise MRF in ``coding``'s columns."""
+    W = np.zeros((coding.n_inputs, coding.n_outputs))
+    b = np.zeros(coding.n_outputs)
+    for o, (i, a) in enumerate(zip(coding.out_var, coding.out_val)):
+        others = [j for j in range(len(h)) if j != i]
+        if coding.binary[i]:  # the logit of value 1 against value 0
+            b[o] = h[i][1] - h[i][0] + sum(theta[i][j][1, 0] - theta[i][j][0, 0] for j in others)
+        else:
+            b[o] = h[i][a] + sum(theta[i][j][a, 0] for j in others)
+        for c, (j, v) in enumerate(zip(coding.in_var, coding.in_val)):
+            if j == i:
+                continue
+            if coding.binary[i]:
+                W[c, o] = (theta[i][j][1, v] - theta[i][j][0, v]) - (
+                    theta[i][j][1, 0] - theta[i][j][0, 0]
+                )
+            else:
+                W[c, o] = theta[i][j][a, v] - theta[i][j][a, 0]
+    return W, b
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_consistent_regressions_convert_to_the_mrf_exactly(seed):
+    rng = np.random.default_rng(seed)
+    schema = Schema.from_cardinalities(CARDS)
+    coding = Coding(schema)
+    h, theta = pairwise_mrf(rng, CARDS)
+    W, b = mrf_as_regressions(coding, h, theta)
+    rows = all_rows(schema)
+    scores = np.array([mrf_log_score(h, theta, r) for r in rows])
+    joint = np.exp(scores - scores.max())
+    joint /= joint.sum()
+    # the regressions are the MRF's conditionals ...
+    for i, d in enumerate(CARDS):
+        logits = np.array(
+            [[mrf_log_score(h, theta, np.r_[r[:i], a, r[i + 1 :]]) for a in range(d)] for r in rows]
+        )
+        exact = logits[np.arange(len(rows)), rows[:, i]] - np.logaddexp.reduce(logits, axis=1)
+        np.testing.assert_allclose(coding.log_conditionals(rows, W, b)[:, i], exact, atol=1e-10)
+    # ... as CPDs too, and DN2MN of the consistent DN is the MRF, for every base and ordering
+    dn = DependencyNetwork(schema, coding.cpds(W, b), counts=[np.ones(d) for d in CARDS])
+    np.testing.assert_allclose(dn.pll_terms(rows), coding.log_conditionals(rows, W, b), atol=1e-10)
+    for base, orderings in [("marginals", "rotations2"), ("uniform", "one"), ("marginals", "two")]:
+        mn = dn2mn(dn, base=base, orderings=orderings)
+        _, p = brute_joint(mn.features, schema)
+        np.testing.assert_allclose(p, joint, atol=1e-9)
+
+
+def objective(problem, lam, W, b):
+    return float(
+        (problem.losses(W, b) + lam * np.abs(W).sum(axis=0)[problem.coding.out_start[:-1]]).sum()
+    )
+
+
+def test_l1_fit_matches_scikit_learn_per_variable():
+    sklearn = pytest.importorskip("sklearn")
+    from sklearn.linear_model import LogisticRegression
+
+    version = tuple(int(part) for part in sklearn.__version__.split(".")[:2])
+    L1 = {"l1_ratio": 1.0} if version >= (1, 8) else {"penalty": "l1"}  # 1.8 renamed it
+    rng = np.random.default_rng(3)
+    schema = Schema.from_cardinalities(CARDS)
+    coding = Coding(schema)
+    h, theta = pairwise_mrf(rng, CARDS)
+    rows = random_rows(rng, CARDS, 600)
+    problem = Problem(coding, rows)
+    lam = 0.01
+    W, b, _ = fit_l1(problem, np.full(coding.n_outputs, lam), tol=1e-12)
+    Z = coding.indicators(rows)
+    for i in range(schema.n_vars):
+        cols = coding.in_var != i
+        lo, hi = coding.out_start[i], coding.out_start[i + 1]
+        ref = LogisticRegression(
+            C=1.0 / (lam * rows.shape[0]), solver="saga", tol=1e-10, max_iter=100_000, **L1
+        ).fit(Z[:, cols], rows[:, i])
+        coef = ref.coef_.T  # (inputs, 1) binary, (inputs, d) multinomial
+        np.testing.assert_allclose(W[cols, lo:hi], coef, atol=2e-3)
+        assert not W[~cols, lo:hi].any()  # own inputs stay zero
+
+
+def test_the_coding_of_a_binary_variable_is_binary_logistic_regression():
+    coding = Coding(Schema.from_cardinalities([2, 3, 2]))
+    assert coding.n_inputs == 1 + 2 + 1 and coding.n_outputs == 1 + 3 + 1
+    assert coding.out_val.tolist() == [1, 0, 1, 2, 1]
+
+
+def lr_data(n, seed=0):
+    """x0 = x1 xor x2 (noisy): a tree's variable; x3 = a noisy sum of x4..x11: a regression's."""
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 2, (n, 12)).astype(np.uint8)
+    x[:, 0] = (x[:, 1] ^ x[:, 2]) ^ (rng.random(n) < 0.05)
+    logit = 0.7 * (x[:, 4:12].astype(float).sum(axis=1) - 4)
+    x[:, 3] = rng.random(n) < 1 / (1 + np.exp(-logit))
+    return Schema.binary(12), x
+
+
+def test_auto_chooses_per_variable_and_beats_either_alone():
+    schema, x = lr_data(6000)
+    train, test = x[:4000], x[4000:]
+    auto = DTSL(schema, cpd="auto", mode="exact").fit(train)
+    chosen = auto.logistic_variables()
+    assert not chosen[0] and chosen[3]
+    scores = {
+        cpd: DTSL(schema, cpd=cpd, mode="exact").fit(train).score(test) for cpd in ("tree", "lr")
+    }
+    assert auto.score(test) >= max(scores.values()) - 0.01
+    np.testing.assert_allclose(auto.to_dependency_network().pll_terms(test), auto.pll_terms(test))
+
+
+def test_one_pass_refits_at_doublings_whatever_the_cuts():
+    schema, x = lr_data(3000, seed=1)
+    whole = DTSL(schema, cpd="lr").partial_fit(x)
+    cut = DTSL(schema, cpd="lr")
+    for a, b in [(0, 7), (7, 999), (999, 1001), (1001, 2500), (2500, 3000)]:
+        cut.partial_fit(x[a:b])
+    assert whole._logistic.fitted_rows == cut._logistic.fitted_rows == 2000
+    assert whole.equals(cut)
+    resumed = DTSL.from_bytes(whole.to_bytes()).finish()
+    assert resumed._logistic.fitted_rows == 3000 and resumed._logistic.next_fit == 4000
+    np.testing.assert_array_equal(resumed.pll_terms(x[:50]), whole.finish().pll_terms(x[:50]))
+
+
+def test_lr_conditionals_refuse_what_they_do_not_handle_yet():
+    with pytest.raises(DTSLError, match="cpd='lr'"):
+        DTSL(Schema.binary(3), cpd="lr", drift="page-hinkley")
+    with pytest.raises(DTSLError, match="cpd"):
+        DTSL(Schema.binary(3), cpd="trees")
+
+
+def test_learn_with_lr_conditionals_from_the_command_line(tmp_path, capsys):
+    schema, x = lr_data(2500, seed=2)
+    data = tmp_path / "d.data"
+    np.savetxt(data, x, fmt="%d", delimiter=",")
+    out = tmp_path / "snaps"
+    assert main(["learn", str(data), "--out", str(out), "--cpd", "lr", "--quiet"]) == 0
+    manifest = json.loads(next(out.glob("snap-*/manifest.json")).read_text())
+    assert manifest["learner"]["params"]["cpd"] == "lr"
+    capsys.readouterr()
+    assert main(["score", str(out), str(data), "--json"]) == 0
+    scored = json.loads(capsys.readouterr().out)
+    learner = DTSL(schema, cpd="lr").partial_fit(x).finish()
+    assert scored["pll"] == pytest.approx(learner.to_markov_network().pll(x), abs=1e-6)
