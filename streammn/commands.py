@@ -319,6 +319,8 @@ def describe(model, manifest: dict | None, top: int) -> dict:
         {"a": schema[i].name, "b": schema[j].name, "strength": round(s, 6)}
         for s, i, j in strengths[:top]
     ]
+    if manifest is not None and "conditionals" in manifest:
+        info["conditionals"] = manifest["conditionals"]
     if manifest is not None:
         info["snapshot"] = {
             k: manifest.get(k) for k in ("sequence", "created", "rows_seen", "scores", "source")
@@ -347,6 +349,15 @@ def inspect(args) -> int:
         print(f"edges: {info['n_edges']:,}; strongest interactions:")
         for e in info["strongest_interactions"]:
             print(f"  {e['a']} - {e['b']}: {e['strength']:.4f}")
+    if "conditionals" in info:
+        kinds = {"lr": "logistic regressions", "tree": "trees"}
+        print(
+            "conditionals: "
+            + "; ".join(
+                f"{len(names)} {kinds.get(kind, kind)}" + (f" ({_listed(names)})" if names else "")
+                for kind, names in info["conditionals"].items()
+            )
+        )
     if "graph" in info:
         print(f"drew {info['graph']['edges_drawn']:,} edges into {args.graph}")
     if "snapshot" in info:
@@ -356,6 +367,12 @@ def inspect(args) -> int:
             f"scores {snap['scores']}"
         )
     return EXIT_OK
+
+
+def _listed(names: list[str], most: int = 8) -> str:
+    """``names`` joined, the first ``most`` of a longer list and how many more."""
+    shown = ", ".join(names[:most])
+    return shown if len(names) <= most else f"{shown} and {len(names) - most} more"
 
 
 def report(args) -> int:

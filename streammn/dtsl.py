@@ -314,7 +314,8 @@ class DTSL(StructureLearner):
             )
         if cpd != "tree" and (
             drift is not None
-            or half_life is not None and not math.isinf(half_life)
+            or half_life is not None
+            and not math.isinf(half_life)
             or schema.grows
             or schema.missing
         ):
@@ -619,6 +620,15 @@ class DTSL(StructureLearner):
             "n_nodes": 2 * f.n_leaves() - 1,
             "active_leaves": 0 if self._grower is None else self._grower.stats.n_active,
         }
+
+    def conditionals(self) -> dict | None:
+        """With ``cpd`` 'lr' or 'auto': the variables whose conditional is a logistic
+        regression (``lr``) and a tree (``tree``), by name."""
+        if self.cpd == "tree":
+            return None
+        names = np.array(self.schema.names)
+        logistic = self.logistic_variables()
+        return {"lr": names[logistic].tolist(), "tree": names[~logistic].tolist()}
 
     def drift_summary(self) -> dict | None:
         """Drift events so far (alarms, swaps, drops, the trees under alternation, the last

@@ -626,6 +626,9 @@ class StreamLearner:
             "peak_rss_mb": peak_rss_mb,
             ENGINE_KEY: st.to_dict(),
         }
+        conditionals = self.learner.conditionals()
+        if conditionals is not None:  # which kind of conditional each variable uses
+            manifest["conditionals"] = conditionals
         drift = self.learner.drift_summary()
         if drift is not None:  # learners that adapt to drift: their alarms and swaps
             manifest["drift"] = drift

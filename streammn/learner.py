@@ -257,6 +257,11 @@ class StructureLearner(Estimator):
         path): e.g. ET's exact-likelihood ``model.et``. None by default."""
         return {}
 
+    def conditionals(self) -> dict | None:
+        """The variables using each kind of conditional, by kind (for the manifest and
+        ``inspect``); None for a learner with one kind."""
+        return None
+
     def drift_summary(self) -> dict | None:
         """Drift alarms and swaps for the manifest and progress lines; None for a learner that
         does not adapt to drift."""

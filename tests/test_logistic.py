@@ -179,7 +179,10 @@ def test_learn_with_lr_conditionals_from_the_command_line(tmp_path, capsys):
     assert main(["learn", str(data), "--out", str(out), "--cpd", "lr", "--quiet"]) == 0
     manifest = json.loads(next(out.glob("snap-*/manifest.json")).read_text())
     assert manifest["learner"]["params"]["cpd"] == "lr"
+    assert manifest["conditionals"] == {"lr": schema.names, "tree": []}
     capsys.readouterr()
+    assert main(["inspect", str(out)]) == 0
+    assert "conditionals: 12 logistic regressions (x0, x1," in capsys.readouterr().out
     assert main(["score", str(out), str(data), "--json"]) == 0
     scored = json.loads(capsys.readouterr().out)
     learner = DTSL(schema, cpd="lr").partial_fit(x).finish()

@@ -91,7 +91,7 @@ class LogisticConditionals:
         rows, held = self.sample.rows, self._held_out_slots()
         start = None if self.weights is None else (self.weights, self.bias)
         self.weights, self.bias, self.penalties, self.held_out_loss = fit_with_held_out(
-            self.coding, rows, held, start
+            self.coding, rows, held, start, self.penalties
         )
         self.fitted_rows = self.n_seen
 
