@@ -35,6 +35,8 @@ from __future__ import annotations
 import logging
 import math
 import time
+from itertools import repeat
+from operator import is_not
 
 import numpy as np
 
@@ -45,13 +47,15 @@ from streammn.schema import Schema
 from streammn.errors import DataError
 
 try:
-    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+    from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 except ImportError as _e:  # pragma: no cover - exercised only without the extra
     raise ImportError("KafkaSource needs the 'kafka' extra: pip install 'streammn[kafka]'") from _e
 
 log = logging.getLogger(__name__)
 
 MAX_MESSAGES_PER_POLL = 10000
+#: librdkafka's ``fetch.queue.backoff.ms`` (its default is 1000); see ``_client_config``
+FETCH_QUEUE_BACKOFF_MS = 10
 #: librdkafka error codes that mean "cannot reach the cluster right now" (retried)
 _UNREACHABLE = {
     KafkaError._ALL_BROKERS_DOWN,
@@ -163,6 +167,10 @@ class KafkaSource(MessageLogSource):
             # has must not be replaced silently: see _on_offset_reset
             "auto.offset.reset": "error",
             "reconnect.backoff.max.ms": 1000,
+            # librdkafka stops fetching for this long whenever its queue of prefetched
+            # messages is full (64 MB by default): at its default of 1 s, a replay of a
+            # backlog idles most of the time once the learner reads faster than that
+            "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,
             "error_cb": self._on_error,
             "logger": log,
         }
@@ -399,12 +407,15 @@ class KafkaSource(MessageLogSource):
             msgs = self._consumer.consume(n, timeout)
         except KafkaException as e:
             raise SourceError(f"{self.describe()}: {e.args[0].str()}") from None
-        data = [m for m in msgs if m.error() is None]
+        # per message work in C (map over the methods): a poll holds up to 10000 messages
+        failed = any(map(is_not, map(Message.error, msgs), repeat(None)))
+        data = [m for m in msgs if m.error() is None] if failed else msgs
         # the last message of each partition wins: the next offsets after this poll
-        nexts = {m.partition(): m.offset() + 1 for m in data}
+        nexts = dict(zip(map(Message.partition, data), map(Message.offset, data)))
+        nexts = {p: o + 1 for p, o in nexts.items()}
         self._fetched.update(nexts)
         resets = []
-        for m in msgs if len(data) < len(msgs) else ():
+        for m in msgs if failed else ():
             err = m.error()
             if err is None:
                 continue
@@ -443,6 +454,9 @@ class KafkaSource(MessageLogSource):
 
     def _payload(self, message) -> bytes | None:
         return message.value()
+
+    def _payloads(self, messages: list) -> list:
+        return list(map(Message.value, messages))
 
     def _where(self, message) -> dict:
         return {"topic": self.topic, "partition": message.partition(), "offset": message.offset()}

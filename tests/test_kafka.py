@@ -208,6 +208,33 @@ def test_bad_message_names_topic_partition_offset(cluster, format):
     assert "out of range" in msg and info.value.column == SCHEMA.n_vars - 1
 
 
+def test_malformed_json_stops_at_the_last_good_batch_and_resumes_losing_nothing(cluster, tmp_path):
+    """A batch holding malformed JSON yields nothing; the batches before it stand, and a
+    source resumed from their end (here with a dead-letter file) delivers every other row."""
+    rows = make_rows(150, seed=12)
+    topic = f"t-{uuid.uuid4().hex[:10]}"
+    cluster.create_topic(topic, N_PARTS)
+    messages = [encode(r, "json") for r in rows]
+    messages[1].insert(100, b'{"part": 1, "s0": 0, "a": 1.5}')  # partition 1, offset 100
+    produce(cluster, topic, messages)
+    got = []
+    with source(cluster, topic, partitions=[1], format="json", batch_size=40) as src:
+        with pytest.raises(SchemaError, match=r"partition 1 offset 100.*couldn't parse:1\.5"):
+            for batch in src:
+                got.append(batch.rows)
+        assert src.position() == {"1": 80}  # two batches of 40 delivered, the third failed
+    dead = tmp_path / "dead.jsonl"
+    with source(
+        cluster, topic, partitions=[1], format="json", batch_size=40, dead_letter=dead
+    ) as src:
+        src.seek({"1": 80})
+        got.append(read(src)[0])
+        assert src.position() == {"1": 151}
+    np.testing.assert_array_equal(np.concatenate(got), rows[1])
+    (letter,) = [json.loads(line) for line in dead.read_text().splitlines()]
+    assert (letter["partition"], letter["offset"]) == (1, 100)
+
+
 def test_dead_letter_file_receives_bad_messages_and_the_rest_flows(cluster, tmp_path):
     rows = make_rows(80, seed=5)
     topic = f"t-{uuid.uuid4().hex[:10]}"
