@@ -151,17 +151,65 @@ def test_auto_chooses_per_variable_and_beats_either_alone():
     np.testing.assert_allclose(auto.to_dependency_network().pll_terms(test), auto.pll_terms(test))
 
 
-def test_one_pass_refits_at_doublings_whatever_the_cuts():
+def test_one_pass_does_not_depend_on_the_cuts_and_finishes_with_the_batch_fit():
     schema, x = lr_data(3000, seed=1)
     whole = DTSL(schema, cpd="lr").partial_fit(x)
     cut = DTSL(schema, cpd="lr")
     for a, b in [(0, 7), (7, 999), (999, 1001), (1001, 2500), (2500, 3000)]:
         cut.partial_fit(x[a:b])
-    assert whole._logistic.fitted_rows == cut._logistic.fitted_rows == 2000
     assert whole.equals(cut)
+    online = whole._logistic.online
+    assert online.rows == 2944 and online.pending.shape[0] == 56  # whole mini-batches of 128
+    assert not whole._logistic.batch_current
     resumed = DTSL.from_bytes(whole.to_bytes()).finish()
-    assert resumed._logistic.fitted_rows == 3000 and resumed._logistic.next_fit == 4000
+    assert resumed._logistic.batch_current and resumed._logistic.fitted_rows == 3000
     np.testing.assert_array_equal(resumed.pll_terms(x[:50]), whole.finish().pll_terms(x[:50]))
+
+
+def reference_ftrl(grads, thresholds, alpha, beta):
+    """FTRL-Proximal per coordinate as McMahan et al. write it (one coordinate per column)."""
+    z = np.zeros(grads.shape[1])
+    n = np.zeros(grads.shape[1])
+    w = np.zeros(grads.shape[1])
+    for g, l1 in zip(grads, thresholds):
+        sigma = (np.sqrt(n + g * g) - np.sqrt(n)) / alpha
+        z += g - sigma * w
+        n += g * g
+        w = np.where(np.abs(z) <= l1, 0.0, -(z - np.sign(z) * l1) / ((beta + np.sqrt(n)) / alpha))
+    return w
+
+
+def test_ftrl_steps_follow_the_published_update():
+    from streammn.logistic.online import ALPHA, BETA, _ftrl_step
+
+    rng = np.random.default_rng(7)
+    grads = rng.normal(0, 1, (30, 5))
+    thresholds = np.abs(rng.normal(0, 2, 30))
+    z, n, w = (np.zeros((2, 5)) for _ in range(3))  # row 0 an input, row 1 the intercept
+    free = np.ones((1, 5), dtype=bool)
+    for g, l1 in zip(grads, thresholds):
+        _ftrl_step(z, n, w, np.vstack([g, g]), np.full(5, l1), free, ALPHA, BETA)
+    np.testing.assert_allclose(w[0], reference_ftrl(grads, thresholds, ALPHA, BETA), atol=1e-12)
+    np.testing.assert_allclose(w[1], reference_ftrl(grads, 0 * thresholds, ALPHA, BETA), atol=1e-12)
+
+
+def test_online_conditionals_approach_the_true_ones_on_a_long_stream():
+    from streammn.logistic.online import OnlineConditionals
+
+    rng = np.random.default_rng(11)
+    schema = Schema.from_cardinalities(CARDS)
+    coding = Coding(schema)
+    h, theta = pairwise_mrf(rng, CARDS)
+    rows = all_rows(schema)
+    scores = np.array([mrf_log_score(h, theta, r) for r in rows])
+    p = np.exp(scores - scores.max())
+    data = rows[rng.choice(len(rows), 60_000, p=p / p.sum())]
+    online = OnlineConditionals(coding)
+    online.update(data[:50_000])
+    test = data[50_000:]
+    truth = coding.log_conditionals(test, *mrf_as_regressions(coding, h, theta)).mean(axis=0)
+    learned = coding.log_conditionals(test, *online.weights()).mean(axis=0)
+    np.testing.assert_allclose(learned, truth, atol=0.01)
 
 
 def test_lr_conditionals_refuse_what_they_do_not_handle_yet():

@@ -14,10 +14,10 @@ The penalty. ``lam`` is chosen per variable on held-out rows: a path from the sm
 that zeroes every weight of the variable down to ``PATH_RATIO`` of it in ``PATH_STEPS``
 geometric steps, each fit warm-started from the last, and each variable keeps the penalty whose
 fit scores its held-out rows best. A refit after the sample grew searches only around the
-penalties chosen last (``NEAR_PATH``), from the last fit. The final fit is on every row, the penalty scaled by
-``sqrt(n_fit / n_all)`` (the usual ``1/sqrt(n)`` rate of a lasso penalty). Measured on jester
-(100 binary variables, 9,000 rows) one penalty for all variables reached -48.60 test PLL per
-row for the DN at its best, scikit-learn's L1 DN -48.63.
+penalties chosen last (``NEAR_PATH``), from the last fit. The final fit is on every row, the
+penalty scaled by ``sqrt(n_fit / n_all)`` (the usual ``1/sqrt(n)`` rate of a lasso penalty).
+Measured on jester (100 binary variables, 9,000 rows) one penalty for all variables reached
+-48.60 test PLL per row for the DN at its best, scikit-learn's L1 DN -48.63.
 """
 
 from __future__ import annotations
