@@ -490,6 +490,11 @@ class DTSL(StructureLearner):
         """
         if count_pass is not None and self.mode != "exact":
             raise DTSLError("count_pass applies to mode='exact' only")
+        if count_pass is not None and self.cpd != "tree":
+            raise DTSLError(
+                f"cpd={self.cpd!r} learns its regressions from the rows in this process; with "
+                "passes made elsewhere (count_pass, e.g. Dask) learn with cpd='tree'"
+            )
         if count_pass is not None and self.weights == "refined":
             raise DTSLError(
                 "weights='refined' samples the rows in this process; with passes made "

@@ -217,6 +217,8 @@ def test_lr_conditionals_refuse_what_they_do_not_handle_yet():
         DTSL(Schema.binary(3), cpd="lr", drift="page-hinkley")
     with pytest.raises(DTSLError, match="cpd"):
         DTSL(Schema.binary(3), cpd="trees")
+    with pytest.raises(DTSLError, match="count_pass"):
+        DTSL(Schema.binary(3), cpd="auto", mode="exact").fit(np.zeros((4, 3)), count_pass=print)
 
 
 def test_learn_with_lr_conditionals_from_the_command_line(tmp_path, capsys):
