@@ -7,6 +7,10 @@ a Markov network and writes a durable snapshot holding the model files, the lear
 and the source position. Snapshots are also
 written at the end of a finite source, on SIGINT/SIGTERM, and before a bad batch stops the run,
 so nothing already learned is lost and ``resume`` continues exactly where the last one ended.
+A signal also asks the learner to stop (:meth:`~streammn.learner.StructureLearner.stop`): a
+structure update in flight is abandoned rather than awaited and the final snapshot holds the
+state before it, with the update pending for the resumed run; batches are cut where the
+learner plans its next update (``rows_to_pause``), so that one falls at the end of a piece.
 
 Snapshots cost the stream a ``fork()``: at the cut, the state after the snapshot's last row, a
 child process converts and writes the snapshot from its copy-on-write image of the learner while
@@ -272,6 +276,7 @@ class StreamLearner:
         last_snapshot_time = started
         last_print = started
         rows_at_start = self.state.rows_seen
+        self.learner.clear_stop()
         self._position = self.source.position()
         self._last_path = None
         if self.publisher.background and (self.every_rows or self.every_seconds):
@@ -293,6 +298,8 @@ class StreamLearner:
                     raise
                 now = time.monotonic()
                 for piece in self._pieces(batch):
+                    if self._stop_signal is not None:
+                        break  # the rest of the batch is learned by a resumed run
                     self._learn(piece)
                     self._finish_in_flight(block=False)
                     now = time.monotonic()
@@ -397,11 +404,14 @@ class StreamLearner:
 
     def _on_signal(self, signum, frame):
         self._stop_signal = signum
+        self.learner.stop()  # an update in flight is abandoned, not awaited
         self.source.stop()  # a following log source ends its wait for new rows
 
     def _pieces(self, batch: Batch):
-        """``batch``, cut at every multiple of ``every_rows`` it crosses (when the source can
-        say where each piece ends), as batches learned one after the other."""
+        """``batch``, cut at every multiple of ``every_rows`` it crosses and at the learner's
+        next planned structure update (``rows_to_pause``: so that a stop finds an update at
+        the end of a piece and can abandon it), when the source can say where each piece
+        ends, as batches learned one after the other."""
         n, start = len(batch), 0
         while start < n:
             stop, end = n, batch.end
@@ -410,6 +420,9 @@ class StreamLearner:
                 if self.every_rows is not None
                 else 0
             )
+            pause = self.learner.rows_to_pause()  # a structure update a stop may abandon
+            if pause is not None and 0 < pause < n - start and not 0 < room <= pause:
+                room = pause
             if 0 < room < n - start:
                 cut = self.source.position_after(batch, start + room)
                 if cut is not None:

@@ -131,6 +131,34 @@ class StructureLearner(Estimator):
         """Learn from scratch from a finite source (or a row matrix)."""
         raise NotImplementedError
 
+    # a prompt stop ------------------------------------------------------------------------
+    _stop_requested: bool = False
+
+    def stop(self) -> None:
+        """Ask the work in flight to end promptly (safe to call from a signal handler: it only
+        sets a flag). A learner whose structure updates take long checks the flag inside them
+        and abandons the update under way, keeping the state from before it and recording the
+        update as pending, so that it runs first when learning continues (after
+        :meth:`clear_stop`, or in a run resumed from a snapshot of that state): the model stays
+        the one an uninterrupted run makes. A learner without long updates ignores it."""
+        self._stop_requested = True
+
+    def clear_stop(self) -> None:
+        """Withdraw a :meth:`stop` request (the engine does at the start of every run)."""
+        self._stop_requested = False
+
+    @property
+    def stop_requested(self) -> bool:
+        """Whether :meth:`stop` was called since the last :meth:`clear_stop`."""
+        return self._stop_requested
+
+    def rows_to_pause(self) -> int | None:
+        """Rows until the learner's next planned structure update, which a stop can abandon
+        only when it falls at the end of a batch: the engine cuts batches there when the
+        source can name the position (as at snapshot rows), which changes no model since
+        learners do not depend on the cut. None (the default): no such point planned."""
+        return None
+
     def finish(self) -> "StructureLearner":
         """A finite source has ended: bring any part of the model that is refreshed at fixed
         points of the stream up to every row learned (DTSL's logistic conditionals). The

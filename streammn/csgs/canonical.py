@@ -153,6 +153,61 @@ def _bits(mask: int) -> list[int]:
     return out
 
 
+class Abandoned(Exception):
+    """Raised by :func:`learn_canonical_model` when its ``should_stop`` says so."""
+
+
+CHUNK = 16  # contexts per parallel kernel call when a stop is watched for (binary: one)
+
+
+def _graphs_watched(P, c, contexts, cards, crit, min_rows_per_cell, repeat_grow, should_stop):
+    """The canonical graphs context by context (binary data: one shared verdict cache,
+    contexts in the same order) or in chunks of ``CHUNK`` contexts (parallel kernel), asking
+    ``should_stop`` before each (:class:`Abandoned`): the same graphs and counters as one
+    kernel call, since contexts are independent."""
+    k, n = contexts.shape
+    if bool((cards == 2).all()) and n < 63:
+        adj = np.zeros((k, n, n), dtype=np.bool_)
+        counters = np.zeros((k, 5), dtype=np.int64)
+        cache = kernels.new_cache()
+        for i in range(k):  # a context takes up to a fraction of a second: ask before each
+            if should_stop():
+                raise Abandoned
+            kernels.grow_shrink(
+                P,
+                c,
+                contexts[i],
+                cards,
+                crit,
+                min_rows_per_cell,
+                True,
+                repeat_grow,
+                adj[i],
+                counters[i],
+                cache,
+                True,
+            )
+        return adj, counters
+    parts = []
+    for a in range(0, k, CHUNK):
+        if should_stop():
+            raise Abandoned
+        parts.append(
+            kernels.canonical_graphs(
+                P,
+                c,
+                np.ascontiguousarray(contexts[a : a + CHUNK]),
+                cards,
+                crit,
+                min_rows_per_cell,
+                repeat_grow,
+            )
+        )
+    if not parts:
+        return np.zeros((0, n, n), dtype=np.bool_), np.zeros((0, 5), dtype=np.int64)
+    return np.concatenate([a for a, _ in parts]), np.concatenate([b for _, b in parts])
+
+
 def learn_canonical_model(
     schema: Schema,
     patterns: np.ndarray,
@@ -162,9 +217,12 @@ def learn_canonical_model(
     max_contexts: int = 5000,
     context_specific: bool = True,
     repeat_grow: bool = False,
+    should_stop=None,
 ) -> CanonicalModel:
     """Algorithm 1 on distinct patterns with counts: contexts, then one Grow-Shrink graph each
-    (or one shared graph from conditional tests when ``context_specific`` is False)."""
+    (or one shared graph from conditional tests when ``context_specific`` is False).
+    ``should_stop``: a function asked between chunks of contexts; when it returns True the
+    learning is abandoned (:class:`Abandoned`): a stop request does not wait for it."""
     cards = np.ascontiguousarray(schema.cardinalities, dtype=np.int64)
     P = np.ascontiguousarray(patterns, dtype=np.uint8)
     c = np.ascontiguousarray(counts, dtype=np.int64)
@@ -178,9 +236,14 @@ def learn_canonical_model(
             if bool((cards == 2).all()) and n < 63
             else kernels.canonical_graphs
         )
-        adjacency, counters = run(
-            P, c, contexts, cards, crit, float(min_rows_per_cell), repeat_grow
-        )
+        if should_stop is not None:
+            adjacency, counters = _graphs_watched(
+                P, c, contexts, cards, crit, float(min_rows_per_cell), repeat_grow, should_stop
+            )
+        else:
+            adjacency, counters = run(
+                P, c, contexts, cards, crit, float(min_rows_per_cell), repeat_grow
+            )
         totals = counters.sum(axis=0)
     else:
         crit = critical_values(alpha, pair_dof * max(P.shape[0], 1))

@@ -11,6 +11,14 @@ counts do not depend on how the stream was cut, so neither does the model. The p
 uses the last learned model (learning one the first time it is needed). The canonical model is
 learned from scratch each time: re-using blankets across snapshots would need every test of a
 context to give the same verdict on the new counts, which only re-running the tests can tell.
+
+A prompt stop (:meth:`~streammn.learner.StructureLearner.stop`, issue 41): after a stop
+request the structure learning under way is abandoned between chunks of contexts, and
+:meth:`CSGS.learned_network` gives the last model it learned (the uniform model before the
+first) without learning a new one, so the final snapshot of a stopped run is written at once.
+Its state, the counts, is the stream's exactly, so a run resumed from it learns the model an
+uninterrupted one does; only that snapshot's model files may be older than its rows. (The
+weight fit after the structure is not interrupted.)
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ import time
 
 import numpy as np
 
-from streammn.csgs.canonical import CanonicalModel, learn_canonical_model
+from streammn.csgs.canonical import Abandoned, CanonicalModel, learn_canonical_model
 from streammn.csgs.pll import fit_pattern_weights
 from streammn.learner import WEIGHTS_PARAM, StructureLearner
 from streammn.params import Boolean, Interval, Param
@@ -176,8 +184,9 @@ class CSGS(StructureLearner):
         self.learned_network()
         return self
 
-    def learn_structure(self) -> CanonicalModel:
-        """The canonical model of the rows counted so far (no weights)."""
+    def learn_structure(self, should_stop=None) -> CanonicalModel:
+        """The canonical model of the rows counted so far (no weights); ``should_stop`` as in
+        :func:`~streammn.csgs.canonical.learn_canonical_model`."""
         if self.n_rows == 0:
             raise CSGSError("CSGS has seen no rows: call partial_fit or fit first")
         return learn_canonical_model(
@@ -189,6 +198,7 @@ class CSGS(StructureLearner):
             max_contexts=self.max_contexts,
             context_specific=self.context_specific,
             repeat_grow=self.repeat_grow,
+            should_stop=should_stop,
         )
 
     def learned_network(self) -> MarkovNetwork:
@@ -196,10 +206,17 @@ class CSGS(StructureLearner):
         (re-learned only when rows arrived since the last call)."""
         if self.model_ is not None and self._model_rows == self.n_rows:
             return self.model_
-        if self.n_rows == 0:  # nothing counted yet: the uniform model, as other learners give
+        if self.n_rows == 0 or (self._stop_requested and self.model_ is None):
+            # nothing counted yet (or stopped before any model): the uniform model, as other
+            # learners give
             return MarkovNetwork(self.schema, FeatureSet.empty(self.schema))
+        if self._stop_requested:  # a prompt stop: the last model learned (module docstring)
+            return self.model_
         t0 = time.perf_counter()
-        canonical = self.learn_structure()
+        try:
+            canonical = self.learn_structure(lambda: self._stop_requested)
+        except Abandoned:  # stopped while learning: as above, nothing is kept of it
+            return self.learned_network()
         t1 = time.perf_counter()
         features = canonical.features()
         t2 = time.perf_counter()

@@ -27,6 +27,8 @@ import numpy as np
 from streammn.grafting.mrf import PairwiseLayout
 
 UNDERFLOW = 1e-250  # a row's normaliser (or its observed state's mass) below this: log domain
+PASS_BLOCKS = 8  # row blocks of a pseudo-likelihood pass, run in parallel
+PASS_BLOCK_ROWS = 2048  # rows a block has at least (fewer rows: fewer blocks, down to one)
 
 
 def columns(rows) -> np.ndarray:
@@ -149,13 +151,51 @@ def residuals(v, cols, cards, uoff, theta, etab, edges, eoff, adj_ptr, adj_edge,
         out[own[r], r] -= 1.0
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, parallel=True)
 def pseudo_loglik_pass(
     cols, cards, uoff, theta, etab, edges, eoff, adj_ptr, adj_edge, want_grad, grad, terms
 ):
     """The summed ``log P(x_v | x_-v)`` over rows and variables. With ``want_grad``, adds the
     gradient of the *negative* sum to ``grad``; writes each term to ``terms[r, v]`` unless
-    ``terms`` is empty."""
+    ``terms`` is empty.
+
+    The rows are cut into a number of blocks that depends on the row count only (at most
+    ``PASS_BLOCKS``, each of at least ``PASS_BLOCK_ROWS`` rows), the blocks run in parallel,
+    each into its own gradient, and the blocks' sums are added in block order: the same bits
+    at any thread count (issue 41: a stream's structure updates are mostly these passes)."""
+    n = cols.shape[1]
+    k = max(min(PASS_BLOCKS, n // PASS_BLOCK_ROWS), 1)
+    totals = np.zeros(k)
+    grads = np.zeros((k, grad.shape[0] if want_grad else 0))
+    for b in nb.prange(k):
+        lo, hi = b * n // k, (b + 1) * n // k
+        totals[b] = _pass_block(
+            cols[:, lo:hi],
+            cards,
+            uoff,
+            theta,
+            etab,
+            edges,
+            eoff,
+            adj_ptr,
+            adj_edge,
+            want_grad,
+            grads[b],
+            terms[lo:hi],
+        )
+    total = 0.0
+    for b in range(k):
+        total += totals[b]
+        if want_grad:
+            grad += grads[b]
+    return total
+
+
+@nb.njit(cache=True)
+def _pass_block(
+    cols, cards, uoff, theta, etab, edges, eoff, adj_ptr, adj_edge, want_grad, grad, terms
+):
+    """:func:`pseudo_loglik_pass` over one block of rows, on one thread."""
     nv, n = cols.shape
     smax = 1
     for v in range(nv):

@@ -11,11 +11,56 @@ scores (:mod:`streammn.grafting.pseudo_score`) are computed on. Why the defaults
 are (pseudo-likelihood scores at unpenalised weights, climbing best-choice, data-scaled lambda,
 refit weights) is issue 16's diagnosis, summarised in docs/learners.md (grafting).
 
-Streaming: :meth:`partial_fit` counts each batch; every ``update_every`` rows it re-optimises on
-the current statistics and runs activation steps, so edges are added as data arrives.
-:meth:`fit` counts a finite source, then grafts to the end. The model is a
-:class:`~streammn.model.MarkovNetwork` with pairwise features, so snapshots, scoring and file
-formats work unchanged.
+Streaming: :meth:`partial_fit` counts each batch; every ``update_every`` rows it checks whether
+a structure update is due, and if so re-optimises on the current statistics and runs activation
+steps, so edges are added as data arrives. :meth:`fit` counts a finite source, then grafts to the
+end. The model is a :class:`~streammn.model.MarkovNetwork` with pairwise features, so snapshots,
+scoring and file formats work unchanged.
+
+Updates that cost what changed (issue 41). Counting a row is cheap (millions of rows a second);
+an update is not (a few passes of the pseudo-likelihood over the row sample per weight fit), and
+re-running one every ``update_every`` rows whatever had changed held a 30-variable stream to
+about a thousand rows a second. So:
+
+- *Warm starts.* Every weight fit starts where the same fit last ended (new edges at zero): the
+  penalised fit from ``theta``, the unpenalised refit, which the scores are taken at and the
+  model publishes, from ``refit_theta``; both are saved with the state.
+- *Tolerances in noise units* (:func:`~streammn.grafting.objective.noise_tolerances`): a fit
+  stops once the gradient is a small fraction (``tol``) of its sampling noise on the rows the
+  fit sees, not after a fixed number of iterations; from a warm start on statistics that moved
+  little that is a few iterations. The data-scaled lambda uses the same row count
+  (:attr:`n_sample`): the pseudo-likelihood sees the statistics' reservoir however long the
+  stream, and a lambda scaled to every row counted fell below the reservoir's noise on long
+  streams (false edges past a few hundred thousand rows).
+- *Skipped updates.* An update runs only when the statistics moved by at least ``min_change``
+  of their own noise since the last one (:meth:`change`): the fits' row sample, as it grows
+  (by ``sqrt((a - b) / b)`` from ``b`` to ``a`` rows) and once full as Algorithm R replaces
+  rows (``sqrt(2 ln(n / n0))``), and the node marginals, measured (a drift test, so a
+  stream that changes is not left to the geometric cadence). On a stationary stream updates
+  come at a geometric sequence of rows (x2 while the sample fills, then x1.65): a 1M-row
+  stream makes about ten, each costing about as much as the statistics changed, and the share
+  of time spent on structure falls as the stream grows.
+
+Why the cadence is in rows, not seconds. The model must be a function of the rows (and of where
+batches were cut), so that a run resumed from a snapshot ends with the bytes an uninterrupted
+run ends with. A cadence driven by measured time would make the updates fall at rows that
+depend on the machine's load: two runs over the same rows, or a run and its resumption, would
+learn different models, and checkpointing the measurements would not help, since the resumed
+run measures its own. Every decision here reads only counts (rows, marginal counts, the rows
+of the last update), so it is repeated exactly on resume; ``structure_seconds`` records the
+time spent, for the benchmark, and decides nothing.
+
+A prompt stop. :meth:`~streammn.learner.StructureLearner.stop` (the engine calls it from its
+SIGINT/SIGTERM handler) makes the weight fit in flight raise at its next evaluation
+(:class:`~streammn.grafting.objective.Abandoned`); the update is abandoned, everything it
+changed is put back (:meth:`_search_state`), and it is left *pending*: the state is the one
+after the rows up to the update and before it, which is what the final snapshot holds, and the
+first thing learning does next (after ``clear_stop``, or in a resumed run) is that update, so
+the model is the uninterrupted run's. Only an update at the end of a batch can be abandoned
+(rows after it cannot be counted before it has run): :meth:`rows_to_pause` tells the engine
+where the next one is planned, and it cuts batches there when the source can name the position
+(as it does at snapshot rows); an update inside a batch that could not be cut (message logs),
+or one a drift brings forward, is awaited.
 """
 
 from __future__ import annotations
@@ -28,7 +73,14 @@ import numpy as np
 from streammn.grafting.activation import BestChoice, Exhaustive, activation_scores
 from streammn.grafting.inference import INFERENCE, infer, pair_offsets, use_exact
 from streammn.grafting.mrf import PairwiseLayout, to_markov_network
-from streammn.grafting.objective import OBJECTIVES, GraftingObjective, minimise, pseudo_loglik
+from streammn.grafting.objective import (
+    OBJECTIVES,
+    Abandoned,
+    GraftingObjective,
+    minimise,
+    noise_tolerances,
+    pseudo_loglik,
+)
 from streammn.grafting.pseudo_score import PseudoScorer
 from streammn.schema import Schema, Validated
 from streammn.stats import OnDemandPairCounts
@@ -39,7 +91,7 @@ from streammn.params import NONE, Boolean, Interval, OneOf, Param
 STRATEGIES = ("best_choice", "first_hit", "exhaustive")
 STANDARDISE = (False, True, "either")
 Z_C = 1.5  # standardised C2: margin over the expected largest null z (see ``standardise``)
-FORMAT = "streammn-grafting-1"
+FORMAT = "streammn-grafting-2"  # 2: cadence, pending update, warm refit (issue 41)
 
 
 def default_lambda(cards, n_rows: int, c: float = 2.0) -> float:
@@ -112,14 +164,27 @@ class EdgeGrafting(StructureLearner):
         gradient (:mod:`streammn.grafting.pseudo_score`); or likelihood with the model
         marginals of ``inference`` and the scores of Eq. 5 from its pair tables.
     max_iter : int, default 20
-        L-BFGS iterations per optimisation.
+        Cap on the L-BFGS iterations of the penalised fit of a step (five times this for the
+        unpenalised refit); the fits stop earlier on ``tol``.
+    tol : float, default 0.1
+        Weight fits stop once the gradient's largest cell, or the last decrease of the
+        objective, is below ``tol`` times its sampling noise on the rows the fit sees
+        (:func:`~streammn.grafting.objective.noise_tolerances`).
+    warm_start : bool, default True
+        Every weight fit starts from the previous solution of the same fit (new edges at zero);
+        False: from zero (the reference the warm starts are tested against).
     inference : {"auto", "bp", "exact"}, default "auto"
         Model marginals: loopy BP (pair tables of inactive pairs by clamped BP) or enumeration
         of the joint states; "auto" enumerates when there are at most 2^16 joint states.
     bp_damping, bp_tol, bp_max_iter : float, float, int, defaults 0.5, 1e-3, 60
         Loopy BP settings.
     update_every : int, default 10000
-        Streaming: rows between two learning phases of :meth:`partial_fit`.
+        Streaming: rows between two checks for a structure update in :meth:`partial_fit` (the
+        first check always updates).
+    min_change : float, default 1.0
+        Streaming: a check runs a structure update only when the statistics the fits see moved
+        by at least this many standard deviations of their own sampling noise since the last
+        update (module docstring); 0: every check updates (the cadence before issue 41).
     steps_per_update : int or None, default None
         Streaming: activation steps per learning phase (None: until max_edges or no edge passes).
     stats_reservoir : int, default 50000
@@ -209,13 +274,20 @@ class EdgeGrafting(StructureLearner):
             flag="--max-edges",
         ),
         "objective": Param(OneOf(*OBJECTIVES), "data term of the weight fits"),
-        "max_iter": Param(Interval(int, 1), "L-BFGS iterations per optimisation"),
+        "max_iter": Param(Interval(int, 1), "cap on the L-BFGS iterations of a step's fit"),
+        "tol": Param(
+            Interval(float, 0, None, "neither"), "fit tolerance in units of the sampling noise"
+        ),
+        "warm_start": Param(Boolean(), "weight fits start from the previous solution"),
         "inference": Param(OneOf(*INFERENCE), "model marginals of the likelihood objective"),
         "bp_damping": Param(Interval(float, 0, 1, "left"), "loopy BP damping"),
         "bp_tol": Param(Interval(float, 0, None, "neither"), "loopy BP tolerance"),
         "bp_max_iter": Param(Interval(int, 1), "loopy BP iterations"),
         "update_every": Param(
             Interval(int, 1), "rows between two structure updates", flag="--update-every"
+        ),
+        "min_change": Param(
+            Interval(float, 0), "change, in noise units, that makes a check update the structure"
         ),
         "steps_per_update": Param(NONE | Interval(int, 1), "activation steps per update"),
         "stats_reservoir": Param(Interval(int, 1), "rows kept by the statistics' reservoir"),
@@ -243,11 +315,14 @@ class EdgeGrafting(StructureLearner):
         max_edges: int | None = None,
         objective: str = "pseudo",
         max_iter: int = 20,
+        tol: float = 0.1,
+        warm_start: bool = True,
         inference: str = "auto",
         bp_damping: float = 0.5,
         bp_tol: float = 1e-3,
         bp_max_iter: int = 60,
         update_every: int = 10000,
+        min_change: float = 1.0,
         steps_per_update: int | None = None,
         stats_reservoir: int = 50000,
         refit: bool = True,
@@ -270,6 +345,8 @@ class EdgeGrafting(StructureLearner):
         self.hubs, self.c_hat, self.max_edges = hubs, float(c_hat), max_edges
         self.climb = bool(climb)
         self.objective, self.max_iter = objective, int(max_iter)
+        self.tol, self.warm_start = float(tol), bool(warm_start)
+        self.min_change = float(min_change)
         self.bp_damping, self.bp_tol, self.bp_max_iter = bp_damping, bp_tol, int(bp_max_iter)
         self.update_every, self.steps_per_update = int(update_every), steps_per_update
         self.stats_reservoir, self.seed = int(stats_reservoir), seed
@@ -293,7 +370,16 @@ class EdgeGrafting(StructureLearner):
         """The group-L1 strength in use: as given, or the data-scaled default for the rows seen."""
         if self.lambda_ is not None:
             return self.lambda_
-        return default_lambda(self.cards, self.stats.n_rows, self.lambda_c)
+        return default_lambda(self.cards, self.n_sample, self.lambda_c)
+
+    @property
+    def n_sample(self) -> int:
+        """Rows the weight fits and the activation scores see, which set their sampling noise:
+        the statistics' row reservoir under the pseudo-likelihood (at most ``stats_reservoir``
+        rows however long the stream), every row counted under the likelihood."""
+        if self.objective == "pseudo":
+            return self.stats.reservoir.size
+        return self.stats.n_rows
 
     def _make_strategy(self):
         n = self.n_vars
@@ -325,7 +411,7 @@ class EdgeGrafting(StructureLearner):
         self.active: set[tuple[int, int]] = set()
         self.layout = PairwiseLayout(self.cards, np.empty((0, 2), np.int64))
         self.theta = np.zeros(self.layout.size)
-        self.score_theta = self.theta
+        self.score_theta = self.refit_theta = self.theta
         self._inference = None  # model marginals at the current weights (inference module)
         self._messages: np.ndarray | None = None
         self._infer_from: np.ndarray | None = None
@@ -334,6 +420,13 @@ class EdgeGrafting(StructureLearner):
         self.converged = False
         self.steps = 0
         self.rows_since_update = 0
+        self.updates = self.skipped = 0  # structure updates run, checks skipped
+        self.last_update_rows = 0  # rows counted at the last structure update
+        self._last_counts = np.zeros(int(self.layout.uoff[-1]), dtype=np.int64)
+        self.pending_update = False  # an update abandoned by a stop, to run first
+        self._planned = None  # cache of rows_to_pause's search
+        self._abandonable = False  # inside an update that a stop may abandon
+        self.structure_seconds = 0.0  # time in structure updates (measured, not state)
         self.history: list[dict] = []
         self._strategy = self._make_strategy()
         self._model = self._model_theta = None
@@ -390,10 +483,27 @@ class EdgeGrafting(StructureLearner):
         if self.stats.n_rows == 0:
             raise GraftingError("EdgeGrafting has seen no rows: call partial_fit or fit first")
         obj = self._objective(self.strength)
-        self.theta, self.objective_value, _ = minimise(obj, self.theta, self.max_iter)
+        self.theta, self.objective_value, _ = self._fit(obj, self.theta, self.max_iter, False)
         self._infer(obj.messages)
         self._model = self._model_theta = None
         return self.objective_value
+
+    def _fit(
+        self, objective: GraftingObjective, start: np.ndarray, max_iter: int, smooth: bool = True
+    ):
+        """One weight fit: from ``start`` (zero without ``warm_start``), to the noise-scaled
+        tolerance (``smooth``: no group L1 in ``objective``), abandoned on a stop inside an
+        abandonable update."""
+        if not self.warm_start:
+            start = np.zeros_like(start)
+        value = self.objective_value
+        if not math.isfinite(value):  # the first fit: the objective's scale at zero weights
+            value = float(np.log(self.cards.astype(np.float64)).sum())
+        gtol, ftol = noise_tolerances(self.n_sample, self.n_vars, value, self.tol, smooth)
+        return minimise(objective, start, max_iter, gtol, ftol, should_stop=self._should_stop)
+
+    def _should_stop(self) -> bool:
+        return self._abandonable and self._stop_requested
 
     def _objective(self, lambda_: float) -> GraftingObjective:
         rows = self.stats.reservoir.rows if self.objective == "pseudo" else None
@@ -414,21 +524,31 @@ class EdgeGrafting(StructureLearner):
     @property
     def model_theta(self) -> np.ndarray:
         """Weights of the published model. With ``refit``: the active set re-optimised without
-        the group L1 (L2 only), from the grafting optimum. The group L1 selects the edges; its
-        shrinkage of the kept edges only biases the model (a test PLL below that of the same
-        structure with unpenalised weights, issue 16)."""
+        the group L1 (L2 only). The group L1 selects the edges; its shrinkage of the kept edges
+        only biases the model (a test PLL below that of the same structure with unpenalised
+        weights, issue 16). With ``score_refit`` too that is the refit every optimisation
+        makes for the scores (:attr:`refit_theta`, warm-started from the previous one and
+        saved with the state), so the published weights are a function of the updates alone;
+        otherwise (or before the first optimisation) a fit from the grafting optimum."""
         if self._model_theta is None:
-            if self.refit and self.stats.n_rows:
-                obj = self._objective(0.0)
-                self._model_theta = minimise(obj, self.theta, 5 * self.max_iter)[0]
-            else:
+            if not (self.refit and self.stats.n_rows):
                 self._model_theta = self.theta
+            elif self.score_refit and self._inference is not None:
+                self._model_theta = self.refit_theta
+            else:
+                obj = self._objective(0.0)
+                gtol, ftol = noise_tolerances(self.n_sample, self.n_vars, 1.0, self.tol)
+                self._model_theta = minimise(obj, self.theta, 5 * self.max_iter, gtol, ftol)[0]
         return self._model_theta
 
-    def _infer(self, messages) -> None:
+    def _infer(self, messages, refit: np.ndarray | None = None) -> None:
+        """Scores at the current weights: with ``score_refit`` the unpenalised refit (``refit``
+        when restoring a state: the saved one, so no fit runs), else the penalised optimum."""
         weights = self.theta
         if self.score_refit:
-            weights = minimise(self._objective(0.0), self.theta, self.max_iter)[0]
+            if refit is None:
+                refit = self._fit(self._objective(0.0), self.refit_theta, 5 * self.max_iter)[0]
+            self.refit_theta = weights = refit
         self.score_theta = weights  # the weights the activation scores are taken at
         if self.objective == "pseudo":
             self._inference = PseudoScorer(
@@ -452,9 +572,14 @@ class EdgeGrafting(StructureLearner):
         self.edges.extend(chosen)
         self.active.update(chosen)
         self.layout = PairwiseLayout(self.cards, np.array(self.edges, dtype=np.int64))
-        theta = np.zeros(self.layout.size)
-        theta[: old.size] = self.theta
-        self.theta = theta
+        self.theta = self._grown(self.theta, old.size)
+        self.refit_theta = self._grown(self.refit_theta, old.size)
+
+    def _grown(self, weights: np.ndarray, old_size: int) -> np.ndarray:
+        """``weights`` of the previous active set with the new edges' tables at zero."""
+        out = np.zeros(self.layout.size)
+        out[:old_size] = weights
+        return out
 
     def step(self) -> bool:
         """One activation step (choose edges, activate, re-optimise, update the search).
@@ -499,10 +624,22 @@ class EdgeGrafting(StructureLearner):
 
     def partial_fit(self, batch) -> "EdgeGrafting":
         """Count a batch (a :class:`~streammn.source.Batch` or a row matrix, validated first);
-        every ``update_every`` rows re-optimise and run up to ``steps_per_update`` activation
-        steps. A batch is counted up to each ``update_every`` boundary before the learning
-        phase there, so the model does not depend on how the stream was cut into batches."""
+        every ``update_every`` rows check whether the statistics moved enough for a structure
+        update (:meth:`change`) and if so re-optimise and run up to ``steps_per_update``
+        activation steps. A batch is counted up to each ``update_every`` boundary before the
+        check there, so the model does not depend on how the stream was cut into batches.
+
+        After :meth:`stop`, an update due at the end of the batch is abandoned (or not begun)
+        and left pending (module docstring); learning more rows before it has run raises
+        :class:`GraftingError` until :meth:`clear_stop`."""
         rows = self._validate(batch)
+        if self.pending_update:
+            if self._stop_requested:
+                raise GraftingError(
+                    "EdgeGrafting was stopped with a structure update pending: call "
+                    "clear_stop() before learning more rows"
+                )
+            self._boundary(abandonable=False)
         self._sample(rows, self.stats.n_rows)
         start = 0
         while start < rows.shape[0]:
@@ -512,8 +649,133 @@ class EdgeGrafting(StructureLearner):
             start += take
             if self.rows_since_update >= self.update_every:
                 self.rows_since_update = 0
-                self._learning_phase()
+                self.pending_update = True
+                # only an update at the end of the batch may be abandoned: rows after it
+                # cannot be counted before it has run
+                self._boundary(abandonable=start == rows.shape[0])
         return self
+
+    def _boundary(self, abandonable: bool) -> None:
+        """The check at an ``update_every`` boundary: update when the statistics moved enough
+        (:meth:`change`), else skip; a stop inside an ``abandonable`` update abandons it and
+        leaves it pending."""
+        if abandonable and self._stop_requested:
+            return  # stopped before it began: pending
+        if self.updates and self.change() < self.min_change:
+            self.skipped += 1
+            self.pending_update = False
+            return
+        started = time.perf_counter()
+        saved = self._search_state()
+        self._abandonable = abandonable
+        try:
+            self._learning_phase()
+        except Abandoned:
+            self._restore_search_state(saved)
+            return
+        finally:
+            self._abandonable = False
+            self.structure_seconds += time.perf_counter() - started
+        self.updates += 1
+        self.last_update_rows = self.stats.n_rows
+        self._last_counts = np.asarray(self.stats.marginals.flat, dtype=np.int64).copy()
+        self.pending_update = False
+
+    def change(self) -> float:
+        """How far the statistics the structure depends on moved since the last update, in
+        standard deviations of their own sampling noise (module docstring): the larger of the
+        turnover of the fits' row sample and the drift of the node marginals."""
+        return math.sqrt(max(self._turnover2(self.stats.n_rows), self._drift2()))
+
+    def _turnover2(self, n_rows: int) -> float:
+        """Squared move of the fits' row sample from ``last_update_rows`` to ``n_rows`` rows,
+        in noise units: a sample growing from ``b`` to ``a`` rows moves a mean statistic by
+        ``sqrt((a - b) / b)`` of its noise at ``a``; a full reservoir whose fraction ``f`` is
+        replaced by rows of the same distribution moves it by ``sqrt(2 f)``, and Algorithm R
+        replaces ``f = ln(n / n0)`` of it (in expectation; tightly concentrated) between
+        ``n0`` and ``n`` rows."""
+        n0 = self.last_update_rows
+        if n0 <= 0:
+            return math.inf
+        cap = self.stats.reservoir.capacity if self.objective == "pseudo" else math.inf
+        a, b = min(n_rows, cap), min(n0, cap)
+        moved = (a - b) / b
+        if n_rows > cap:
+            moved += 2.0 * math.log(n_rows / max(n0, cap))
+        return moved
+
+    def _drift2(self) -> float:
+        """Squared drift of the node marginals since the last update, over its null level: the
+        largest ``z^2`` of a cell's frequency in the rows since the update against its
+        frequency before it, over ``Z_C^2 * 2 log(cells)`` (the largest ``z^2`` of that many
+        cells without drift is about ``2 log(cells)``; ``Z_C`` as in the standardised C2)."""
+        n0, n = self.last_update_rows, self.stats.n_rows
+        m = n - n0
+        if n0 <= 0 or m <= 0:
+            return 0.0
+        counts = np.asarray(self.stats.marginals.flat, dtype=np.float64)
+        before = self._last_counts / n0
+        since = (counts - self._last_counts) / m
+        p = np.clip(before, 0.5 / n0, 1.0 - 0.5 / n0)
+        z2 = (since - before) ** 2 / (p * (1.0 - p) * (1.0 / m + 1.0 / n0))
+        null = Z_C**2 * 2.0 * math.log(max(counts.shape[0], 3))
+        return float(z2.max()) / null
+
+    def rows_to_pause(self) -> int | None:
+        """Rows until the next ``update_every`` boundary at which the turnover alone makes a
+        structure update (a drift may make one at an earlier boundary); None when no update is
+        planned within a million boundaries. Where it falls at the end of a batch a stop can
+        abandon the update (the engine cuts batches there)."""
+        if self.pending_update:
+            return None
+        first = self.update_every - self.rows_since_update
+        if not self.updates or self.min_change <= 0:
+            return first
+        key = (self.updates, self.last_update_rows)  # the boundaries' grid is fixed
+        if self._planned is None or self._planned[0] != key:
+            n, target, planned = self.stats.n_rows + first, self.min_change**2, None
+            for k in range(1_000_000):  # once per update: each call after it reads the cache
+                if self._turnover2(n + k * self.update_every) >= target:
+                    planned = n + k * self.update_every
+                    break
+            self._planned = (key, planned)
+        planned = self._planned[1]
+        return None if planned is None else planned - self.stats.n_rows
+
+    def _search_state(self) -> dict:
+        """What a structure update changes, to put back when a stop abandons it."""
+        return {
+            "edges": list(self.edges),
+            "layout": self.layout,
+            "theta": self.theta,
+            "refit_theta": self.refit_theta,
+            "score_theta": self.score_theta,
+            "inference": self._inference,
+            "messages": self._messages,
+            "infer_from": self._infer_from,
+            "scored": self._scored.copy(),
+            "objective_value": self.objective_value,
+            "converged": self.converged,
+            "steps": self.steps,
+            "history": len(self.history),
+            "strategy": self._strategy.get_state(),
+            "rng": self.rng.bit_generator.state,
+            "model": (self._model, self._model_theta),
+        }
+
+    def _restore_search_state(self, saved: dict) -> None:
+        self.edges = saved["edges"]
+        self.active = set(self.edges)
+        self.layout, self.theta = saved["layout"], saved["theta"]
+        self.refit_theta, self.score_theta = saved["refit_theta"], saved["score_theta"]
+        self._inference, self._messages = saved["inference"], saved["messages"]
+        self._infer_from, self._scored = saved["infer_from"], saved["scored"]
+        self.objective_value, self.converged = saved["objective_value"], saved["converged"]
+        self.steps = saved["steps"]
+        del self.history[saved["history"] :]
+        self._strategy.set_state(saved["strategy"])
+        self.rng.bit_generator.state = saved["rng"]
+        self._model, self._model_theta = saved["model"]
 
     def _learning_phase(self) -> None:
         self.converged = False
@@ -535,6 +797,9 @@ class EdgeGrafting(StructureLearner):
             self.stats.update(Validated(rows, self.schema))
         self.optimise()
         self.graft(callback=callback)
+        self.updates += 1
+        self.last_update_rows = self.stats.n_rows
+        self._last_counts = np.asarray(self.stats.marginals.flat, dtype=np.int64).copy()
         return self
 
     # the model ----------------------------------------------------------------------------
@@ -563,9 +828,15 @@ class EdgeGrafting(StructureLearner):
             "steps": self.steps,
             "rows_since_update": self.rows_since_update,
             "has_marginals": self._inference is not None,
+            "updates": self.updates,
+            "skipped": self.skipped,
+            "last_update_rows": self.last_update_rows,
+            "pending_update": self.pending_update,
         }
         arrays = {
             "theta": self.theta,
+            "refit_theta": self.refit_theta,
+            "last_counts": self._last_counts,
             "stats": np.frombuffer(self.stats.to_bytes(), dtype=np.uint8),
         }
         if self._inference is not None and self._infer_from is not None:
@@ -585,5 +856,12 @@ class EdgeGrafting(StructureLearner):
         self.objective_value = float(meta["objective_value"])
         self.converged, self.steps = bool(meta["converged"]), int(meta["steps"])
         self.rows_since_update = int(meta["rows_since_update"])
+        self.updates, self.skipped = int(meta["updates"]), int(meta["skipped"])
+        self.last_update_rows = int(meta["last_update_rows"])
+        self.pending_update = bool(meta["pending_update"])
+        self._last_counts = np.asarray(arrays["last_counts"], dtype=np.int64)
+        self.refit_theta = arrays["refit_theta"]
+        if self.refit_theta.shape != self.theta.shape:
+            raise GraftingStateError("refit weights do not match the active set")
         if meta["has_marginals"]:
-            self._infer(arrays.get("messages"))
+            self._infer(arrays.get("messages"), self.refit_theta if self.score_refit else None)

@@ -22,6 +22,8 @@ test, not from exact zeros inside the active set.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from threadpoolctl import threadpool_limits
 
@@ -148,25 +150,69 @@ class GraftingObjective:
         return value + pv, grad + pg
 
 
+class Abandoned(Exception):
+    """Raised out of :func:`minimise` when its ``should_stop`` says so (a stop request): the
+    optimisation in flight is abandoned, not finished."""
+
+
+def noise_tolerances(
+    n_rows: int, n_vars: int, value: float, tol: float, smooth: bool = True
+) -> tuple[float, float]:
+    """L-BFGS-B's ``(gtol, ftol)`` for an objective that is a mean over ``n_rows`` rows, scaled
+    to its sampling noise (``ftol`` is relative to ``|value|``, L-BFGS-B's convention).
+
+    A gradient cell is a mean of residuals in ``[-1, 1]``, with sampling standard deviation at
+    most about ``0.5 / sqrt(n_rows)``: a ``smooth`` objective (no group L1) is fitted until the
+    gradient's largest cell is below ``tol`` times that (``gtol``); going further fits the
+    sample's noise, not the stream, and on a stream the next update starts from here. Its
+    decrease test is set where it cannot stop the fit first: below what a gradient of ``gtol``
+    in every cell of ``n_vars`` tables would still give at unit curvature.
+
+    The group-L1 objective is not smooth at zero (a group held there keeps a gradient of norm
+    up to ``lambda d_g``, and the smoothed norm's curvature there is ``1 / eps``), so its
+    gradient test is never met; it stops when one iteration lowers it by less than ``tol``
+    times its own sampling noise, ``0.5 sqrt(n_vars / n_rows)`` (a row's summed log
+    conditionals spread by about ``0.5 sqrt(n_vars)``): from a warm start on statistics that
+    moved little, after a few iterations."""
+    root = math.sqrt(max(int(n_rows), 1))
+    gtol = tol * 0.5 / root
+    if smooth:
+        ftol = 0.5 * gtol * gtol * max(n_vars, 1) / max(abs(value), 1.0)
+    else:
+        ftol = tol * 0.5 * math.sqrt(max(n_vars, 1)) / root / max(abs(value), 1.0)
+    return gtol, ftol
+
+
 def minimise(
     objective: GraftingObjective,
     theta0,
     max_iter: int = 100,
     gtol: float = 1e-5,
     ftol: float = 1e-7,
+    should_stop=None,
 ) -> tuple[np.ndarray, float, int]:
     """Minimise ``objective`` from ``theta0`` with L-BFGS-B; returns ``(theta, value, iters)``.
     ``ftol`` is the relative decrease below which it stops (each grafting step starts from the
-    previous optimum, so a loose tolerance loses little).
+    previous optimum, so a loose tolerance loses little; :func:`noise_tolerances`).
+    ``should_stop``: a function called before every evaluation; when it returns True the fit
+    raises :class:`Abandoned` (a stop request must not wait for the fit to end).
 
     BLAS runs single-threaded here: L-BFGS-B's vector operations are far too small to gain from
     threads, and a threaded BLAS on a busy machine made them 20x slower than the BP runs.
     """
     from scipy.optimize import minimize  # 0.27 s to import: not at `streammn learn` start-up
 
+    function = objective
+    if should_stop is not None:
+
+        def function(theta):
+            if should_stop():
+                raise Abandoned
+            return objective(theta)
+
     with threadpool_limits(limits=1, user_api="blas"):
         res = minimize(
-            objective,
+            function,
             np.asarray(theta0, dtype=np.float64),
             jac=True,
             method="L-BFGS-B",
