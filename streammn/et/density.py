@@ -156,18 +156,22 @@ def independence_shrinkage(table, n: int) -> float:
     return float(min(1.0, (1.0 - (p**2).sum()) / ((n - 1) * departure)))
 
 
-def initial_beta(rows, table, max_iter: int = 100, tol: float = 1e-9):
+def initial_beta(rows, table, max_iter: int = 100, tol: float = 1e-9, should_stop=None):
     """Eq. 14's maximiser over the simplex by PGD from uniform weights on all pairs."""
     m = table.shape[0]
     start = np.ones((m, m)) / (m * (m - 1) / 2)
     np.fill_diagonal(start, 0.0)
-    beta, _ = projected_gradient_ascent(start, rows, table, max_iter=max_iter, tol=tol, bound=True)
+    beta, _ = projected_gradient_ascent(
+        start, rows, table, max_iter=max_iter, tol=tol, bound=True, should_stop=should_stop
+    )
     return beta
 
 
-def refine_beta(beta, rows, table, max_iter: int = 100, tol: float = 1e-4):
+def refine_beta(beta, rows, table, max_iter: int = 100, tol: float = 1e-4, should_stop=None):
     """PGD with Armijo steps on Eq. 9 from ``beta``; returns ``(beta, objective history)``."""
-    return projected_gradient_ascent(beta, rows, table, max_iter=max_iter, tol=tol)
+    return projected_gradient_ascent(
+        beta, rows, table, max_iter=max_iter, tol=tol, should_stop=should_stop
+    )
 
 
 def edge_appearance(beta) -> np.ndarray:

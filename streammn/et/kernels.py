@@ -277,8 +277,21 @@ def project_to_simplex(values):
     return np.maximum(values - cumulative[rho] / (rho + 1), 0.0)
 
 
+class Abandoned(Exception):
+    """A stop request ended an ascent before it converged (its result is not used)."""
+
+
 def projected_gradient_ascent(
-    beta, rows, table, max_iter=100, gamma=0.5, eta=0.01, step=1.0, tol=1e-9, bound=False
+    beta,
+    rows,
+    table,
+    max_iter=100,
+    gamma=0.5,
+    eta=0.01,
+    step=1.0,
+    tol=1e-9,
+    bound=False,
+    should_stop=None,
 ):
     """Maximise the structural objective (``bound``: the Eq. 14 data term) over the simplex of
     edge weights with Armijo steps (:func:`armijo_step`).
@@ -286,7 +299,8 @@ def projected_gradient_ascent(
     The trial steps need the objective only; the gradient is computed at the accepted point
     (unless the ascent stops there). After the first iteration the trial steps start at twice the
     last accepted one (capped at ``step``), so a well-scaled step is not rediscovered from
-    ``step`` every time. Returns (beta, objective values per accepted iteration).
+    ``step`` every time. Returns (beta, objective values per accepted iteration). When
+    ``should_stop()`` turns true (checked at every iteration) it raises :class:`Abandoned`.
     """
     m = beta.shape[0]
     iu = np.triu_indices(m, 1)
@@ -296,6 +310,8 @@ def projected_gradient_ascent(
     history = [value]
     s = step
     for iteration in range(max_iter):
+        if should_stop is not None and should_stop():
+            raise Abandoned
         trial = armijo_step(
             b,
             grad[iu],

@@ -54,7 +54,7 @@ from streammn.et.density import (
     smoothed_theta,
 )
 from streammn.et.edge_tables import learn_jointly
-from streammn.et.kernels import ratio_table, structure_objective
+from streammn.et.kernels import Abandoned, ratio_table, structure_objective
 from streammn.grafting.mrf import PairwiseLayout, to_markov_network
 from streammn.learner import WEIGHTS_PARAM, StructureLearner
 from streammn.params import NONE, Boolean, Interval, Param
@@ -206,16 +206,22 @@ class EnsembleOfTrees(StructureLearner):
     def partial_fit(self, batch) -> "EnsembleOfTrees":
         """Count a batch (validated first); every ``update_every`` rows run a learning phase."""
         rows = self._validate(batch)
-        start = 0
-        while start < rows.shape[0]:
-            take = min(rows.shape[0] - start, self.update_every - self.rows_since_update)
+        start, n = 0, rows.shape[0]
+        if self.rows_since_update >= self.update_every:  # a phase a stop abandoned runs first
+            self._learn_beta(abandonable=n == 0)
+        while start < n:
+            take = min(n - start, self.update_every - self.rows_since_update)
             self._count(rows[start : start + take])
             self.rows_since_update += take
             start += take
             if self.rows_since_update >= self.update_every:
-                self.rows_since_update = 0
-                self.learn_beta()
+                self._learn_beta(abandonable=start == n)
         return self
+
+    def rows_to_pause(self) -> int | None:
+        """Rows until the next learning phase: the engine ends a batch there when it can, so
+        that a stop request finds the phase at the end of a batch and may abandon it."""
+        return max(self.update_every - self.rows_since_update, 0)
 
     def fit(self, source) -> "EnsembleOfTrees":
         """Learn from scratch on a finite source (batches or a row matrix)."""
@@ -232,18 +238,23 @@ class EnsembleOfTrees(StructureLearner):
         """Smoothed ``(node_probs, pair_probs)`` from the counts of the whole stream."""
         return smoothed_theta(self.counts, self.alpha, self.shrink)
 
-    def _phase(self):
-        """``(beta, learned pair tables or None, objective history)`` of one learning phase."""
+    def _phase(self, should_stop=None):
+        """``(beta, learned pair tables or None, objective history)`` of one learning phase
+        (:class:`~streammn.et.kernels.Abandoned` when ``should_stop()`` turns true)."""
         node, pair = self.theta()
         table = ratio_table(node, pair)
         rows = self.sample.rows
         start = self.beta
         if start is None:
-            start = initial_beta(rows[:INIT_ROWS], table, self.max_iter, self.tol)
+            start = initial_beta(
+                rows[:INIT_ROWS], table, self.max_iter, self.tol, should_stop=should_stop
+            )
             tree = chow_liu_beta(node, pair, self.schema.cardinalities)
             if structure_objective(tree, rows, table) > structure_objective(start, rows, table):
                 start = tree
-        beta, history = refine_beta(start, rows, table, self.max_iter, self.tol)
+        beta, history = refine_beta(
+            start, rows, table, self.max_iter, self.tol, should_stop=should_stop
+        )
         if not self.learn_theta:
             return beta, None, history
         return learn_jointly(
@@ -256,11 +267,24 @@ class EnsembleOfTrees(StructureLearner):
         tables and beta (history: its objective per round)."""
         if self.counts.n_rows == 0:
             raise ETError("EnsembleOfTrees has seen no rows: call partial_fit or fit first")
-        self.beta, self.learned_pair_probs, history = self._phase()
+        self._learn_beta(abandonable=False)
+        return self
+
+    def _learn_beta(self, abandonable: bool) -> None:
+        """A learning phase; when ``abandonable`` (it falls at the end of a batch) a stop
+        request abandons it between PGD iterations: the state stays as before it, with the
+        phase pending, so it runs first when learning continues (here or in a run resumed
+        from a snapshot of this state) and the model is the one an uninterrupted run makes."""
+        should_stop = (lambda: self._stop_requested) if abandonable else None
+        try:
+            self.beta, self.learned_pair_probs, history = self._phase(should_stop)
+        except Abandoned:
+            self.rows_since_update = self.update_every  # pending
+            return
+        self.rows_since_update = 0
         self.history = [float(h) for h in history]
         self.phases += 1
         self._cache = {}
-        return self
 
     def _current(self):
         """``(beta, learned pair tables or None)`` for all rows seen: the learned ones right
@@ -271,6 +295,11 @@ class EnsembleOfTrees(StructureLearner):
             return None
         if self.beta is not None and self.rows_since_update == 0:
             return self.beta, self.learned_pair_probs
+        if self._stop_requested:  # a prompt stop publishes the last phase's model
+            if self.beta is not None:
+                return self.beta, self.learned_pair_probs
+            node, pair = self.theta()  # no phase finished yet: the Chow-Liu tree
+            return chow_liu_beta(node, pair, self.schema.cardinalities), None
         return self._cached("phase", lambda: self._phase()[:2])
 
     def current_beta(self):
@@ -288,7 +317,7 @@ class EnsembleOfTrees(StructureLearner):
         return node, pair
 
     def _cached(self, name, compute):
-        key = (name, self.counts.n_rows, self.phases)
+        key = (name, self.counts.n_rows, self.phases, self._stop_requested)
         if key not in self._cache:
             self._cache[key] = compute()
         return self._cache[key]
