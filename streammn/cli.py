@@ -201,7 +201,17 @@ def _parser(with_learners: bool = True) -> argparse.ArgumentParser:
     """,
     )
     convert.add_argument("model")
-    convert.add_argument("out", help="output file: .json, .mn or .uai")
+    # the suffixes as streammn.formats.SUFFIX_HELP gives them (tests/test_formats_uai.py)
+    convert.add_argument("out", help="output file: .json, .mn or .uai (a dependency network: .dn)")
+    convert.add_argument(
+        "--uai-max-entries",
+        type=opt.positive_int,
+        default=None,
+        metavar="N",
+        help=".uai: refuse a model whose tables would hold more than N entries (a feature "
+        "over k variables needs a table over all k; default: 4,194,304, the limit snapshots "
+        "use); .mn and .json have no such limit",
+    )
 
     sample = command(
         "sample",
@@ -211,11 +221,31 @@ def _parser(with_learners: bool = True) -> argparse.ArgumentParser:
         streammn sample model.mn -n 100 --out rows.data
     """,
     )
+
+    def count_or_auto(text: str):
+        return text if text == "auto" else opt.count(text)
+
     sample.add_argument("model")
     sample.add_argument("-n", type=opt.count, required=True, help="rows to draw")
-    sample.add_argument("--seed", type=opt.count, default=0)
+    sample.add_argument("--seed", type=opt.count, default=0, help="(default: 0)")
     sample.add_argument(
-        "--burn-in", type=opt.count, default=100, help="Gibbs sweeps discarded first"
+        "--burn-in",
+        type=count_or_auto,
+        default="auto",
+        metavar="SWEEPS|auto",
+        help="Gibbs sweeps discarded first; auto: until the chains agree (split R-hat <= "
+        "1.05) (default: auto)",
+    )
+    sample.add_argument(
+        "--thin",
+        type=count_or_auto,
+        default="auto",
+        metavar="SWEEPS|auto",
+        help="Gibbs sweeps per row kept; auto: the chains' autocorrelation time, so rows are "
+        "about as good as independent draws (default: auto)",
+    )
+    sample.add_argument(
+        "--verbose", action="store_true", help="say on stderr which burn-in and thinning ran"
     )
     sample.add_argument("--out", help="write .data rows here instead of standard output")
 
@@ -229,13 +259,30 @@ def _parser(with_learners: bool = True) -> argparse.ArgumentParser:
     """,
     )
     inspect.add_argument("model")
-    inspect.add_argument("--top", type=opt.count, default=10, help="interactions listed")
+    inspect.add_argument(
+        "--top", type=opt.count, default=10, help="interactions listed (default: 10)"
+    )
     inspect.add_argument("--json", action="store_true")
     inspect.add_argument(
         "--graph",
         metavar="OUT.svg|png|html",
-        help="also draw the network: nodes sized by degree, edges by "
-        "interaction strength (needs the viz extra)",
+        help="also draw the network: the strongest edges, variables grouped by community, "
+        "the others listed (needs the viz extra)",
+    )
+    inspect.add_argument(
+        "--top-edges",
+        type=opt.positive_int,
+        default=None,
+        metavar="N",
+        help="--graph: draw the N strongest edges (default: 1.5 per variable, at least 12)",
+    )
+    inspect.add_argument(
+        "--min-strength",
+        type=opt.positive_float,
+        default=None,
+        metavar="S",
+        help="--graph: draw only edges of strength S or more, as inspect lists them "
+        "(default: no threshold)",
     )
 
     report = command(

@@ -274,16 +274,23 @@ def score(args) -> int:
 def convert(args) -> int:
     model, _ = load_model(args.model)
     body = model.cpds if isinstance(model, DependencyNetwork) else model.features
-    write_model(args.out, model.schema, body)
+    uai = args.uai_max_entries is not None and Path(args.out).suffix.lower() == ".uai"
+    write_model(
+        args.out, model.schema, body, **({"max_entries": args.uai_max_entries} if uai else {})
+    )
     print(f"wrote {args.out}")
     return EXIT_OK
 
 
 def sample(args) -> int:
-    from streammn.inference import sample as gibbs_sample
+    from streammn.inference import sample_diagnosed
 
     model, _ = load_model(args.model)
-    rows = gibbs_sample(model, args.n, seed=args.seed, burn_in=args.burn_in)
+    rows, diagnostics = sample_diagnosed(
+        model, args.n, seed=args.seed, burn_in=args.burn_in, thin=args.thin
+    )
+    if args.verbose and diagnostics is not None:
+        print(f"streammn sample: {diagnostics.describe()}", file=sys.stderr)
     out = open(args.out, "w") if args.out else sys.stdout
     try:
         np.savetxt(out, rows, fmt="%d", delimiter=",")
@@ -336,7 +343,10 @@ def inspect(args) -> int:
             raise UsageError("--graph draws a Markov network; convert the DN first")
         from streammn.pictures import draw_network
 
-        info["graph"] = {"out": args.graph, **draw_network(model, args.graph)}
+        drawn = draw_network(
+            model, args.graph, top_edges=args.top_edges, min_strength=args.min_strength
+        )
+        info["graph"] = {"out": args.graph, **drawn}
     if args.json:
         print(_json(info, indent=2))
         return EXIT_OK

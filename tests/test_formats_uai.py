@@ -157,8 +157,41 @@ def test_overflowing_potentials_are_refused(tmp_path, conds):
 def test_table_size_limit(tmp_path):
     schema = Schema.binary(12)
     fs = FeatureSet.from_features(schema, [(1.0, [(v, 1, True) for v in range(12)])])
-    with pytest.raises(ModelFormatError, match="4096 entries"):
+    with pytest.raises(ModelFormatError, match="4,096 entries") as refused:
         write_uai(tmp_path / "m.uai", schema, fs, max_entries=1000)
+    assert ".mn (Libra) and .json" in str(refused.value)
+
+
+def test_convert_has_one_uai_limit_and_says_what_works(tmp_path, capsys):
+    """Snapshots and convert refuse the same tables, convert names what works instead and the
+    option that raises the limit, and an unknown suffix lists what --help lists."""
+    import re
+
+    from streammn import formats
+    from streammn.cli import _parser, main
+    from streammn.formats import write_model
+
+    assert formats.SNAPSHOT_UAI_MAX_ENTRIES == formats.UAI_MAX_ENTRIES
+    assert formats.uai.write_uai.__defaults__[1] == formats.UAI_MAX_ENTRIES
+    schema = Schema.binary(12)
+    fs = FeatureSet.from_features(schema, [(1.0, [(v, 1, True) for v in range(12)])])
+    write_model(tmp_path / "m.json", schema, fs)
+    model, out = str(tmp_path / "m.json"), str(tmp_path / "m.uai")
+    assert main(["convert", model, out, "--uai-max-entries", "1000"]) == 3
+    err = capsys.readouterr().err
+    assert "4,096 entries" in err and ".mn (Libra) and .json" in err
+    assert "--uai-max-entries" in err
+    assert main(["convert", model, out, "--uai-max-entries", "4096"]) == 0
+    assert formats.read_model(out)[1].n_features > 0
+    help_text = _parser(with_learners=False)._subparsers._group_actions[0].choices["convert"]
+    help_text = " ".join(help_text.format_help().split())
+    assert formats.SUFFIX_HELP in help_text
+    listed = set(re.findall(r"\.\w+", formats.SUFFIX_HELP))
+    assert listed == set(formats.MN_SUFFIXES + formats.DN_SUFFIXES)
+    for bad in ("m.dn", "m.txt", "m"):
+        assert main(["convert", model, str(tmp_path / bad)]) == 3
+        err = capsys.readouterr().err
+        assert set(re.findall(r"\.\w+", err.split("; use ")[1])) == listed, err
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,10 @@
-"""Pictures of a network and of a run (viz extra; skipped where matplotlib or networkx is
-missing, as on CI)."""
+"""Pictures of a network and of a run (viz extra, in the test extra so CI runs them; skipped
+where matplotlib or networkx is missing)."""
 
+import json
+import shutil
 import sys
+import warnings
 
 import pytest
 
@@ -56,3 +59,110 @@ def test_bad_requests_exit_with_their_codes(demo_snapshots, tmp_path, monkeypatc
     monkeypatch.setitem(sys.modules, "networkx", None)  # as if not installed
     assert main(["inspect", str(demo_snapshots), "--graph", str(tmp_path / "g.png")]) == 4
     assert "pip install 'streammn[viz]'" in capsys.readouterr().err
+
+
+def planted_communities(n_vars, seed=0):
+    """Binary pairwise model: blocks of 5-30 strongly coupled variables, weak links across,
+    the last 3 variables independent of everything (listed, not drawn)."""
+    import numpy as np
+
+    from streammn import FeatureSet, MarkovNetwork, Schema
+
+    rng = np.random.default_rng(seed)
+    names = [f"sensor_temperature_{v}" if v % 3 == 0 else f"v{v}" for v in range(n_vars)]
+    schema = Schema.from_cardinalities([2] * n_vars, names=names)
+    feats, start, body = [], 0, n_vars - 3
+    while start < body:
+        block = list(range(start, min(body, start + int(rng.integers(5, 30)))))
+        start = block[-1] + 1
+        for i in block:
+            for j in rng.choice(block, size=min(3, len(block)), replace=False):
+                if i != j:
+                    feats.append((float(rng.uniform(0.5, 3)), [(i, 1, True), (int(j), 1, True)]))
+    for _ in range(n_vars // 2):
+        i, j = rng.choice(body, 2, replace=False)
+        feats.append((float(rng.uniform(0.05, 0.4)), [(int(i), 1, True), (int(j), 0, True)]))
+    return MarkovNetwork(schema, FeatureSet.from_features(schema, feats))
+
+
+@pytest.mark.parametrize("n_vars", [16, 69, 200])
+def test_network_pictures_stay_readable(n_vars):
+    import numpy as np
+
+    from streammn.pictures import default_top_edges, network_figure
+
+    model = planted_communities(n_vars)
+    fig, info = network_figure(model)
+    assert info["edges_drawn"] == min(default_top_edges(n_vars), info["n_edges"])
+    assert info["unplaced"] >= 3  # the independent variables are listed below, not scattered
+    listed = [t.get_text() for t in fig.texts if "without a drawn edge" in t.get_text()]
+    listed = " ".join(listed).replace("\n", " ")
+    assert all(name in listed for name in model.schema.names[-3:])
+    boxes = np.array(info["label_boxes"])
+    assert len(boxes) >= 0.5 * (n_vars - info["unplaced"])  # most drawn variables named
+    a, b = np.triu_indices(len(boxes), 1)
+    overlap = (
+        (boxes[a, 0] < boxes[b, 2])
+        & (boxes[b, 0] < boxes[a, 2])
+        & (boxes[a, 1] < boxes[b, 3])
+        & (boxes[b, 1] < boxes[a, 3])
+    )
+    assert not overlap.any()
+    assert info["communities"] >= 2 if n_vars > 16 else info["communities"] >= 1
+
+
+def test_graph_keeps_the_strong_edges_asked_for(tmp_path, capsys):
+    from streammn.formats import write_model
+
+    model = planted_communities(40)
+    write_model(tmp_path / "m.json", model.schema, model.features)
+    strengths = model.pair_strengths()
+    out = str(tmp_path / "g.png")
+    assert main(["inspect", str(tmp_path / "m.json"), "--graph", out, "--top-edges", "7"]) == 0
+    assert "drew 7 edges" in capsys.readouterr().out and is_png(tmp_path / "g.png")
+    cut = strengths[20][0]
+    args = ["--graph", out, "--min-strength", f"{cut}", "--top-edges", "1000", "--json"]
+    assert main(["inspect", str(tmp_path / "m.json"), *args]) == 0
+    drawn = json.loads(capsys.readouterr().out)["graph"]["edges_drawn"]
+    assert drawn == sum(s >= cut for s, _, _ in strengths)
+
+
+def test_report_panels_read_right(demo_snapshots):
+    from streammn.pictures import report_figure
+
+    fig, snaps, _ = report_figure(demo_snapshots)
+    fig.canvas.draw()
+    pll, rate, size, when = fig.axes[:4]
+    edges = fig.axes[4]
+    for ax in fig.axes:  # no tick label twice on one axis
+        for axis in (ax.xaxis, ax.yaxis):
+            labels = [t.get_text() for t in axis.get_ticklabels() if t.get_text()]
+            assert len(labels) == len(set(labels)), labels
+    assert size.get_ylim()[0] == 0 and edges.get_ylim()[0] == 0 and rate.get_ylim()[0] == 0
+    renderer = fig.canvas.get_renderer()
+    legend = pll.get_legend().get_window_extent(renderer)
+    assert legend.y0 >= pll.get_window_extent(renderer).y1 - 1  # above the curves, not on them
+
+
+def test_report_of_a_mixed_directory_draws_the_newest_run(demo_snapshots, tmp_path, capsys):
+    from streammn.pictures import MixedRunsWarning, run_table
+
+    other = tmp_path / "other"
+    assert main(["demo", "--out", str(other), "--rows", "3000", "--vars", "8", "--quiet"]) == 0
+    mixed = tmp_path / "mixed"
+    shutil.copytree(demo_snapshots, mixed)
+    newest = sorted(p for p in other.iterdir() if p.name.startswith("snap-"))[-1]
+    shutil.copytree(newest, mixed / "snap-000099")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        snaps, history = run_table(mixed)
+    assert [w.category for w in caught] == [MixedRunsWarning]
+    assert len(snaps) == 1 and snaps[0]["rows_seen"] == 3000 and len(history) >= 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no matplotlib warning leaks
+        warnings.simplefilter("ignore", MixedRunsWarning)
+        assert main(["report", str(mixed), "--out", str(tmp_path / "r.png")]) == 0
+    assert is_png(tmp_path / "r.png")
+    assert main(["report", str(mixed), "--out", str(tmp_path / "r.svg")]) == 0
+    err = capsys.readouterr().err
+    assert "more than one run" in err and "matplotlib" not in err.lower()

@@ -33,12 +33,20 @@ from streammn.features import FeatureSet
 from streammn.formats.errors import ModelFormatError, ModelWriteError
 from streammn.formats.libra import read_libra_dn, read_libra_mn, write_libra_dn, write_libra_mn
 from streammn.formats.native import read_json, write_json
-from streammn.formats.uai import UaiFactors, read_uai, write_uai
+from streammn.formats.uai import UAI_MAX_ENTRIES, UaiFactors, read_uai, write_uai
 from streammn.schema import Schema
 
+# What each kind of model is written as: the one list that ``write_model``'s refusals and
+# ``streammn convert --help`` give (``SUFFIX_HELP``, tested against the help).
+MN_SUFFIXES = (".json", ".mn", ".uai")
+DN_SUFFIXES = (".dn",)
+SUFFIX_HELP = (
+    f"{', '.join(MN_SUFFIXES[:-1])} or {MN_SUFFIXES[-1]} "
+    f"(a dependency network: {', '.join(DN_SUFFIXES)})"
+)
 _WRITERS = {".json": write_json, ".mn": write_libra_mn, ".uai": write_uai, ".dn": write_libra_dn}
 MODEL_FILES = {"json": "model.json", "mn": "model.mn", "uai": "model.uai"}
-SNAPSHOT_UAI_MAX_ENTRIES = 1 << 22  # UAI tables a snapshot writes: 32 MB of text at most
+SNAPSHOT_UAI_MAX_ENTRIES = UAI_MAX_ENTRIES  # one limit: snapshots refuse what convert refuses
 _READERS = {".json": read_json, ".mn": read_libra_mn, ".uai": read_uai, ".dn": read_libra_dn}
 
 
@@ -64,7 +72,15 @@ def write_model(
     is never left half-overwritten; it gets the mode any new file gets (``0666`` less the
     umask, as snapshot files), not the ``0600`` of a temporary file.
     """
-    writer = _WRITERS[_suffix(path, _WRITERS, "write")]
+    dependency = not isinstance(features, FeatureSet)
+    suffix = Path(path).suffix.lower()
+    if suffix not in (DN_SUFFIXES if dependency else MN_SUFFIXES):
+        kind = "dependency network" if dependency else "Markov network"
+        raise ModelFormatError(
+            f"cannot write a {kind} with suffix {suffix or '(none)'!r}; use {SUFFIX_HELP}",
+            path=path,
+        )
+    writer = _WRITERS[suffix]
     directory = os.path.dirname(os.path.abspath(path))
     try:
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=Path(path).suffix, dir=directory)
@@ -119,6 +135,10 @@ def read_model(path: str | os.PathLike, schema: Schema | None = None):
 
 
 __all__ = [
+    "DN_SUFFIXES",
+    "MN_SUFFIXES",
+    "SUFFIX_HELP",
+    "UAI_MAX_ENTRIES",
     "ModelFormatError",
     "ModelWriteError",
     "read_model",
@@ -164,7 +184,7 @@ def model_files(
             factors = UaiFactors(schema, features, merge=True)
             if factors.total > uai_max_entries:
                 skipped["uai"] = (
-                    f"the UAI tables would hold {int(factors.total):,} potentials "
+                    f"the UAI tables would hold {int(factors.total):,} entries "
                     f"(limit {uai_max_entries:,}); use the .mn or JSON model"
                 )
                 continue

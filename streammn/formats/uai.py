@@ -43,7 +43,10 @@ from streammn.formats.errors import ModelFormatError, check_weights
 from streammn.grouping import group_keys
 from streammn.schema import Schema, SchemaError
 
-DEFAULT_MAX_ENTRIES = 1 << 24
+# The one limit on the entries of a UAI file's tables, for snapshots and ``convert`` alike: 4M
+# entries are about 32 MB of text. A conjunction over k variables needs a table over all of
+# them, so a model of long features (plants: 590M entries) is refused, and .mn / .json hold it.
+UAI_MAX_ENTRIES = 1 << 22
 _MAX_LOG = math.log(np.finfo(np.float64).max)
 _MIN_LOG = math.log(np.finfo(np.float64).tiny)  # below: a subnormal potential, or 0
 
@@ -187,9 +190,11 @@ def _checked_log_tables(
         factors = UaiFactors(schema, features, merge)
     if factors.total > max_entries:
         raise ModelFormatError(
-            f"the factor tables would hold {int(factors.total)} entries "
-            f"(max_entries={max_entries}); the largest scope has "
-            f"{int(np.diff(factors.scope_ptr).max())} variables",
+            f"the UAI tables would hold {int(factors.total):,} entries, more than the limit "
+            f"of {max_entries:,} (the largest table is over "
+            f"{int(np.diff(factors.scope_ptr).max())} variables). The .mn (Libra) and .json "
+            f"formats hold the features without tables; or raise the limit (max_entries=, "
+            f"streammn convert --uai-max-entries N)",
             path=path,
         )
     constant = float(features.weights[features.lengths() == 0].sum())
@@ -220,7 +225,7 @@ def log_factor_tables(
     schema: Schema,
     features: FeatureSet,
     merge: bool = True,
-    max_entries: int = DEFAULT_MAX_ENTRIES,
+    max_entries: int = UAI_MAX_ENTRIES,
     path=None,
 ):
     """The model as factor tables: ``(scopes, sizes, log_tables, constant)``.
@@ -244,7 +249,7 @@ def write_uai(
     schema: Schema,
     features: FeatureSet,
     merge: bool = True,
-    max_entries: int = DEFAULT_MAX_ENTRIES,
+    max_entries: int = UAI_MAX_ENTRIES,
     factors: UaiFactors | None = None,
 ) -> None:
     """Write the model as a UAI ``MARKOV`` file.

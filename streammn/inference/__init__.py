@@ -5,9 +5,18 @@ Exact enumeration for small models lives on :class:`streammn.model.MarkovNetwork
 """
 
 from streammn.inference.evaluate import cmll, cmll_terms, pll, pll_terms, variable_groups
-from streammn.inference.gibbs import InferenceError, gibbs_marginals, sample, sample_chains
+from streammn.inference.convergence import ChainDiagnostics, SamplingWarning
+from streammn.inference.gibbs import (
+    InferenceError,
+    gibbs_marginals,
+    sample,
+    sample_chains,
+    sample_diagnosed,
+)
 
 __all__ = [
+    "ChainDiagnostics",
+    "SamplingWarning",
     "InferenceError",
     "cmll",
     "cmll_terms",
@@ -16,5 +25,6 @@ __all__ = [
     "pll_terms",
     "sample",
     "sample_chains",
+    "sample_diagnosed",
     "variable_groups",
 ]

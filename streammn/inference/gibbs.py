@@ -16,6 +16,8 @@ depend on how chains are spread over threads.
 
 from __future__ import annotations
 
+import warnings
+
 import numba as nb
 import numpy as np
 
@@ -24,10 +26,12 @@ from streammn.bitscan import group_masks, lowest_bit, value_offsets
 from streammn.dn import DependencyNetwork
 from streammn.features import FeatureSet
 from streammn.inference.draws import draw, draw_from, next_at
-from streammn.inference.incremental import incremental_marginals
+from streammn.inference.incremental import chain_recorder, incremental_marginals
 from streammn.loglinear import add_feature_logits
 from streammn.model import MarkovNetwork
 from streammn.errors import InferenceError, InferenceTypeError
+from streammn.inference import convergence
+from streammn.inference.convergence import ChainDiagnostics, SamplingWarning
 
 
 BLOCK_WORDS = 4  # lockstep marginal chains run in blocks of 64 * BLOCK_WORDS
@@ -315,6 +319,85 @@ def _sample(
     return out
 
 
+@nb.njit(cache=True)
+def _uniform_starts(states, cards):
+    """A uniformly random state per chain, drawn from (and advancing) its stream."""
+    X = np.empty((states.shape[0], cards.shape[0]), dtype=np.uint8)
+    for c in range(states.shape[0]):
+        for j in range(cards.shape[0]):
+            X[c, j] = min(int(next_at(states, c) * cards[j]), cards[j] - 1)
+    return X
+
+
+@nb.njit(cache=True, parallel=True)
+def _record(X, states, sweeps, every, cards, var_ptr, var_feats, weights, ptr, var, val, eq):
+    """Run ``sweeps`` Gibbs sweeps on each chain ``X[c]`` (its stream ``states[c]``), both
+    updated in place, and return the state after every ``every``-th sweep:
+    ``out[t, c] = X[c]`` after sweep ``(t + 1) * every``."""
+    n_chains, n = X.shape
+    out = np.empty((sweeps // every, n_chains, n), dtype=np.uint8)
+    for c in nb.prange(n_chains):
+        state = states[c : c + 1].copy()
+        x = X[c].copy()
+        for t in range(sweeps // every):
+            _chain(x, cards, every, var_ptr, var_feats, weights, ptr, var, val, eq, state)
+            out[t, c] = x
+        _chain(x, cards, sweeps % every, var_ptr, var_feats, weights, ptr, var, val, eq, state)
+        X[c] = x
+        states[c] = state[0]
+    return out
+
+
+@nb.njit(cache=True, parallel=True)
+def _record_table(X, states, sweeps, every, cards, offs, strides, table):
+    """:func:`_record` reading every conditional from ``table[state code, offs[j] + a]``."""
+    n_chains, n = X.shape
+    n_slots = offs[-1]
+    flat = table.reshape(-1)
+    out = np.empty((sweeps // every, n_chains, n), dtype=np.uint8)
+    for c in nb.prange(n_chains):
+        state = states[c : c + 1].copy()
+        x = X[c].copy()
+        code = 0
+        for j in range(n):
+            code += x[j] * strides[j]
+        for s in range(sweeps):
+            for j in range(n):
+                v = draw_from(flat, code * n_slots + offs[j], cards[j], state, 0)
+                code += (v - x[j]) * strides[j]
+                x[j] = v
+            if (s + 1) % every == 0:
+                out[(s + 1) // every - 1, c] = x
+        X[c] = x
+        states[c] = state[0]
+    return out
+
+
+def _recorder(model):
+    """``(cards, run)``, ``run(X, states, sweeps, every)`` recording chains of ``model``:
+    :func:`_record_table` when its joint states are few enough to tabulate every conditional
+    once (``TABLE_STATES``), else for a Markov network with finite weights the incremental
+    chains (:func:`~streammn.inference.incremental.chain_recorder`), else :func:`_record`."""
+    fs, var_ptr, var_feats, owner = conditional_structure(model)
+    cards = np.ascontiguousarray(fs.schema.cardinalities, dtype=np.int64)
+    n_states = int(np.prod(cards.astype(object)))
+    if n_states > TABLE_STATES and isinstance(model, MarkovNetwork):
+        if np.isfinite(fs.weights).all():
+            return cards, chain_recorder(fs, cards)
+    if n_states > TABLE_STATES:
+        kernel = (cards, var_ptr, var_feats, fs.weights, fs.ptr, fs.var, fs.val, fs.eq)
+        return cards, lambda X, states, sweeps, every: _record(X, states, sweeps, every, *kernel)
+    rows = np.stack(np.unravel_index(np.arange(n_states), tuple(cards)), axis=1)
+    table = loglinear.all_conditionals(fs, np.ascontiguousarray(rows, np.uint8), owner=owner)[0]
+    strides = np.ascontiguousarray(np.append(np.cumprod(cards[::-1])[::-1][1:], 1), np.int64)
+    offs = value_offsets(cards)
+
+    def run(X, states, sweeps, every):
+        return _record_table(X, states, sweeps, every, cards, offs, strides, table)
+
+    return cards, run
+
+
 def _check_counts(**kw):
     for name, v in kw.items():
         if int(v) != v or v < (0 if name == "burn_in" else 1):
@@ -451,10 +534,79 @@ def sample_chains(model, n: int, chains: int, burn_in: int, thin: int, seeds) ->
     return out[:n]
 
 
-def sample(
-    model, n: int, seed: int = 0, burn_in: int = 100, thin: int = 1, chains: int = 16
-) -> np.ndarray:
+def sample(model, n: int, seed: int = 0, burn_in=100, thin=1, chains: int = 16) -> np.ndarray:
     """``n`` rows drawn by Gibbs sampling: ``chains`` independent chains, each started uniformly
-    at random, ``burn_in`` sweeps discarded, then one row every ``thin`` sweeps."""
+    at random, ``burn_in`` sweeps discarded, then one row every ``thin`` sweeps.
+
+    ``burn_in="auto"`` and ``thin="auto"`` (the ``sample`` command's defaults) choose them
+    from the model by a pilot run (:mod:`streammn.inference.convergence`: split R-hat and the
+    integrated autocorrelation time); :func:`sample_diagnosed` also says what was chosen.
+    Fixed counts draw exactly the rows they always did.
+    """
+    return sample_diagnosed(model, n, seed=seed, burn_in=burn_in, thin=thin, chains=chains)[0]
+
+
+def sample_diagnosed(
+    model, n: int, seed: int = 0, burn_in="auto", thin="auto", chains: int = 16
+) -> tuple[np.ndarray, ChainDiagnostics | None]:
+    """:func:`sample`, with ``"auto"`` burn-in and thinning by default, returning ``(rows,
+    diagnostics)``: the :class:`~streammn.inference.convergence.ChainDiagnostics` of the pilot
+    (``None`` when both counts are given). A pilot that did not converge within
+    ``MAX_PILOT_SWEEPS`` sweeps warns, naming the R-hat it reached.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from streammn import FeatureSet, MarkovNetwork, Schema
+    >>> schema = Schema.from_cardinalities([2, 2])
+    >>> model = MarkovNetwork(schema, FeatureSet.from_features(schema, [
+    ...     (2.0, [(0, 1, True), (1, 1, True)])]))
+    >>> rows, diag = sample_diagnosed(model, 4000, seed=1)
+    >>> diag.converged, diag.thin >= 1
+    (True, True)
+    >>> bool(np.abs(rows.mean(axis=0) - [p[1] for p in model.marginals()]).max() < 0.03)
+    True
+    """
+    auto_burn, auto_thin = burn_in == "auto", thin == "auto"
+    for name, v in (("burn_in", burn_in), ("thin", thin)):
+        if isinstance(v, str) and v != "auto":
+            raise InferenceError(f"{name} must be an integer or 'auto', got {v!r}")
     chains = max(1, min(int(chains), int(n)))
-    return sample_chains(model, n, chains, burn_in, thin, chain_seeds(seed, chains))
+    if not auto_burn and not auto_thin:
+        return sample_chains(model, n, chains, burn_in, thin, chain_seeds(seed, chains)), None
+    _check_counts(
+        n=n,
+        chains=chains,
+        **({} if auto_burn else {"burn_in": burn_in}),
+        **({} if auto_thin else {"thin": thin}),
+    )
+    cards, run = _recorder(model)
+    states = chain_seeds(seed, chains)
+    X = _uniform_starts(states, cards)
+    done = 0 if auto_burn else int(burn_in)
+    if done:
+        run(X, states, done, done)
+    pilot, trace = 0, []
+    rhat = tau = 1.0
+    while True:
+        target = max(convergence.FIRST_PILOT_SWEEPS, 2 * pilot)
+        trace.append(run(X, states, target - pilot, 1))
+        pilot = target
+        rhat, tau = convergence.diagnose(np.concatenate(trace), cards)
+        if not auto_burn:
+            rhat = 1.0  # the given burn-in is trusted; the pilot only measures tau
+        ok = convergence.settled(rhat, tau, pilot - pilot // 2)
+        if ok or pilot >= convergence.MAX_PILOT_SWEEPS:
+            break
+    step = min(convergence.MAX_THIN, int(np.ceil(tau))) if auto_thin else int(thin)
+    diag = convergence.ChainDiagnostics(done + pilot, step, rhat, tau, ok)
+    if not ok:
+        warnings.warn(
+            f"{diag.describe()} (the pilot stops at {convergence.MAX_PILOT_SWEEPS} sweeps): "
+            f"rows may not follow the model; give burn_in and thin (--burn-in, --thin)",
+            SamplingWarning,
+            stacklevel=2,
+        )
+    per_chain = -(-int(n) // chains)
+    rows = run(X, states, per_chain * step, step)
+    return rows.reshape(-1, cards.size)[:n], diag

@@ -31,7 +31,7 @@ import numba as nb
 import numpy as np
 
 from streammn.inference.draws import draw, next_at
-from streammn.bitscan import group_structure, lowest_bit
+from streammn.bitscan import group_structure, lowest_bit, value_offsets
 
 
 @nb.njit(cache=True)
@@ -209,6 +209,8 @@ def _block(
             parts,
             free_vars,
             acc,
+            0,
+            np.empty((0, 0), dtype=np.uint8),
         )
 
 
@@ -227,8 +229,14 @@ def _chain(
     parts,
     free_vars,
     acc,
+    every,
+    trace,
 ):
     """Chain ``c``'s Gibbs sweeps on its reduced model (its part weights and biases).
+
+    With ``every > 0`` the state after every ``every``-th of the ``samples`` sweeps is also
+    written to ``trace`` (sampling rows, :func:`chain_recorder`); ``x`` and ``states`` are left
+    at the chain's last state, so a later call continues the chain.
 
     ``logits[offs[j] + a]`` is the logit of ``X_j = a``. Each part ``k`` keeps ``unsat[k]``, the
     number of its groups the state fails, and ``fail_xor[k]``, the XOR of their indices: when
@@ -359,6 +367,10 @@ def _chain(
                         else:
                             for t in range(add_ptr[h], add_ptr[h + 1]):
                                 logits[add[t]] += w
+        if every > 0 and s >= burn_in and (s - burn_in + 1) % every == 0:
+            row = (s - burn_in + 1) // every - 1
+            for j in range(x.shape[0]):
+                trace[row, j] = x[j]
     for i in range(offs[-1]):
         acc[c, i] += total[i]
 
@@ -411,3 +423,88 @@ def incremental_marginals(fs, evidence, cards, offs, burn_in, samples, seeds) ->
             acc,
         )
     return acc
+
+
+@nb.njit(cache=True)
+def _unconditioned(n_parts, features, weights, cards, offs):
+    """The reduced model of a chain without evidence (every variable free): the biases of the
+    one-variable features, each part's summed weight and the parts with a weight."""
+    feat, part, unary_var, unary_mask, _, _, _ = features
+    logits = np.zeros(offs[-1])
+    part_w = np.zeros(n_parts)
+    seen = np.zeros(n_parts, dtype=np.bool_)
+    live = np.empty(n_parts, dtype=np.int64)
+    n_live = 0
+    for t in range(feat.shape[0]):
+        w = weights[feat[t]]
+        p = part[t]
+        if p < 0:
+            j = unary_var[t]
+            _add_to_values(logits, offs[j], cards[j], unary_mask[t], w)
+        else:
+            if not seen[p]:
+                seen[p] = True
+                live[n_live] = p
+                n_live += 1
+            part_w[p] += w
+    return logits, part_w, live[:n_live]
+
+
+@nb.njit(cache=True, parallel=True)
+def _record(X, states, sweeps, every, cards, offs, logits, part_w, live, parts, free_vars):
+    n_chains, n = X.shape
+    out = np.empty((sweeps // every, n_chains, n), dtype=np.uint8)
+    for c in nb.prange(n_chains):
+        x = np.empty(n, dtype=np.int64)
+        for j in range(n):
+            x[j] = X[c, j]
+        state = states[c : c + 1].copy()
+        acc = np.zeros((1, offs[-1]))
+        trace = np.empty((sweeps // every, n), dtype=np.uint8)
+        _chain(
+            0,
+            state,
+            x,
+            logits.copy(),
+            part_w,
+            live,
+            cards,
+            offs,
+            0,
+            sweeps,
+            parts,
+            free_vars,
+            acc,
+            every,
+            trace,
+        )
+        out[:, c, :] = trace
+        for j in range(n):
+            X[c, j] = x[j]
+        states[c] = state[0]
+    return out
+
+
+def chain_recorder(fs, cards):
+    """``run(X, states, sweeps, every)``: run ``sweeps`` Gibbs sweeps of a Markov network on
+    each chain ``X[c]`` (uint8 states, its stream ``states[c]``; both updated in place) and
+    return the state after every ``every``-th sweep, ``(sweeps // every, chains, n_vars)``.
+
+    The model is reduced once (no evidence: every variable free) and each chain updates its
+    conditionals only when a value changes, as for the marginals. Needs finite weights (a
+    ``-inf`` weight cannot be added and taken away again)."""
+    cards = np.ascontiguousarray(cards, dtype=np.int64)
+    offs = value_offsets(cards)
+    gptr, _, _, g_var, g_mask, _, _ = group_structure(
+        fs.ptr, fs.var, fs.val, fs.eq, cards, np.full(fs.n_features, -1, np.int64)
+    )
+    features, parts = _pattern(np.ones(cards.size, dtype=np.bool_), gptr, g_var, g_mask)
+    logits, part_w, live = _unconditioned(parts[0].shape[0] - 1, features, fs.weights, cards, offs)
+    free_vars = np.arange(cards.size, dtype=np.int64)
+
+    def run(X, states, sweeps, every):
+        return _record(
+            X, states, int(sweeps), int(every), cards, offs, logits, part_w, live, parts, free_vars
+        )
+
+    return run
