@@ -87,7 +87,7 @@ from streammn.published import Published, WeightState, publish, sample_split, sc
 from streammn.weight_sample import list_bytes
 from streammn.progress import STDERR, Progress, peak_rss_mb, progress_line
 from streammn.publishing import Publisher
-from streammn.warmup import load_writer_kernels
+from streammn.warmup import WriterKernels
 from streammn.snapshot import (
     NO_SNAPSHOT,
     RESUME_HINT,
@@ -212,6 +212,7 @@ class StreamLearner:
         self.when_busy = when_busy
         self.max_skipped = max_skipped
         self.publisher = Publisher(background)
+        self._writer_kernels: WriterKernels | None = None  # loading beside the first batches
         self.published: list[dict] = []  # this run's durable snapshots, in order
         # (history entry, position, perf_counter at the cut) of the snapshot being written
         self._in_flight: tuple[dict, object, float] | None = None
@@ -279,8 +280,11 @@ class StreamLearner:
         self.learner.clear_stop()
         self._position = self.source.position()
         self._last_path = None
-        if self.publisher.background and (self.every_rows or self.every_seconds):
-            load_writer_kernels(self.learner, self.formats, self._refines)
+        # the writer's kernels load beside the batches after the first (whose own kernels
+        # load first: numba's compiler serves one thread at a time)
+        load_writer_kernels = self.publisher.background and bool(
+            self.every_rows or self.every_seconds
+        )
         try:
             batches = iter(self.source)
             while self._stop_signal is None:
@@ -301,6 +305,11 @@ class StreamLearner:
                     if self._stop_signal is not None:
                         break  # the rest of the batch is learned by a resumed run
                     self._learn(piece)
+                    if load_writer_kernels:
+                        load_writer_kernels = False
+                        self._writer_kernels = WriterKernels(
+                            self.learner, self.formats, self._refines
+                        )
                     self._finish_in_flight(block=False)
                     now = time.monotonic()
                     if self._due(now, last_snapshot_time):
@@ -334,6 +343,9 @@ class StreamLearner:
                 )
             return path
         finally:
+            if self._writer_kernels is not None:  # a run that ended before any snapshot
+                self._writer_kernels.wait(raise_error=False)
+                self._writer_kernels = None
             self.publisher.abandon()  # only a run ending on an unexpected error has one left
             for s, handler in previous.items():
                 signal.signal(s, handler)
@@ -547,9 +559,16 @@ class StreamLearner:
             and self.state.skipped_in_a_row < self.max_skipped
         )
 
+    def _kernels_loaded(self) -> None:
+        """Wait for the writer's kernels being loaded beside the first batches, if they are."""
+        loading, self._writer_kernels = self._writer_kernels, None
+        if loading is not None:
+            loading.wait()
+
     def _snapshot(self, reason: str, background: bool = False) -> Path | None:
         """Cut a snapshot of the state now: written by the publisher's child (``background``,
         returns None) or here (returns its path). Any snapshot in flight is finished first."""
+        self._kernels_loaded()
         t0 = time.perf_counter()
         self._finish_in_flight()
         waited = time.perf_counter() - t0

@@ -4,13 +4,21 @@ A snapshot writer is a forked child (:mod:`streammn.publishing`): it converts th
 refine the weights (:mod:`streammn.published`) and writes the model files. numba loads a
 compiled kernel into a process the first time it runs there; a child that loads them itself
 loses them when it exits, so every snapshot would pay it again (0.2 s of CPU each). Running the
-same work once in the parent, at the start of a run when the model is small, loads them where
-every child inherits them.
+same work once in the parent, at the start of a run, loads them where every child inherits them.
+
+It runs on a thread of its own (:class:`WriterKernels`), beside the first batches: loading a
+cached kernel is mostly the linker's work outside the GIL, and the learner's kernels release
+the GIL, so the two overlap instead of the run waiting for the load (a 1M-row, 100-variable run
+with refined weights waited 0.16 s for it, 7% of its time). The thread works on a fresh clone
+of the learner (the kernels depend on the types, not on what was learned), never on the one
+learning, and the engine waits for it before the first snapshot: a fork must not happen while
+another thread is inside numba's compiler.
 """
 
 from __future__ import annotations
 
 import tempfile
+import threading
 from pathlib import Path
 
 from streammn.formats import SNAPSHOT_UAI_MAX_ENTRIES, model_files
@@ -32,3 +40,30 @@ def load_writer_kernels(learner, formats, refine: bool) -> None:
     with tempfile.TemporaryDirectory(prefix="streammn-") as scratch:
         for name, write in files.items():
             write(Path(scratch) / name)
+
+
+class WriterKernels:
+    """:func:`load_writer_kernels` on a thread, for a fresh clone of ``learner``; :meth:`wait`
+    before anything forks or converts (an error of the load is raised there)."""
+
+    def __init__(self, learner, formats, refine: bool):
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._load,
+            args=(learner.clone(), formats, refine),
+            name="streammn-writer-kernels",
+            daemon=True,
+        )
+        self._thread.start()
+
+    def _load(self, learner, formats, refine) -> None:
+        try:
+            load_writer_kernels(learner, formats, refine)
+        except BaseException as error:  # handed to the thread that waits
+            self._error = error
+
+    def wait(self, raise_error: bool = True) -> None:
+        self._thread.join()
+        if self._error is not None and raise_error:
+            error, self._error = self._error, None
+            raise error
