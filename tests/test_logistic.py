@@ -237,3 +237,31 @@ def test_learn_with_lr_conditionals_from_the_command_line(tmp_path, capsys):
     scored = json.loads(capsys.readouterr().out)
     learner = DTSL(schema, cpd="lr").partial_fit(x).finish()
     assert scored["pll"] == pytest.approx(learner.to_markov_network().pll(x), abs=1e-6)
+
+
+def test_the_penalty_race_ends_at_the_same_row_whatever_the_cuts_and_resumes():
+    from streammn.logistic.online import MINI_BATCH, PENALTIES, RACE_ROWS, OnlineConditionals
+
+    schema, x = lr_data(RACE_ROWS + 3000, seed=5)
+    coding = Coding(schema)
+    whole = OnlineConditionals(coding)
+    whole.update(x)
+    cut = OnlineConditionals(coding)
+    for a, b in [(0, 1000), (1000, RACE_ROWS - 50), (RACE_ROWS - 50, RACE_ROWS + 70)]:
+        cut.update(x[a:b])
+    saved = cut.arrays()
+    resumed = OnlineConditionals(coding)
+    resumed.load(saved)
+    for learner in (cut, resumed):
+        learner.update(x[RACE_ROWS + 70 :])
+        for name, value in whole.arrays().items():
+            np.testing.assert_array_equal(learner.arrays()[name], value, err_msg=name)
+    assert whole.choice is not None and whole.w.shape[1] == coding.n_outputs
+    assert set(whole.choice.tolist()) <= set(range(len(PENALTIES)))
+
+    racing = OnlineConditionals(coding)
+    racing.update(x[: RACE_ROWS - MINI_BATCH])  # still racing: three models' columns
+    assert racing.choice is None and racing.w.shape[1] == 3 * coding.n_outputs
+    leading = racing.losses.argmin(axis=0)  # the race's last mini-batch is not scored
+    racing.update(x[RACE_ROWS - MINI_BATCH : RACE_ROWS])
+    np.testing.assert_array_equal(racing.choice, leading)

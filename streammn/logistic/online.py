@@ -30,10 +30,12 @@ L1 threshold is on a sum over mini-batches, so penalty ``m`` on that scale is th
 multipliers ``PENALTIES``, and each keeps every variable's prequential log-loss (every
 ``SCORE_EVERY``-th mini-batch is scored before it is learned from: progressive validation, its
 forward pass is the gradient's), decayed with a half-life of ``LOSS_HALF_LIFE`` rows. Each
-variable uses the model with the lowest: the penalty is chosen on the stream itself. The three
-models cost three times one; that, and a scalar ``exp`` per output, keep the online
-conditionals near 50-80k rows/s at 100 binary variables on a loaded 2-core machine, far below
-the trees (the reason ``cpd='tree'`` stays DTSL's default for now).
+variable uses the model with the lowest: the penalty is chosen on the stream itself. The race
+lasts ``RACE_ROWS`` rows; then each variable keeps its winner's columns and state only, and the
+rest of the stream costs one model instead of three. A scalar ``exp`` per output and the sums
+over the active indicators still keep the online conditionals far below the trees (tens of
+thousands of rows/s at 100 binary variables on a loaded 2-core machine against a million: the
+reason ``cpd='tree'`` stays DTSL's default for now).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ PENALTIES = (0.1, 0.4, 1.6)
 ALPHA, BETA = 1.0, 1.0
 LOSS_HALF_LIFE = 50_000  # rows
 SCORE_EVERY = 4  # mini-batches: every fourth is scored before it is learned
+RACE_ROWS = 256 * MINI_BATCH  # rows the penalties race on, then each variable keeps its winner
 
 
 @nb.njit(cache=True, nogil=True)
@@ -154,7 +157,7 @@ def _learn(
     losses,
     block_start,
     free,
-    penalties,
+    column_penalty,
     steps,
     size,
     scale,
@@ -167,11 +170,11 @@ def _learn(
     ``w``, always on) and its ``targets`` (every model's columns); ``steps`` taken before,
     ``scale`` the penalty scale per ``sqrt(step)``. ``losses`` (per
     block) is decayed by ``decay`` per scored step and gets the log-loss of every
-    ``SCORE_EVERY``-th mini-batch before it is learned (progressive validation). The products
+    ``SCORE_EVERY``-th mini-batch before it is learned (progressive validation);
+    ``column_penalty`` is each column's penalty multiplier. The products
     with the 0/1 design are sums of rows of ``w``: contiguous, vectorised, and free of BLAS's
     threads, which on these small products cost more than they give."""
     inputs, m_cols = w.shape
-    per_model = m_cols // penalties.size
     threshold = np.empty(m_cols)
     logits = np.empty((size, m_cols))
     residual = np.empty((size, m_cols))
@@ -189,7 +192,7 @@ def _learn(
         taken += 1
         level = scale * math.sqrt(steps + taken)
         for c in range(m_cols):
-            threshold[c] = penalties[c // per_model] * level
+            threshold[c] = column_penalty[c] * level
         _ftrl_step(z, n, w, grad, threshold, free, alpha, beta)
 
 
@@ -199,68 +202,105 @@ class OnlineConditionals:
     Attributes
     ----------
     rows : rows learned from (whole mini-batches; ``pending`` more wait for the next).
-    losses : ``(len(PENALTIES), n_vars)`` decayed prequential log-loss of each model.
+    losses : decayed prequential log-loss of each model (``(len(PENALTIES), n_vars)``
+        during the race, ``(1, n_vars)`` after it).
+    choice : after the race, each variable's penalty (an index into ``PENALTIES``); None
+        before.
     """
 
     def __init__(self, coding: Coding):
         self.coding = coding
-        k = len(PENALTIES)
-        shape = (coding.n_inputs + 1, k * coding.n_outputs)  # the models side by side
+        self.choice = None
+        self._layout()
+        shape = (coding.n_inputs + 1, self._columns.size)  # the models side by side
         self.z = np.zeros(shape)
         self.n = np.zeros(shape)
         self.w = np.zeros(shape)
-        self.losses = np.zeros((k, coding.schema.n_vars))
-        self._free = np.tile(coding.free, (1, k))
-        self._targets_of = np.tile(np.arange(coding.n_outputs), k)
-        # the output blocks (a variable's columns in one model), model by model
-        self._block_start = np.concatenate(
-            [coding.out_start[:-1] + j * coding.n_outputs for j in range(k)]
-            + [[k * coding.n_outputs]]
-        ).astype(np.int64)
+        self.losses = np.zeros((len(PENALTIES), coding.schema.n_vars))
         self.pending = np.zeros((0, coding.schema.n_vars), dtype=np.uint8)
         self.rows = 0
+
+    def _layout(self) -> None:
+        """The columns of the models learned now: every penalty's during the race, each
+        variable's chosen one after (``_columns``: the output each column predicts)."""
+        coding, outputs = self.coding, self.coding.n_outputs
+        if self.choice is None:
+            k = len(PENALTIES)
+            self._columns = np.tile(np.arange(outputs), k)
+            self._column_penalty = np.repeat(np.array(PENALTIES), outputs)
+            starts = [coding.out_start[:-1] + j * outputs for j in range(k)]
+            self._block_start = np.concatenate(starts + [[k * outputs]]).astype(np.int64)
+        else:
+            self._columns = np.arange(outputs)
+            self._column_penalty = np.array(PENALTIES)[self.choice[coding.out_var]]
+            self._block_start = coding.out_start.astype(np.int64)
+        self._free = coding.free[:, self._columns]
 
     def update(self, rows: np.ndarray) -> None:
         """Learn from validated ``rows`` (the next rows of the stream)."""
         if self.pending.shape[0]:
             rows = np.concatenate([self.pending, rows])
         whole = rows.shape[0] - rows.shape[0] % MINI_BATCH
-        if whole:
-            coding = self.coding
-            active_rows, active = np.nonzero(coding.indicators(rows[:whole], dtype=np.bool_))
-            active_ptr = np.searchsorted(active_rows, np.arange(whole + 1)).astype(np.int64)
-            targets = coding.targets(rows[:whole])[:, self._targets_of]
-            steps = self.rows // MINI_BATCH
-            _learn(
-                active_ptr,
-                active.astype(np.int64),
-                targets,
-                self.z,
-                self.n,
-                self.w,
-                self.losses.reshape(-1),  # a view: the blocks are model by model
-                self._block_start,
-                self._free,
-                np.array(PENALTIES),
-                steps,
-                MINI_BATCH,
-                math.sqrt(math.log(coding.n_inputs + 2) / MINI_BATCH),
-                0.5 ** (SCORE_EVERY * MINI_BATCH / LOSS_HALF_LIFE),
-                ALPHA,
-                BETA,
-            )
-            self.rows += whole
+        done = 0
+        while done < whole:
+            take = whole - done
+            if self.choice is None:  # the race ends at RACE_ROWS, a multiple of MINI_BATCH
+                take = min(take, RACE_ROWS - self.rows)
+            self._learn(rows[done : done + take])
+            done += take
+            if self.choice is None and self.rows >= RACE_ROWS:
+                self._end_race()
         self.pending = np.ascontiguousarray(rows[whole:])
 
+    def _learn(self, rows: np.ndarray) -> None:
+        """FTRL steps on ``rows``, whole mini-batches."""
+        coding = self.coding
+        active_rows, active = np.nonzero(coding.indicators(rows, dtype=np.bool_))
+        active_ptr = np.searchsorted(active_rows, np.arange(rows.shape[0] + 1)).astype(np.int64)
+        _learn(
+            active_ptr,
+            active.astype(np.int64),
+            coding.targets(rows)[:, self._columns],
+            self.z,
+            self.n,
+            self.w,
+            self.losses.reshape(-1),  # a view: the blocks are model by model
+            self._block_start,
+            self._free,
+            self._column_penalty,
+            self.rows // MINI_BATCH,
+            MINI_BATCH,
+            math.sqrt(math.log(coding.n_inputs + 2) / MINI_BATCH),
+            0.5 ** (SCORE_EVERY * MINI_BATCH / LOSS_HALF_LIFE),
+            ALPHA,
+            BETA,
+        )
+        self.rows += rows.shape[0]
+
+    def _end_race(self) -> None:
+        """Keep each variable's winning model only (its columns, state and losses)."""
+        columns = self._chosen_columns()
+        self.choice = self.chosen()
+        self.z, self.n, self.w = (
+            np.ascontiguousarray(a[:, columns]) for a in (self.z, self.n, self.w)
+        )
+        self.losses = self.losses[self.choice, np.arange(self.losses.shape[1])][None, :].copy()
+        self._layout()
+
     def chosen(self) -> np.ndarray:
-        """Each variable's model: the index of the penalty with the lowest prequential loss."""
-        return self.losses.argmin(axis=0)
+        """Each variable's penalty (an index into ``PENALTIES``): the one with the lowest
+        prequential loss during the race, fixed after it."""
+        return self.losses.argmin(axis=0) if self.choice is None else self.choice
+
+    def _chosen_columns(self) -> np.ndarray:
+        outputs = self.coding.n_outputs
+        if self.choice is not None:
+            return np.arange(outputs)
+        return self.chosen()[self.coding.out_var] * outputs + np.arange(outputs)
 
     def weights(self) -> tuple[np.ndarray, np.ndarray]:
         """The ``(weights, bias)`` of every conditional, each variable's from its model."""
-        outputs = self.coding.n_outputs
-        columns = self.chosen()[self.coding.out_var] * outputs + np.arange(outputs)
-        both = self.w[:, columns]
+        both = self.w[:, self._chosen_columns()]
         return np.ascontiguousarray(both[:-1]), both[-1].copy()
 
     # state ----------------------------------------------------------------------------------
@@ -272,10 +312,22 @@ class OnlineConditionals:
             "ftrl_losses": self.losses,
             "ftrl_pending": self.pending,
             "ftrl_rows": np.array([self.rows], dtype=np.int64),
+            "ftrl_choice": np.array([] if self.choice is None else self.choice, dtype=np.int64),
         }
 
     def load(self, arrays: dict[str, np.ndarray]) -> None:
         """The state of :meth:`arrays` (``ValueError`` on arrays of the wrong shape)."""
+        choice = arrays["ftrl_choice"]
+        if choice.size:
+            if (
+                choice.shape != (self.coding.schema.n_vars,)
+                or not ((choice >= 0) & (choice < len(PENALTIES))).all()
+            ):
+                raise ValueError("FTRL penalty choice of the wrong shape or range")
+            self.choice = choice.astype(np.int64)
+            self._layout()
+            self.z = self.n = self.w = np.zeros((self.coding.n_inputs + 1, self._columns.size))
+            self.losses = np.zeros((1, self.coding.schema.n_vars))
         for name in ("z", "n", "w", "losses"):
             value = arrays[f"ftrl_{name}"]
             if value.shape != getattr(self, name).shape:
