@@ -55,37 +55,35 @@ SCORE_EVERY = 4  # mini-batches: every fourth is scored before it is learned
 RACE_ROWS = 256 * MINI_BATCH  # rows the penalties race on, then each variable keeps its winner
 
 
-@nb.njit(cache=True, nogil=True)
+@nb.njit(cache=True, nogil=True, fastmath=True)
 def _ftrl_step(z, n, w, grad, threshold, free, alpha, beta):
     """One FTRL-Proximal step for every coordinate: ``grad`` the mean gradient, ``threshold``
     the L1 threshold of each column (rows: inputs, the last the intercept, never penalised),
-    ``free`` False where an input is the column's own variable."""
+    ``free`` False where an input is the column's own variable (its gradient is taken as zero,
+    so its weight stays zero). Branch-free inner loops, so they run on SIMD lanes."""
     inputs, outputs = z.shape
     for r in range(inputs):
+        intercept = r == inputs - 1
         for c in range(outputs):
-            if r < inputs - 1 and not free[r, c]:
-                continue
-            g = grad[r, c]
+            g = grad[r, c] * (1.0 if intercept or free[r, c] else 0.0)
             n_old = n[r, c]
             n_new = n_old + g * g
-            sigma = (math.sqrt(n_new) - math.sqrt(n_old)) / alpha
-            zz = z[r, c] + g - sigma * w[r, c]
+            root = math.sqrt(n_new)
+            zz = z[r, c] + g - (root - math.sqrt(n_old)) / alpha * w[r, c]
             z[r, c] = zz
             n[r, c] = n_new
-            l1 = threshold[c] if r < inputs - 1 else 0.0
-            if abs(zz) <= l1:
-                w[r, c] = 0.0
-            else:
-                shrunk = zz - l1 if zz > 0 else zz + l1
-                w[r, c] = -shrunk / ((beta + math.sqrt(n_new)) / alpha)
+            l1 = 0.0 if intercept else threshold[c]
+            shrunk = max(abs(zz) - l1, 0.0)
+            w[r, c] = -math.copysign(shrunk, zz) / ((beta + root) / alpha)
 
 
-@nb.njit(cache=True, nogil=True, parallel=True)
-def _residuals(logits, targets, block_start, residual, loss, scoring):
-    """Predicted minus observed probability of every column and, when ``scoring``, each
+@nb.njit(cache=True, nogil=True)
+def _residuals(logits, rows, start, column_var, column_val, block_start, residual, loss, scoring):
+    """Predicted minus observed probability of every column (column ``c`` predicts
+    ``x[column_var[c]] == column_val[c]`` of rows ``start ..``) and, when ``scoring``, each
     block's log-loss summed over the rows into ``loss``: a block of one column is a sigmoid
-    (binary), a longer one a softmax. Blocks in parallel (each writes its own columns)."""
-    for b in nb.prange(block_start.size - 1):
+    (binary), a longer one a softmax."""
+    for b in range(block_start.size - 1):
         lo, hi = block_start[b], block_start[b + 1]
         total_loss = 0.0
         for r in range(logits.shape[0]):
@@ -93,7 +91,7 @@ def _residuals(logits, targets, block_start, residual, loss, scoring):
                 x = logits[r, lo]
                 e = math.exp(-abs(x))
                 p = 1.0 / (1.0 + e) if x >= 0 else e / (1.0 + e)
-                y = targets[r, lo]
+                y = 1.0 if rows[start + r, column_var[lo]] == column_val[lo] else 0.0
                 residual[r, lo] = p - y
                 if scoring:
                     signed = -x if y > 0 else x
@@ -107,10 +105,35 @@ def _residuals(logits, targets, block_start, residual, loss, scoring):
                     norm += math.exp(logits[r, c] - top)
                 log_norm = top + math.log(norm)
                 for c in range(lo, hi):
-                    residual[r, c] = math.exp(logits[r, c] - log_norm) - targets[r, c]
-                    if scoring and targets[r, c] > 0:
+                    y = 1.0 if rows[start + r, column_var[c]] == column_val[c] else 0.0
+                    residual[r, c] = math.exp(logits[r, c] - log_norm) - y
+                    if scoring and y > 0:
                         total_loss += log_norm - logits[r, c]
         loss[b] += total_loss
+
+
+@nb.njit(cache=True, nogil=True)
+def _active_inputs(rows, in_start):
+    """Each row's active input columns (value ``v > 0`` of variable ``j`` is column
+    ``in_start[j] + v - 1``, reference coding) as ``(active_ptr, active)``."""
+    n, n_vars = rows.shape
+    active_ptr = np.empty(n + 1, dtype=np.int64)
+    active_ptr[0] = 0
+    for r in range(n):
+        count = 0
+        for j in range(n_vars):
+            if rows[r, j] > 0:
+                count += 1
+        active_ptr[r + 1] = active_ptr[r] + count
+    active = np.empty(active_ptr[n], dtype=np.int64)
+    k = 0
+    for r in range(n):
+        for j in range(n_vars):
+            v = rows[r, j]
+            if v > 0:
+                active[k] = in_start[j] + v - 1
+                k += 1
+    return active_ptr, active
 
 
 @nb.njit(cache=True, nogil=True, fastmath=True, inline="always")
@@ -129,28 +152,25 @@ def _forward(active_ptr, active, start, w, logits):
             _add(logits[r], w[active[k]])
 
 
-@nb.njit(cache=True, nogil=True, parallel=True)
-def _backward(active_ptr, active, start, residual, grad, chunks):
-    """``grad`` = the design's transpose times ``residual``, in ``chunks`` column ranges run
-    in parallel (each adds into its own columns, in row order: the sums never depend on the
-    number of threads)."""
-    m_cols = grad.shape[1]
+@nb.njit(cache=True, nogil=True)
+def _backward(active_ptr, active, start, residual, grad):
+    """``grad`` = the design's transpose times ``residual``: each row's residuals added into
+    the rows of its active inputs and the intercept, in row order."""
     bias = grad.shape[0] - 1
-    for chunk in nb.prange(chunks):
-        lo, hi = chunk * m_cols // chunks, (chunk + 1) * m_cols // chunks
-        for j in range(grad.shape[0]):
-            grad[j, lo:hi] = 0.0
-        for r in range(residual.shape[0]):
-            _add(grad[bias, lo:hi], residual[r, lo:hi])
-            for k in range(active_ptr[start + r], active_ptr[start + r + 1]):
-                _add(grad[active[k], lo:hi], residual[r, lo:hi])
+    grad[:] = 0.0
+    for r in range(residual.shape[0]):
+        _add(grad[bias], residual[r])
+        for k in range(active_ptr[start + r], active_ptr[start + r + 1]):
+            _add(grad[active[k]], residual[r])
 
 
 @nb.njit(cache=True, nogil=True)
 def _learn(
     active_ptr,
     active,
-    targets,
+    rows,
+    column_var,
+    column_val,
     z,
     n,
     w,
@@ -167,7 +187,8 @@ def _learn(
 ):
     """FTRL steps on every whole mini-batch of ``size`` rows, row ``r`` given by its active
     input columns ``active[active_ptr[r]:active_ptr[r + 1]]`` (the intercept, the last row of
-    ``w``, always on) and its ``targets`` (every model's columns); ``steps`` taken before,
+    ``w``, always on) and its values in ``rows`` (column ``c`` of ``w`` predicts
+    ``x[column_var[c]] == column_val[c]``); ``steps`` taken before,
     ``scale`` the penalty scale per ``sqrt(step)``. ``losses`` (per
     block) is decayed by ``decay`` per scored step and gets the log-loss of every
     ``SCORE_EVERY``-th mini-batch before it is learned (progressive validation);
@@ -179,15 +200,16 @@ def _learn(
     logits = np.empty((size, m_cols))
     residual = np.empty((size, m_cols))
     grad = np.empty((inputs, m_cols))
-    chunks = 8
     taken = 0
     for start in range(0, active_ptr.size - size, size):
         _forward(active_ptr, active, start, w, logits)
         scoring = (steps + taken) % SCORE_EVERY == 0
         if scoring:
             losses *= decay
-        _residuals(logits, targets[start : start + size], block_start, residual, losses, scoring)
-        _backward(active_ptr, active, start, residual, grad, chunks)
+        _residuals(
+            logits, rows, start, column_var, column_val, block_start, residual, losses, scoring
+        )
+        _backward(active_ptr, active, start, residual, grad)
         grad /= size
         taken += 1
         level = scale * math.sqrt(steps + taken)
@@ -255,12 +277,14 @@ class OnlineConditionals:
     def _learn(self, rows: np.ndarray) -> None:
         """FTRL steps on ``rows``, whole mini-batches."""
         coding = self.coding
-        active_rows, active = np.nonzero(coding.indicators(rows, dtype=np.bool_))
-        active_ptr = np.searchsorted(active_rows, np.arange(rows.shape[0] + 1)).astype(np.int64)
+        rows = np.ascontiguousarray(rows)
+        active_ptr, active = _active_inputs(rows, coding.in_start)
         _learn(
             active_ptr,
-            active.astype(np.int64),
-            coding.targets(rows)[:, self._columns],
+            active,
+            rows,
+            coding.out_var[self._columns],
+            coding.out_val[self._columns],
             self.z,
             self.n,
             self.w,
