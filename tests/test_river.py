@@ -70,10 +70,11 @@ def river_checks(model):
             yield name, getattr(common_checks, name, None) or getattr(anomaly_checks, name), True
 
 
+@pytest.mark.parametrize("cpd", ["tree", "auto"])
 @pytest.mark.parametrize("estimator", [MarkovNetworkLearner, MarkovNetworkAnomalyDetector])
-def test_river_checks(estimator, stream):
+def test_river_checks(estimator, cpd, stream):
     schema, data = stream
-    model = estimator(DTSL(schema, kappa=0.01), batch_size=100)
+    model = estimator(DTSL(schema, kappa=0.01, cpd=cpd), batch_size=100)
     ran = set()
     for name, check, takes_dataset in river_checks(model):
         if name in ran or name in NOT_APPLICABLE:
