@@ -29,9 +29,9 @@ pytestmark = pytest.mark.skipif(not CAN_FORK, reason="background snapshots need 
 TIMING_KEYS = ("created", "timings", "peak_rss_mb", "engine")
 
 
-def make(out, rows, batch_size=250, **kw):
+def make(out, rows, batch_size=250, cpd="tree", **kw):
     source = ArraySource(rows, schema=Schema.binary(rows.shape[1]), batch_size=batch_size)
-    learner = DTSL(source.schema, kappa=0.1, grace_period=100)
+    learner = DTSL(source.schema, kappa=0.1, grace_period=100, cpd=cpd)
     return StreamLearner(source, learner, out, progress=None, **kw)
 
 
@@ -62,12 +62,14 @@ def slow_writes(monkeypatch, seconds):
     monkeypatch.setattr(snapshot_module, "_write_durably", slow)
 
 
-@pytest.mark.parametrize("validation", [False, True])
-def test_background_snapshots_equal_the_blocking_writers(tmp_path, validation):
+@pytest.mark.parametrize(
+    "validation, cpd", [(False, "tree"), (True, "tree"), (False, "auto")]
+)  # auto: the writer child chooses each conditional without numba's thread pool
+def test_background_snapshots_equal_the_blocking_writers(tmp_path, validation, cpd):
     rows = chain_rows(3000)
     extra = {"validation": chain_rows(300, seed=1)} if validation else {}
-    background = make(tmp_path / "bg", rows, every_rows=1000, **extra)
-    blocking = make(tmp_path / "fg", rows, every_rows=1000, background=False, **extra)
+    background = make(tmp_path / "bg", rows, every_rows=1000, cpd=cpd, **extra)
+    blocking = make(tmp_path / "fg", rows, every_rows=1000, background=False, cpd=cpd, **extra)
     assert background.publisher.background and not blocking.publisher.background
     background.run()
     blocking.run()

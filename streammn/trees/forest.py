@@ -22,6 +22,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from streammn.kernel_mode import serial_kernels_only
 from streammn.schema import Schema
 from streammn.trees import kernels
 
@@ -156,8 +157,10 @@ class Forest:
         return out
 
     def route(self, rows: np.ndarray) -> np.ndarray:
-        """Leaf reached by every row in every tree, shape (n_rows, n_trees)."""
-        return kernels.route(rows, self.roots, self.links)
+        """Leaf reached by every row in every tree, shape (n_rows, n_trees) (serially in a
+        forked snapshot writer: :mod:`streammn.kernel_mode`)."""
+        route = kernels.route_serial if serial_kernels_only() else kernels.route
+        return route(rows, self.roots, self.links)
 
     def leaf_log_prob(self, rows: np.ndarray, cards: np.ndarray | None = None) -> np.ndarray:
         """``log P(x_t | x_-t)`` under every tree ``t``: shape (n_rows, n_vars); ``cards`` as

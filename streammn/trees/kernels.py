@@ -57,23 +57,33 @@ def _leaves4(r0, r1, r2, r3, n0, n1, n2, n3, links):
     return n0, n1, n2, n3
 
 
-@nb.njit(cache=True, parallel=True)
-def route(rows, roots, links):
-    """Leaf node reached by every row in every tree: shape (n_rows, n_trees)."""
-    n = rows.shape[0]
-    T = roots.shape[0]
-    out = np.empty((n, T), dtype=np.int32)
-    for r in nb.prange(n):
-        row = rows[r]
-        t = 0
-        while t + 4 <= T:
-            out[r, t], out[r, t + 1], out[r, t + 2], out[r, t + 3] = _leaves4(
-                row, row, row, row, roots[t], roots[t + 1], roots[t + 2], roots[t + 3], links
-            )
-            t += 4
-        for t in range(t, T):
-            out[r, t] = _leaf_of(row, roots[t], links)
-    return out
+def _router(loop):
+    """The routing kernel, its loop over rows run by ``loop``: ``nb.prange`` on numba's thread
+    pool, ``range`` in a forked snapshot writer, which must not start the pool
+    (:mod:`streammn.kernel_mode`). One body, two kernels."""
+
+    def route(rows, roots, links):
+        """Leaf node reached by every row in every tree: shape (n_rows, n_trees)."""
+        n = rows.shape[0]
+        T = roots.shape[0]
+        out = np.empty((n, T), dtype=np.int32)
+        for r in loop(n):
+            row = rows[r]
+            t = 0
+            while t + 4 <= T:
+                out[r, t], out[r, t + 1], out[r, t + 2], out[r, t + 3] = _leaves4(
+                    row, row, row, row, roots[t], roots[t + 1], roots[t + 2], roots[t + 3], links
+                )
+                t += 4
+            for t in range(t, T):
+                out[r, t] = _leaf_of(row, roots[t], links)
+        return out
+
+    return route
+
+
+route = nb.njit(cache=True, parallel=True)(_router(nb.prange))
+route_serial = nb.njit(cache=True)(_router(range))
 
 
 LANES = 8  # rows routed in lockstep by route_fixed
