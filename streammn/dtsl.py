@@ -545,14 +545,12 @@ class DTSL(StructureLearner):
         if self._logistic is not None:
             self._logistic.update(rows, first)
 
-    def finish(self) -> "DTSL":
+    def finish(self) -> bool:
         """Bring every conditional up to the rows learned: a finite source has ended (``fit``
         calls it; the engine at the end of a finite source). Trees are always up to date; the
         logistic conditionals get the batch optimum when their sample holds every row
-        (:mod:`streammn.logistic.conditionals`)."""
-        if self._logistic is not None:
-            self._logistic.finish()
-        return self
+        (:mod:`streammn.logistic.conditionals`). Whether the model changed."""
+        return self._logistic is not None and self._logistic.finish()
 
     def learn_many(self, rows) -> "DTSL":
         """river-style alias of :meth:`partial_fit`."""

@@ -326,13 +326,12 @@ class StreamLearner:
                     last_print = now
             reason = "signal" if self._stop_signal is not None else "end"
             self._finish_in_flight()
-            if reason == "end":
-                self.learner.finish()
+            finished = reason == "end" and self.learner.finish()  # the model changed
             if self.state.rows_seen == 0 and reason == "end":
                 raise NoRowsError(
                     f"{self.source.describe()}: no rows to learn from (no snapshot written)"
                 )
-            if self.state.rows_seen != self._last_snapshot_rows:
+            if self.state.rows_seen != self._last_snapshot_rows or finished:
                 self._snapshot(reason)
             path = self._last_path
             if path is None:  # resumed with nothing new: that snapshot stands

@@ -159,12 +159,12 @@ class StructureLearner(Estimator):
         learners do not depend on the cut. None (the default): no such point planned."""
         return None
 
-    def finish(self) -> "StructureLearner":
+    def finish(self) -> bool:
         """A finite source has ended: bring any part of the model that is refreshed at fixed
-        points of the stream up to every row learned (DTSL's logistic conditionals). The
-        engine calls it before the snapshot at the end of a source; ``fit`` calls it itself.
-        Nothing by default."""
-        return self
+        points of the stream up to every row learned (DTSL's logistic conditionals), and say
+        whether the model changed. The engine calls it at the end of a source and snapshots
+        again if it did; ``fit`` calls it itself. Nothing by default."""
+        return False
 
     def pll_terms(self, rows) -> np.ndarray:
         """``log P(x_i | x_-i)`` under the current model: shape ``(n_rows, n_vars)``."""

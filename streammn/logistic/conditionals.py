@@ -73,19 +73,19 @@ class LogisticConditionals:
         self.sample.update(rows, first)
         self.online.update(rows)
 
-    def finish(self) -> None:
+    def finish(self) -> bool:
         """A finite source has ended: when the sample holds every row, fit the batch optimum
-        on it (warm-started from the last batch fit); a longer source keeps FTRL's weights."""
+        on it (from scratch: a function of the rows only, so a run resumed after an earlier
+        end ends as one run would); a longer source keeps FTRL's weights. Whether it fitted."""
         if self.sample.size == 0 or self.fitted_rows == self.n_seen:
-            return
+            return False
         if self.n_seen > self.sample.capacity:
-            return
-        rows, held = self.sample.rows, self._held_out_slots()
-        start = None if self.weights is None else (self.weights, self.bias)
+            return False
         self.weights, self.bias, self.penalties, self.held_out_loss = fit_with_held_out(
-            self.coding, rows, held, start, self.penalties
+            self.coding, self.sample.rows, self._held_out_slots()
         )
         self.fitted_rows = self.n_seen
+        return True
 
     @property
     def batch_current(self) -> bool:
