@@ -150,9 +150,9 @@ class DTSL(StructureLearner):
     cpd : {'tree', 'lr', 'auto'}, default 'tree'
         Each variable's conditional. ``'tree'``: its decision tree. ``'lr'``: an
         L1-regularised logistic regression on the indicators of the other variables, learned
-        online from every row (FTRL-Proximal, the penalty chosen per variable by prequential
-        loss) and, when a finite source ends within the 25,000 rows a sample keeps, fitted
-        to the batch optimum on them (:mod:`streammn.logistic`). ``'auto'``: the
+        online (FTRL-Proximal, the penalty chosen per variable by prequential loss, late
+        mini-batches thinned) and, when a finite source ends within the 25,000 rows a sample
+        keeps, fitted to the batch optimum on them (:mod:`streammn.logistic`). ``'auto'``: the
         trees and the regressions both, each variable using whichever scores the sample's
         held-out rows better (:meth:`logistic_variables`). Regressions win on many weak
         pairwise effects (jester: published MN -48.63 test PLL against -49.88 with trees),
@@ -272,7 +272,7 @@ class DTSL(StructureLearner):
         "cpd": Param(
             OneOf(*CPDS),
             "each variable's conditional: tree (a decision tree), lr (L1 logistic "
-            "regression on the other variables, online on every row, the batch optimum when "
+            "regression on the other variables, learned online, the batch optimum when "
             "a file ends within the rows kept) or "
             "auto (per variable, whichever scores the sample's held-out rows better)",
             flag="--cpd",

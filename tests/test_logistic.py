@@ -268,3 +268,24 @@ def test_the_penalty_race_ends_at_the_same_row_whatever_the_cuts_and_resumes():
     leading = racing.losses.argmin(axis=0)  # the race's last mini-batch is not scored
     racing.update(x[RACE_ROWS - MINI_BATCH : RACE_ROWS])
     np.testing.assert_array_equal(racing.choice, leading)
+
+
+def test_ftrl_thins_late_mini_batches_by_stream_index_whatever_the_cuts():
+    from streammn.logistic.online import MINI_BATCH, THIN_FROM, OnlineConditionals, learned
+
+    index = np.arange(8 * THIN_FROM)
+    kept = learned(index)
+    assert kept[: 2 * THIN_FROM].all()  # in full until the stream is twice THIN_FROM long
+    assert kept[2 * THIN_FROM : 4 * THIN_FROM].mean() == 0.5
+    assert kept[4 * THIN_FROM :].mean() == 0.25  # each doubling adds the same steps
+    boundary = 2 * THIN_FROM * MINI_BATCH
+    schema, x = lr_data(boundary + 5 * MINI_BATCH + 17, seed=6)
+    coding = Coding(schema)
+    whole = OnlineConditionals(coding)
+    whole.update(x)
+    cut = OnlineConditionals(coding)
+    for a, b in [(0, boundary - 1), (boundary - 1, boundary + 130), (boundary + 130, len(x))]:
+        cut.update(x[a:b])
+    assert whole.steps == 2 * THIN_FROM + 3 and whole.rows == boundary + 5 * MINI_BATCH
+    for name, value in whole.arrays().items():
+        np.testing.assert_array_equal(cut.arrays()[name], value, err_msg=name)

@@ -1,8 +1,8 @@
-"""Logistic-regression conditionals of a stream: FTRL on every row, and the batch optimum when
-a finite source ends within the rows kept.
+"""Logistic-regression conditionals of a stream: FTRL online, and the batch optimum when a finite
+source ends within the rows kept.
 
 What. :class:`LogisticConditionals` learns every variable's L1 logistic conditional two ways
-at once. Online, from every row (:mod:`streammn.logistic.online`: FTRL-Proximal on mini-batches
+at once. Online, from the stream (:mod:`streammn.logistic.online`: FTRL-Proximal on mini-batches
 cut at fixed stream positions, the penalty chosen per variable by prequential loss), which is
 what a stream uses. And from a uniform sample of the rows (a
 :class:`~streammn.weight_sample.WeightSample` of its own, one row in five held out by a hash of
@@ -37,17 +37,17 @@ from streammn.schema import Schema
 from streammn.errors import WeightStateError
 from streammn.weight_sample import MEMORY_MB, WeightSample
 
-STATE_FORMAT = "streammn-logistic-2"
+STATE_FORMAT = "streammn-logistic-3"
 SAMPLE_SEED = 0x4C52  # the sample's own random numbers (the weight sample's are seed 0)
 
 
 class LogisticConditionals:
-    """The logistic conditionals of a stream: FTRL on every row, and the batch fit on the
+    """The logistic conditionals of a stream: FTRL online, and the batch fit on the
     sample when a finite source ends within it (module docstring).
 
     Attributes
     ----------
-    online : :class:`~streammn.logistic.online.OnlineConditionals`, learned from every row.
+    online : :class:`~streammn.logistic.online.OnlineConditionals`, learned from the stream.
     weights, bias : the batch fit (:class:`~streammn.logistic.coding.Coding`'s columns); None
         before the first.
     penalties : each variable's L1 penalty in the batch fit (mean log-loss units).
