@@ -173,19 +173,18 @@ def _graphs_watched(P, c, contexts, cards, crit, min_rows_per_cell, repeat_grow,
         for i in range(k):  # a context takes up to a fraction of a second: ask before each
             if should_stop():
                 raise Abandoned
-            kernels.grow_shrink(
+            one = slice(i, i + 1)
+            kernels.cached_graphs_into(
                 P,
                 c,
-                contexts[i],
+                contexts[one],
                 cards,
                 crit,
                 min_rows_per_cell,
-                True,
                 repeat_grow,
-                adj[i],
-                counters[i],
+                adj[one],
+                counters[one],
                 cache,
-                True,
             )
         return adj, counters
     parts = []

@@ -396,8 +396,29 @@ def canonical_graphs_cached(P, c, contexts, cards, crit, min_rows_per_cell, repe
     k, n = contexts.shape
     adj = np.zeros((k, n, n), dtype=np.bool_)
     counters = np.zeros((k, 5), dtype=np.int64)
-    cache = Dict.empty(key_type=_KEY, value_type=types.int64)
-    for i in range(k):
+    cached_graphs_into(
+        P,
+        c,
+        contexts,
+        cards,
+        crit,
+        min_rows_per_cell,
+        repeat_grow,
+        adj,
+        counters,
+        Dict.empty(key_type=_KEY, value_type=types.int64),
+    )
+    return adj, counters
+
+
+@nb.njit(cache=True)
+def cached_graphs_into(
+    P, c, contexts, cards, crit, min_rows_per_cell, repeat_grow, adj, counters, cache
+):
+    """The graphs of ``contexts`` in turn into ``adj`` and ``counters`` (one entry per
+    context), sharing the verdict ``cache`` (:func:`canonical_graphs_cached`; also called one
+    context at a time by a learner that checks for a stop between contexts)."""
+    for i in range(contexts.shape[0]):
         grow_shrink(
             P,
             c,
@@ -412,4 +433,3 @@ def canonical_graphs_cached(P, c, contexts, cards, crit, min_rows_per_cell, repe
             cache,
             True,
         )
-    return adj, counters

@@ -92,9 +92,9 @@ class Coding:
         binary (sigmoid) output, 1/2 for a softmax block."""
         return 0.25 if self.binary.all() else 0.5
 
-    def indicators(self, rows: np.ndarray, dtype=np.float64) -> np.ndarray:
+    def indicators(self, rows: np.ndarray) -> np.ndarray:
         """The ``(n, n_inputs)`` input indicators of validated ``rows``."""
-        return (rows[:, self.in_var] == self.in_val).astype(dtype)
+        return (rows[:, self.in_var] == self.in_val).astype(np.float64)
 
     def targets(self, rows: np.ndarray) -> np.ndarray:
         """The ``(n, n_outputs)`` 0/1 targets: output ``(i, a)`` is ``[x_i = a]``."""
