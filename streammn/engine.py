@@ -53,7 +53,10 @@ multiple of N is learned in two pieces, cut at the multiple, when the source can
 position after any row of a batch (``position_after``: files, arrays, generators); the learners
 do not depend on how the stream is cut into batches, so the model is the same. Message logs
 (Kafka, Redis) resume only at message boundaries: there the snapshot falls at the first batch
-end at or after each multiple.
+end at or after each multiple. A finite source (``rewindable``) is read one batch ahead
+(:class:`~streammn.source.Lookahead`) where a snapshot is due at a batch end: when that is the
+source's last row, the snapshot there is the end's (a full weight search, the learner's
+``finish``), so the model a run leaves behind does not depend on where its last row falls.
 Sources with a ``commit(position)`` method (Kafka, Redis Streams) are told to commit a position
 only after the snapshot covering it is durable; on a signal their ``stop()`` is called so a
 source waiting for new messages returns.
@@ -77,7 +80,7 @@ from typing import TextIO
 
 import numpy as np
 
-from streammn.source import Batch, Source
+from streammn.source import Batch, Lookahead, Source
 from streammn.formats import SNAPSHOT_UAI_MAX_ENTRIES, model_files
 from streammn.learner import StructureLearner
 from streammn.loglinear import MASK_VALUES
@@ -286,7 +289,7 @@ class StreamLearner:
             self.every_rows or self.every_seconds
         )
         try:
-            batches = iter(self.source)
+            batches = Lookahead(self.source)
             while self._stop_signal is None:
                 try:
                     batch = next(batches)
@@ -301,10 +304,12 @@ class StreamLearner:
                         error.add_note(f"the snapshot after it failed too: {also}")
                     raise
                 now = time.monotonic()
+                learned = 0
                 for piece in self._pieces(batch):
                     if self._stop_signal is not None:
                         break  # the rest of the batch is learned by a resumed run
                     self._learn(piece)
+                    learned += len(piece)
                     if load_writer_kernels:
                         load_writer_kernels = False
                         self._writer_kernels = WriterKernels(
@@ -313,6 +318,8 @@ class StreamLearner:
                     self._finish_in_flight(block=False)
                     now = time.monotonic()
                     if self._due(now, last_snapshot_time):
+                        if learned == len(batch) and self.source.rewindable and batches.at_end():
+                            break  # the end's snapshot follows: the model a run leaves behind
                         if self._skips():
                             self._advance_cadence()
                             self.state.snapshots_skipped += 1
@@ -324,8 +331,10 @@ class StreamLearner:
                 if self.progress_stream is not None and now - last_print >= self.progress_interval:
                     self._print_progress(now - started, self.state.rows_seen - rows_at_start)
                     last_print = now
-            reason = "signal" if self._stop_signal is not None else "end"
             self._finish_in_flight()
+            # a signal while the last snapshot finished asks for a prompt end too (no full
+            # weight search, no batch fit)
+            reason = "signal" if self._stop_signal is not None else "end"
             finished = reason == "end" and self.learner.finish()  # the model changed
             if self.state.rows_seen == 0 and reason == "end":
                 raise NoRowsError(

@@ -204,3 +204,34 @@ class ArraySource(NumberedRows):
         return (
             f"ArraySource({self.rows.shape[0]} rows, {self.schema!r}, batch_size={self.batch_size})"
         )
+
+
+class Lookahead:
+    """A source's batches, with a look at what follows the batch just yielded: whether the
+    source has ended (:meth:`at_end`) is known before another batch is learned. The engine
+    asks only of finite sources (a following log would wait for new rows). What the look
+    read is yielded next; an error it met is raised there, where it would have been."""
+
+    def __init__(self, source: Source):
+        self._batches = iter(source)
+        self._ahead: Batch | BaseException | None = None  # read by at_end, not yet yielded
+
+    def __iter__(self) -> "Lookahead":
+        return self
+
+    def __next__(self) -> Batch:
+        ahead, self._ahead = self._ahead, None
+        if ahead is None:
+            return next(self._batches)
+        if isinstance(ahead, BaseException):
+            raise ahead
+        return ahead
+
+    def at_end(self) -> bool:
+        """Whether no batch follows the last one yielded."""
+        if self._ahead is None:
+            try:
+                self._ahead = next(self._batches)
+            except Exception as error:  # StopIteration (the end) or a read error
+                self._ahead = error
+        return isinstance(self._ahead, StopIteration)

@@ -44,7 +44,8 @@ def test_snapshot_cadence_and_scores(tmp_path):
     path = eng.run()
     manifests = [read_snapshot(p).manifest for p in list_snapshots(tmp_path / "out")]
     assert [m["rows_seen"] for m in manifests] == [1000, 2000, 3000]
-    assert [m["reason"] for m in manifests] == ["periodic"] * 3
+    # the last row falls on a cut: that snapshot is the end's (its weights' full search)
+    assert [m["reason"] for m in manifests] == ["periodic", "periodic", "end"]
     assert path.name == "snap-000003"
     # the prequential score counts every row after the first batch, scored before learning
     assert eng.state.preq_rows == 3000 - 250
@@ -88,12 +89,11 @@ def test_resume_in_process_equals_one_run(tmp_path, cpd):
     assert load_snapshot(tmp_path / "b" / "out").features.equals(
         load_snapshot(tmp_path / "a" / "out").features
     )
-    # the end's batch fit of the regressions is a snapshot of its own, at the same row
-    ends = 1 if cpd == "auto" else 0
+    # each run's last cut is its end's snapshot (with the regressions' batch fit)
     third = make(tmp_path / "b", rows, every_rows=1000, cpd=cpd)  # nothing left: no new snapshot
     assert third.resume()
-    assert third.run().name == f"snap-{4 + 2 * ends:06d}"
-    assert len(list_snapshots(tmp_path / "b" / "out")) == min(4 + 2 * ends, 5)  # 5 are kept
+    assert third.run().name == "snap-000004"
+    assert len(list_snapshots(tmp_path / "b" / "out")) == 4
 
 
 def test_resume_without_snapshots_starts_fresh_and_rejects_other_schemas(tmp_path):

@@ -19,6 +19,7 @@ from connectors import (
     write_parquet,
 )
 from streammn import Schema, SchemaError
+from streammn.source import Lookahead
 
 from helpers.datasets import DATA
 
@@ -274,3 +275,30 @@ def test_array_source_validates_and_seeks():
     src = ArraySource(np.arange(10).reshape(5, 2) % 2, batch_size=2)
     src.seek(3)
     np.testing.assert_array_equal(src.read_all(), [[0, 1], [0, 1]])
+
+
+def test_lookahead_yields_every_batch_and_knows_the_end_before_it_is_asked_for():
+    rows = np.arange(10, dtype=np.uint8).reshape(5, 2) % 2
+    batches = Lookahead(ArraySource(rows, schema=Schema.binary(2), batch_size=2))
+    seen = [next(batches).rows]
+    assert not batches.at_end() and not batches.at_end()  # a look reads one batch, once
+    seen.append(next(batches).rows)
+    seen.append(next(batches).rows)
+    assert batches.at_end()
+    with pytest.raises(StopIteration):
+        next(batches)
+    assert np.array_equal(np.concatenate(seen), rows)
+
+
+def test_lookahead_raises_a_read_error_where_the_batch_would_have_been():
+    def batches():
+        yield Batch(np.zeros((2, 2), dtype=np.uint8), end=2)
+        raise SourceError("row 3: truncated")
+
+    source = ArraySource(np.zeros((1, 2), dtype=np.uint8), schema=Schema.binary(2))
+    source._batches = batches
+    ahead = Lookahead(source)
+    next(ahead)
+    assert not ahead.at_end()  # the error is not the end
+    with pytest.raises(SourceError, match="row 3"):
+        next(ahead)
