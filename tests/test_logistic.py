@@ -81,6 +81,9 @@ def test_consistent_regressions_convert_to_the_mrf_exactly(seed):
         )
         exact = logits[np.arange(len(rows)), rows[:, i]] - np.logaddexp.reduce(logits, axis=1)
         np.testing.assert_allclose(coding.log_conditionals(rows, W, b)[:, i], exact, atol=1e-10)
+        # a subset of the variables gets the same terms (a prequential score asks for a few)
+        subset = coding.log_conditionals(rows, W, b, np.array([i, 0]))
+        np.testing.assert_allclose(subset[:, 0], exact, atol=1e-10)
     # ... as CPDs too, and DN2MN of the consistent DN is the MRF, for every base and ordering
     dn = DependencyNetwork(schema, coding.cpds(W, b), counts=[np.ones(d) for d in CARDS])
     np.testing.assert_allclose(dn.pll_terms(rows), coding.log_conditionals(rows, W, b), atol=1e-10)
@@ -214,9 +217,37 @@ def test_online_conditionals_approach_the_true_ones_on_a_long_stream():
     np.testing.assert_allclose(learned, truth, atol=0.01)
 
 
-def test_lr_conditionals_refuse_what_they_do_not_handle_yet():
+def test_auto_chooses_at_fixed_rows_whatever_the_cuts_and_again_at_the_end():
+    from streammn.logistic.choice import choice_rows
+
+    assert choice_rows(0, 20_000) == [4096, 8192, 16_384]
+    assert choice_rows(4096, 8192) == [8192] and choice_rows(8192, 9000) == []
+    schema, x = lr_data(20_000, seed=3)
+    whole = DTSL(schema, cpd="auto").partial_fit(x)
+    cut = DTSL(schema, cpd="auto")
+    for a, b in [(0, 4000), (4000, 4097), (4097, 16_384), (16_384, 16_385), (16_385, 20_000)]:
+        cut.partial_fit(x[a:b])
+    assert whole.equals(cut)
+    chosen = whole.logistic_variables()
+    assert chosen[3] and not chosen[0]  # chosen at row 16,384: 3 a regression, 0 a tree
+    ended = DTSL.from_bytes(whole.to_bytes())
+    ended.finish()  # the end's choice holds until more rows arrive ...
+    ended.partial_fit(x[:10])
+    whole.partial_fit(x[:10])
+    # ... so a run resumed after an end continues as one run
+    np.testing.assert_array_equal(ended.logistic_variables(), chosen)
+    np.testing.assert_array_equal(ended.pll_terms(x[:50]), whole.pll_terms(x[:50]))
+    assert ended.learned_network().features.equals(whole.learned_network().features)
+
+
+def test_lr_conditionals_refuse_what_they_do_not_handle_yet_and_auto_keeps_trees():
     with pytest.raises(DTSLError, match="cpd='lr'"):
         DTSL(Schema.binary(3), cpd="lr", drift="page-hinkley")
+    schema, x = lr_data(5000, seed=4)
+    for settings in ({"drift": "page-hinkley"}, {"half_life": 1000.0}):
+        auto = DTSL(schema, cpd="auto", **settings).partial_fit(x)
+        assert not auto.logistic_variables().any()
+        assert auto.conditionals() == {"lr": [], "tree": schema.names}
     with pytest.raises(DTSLError, match="cpd"):
         DTSL(Schema.binary(3), cpd="trees")
     with pytest.raises(DTSLError, match="count_pass"):

@@ -48,6 +48,31 @@ def _binary_outputs(logits, targets, columns, variables, residual, log_probs):
             log_probs[r, variables[k]] = -loss
 
 
+@nb.njit(cache=True, nogil=True)
+def _log_probs(logits, rows, variables, block_start, out_val, log_probs):
+    """``log P(x_i | x_-i)`` of ``rows`` for each variable ``variables[k]`` from its block of
+    logits ``block_start[k] .. block_start[k + 1]`` (columns of ``logits``, values
+    ``out_val``) into ``log_probs[:, k]``: minus a softplus for a block of one column
+    (binary: the logit of value 1), the log softmax of the observed value for a longer one."""
+    for k in range(variables.size):
+        lo, hi, i = block_start[k], block_start[k + 1], variables[k]
+        for r in range(logits.shape[0]):
+            if hi - lo == 1:
+                z = logits[r, lo]
+                signed = -z if rows[r, i] == 1 else z
+                log_probs[r, k] = -(max(signed, 0.0) + math.log1p(math.exp(-abs(signed))))
+            else:
+                top = logits[r, lo]
+                for c in range(lo + 1, hi):
+                    top = max(top, logits[r, c])
+                norm, observed = 0.0, 0.0
+                for c in range(lo, hi):
+                    norm += math.exp(logits[r, c] - top)
+                    if out_val[c] == rows[r, i]:
+                        observed = logits[r, c]
+                log_probs[r, k] = observed - top - math.log(norm)
+
+
 class Coding:
     """Input and output columns of the logistic conditionals of ``schema``'s variables.
 
@@ -116,10 +141,26 @@ class Coding:
             log_probs[:, i] = (log_p * y).sum(axis=1)
         return residual, log_probs
 
-    def log_conditionals(self, rows: np.ndarray, weights: np.ndarray, bias: np.ndarray):
-        """``log P(x_i | x_-i)`` of validated ``rows`` for every variable: ``(n, n_vars)``."""
-        logits = self.indicators(rows) @ weights + bias
-        return self.residuals_and_log_probs(logits, self.targets(rows))[1]
+    def log_conditionals(
+        self,
+        rows: np.ndarray,
+        weights: np.ndarray,
+        bias: np.ndarray,
+        variables: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """``log P(x_i | x_-i)`` of validated ``rows`` for each of ``variables`` (default:
+        every variable): ``(n, len(variables))``. Only those variables' logits are computed
+        (a prequential score asks for the few whose conditional is a regression)."""
+        variables = np.arange(self.schema.n_vars) if variables is None else variables
+        variables = np.asarray(variables, dtype=np.int64)
+        starts, stops = self.out_start[variables], self.out_start[variables + 1]
+        columns = np.concatenate([np.arange(a, b) for a, b in zip(starts, stops)] or [[]])
+        columns = columns.astype(np.int64)
+        logits = self.indicators(rows) @ weights[:, columns] + bias[columns]
+        block_start = np.concatenate([[0], np.cumsum(stops - starts)]).astype(np.int64)
+        log_probs = np.empty((rows.shape[0], variables.size))
+        _log_probs(logits, rows, variables, block_start, self.out_val[columns], log_probs)
+        return log_probs
 
     def cpds(self, weights: np.ndarray, bias: np.ndarray) -> list[FeatureSet]:
         """Variable ``i``'s regression as log-linear conjunctive features (module doc): the

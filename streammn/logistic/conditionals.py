@@ -121,9 +121,10 @@ class LogisticConditionals:
             held = np.arange(held.size) % 5 == 0
         return held
 
-    def log_conditionals(self, rows: np.ndarray) -> np.ndarray:
-        """``log P(x_i | x_-i)`` of validated rows for every variable: ``(n, n_vars)``."""
-        return self.coding.log_conditionals(rows, *self.current())
+    def log_conditionals(self, rows: np.ndarray, variables: np.ndarray | None = None):
+        """``log P(x_i | x_-i)`` of validated rows for each of ``variables`` (default: every
+        variable): ``(n, len(variables))``."""
+        return self.coding.log_conditionals(rows, *self.current(), variables)
 
     def cpds(self):
         """Every variable's conditional as log-linear features (:meth:`Coding.cpds`)."""
