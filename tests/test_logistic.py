@@ -154,13 +154,21 @@ def test_auto_chooses_per_variable_and_beats_either_alone():
     np.testing.assert_allclose(auto.to_dependency_network().pll_terms(test), auto.pll_terms(test))
 
 
-def test_one_pass_does_not_depend_on_the_cuts_and_finishes_with_the_batch_fit():
-    schema, x = lr_data(3000, seed=1)
-    whole = DTSL(schema, cpd="lr").partial_fit(x)
-    cut = DTSL(schema, cpd="lr")
-    for a, b in [(0, 7), (7, 999), (999, 1001), (1001, 2500), (2500, 3000)]:
+def learned_whole_and_cut(schema, x, cuts, cpd):
+    """DTSL learned from ``x`` in one batch and in the batches ``cuts`` (row ranges); asserts
+    that both states are the same and returns the first."""
+    whole = DTSL(schema, cpd=cpd).partial_fit(x)
+    cut = DTSL(schema, cpd=cpd)
+    for a, b in cuts:
         cut.partial_fit(x[a:b])
     assert whole.equals(cut)
+    return whole
+
+
+def test_one_pass_does_not_depend_on_the_cuts_and_finishes_with_the_batch_fit():
+    schema, x = lr_data(3000, seed=1)
+    cuts = [(0, 7), (7, 999), (999, 1001), (1001, 2500), (2500, 3000)]
+    whole = learned_whole_and_cut(schema, x, cuts, "lr")
     online = whole._logistic.online
     assert online.rows == 2944 and online.pending.shape[0] == 56  # whole mini-batches of 128
     assert not whole._logistic.batch_current
@@ -223,11 +231,8 @@ def test_auto_chooses_at_fixed_rows_whatever_the_cuts_and_again_at_the_end():
     assert choice_rows(0, 20_000) == [4096, 8192, 16_384]
     assert choice_rows(4096, 8192) == [8192] and choice_rows(8192, 9000) == []
     schema, x = lr_data(20_000, seed=3)
-    whole = DTSL(schema, cpd="auto").partial_fit(x)
-    cut = DTSL(schema, cpd="auto")
-    for a, b in [(0, 4000), (4000, 4097), (4097, 16_384), (16_384, 16_385), (16_385, 20_000)]:
-        cut.partial_fit(x[a:b])
-    assert whole.equals(cut)
+    cuts = [(0, 4000), (4000, 4097), (4097, 16_384), (16_384, 16_385), (16_385, 20_000)]
+    whole = learned_whole_and_cut(schema, x, cuts, "auto")
     chosen = whole.logistic_variables()
     assert chosen[3] and not chosen[0]  # chosen at row 16,384: 3 a regression, 0 a tree
     ended = DTSL.from_bytes(whole.to_bytes())
