@@ -63,11 +63,12 @@ class Problem:
             self._lipschitz = self.coding.softmax_bound * float(np.linalg.eigvalsh(gram)[-1])
         return max(self._lipschitz, self.coding.softmax_bound)
 
-    def gradient(self, weights, centred_bias):
+    def gradient(self, weights, centred_bias, scoring: bool = True):
         """The gradient of the mean log-loss in the weights and the intercepts (for the
-        centred inputs), and the ``(n, n_vars)`` log probabilities of the rows."""
+        centred inputs), and the ``(n, n_vars)`` log probabilities of the rows (set only
+        with ``scoring``)."""
         logits = self.inputs @ weights + centred_bias
-        residual, log_probs = self.coding.residuals_and_log_probs(logits, self.targets)
+        residual, log_probs = self.coding.residuals_and_log_probs(logits, self.targets, scoring)
         residual /= self.n
         grad_w = self.inputs.T @ residual
         grad_w[~self.coding.free] = 0.0
@@ -93,10 +94,11 @@ def fit_l1(problem: Problem, lam_out: np.ndarray, weights=None, bias=None, tol=T
     look_w, look_b, momentum = weights.copy(), bias.copy(), 1.0
     previous = np.inf
     for iteration in range(1, MAX_ITER + 1):
-        grad_w, grad_b, log_probs = problem.gradient(look_w, look_b)
+        checks = iteration % CHECK_EVERY == 0
+        grad_w, grad_b, log_probs = problem.gradient(look_w, look_b, scoring=checks)
         new_w = soft_threshold(look_w - step * grad_w, threshold)
         new_b = look_b - step * grad_b
-        if iteration % CHECK_EVERY == 0:
+        if checks:
             objective = -log_probs.sum() / problem.n + float((np.abs(look_w) * lam_out).sum())
             if abs(previous - objective) <= tol * max(abs(objective), 1.0):
                 return new_w, problem.uncentred(new_w, new_b), iteration
@@ -127,7 +129,9 @@ def largest_penalties(problem: Problem) -> np.ndarray:
     gradient of its loss in any weight at the intercept-only fit."""
     coding = problem.coding
     bias = intercepts_only(problem)
-    grad_w, _, _ = problem.gradient(np.zeros((coding.n_inputs, coding.n_outputs)), bias)
+    grad_w, _, _ = problem.gradient(
+        np.zeros((coding.n_inputs, coding.n_outputs)), bias, scoring=False
+    )
     per_output = np.abs(grad_w).max(axis=0)
     return np.maximum.reduceat(per_output, coding.out_start[:-1])
 

@@ -33,19 +33,20 @@ from streammn.schema import Schema
 
 
 @nb.njit(cache=True, nogil=True, fastmath=True)
-def _binary_outputs(logits, targets, columns, variables, residual, log_probs):
-    """Sigmoid residuals and log probabilities of the binary outputs ``columns`` (variables
-    ``variables``), row by row: one pass where numpy takes five temporaries."""
+def _binary_outputs(logits, targets, columns, variables, residual, log_probs, scoring):
+    """Sigmoid residuals and, when ``scoring``, log probabilities of the binary outputs
+    ``columns`` (variables ``variables``), row by row: one pass where numpy takes five
+    temporaries (the logarithm is a third of the work, so it is skipped when not asked for)."""
     for r in range(logits.shape[0]):
         for k in range(columns.size):
             c = columns[k]
             z = logits[r, c]
-            signed = -z if targets[r, c] > 0 else z  # the loss is softplus(signed)
-            e = math.exp(-abs(signed))
-            loss = max(signed, 0.0) + math.log1p(e)
+            e = math.exp(-abs(z))
             p = 1.0 / (1.0 + e) if z >= 0 else e / (1.0 + e)  # sigmoid(z)
             residual[r, c] = p - targets[r, c]
-            log_probs[r, variables[k]] = -loss
+            if scoring:
+                signed = -z if targets[r, c] > 0 else z  # the loss is softplus(signed)
+                log_probs[r, variables[k]] = -(max(signed, 0.0) + math.log1p(e))
 
 
 @nb.njit(cache=True, nogil=True)
@@ -125,13 +126,18 @@ class Coding:
         """The ``(n, n_outputs)`` 0/1 targets: output ``(i, a)`` is ``[x_i = a]``."""
         return (rows[:, self.out_var] == self.out_val).astype(np.float64)
 
-    def residuals_and_log_probs(self, logits: np.ndarray, targets: np.ndarray):
+    def residuals_and_log_probs(
+        self, logits: np.ndarray, targets: np.ndarray, scoring: bool = True
+    ):
         """For the ``(n, n_outputs)`` logits of rows with 0/1 ``targets``: the derivative of each
         row's log-loss in each logit (predicted minus observed) and the ``(n, n_vars)`` log
-        probabilities of the observed values."""
+        probabilities of the observed values (with ``scoring``; else left unset: a fit
+        scores only now and then)."""
         residual = np.empty_like(logits)
         log_probs = np.empty((logits.shape[0], self.schema.n_vars))
-        _binary_outputs(logits, targets, self.binary_columns, self.binary_vars, residual, log_probs)
+        _binary_outputs(
+            logits, targets, self.binary_columns, self.binary_vars, residual, log_probs, scoring
+        )
         for i in np.flatnonzero(~self.binary):
             lo, hi = self.out_start[i], self.out_start[i + 1]
             z, y = logits[:, lo:hi], targets[:, lo:hi]
