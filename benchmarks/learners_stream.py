@@ -298,8 +298,8 @@ def markdown(result: dict) -> str:
         "with recall >= 0.95 and precision >= 0.9; csgs >= 20k rows/s at 30; SIGTERM to exit "
         "with a final snapshot <= 5 s for every learner. Stop: SIGTERM sent "
         f"{result['stop_after']:.0f} s after the learning loop started. A target is met "
-        "when the rate *with model* reaches it (csgs counts millions of rows a second, but "
-        "its network at 100k rows was not learned within the run's limit).",
+        "when the rate *with model* reaches it (csgs counts millions of rows a second and "
+        "learns its network when asked, so its rate is set by the network at 100k and 1M rows).",
     ]
     if result.get("notes"):
         lines += ["", "Notes:", ""] + [f"- {note}" for note in result["notes"]]

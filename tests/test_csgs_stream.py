@@ -49,3 +49,54 @@ def test_stop_abandons_the_structure_learning_and_keeps_the_last_model(monkeypat
     whole = CSGS(true.schema).partial_fit(rows)
     assert again.features.equals(whole.learned_network().features)
     assert learner.to_bytes() == whole.to_bytes()
+
+
+def test_stop_abandons_the_weight_fit_and_keeps_the_last_model(monkeypatch):
+    """A stop that arrives once the structure is learned abandons the weight fit at its next
+    evaluation of the objective: the last model stands, and learning again later gives the
+    model of one uninterrupted run."""
+    from streammn.csgs import learner as learner_module
+
+    true = context_specific_network(5, seed=0)
+    rows = sample_rows(true, 4000, seed=1)
+    learner = CSGS(true.schema).partial_fit(rows[:2000])
+    first = learner.learned_network()
+    learner.partial_fit(rows[2000:])
+    fit = learner_module.fit_pattern_weights
+    evaluations = []
+
+    def stop_then_fit(*args, should_stop, **kwargs):
+        learner.stop()  # the stop arrives between the structure and the weights
+
+        def counted():
+            evaluations.append(1)
+            return should_stop()
+
+        return fit(*args, should_stop=counted, **kwargs)
+
+    monkeypatch.setattr(learner_module, "fit_pattern_weights", stop_then_fit)
+    assert learner.learned_network() is first
+    assert len(evaluations) == 1
+    monkeypatch.undo()
+    learner.clear_stop()
+    whole = CSGS(true.schema).partial_fit(rows)
+    assert learner.learned_network().features.equals(whole.learned_network().features)
+
+
+def test_the_snapshot_writers_serial_kernels_learn_the_same_model():
+    """In a forked snapshot writer (streammn.kernel_mode) CSGS runs the serial twin of its
+    parallel context kernel and does not touch numba's pool: the same canonical model."""
+    from streammn.kernel_mode import serial_kernels
+
+    rng = np.random.default_rng(1)
+    rows = rng.integers(0, 3, (3000, 5)).astype(np.uint8)
+    rows[:, 1] = rows[:, 0]
+    schema = Schema.from_cardinalities([3] * 5)
+    patterns, counts = np.unique(rows, axis=0, return_counts=True)
+    parallel = learn_canonical_model(schema, patterns, counts)
+    with serial_kernels():
+        serial = learn_canonical_model(schema, patterns, counts)
+        model = CSGS(schema).fit(rows).learned_network()
+    np.testing.assert_array_equal(parallel.adjacency, serial.adjacency)
+    assert parallel.n_tests == serial.n_tests
+    assert model.features.equals(CSGS(schema).fit(rows).learned_network().features)

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from streammn.csgs import kernels
+from streammn.kernel_mode import serial_kernels_only
 from streammn.features import FeatureSet
 from streammn.schema import Schema
 
@@ -157,34 +158,24 @@ class Abandoned(Exception):
     """Raised by :func:`learn_canonical_model` when its ``should_stop`` says so."""
 
 
-CHUNK = 16  # contexts per parallel kernel call when a stop is watched for (binary: one)
+CHUNK = 16  # contexts per parallel kernel call when a stop is watched for (other than binary)
 
 
 def _graphs_watched(P, c, contexts, cards, crit, min_rows_per_cell, repeat_grow, should_stop):
-    """The canonical graphs context by context (binary data: one shared verdict cache,
-    contexts in the same order) or in chunks of ``CHUNK`` contexts (parallel kernel), asking
-    ``should_stop`` before each (:class:`Abandoned`): the same graphs and counters as one
-    kernel call, since contexts are independent."""
+    """The canonical graphs asking ``should_stop`` (:class:`Abandoned`) between nodes (binary
+    data: every context at once, node by node, one shared verdict cache) or between chunks of
+    ``CHUNK`` contexts (parallel kernel): the same graphs and counters as one kernel call."""
     k, n = contexts.shape
-    if bool((cards == 2).all()) and n < 63:
+    if _packable(cards):
         adj = np.zeros((k, n, n), dtype=np.bool_)
         counters = np.zeros((k, 5), dtype=np.int64)
         cache = kernels.new_cache()
-        for i in range(k):  # a context takes up to a fraction of a second: ask before each
+        words, xs = kernels.pack_rows(P), kernels.pack_rows(contexts)
+        for a in range(n):  # a node over every context takes up to a second: ask before each
             if should_stop():
                 raise Abandoned
-            one = slice(i, i + 1)
             kernels.cached_graphs_into(
-                P,
-                c,
-                contexts[one],
-                cards,
-                crit,
-                min_rows_per_cell,
-                repeat_grow,
-                adj[one],
-                counters[one],
-                cache,
+                words, c, xs, a, a + 1, crit, min_rows_per_cell, repeat_grow, adj, counters, cache
             )
         return adj, counters
     parts = []
@@ -192,7 +183,7 @@ def _graphs_watched(P, c, contexts, cards, crit, min_rows_per_cell, repeat_grow,
         if should_stop():
             raise Abandoned
         parts.append(
-            kernels.canonical_graphs(
+            _graphs_kernel()(
                 P,
                 c,
                 np.ascontiguousarray(contexts[a : a + CHUNK]),
@@ -205,6 +196,18 @@ def _graphs_watched(P, c, contexts, cards, crit, min_rows_per_cell, repeat_grow,
     if not parts:
         return np.zeros((0, n, n), dtype=np.bool_), np.zeros((0, 5), dtype=np.int64)
     return np.concatenate([a for a, _ in parts]), np.concatenate([b for _, b in parts])
+
+
+def _graphs_kernel():
+    """:func:`streammn.csgs.kernels.canonical_graphs`, or its serial twin in a forked snapshot
+    writer (:func:`streammn.kernel_mode.serial_kernels_only`)."""
+    return kernels.canonical_graphs_serial if serial_kernels_only() else kernels.canonical_graphs
+
+
+def _packable(cards: np.ndarray) -> bool:
+    """Whether rows pack into one int64 each (binary, fewer than 63 variables): the kernels
+    that share tests between contexts (:func:`streammn.csgs.kernels.canonical_graphs_cached`)."""
+    return bool((cards == 2).all()) and cards.shape[0] < 63
 
 
 def learn_canonical_model(
@@ -220,8 +223,9 @@ def learn_canonical_model(
 ) -> CanonicalModel:
     """Algorithm 1 on distinct patterns with counts: contexts, then one Grow-Shrink graph each
     (or one shared graph from conditional tests when ``context_specific`` is False).
-    ``should_stop``: a function asked between chunks of contexts; when it returns True the
-    learning is abandoned (:class:`Abandoned`): a stop request does not wait for it."""
+    ``should_stop``: a function asked between nodes (binary data) or chunks of contexts; when
+    it returns True the learning is abandoned (:class:`Abandoned`): a stop request does not
+    wait for it."""
     cards = np.ascontiguousarray(schema.cardinalities, dtype=np.int64)
     P = np.ascontiguousarray(patterns, dtype=np.uint8)
     c = np.ascontiguousarray(counts, dtype=np.int64)
@@ -230,11 +234,7 @@ def learn_canonical_model(
     pair_dof = int((cards.max() - 1) ** 2)
     if context_specific:
         crit = critical_values(alpha, pair_dof)
-        run = (
-            kernels.canonical_graphs_cached
-            if bool((cards == 2).all()) and n < 63
-            else kernels.canonical_graphs
-        )
+        run = kernels.canonical_graphs_cached if _packable(cards) else _graphs_kernel()
         if should_stop is not None:
             adjacency, counters = _graphs_watched(
                 P, c, contexts, cards, crit, float(min_rows_per_cell), repeat_grow, should_stop
@@ -260,8 +260,6 @@ def learn_canonical_model(
             repeat_grow,
             shared,
             totals,
-            kernels.new_cache(),
-            False,
         )
         adjacency = np.broadcast_to(shared, (contexts.shape[0], n, n))
     return CanonicalModel(schema, contexts, adjacency, *(int(t) for t in totals))

@@ -6,19 +6,21 @@ re-learned from them when a model is asked for (at snapshot time).
 since the last time, the canonical model (:func:`~streammn.csgs.canonical.learn_canonical_model`),
 generates its features and fits their weights by pseudo-likelihood on the counted rows (the
 objective of :func:`streammn.weights.fit_weights`, computed on the distinct patterns weighted by
-their counts: :mod:`streammn.csgs.pll`). Everything is a function of the counts alone, and the
-counts do not depend on how the stream was cut, so neither does the model. The prequential score
-uses the last learned model (learning one the first time it is needed). The canonical model is
-learned from scratch each time: re-using blankets across snapshots would need every test of a
-context to give the same verdict on the new counts, which only re-running the tests can tell.
+their counts, to a tolerance scaled to the counts' sampling noise: :mod:`streammn.csgs.pll`).
+Everything is a function of the counts alone, and the counts do not depend on how the stream
+was cut, so neither does the model. The prequential score uses the last learned model
+(learning one the first time it is needed). The canonical model is learned from scratch each
+time: re-using blankets across snapshots would need every test of a context to give the same
+verdict on the new counts, which only re-running the tests can tell.
 
 A prompt stop (:meth:`~streammn.learner.StructureLearner.stop`, issue 41): after a stop
-request the structure learning under way is abandoned between chunks of contexts, and
-:meth:`CSGS.learned_network` gives the last model it learned (the uniform model before the
-first) without learning a new one, so the final snapshot of a stopped run is written at once.
-Its state, the counts, is the stream's exactly, so a run resumed from it learns the model an
-uninterrupted one does; only that snapshot's model files may be older than its rows. (The
-weight fit after the structure is not interrupted.)
+request the structure learning under way is abandoned between nodes (binary data: every
+context at once) or chunks of contexts, and the weight fit after it between evaluations of
+its objective; :meth:`CSGS.learned_network` then gives the last model it learned (the uniform
+model before the first) without learning a new one, so the final snapshot of a stopped run is
+written at once. Its state, the counts, is the stream's exactly, so a run resumed from it
+learns the model an uninterrupted one does; only that snapshot's model files may be older
+than its rows.
 """
 
 from __future__ import annotations
@@ -65,7 +67,8 @@ class CSGS(StructureLearner):
     stddev : float, default 1.0
         Gaussian prior of the pseudo-likelihood weights.
     max_iter : int, default 100
-        L-BFGS iterations of weight learning.
+        L-BFGS iterations of weight learning at most (it stops earlier on a tolerance scaled
+        to the counts' sampling noise, :func:`streammn.csgs.pll.noise_tolerance`).
     seed : int, default 0
         Randomness of the counts' fallback to a row sample.
     weights : {'refined', 'closed-form'}, default 'refined'
@@ -215,18 +218,19 @@ class CSGS(StructureLearner):
         t0 = time.perf_counter()
         try:
             canonical = self.learn_structure(lambda: self._stop_requested)
+            t1 = time.perf_counter()
+            features = canonical.features()
+            t2 = time.perf_counter()
+            model = fit_pattern_weights(
+                MarkovNetwork(self.schema, features),
+                self.counts.patterns,
+                self.counts.counts,
+                stddev=self.stddev,
+                max_iter=self.max_iter,
+                should_stop=lambda: self._stop_requested,
+            )
         except Abandoned:  # stopped while learning: as above, nothing is kept of it
             return self.learned_network()
-        t1 = time.perf_counter()
-        features = canonical.features()
-        t2 = time.perf_counter()
-        model = fit_pattern_weights(
-            MarkovNetwork(self.schema, features),
-            self.counts.patterns,
-            self.counts.counts,
-            stddev=self.stddev,
-            max_iter=self.max_iter,
-        )
         t3 = time.perf_counter()
         self.canonical_, self.model_, self._model_rows = canonical, model, self.n_rows
         self.timings_ = {

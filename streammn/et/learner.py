@@ -3,7 +3,8 @@
 theta follows the whole stream: every row goes into a :class:`~streammn.stats.PairCounts` (all
 node and pair counts, exact, mergeable). beta is learned on a bounded uniform row sample (a
 :class:`~streammn.stats.RowReservoir`): every ``update_every`` rows a learning phase recomputes
-theta from the counts and runs PGD on Eq. 9 over the sample. The first phase starts from the
+theta from the counts and runs PGD on Eq. 9 over the sample, when the sample has changed enough
+since the last phase (below). The first phase starts from the
 convex-upper-bound solution of Eq. 14 (maximised on the first ``INIT_ROWS`` sample rows: it is
 only a start point, and its PGD is the costliest part of a fit) or from the Chow-Liu tree (beta
 on one tree), whichever has the higher Eq. 9 objective on the sample: the problem is
@@ -12,9 +13,20 @@ sample (on a planted 100-variable tree the Eq. 14 start scores 10.0 nats per row
 phases warm-start from the current beta (the
 projection lets zero weights come back when the data asks for them). A batch is counted up to
 each ``update_every`` boundary before the phase there, so the model does not depend on how the
-stream is cut. :meth:`fit` counts a finite source and runs one phase at the end. Between
-phases the published model (rho, graph, density, Markov network) is that of a phase run on a
-copy, so a snapshot always reflects every row seen without changing the learner's state.
+stream is cut. :meth:`fit` counts a finite source and runs one phase at the end.
+
+Phases that cost what changed (issue 41). After ``n`` rows the sample is uniform over them, so
+the share of it drawn from the rows since the last phase (at ``n_0`` rows) is
+``(n - n_0) / n``; a phase at an ``update_every`` boundary runs only when that share is at least
+``new_share`` (default one half: phases at 10k, 20k, 40k, 80k ... rows, seven up to 1M rows
+instead of a hundred), since beta, fitted on the sample, moves little when most of the sample
+is the one it was fitted on (theta, from the counts of every row, moves less still). Between
+phases the published model (rho, graph, density, Markov network) is the last phase's beta with
+the current theta, and the prequential score uses it: no phase runs for a score or a snapshot
+unless one is due (at most one ``update_every`` interval after a boundary that fell short of
+``new_share``), and then on a copy, so a snapshot reflects every row seen without changing the
+learner's state. On the planted 1M-row stream of 100 variables a phase cost 12-30 s after the
+first (PGD from the last beta, 9-25 iterations) and the first 150 s, on two loaded cores.
 
 Cost of a phase: each objective evaluation is one Cholesky per sample row, each gradient one
 inverse from that factor, O(S M^3) for S sample rows and M variables, times the PGD iterations
@@ -92,7 +104,10 @@ class EnsembleOfTrees(StructureLearner):
     sample_rows : int, default 2000
         Rows kept in the reservoir on which beta is learned (cost is linear in it).
     update_every : int, default 10000
-        Streaming: rows between two learning phases of :meth:`partial_fit`.
+        Streaming: rows between two chances of a learning phase in :meth:`partial_fit`.
+    new_share : float, default 0.5
+        A phase runs at an ``update_every`` boundary when at least this share of the sample
+        is new since the last phase (see the module notes; 0 runs one at every boundary).
     max_iter : int, default 100
         PGD iterations per phase (Eq. 14 initialisation and Eq. 9 each).
     tol : float, default 1e-4
@@ -142,6 +157,9 @@ class EnsembleOfTrees(StructureLearner):
         "update_every": Param(
             Interval(int, 1), "rows between two structure updates", flag="--update-every"
         ),
+        "new_share": Param(
+            Interval(float, 0, 1), "share of the sample new since the last phase for a phase"
+        ),
         "max_iter": Param(Interval(int, 1), "PGD iterations per phase"),
         "tol": Param(Interval(float, 0), "PGD tolerance, nats per row"),
         "seed": Param(Interval(int, 0), "seed of the row reservoir", flag="--seed"),
@@ -157,6 +175,7 @@ class EnsembleOfTrees(StructureLearner):
         rho_threshold: float | None = None,
         sample_rows: int = 2000,
         update_every: int = 10000,
+        new_share: float = 0.5,
         max_iter: int = 100,
         tol: float = 1e-4,
         seed: int = 0,
@@ -174,6 +193,7 @@ class EnsembleOfTrees(StructureLearner):
         self.learn_theta = bool(learn_theta)
         self.rho_threshold = None if rho_threshold is None else float(rho_threshold)
         self.sample_rows, self.update_every = int(sample_rows), int(update_every)
+        self.new_share = float(new_share)
         self.max_iter, self.tol, self.seed = int(max_iter), float(tol), seed
         self.weights = weights
         self._reset()
@@ -184,6 +204,7 @@ class EnsembleOfTrees(StructureLearner):
         self.beta = None
         self.learned_pair_probs = None
         self.rows_since_update = 0
+        self.phase_rows = 0  # rows seen at the last phase
         self.phases = 0
         self.history: list[float] = []
         self._cache = {}
@@ -204,7 +225,8 @@ class EnsembleOfTrees(StructureLearner):
         self.sample.update(batch)
 
     def partial_fit(self, batch) -> "EnsembleOfTrees":
-        """Count a batch (validated first); every ``update_every`` rows run a learning phase."""
+        """Count a batch (validated first); every ``update_every`` rows run a learning phase
+        when one is due (:meth:`phase_due`)."""
         rows = self._validate(batch)
         start, n = 0, rows.shape[0]
         if self.rows_since_update >= self.update_every:  # a phase a stop abandoned runs first
@@ -215,8 +237,17 @@ class EnsembleOfTrees(StructureLearner):
             self.rows_since_update += take
             start += take
             if self.rows_since_update >= self.update_every:
-                self._learn_beta(abandonable=start == n)
+                if self.phase_due():
+                    self._learn_beta(abandonable=start == n)
+                else:
+                    self.rows_since_update = 0
         return self
+
+    def phase_due(self) -> bool:
+        """Whether the sample has changed enough for a phase: none ran yet, or at least
+        ``new_share`` of it is new since the last one (see the module notes)."""
+        n = self.counts.n_rows
+        return self.beta is None or n - self.phase_rows >= self.new_share * n
 
     def rows_to_pause(self) -> int | None:
         """Rows until the next learning phase: the engine ends a batch there when it can, so
@@ -282,18 +313,19 @@ class EnsembleOfTrees(StructureLearner):
             self.rows_since_update = self.update_every  # pending
             return
         self.rows_since_update = 0
+        self.phase_rows = self.counts.n_rows
         self.history = [float(h) for h in history]
         self.phases += 1
         self._cache = {}
 
     def _current(self):
-        """``(beta, learned pair tables or None)`` for all rows seen: the learned ones right
-        after a phase; between phases, the result of a phase run on a copy (cached, the
-        learner's state is not changed, so a snapshot taken between phases publishes an
-        up-to-date model and resumes identically). None before any row."""
+        """``(beta, learned pair tables or None)`` for all rows seen: the last phase's while
+        no phase is due (:meth:`phase_due`); else the result of a phase run on a copy (cached,
+        the learner's state is not changed, so a snapshot taken then publishes an up-to-date
+        model and resumes identically). None before any row."""
         if self.counts.n_rows == 0:
             return None
-        if self.beta is not None and self.rows_since_update == 0:
+        if self.beta is not None and not self.phase_due():
             return self.beta, self.learned_pair_probs
         if self._stop_requested:  # a prompt stop publishes the last phase's model
             if self.beta is not None:
@@ -378,6 +410,7 @@ class EnsembleOfTrees(StructureLearner):
             "schema": self.schema.to_dict(),
             "params": self.settings(),
             "rows_since_update": self.rows_since_update,
+            "phase_rows": self.phase_rows,
             "phases": self.phases,
             "history": self.history,
             "has_beta": self.beta is not None,
@@ -400,5 +433,7 @@ class EnsembleOfTrees(StructureLearner):
         if meta.get("has_learned_tables"):
             self.learned_pair_probs = arrays["learned_pair_probs"]
         self.rows_since_update = int(meta["rows_since_update"])
+        # (a state from before new_share: a phase ran at every boundary)
+        self.phase_rows = int(meta.get("phase_rows", self.counts.n_rows - self.rows_since_update))
         self.phases = int(meta["phases"])
         self.history = [float(h) for h in meta["history"]]
