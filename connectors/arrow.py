@@ -3,7 +3,9 @@
 Parquet and CSV both decode through pyarrow, so both sources turn columns into rows here. The
 conversion works column by column with vectorised checks (nulls, non-integers, range), then
 assembles one C-contiguous row-major matrix; errors name the absolute row and the column. Text
-columns (CSV cells, read as strings) hold integer tokens, converted by :mod:`connectors.tokens`.
+columns (CSV cells, read as strings) of state numbers hold integer tokens, converted by
+:mod:`connectors.tokens`; the columns of named and binned variables are encoded by
+:mod:`streammn.encoding`.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import pyarrow.compute as pc
 
 from connectors.layout import columns_to_rows
 from connectors.tokens import is_text, shown_value, text_states
+from streammn.encoding import encode_column
 from streammn.schema import MAX_CARDINALITY, MISSING, Schema, SchemaError
 
 SCHEMA_METADATA_KEY = b"streammn.schema"
@@ -81,17 +84,25 @@ def column_to_states(
 def record_batch_to_rows(
     rb: pa.RecordBatch, schema: Schema, row_offset: int, source: str | None = None
 ) -> np.ndarray:
-    """A record batch whose columns are the schema's variables, in order, as validated rows."""
+    """A record batch whose columns are the schema's variables, in order, as validated rows.
+    Named and binned variables are encoded by :func:`streammn.encoding.encode_column`; the
+    names a growing schema meets are recorded once every column is accepted."""
     if rb.num_columns != schema.n_vars:
         raise SchemaError(
             f"expected {schema.n_vars} columns, got {rb.num_columns}", row=row_offset, source=source
         )
-    return columns_to_rows(
-        [
-            column_to_states(rb.column(j), j, schema, row_offset, source)
-            for j in range(schema.n_vars)
-        ]
-    )
+    columns, added = [], {}
+    for j in range(schema.n_vars):
+        if schema[j].state_names is None:
+            columns.append(column_to_states(rb.column(j), j, schema, row_offset, source))
+            continue
+        states, new = encode_column(rb.column(j), j, schema, row_offset, source)
+        columns.append(states)
+        if new:
+            added[j] = new
+    for j, new in added.items():
+        schema.add_states(j, new)
+    return columns_to_rows(columns)
 
 
 def record_batch_rows(

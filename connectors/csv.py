@@ -10,9 +10,12 @@ A reader starts at any data row: the rows before it are skipped by counting newl
 (:mod:`connectors.lines`), not by pyarrow's ``skip_rows``, which only works within its first
 block; so a resumed run seeks to its position in a file of any size.
 
-Cells are read as text and converted by :mod:`connectors.tokens`, the one definition of an
-integer token (ASCII digits, blanks around them allowed), never by pyarrow's integer parser,
-which also reads ``0x10`` as 16; a cell that is not a token is a
+A file with a header may hold words, booleans and numbers: the schema inferred from its first
+rows names their states or bins the numbers (:func:`streammn.schema_inference.infer_variable`), and
+their cells are encoded by :mod:`streammn.encoding`. The cells of state numbers are read as
+text and converted by :mod:`connectors.tokens`, the one definition of an integer token (ASCII
+digits, blanks around them allowed), never by pyarrow's integer parser, which also reads
+``0x10`` as 16; a cell that is not a token is a
 :class:`~streammn.schema.SchemaError` naming the file, the row, the column and the cell. A
 header must name every column once; a UTF-8 byte order mark before it (or before the first row
 of a headerless file) is skipped (:func:`connectors.lines.skip_bom`).
@@ -45,7 +48,15 @@ from connectors.lines import (
     skip_rows,
 )
 from connectors.tokens import refused
-from streammn.schema import MAX_CARDINALITY, MIN_INFERRED_CARDINALITY, MISSING, Schema, SchemaError
+from streammn.schema_inference import INFER_ROWS, check_kinds, infer_variable
+from streammn.schema import (
+    MAX_CARDINALITY,
+    MIN_INFERRED_CARDINALITY,
+    MISSING,
+    Schema,
+    SchemaError,
+    Variable,
+)
 from streammn.errors import SettingsError
 
 CSV_SUFFIXES = (".data", ".csv", ".txt", ".csv.gz", ".data.gz")
@@ -66,7 +77,8 @@ class CsvSource(FileSource):
     variables in headed files. ``block_bytes``: bytes pyarrow decodes at a time. Rows in errors
     are 0-based data rows of the named file. ``missing``: null cells become missing values
     (the schema's missing mode); ``missing_token``: one more token read as null (implies
-    ``missing``).
+    ``missing``). ``kinds``: what a schema file says of some columns, for the inference of the
+    others (:func:`streammn.schema_file.read_schema_file`).
     """
 
     def __init__(
@@ -80,8 +92,10 @@ class CsvSource(FileSource):
         block_bytes: int = BLOCK_BYTES,
         missing: bool = False,
         missing_token: str | None = None,
+        kinds: dict | None = None,
     ):
         super().__init__(resolve_paths(path, CSV_SUFFIXES), batch_size)
+        self.kinds = dict(kinds or {})
         self.header = (not _headerless(self.paths[0])) if header is None else bool(header)
         self.delimiter = delimiter
         self.block_bytes = int(block_bytes)
@@ -179,21 +193,36 @@ class CsvSource(FileSource):
             seen[name] = j
         return tokens
 
-    def _first_block(self, path: str, names: list[str]) -> pa.RecordBatch | None:
-        """The first block of text cells of ``path`` (None when it has no row)."""
+    def _first_rows(self, path: str, names: list[str]):
+        """The first block of text cells of ``path`` (None when it has no row) and, in a file
+        with a header, its first :data:`~streammn.schema_inference.INFER_ROWS` rows, which the
+        names and bins of its columns are read from: more blocks, up to one pyarrow cannot
+        parse (whose error the stream raises when it gets there, after the rows before it)."""
         reader = self._reader(path, 0, names)
         if reader is None:
-            return None
+            return None, None
         try:
-            return reader.read_next_batch()
-        except StopIteration:
-            return None
+            try:
+                blocks = [reader.read_next_batch()]
+            except StopIteration:
+                return None, None
+            n_rows = blocks[0].num_rows
+            while self.header and n_rows < INFER_ROWS:
+                try:
+                    blocks.append(reader.read_next_batch())
+                except (StopIteration, pa.ArrowInvalid):
+                    break
+                n_rows += blocks[-1].num_rows
         finally:
             reader.close()
+        return blocks[0], pa.concat_batches(blocks).slice(0, INFER_ROWS)
 
     def _infer_schema(self) -> Schema:
-        """The schema of the first block of the first file: each column's largest value + 1
-        (at least 2); a bad row in that block is the error (the earliest, if several)."""
+        """The schema of the first file's first rows. In a file with a header, a column of
+        words, booleans or numbers gets names or bins (:func:`streammn.schema_inference.
+        infer_variable`); any other column (every column of a headerless ``.data`` file) takes
+        its largest state number + 1 in the first block (at least 2). A bad row in that block
+        is the error (the earliest, if several)."""
         path = self.paths[0]
         with read_errors(path):
             names = self._names(path)
@@ -201,15 +230,25 @@ class CsvSource(FileSource):
             probe = Schema.from_cardinalities([MAX_CARDINALITY] * len(selected), selected)
             probe = probe.with_missing(self.missing)
             try:
-                first = self._first_block(path, names)
+                first, sample = self._first_rows(path, names)
             except pa.ArrowInvalid as e:
                 list(self._recover(path, 0, e, probe))  # raises
         if first is None:
             raise SchemaError("no rows to infer a schema from", source=path)
+        check_kinds(self.kinds, selected, path)
+        inferred = [
+            infer_variable(name, sample.column(j), self.kinds.get(name)) if self.header else None
+            for j, name in enumerate(selected)
+        ]
+        probe = Schema(
+            v or Variable(name, MAX_CARDINALITY) for v, name in zip(inferred, selected)
+        ).with_missing(self.missing)
         rows = np.concatenate(list(record_batch_rows(first, probe, 0, path)))
         observed = np.where(rows == MISSING, 0, rows) if self.missing else rows
         cards = np.maximum(observed.max(axis=0).astype(np.int64) + 1, MIN_INFERRED_CARDINALITY)
-        return Schema.from_cardinalities(cards.tolist(), selected)
+        return Schema(
+            v or Variable(name, int(c)) for v, name, c in zip(inferred, selected, cards.tolist())
+        )
 
     def _read_file(self, index: int, start_row: int) -> Iterator[np.ndarray]:
         path = self.paths[index]

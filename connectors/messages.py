@@ -143,6 +143,11 @@ class MessageDecoder:
             raise SettingsError(f"format must be one of {FORMATS}, got {format!r}")
         if not isinstance(schema, Schema):
             raise SettingsError(f"a log source needs a declared Schema, got {schema!r}")
+        if format == "json" and schema.named:
+            raise SettingsError(
+                "JSON messages are read as state numbers: a schema with named states or bins "
+                "needs CSV or Arrow messages"
+            )
         self.format = format
         self.schema = schema
         names = schema.names
@@ -223,7 +228,9 @@ class MessageDecoder:
 
     def _general_rows(self, values) -> np.ndarray:
         """:meth:`_rows` by pyarrow (and numpy for single-digit CSV lines)."""
-        digits = self._digit_rows(values) if self.format == "csv" else None
+        digits = (
+            self._digit_rows(values) if self.format == "csv" and not self.schema.named else None
+        )
         try:
             if digits is not None:
                 counts = np.ones(len(values), dtype=np.int64)

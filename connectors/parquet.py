@@ -15,9 +15,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from connectors.arrow import record_batch_rows, schema_from_arrow, schema_to_metadata
+from connectors.arrow import (
+    SCHEMA_METADATA_KEY,
+    record_batch_rows,
+    schema_from_arrow,
+    schema_to_metadata,
+)
 from connectors.base import DEFAULT_BATCH_SIZE, SourceError
 from connectors.files import FileSource, read_errors, resolve_paths
+from streammn.encoding import decode_column
+from streammn.schema_inference import INFER_ROWS, check_kinds, infer_variable
 from streammn.schema import MAX_CARDINALITY, Schema, SchemaError
 
 PARQUET_SUFFIXES = (".parquet", ".pq", ".parq")
@@ -77,6 +84,37 @@ def _integer_max(hi: int | float, name: str, path: str) -> int:
     return int(hi)
 
 
+def _infer_schema(pf: pq.ParquetFile, columns: list[str], path: str, kinds: dict) -> Schema:
+    """The schema of ``columns``: the one stored in the file's metadata; else names or bins
+    where the first rows show words, booleans or numbers, or ``kinds`` (what a schema file
+    says of some) tells (:func:`streammn.schema_inference.infer_variable`), and the footer
+    statistics' maximum + 1 for columns of state numbers."""
+    if SCHEMA_METADATA_KEY in (pf.schema_arrow.metadata or {}) or not columns:
+        return schema_from_arrow(pf.schema_arrow, columns, source=path)
+    check_kinds(kinds, columns, path)
+    present = [c for c in columns if pf.schema_arrow.get_field_index(c) >= 0]
+    with read_errors(path):
+        first, n_rows = [], 0
+        for rb in pf.iter_batches(batch_size=INFER_ROWS, columns=present):
+            first.append(rb.slice(0, INFER_ROWS - n_rows))
+            n_rows += first[-1].num_rows
+            if n_rows == INFER_ROWS:
+                break
+    named = {}
+    for name in present if first else ():
+        values = pa.chunked_array([rb.column(name) for rb in first])
+        var = infer_variable(name, values, kinds.get(name))
+        if var is not None:
+            named[name] = var
+    plain = [c for c in columns if c not in named]
+    numbered = (
+        schema_from_arrow(pf.schema_arrow, plain, _statistics_max(pf, plain, path), source=path)
+        if plain
+        else None
+    )
+    return Schema(named.get(c) or numbered[numbered.index(c)] for c in columns)
+
+
 def _check_twice(file_names: list[str], columns: list[str], path: str) -> None:
     """Refuse a file that names a column it is to read twice (Arrow allows it; a column of
     that name would be ambiguous), as a CSV header that does."""
@@ -96,11 +134,15 @@ class ParquetSource(FileSource):
     """Stream the rows of Parquet files (a file, a directory, or a glob) in batches.
 
     ``schema``: declared, or read from the first file (a streammn schema stored in its metadata
-    by :func:`write_parquet`; otherwise booleans are binary and integer columns take their
-    footer-statistics maximum + 1). ``columns``: names selecting and ordering the variables
-    (default: the schema's names when given and present, else every column). Bool and integer
-    columns are accepted. The position is the file index and the row within that file.
+    by :func:`write_parquet`; otherwise booleans are two named states, words (string and
+    dictionary columns) named states and numbers bins, from the first rows
+    (:func:`streammn.schema_inference.infer_variable`), and columns of integer state numbers take
+    their footer-statistics maximum + 1). ``columns``: names selecting and ordering the
+    variables (default: the schema's names when given and present, else every column). The
+    position is the file index and the row within that file.
     ``missing``: nulls become missing values (the schema's missing mode) instead of errors.
+    ``kinds``: what a schema file says of some columns, for the inference of the others
+    (:func:`streammn.schema_file.read_schema_file`).
     """
 
     def __init__(
@@ -110,6 +152,7 @@ class ParquetSource(FileSource):
         schema: Schema | None = None,
         columns: Sequence[str] | None = None,
         missing: bool = False,
+        kinds: dict | None = None,
     ):
         super().__init__(resolve_paths(path, PARQUET_SUFFIXES), batch_size)
         first = _open(self.paths[0])
@@ -119,12 +162,7 @@ class ParquetSource(FileSource):
         self.columns = list(columns) if columns is not None else list(file_names)
         _check_twice(file_names, self.columns, self.paths[0])
         if schema is None:
-            schema = schema_from_arrow(
-                first.schema_arrow,
-                self.columns,
-                _statistics_max(first, self.columns, self.paths[0]),
-                source=self.paths[0],
-            )
+            schema = _infer_schema(first, self.columns, self.paths[0], kinds or {})
         self.schema = schema.with_missing() if missing else schema
         self._row_groups: dict[int, np.ndarray] = {}
 
@@ -180,9 +218,14 @@ class ParquetSource(FileSource):
 def write_parquet(
     path, rows: np.ndarray, schema: Schema, row_group_size: int = 65536, compression: str = "snappy"
 ) -> None:
-    """Write rows as a Parquet file with ``uint8`` columns and the schema in its metadata,
-    so that :class:`ParquetSource` restores the exact schema."""
+    """Write rows as a Parquet file with ``uint8`` columns (named variables: their names) and
+    the schema in its metadata, so that :class:`ParquetSource` restores the exact schema."""
     rows = schema.validate(rows)
-    table = pa.table({v.name: pa.array(rows[:, j]) for j, v in enumerate(schema)})
+    table = pa.table(
+        {
+            v.name: pa.array(rows[:, j]) if v.state_names is None else decode_column(rows[:, j], v)
+            for j, v in enumerate(schema)
+        }
+    )
     table = table.replace_schema_metadata(schema_to_metadata(schema))
     pq.write_table(table, path, row_group_size=row_group_size, compression=compression)

@@ -124,7 +124,12 @@ def _parser(with_learners: bool = True) -> argparse.ArgumentParser:
         "the closed-form weights are published; needs the dask extra",
     )
     learn.add_argument("--batch-size", type=opt.positive_int, default=65536, help="rows per batch")
-    learn.add_argument("--schema", help="Libra .schema file declaring the cardinalities")
+    learn.add_argument(
+        "--schema",
+        metavar="FILE",
+        help="schema file: .json naming each variable's states, bins or cardinality "
+        "(overrides what is inferred from the first rows), or a Libra .schema of cardinalities",
+    )
     learn.add_argument(
         "--missing",
         action="store_true",

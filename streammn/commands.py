@@ -18,7 +18,10 @@ from streammn.errors import EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, DataError, Usage
 from streammn.dn import DependencyNetwork
 from streammn.formats import write_model
 from streammn.learners import learner_from_args, learner_setting
+from streammn.encoding import named_csv
 from streammn.schema import Schema, SchemaError, require_observed
+from streammn.schema_file import read_schema_file
+from streammn.vocabulary import name_text
 from streammn.model_spec import load_model, load_model_and_density
 from streammn.snapshot import read_snapshot
 
@@ -114,11 +117,12 @@ def learn(args) -> int:
             "--weights refined keeps a row sample in this process; with --dask "
             "the closed form is published (drop --weights)"
         )
-    schema = Schema.from_libra(args.schema) if args.schema else None
+    schema, kinds = read_schema_file(args.schema) if args.schema else (None, {})
     missing = _missing_options(args)
     if missing and schema is not None:
         schema = schema.with_missing()
-    source = open_source(args.source, batch_size=args.batch_size, schema=schema, **missing)
+    options = missing | ({"kinds": kinds} if kinds else {})  # what a partial --schema says
+    source = open_source(args.source, batch_size=args.batch_size, schema=schema, **options)
     if args.grow_values is not None:  # new values mid-stream: over the declared or inferred
         growing = _growing_schema(source.schema, *args.grow_values)
         source.close()
@@ -293,7 +297,10 @@ def sample(args) -> int:
         print(f"streammn sample: {diagnostics.describe()}", file=sys.stderr)
     out = open(args.out, "w") if args.out else sys.stdout
     try:
-        np.savetxt(out, rows, fmt="%d", delimiter=",")
+        if model.schema.named:  # a header, and each value as its name (streammn.encoding)
+            out.write(named_csv(rows, model.schema))
+        else:
+            np.savetxt(out, rows, fmt="%d", delimiter=",")
     finally:
         if args.out:
             out.close()
@@ -309,6 +316,8 @@ def describe(model, manifest: dict | None, top: int) -> dict:
             str(c): int((schema.cardinalities == c).sum()) for c in np.unique(schema.cardinalities)
         },
     }
+    if schema.named:
+        info["states"] = {v.name: list(v.state_names) for v in schema if v.state_names}
     if isinstance(model, DependencyNetwork):
         info["kind"] = "dependency network"
         info["n_features"] = model.n_features
@@ -354,6 +363,8 @@ def inspect(args) -> int:
         f"{info['kind']}: {info['n_vars']} variables "
         f"(cardinality: count {info['cardinalities']}), {info['n_features']:,} features"
     )
+    for name, states in info.get("states", {}).items():
+        print(f"  {name}: {_listed([name_text(s) for s in states])}")
     if "n_edges" in info:
         print(f"feature lengths: {info['feature_lengths']}")
         print(f"edges: {info['n_edges']:,}; strongest interactions:")

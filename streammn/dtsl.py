@@ -25,7 +25,7 @@ import math
 import numba
 import numpy as np
 
-from streammn.source import ArraySource, Source
+from streammn.source import Source, as_source
 from streammn.dn import DependencyNetwork
 from streammn.dn_to_mn import dn2mn
 from streammn.schema import Schema, SchemaError
@@ -495,7 +495,7 @@ class DTSL(StructureLearner):
     def fit(self, source, count_pass=None) -> "DTSL":
         """Learn from scratch from ``source`` and return self.
 
-        ``source`` is a :class:`~streammn.source.Source`, or a row matrix (wrapped in an
+        ``source`` is a :class:`~streammn.source.Source`, or a matrix, table or data frame (in an
         :class:`~connectors.array.ArraySource`); Hoeffding mode also takes any iterable of
         batches. Exact mode rewinds the source once per tree level, unless ``count_pass``
         makes the passes elsewhere (:class:`connectors.distributed.DaskPasses`: on a Dask
@@ -513,8 +513,7 @@ class DTSL(StructureLearner):
                 "weights='refined' samples the rows in this process; with passes made "
                 "elsewhere (count_pass, e.g. Dask) learn with weights='closed-form'"
             )
-        if isinstance(source, np.ndarray):
-            source = ArraySource(source, schema=self.schema)
+        source = as_source(source, self.schema)
         if isinstance(source, Source) and not self.schema.same_stream(source.schema):
             raise SchemaError(
                 f"source schema {source.schema!r} differs from the learner's {self.schema!r}",

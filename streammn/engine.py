@@ -255,6 +255,7 @@ class StreamLearner:
             raise EngineError(f"{snap.path}: snapshot schema differs from the source's")
         if learner.weight_sample is not None and WEIGHT_STATE_FILE in snap.files:
             self.weight_state = WeightState.from_bytes(snap.file(WEIGHT_STATE_FILE).read_bytes())
+        learner.schema.share_names(self.source.schema)  # names met go on numbered as before
         self.source.seek(manifest["source"]["position"])
         self.learner = learner
         self.state = Progress.from_dict(engine)
@@ -678,6 +679,8 @@ class StreamLearner:
                 "version": schema.version,
                 "cardinalities": schema.cardinalities.tolist(),
             }
+        if schema.named:  # what the numeric model files' states are called
+            manifest["vocabulary"] = {v.name: v.to_dict() for v in schema if v.state_names}
         t1 = time.perf_counter()
         path = self.writer.write(files, manifest)
         return {

@@ -18,6 +18,15 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 import numpy as np
+
+from streammn.encoding import encode_table, matrix_table, table_of
+from streammn.vocabulary import (  # noqa: F401 (MISSING, MAX_CARDINALITY re-exported)
+    MAX_CARDINALITY,
+    MISSING,
+    bin_labels,
+    checked_bins,
+    checked_states,
+)
 from streammn.errors import (
     GrowthUnsupported,
     MissingModeUnsupported,
@@ -28,8 +37,6 @@ from streammn.errors import (
 
 MIN_CARDINALITY = 1  # a one-state variable is a constant (Libra's msweb.mn has them)
 MIN_INFERRED_CARDINALITY = 2  # inferred from data: a column seen constant may vary later
-MAX_CARDINALITY = 255
-MISSING = 255  # a missing value in missing mode: above every state (states are 0..254)
 
 
 def require_observed(
@@ -56,12 +63,32 @@ def complete_rows(rows: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Variable:
-    """A discrete variable with states ``0 .. cardinality-1``."""
+    """A discrete variable with states ``0 .. cardinality-1``.
+
+    ``states`` names the states in order (strings, booleans, or integers that are codes), or
+    ``bins`` are the edges of a number's bins (state ``k`` holds the values from edge ``k-1``
+    up to edge ``k``); then the cardinality is the names' or the bins' count and may be left
+    out. Without either the states are plain numbers (:mod:`streammn.vocabulary`).
+    """
 
     name: str
-    cardinality: int = 2
+    cardinality: int | None = None
+    states: tuple | None = None
+    bins: tuple | None = None
 
     def __post_init__(self):
+        if self.states is not None and self.bins is not None:
+            raise SchemaError(f"variable {self.name!r}: give states or bins, not both")
+        if self.states is not None:
+            object.__setattr__(self, "states", checked_states(self.name, self.states))
+            implied = len(self.states)
+        elif self.bins is not None:
+            object.__setattr__(self, "bins", checked_bins(self.name, self.bins))
+            implied = len(self.bins) + 1
+        else:
+            implied = 2
+        if self.cardinality is None:
+            object.__setattr__(self, "cardinality", implied)
         if not isinstance(self.cardinality, (int, np.integer)) or not (
             MIN_CARDINALITY <= self.cardinality <= MAX_CARDINALITY
         ):
@@ -70,6 +97,29 @@ class Variable:
                 f"{MIN_CARDINALITY}..{MAX_CARDINALITY}, got {self.cardinality!r}"
             )
         object.__setattr__(self, "cardinality", int(self.cardinality))
+        if (self.states is not None or self.bins is not None) and self.cardinality != implied:
+            raise SchemaError(
+                f"variable {self.name!r}: cardinality {self.cardinality} for {implied} states"
+            )
+
+    @property
+    def state_names(self) -> tuple | None:
+        """The names of the states in order: ``states``, the bins' labels, or None (numbers)."""
+        return self.states if self.bins is None else bin_labels(self.bins)
+
+    def to_dict(self) -> dict:
+        d = {"name": self.name, "cardinality": self.cardinality}
+        if self.states is not None:
+            d["states"] = list(self.states)
+        if self.bins is not None:
+            d["bins"] = list(self.bins)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Variable":
+        """A variable from its :meth:`to_dict` (``cardinality`` may be left out when
+        ``states`` or ``bins`` are given)."""
+        return cls(d["name"], d.get("cardinality"), d.get("states"), d.get("bins"))
 
 
 @dataclass(frozen=True)
@@ -93,7 +143,11 @@ class Schema:
     accept values up to ``max_cardinalities[j] - 1`` in column ``j``: a value at or above the
     current cardinality is a new value, which a learner that supports the mode adds
     (:meth:`grown_to`, :mod:`streammn.trees.growth`); ``version`` counts the times the
-    cardinalities grew. By default the cardinalities are fixed.
+    cardinalities grew. By default the cardinalities are fixed. A named variable of a growing
+    schema (:mod:`streammn.vocabulary`) grows by names: the names met so far are one list
+    that the schemas grown from this one share (:meth:`known_states`), which new names are
+    appended to as they first appear in the stream (:meth:`add_states`), and which
+    :meth:`grown_to` takes the new states' names from.
     """
 
     def __init__(
@@ -102,6 +156,7 @@ class Schema:
         missing: bool = False,
         max_cardinalities: Sequence[int] | None = None,
         version: int = 0,
+        _names_met: dict[int, list] | None = None,
     ):
         self.missing = bool(missing)
         self._variables = tuple(variables)
@@ -132,6 +187,11 @@ class Schema:
                     )
             maxima.setflags(write=False)
             self.max_cardinalities = maxima
+        self._names_met = None
+        if self.grows:
+            self._names_met = _names_met or {
+                j: list(v.states) for j, v in enumerate(self._variables) if v.states is not None
+            }
 
     # construction -------------------------------------------------------------------------
     @classmethod
@@ -184,7 +244,8 @@ class Schema:
     def infer(
         cls, rows: np.ndarray, names: Sequence[str] | None = None, source: str | None = None
     ) -> "Schema":
-        """Infer cardinalities from a first chunk: ``max value + 1``, at least 2.
+        """Infer cardinalities from a first chunk: ``max value + 1``, at least 2 (a table's
+        names and bins: :func:`streammn.schema_inference.infer_schema`).
 
         The returned schema is then fixed; later rows with larger values are errors.
         """
@@ -206,13 +267,15 @@ class Schema:
             missing=missing,
             max_cardinalities=self.max_cardinalities,
             version=self.version,
+            _names_met=self._names_met,
         )
 
     def with_growth(self, maxima) -> "Schema":
         """This schema in growth mode: variable ``j`` may grow up to ``maxima[j]`` states.
 
         ``maxima``: one int for every variable, a sequence of ints, or a dict from variable
-        names to ints (the others keep their cardinality: they cannot grow)."""
+        names to ints (the others keep their cardinality: they cannot grow). A number's bins
+        and a boolean's two states never grow."""
         if isinstance(maxima, dict):
             per_var = self.cardinalities.copy()
             for name, m in maxima.items():
@@ -221,6 +284,10 @@ class Schema:
             per_var = np.full(self.n_vars, int(maxima), dtype=np.int64)
         else:
             per_var = maxima
+        per_var = [
+            v.cardinality if v.bins is not None or isinstance((v.states or (0,))[0], bool) else m
+            for v, m in zip(self._variables, list(per_var))
+        ]
         return Schema(self._variables, missing=self.missing, max_cardinalities=per_var)
 
     @property
@@ -261,11 +328,57 @@ class Schema:
         if (cards == self.cardinalities).all():
             return self
         return Schema(
-            (Variable(v.name, int(c)) for v, c in zip(self._variables, cards)),
+            (
+                Variable(v.name, int(c), states=self._states_up_to(j, int(c)), bins=v.bins)
+                for j, (v, c) in enumerate(zip(self._variables, cards))
+            ),
             missing=self.missing,
             max_cardinalities=self.max_cardinalities,
             version=self.version + 1,
+            _names_met=self._names_met,
         )
+
+    def _states_up_to(self, j: int, cardinality: int) -> tuple | None:
+        """The names of the first ``cardinality`` states of variable ``j`` (None: unnamed)."""
+        return None if self[j].states is None else tuple(self._names_met[j][:cardinality])
+
+    def known_states(self, j: int) -> tuple:
+        """The names of variable ``j``'s states: its own, and in growth mode those met in the
+        stream since (numbered after them, in the order they first appeared)."""
+        return self[j].states if self._names_met is None else tuple(self._names_met[j])
+
+    def share_names(self, other: "Schema") -> None:
+        """Make this growing schema and ``other`` (of the same stream) number new names as one:
+        both keep the longer list of names met, of which the other's must be the start. A
+        resumed run's source continues its learner's numbering so; a learner given batches of
+        a source whose schema is another object takes up the names the source met."""
+        if self._names_met is None or other._names_met is None:
+            return
+        if other._names_met is self._names_met:
+            return
+        mine, theirs = self._names_met, other._names_met
+        for j, names in mine.items():
+            short, long = sorted((names, theirs[j]), key=len)
+            if long[: len(short)] != short:
+                raise SchemaError(
+                    f"variable {self[j].name!r}: the states {short[:8]} and {long[:8]} of one "
+                    f"stream differ (a resumed run reads the values of another stream?)",
+                    column=j,
+                )
+        merged = {j: max(names, theirs[j], key=len) for j, names in mine.items()}
+        mine.clear()
+        mine.update(merged)
+        other._names_met = mine
+
+    def add_states(self, j: int, names: Sequence) -> None:
+        """Record ``names`` met in the stream as the next states of the named variable ``j``
+        of a growing schema (:mod:`streammn.encoding`, once their block is accepted)."""
+        self._names_met[j].extend(n for n in names if n not in self._names_met[j])
+
+    @property
+    def named(self) -> bool:
+        """Whether a variable has named states or bins (:mod:`streammn.vocabulary`)."""
+        return any(v.state_names is not None for v in self._variables)
 
     def require_complete(self, learner: str) -> None:
         """Refuse missing mode for a learner that needs complete rows, and growth mode for a
@@ -282,7 +395,7 @@ class Schema:
             )
 
     def to_dict(self) -> dict:
-        d = {"variables": [{"name": v.name, "cardinality": v.cardinality} for v in self._variables]}
+        d = {"variables": [v.to_dict() for v in self._variables]}
         if self.missing:
             d["missing"] = True
         if self.grows:
@@ -294,13 +407,13 @@ class Schema:
     def from_dict(cls, d: dict) -> "Schema":
         try:
             return cls(
-                (Variable(v["name"], v["cardinality"]) for v in d["variables"]),
+                (Variable.from_dict(v) for v in d["variables"]),
                 missing=bool(d.get("missing", False)),
                 max_cardinalities=d.get("max_cardinalities"),
                 version=int(d.get("version", 0)),
             )
-        except (KeyError, TypeError, ValueError) as e:
-            raise SchemaError(f"malformed schema description: {e}") from None
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise SchemaError(f"malformed schema description: {type(e).__name__} {e}") from None
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict())
@@ -343,8 +456,9 @@ class Schema:
     def __len__(self) -> int:
         return len(self._variables)
 
-    def __getitem__(self, i: int) -> Variable:
-        return self._variables[i]
+    def __getitem__(self, i: int | str) -> Variable:
+        """The variable at index ``i``, or named ``i``."""
+        return self._variables[self.index(i) if isinstance(i, str) else i]
 
     def __iter__(self):
         return iter(self._variables)
@@ -388,6 +502,7 @@ class Schema:
             if checked is self or (
                 isinstance(checked, Schema) and checked.ceiling() == self.ceiling()
             ):
+                self.share_names(checked)  # names a source met are this schema's too
                 return rows
             return self.validate(rows, row_offset=getattr(data, "start", row_offset), source=source)
         return self.validate(data, row_offset=row_offset, source=source)
@@ -398,9 +513,17 @@ class Schema:
         ``row_offset`` is the absolute position of the first row in its source, so that errors
         name the row a user can find. Raises :class:`SchemaError` for a wrong number of
         columns, a null (``None``/NaN), a non-integer value, or a value outside
-        ``0 .. cardinality-1`` (in growth mode ``0 .. max_cardinality-1``).
+        ``0 .. cardinality-1`` (in growth mode ``0 .. max_cardinality-1``). A table or data
+        frame (Arrow, pandas, polars), and a matrix of objects or text for a schema with named
+        variables, is read by :func:`streammn.encoding.encode_table`: names and numbers are
+        encoded, an unknown name is an error (or a new state, in growth mode).
         """
+        table = table_of(values)
+        if table is not None:
+            return encode_table(table, self, row_offset, source)
         arr = np.asarray(values)
+        if self.named and arr.dtype.kind in "OUS" and arr.ndim == 2 and arr.shape[1] == self.n_vars:
+            return encode_table(matrix_table(arr, self, source), self, row_offset, source)
         if arr.ndim == 1 and arr.size == 0:
             arr = arr.reshape(0, self.n_vars)
         if arr.ndim != 2:
@@ -428,6 +551,14 @@ class Schema:
         return self._check_range(
             np.ascontiguousarray(data, dtype=np.uint8), arr, row_offset, source
         )
+
+    def column_states(self, values: np.ndarray, j: int, row_offset: int, source) -> np.ndarray:
+        """One column of state numbers of variable ``j`` (a 1-D array), validated."""
+        probe = Schema([Variable(self[j].name, int(self.value_limits[j]))], missing=self.missing)
+        try:
+            return probe.validate(values.reshape(-1, 1), row_offset, source)[:, 0]
+        except SchemaError as e:
+            raise SchemaError(e.reason, row=e.row, column=j, source=source) from None
 
     def _check_integers(self, arr, row_offset, source):
         bad = arr < 0
@@ -515,8 +646,16 @@ class Schema:
     @property
     def value_limits(self) -> np.ndarray:
         """Per variable, the number of values rows may hold: the cardinality, or in growth
-        mode the maximum cardinality."""
-        return self.cardinalities if not self.grows else self.max_cardinalities
+        mode the maximum cardinality (a named variable's: the names met so far, since a
+        state number beyond them would have no name)."""
+        if not self.grows:
+            return self.cardinalities
+        if not self._names_met:
+            return self.max_cardinalities
+        limits = self.max_cardinalities.copy()
+        for j, names in self._names_met.items():
+            limits[j] = min(limits[j], len(names))
+        return limits
 
     def range_error(self, value, row: int, column: int, source: str | None) -> SchemaError:
         """The error for ``value`` at ``row``/``column``, outside :attr:`value_limits`; a

@@ -21,7 +21,9 @@ import numpy as np
 
 from streammn.errors import BatchError, DataError, SettingsError
 from streammn.errors import SourceError, SourceUnavailable  # noqa: F401 (re-exported)
+from streammn.encoding import table_of
 from streammn.schema import Schema
+from streammn.schema_inference import infer_schema
 
 DEFAULT_BATCH_SIZE = 65536
 
@@ -167,8 +169,10 @@ class NumberedRows(Source):
 class ArraySource(NumberedRows):
     """Yield the rows of a 2-D array in batches; the position is the next row index.
 
-    The whole array is validated against ``schema`` (inferred when omitted) up front, so a bad
-    value raises :class:`~streammn.schema.SchemaError` before any batch is yielded.
+    ``rows`` is a matrix of state numbers, or a table or data frame (Arrow, pandas, polars)
+    whose named values and numbers the schema encodes (:mod:`streammn.encoding`). The whole
+    of it is validated against ``schema`` (inferred when omitted) up front, so a bad value
+    raises :class:`~streammn.schema.SchemaError` before any batch is yielded.
     """
 
     def __init__(
@@ -181,7 +185,10 @@ class ArraySource(NumberedRows):
         if batch_size < 1:
             raise SettingsError(f"batch_size must be positive, got {batch_size}")
         self.name = name
-        self.schema = schema if schema is not None else Schema.infer(np.asarray(rows), source=name)
+        if schema is None:
+            table = table_of(rows)
+            schema = Schema.infer(rows, source=name) if table is None else infer_schema(table)
+        self.schema = schema
         self.rows = self.schema.validate(rows, source=name)
         self.batch_size = batch_size
         self._next = 0
@@ -204,6 +211,17 @@ class ArraySource(NumberedRows):
         return (
             f"ArraySource({self.rows.shape[0]} rows, {self.schema!r}, batch_size={self.batch_size})"
         )
+
+
+def as_source(data, schema: Schema):
+    """What a learner's ``fit`` reads from ``data``: a :class:`Source` as it is, rows in memory
+    (a matrix, a table, a data frame) as an :class:`ArraySource` over ``schema``, and anything
+    else (an iterable of batches) as it is."""
+    if isinstance(data, Source):
+        return data
+    if isinstance(data, np.ndarray) or table_of(data) is not None:
+        return ArraySource(data, schema=schema)
+    return data
 
 
 class Lookahead:

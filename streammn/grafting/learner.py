@@ -82,6 +82,7 @@ from streammn.grafting.objective import (
     pseudo_loglik,
 )
 from streammn.grafting.pseudo_score import PseudoScorer
+from streammn.encoding import table_of
 from streammn.schema import Schema, Validated
 from streammn.stats import OnDemandPairCounts
 from streammn.errors import GraftingError, GraftingStateError
@@ -788,10 +789,11 @@ class EdgeGrafting(StructureLearner):
         return self.schema.rows_of(batch, row_offset=self.stats.n_rows)
 
     def fit(self, source, callback=None) -> "EdgeGrafting":
-        """Learn from scratch on a finite source (batches or a row matrix): count, then graft
-        until max_edges or no edge passes."""
+        """Learn from scratch on a finite source (batches, or rows in memory: a matrix, table or
+        data frame): count, then graft until max_edges or no edge passes."""
         self._reset()
-        for batch in [source] if isinstance(source, np.ndarray) else source:
+        in_memory = isinstance(source, np.ndarray) or table_of(source) is not None
+        for batch in [source] if in_memory else source:
             rows = self._validate(batch)
             self._sample(rows, self.stats.n_rows)
             self.stats.update(Validated(rows, self.schema))
