@@ -234,24 +234,21 @@ def test_an_unknown_name_is_a_located_error(events, tmp_path):
     assert (e.value.row, e.value.column) == (1400, 0)
 
 
-def test_an_unparsable_number_is_a_located_error(tmp_path):
+@pytest.mark.parametrize(
+    "text, message, row, column",
+    [
+        ("a,1.5\nb,2e3\na,twelve\n", "not a number: 'twelve' for variable 'latency'", 2, 1),
+        ("a,1.5\n,2\n", "null value for variable 'kind'", 1, 0),  # not in missing mode
+    ],
+)
+def test_an_unparsable_number_or_a_null_is_a_located_error(tmp_path, text, message, row, column):
     path = tmp_path / "bad.csv"
-    path.write_text("kind,latency\na,1.5\nb,2e3\na,twelve\n")
+    path.write_text("kind,latency\n" + text)
     schema = Schema([Variable("kind", states=("a", "b")), Variable("latency", bins=(10,))])
     with CsvSource(path, schema=schema) as source:
-        with pytest.raises(SchemaError, match="not a number: 'twelve' for variable 'latency'") as e:
+        with pytest.raises(SchemaError, match=message) as e:
             source.read_all()
-    assert (e.value.row, e.value.column, e.value.source) == (2, 1, str(path))
-
-
-def test_null_without_missing_mode_is_a_located_error(tmp_path):
-    path = tmp_path / "blank.csv"
-    path.write_text("kind,latency\na,1.5\n,2\n")
-    schema = Schema([Variable("kind", states=("a", "b")), Variable("latency", bins=(10,))])
-    with CsvSource(path, schema=schema) as source:
-        with pytest.raises(SchemaError, match="null value for variable 'kind'") as e:
-            source.read_all()
-    assert e.value.row == 1
+    assert (e.value.row, e.value.column, e.value.source) == (row, column, str(path))
 
 
 def grown_columns():
