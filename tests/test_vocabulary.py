@@ -425,3 +425,27 @@ def test_anything_with_the_arrow_stream_interface_is_rows(events):
     table = arrow_table(columns)
     reader = pa.RecordBatchReader.from_batches(table.schema, table.to_batches(max_chunksize=100))
     assert np.array_equal(schema.validate(reader), expected)
+
+
+def test_river_takes_dict_rows_of_names_booleans_and_numbers():
+    from streammn.river import MarkovNetworkAnomalyDetector
+
+    schema = Schema(
+        [
+            Variable("country", states=("US", "DE", "FR")),
+            Variable("mobile", states=(False, True)),
+            Variable("latency", bins=(10.0, 50.0)),
+        ]
+    )
+    detector = MarkovNetworkAnomalyDetector(DTSL(schema), batch_size=64)
+    rng = np.random.default_rng(0)
+    for _ in range(600):  # mobile exactly when the country is US
+        country = ["US", "DE", "FR"][rng.integers(3)]
+        latency = float(rng.gamma(2.0, 20.0))
+        detector.learn_one({"country": country, "mobile": country == "US", "latency": latency})
+    usual = {"country": "US", "mobile": True, "latency": 12.5}
+    odd = {"country": "US", "mobile": False, "latency": 12.5}
+    assert detector.score_one(odd) > detector.score_one(usual)
+    with pytest.raises(SchemaError, match="unknown value 'JP' for variable 'country'") as e:
+        detector.learn_one({"country": "JP", "mobile": True, "latency": 1.0})
+    assert (e.value.row, e.value.column) == (600, 0)
