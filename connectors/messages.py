@@ -131,6 +131,16 @@ def describe_where(where: dict) -> str:
     return " ".join(f"{k} {v!r}" if isinstance(v, str) else f"{k} {v}" for k, v in where.items())
 
 
+def _json_type(variable) -> pa.DataType:
+    """The JSON value type of ``variable``'s field: its names' kind (strings, booleans,
+    integer codes), a number for a binned variable, else an integer state."""
+    if variable.bins is not None:
+        return pa.float64()
+    if variable.states is not None and isinstance(variable.states[0], (bool, str)):
+        return pa.bool_() if isinstance(variable.states[0], bool) else pa.string()
+    return pa.int64()
+
+
 class MessageDecoder:
     """Decode chunks of message payloads in one ``format`` into rows of ``schema``."""
 
@@ -143,11 +153,6 @@ class MessageDecoder:
             raise SettingsError(f"format must be one of {FORMATS}, got {format!r}")
         if not isinstance(schema, Schema):
             raise SettingsError(f"a log source needs a declared Schema, got {schema!r}")
-        if format == "json" and schema.named:
-            raise SettingsError(
-                "JSON messages are read as state numbers: a schema with named states or bins "
-                "needs CSV or Arrow messages"
-            )
         self.format = format
         self.schema = schema
         names = schema.names
@@ -162,9 +167,12 @@ class MessageDecoder:
             strings_can_be_null=True,
         )
         self._json_parse = pajson.ParseOptions(
-            explicit_schema=self._int_schema, unexpected_field_behavior="error"
+            explicit_schema=pa.schema([(v.name, _json_type(v)) for v in schema]),
+            unexpected_field_behavior="error",
         )
-        self._flat_json = FlatJsonRows(schema) if format == "json" and self._use_kernel else None
+        # the kernel reads state numbers; names, booleans and numbers: pyarrow, then the schema
+        kernel = format == "json" and self._use_kernel and not schema.named
+        self._flat_json = FlatJsonRows(schema) if kernel else None
 
     def __repr__(self) -> str:
         return f"MessageDecoder({self.format!r}, {self.schema!r})"

@@ -17,7 +17,6 @@ from streammn.cli import main
 from streammn.dtsl import DTSL
 from streammn.encoding import decode_rows, named_csv
 from streammn.engine import StreamLearner
-from streammn.errors import SettingsError
 from streammn.formats.native import read_json, write_json
 from streammn.grafting.learner import EdgeGrafting
 from streammn.schema import Schema, SchemaError, Variable
@@ -380,13 +379,32 @@ def test_a_bad_schema_file_is_refused_naming_it(tmp_path, text, says):
     assert e.value.source == str(path)
 
 
-def test_csv_messages_carry_names_and_json_messages_refuse_them():
-    schema = Schema([Variable("country", states=("DE", "US")), Variable("ok", states=(0, 1))])
-    decoder = MessageDecoder("csv", schema)
-    rows = decoder.decode([b"US,1\n", b"DE,0", b"US,0\n"], lambda i: {"offset": i}, 0)
-    assert rows.tolist() == [[1, 1], [0, 0], [1, 0]]
-    with pytest.raises(SettingsError, match="needs CSV or Arrow messages"):
-        MessageDecoder("json", schema)
+def test_csv_and_json_messages_carry_names_booleans_and_numbers():
+    schema = Schema(
+        [
+            Variable("country", states=("DE", "US")),
+            Variable("ok", states=(0, 1)),
+            Variable("mobile", states=(False, True)),
+            Variable("latency", bins=(10.0,)),
+        ]
+    )
+    where = lambda i: {"offset": i}  # noqa: E731
+    csv = MessageDecoder("csv", schema)
+    rows = csv.decode([b"US,1,true,3.5\n", b"DE,0,false,12", b"US,0,true,10\n"], where, 0)
+    assert rows.tolist() == [[1, 1, 1, 0], [0, 0, 0, 1], [1, 0, 1, 1]]
+    events = [
+        {"country": "US", "ok": 1, "mobile": True, "latency": 3.5},
+        {"country": "DE", "ok": 0, "mobile": False, "latency": 12},
+        {"country": "US", "ok": 0, "mobile": True, "latency": 10.0},
+    ]
+    decoder = MessageDecoder("json", schema)
+    assert (
+        decoder.decode([json.dumps(e).encode() for e in events], where, 0).tolist() == rows.tolist()
+    )
+    bad = [json.dumps(events[0]).encode(), json.dumps({**events[1], "country": "JP"}).encode()]
+    with pytest.raises(SchemaError, match="'JP'") as e:
+        decoder.decode(bad, lambda i: {"offset": i}, 40)
+    assert e.value.row == 41
 
 
 def test_a_kind_for_a_column_the_file_lacks_is_refused(events, tmp_path):
