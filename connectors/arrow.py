@@ -5,7 +5,7 @@ conversion works column by column with vectorised checks (nulls, non-integers, r
 assembles one C-contiguous row-major matrix; errors name the absolute row and the column. Text
 columns (CSV cells, read as strings) of state numbers hold integer tokens, converted by
 :mod:`connectors.tokens`; the columns of named and binned variables are encoded by
-:mod:`streammn.encoding`.
+:mod:`streammn.schema.encoding`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from connectors.layout import columns_to_rows
 from connectors.tokens import is_text, shown_value, text_states
-from streammn.encoding import encode_column
+from streammn.schema.encoding import encode_column
 from streammn.schema import MAX_CARDINALITY, MISSING, Schema, SchemaError
 
 SCHEMA_METADATA_KEY = b"streammn.schema"
@@ -85,7 +85,7 @@ def record_batch_to_rows(
     rb: pa.RecordBatch, schema: Schema, row_offset: int, source: str | None = None
 ) -> np.ndarray:
     """A record batch whose columns are the schema's variables, in order, as validated rows.
-    Named and binned variables are encoded by :func:`streammn.encoding.encode_column`; the
+    Named and binned variables are encoded by :func:`streammn.schema.encoding.encode_column`; the
     names a growing schema meets are recorded once every column is accepted."""
     if rb.num_columns != schema.n_vars:
         raise SchemaError(

@@ -11,8 +11,8 @@ A reader starts at any data row: the rows before it are skipped by counting newl
 block; so a resumed run seeks to its position in a file of any size.
 
 A file with a header may hold words, booleans and numbers: the schema inferred from its first
-rows names their states or bins the numbers (:func:`streammn.schema_inference.infer_variable`), and
-their cells are encoded by :mod:`streammn.encoding`. The cells of state numbers are read as
+rows names their states or bins the numbers (:func:`streammn.schema.inference.infer_variable`), and
+their cells are encoded by :mod:`streammn.schema.encoding`. The cells of state numbers are read as
 text and converted by :mod:`connectors.tokens`, the one definition of an integer token (ASCII
 digits, blanks around them allowed), never by pyarrow's integer parser, which also reads
 ``0x10`` as 16; a cell that is not a token is a
@@ -48,7 +48,7 @@ from connectors.lines import (
     skip_rows,
 )
 from connectors.tokens import refused
-from streammn.schema_inference import INFER_ROWS, check_kinds, infer_variable
+from streammn.schema.inference import INFER_ROWS, check_kinds, infer_variable
 from streammn.schema import (
     MAX_CARDINALITY,
     MIN_INFERRED_CARDINALITY,
@@ -78,7 +78,7 @@ class CsvSource(FileSource):
     are 0-based data rows of the named file. ``missing``: null cells become missing values
     (the schema's missing mode); ``missing_token``: one more token read as null (implies
     ``missing``). ``kinds``: what a schema file says of some columns, for the inference of the
-    others (:func:`streammn.schema_file.read_schema_file`).
+    others (:func:`streammn.schema.file.read_schema_file`).
     """
 
     def __init__(
@@ -195,7 +195,7 @@ class CsvSource(FileSource):
 
     def _first_rows(self, path: str, names: list[str]):
         """The first block of text cells of ``path`` (None when it has no row) and, in a file
-        with a header, its first :data:`~streammn.schema_inference.INFER_ROWS` rows, which the
+        with a header, its first :data:`~streammn.schema.inference.INFER_ROWS` rows, which the
         names and bins of its columns are read from: more blocks, up to one pyarrow cannot
         parse (whose error the stream raises when it gets there, after the rows before it)."""
         reader = self._reader(path, 0, names)
@@ -219,7 +219,7 @@ class CsvSource(FileSource):
 
     def _infer_schema(self) -> Schema:
         """The schema of the first file's first rows. In a file with a header, a column of
-        words, booleans or numbers gets names or bins (:func:`streammn.schema_inference.
+        words, booleans or numbers gets names or bins (:func:`streammn.schema.inference.
         infer_variable`); any other column (every column of a headerless ``.data`` file) takes
         its largest state number + 1 in the first block (at least 2). A bad row in that block
         is the error (the earliest, if several)."""

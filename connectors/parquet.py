@@ -23,8 +23,8 @@ from connectors.arrow import (
 )
 from connectors.base import DEFAULT_BATCH_SIZE, SourceError
 from connectors.files import FileSource, read_errors, resolve_paths
-from streammn.encoding import decode_column
-from streammn.schema_inference import INFER_ROWS, check_kinds, infer_variable
+from streammn.schema.encoding import decode_column
+from streammn.schema.inference import INFER_ROWS, check_kinds, infer_variable
 from streammn.schema import MAX_CARDINALITY, Schema, SchemaError
 
 PARQUET_SUFFIXES = (".parquet", ".pq", ".parq")
@@ -87,7 +87,7 @@ def _integer_max(hi: int | float, name: str, path: str) -> int:
 def _infer_schema(pf: pq.ParquetFile, columns: list[str], path: str, kinds: dict) -> Schema:
     """The schema of ``columns``: the one stored in the file's metadata; else names or bins
     where the first rows show words, booleans or numbers, or ``kinds`` (what a schema file
-    says of some) tells (:func:`streammn.schema_inference.infer_variable`), and the footer
+    says of some) tells (:func:`streammn.schema.inference.infer_variable`), and the footer
     statistics' maximum + 1 for columns of state numbers."""
     if SCHEMA_METADATA_KEY in (pf.schema_arrow.metadata or {}) or not columns:
         return schema_from_arrow(pf.schema_arrow, columns, source=path)
@@ -136,13 +136,13 @@ class ParquetSource(FileSource):
     ``schema``: declared, or read from the first file (a streammn schema stored in its metadata
     by :func:`write_parquet`; otherwise booleans are two named states, words (string and
     dictionary columns) named states and numbers bins, from the first rows
-    (:func:`streammn.schema_inference.infer_variable`), and columns of integer state numbers take
+    (:func:`streammn.schema.inference.infer_variable`), and columns of integer state numbers take
     their footer-statistics maximum + 1). ``columns``: names selecting and ordering the
     variables (default: the schema's names when given and present, else every column). The
     position is the file index and the row within that file.
     ``missing``: nulls become missing values (the schema's missing mode) instead of errors.
     ``kinds``: what a schema file says of some columns, for the inference of the others
-    (:func:`streammn.schema_file.read_schema_file`).
+    (:func:`streammn.schema.file.read_schema_file`).
     """
 
     def __init__(

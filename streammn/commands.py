@@ -18,10 +18,10 @@ from streammn.errors import EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, DataError, Usage
 from streammn.dn import DependencyNetwork
 from streammn.formats import write_model
 from streammn.learners import learner_from_args, learner_setting
-from streammn.encoding import named_csv
+from streammn.schema.encoding import named_csv
 from streammn.schema import Schema, SchemaError, require_observed
-from streammn.schema_file import read_schema_file
-from streammn.vocabulary import name_text
+from streammn.schema.file import read_schema_file
+from streammn.schema.vocabulary import name_text
 from streammn.model_spec import load_model, load_model_and_density
 from streammn.snapshot import read_snapshot
 
@@ -297,7 +297,7 @@ def sample(args) -> int:
         print(f"streammn sample: {diagnostics.describe()}", file=sys.stderr)
     out = open(args.out, "w") if args.out else sys.stdout
     try:
-        if model.schema.named:  # a header, and each value as its name (streammn.encoding)
+        if model.schema.named:  # a header, and each value as its name (streammn.schema.encoding)
             out.write(named_csv(rows, model.schema))
         else:
             np.savetxt(out, rows, fmt="%d", delimiter=",")

@@ -21,9 +21,9 @@ import numpy as np
 
 from streammn.errors import BatchError, DataError, SettingsError
 from streammn.errors import SourceError, SourceUnavailable  # noqa: F401 (re-exported)
-from streammn.encoding import table_of
+from streammn.schema.encoding import table_of
 from streammn.schema import Schema
-from streammn.schema_inference import infer_schema
+from streammn.schema.inference import infer_schema
 
 DEFAULT_BATCH_SIZE = 65536
 
@@ -170,7 +170,7 @@ class ArraySource(NumberedRows):
     """Yield the rows of a 2-D array in batches; the position is the next row index.
 
     ``rows`` is a matrix of state numbers, or a table or data frame (Arrow, pandas, polars)
-    whose named values and numbers the schema encodes (:mod:`streammn.encoding`). The whole
+    whose named values and numbers the schema encodes (:mod:`streammn.schema.encoding`). The whole
     of it is validated against ``schema`` (inferred when omitted) up front, so a bad value
     raises :class:`~streammn.schema.SchemaError` before any batch is yielded.
     """

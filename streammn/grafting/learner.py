@@ -82,7 +82,7 @@ from streammn.grafting.objective import (
     pseudo_loglik,
 )
 from streammn.grafting.pseudo_score import PseudoScorer
-from streammn.encoding import table_of
+from streammn.schema.encoding import table_of
 from streammn.schema import Schema, Validated
 from streammn.stats import OnDemandPairCounts
 from streammn.errors import GraftingError, GraftingStateError

@@ -19,8 +19,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from streammn.encoding import encode_table, matrix_table, table_of
-from streammn.vocabulary import (  # noqa: F401 (MISSING, MAX_CARDINALITY re-exported)
+from streammn.schema.encoding import encode_table, matrix_table, table_of
+from streammn.schema.vocabulary import (
     MAX_CARDINALITY,
     MISSING,
     bin_labels,
@@ -68,7 +68,7 @@ class Variable:
     ``states`` names the states in order (strings, booleans, or integers that are codes), or
     ``bins`` are the edges of a number's bins (state ``k`` holds the values from edge ``k-1``
     up to edge ``k``); then the cardinality is the names' or the bins' count and may be left
-    out. Without either the states are plain numbers (:mod:`streammn.vocabulary`).
+    out. Without either the states are plain numbers (:mod:`streammn.schema.vocabulary`).
     """
 
     name: str
@@ -144,7 +144,7 @@ class Schema:
     current cardinality is a new value, which a learner that supports the mode adds
     (:meth:`grown_to`, :mod:`streammn.trees.growth`); ``version`` counts the times the
     cardinalities grew. By default the cardinalities are fixed. A named variable of a growing
-    schema (:mod:`streammn.vocabulary`) grows by names: the names met so far are one list
+    schema (:mod:`streammn.schema.vocabulary`) grows by names: the names met so far are one list
     that the schemas grown from this one share (:meth:`known_states`), which new names are
     appended to as they first appear in the stream (:meth:`add_states`), and which
     :meth:`grown_to` takes the new states' names from.
@@ -245,7 +245,7 @@ class Schema:
         cls, rows: np.ndarray, names: Sequence[str] | None = None, source: str | None = None
     ) -> "Schema":
         """Infer cardinalities from a first chunk: ``max value + 1``, at least 2 (a table's
-        names and bins: :func:`streammn.schema_inference.infer_schema`).
+        names and bins: :func:`streammn.schema.inference.infer_schema`).
 
         The returned schema is then fixed; later rows with larger values are errors.
         """
@@ -372,12 +372,12 @@ class Schema:
 
     def add_states(self, j: int, names: Sequence) -> None:
         """Record ``names`` met in the stream as the next states of the named variable ``j``
-        of a growing schema (:mod:`streammn.encoding`, once their block is accepted)."""
+        of a growing schema (:mod:`streammn.schema.encoding`, once their block is accepted)."""
         self._names_met[j].extend(n for n in names if n not in self._names_met[j])
 
     @property
     def named(self) -> bool:
-        """Whether a variable has named states or bins (:mod:`streammn.vocabulary`)."""
+        """Whether a variable has named states or bins (:mod:`streammn.schema.vocabulary`)."""
         return any(v.state_names is not None for v in self._variables)
 
     def require_complete(self, learner: str) -> None:
@@ -515,7 +515,7 @@ class Schema:
         columns, a null (``None``/NaN), a non-integer value, or a value outside
         ``0 .. cardinality-1`` (in growth mode ``0 .. max_cardinality-1``). A table or data
         frame (Arrow, pandas, polars), and a matrix of objects or text for a schema with named
-        variables, is read by :func:`streammn.encoding.encode_table`: names and numbers are
+        variables, is read by :func:`streammn.schema.encoding.encode_table`: names and numbers are
         encoded, an unknown name is an error (or a new state, in growth mode).
         """
         table = table_of(values)

@@ -14,7 +14,7 @@ The learners see state numbers ``0 .. cardinality-1``; a user sees values as wri
 Both are part of the schema's description (:meth:`Schema.to_dict
 <streammn.schema.Schema.to_dict>`), so snapshots, checkpoints, model ``.json`` files and
 Parquet metadata carry them, and a resumed stream encodes every value as before. Turning
-columns into state numbers and back is :mod:`streammn.encoding`'s job; this module only says
+columns into state numbers and back is :mod:`streammn.schema.encoding`'s job; this module only says
 what a valid vocabulary is and how a bin is labelled.
 """
 

@@ -3,7 +3,7 @@
 Every source that reads named values (CSV text, Parquet string, dictionary and float columns,
 Arrow tables and DataFrames handed to ``fit``/``partial_fit``) turns each column into state
 numbers here, with pyarrow's kernels or numpy over the whole column, never a Python loop over
-rows (:mod:`streammn.vocabulary` says what the names are):
+rows (:mod:`streammn.schema.vocabulary` says what the names are):
 
 - **names**: ``pyarrow.compute.index_in`` against the variable's names (a dictionary column:
   against its dictionary, then a take of the indices). Text is compared as written for string
@@ -12,7 +12,7 @@ rows (:mod:`streammn.vocabulary` says what the names are):
 - **bins**: the values as float64, then ``numpy.searchsorted`` over the edges; a text cell may
   also be a bin's label (``[12.5, 40)``, as ``sample`` writes it). A text cell that is neither
   is a :class:`~streammn.schema.SchemaError` naming it.
-- a null (or NaN) is the missing state in missing mode (:data:`~streammn.vocabulary.MISSING`),
+- a null (or NaN) is the missing state in missing mode (:data:`~streammn.schema.MISSING`),
   else a located error; an unknown name is a located error, or, when the variable grows
   (:meth:`Schema.with_growth <streammn.schema.Schema.with_growth>`), a new state numbered
   after the known ones in the order the names first appear in the stream. The new names are
@@ -20,7 +20,7 @@ rows (:mod:`streammn.vocabulary` says what the names are):
   rejected block leaves the vocabulary as it was.
 
 What a column of a first block is (names, bins or state numbers) is decided by
-:mod:`streammn.schema_inference`.
+:mod:`streammn.schema.inference`.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from streammn.errors import SchemaError
-from streammn.vocabulary import MISSING, name_text
+from streammn.schema.vocabulary import MISSING, name_text
 
 SHOWN_NAMES = 8  # the names an unknown-name error lists
 # a decimal number as text: what a numeric column's cells must look like

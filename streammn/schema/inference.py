@@ -8,7 +8,7 @@ least :data:`ODD_VALUES` distinct values is named states, sorted; numbers with a
 beyond 254) become :data:`DEFAULT_BINS` bins at their quantiles. Anything else stays state
 numbers, as streammn has always read them, and a cell that is none is refused where it is: a
 stray ``1.5`` or ``abc`` in a column of states is a bad cell, not a new kind of column. A
-schema file (:mod:`streammn.schema_file`) says otherwise where the data cannot.
+schema file (:mod:`streammn.schema.file`) says otherwise where the data cannot.
 """
 
 from __future__ import annotations
@@ -17,8 +17,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streammn.encoding import NUMBER, is_text, plain_column
-from streammn.schema import MAX_CARDINALITY, MIN_INFERRED_CARDINALITY, MISSING, Schema, Variable
+from streammn.schema.encoding import NUMBER, is_text, plain_column
+from streammn.schema.variables import (
+    MAX_CARDINALITY,
+    MIN_INFERRED_CARDINALITY,
+    MISSING,
+    Schema,
+    Variable,
+)
 from streammn.errors import SchemaError
 
 DEFAULT_BINS = 4
@@ -44,7 +50,7 @@ def infer_variable(name: str, col, declared: Variable | dict | None = None) -> V
     """A named or binned variable for the first rows of a column (see the module docstring),
     or None when the column holds state numbers (or values no variable can hold, which the
     reader of state numbers then refuses where they are). ``declared`` is what a schema file
-    says of it (:mod:`streammn.schema_file`): the variable itself, or its ``kind``."""
+    says of it (:mod:`streammn.schema.file`): the variable itself, or its ``kind``."""
     if isinstance(declared, Variable):
         return declared
     declared = declared or {}

@@ -16,7 +16,7 @@ A variable with ``states``, a list of ``bins`` edges or a ``cardinality`` is dec
 (:data:`KINDS`: ``category``, ``boolean``, ``number`` with an optional count of ``bins`` (a
 count alone says ``number``), or ``code``, state numbers) has its states read from the first
 rows like an undeclared column, but as that kind
-(:func:`streammn.schema_inference.infer_variable`): a column of zip codes is words, not
+(:func:`streammn.schema.inference.infer_variable`): a column of zip codes is words, not
 numbers. A file that declares every variable whole is the schema; otherwise the kinds go to
 the source, which infers the rest.
 """
@@ -27,7 +27,7 @@ import json
 import os
 
 from streammn.errors import SchemaError, SchemaFileUnavailable
-from streammn.schema import Schema, Variable
+from streammn.schema.variables import Schema, Variable
 
 KINDS = ("category", "boolean", "number", "code")
 WHOLE = ("states", "cardinality")  # with a list of bins, what declares a variable whole
