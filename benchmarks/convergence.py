@@ -150,7 +150,7 @@ def section_planted(n_vars: int, exact_upto: int) -> dict:
 
 def section_gibbs() -> dict:
     from connectors.synthetic import SyntheticSource
-    from streammn.dn_to_mn import dn2mn
+    from streammn.dn.conversion import dn2mn
 
     train = CsvSource(os.path.join(DATA, "nltcs", "nltcs.train.data")).read_all()
     dn = DTSL(Schema.binary(train.shape[1]), mode="exact").fit(train).to_dependency_network()

@@ -39,9 +39,9 @@ import numpy as np
 from streammn.csgs import CSGS
 from streammn.csgs.pll import fit_pattern_weights
 from streammn.csgs.synthetic import context_specific_network, kl_divergence, sample_rows
-from streammn.dn_to_mn import dn2mn
+from streammn.dn.conversion import dn2mn
 from streammn.dtsl import DTSL
-from streammn.model import MarkovNetwork
+from streammn.network.model import MarkovNetwork
 from streammn.schema import Schema
 from streammn.stats import MarginalCounts
 

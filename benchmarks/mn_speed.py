@@ -43,12 +43,12 @@ from random_trees import random_tree_dn  # noqa: E402
 
 from connectors.array import ArraySource  # noqa: E402
 from streammn import Schema  # noqa: E402
-from streammn.dn_to_mn import ORDERINGS, dn2mn  # noqa: E402
+from streammn.dn.conversion import ORDERINGS, dn2mn  # noqa: E402
 from streammn.dtsl import DTSL  # noqa: E402
-from streammn.features import FeatureSet  # noqa: E402
+from streammn.network.features import FeatureSet  # noqa: E402
 from streammn.inference import cmll, pll  # noqa: E402
-from streammn.model import MarkovNetwork  # noqa: E402
-from streammn.weights import fit_weights, pll_objective  # noqa: E402
+from streammn.network.model import MarkovNetwork  # noqa: E402
+from streammn.network.weights import fit_weights, pll_objective  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -42,13 +42,13 @@ import numba
 import numpy as np
 
 from connectors.array import ArraySource
-from streammn.dn_to_mn import dn2mn, marginals_from_rows
+from streammn.dn.conversion import dn2mn, marginals_from_rows
 from streammn.dtsl import DTSL
-from streammn.features import FeatureSet
+from streammn.network.features import FeatureSet
 from streammn.inference import cmll, pll
-from streammn.model import MarkovNetwork
+from streammn.network.model import MarkovNetwork
 from streammn.schema import Schema
-from streammn.weights import fit_weights
+from streammn.network.weights import fit_weights
 
 RESULTS = Path(__file__).resolve().parent / "results"
 VARIANTS = [  # (label, base, orderings) in the paper's order; the last is the default

@@ -15,7 +15,7 @@ class SyntheticSource(NumberedRows):
     Parameters
     ----------
     model:
-        A :class:`streammn.model.MarkovNetwork` (or :class:`streammn.dn.DependencyNetwork`).
+        A :class:`streammn.network.model.MarkovNetwork` (or :class:`streammn.dn.DependencyNetwork`).
     n_rows:
         Rows to emit in total; ``None`` (default) streams for ever.
     batch_size:

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from connectors import open_source
-from streammn.dn_to_mn import dn2mn
+from streammn.dn.conversion import dn2mn
 from streammn.dtsl import DTSL
 
 

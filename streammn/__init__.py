@@ -14,22 +14,25 @@ from importlib import import_module
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from streammn.schema import Schema, SchemaError, Variable
+from streammn import moved
+
+moved.install()  # the old paths of modules that moved into packages still import, with a warning
 
 __version__ = "0.1.0"
 
 _LAZY = {
-    "FeatureSet": "streammn.features",
-    "MarkovNetwork": "streammn.model",
-    "EnumerationTooLarge": "streammn.model",
+    "FeatureSet": "streammn.network.features",
+    "MarkovNetwork": "streammn.network.model",
+    "EnumerationTooLarge": "streammn.network.model",
     "DependencyNetwork": "streammn.dn",
     "DTSL": "streammn.dtsl",
     "DTSLError": "streammn.dtsl",
-    "dn2mn": "streammn.dn_to_mn",
-    "DN2MNError": "streammn.dn_to_mn",
-    "marginals_from_rows": "streammn.dn_to_mn",
-    "fit_weights": "streammn.weights",
-    "StochasticPLL": "streammn.weights",
-    "WeightLearningError": "streammn.weights",
+    "dn2mn": "streammn.dn.conversion",
+    "DN2MNError": "streammn.dn.conversion",
+    "marginals_from_rows": "streammn.dn.conversion",
+    "fit_weights": "streammn.network.weights",
+    "StochasticPLL": "streammn.network.weights",
+    "WeightLearningError": "streammn.network.weights",
     "ModelFormatError": "streammn.formats",
     "read_model": "streammn.formats",
     "write_model": "streammn.formats",

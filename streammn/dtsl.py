@@ -27,7 +27,7 @@ import numpy as np
 
 from streammn.source import Source, as_source
 from streammn.dn import DependencyNetwork
-from streammn.dn_to_mn import dn2mn
+from streammn.dn.conversion import dn2mn
 from streammn.schema import Schema, SchemaError
 from streammn.trees.criterion import AUTO, DEFAULT_ALPHA, DEFAULT_MIN_GAIN_PER_ROW
 from streammn.trees.exact import SourcePasses, grow_level_wise
@@ -44,7 +44,7 @@ from streammn.errors import DTSLError, DTSLStateError
 from streammn.learner import WEIGHTS_PARAM, StructureLearner
 from streammn.logistic.choice import Choice, choice_rows, regressions_win
 from streammn.logistic.conditionals import LogisticConditionals
-from streammn.model import MarkovNetwork
+from streammn.network.model import MarkovNetwork
 from streammn.params import AUTOMATIC, NONE, Interval, OneOf, Param
 
 MODES = ("hoeffding", "exact")
@@ -144,7 +144,7 @@ class DTSL(StructureLearner):
         forgetting.
     weights : {'refined', 'closed-form'}, default 'refined'
         The weights :meth:`to_markov_network` gives: ``'refined'`` keeps a uniform sample of
-        the rows learned (:mod:`streammn.weight_sample`, at most 25,000 rows in 8 MB) and
+        the rows learned (:mod:`streammn.network.weight_sample`, at most 25,000 rows in 8 MB) and
         continues DN2MN's closed-form weights by pseudo-likelihood on it, kept only where they
         score the sample's held-out rows better (:mod:`streammn.published`: on near-
         deterministic data the closed form loses nats to the trees it came from);
@@ -578,7 +578,8 @@ class DTSL(StructureLearner):
 
     # results --------------------------------------------------------------------------------
     def features(self, method: str = "default"):
-        """One :class:`~streammn.features.FeatureSet` per tree (paper Section III.B methods)."""
+        """One :class:`~streammn.network.features.FeatureSet` per tree (paper Section III.B
+        methods)."""
         return forest_features(self.forest, method)
 
     def to_dependency_network(self, features: str = "default") -> DependencyNetwork:

@@ -38,8 +38,8 @@ numba's parallel kernels, which a forked child must not start); only the files a
 the background.
 
 The published weights (:mod:`streammn.published`): with the learner's ``weights="refined"`` (the
-default) the learner keeps a uniform sample of its stream (:mod:`streammn.weight_sample`), and
-every snapshot publishes the learner's network with its weights continued by pseudo-likelihood
+default) the learner keeps a uniform sample of its stream (:mod:`streammn.network.weight_sample`),
+and every snapshot publishes the learner's network with its weights continued by pseudo-likelihood
 on the sample's training rows when they score its held-out rows (or the ``validation`` rows)
 better; the manifest's
 ``weights`` entry records the choice, each candidate's held-out PLL and the time it took. The
@@ -83,11 +83,11 @@ import numpy as np
 from streammn.source import Batch, Lookahead, Source
 from streammn.formats import SNAPSHOT_UAI_MAX_ENTRIES, model_files
 from streammn.learner import StructureLearner
-from streammn.loglinear import MASK_VALUES
-from streammn.model import MarkovNetwork
+from streammn.network.loglinear import MASK_VALUES
+from streammn.network.model import MarkovNetwork
 from streammn.resume_guard import check_resume_settings
 from streammn.published import Published, WeightState, publish, sample_split, scorable_rows
-from streammn.weight_sample import list_bytes
+from streammn.network.weight_sample import list_bytes
 from streammn.progress import STDERR, Progress, peak_rss_mb, progress_line
 from streammn.publishing import Publisher
 from streammn.warmup import WriterKernels

@@ -2,9 +2,9 @@
 
 A forked snapshot writer (:mod:`streammn.publishing`) must not start numba's thread pool: the
 pool's threads do not survive ``fork()``, and a child that starts one can hang or die. The
-kernels with a parallel and a serial variant (the conversion in :mod:`streammn.dn_to_mn`, the
-pseudo-likelihood of :mod:`streammn.reach_lists`) ask :func:`serial_kernels_only` which to run;
-the writer child turns the switch on for good, and :func:`serial_kernels` turns it on for a
+kernels with a parallel and a serial variant (the conversion in :mod:`streammn.dn.conversion`, the
+pseudo-likelihood of :mod:`streammn.network.reach_lists`) ask :func:`serial_kernels_only` which to
+run; the writer child turns the switch on for good, and :func:`serial_kernels` turns it on for a
 block (to load the writer's kernels in the parent before the first fork).
 """
 

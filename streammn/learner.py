@@ -4,7 +4,7 @@ Every structure learner (DTSL, EdgeGrafting, EnsembleOfTrees, CSGS) subclasses o
 :class:`StructureLearner`, and the engine calls its members instead of probing for them: it
 learns from validated batches (``partial_fit``) or a whole finite source (``fit``), scores rows
 with its current conditionals (``pll_terms``, the prequential score), gives its current
-:class:`~streammn.model.MarkovNetwork`, saves and restores its full state (``to_bytes`` /
+:class:`~streammn.network.model.MarkovNetwork`, saves and restores its full state (``to_bytes`` /
 ``from_bytes``), reports its settings (``settings``), and may add snapshot files or a drift
 summary (defaults: none). ``tests/test_conformance.py`` checks every learner against it.
 
@@ -33,12 +33,12 @@ from streammn.errors import (
     SettingsError,
     WeightStateError,
 )
-from streammn.model import MarkovNetwork
+from streammn.network.model import MarkovNetwork
 from streammn.packed_state import pack_state, unpack_state
 from streammn.params import OneOf, Param, check_params
 from streammn.published import WEIGHTS, Published, publish_sample
 from streammn.schema import Schema
-from streammn.weight_sample import WeightSample
+from streammn.network.weight_sample import WeightSample
 
 #: the ``weights`` entry of every learner's parameter table
 WEIGHTS_PARAM = Param(
@@ -188,7 +188,7 @@ class StructureLearner(Estimator):
     @property
     def weight_sample(self) -> WeightSample | None:
         """The uniform sample of the rows learned that the published weights are fitted and
-        judged on (:mod:`streammn.weight_sample`); None with ``weights='closed-form'``."""
+        judged on (:mod:`streammn.network.weight_sample`); None with ``weights='closed-form'``."""
         return self._weight_sample
 
     def _new_weight_sample(self) -> None:

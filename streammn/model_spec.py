@@ -20,7 +20,7 @@ from pathlib import Path
 from streammn.dn import DependencyNetwork
 from streammn.errors import ModelFileMissing, ModelFormatError
 from streammn.formats import MODEL_FILES, read_model
-from streammn.model import MarkovNetwork
+from streammn.network.model import MarkovNetwork
 from streammn.snapshot import LATEST, Snapshot, with_snapshot
 
 DENSITY_SUFFIX = ".et"  # an ET density file, alone or in a snapshot (streammn.et.learner.ET_FILE)

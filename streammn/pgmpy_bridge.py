@@ -22,7 +22,7 @@ import math
 import numpy as np
 
 from streammn.errors import PgmpyMissing, PgmpyModelError
-from streammn.features import FeatureSet
+from streammn.network.features import FeatureSet
 from streammn.formats.uai import log_factor_tables
 from streammn.schema import Schema, Variable
 
@@ -40,7 +40,7 @@ def _pgmpy():
 
 def to_pgmpy(model):
     """A ``pgmpy.models.DiscreteMarkovNetwork`` with the same factors as ``model`` (a
-    :class:`~streammn.model.MarkovNetwork`); nodes are the variable names."""
+    :class:`~streammn.network.model.MarkovNetwork`); nodes are the variable names."""
     DiscreteMarkovNetwork, DiscreteFactor = _pgmpy()
     schema = model.schema
     names, cards = schema.names, schema.cardinalities.astype(int)

@@ -3,10 +3,11 @@
 :func:`draw_network` draws a Markov network as a graph: a node per variable sized by its degree,
 an edge per pair of variables sharing a feature, drawn wider and darker the stronger the pair
 interacts (the summed absolute weight of the features over both,
-:meth:`~streammn.model.MarkovNetwork.pair_strengths`). The layout is networkx's force-directed
-one with the strengths as spring weights, so strongly coupled variables sit together; beyond
-``4 n`` edges only the strongest are drawn (a learned DN2MN model has many weak ones) and beyond
-60 variables only the best-connected are labelled, which keeps 16 to 200 variables readable.
+:meth:`~streammn.network.model.MarkovNetwork.pair_strengths`). The layout is networkx's
+force-directed one with the strengths as spring weights, so strongly coupled variables sit
+together; beyond ``4 n`` edges only the strongest are drawn (a learned DN2MN model has many weak
+ones) and beyond 60 variables only the best-connected are labelled, which keeps 16 to 200 variables
+readable.
 
 :func:`draw_report` draws a run from its snapshot manifests: the prequential and validation PLL
 against rows seen (from the newest manifest's history, which outlives pruned snapshots), the

@@ -9,7 +9,7 @@ its own DN, accidents -14.14 / -12.12, mushrooms -2.83 / -0.42.
 
 What. The closed-form weights are the start and the centre of a Gaussian prior, and the weights
 maximise ``PLL(w) - |w - w_closed|^2 / (2 stddev^2)`` on a training sample (L-BFGS over the
-reach-list kernels of :mod:`streammn.reach_lists`). The prior's width is chosen on held-out
+reach-list kernels of :mod:`streammn.network.reach_lists`). The prior's width is chosen on held-out
 rows along a path ``STDDEVS``, narrow to wide: each fit starts from the last one's optimum, and
 the path stops at the first width that does not score the held-out rows better than the best
 so far. The refined weights are published only if they score the held-out rows better than
@@ -34,7 +34,7 @@ zero-mean prior over DN2MN's features lost too (accidents -11.95, plants -9.36).
 be centred on the closed form, and its width depends on the data by a factor of 30 (plants
 overfits at stddev 1: -9.68 converged; mushrooms needs 1 or more), hence the path.
 
-The rows. Every learner keeps a :class:`~streammn.weight_sample.WeightSample` of its stream
+The rows. Every learner keeps a :class:`~streammn.network.weight_sample.WeightSample` of its stream
 (its ``weights`` parameter, ``'refined'`` by default): a uniform sample, one row in
 ``HELD_OUT_EVERY`` held out by a hash of its index. A validation file, when the user gives one,
 is the held-out set instead and every sampled row a training row. The sample is sized by
@@ -75,15 +75,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from streammn import reach_lists
-from streammn._merge import duplicate_groups
+from streammn.network import reach_lists
+from streammn.network._merge import duplicate_groups
 from streammn.errors import WeightStateError, WeightsError
-from streammn.features import FeatureSet
+from streammn.network.features import FeatureSet
 from streammn.packed_state import pack_state, unpack_state
-from streammn.model import MarkovNetwork
+from streammn.network.model import MarkovNetwork
 from streammn.schema import Schema, complete_rows
 from streammn.trees.growth import rows_within
-from streammn.weight_sample import WeightSample, held_out_mask, list_bytes
+from streammn.network.weight_sample import WeightSample, held_out_mask, list_bytes
 
 WEIGHTS = ("refined", "closed-form")
 PROBE_ROWS = 1_000  # training rows of the probe, at most
@@ -233,7 +233,7 @@ class _Search:
     def fit(self, rows: np.ndarray, w0: np.ndarray, stddev: float) -> np.ndarray | None:
         """L-BFGS from ``w0`` with a ``N(closed form, stddev^2)`` prior on ``rows`` (the whole
         sample or a probe's share of it), within the work left; ``None`` when none is."""
-        from streammn.weights import minimise, penalised
+        from streammn.network.weights import minimise, penalised
 
         share = rows.shape[0] / self.train.shape[0]  # one evaluation's work
         if self.left < share:

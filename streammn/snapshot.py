@@ -82,7 +82,7 @@ except ImportError:  # Windows: no advisory locks; one writer per directory is t
 
 
 from streammn import __version__
-from streammn.features import FeatureSet, distinct_sorted
+from streammn.network.features import FeatureSet, distinct_sorted
 from streammn.formats import MODEL_FILES, model_files, read_json  # noqa: F401 (re-exported)
 from streammn.schema import Schema
 from streammn.errors import (
@@ -745,7 +745,7 @@ def model_summary(schema: Schema, features: FeatureSet) -> dict:
 
 
 def load_snapshot(path: str | os.PathLike):
-    """Validate a snapshot and return its :class:`~streammn.model.MarkovNetwork`.
+    """Validate a snapshot and return its :class:`~streammn.network.model.MarkovNetwork`.
 
     ``path`` is a snapshot directory, a snapshot root (its ``LATEST`` is followed), a
     ``LATEST`` file or ``<root>/latest``. The model is read from ``model.json``. A snapshot of
@@ -756,6 +756,6 @@ def load_snapshot(path: str | os.PathLike):
 
 
 def _network(snap: Snapshot):
-    from streammn.model import MarkovNetwork
+    from streammn.network.model import MarkovNetwork
 
     return MarkovNetwork(*read_json(snap.file(MODEL_FILES["json"])))

@@ -341,7 +341,7 @@ def test_a_writer_that_starts_numba_threads_fails_loudly(tmp_path, monkeypatch):
     run stops with a clear error instead of writing whatever the kernel left behind."""
     import numba
 
-    from streammn import dn_to_mn
+    from streammn.dn import conversion as dn_to_mn
 
     eng = make(tmp_path / "out", chain_rows(3000), every_rows=1000)
     eng.learner.fit(chain_rows(500)).pll_terms(chain_rows(100))  # numba's thread pool starts

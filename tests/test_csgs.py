@@ -13,8 +13,8 @@ from streammn.csgs import CSGS, CSGSError, CSGSStateError, pearson_test
 from streammn.csgs.canonical import CanonicalModel, learn_canonical_model, maximal_cliques
 from streammn.csgs.pll import fit_pattern_weights, noise_tolerance
 from streammn.csgs.synthetic import context_specific_network, kl_divergence, sample_rows
-from streammn.model import MarkovNetwork
-from streammn.weights import WeightLearningError, fit_weights, pll_objective
+from streammn.network.model import MarkovNetwork
+from streammn.network.weights import WeightLearningError, fit_weights, pll_objective
 
 
 # chi-square ---------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import pytest
 from helpers.helpers_mn import all_rows, brute_joint, random_featureset
 from streammn import Schema
 from streammn.dn import DependencyNetwork
-from streammn.dn_to_mn import (
+from streammn.dn.conversion import (
     BASES,
     ORDERINGS,
     DN2MNError,
@@ -17,8 +17,8 @@ from streammn.dn_to_mn import (
     marginals_from_rows,
     rotation_fractions,
 )
-from streammn.features import FeatureSet
-from streammn.model import MarkovNetwork
+from streammn.network.features import FeatureSet
+from streammn.network.model import MarkovNetwork
 
 T, F_ = 1, 0  # the paper's True / False as values of binary variables
 
@@ -405,11 +405,11 @@ def test_streammn_dn2mn_stays_the_function_and_the_old_module_path_warns():
 
     code = (
         "import streammn; from streammn.dtsl import DTSL; "
-        "import streammn.dn_to_mn; print(callable(streammn.dn2mn), streammn.dn2mn.__module__)"
+        "import streammn.dn.conversion; print(callable(streammn.dn2mn), streammn.dn2mn.__module__)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["True", "streammn.dn_to_mn"]
-    with pytest.warns(DeprecationWarning, match="streammn.dn_to_mn"):
+    assert out.stdout.split() == ["True", "streammn.dn.conversion"]
+    with pytest.warns(DeprecationWarning, match="streammn.dn.conversion"):
         import importlib
 
         import streammn.dn2mn as old

@@ -11,9 +11,9 @@ from streammn.dtsl import DTSL
 from streammn.engine import StreamLearner
 from streammn.grafting import EdgeGrafting
 from streammn.inference import cmll_terms, gibbs_marginals, pll_terms
-from streammn.model import MarkovNetwork
+from streammn.network.model import MarkovNetwork
 from streammn.schema import Schema, SchemaError
-from streammn.weights import StochasticPLL, fit_weights
+from streammn.network.weights import StochasticPLL, fit_weights
 
 SCHEMA = Schema.from_cardinalities([2, 3, 2, 2])
 

@@ -17,8 +17,8 @@ from streammn.inference import (
     sample,
     variable_groups,
 )
-from streammn.loglinear import value_offsets
-from streammn.model import MarkovNetwork
+from streammn.network.loglinear import value_offsets
+from streammn.network.model import MarkovNetwork
 
 
 @pytest.fixture(scope="module")

@@ -1,10 +1,11 @@
-"""Our L-BFGS (streammn.lbfgs) against scipy's L-BFGS-B on the same objectives and tolerances."""
+"""Our L-BFGS (streammn.network.lbfgs) against scipy's L-BFGS-B on the same objectives and
+tolerances."""
 
 import numpy as np
 import pytest
 from scipy.optimize import minimize, rosen, rosen_der
 
-from streammn.lbfgs import _interpolate, minimise
+from streammn.network.lbfgs import _interpolate, minimise
 
 
 def scipy_fit(fun, x0, max_iter, ftol, gtol=1e-10):

@@ -9,7 +9,7 @@ import pytest
 from helpers.helpers_mn import all_rows, brute_joint
 from streammn import Schema
 from streammn.dn import DependencyNetwork
-from streammn.dn_to_mn import dn2mn
+from streammn.dn.conversion import dn2mn
 from streammn.cli import main
 from streammn.dtsl import DTSL
 from streammn.errors import DTSLError

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from streammn import Schema
-from streammn import loglinear
+from streammn.network import loglinear
 from streammn.dn import DependencyNetwork
-from streammn.features import FeatureSet, canonical_conditions
+from streammn.network.features import FeatureSet, canonical_conditions
 
 
 def random_featureset(rng, schema, n_features, max_len=3):

@@ -4,9 +4,10 @@ import numpy as np
 import pytest
 
 from helpers.helpers_mn import all_rows, brute_joint, brute_score, random_featureset
-from streammn import Schema, loglinear, reach_lists
-from streammn.features import FeatureSet
-from streammn.model import EnumerationTooLarge, MarkovNetwork
+from streammn import Schema
+from streammn.network import loglinear, reach_lists
+from streammn.network.features import FeatureSet
+from streammn.network.model import EnumerationTooLarge, MarkovNetwork
 
 
 @pytest.fixture

@@ -11,9 +11,9 @@ import pytest
 from streammn import Schema
 from streammn.cli import main
 from streammn.dtsl import DTSL
-from streammn.features import FeatureSet
+from streammn.network.features import FeatureSet
 from streammn.formats import ModelWriteError, read_model, write_model
-from streammn.model import MarkovNetwork
+from streammn.network.model import MarkovNetwork
 
 
 def _mode(path):

@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 
 from helpers.helpers_mn import all_rows, at_each_thread_count, holds, random_featureset
-from streammn import Schema, bitscan, loglinear, reach_lists
-from streammn.features import FeatureSet
-from streammn.model import MarkovNetwork
-from streammn.weights import fit_weights
+from streammn import Schema
+from streammn.network import bitscan, loglinear, reach_lists
+from streammn.network.features import FeatureSet
+from streammn.network.model import MarkovNetwork
+from streammn.network.weights import fit_weights
 
 
 def indicators(fs, rows):

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from streammn.dn_to_mn import dn2mn
+from streammn.dn.conversion import dn2mn
 from streammn.dtsl import DTSL
-from streammn.features import FeatureSet
+from streammn.network.features import FeatureSet
 from streammn.published import (
     STDDEVS,
     WORK_PER_ROW,
@@ -19,7 +19,7 @@ from streammn.published import (
     start_weights,
 )
 from streammn.schema import Schema
-from streammn.weight_sample import WeightSample
+from streammn.network.weight_sample import WeightSample
 
 
 def near_deterministic_rows(n, n_vars=5, flip=0.02, seed=0):

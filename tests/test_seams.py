@@ -7,9 +7,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("streammn", "connectors")
-# the command-line application wires the core to the connectors; the deprecated alias
-# streammn.distributed re-exports connectors.distributed
-APPLICATION = {"streammn.cli", "streammn.commands", "streammn.demo", "streammn.distributed"}
+# the command-line application wires the core to the connectors
+APPLICATION = {"streammn.cli", "streammn.commands", "streammn.demo"}
 
 
 def _modules() -> dict[str, Path]:

@@ -21,7 +21,7 @@ import pytest
 from streammn import Schema, snapshot
 from streammn.cli import main
 from streammn.errors import EXIT_BAD_INPUT, EXIT_UNAVAILABLE, exit_code
-from streammn.features import FeatureSet
+from streammn.network.features import FeatureSet
 from streammn.snapshot import (
     LATEST,
     SnapshotError,
@@ -214,7 +214,7 @@ WRITER = textwrap.dedent("""
     import sys
     import numpy as np
     from streammn import Schema
-    from streammn.features import FeatureSet
+    from streammn.network.features import FeatureSet
     from streammn.snapshot import SnapshotWriter, model_files
 
     schema = Schema.binary(8)

@@ -8,7 +8,7 @@ import pytest
 from connectors.synthetic import SyntheticSource
 from helpers.helpers_mn import random_featureset
 from streammn import Schema
-from streammn.model import MarkovNetwork
+from streammn.network.model import MarkovNetwork
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
-"""The weight sample (streammn.weight_sample): algorithm L gives a uniform sample of the rows
-offered, whatever the batches; the held-out split depends on the row index only; the sample
+"""The weight sample (streammn.network.weight_sample): algorithm L gives a uniform sample of the
+rows offered, whatever the batches; the held-out split depends on the row index only; the sample
 stays within its budget and round-trips exactly."""
 
 import numpy as np
@@ -8,7 +8,7 @@ import pytest
 from streammn.errors import WeightStateError
 from streammn.packed_state import pack_state, unpack_state
 from streammn.schema import Schema
-from streammn.weight_sample import (
+from streammn.network.weight_sample import (
     HELD_OUT_EVERY,
     WeightSample,
     held_out_index,

@@ -9,10 +9,10 @@ from helpers.helpers_mn import random_featureset
 from streammn import Schema
 from streammn.schema import MISSING, SchemaError
 from streammn.dn import DependencyNetwork
-from streammn.dn_to_mn import dn2mn
-from streammn.features import FeatureSet
-from streammn.model import MarkovNetwork
-from streammn.weights import StochasticPLL, WeightLearningError, fit_weights, pll_objective
+from streammn.dn.conversion import dn2mn
+from streammn.network.features import FeatureSet
+from streammn.network.model import MarkovNetwork
+from streammn.network.weights import StochasticPLL, WeightLearningError, fit_weights, pll_objective
 
 
 def exact_sample(mn, n, seed):

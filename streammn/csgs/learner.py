@@ -5,13 +5,13 @@ re-learned from them when a model is asked for (at snapshot time).
 :class:`~streammn.stats.PatternCounts`). :meth:`CSGS.learned_network` learns, when rows arrived
 since the last time, the canonical model (:func:`~streammn.csgs.canonical.learn_canonical_model`),
 generates its features and fits their weights by pseudo-likelihood on the counted rows (the
-objective of :func:`streammn.weights.fit_weights`, computed on the distinct patterns weighted by
-their counts, to a tolerance scaled to the counts' sampling noise: :mod:`streammn.csgs.pll`).
-Everything is a function of the counts alone, and the counts do not depend on how the stream
-was cut, so neither does the model. The prequential score uses the last learned model
-(learning one the first time it is needed). The canonical model is learned from scratch each
-time: re-using blankets across snapshots would need every test of a context to give the same
-verdict on the new counts, which only re-running the tests can tell.
+objective of :func:`streammn.network.weights.fit_weights`, computed on the distinct patterns
+weighted by their counts, to a tolerance scaled to the counts' sampling noise:
+:mod:`streammn.csgs.pll`). Everything is a function of the counts alone, and the counts do not
+depend on how the stream was cut, so neither does the model. The prequential score uses the last
+learned model (learning one the first time it is needed). The canonical model is learned from
+scratch each time: re-using blankets across snapshots would need every test of a context to give
+the same verdict on the new counts, which only re-running the tests can tell.
 
 A prompt stop (:meth:`~streammn.learner.StructureLearner.stop`, issue 41): after a stop
 request the structure learning under way is abandoned between nodes (binary data: every
@@ -34,8 +34,8 @@ from streammn.csgs.pll import fit_pattern_weights
 from streammn.learner import WEIGHTS_PARAM, StructureLearner
 from streammn.params import Boolean, Interval, Param
 from streammn.errors import CSGSError, CSGSStateError
-from streammn.features import FeatureSet
-from streammn.model import MarkovNetwork
+from streammn.network.features import FeatureSet
+from streammn.network.model import MarkovNetwork
 from streammn.schema import Schema
 from streammn.stats import PatternCounts
 

@@ -2,11 +2,12 @@
 
 CSGS keeps the data as distinct rows with multiplicities, and its models are learned on all of
 them: the planted benchmark has at most 512 distinct rows however many of 100,000 rows are
-drawn, nltcs 2,671 for 16,181 rows. The weights are those of :func:`streammn.weights.fit_weights`
-on the patterns with their counts as row weights: the objective on the repeated rows
-(``-PLL / N + |w - 0|^2 / (2 stddev^2 N)``, ``N`` the number of rows), computed by the shared
-reach-list kernels (:class:`streammn.reach_lists.ReachLists`) at the cost of the distinct rows
-only, with the same L-BFGS settings and ``fit_info``. CSGS has no PLL code of its own.
+drawn, nltcs 2,671 for 16,181 rows. The weights are those of
+:func:`streammn.network.weights.fit_weights` on the patterns with their counts as row weights: the
+objective on the repeated rows (``-PLL / N + |w - 0|^2 / (2 stddev^2 N)``, ``N`` the number of
+rows), computed by the shared reach-list kernels (:class:`streammn.network.reach_lists.ReachLists`)
+at the cost of the distinct rows only, with the same L-BFGS settings and ``fit_info``. CSGS has no
+PLL code of its own.
 
 The fit stops on a tolerance scaled to the data's sampling noise rather than on an iteration
 count (issue 41): the objective is a mean over ``N`` rows, whose noise shrinks as
@@ -29,11 +30,11 @@ from contextlib import contextmanager
 import numba as nb
 import numpy as np
 
-from streammn import reach_lists
+from streammn.network import reach_lists
 from streammn.csgs.canonical import Abandoned
 from streammn.kernel_mode import serial_kernels_only
-from streammn.model import MarkovNetwork
-from streammn.weights import WeightLearningError, lbfgs, penalised
+from streammn.network.model import MarkovNetwork
+from streammn.network.weights import WeightLearningError, lbfgs, penalised
 
 NOISE_FRACTION = 0.03
 """Share of the objective's sampling noise (``1 / sqrt(N)``) below which an iteration's gain
@@ -73,8 +74,8 @@ def fit_pattern_weights(
     tol: float | None = None,
     should_stop=None,
 ) -> MarkovNetwork:
-    """:func:`streammn.weights.fit_weights` on ``patterns`` weighted by ``counts`` (the fit on
-    the patterns repeated ``counts`` times: the same objective, L-BFGS run and bits), on one
+    """:func:`streammn.network.weights.fit_weights` on ``patterns`` weighted by ``counts`` (the fit
+    on the patterns repeated ``counts`` times: the same objective, L-BFGS run and bits), on one
     thread when the problem is small; ``tol`` defaults to :func:`noise_tolerance` of the rows
     counted. ``should_stop``: asked before every evaluation of the objective; when it returns
     True the fit is abandoned (:class:`~streammn.csgs.canonical.Abandoned`)."""

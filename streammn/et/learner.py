@@ -46,7 +46,7 @@ Measured: 100 variables, 10,000 rows, 174 CPU s; 200 variables, 4,000 rows, 750-
 The Markov network (snapshots, PLL scoring, .mn/.uai files) has one pairwise table per graph
 edge (rho above ``rho_threshold``) and one unary table per variable, started at the tree
 log-potentials ``log theta_u`` and ``log theta_uv / (theta_u theta_v)`` and fitted by
-pseudo-likelihood on the sample (:func:`streammn.weights.fit_weights`).
+pseudo-likelihood on the sample (:func:`streammn.network.weights.fit_weights`).
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ from streammn.learner import WEIGHTS_PARAM, StructureLearner
 from streammn.params import NONE, Boolean, Interval, Param
 from streammn.schema import Schema, Validated
 from streammn.stats import PairCounts, RowReservoir
-from streammn.weights import fit_weights
+from streammn.network.weights import fit_weights
 
 FORMAT = "streammn-et-1"
 ET_FILE = "model.et"

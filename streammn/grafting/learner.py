@@ -14,8 +14,8 @@ refit weights) is issue 16's diagnosis, summarised in docs/learners.md (grafting
 Streaming: :meth:`partial_fit` counts each batch; every ``update_every`` rows it checks whether
 a structure update is due, and if so re-optimises on the current statistics and runs activation
 steps, so edges are added as data arrives. :meth:`fit` counts a finite source, then grafts to the
-end. The model is a :class:`~streammn.model.MarkovNetwork` with pairwise features, so snapshots,
-scoring and file formats work unchanged.
+end. The model is a :class:`~streammn.network.model.MarkovNetwork` with pairwise features, so
+snapshots, scoring and file formats work unchanged.
 
 Updates that cost what changed (issue 41). Counting a row is cheap (millions of rows a second);
 an update is not (a few passes of the pseudo-likelihood over the row sample per weight fit), and
@@ -806,7 +806,8 @@ class EdgeGrafting(StructureLearner):
 
     # the model ----------------------------------------------------------------------------
     def learned_network(self):
-        """The current MRF as a :class:`~streammn.model.MarkovNetwork` (pairwise features)."""
+        """The current MRF as a :class:`~streammn.network.model.MarkovNetwork` (pairwise
+        features)."""
         if self._model is None:
             self._model = to_markov_network(self.schema, self.layout, self.model_theta)
         return self._model

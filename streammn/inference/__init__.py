@@ -1,6 +1,6 @@
 """Inference and evaluation: Gibbs sampling, Rao-Blackwellised marginals, PLL and CMLL.
 
-Exact enumeration for small models lives on :class:`streammn.model.MarkovNetwork`
+Exact enumeration for small models lives on :class:`streammn.network.model.MarkovNetwork`
 (``log_partition``, ``joint``, ``marginals``).
 """
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from streammn import loglinear
+from streammn.network import loglinear
 from streammn.errors import NoRowsError
 from streammn.inference.gibbs import InferenceError, conditional_structure, gibbs_marginals
 

@@ -21,14 +21,14 @@ import warnings
 import numba as nb
 import numpy as np
 
-from streammn import loglinear
-from streammn.bitscan import group_masks, lowest_bit, value_offsets
+from streammn.network import loglinear
+from streammn.network.bitscan import group_masks, lowest_bit, value_offsets
 from streammn.dn import DependencyNetwork
-from streammn.features import FeatureSet
+from streammn.network.features import FeatureSet
 from streammn.inference.draws import draw, draw_from, next_at
 from streammn.inference.incremental import chain_recorder, incremental_marginals
-from streammn.loglinear import add_feature_logits
-from streammn.model import MarkovNetwork
+from streammn.network.loglinear import add_feature_logits
+from streammn.network.model import MarkovNetwork
 from streammn.errors import InferenceError, InferenceTypeError
 from streammn.inference import convergence
 from streammn.inference.convergence import ChainDiagnostics, SamplingWarning
@@ -42,7 +42,7 @@ def conditional_structure(model) -> tuple[FeatureSet, np.ndarray, np.ndarray, np
     """``(features, var_ptr, var_feats, owner)`` defining every conditional of ``model``.
 
     ``owner[f]`` is ``-1`` for MN features (they count for every variable they mention) and the
-    CPD index for DN features (see :func:`streammn.loglinear.all_conditionals`).
+    CPD index for DN features (see :func:`streammn.network.loglinear.all_conditionals`).
     """
     if isinstance(model, MarkovNetwork):
         var_ptr, var_feats = model.index
@@ -433,7 +433,7 @@ def gibbs_marginals(
     runs ``chains`` chains from a uniformly random completion of its evidence, ``burn_in``
     sweeps then ``samples`` sweeps whose conditionals are averaged. Returns ``(m, sum of
     cardinalities)``: ``out[r, offs[j] + a] = P(X_j = a | evidence_r)`` with ``offs`` from
-    :func:`streammn.loglinear.value_offsets` (one-hot for observed variables).
+    :func:`streammn.network.loglinear.value_offsets` (one-hot for observed variables).
 
     ``method``: ``'table'`` precomputes every conditional of every joint state once (small
     models: at most ``TABLE_STATES`` states) so that each Gibbs step is a lookup; ``'bitset'``

@@ -31,7 +31,7 @@ import numba as nb
 import numpy as np
 
 from streammn.inference.draws import draw, next_at
-from streammn.bitscan import group_structure, lowest_bit, value_offsets
+from streammn.network.bitscan import group_structure, lowest_bit, value_offsets
 
 
 @nb.njit(cache=True)

@@ -17,7 +17,7 @@ scores every conditional, and one more gives every gradient.
 
 As a dependency-network CPD (:mod:`streammn.dn`) the regression of ``X_i`` is log-linear in
 conjunctive features: the intercept of output ``a`` is the feature ``X_i = a``, the weight
-``W[(j, v), a]`` the feature ``X_i = a ∧ X_j = v``. DN2MN (:mod:`streammn.dn_to_mn`) converts
+``W[(j, v), a]`` the feature ``X_i = a ∧ X_j = v``. DN2MN (:mod:`streammn.dn.conversion`) converts
 them with the same closed form as tree leaves (the normaliser cancels).
 """
 
@@ -28,7 +28,7 @@ import math
 import numba as nb
 import numpy as np
 
-from streammn.features import FeatureSet
+from streammn.network.features import FeatureSet
 from streammn.schema import Schema
 
 

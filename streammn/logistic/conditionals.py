@@ -5,9 +5,9 @@ What. :class:`LogisticConditionals` learns every variable's L1 logistic conditio
 at once. Online, from the stream (:mod:`streammn.logistic.online`: FTRL-Proximal on mini-batches
 cut at fixed stream positions, the penalty chosen per variable by prequential loss), which is
 what a stream uses. And from a uniform sample of the rows (a
-:class:`~streammn.weight_sample.WeightSample` of its own, one row in five held out by a hash of
-its stream index): when a finite source ends (:meth:`finish`) and the sample holds every one of
-its rows, the batch optimum on them (:mod:`streammn.logistic.batch`: each variable's penalty
+:class:`~streammn.network.weight_sample.WeightSample` of its own, one row in five held out by a
+hash of its stream index): when a finite source ends (:meth:`finish`) and the sample holds every
+one of its rows, the batch optimum on them (:mod:`streammn.logistic.batch`: each variable's penalty
 chosen on the held-out rows, then a fit on all), which then replaces FTRL's weights until more
 rows arrive.
 
@@ -35,7 +35,7 @@ from streammn.logistic.online import OnlineConditionals
 from streammn.packed_state import pack_state, unpack_state
 from streammn.schema import Schema
 from streammn.errors import WeightStateError
-from streammn.weight_sample import MEMORY_MB, WeightSample
+from streammn.network.weight_sample import MEMORY_MB, WeightSample
 
 STATE_FORMAT = "streammn-logistic-3"
 SAMPLE_SEED = 0x4C52  # the sample's own random numbers (the weight sample's are seed 0)

@@ -6,9 +6,9 @@ import numba
 import numpy as np
 
 from streammn import Schema
-from streammn.features import FeatureSet
-from streammn.loglinear import value_offsets
-from streammn.model import MarkovNetwork
+from streammn.network.features import FeatureSet
+from streammn.network.loglinear import value_offsets
+from streammn.network.model import MarkovNetwork
 
 
 def random_featureset(rng, schema, n_features, max_len=3, p_eq=0.7, scale=1.0):

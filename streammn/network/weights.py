@@ -3,15 +3,15 @@
 The objective per example is ``-PLL(w) / N + sum_f (w_f - mu_f)^2 / (2 stddev^2 N)``: the negative
 log posterior of the weights under a ``N(mu, stddev^2)`` prior on each weight, divided by the number
 of rows ``N`` so that step sizes and tolerances do not depend on the data size. PLL and its
-gradient come from the numba kernels of :mod:`streammn.reach_lists`: a fit scans its distinct rows
-once into reach lists (per row and value, the features that hold and those that fail through
-that variable's conditions only; :class:`streammn.reach_lists.ReachLists`), and every L-BFGS
-evaluation is then one sparse pass over them; past a memory budget (256 MiB) the rows are
-scanned chunk by chunk into per-word lists instead, those that fit in the budget kept across
+gradient come from the numba kernels of :mod:`streammn.network.reach_lists`: a fit scans its
+distinct rows once into reach lists (per row and value, the features that hold and those that fail
+through that variable's conditions only; :class:`streammn.network.reach_lists.ReachLists`), and
+every L-BFGS evaluation is then one sparse pass over them; past a memory budget (256 MiB) the rows
+are scanned chunk by chunk into per-word lists instead, those that fit in the budget kept across
 evaluations. Row chunks run on all cores, with the same bits at any thread count.
 
-* :func:`fit_weights` — L-BFGS (:mod:`streammn.lbfgs`) on rows in memory (an array, a ``Batch`` or a
-  ``RowReservoir``'s sample), warm-started from any weights (e.g. DN2MN's).
+* :func:`fit_weights` — L-BFGS (:mod:`streammn.network.lbfgs`) on rows in memory (an array, a
+  ``Batch`` or a ``RowReservoir``'s sample), warm-started from any weights (e.g. DN2MN's).
 * :class:`StochasticPLL` — mini-batch AdaGrad steps for streams (``partial_fit``), where the
   prior is scaled by the number of rows seen so far.
 """
@@ -21,10 +21,10 @@ from __future__ import annotations
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from streammn import reach_lists
-from streammn.lbfgs import minimise as lbfgs_minimise
-from streammn.features import FeatureSet
-from streammn.model import MarkovNetwork
+from streammn.network import reach_lists
+from streammn.network.lbfgs import minimise as lbfgs_minimise
+from streammn.network.features import FeatureSet
+from streammn.network.model import MarkovNetwork
 from streammn.errors import WeightLearningError, WeightLearningTypeError
 from streammn.schema import require_observed
 
@@ -75,7 +75,7 @@ def pll_objective(
 
 def _objective(features: FeatureSet, rows, stddev: float, prior_mean, counts=None):
     """The objective as a function ``weights -> (value, gradient)``, reading the rows through
-    reach lists built once (:func:`streammn.reach_lists.pll_evaluator`)."""
+    reach lists built once (:func:`streammn.network.reach_lists.pll_evaluator`)."""
     rows = _as_rows(rows, features.schema)
     if not stddev > 0:
         raise WeightLearningError(f"stddev must be positive, got {stddev}")
@@ -168,7 +168,7 @@ def minimise(
     fun, w0: np.ndarray, max_iter: int, tol: float, max_evaluations: int | None = None
 ) -> tuple[np.ndarray, dict]:
     """The weights that minimise ``fun`` (value and gradient) by L-BFGS
-    (:mod:`streammn.lbfgs`) from ``w0`` in at most ``max_iter`` iterations (and
+    (:mod:`streammn.network.lbfgs`) from ``w0`` in at most ``max_iter`` iterations (and
     ``max_evaluations`` calls of ``fun``), and how the optimisation ended (``iterations``,
     ``evaluations``, ``objective``, ``converged``, ``message``)."""
     # the search's own vector work is a few level-1 BLAS calls per step: threaded BLAS only

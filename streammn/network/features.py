@@ -4,7 +4,7 @@ A feature is a conjunction of conditions ``X_v = a`` (``eq=True``) or ``X_v != a
 (``eq=False``) with a real weight; it contributes its weight to a row's log score when every
 condition holds. Decision-tree CPDs (DTSL), DN2MN output and pairwise MRFs (grafting) are all
 sets of such features, so one flat representation and one set of kernels
-(:mod:`streammn.loglinear`) serve all of them.
+(:mod:`streammn.network.loglinear`) serve all of them.
 
 :class:`FeatureSet` stores ``F`` features as CSR-style arrays::
 
@@ -238,7 +238,7 @@ class FeatureSet:
         go through a hash table and equal hashes are confirmed by comparing the conditions, so
         a hash collision never merges different features.
         """
-        from streammn._merge import duplicate_groups  # numba kernels, imported lazily
+        from streammn.network._merge import duplicate_groups  # numba kernels, imported lazily
 
         group, first = duplicate_groups(self.ptr, self.var, self.val, self.eq)
         sums = np.bincount(group, weights=self.weights, minlength=first.shape[0])

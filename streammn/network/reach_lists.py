@@ -5,7 +5,7 @@ weights change. Feature f reaches the conditional of variable j on row r when f 
 (it then reaches every variable it tests, at the values its group on that variable allows, x_j
 among them), or when f fails on r through its conditions on j alone (it then reaches j's
 conditional at the values its group on j allows, x_j not among them). The bitset scan of
-:mod:`streammn.bitscan` finds both, 64 rows at a time, and lists them per row and value
+:mod:`streammn.network.bitscan` finds both, 64 rows at a time, and lists them per row and value
 column ``offs[j] + a``: the *entries* of (row, column) are the features (int32) whose weights
 its logit sums.
 
@@ -39,7 +39,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from streammn.bitscan import (
+from streammn.network.bitscan import (
     CHUNK_WORDS,
     PARTIAL_SUMS,
     add_words,
@@ -50,9 +50,9 @@ from streammn.bitscan import (
     new_words,
     value_offsets,
 )
-from streammn.features import FeatureSet
+from streammn.network.features import FeatureSet
 from streammn.kernel_mode import serial_kernels_only
-from streammn.loglinear import (
+from streammn.network.loglinear import (
     MASK_VALUES,
     all_conditionals,
     binary_conditional,

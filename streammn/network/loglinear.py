@@ -9,8 +9,8 @@ scoring.
 
 Row by row here (the simple kernels, and the fallbacks for variables with more than 64 values);
 every conditional of a block of rows at once by the row-bitset kernels of
-:mod:`streammn.bitscan` (:func:`all_conditionals`). The PLL and gradient of weight learning are
-in :mod:`streammn.reach_lists`.
+:mod:`streammn.network.bitscan` (:func:`all_conditionals`). The PLL and gradient of weight learning
+are in :mod:`streammn.network.reach_lists`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from streammn.bitscan import all_logits, groups_for, value_offsets
-from streammn.features import FeatureSet
+from streammn.network.bitscan import all_logits, groups_for, value_offsets
+from streammn.network.features import FeatureSet
 from streammn.errors import ModelError
 
 
@@ -321,7 +321,7 @@ def row_kernel_features(fs: FeatureSet, owner) -> tuple:
     """``(var_ptr, var_feats, owners, weights, ptr, var, val, eq)``: the feature arrays the
     row-by-row kernels (:func:`_logits_rows`, :func:`gradient_rows`) take, in their order.
 
-    One place builds them so the kernels' callers (here and :mod:`streammn.reach_lists`) do
+    One place builds them so the kernels' callers (here and :mod:`streammn.network.reach_lists`) do
     not each spell out the same eight arguments."""
     var_ptr, var_feats = fs.features_by_variable()
     owners = feature_owners(fs, owner)

@@ -33,9 +33,9 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from streammn.dn import DependencyNetwork
-from streammn.features import FeatureSet
-from streammn.model import MarkovNetwork
+from streammn.dn.network import DependencyNetwork
+from streammn.network.features import FeatureSet
+from streammn.network.model import MarkovNetwork
 from streammn.schema import Schema
 from streammn.errors import DN2MNError
 from streammn.published import check_weights, refine_on_rows
@@ -390,7 +390,7 @@ def dn2mn(
     Examples
     --------
     >>> from streammn.demo import planted_network
-    >>> from streammn.dn_to_mn import dn2mn
+    >>> from streammn.dn.conversion import dn2mn
     >>> from streammn.dtsl import DTSL
     >>> from streammn.inference import sample
     >>> planted, _ = planted_network(8, seed=0)
@@ -454,7 +454,7 @@ def refine_weights(
     model: MarkovNetwork, iterations: int, train, valid, stddev: float = 1.0
 ) -> MarkovNetwork:
     """A few PLL steps from the model's weights, kept only if validation PLL improves."""
-    from streammn.weights import fit_weights
+    from streammn.network.weights import fit_weights
 
     if train is None or valid is None:
         raise DN2MNError("refine= needs train= rows to learn on and valid= rows to check on")

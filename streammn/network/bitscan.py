@@ -10,9 +10,9 @@ as soon as every row of the chunk has failed twice). The cost is O(conditions x 
 times less than row by row; the only per-row work left is adding weights where a feature
 nearly holds, which is what the conditionals need anyway.
 
-Used by :func:`streammn.loglinear.all_conditionals` (the logits of a block of rows) and by the
-reach lists of weight learning (:mod:`streammn.reach_lists`); Gibbs sampling shares the group
-structure and the bit helpers.
+Used by :func:`streammn.network.loglinear.all_conditionals` (the logits of a block of rows) and by
+the reach lists of weight learning (:mod:`streammn.network.reach_lists`); Gibbs sampling shares the
+group structure and the bit helpers.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from numba.cpython.unsafe.numbers import trailing_zeros
 from numba.extending import intrinsic
 from numba.typed import Dict
 
-from streammn.features import FeatureSet
+from streammn.network.features import FeatureSet
 
 
 CHUNK_WORDS = 4  # rows are processed in chunks of 64 * CHUNK_WORDS

@@ -3,7 +3,7 @@
 Why not scipy's L-BFGS-B. Importing ``scipy.optimize`` takes 0.27 s here, and a streaming run
 that publishes refined weights pays it once per process: on a 1M-row stream with one snapshot
 that was the whole of the refinement's cost beyond its 10% target (11.6% measured, 0.28 s of
-2.4 s). The weight objectives (:mod:`streammn.weights`) are smooth, convex and unbounded, so
+2.4 s). The weight objectives (:mod:`streammn.network.weights`) are smooth, convex and unbounded, so
 none of L-BFGS-B's bound handling is needed, and the method itself is a page.
 
 The method (Nocedal & Wright, *Numerical Optimization*, 2nd ed., Algorithms 7.4, 3.5 and 3.6):

@@ -1,9 +1,9 @@
 """MarkovNetwork: a log-linear model over weighted conjunctive features.
 
 ``log P(x) = sum of the weights of the features x satisfies - log Z``. The features are a
-:class:`~streammn.features.FeatureSet` (flat arrays feature -> conditions) plus the index
+:class:`~streammn.network.features.FeatureSet` (flat arrays feature -> conditions) plus the index
 variable -> features that mention it, so that scoring, conditionals, pseudo-likelihood and Gibbs
-sweeps are numba kernels (:mod:`streammn.loglinear`, :mod:`streammn.inference.gibbs`). Exact
+sweeps are numba kernels (:mod:`streammn.network.loglinear`, :mod:`streammn.inference.gibbs`). Exact
 normalisation by enumeration is offered for small models (tests, toy problems) and refused
 clearly above a configurable number of joint states.
 """
@@ -14,8 +14,8 @@ import itertools
 
 import numpy as np
 
-from streammn import loglinear
-from streammn.features import FeatureSet
+from streammn.network import loglinear
+from streammn.network.features import FeatureSet
 from streammn.schema import Schema, require_observed
 from streammn.errors import EnumerationTooLarge, ModelError, NoRowsError
 
@@ -65,7 +65,7 @@ class MarkovNetwork:
         self.max_states = int(max_states)
         self._index = None
         self._log_z = None
-        self.fit_info = None  # set by streammn.weights.fit_weights
+        self.fit_info = None  # set by streammn.network.weights.fit_weights
 
     # structure ----------------------------------------------------------------------------
     @property
@@ -140,7 +140,7 @@ class MarkovNetwork:
     def pll_terms(self, rows) -> np.ndarray:
         """``log P(x_i | x_-i)`` for every row and variable: shape (n_rows, n_vars).
 
-        Uses the row-bitset kernel of :func:`streammn.loglinear.all_conditionals`. A model
+        Uses the row-bitset kernel of :func:`streammn.network.loglinear.all_conditionals`. A model
         learned in missing mode scores complete rows only (a missing value would need the
         variable summed out of every conditional it enters): the dependency network of the
         trees scores incomplete rows (:mod:`streammn.trees.missing`).
