@@ -54,9 +54,10 @@ from helpers.killresume import (
     same_counts,
     value_counts,
 )
-from streammn import Schema, read_snapshot, snapshot  # noqa: E402
+from streammn import Schema, read_snapshot
+from streammn.stream import snapshot  # noqa: E402
 from streammn.cli import main  # noqa: E402
-from streammn.snapshot import list_snapshots, resolve_snapshot  # noqa: E402
+from streammn.stream.snapshot import list_snapshots, resolve_snapshot  # noqa: E402
 
 SCHEMA = Schema.binary(16)
 # kill moments are drawn over the first 85% of an uninterrupted run's duration, so that on a

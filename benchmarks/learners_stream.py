@@ -198,7 +198,7 @@ def cyclic_source(rows: np.ndarray, schema, batch_size: int):
 
 def stop_worker(algo: str, data: Path, n_vars: int, out_dir: Path) -> None:
     """``StreamLearner`` over the stream, repeated, until a signal; prints when it starts."""
-    from streammn.engine import StreamLearner
+    from streammn.stream.engine import StreamLearner
     from streammn.learners import learner_class
     from streammn.schema import Schema
 
@@ -214,7 +214,7 @@ def stop_worker(algo: str, data: Path, n_vars: int, out_dir: Path) -> None:
 
 def run_stop(algo: str, data: Path, n_vars: int, after: float) -> dict:
     from streammn import read_snapshot
-    from streammn.snapshot import list_snapshots
+    from streammn.stream.snapshot import list_snapshots
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "snaps"

@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 
 from connectors.array import ArraySource  # noqa: E402
 from streammn.dtsl import DTSL  # noqa: E402
-from streammn.engine import StreamLearner  # noqa: E402
+from streammn.stream.engine import StreamLearner  # noqa: E402
 from streammn.schema import Schema  # noqa: E402
 
 DATASETS = ("nltcs", "plants", "jester", "accidents", "mushrooms")
@@ -287,7 +287,7 @@ def markdown(results: dict) -> str:
             "A periodic snapshot's weights start with a probe (1,000 sample rows) and, once a "
             "probe found nothing to gain, wait for the stream to double; the model a finite "
             "source leaves behind, its end's snapshot (also when its last row falls on a "
-            "periodic cut), gets the full search (`streammn.published`), once per run: "
+            "periodic cut), gets the full search (`streammn.stream.published`), once per run: "
             "'end's search s'. 'cost without it' is what the periodic snapshots and the row "
             "sample cost, the part an endless stream pays every 1M rows.",
         ]

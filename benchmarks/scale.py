@@ -9,7 +9,7 @@ needed; several partitions, as the mock keeps about 5 MB each) as one CSV line p
 (``--format``). In the same run the topic is read three ways, from offset 0 each time: by a bare
 confluent-kafka consumer that only touches every message (the ceiling for any Python reader),
 by :class:`~connectors.kafka.KafkaSource` alone (decoded, validated batches), and three times by
-``streammn learn``'s engine, a :class:`~streammn.engine.StreamLearner` with Hoeffding DTSL at the
+``streammn learn``'s engine, a :class:`~streammn.stream.engine.StreamLearner` with Hoeffding DTSL at the
 CLI defaults: publishing snapshots every ``--every-rows`` rows in the background (the default),
 the same with every snapshot written before learning goes on (``--foreground-snapshots``), and
 with no snapshot until the end (the learner alone on the same stream). Reported:
@@ -107,9 +107,9 @@ def kafka_section(args) -> dict:
     from connectors.kafka import KafkaSource
     from connectors.kafka_mock import MockKafkaCluster
     from streammn.dtsl import DTSL
-    from streammn.engine import StreamLearner
+    from streammn.stream.engine import StreamLearner
     from streammn.schema import Schema
-    from streammn.snapshot import read_snapshot
+    from streammn.stream.snapshot import read_snapshot
 
     rng = np.random.default_rng(args.seed)
     schema = Schema.binary(args.vars)

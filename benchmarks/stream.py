@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from connectors.arrow import schema_to_metadata  # noqa: E402
 from streammn import Schema, read_snapshot  # noqa: E402
-from streammn.snapshot import list_snapshots  # noqa: E402
+from streammn.stream.snapshot import list_snapshots  # noqa: E402
 
 
 def write_stream(path: Path, n_rows: int, n_vars: int, seed: int, chunk: int = 1_000_000):

@@ -1,7 +1,7 @@
-"""The source contract, from the core: :mod:`streammn.source` defines :class:`Batch`,
+"""The source contract, from the core: :mod:`streammn.stream.source` defines :class:`Batch`,
 :class:`Source`, :class:`NumberedRows` and the source errors; every connector builds on them."""
 
-from streammn.source import (
+from streammn.stream.source import (
     DEFAULT_BATCH_SIZE,
     Batch,
     NumberedRows,

@@ -42,7 +42,7 @@ from connectors.arrow import record_batch_rows
 from connectors.files import read_errors
 from connectors.parquet import ParquetSource
 from streammn.schema import Schema, Validated
-from streammn.source import SourceError, SourceUnavailable
+from streammn.stream.source import SourceError, SourceUnavailable
 from streammn.stats import MarginalCounts
 from streammn.trees.forest import Forest
 from streammn.trees.leaf_stats import LeafStats
@@ -374,7 +374,7 @@ def dask_client(spec: str = "local", timeout: float = 10.0):
     ``local[N]`` starts a LocalCluster of ``N`` worker processes with one thread each and
     numba/BLAS pinned to one thread (``local``: one per CPU); anything else is the address of a
     running scheduler (``tcp://host:8786``). An unreachable scheduler raises
-    :class:`~streammn.source.SourceUnavailable` after ``timeout`` seconds.
+    :class:`~streammn.stream.source.SourceUnavailable` after ``timeout`` seconds.
     """
     try:
         from distributed import Client, LocalCluster

@@ -10,10 +10,10 @@ from pathlib import Path
 import streammn
 from connectors import CsvSource, open_source, write_parquet
 from streammn.dtsl import DTSL
-from streammn.engine import StreamLearner
+from streammn.stream.engine import StreamLearner
 
 
-def main(data: str, out: str) -> streammn.snapshot.Snapshot:
+def main(data: str, out: str) -> streammn.stream.snapshot.Snapshot:
     rows = CsvSource(data).read_all()
     parquet = Path(tempfile.mkdtemp()) / "stream.parquet"
     write_parquet(parquet, rows, streammn.Schema.binary(rows.shape[1]))
@@ -21,7 +21,7 @@ def main(data: str, out: str) -> streammn.snapshot.Snapshot:
         learner = DTSL(source.schema, kappa=0.1)
         StreamLearner(source, learner, out, every_rows=25_000).run()
     model = streammn.load_snapshot(out)
-    snap = streammn.read_snapshot(streammn.snapshot.resolve_snapshot(out))
+    snap = streammn.read_snapshot(streammn.stream.snapshot.resolve_snapshot(out))
     print(
         f"{model}; snapshot {snap.path.name} after {snap.manifest['rows_seen']:,} rows, "
         f"prequential PLL {snap.manifest['scores']['prequential_pll']:.3f}"

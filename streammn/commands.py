@@ -23,7 +23,7 @@ from streammn.schema import Schema, SchemaError, require_observed
 from streammn.schema.file import read_schema_file
 from streammn.schema.vocabulary import name_text
 from streammn.model_spec import load_model, load_model_and_density
-from streammn.snapshot import read_snapshot
+from streammn.stream.snapshot import read_snapshot
 
 SCORE_BATCH = 65536
 # a run stopped by a signal ends cleanly, after a snapshot, but says so: 128 + the signal
@@ -82,7 +82,7 @@ def _growing_schema(schema: Schema, default: int | None, named: dict) -> Schema:
 def _refuse_a_used_out(out) -> None:
     """A new run writes into an empty or new ``--out``: interleaved with another run's
     snapshots, neither run could be resumed or read as one stream of snapshots."""
-    from streammn.snapshot import LOCK, SnapshotWriter, list_snapshots
+    from streammn.stream.snapshot import LOCK, SnapshotWriter, list_snapshots
 
     root = Path(out)
     if root.is_dir() and any(p.name != LOCK for p in root.iterdir()):
@@ -98,7 +98,7 @@ def _refuse_a_used_out(out) -> None:
 
 
 def learn(args) -> int:
-    from streammn.engine import StreamLearner
+    from streammn.stream.engine import StreamLearner
 
     exact = learner_setting(args, "--mode") == "exact"
     if not args.resume:
@@ -174,7 +174,7 @@ def learn(args) -> int:
 
 
 def _weights_note(record: dict | None) -> str:
-    """What the closing line says of the published weights (streammn.published)."""
+    """What the closing line says of the published weights (streammn.stream.published)."""
     if not record or record.get("published") != "refined":
         return ", closed-form weights"
     pll = record["held_out_pll"]
@@ -187,7 +187,7 @@ def _weights_note(record: dict | None) -> str:
 def _resume(engine) -> bool:
     """``engine.resume()``, naming a learner setting that differs from the snapshot's by its
     command-line option."""
-    from streammn.resume_guard import ResumeSettingsError
+    from streammn.stream.resume_guard import ResumeSettingsError
 
     try:
         return engine.resume()

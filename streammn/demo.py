@@ -61,9 +61,9 @@ def run_demo(
 ) -> str:
     """Run the demo into snapshot directory ``out``; returns the report text."""
     from streammn.dtsl import DTSL
-    from streammn.engine import StreamLearner
+    from streammn.stream.engine import StreamLearner
     from streammn.inference import sample
-    from streammn.snapshot import load_snapshot
+    from streammn.stream.snapshot import load_snapshot
 
     planted, truth = planted_network(n_vars, seed=seed)
     validation = sample(planted, 5000, seed=seed + 1)

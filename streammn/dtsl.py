@@ -25,7 +25,7 @@ import math
 import numba
 import numpy as np
 
-from streammn.source import Source, as_source
+from streammn.stream.source import Source, as_source
 from streammn.dn import DependencyNetwork
 from streammn.dn.conversion import dn2mn
 from streammn.schema import Schema, SchemaError
@@ -146,7 +146,7 @@ class DTSL(StructureLearner):
         The weights :meth:`to_markov_network` gives: ``'refined'`` keeps a uniform sample of
         the rows learned (:mod:`streammn.network.weight_sample`, at most 25,000 rows in 8 MB) and
         continues DN2MN's closed-form weights by pseudo-likelihood on it, kept only where they
-        score the sample's held-out rows better (:mod:`streammn.published`: on near-
+        score the sample's held-out rows better (:mod:`streammn.stream.published`: on near-
         deterministic data the closed form loses nats to the trees it came from);
         ``'closed-form'``: DN2MN's weights as they are (:meth:`learned_network`), no sample.
     cpd : {'tree', 'lr', 'auto'}, default 'tree'
@@ -448,7 +448,8 @@ class DTSL(StructureLearner):
         return self.schema.rows_of(batch, row_offset=self.rows_seen)
 
     def partial_fit(self, batch) -> "DTSL":
-        """Learn from one batch (Hoeffding mode): a :class:`~streammn.source.Batch` or a matrix.
+        """Learn from one batch (Hoeffding mode): a :class:`~streammn.stream.source.Batch` or a
+        matrix.
 
         The batch is validated first; a :class:`~streammn.schema.SchemaError` leaves the model
         untouched.
@@ -495,8 +496,8 @@ class DTSL(StructureLearner):
     def fit(self, source, count_pass=None) -> "DTSL":
         """Learn from scratch from ``source`` and return self.
 
-        ``source`` is a :class:`~streammn.source.Source`, or a matrix, table or data frame (in an
-        :class:`~connectors.array.ArraySource`); Hoeffding mode also takes any iterable of
+        ``source`` is a :class:`~streammn.stream.source.Source`, or a matrix, table or data frame
+        (in an :class:`~connectors.array.ArraySource`); Hoeffding mode also takes any iterable of
         batches. Exact mode rewinds the source once per tree level, unless ``count_pass``
         makes the passes elsewhere (:class:`connectors.distributed.DaskPasses`: on a Dask
         cluster, over the partitions of ``source``'s files); the trees are the same.

@@ -20,14 +20,14 @@ areas, in order:
 
 - the root and the kinds;
 - schemas and rows (:mod:`streammn.schema`, :mod:`streammn.trees.growth`);
-- sources and connectors (:mod:`streammn.source`, :mod:`connectors`);
+- sources and connectors (:mod:`streammn.stream.source`, :mod:`connectors`);
 - models and features (:mod:`streammn.network.features`, :mod:`streammn.network.model`,
   :mod:`streammn.dn`, :mod:`streammn.network.loglinear`);
 - model files (:mod:`streammn.formats`);
-- snapshots and publishing (:mod:`streammn.snapshot`, :mod:`streammn.publishing`);
-- learners, the engine and weights (:mod:`streammn.learner`, :mod:`streammn.engine`,
-  :mod:`streammn.resume_guard`, :mod:`streammn.published`, :mod:`streammn.network.weights`,
-  :mod:`streammn.river`);
+- snapshots and publishing (:mod:`streammn.stream.snapshot`, :mod:`streammn.stream.publishing`);
+- learners, the engine and weights (:mod:`streammn.learner`, :mod:`streammn.stream.engine`,
+  :mod:`streammn.stream.resume_guard`, :mod:`streammn.stream.published`,
+  :mod:`streammn.network.weights`, :mod:`streammn.river`);
 - the learner families (DTSL, DN2MN, tree features, CSGS, EdgeGrafting, ET);
 - sufficient statistics (:mod:`streammn.stats`);
 - inference (:mod:`streammn.inference`);
@@ -133,7 +133,7 @@ class SchemaFileUnavailable(UnavailableError):
     """A declared schema file that is missing or cannot be opened (exit code 4, like a source)."""
 
 
-# --- sources and connectors (streammn.source, connectors) ---------------------------------------
+# --- sources and connectors (streammn.stream.source, connectors) -------------------------------
 
 
 class SourceError(DataError, OSError):
@@ -150,7 +150,8 @@ class SourceUnavailable(SourceError, UnavailableError):
 
 
 class BatchError(DataError, TypeError):
-    """A :class:`~streammn.source.Batch` whose rows are not a C-contiguous 2-D ``uint8`` array."""
+    """A :class:`~streammn.stream.source.Batch` whose rows are not a C-contiguous 2-D ``uint8``
+    array."""
 
 
 class DistributedError(SettingsError):
@@ -161,7 +162,7 @@ class MockClusterError(UnavailableError, RuntimeError):
     """librdkafka's mock Kafka cluster did not start, or refused to create a topic."""
 
 
-# --- models and features (streammn.network.features, .model, .loglinear; streammn.dn) -------
+# --- models and features (streammn.network.features, .model, .loglinear; streammn.dn) ----------
 
 
 class ModelError(SettingsError):
@@ -215,7 +216,7 @@ class ModelWriteError(UnavailableError):
     """A model file cannot be written where asked (missing directory, permissions; exit 4)."""
 
 
-# --- snapshots and publishing (streammn.snapshot, streammn.publishing) -------------------------
+# --- snapshots and publishing (streammn.stream.snapshot, .publishing) --------------------------
 
 
 class SnapshotError(DataError):
@@ -229,7 +230,8 @@ class SnapshotError(DataError):
 class SnapshotMissingFile(SnapshotError):
     """A snapshot directory, its manifest or a file it lists that is not there: damage, or a
     snapshot its writer removed (its ``keep``) while it was read, which a reader of a snapshot
-    root takes for a cue to read the then-newest one (:func:`streammn.snapshot.with_snapshot`)."""
+    root takes for a cue to read the then-newest one
+    (:func:`streammn.stream.snapshot.with_snapshot`)."""
 
 
 class SnapshotVanished(SnapshotError, UnavailableError):

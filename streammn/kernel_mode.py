@@ -1,6 +1,6 @@
 """Whether numba's parallel kernels may run in this process: one process-wide switch.
 
-A forked snapshot writer (:mod:`streammn.publishing`) must not start numba's thread pool: the
+A forked snapshot writer (:mod:`streammn.stream.publishing`) must not start numba's thread pool: the
 pool's threads do not survive ``fork()``, and a child that starts one can hang or die. The
 kernels with a parallel and a serial variant (the conversion in :mod:`streammn.dn.conversion`, the
 pseudo-likelihood of :mod:`streammn.network.reach_lists`) ask :func:`serial_kernels_only` which to

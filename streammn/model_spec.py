@@ -7,8 +7,8 @@ dependency network) or ``.et`` (an ensemble-of-trees density). Every command tha
 ``score``, which also takes the exact likelihood of an ET density, :func:`load_model_and_density`;
 the file formats themselves are :mod:`streammn.formats`'.
 
-A snapshot is read through :func:`streammn.snapshot.with_snapshot`, every file it needs read in
-one go: a learner writing into the root (its ``--keep`` removing older snapshots) may remove the
+A snapshot is read through :func:`streammn.stream.snapshot.with_snapshot`, every file it needs read
+in one go: a learner writing into the root (its ``--keep`` removing older snapshots) may remove the
 snapshot under the reader, and that snapshot is then passed over for the newest, never called
 corrupt; what ``score`` needs comes from one snapshot, not from two read one after the other.
 """
@@ -21,7 +21,7 @@ from streammn.dn import DependencyNetwork
 from streammn.errors import ModelFileMissing, ModelFormatError
 from streammn.formats import MODEL_FILES, read_model
 from streammn.network.model import MarkovNetwork
-from streammn.snapshot import LATEST, Snapshot, with_snapshot
+from streammn.stream.snapshot import LATEST, Snapshot, with_snapshot
 
 DENSITY_SUFFIX = ".et"  # an ET density file, alone or in a snapshot (streammn.et.learner.ET_FILE)
 

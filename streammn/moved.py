@@ -29,6 +29,15 @@ MOVED = {
     # dependency networks and DN2MN
     "streammn.dn_to_mn": "streammn.dn.conversion",
     "streammn.dn2mn": "streammn.dn.conversion",
+    # the stream path: sources, the engine's loop, snapshots and what they publish
+    "streammn.engine": "streammn.stream.engine",
+    "streammn.source": "streammn.stream.source",
+    "streammn.snapshot": "streammn.stream.snapshot",
+    "streammn.publishing": "streammn.stream.publishing",
+    "streammn.published": "streammn.stream.published",
+    "streammn.warmup": "streammn.stream.warmup",
+    "streammn.resume_guard": "streammn.stream.resume_guard",
+    "streammn.progress": "streammn.stream.progress",
     # the connectors' Dask passes
     "streammn.distributed": "connectors.distributed",
 }

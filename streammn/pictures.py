@@ -423,7 +423,7 @@ def run_table(snapshot_dir) -> tuple[list[dict], list[dict]]:
     """``(snapshots, history)`` of a run: one dict per kept snapshot (sequence, created,
     rows_seen, reason, scores, n_features, n_edges, rows_per_second since the previous kept
     one) and the newest manifest's score history (one entry per snapshot ever written)."""
-    from streammn.snapshot import SnapshotError, list_snapshots, read_snapshot
+    from streammn.stream.snapshot import SnapshotError, list_snapshots, read_snapshot
 
     snaps = []
     for path in list_snapshots(snapshot_dir):

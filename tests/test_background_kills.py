@@ -1,7 +1,7 @@
 """SIGKILL while the default background writer is at work, for a file, a glob, Kafka and Redis.
 
-By default a periodic snapshot is written by a forked child (:mod:`streammn.publishing`) while
-the learner goes on. These tests run real ``streammn learn`` processes and, at kill points
+By default a periodic snapshot is written by a forked child (:mod:`streammn.stream.publishing`)
+while the learner goes on. These tests run real ``streammn learn`` processes and, at kill points
 drawn from a seeded RNG (one of a run's first background writes, then a delay into it), SIGKILL
 
 - ``writer``: the forked writer child alone. The learner must fail that snapshot cleanly: exit
@@ -48,8 +48,8 @@ import pytest
 from streammn import Schema, read_snapshot
 from streammn.cli import main
 from streammn.planted import LogisticBN
-from streammn.publishing import CAN_FORK
-from streammn.snapshot import (
+from streammn.stream.publishing import CAN_FORK
+from streammn.stream.snapshot import (
     LATEST,
     TMP_PREFIX,
     latest_valid_snapshot,
@@ -419,7 +419,7 @@ def short(rows, tmp_path_factory):
 def writer_dies_at(monkeypatch, point: str, root: Path) -> None:
     """Make the forked writer of snapshot ``KILLED_SNAPSHOT`` SIGKILL itself at ``point`` (the
     patches are inherited by the fork; this process itself is left alone)."""
-    from streammn import snapshot
+    from streammn.stream import snapshot
 
     learner_pid = os.getpid()
     writing = {"sequence": None, "root fsyncs": 0}

@@ -14,12 +14,12 @@ import pytest
 
 from connectors import ArraySource, write_parquet
 from streammn import Schema, load_snapshot, read_snapshot
-from streammn import snapshot as snapshot_module
+from streammn.stream import snapshot as snapshot_module
 from streammn.cli import main as cli_main
 from streammn.dtsl import DTSL
-from streammn.engine import EngineError, StreamLearner
-from streammn.publishing import CAN_FORK, SnapshotWriteFailed
-from streammn.snapshot import latest_valid_snapshot, list_snapshots
+from streammn.stream.engine import EngineError, StreamLearner
+from streammn.stream.publishing import CAN_FORK, SnapshotWriteFailed
+from streammn.stream.snapshot import latest_valid_snapshot, list_snapshots
 
 from helpers.datasets import ROOT
 from test_engine import chain_rows
@@ -252,7 +252,7 @@ KILLED_RUN = """
 import sys, time
 import numpy as np
 sys.path[:0] = [{root!r}, {tests!r}]
-from streammn import snapshot
+from streammn.stream import snapshot
 from test_background_snapshots import chain_rows, make
 
 def slow(step):

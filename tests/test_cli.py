@@ -11,7 +11,7 @@ import pytest
 
 from connectors import CsvSource, write_parquet
 from streammn import Schema, load_snapshot, read_model, read_snapshot
-from streammn.snapshot import list_snapshots, resolve_snapshot
+from streammn.stream.snapshot import list_snapshots, resolve_snapshot
 
 from helpers.datasets import DATA, ROOT
 

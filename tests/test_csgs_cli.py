@@ -8,7 +8,7 @@ import numpy as np
 from streammn import load_snapshot, read_snapshot
 from streammn.cli import main
 from streammn.csgs.synthetic import context_specific_network, sample_rows
-from streammn.snapshot import list_snapshots
+from streammn.stream.snapshot import list_snapshots
 
 
 def run(capsys, *args):

@@ -175,7 +175,7 @@ def test_cli_reports_drift_in_the_progress_line_and_the_manifest(tmp_path):
 
     from connectors import write_parquet
     from streammn import read_snapshot
-    from streammn.snapshot import resolve_snapshot
+    from streammn.stream.snapshot import resolve_snapshot
 
     rng = np.random.default_rng(3)
     rows = np.concatenate(

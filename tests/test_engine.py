@@ -8,11 +8,11 @@ import pytest
 
 from connectors import ArraySource, Batch, Source
 from streammn import Schema, SchemaError, load_snapshot, read_snapshot
-from streammn import engine as engine_module
+from streammn.stream import engine as engine_module
 from streammn.dtsl import DTSL
-from streammn.engine import EngineError, StreamLearner
+from streammn.stream.engine import EngineError, StreamLearner
 from streammn.stats import MarginalCounts
-from streammn.snapshot import list_snapshots
+from streammn.stream.snapshot import list_snapshots
 
 
 def chain_rows(n, n_vars=8, seed=0):
@@ -158,7 +158,7 @@ def test_refined_snapshots_equal_publish_and_the_engine_needs_a_learner(tmp_path
     which equal the stream's counts) refined on the learner's row sample, every row of it a
     training row, and judged on the validation rows."""
     from streammn.dn.conversion import dn2mn
-    from streammn.published import publish
+    from streammn.stream.published import publish
 
     rows, valid = chain_rows(2000), chain_rows(300, seed=1)
     eng = make(tmp_path, rows, validation=valid)

@@ -8,7 +8,7 @@ from connectors import ArraySource
 from connectors.base import Batch
 from helpers.helpers_mn import random_featureset
 from streammn.dtsl import DTSL
-from streammn.engine import StreamLearner
+from streammn.stream.engine import StreamLearner
 from streammn.grafting import EdgeGrafting
 from streammn.inference import cmll_terms, gibbs_marginals, pll_terms
 from streammn.network.model import MarkovNetwork

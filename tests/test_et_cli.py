@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 from streammn import load_snapshot, read_snapshot
 from streammn.cli import main
 from streammn.et import EnsembleOfTrees, ETDensity
-from streammn.snapshot import list_snapshots
+from streammn.stream.snapshot import list_snapshots
 
 
 def run(capsys, *args):

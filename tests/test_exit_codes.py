@@ -21,7 +21,7 @@ import pytest
 from connectors import write_parquet
 from streammn import Schema, commands
 from streammn.cli import main
-from streammn.snapshot import SnapshotWriter, read_snapshot, resolve_snapshot
+from streammn.stream.snapshot import SnapshotWriter, read_snapshot, resolve_snapshot
 
 from helpers.datasets import ROOT
 

@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 from connectors import open_source, write_parquet
-from streammn import Schema, read_snapshot, snapshot
+from streammn import Schema, read_snapshot
+from streammn.stream import snapshot
 from streammn.cli import main
-from streammn.snapshot import list_snapshots, resolve_snapshot
+from streammn.stream.snapshot import list_snapshots, resolve_snapshot
 
 from helpers.killresume import ENV, kill_after, learn_argv, outcome
 

@@ -9,7 +9,7 @@ from streammn import load_snapshot, read_snapshot
 from streammn.grafting.mrf import PairwiseLayout
 from streammn.grafting.synthetic import SyntheticMRF
 from streammn.schema import Schema
-from streammn.snapshot import list_snapshots
+from streammn.stream.snapshot import list_snapshots
 from test_cli import run_cli
 
 # both tests run `streammn learn --algo grafting` in subprocesses

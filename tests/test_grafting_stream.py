@@ -11,7 +11,7 @@ import pytest
 
 from connectors import ArraySource
 from streammn import read_snapshot
-from streammn.engine import StreamLearner
+from streammn.stream.engine import StreamLearner
 from streammn.errors import GraftingError
 from streammn.grafting import EdgeGrafting, planted_potts
 from streammn.grafting.objective import GraftingObjective

@@ -7,11 +7,11 @@ from connectors import ArraySource
 from streammn import Schema, SchemaError, load_snapshot, read_snapshot
 from streammn.demo import planted_network
 from streammn.dtsl import DTSL, DTSLError
-from streammn.engine import EngineError, StreamLearner
+from streammn.stream.engine import EngineError, StreamLearner
 from streammn.inference import sample
 from streammn.planted import LogisticBN
 from streammn.schema import GrowthUnsupported
-from streammn.snapshot import list_snapshots
+from streammn.stream.snapshot import list_snapshots
 from streammn.trees.growth import extend_state, first_new_value
 
 NEW_AT = 3000  # row where variable 3 first takes the new value 2

@@ -10,7 +10,7 @@ import pytest
 from streammn.cli import main
 from streammn.demo import planted_network
 from streammn.inference import sample
-from streammn.snapshot import list_snapshots, read_snapshot, resolve_snapshot
+from streammn.stream.snapshot import list_snapshots, read_snapshot, resolve_snapshot
 
 COMMON = ["--batch-size", 500, "--every-rows", 1000, "--keep", 20, "--quiet"]
 FIRST = 3000  # rows of a.data; b.data holds the new value from its row NEW_AT on
@@ -163,9 +163,9 @@ def test_refined_weights_with_missing_values_learn_from_complete_rows(
     """Refined weights with ``--missing`` and ``--validation``: the row sample holds the
     complete rows, the weights are fitted on them and judged on the complete validation rows,
     and a run resumed after new files learns the same learner and sample as one run."""
-    from streammn import engine, published
+    from streammn.stream import engine, published
     from streammn.dtsl import DTSL
-    from streammn.snapshot import load_snapshot
+    from streammn.stream.snapshot import load_snapshot
 
     weighed = []  # the rows of every refinement
 

@@ -17,7 +17,7 @@ from helpers.datasets import ROOT
 from helpers.killresume import learned_value_counts, same_counts, value_counts
 from helpers.logrows import N_PARTS, SCHEMA, encode, make_rows
 from streammn import read_snapshot
-from streammn.snapshot import list_snapshots, resolve_snapshot
+from streammn.stream.snapshot import list_snapshots, resolve_snapshot
 
 # both tests learn from Kafka/Redis in killed and resumed subprocesses
 pytestmark = pytest.mark.slow

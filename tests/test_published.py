@@ -1,4 +1,4 @@
-"""The published weights (streammn.published): the refined optimum against brute force, never
+"""The published weights (streammn.stream.published): the refined optimum against brute force, never
 worse than the closed form on held-out rows, warm start equal to cold start, the row sample's
 split, budget and round trip."""
 
@@ -9,7 +9,7 @@ from scipy.optimize import minimize
 from streammn.dn.conversion import dn2mn
 from streammn.dtsl import DTSL
 from streammn.network.features import FeatureSet
-from streammn.published import (
+from streammn.stream.published import (
     STDDEVS,
     WORK_PER_ROW,
     WeightState,

@@ -18,7 +18,7 @@ import pytest
 
 from connectors import CsvSource
 from streammn.cli import main
-from streammn.snapshot import LATEST, list_snapshots, read_snapshot, resolve_snapshot
+from streammn.stream.snapshot import LATEST, list_snapshots, read_snapshot, resolve_snapshot
 
 from helpers.datasets import DATA, ROOT
 
@@ -346,7 +346,7 @@ def test_resume_with_another_algorithm_is_a_usage_error(killed_midway, tmp_path,
 def test_settings_that_do_not_change_the_model_may_differ(killed_midway, tmp_path, monkeypatch):
     from connectors import open_source
     from streammn.dtsl import DTSL
-    from streammn.engine import StreamLearner
+    from streammn.stream.engine import StreamLearner
 
     d, work = killed_midway
     out = tmp_path / "out"

@@ -99,7 +99,7 @@ def test_no_module_imports_another_modules_private_names():
 
 
 def test_the_engine_calls_its_learner_and_source_instead_of_probing_them():
-    tree = ast.parse(MODULES["streammn.engine"].read_text())
+    tree = ast.parse(MODULES["streammn.stream.engine"].read_text())
     probes = [
         node.lineno
         for node in ast.walk(tree)
@@ -108,3 +108,27 @@ def test_the_engine_calls_its_learner_and_source_instead_of_probing_them():
         and node.func.id in ("getattr", "hasattr")
     ]
     assert probes == []
+
+
+def test_every_moved_module_still_imports_from_its_old_path_with_a_warning():
+    """The old flat paths (streammn.moved) give the new modules' objects, and say where they are."""
+    import importlib
+    import sys
+    import warnings
+
+    import streammn
+    from streammn.moved import MOVED
+
+    for old, new in MOVED.items():
+        sys.modules.pop(old, None)
+        before = dict(vars(streammn))  # importing `streammn.dn2mn` would shadow the function
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            alias = importlib.import_module(old)
+        assert [str(w.message) for w in caught] == [f"{old} moved to {new}"], old
+        target = importlib.import_module(new)
+        public = getattr(target, "__all__", None) or [n for n in vars(target) if n[0] != "_"]
+        assert public and all(getattr(alias, n) is getattr(target, n) for n in public), old
+        sys.modules.pop(old)
+        vars(streammn).clear()
+        vars(streammn).update(before)

@@ -17,7 +17,7 @@ import pytest
 from streammn import Schema
 from streammn.network.features import FeatureSet
 from streammn.formats import read_libra_mn, read_uai
-from streammn.snapshot import (
+from streammn.stream.snapshot import (
     LATEST,
     LOCK,
     SnapshotDirectoryBusy,
@@ -236,7 +236,7 @@ def test_model_summary_counts_edges():
 CHILD = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from streammn.snapshot import SnapshotWriter
+    from streammn.stream.snapshot import SnapshotWriter
 
     out, mode, start = sys.argv[1], sys.argv[2], int(sys.argv[3])
     writer = SnapshotWriter(out, keep=3)

@@ -18,11 +18,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from streammn import Schema, snapshot
+from streammn import Schema
+from streammn.stream import snapshot
 from streammn.cli import main
 from streammn.errors import EXIT_BAD_INPUT, EXIT_UNAVAILABLE, exit_code
 from streammn.network.features import FeatureSet
-from streammn.snapshot import (
+from streammn.stream.snapshot import (
     LATEST,
     SnapshotError,
     SnapshotMissingFile,
@@ -215,7 +216,7 @@ WRITER = textwrap.dedent("""
     import numpy as np
     from streammn import Schema
     from streammn.network.features import FeatureSet
-    from streammn.snapshot import SnapshotWriter, model_files
+    from streammn.stream.snapshot import SnapshotWriter, model_files
 
     schema = Schema.binary(8)
     fs = FeatureSet.from_features(schema, [(0.1 * j, [(j, 1, True), (j + 1, 0, True)])

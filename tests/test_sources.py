@@ -19,7 +19,7 @@ from connectors import (
     write_parquet,
 )
 from streammn import Schema, SchemaError
-from streammn.source import Lookahead
+from streammn.stream.source import Lookahead
 
 from helpers.datasets import DATA
 

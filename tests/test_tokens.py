@@ -19,7 +19,7 @@ from connectors.tokens import text_states
 from streammn import Schema
 from streammn.cli import main
 from streammn.schema import SchemaError
-from streammn.snapshot import read_snapshot, resolve_snapshot
+from streammn.stream.snapshot import read_snapshot, resolve_snapshot
 from streammn.trees.criterion import exact_threshold, significance_threshold
 
 SCHEMA = Schema.from_cardinalities([2, 3, 2], names=["a", "b", "c"])

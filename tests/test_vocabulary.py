@@ -16,13 +16,13 @@ from helpers.datasets import ROOT
 from streammn.cli import main
 from streammn.dtsl import DTSL
 from streammn.schema.encoding import decode_rows, named_csv
-from streammn.engine import StreamLearner
+from streammn.stream.engine import StreamLearner
 from streammn.formats.native import read_json, write_json
 from streammn.grafting.learner import EdgeGrafting
 from streammn.schema import Schema, SchemaError, Variable
 from streammn.schema.file import read_schema_file
 from streammn.schema.inference import infer_schema
-from streammn.snapshot import list_snapshots, load_snapshot, read_snapshot
+from streammn.stream.snapshot import list_snapshots, load_snapshot, read_snapshot
 
 N_ROWS = 600
 

@@ -159,7 +159,7 @@ class CSGS(StructureLearner):
 
     # learning -----------------------------------------------------------------------------
     def partial_fit(self, batch) -> "CSGS":
-        """Count one batch (a :class:`~streammn.source.Batch` or a row matrix). Rows are
+        """Count one batch (a :class:`~streammn.stream.source.Batch` or a row matrix). Rows are
         validated first; a bad batch leaves the state untouched."""
         rows = getattr(batch, "rows", batch)
         start = getattr(batch, "start", None)

@@ -38,7 +38,7 @@ from streammn.network.features import FeatureSet
 from streammn.network.model import MarkovNetwork
 from streammn.schema import Schema
 from streammn.errors import DN2MNError
-from streammn.published import check_weights, refine_on_rows
+from streammn.stream.published import check_weights, refine_on_rows
 from streammn.kernel_mode import serial_kernels_only
 
 BASES = ("marginals", "single", "uniform")
@@ -372,9 +372,9 @@ def dn2mn(
         zero (default). ``merge=False`` returns every conditioned feature as produced.
     weights:
         ``'refined'`` (the default when ``train`` rows are given): the weights snapshots publish
-        (:func:`streammn.published.refine_on_rows`), continued by pseudo-likelihood on ``train``
-        and kept only if they score ``valid`` (by default one row of ``train`` in five, held
-        out of the fit) better than the closed form; ``'closed-form'`` (the default without
+        (:func:`streammn.stream.published.refine_on_rows`), continued by pseudo-likelihood on
+        ``train`` and kept only if they score ``valid`` (by default one row of ``train`` in five,
+        held out of the fit) better than the closed form; ``'closed-form'`` (the default without
         rows): the paper's conversion as it is.
     refine:
         The number of L-BFGS pseudo-likelihood iterations to continue from the DN2MN weights on

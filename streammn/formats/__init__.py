@@ -168,10 +168,10 @@ def model_files(
     uai_max_entries: int | None = None,
 ) -> ModelFiles:
     """The files that hold a Markov network in each of ``formats`` (``json``, the one
-    :func:`~streammn.snapshot.load_snapshot` reads, ``mn`` for Libra, ``uai`` for UAI MARKOV),
-    to merge with other entries (a learner checkpoint) and pass to
-    :meth:`~streammn.snapshot.SnapshotWriter.write`. With ``uai_max_entries``, UAI is left out
-    (``skipped`` says why) when its tables would hold more potentials; its factors are grouped
+    :func:`~streammn.stream.snapshot.load_snapshot` reads, ``mn`` for Libra, ``uai`` for UAI
+    MARKOV), to merge with other entries (a learner checkpoint) and pass to
+    :meth:`~streammn.stream.snapshot.SnapshotWriter.write`. With ``uai_max_entries``, UAI is left
+    out (``skipped`` says why) when its tables would hold more potentials; its factors are grouped
     once, for the check and the file."""
     unknown = [f for f in formats if f not in MODEL_FILES]
     if unknown:

@@ -624,9 +624,9 @@ class EdgeGrafting(StructureLearner):
         return done
 
     def partial_fit(self, batch) -> "EdgeGrafting":
-        """Count a batch (a :class:`~streammn.source.Batch` or a row matrix, validated first);
-        every ``update_every`` rows check whether the statistics moved enough for a structure
-        update (:meth:`change`) and if so re-optimise and run up to ``steps_per_update``
+        """Count a batch (a :class:`~streammn.stream.source.Batch` or a row matrix, validated
+        first); every ``update_every`` rows check whether the statistics moved enough for a
+        structure update (:meth:`change`) and if so re-optimise and run up to ``steps_per_update``
         activation steps. A batch is counted up to each ``update_every`` boundary before the
         check there, so the model does not depend on how the stream was cut into batches.
 

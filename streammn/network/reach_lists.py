@@ -108,7 +108,8 @@ def _reach_column(x, base, n_slots, column, f, fill, at, feat):
 def _reach_scans(loop):
     """The two scans that list the entries (count, then fill), their loops over chunks of rows
     run by ``loop``: ``nb.prange`` in numba's thread pool, ``range`` in a forked snapshot writer,
-    which must not start the pool (:mod:`streammn.publishing`). One body, two kernels each."""
+    which must not start the pool (:mod:`streammn.stream.publishing`). One body, two kernels
+    each."""
 
     def count_reach(rows, offs, cards, groups):
         """``ptr``: the entries of row r, column s will be ``ptr[r * n_slots + s]`` to the next."""

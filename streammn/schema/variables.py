@@ -491,7 +491,7 @@ class Schema:
     def rows_of(self, data, row_offset: int = 0, source: str | None = None) -> np.ndarray:
         """The row matrix of ``data``, checked once: the single door of every public entry.
 
-        ``data`` is a :class:`~streammn.source.Batch` or a raw block of rows. A batch whose
+        ``data`` is a :class:`~streammn.stream.source.Batch` or a raw block of rows. A batch whose
         ``schema`` is this one was validated by its source and is trusted as is (in growth mode:
         one with the same :meth:`ceiling`, which is all validation checks); any other batch
         (numbered from its ``start``) and any raw block go through :meth:`validate`.

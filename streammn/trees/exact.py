@@ -31,7 +31,7 @@ from typing import Callable
 
 import numpy as np
 
-from streammn.source import SourceError
+from streammn.stream.source import SourceError
 from streammn.trees.forest import Forest
 from streammn.trees.criterion import exact_threshold
 from streammn.trees.settings import TreeSettings
@@ -119,7 +119,7 @@ def grow_level_wise(
 ) -> int:
     """Grow every tree of a fresh ``forest`` to completion; return the passes made.
 
-    ``source`` is a :class:`streammn.source.Source`, rewound before each pass, read through a
+    ``source`` is a :class:`streammn.stream.source.Source`, rewound before each pass, read through a
     :class:`SourcePasses` with ``cache_bytes``; or give ``count_pass`` (see :data:`CountPass`,
     e.g. :class:`connectors.distributed.DaskPasses`) and ``source=None``. ``n_threads`` blocks of
     trees are counted in parallel by a local pass. ``on_pass(level, frontier_size)`` is called

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from streammn import read_snapshot
-from streammn.snapshot import list_snapshots, resolve_snapshot
+from streammn.stream.snapshot import list_snapshots, resolve_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}

@@ -243,7 +243,7 @@ class SnapshotWriter:
         """Hold the directory's writer lock until :meth:`release` (or this process ends);
         :class:`SnapshotDirectoryBusy` at once if another writer holds it.
 
-        A run killed while a forked writer (:mod:`streammn.publishing`) was writing leaves
+        A run killed while a forked writer (:mod:`streammn.stream.publishing`) was writing leaves
         that writer holding the lock until its snapshot is complete; when the pid in the lock
         file is no longer alive, the lock is waited for (up to ``ORPHAN_WAIT_S``) instead."""
         if self._lock is not None or fcntl is None:  # held already; or no fcntl (Windows)

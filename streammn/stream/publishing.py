@@ -51,7 +51,7 @@ import sys
 from typing import Callable
 
 from streammn.kernel_mode import use_serial_kernels
-from streammn.snapshot import SnapshotWriteFailed
+from streammn.stream.snapshot import SnapshotWriteFailed
 from streammn.errors import SnapshotInFlight
 
 CAN_FORK = hasattr(os, "fork")

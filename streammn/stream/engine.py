@@ -14,22 +14,22 @@ learner plans its next update (``rows_to_pause``), so that one falls at the end 
 
 Snapshots cost the stream a ``fork()``: at the cut, the state after the snapshot's last row, a
 child process converts and writes the snapshot from its copy-on-write image of the learner while
-the parent keeps learning (:mod:`streammn.publishing` says why a fork rather than a writer thread
-or a serialised copy, and what the child must not touch). The snapshot holds exactly the state at
-the cut, so it equals the one a blocking writer would produce and resume stays byte-identical.
-At most one snapshot is in flight; when the next one is due before the previous one is durable,
-``when_busy`` decides: ``"wait"`` (default) blocks learning until it is, so every due snapshot is
-written; ``"skip"`` drops the due one and keeps learning (with ``every_rows`` the next snapshot is
-at the next multiple of N; with ``every_seconds`` at the first batch end after the one in flight
-is durable) and gives the writer, which is falling behind, its normal priority back; but it
-skips at most ``max_skipped`` due snapshots in a row: the next one waits for the writer, so a
+the parent keeps learning (:mod:`streammn.stream.publishing` says why a fork rather than a writer
+thread or a serialised copy, and what the child must not touch). The snapshot holds exactly the
+state at the cut, so it equals the one a blocking writer would produce and resume stays
+byte-identical. At most one snapshot is in flight; when the next one is due before the previous one
+is durable, ``when_busy`` decides: ``"wait"`` (default) blocks learning until it is, so every due
+snapshot is written; ``"skip"`` drops the due one and keeps learning (with ``every_rows`` the next
+snapshot is at the next multiple of N; with ``every_seconds`` at the first batch end after the one
+in flight is durable) and gives the writer, which is falling behind, its normal priority back; but
+it skips at most ``max_skipped`` due snapshots in a row: the next one waits for the writer, so a
 durable snapshot is never more than ``max_skipped + 1`` cadences old (plus the write in flight).
 Each snapshot's history entry records, once it is durable, how long after its cut that was
 (``latency_seconds``) and how many rows had been learned since (``latency_rows``); the
 progress line shows the last ones. Coalescing a late snapshot into a later row would break the
 exact row cadence, so it is not offered. A failed write (disk full, a killed writer) ends the
-run with :class:`~streammn.snapshot.SnapshotWriteFailed` (exit code 1); the snapshots before it
-stay valid. The final snapshot (end of source, signal, bad batch) is written in the foreground.
+run with :class:`~streammn.stream.snapshot.SnapshotWriteFailed` (exit code 1); the snapshots before
+it stay valid. The final snapshot (end of source, signal, bad batch) is written in the foreground.
 With ``validation`` rows, a learner whose conversion is not declared serial
 (``converts_in_writer``, see :class:`~streammn.learner.StructureLearner`), or weights refined
 over a variable of more than 64 values (row by row, on parallel kernels), the model is converted,
@@ -37,11 +37,11 @@ its weights refined and the model scored on the learning thread (scoring and CSG
 numba's parallel kernels, which a forked child must not start); only the files are written in
 the background.
 
-The published weights (:mod:`streammn.published`): with the learner's ``weights="refined"`` (the
-default) the learner keeps a uniform sample of its stream (:mod:`streammn.network.weight_sample`),
-and every snapshot publishes the learner's network with its weights continued by pseudo-likelihood
-on the sample's training rows when they score its held-out rows (or the ``validation`` rows)
-better; the manifest's
+The published weights (:mod:`streammn.stream.published`): with the learner's ``weights="refined"``
+(the default) the learner keeps a uniform sample of its stream
+(:mod:`streammn.network.weight_sample`), and every snapshot publishes the learner's network with
+its weights continued by pseudo-likelihood on the sample's training rows when they score its
+held-out rows (or the ``validation`` rows) better; the manifest's
 ``weights`` entry records the choice, each candidate's held-out PLL and the time it took. The
 refinement runs where the conversion does (in the writer child, on serial kernels, unless the
 model is converted on the learning thread) and continues from the previous snapshot's refined
@@ -54,8 +54,8 @@ position after any row of a batch (``position_after``: files, arrays, generators
 do not depend on how the stream is cut into batches, so the model is the same. Message logs
 (Kafka, Redis) resume only at message boundaries: there the snapshot falls at the first batch
 end at or after each multiple. A finite source (``rewindable``) is read one batch ahead
-(:class:`~streammn.source.Lookahead`) where a snapshot is due at a batch end: when that is the
-source's last row, the snapshot there is the end's (a full weight search, the learner's
+(:class:`~streammn.stream.source.Lookahead`) where a snapshot is due at a batch end: when that is
+the source's last row, the snapshot there is the end's (a full weight search, the learner's
 ``finish``), so the model a run leaves behind does not depend on where its last row falls.
 Sources with a ``commit(position)`` method (Kafka, Redis Streams) are told to commit a position
 only after the snapshot covering it is durable; on a signal their ``stop()`` is called so a
@@ -80,18 +80,18 @@ from typing import TextIO
 
 import numpy as np
 
-from streammn.source import Batch, Lookahead, Source
+from streammn.stream.source import Batch, Lookahead, Source
 from streammn.formats import SNAPSHOT_UAI_MAX_ENTRIES, model_files
 from streammn.learner import StructureLearner
 from streammn.network.loglinear import MASK_VALUES
 from streammn.network.model import MarkovNetwork
-from streammn.resume_guard import check_resume_settings
-from streammn.published import Published, WeightState, publish, sample_split, scorable_rows
+from streammn.stream.resume_guard import check_resume_settings
+from streammn.stream.published import Published, WeightState, publish, sample_split, scorable_rows
 from streammn.network.weight_sample import list_bytes
-from streammn.progress import STDERR, Progress, peak_rss_mb, progress_line
-from streammn.publishing import Publisher
-from streammn.warmup import WriterKernels
-from streammn.snapshot import (
+from streammn.stream.progress import STDERR, Progress, peak_rss_mb, progress_line
+from streammn.stream.publishing import Publisher
+from streammn.stream.warmup import WriterKernels
+from streammn.stream.snapshot import (
     NO_SNAPSHOT,
     RESUME_HINT,
     SnapshotWriteFailed,
@@ -146,8 +146,8 @@ class StreamLearner:
     >>> from connectors.synthetic import SyntheticSource
     >>> from streammn.demo import planted_network
     >>> from streammn.dtsl import DTSL
-    >>> from streammn.engine import StreamLearner
-    >>> from streammn.snapshot import load_snapshot
+    >>> from streammn.stream.engine import StreamLearner
+    >>> from streammn.stream.snapshot import load_snapshot
     >>> planted, _ = planted_network(8, seed=0)
     >>> source = SyntheticSource(planted, n_rows=4000, batch_size=1000, seed=0)
     >>> engine = StreamLearner(source, DTSL(source.schema, kappa=0.01), tempfile.mkdtemp(),
@@ -621,7 +621,7 @@ class StreamLearner:
 
     def _convert(self, learner_pll: float | None, reason: str | None):
         """The model to publish with the seconds its conversion took, its validation PLL and
-        the weights' decision (:class:`~streammn.published.Published`); keeps where the
+        the weights' decision (:class:`~streammn.stream.published.Published`); keeps where the
         refinement left off."""
         t0 = time.perf_counter()
         published = self._weigh(self.learner.learned_network(), learner_pll, reason)
