@@ -238,8 +238,8 @@ def _parser(with_learners: bool = True) -> argparse.ArgumentParser:
         type=count_or_auto,
         default="auto",
         metavar="SWEEPS|auto",
-        help="Gibbs sweeps discarded first; auto: until the chains agree (split R-hat <= "
-        "1.05) (default: auto)",
+        help="Gibbs sweeps discarded first; auto: until the chains agree (split R-hat at most "
+        "--rhat) (default: auto)",
     )
     sample.add_argument(
         "--thin",
@@ -249,8 +249,35 @@ def _parser(with_learners: bool = True) -> argparse.ArgumentParser:
         help="Gibbs sweeps per row kept; auto: the chains' autocorrelation time, so rows are "
         "about as good as independent draws (default: auto)",
     )
+
     sample.add_argument(
-        "--verbose", action="store_true", help="say on stderr which burn-in and thinning ran"
+        "--rhat",
+        type=opt.above_one,
+        default=None,
+        metavar="R",
+        help="auto burn-in: the split R-hat every variable must reach (default: 1.01)",
+    )
+    sample.add_argument(
+        "--max-sweeps",
+        type=opt.positive_int,
+        default=None,
+        metavar="SWEEPS",
+        help="auto burn-in: stop the chains' pilot here, with a warning if --rhat is not "
+        "reached (default: 131,072)",
+    )
+    sample.add_argument(
+        "--chains",
+        type=opt.positive_int,
+        default=None,
+        help="independent Gibbs chains (default: 4 with auto burn-in or thinning, else 16)",
+    )
+    sample.add_argument(
+        "--verbose",
+        action="store_true",
+        help="say on stderr which burn-in and thinning ran, and the chains' split R-hat",
+    )
+    sample.add_argument(
+        "--quiet", action="store_true", help="no progress line (shown only on a terminal)"
     )
     sample.add_argument("--out", help="write .data rows here instead of standard output")
 

@@ -290,10 +290,19 @@ def sample(args) -> int:
     from streammn.inference import sample_diagnosed
 
     model, _ = load_model(args.model)
+    given = {"rhat_target": args.rhat, "max_sweeps": args.max_sweeps}  # None: the default
     rows, diagnostics = sample_diagnosed(
-        model, args.n, seed=args.seed, burn_in=args.burn_in, thin=args.thin
+        model,
+        args.n,
+        seed=args.seed,
+        burn_in=args.burn_in,
+        thin=args.thin,
+        chains=args.chains,
+        # a line rewritten in place: only on a terminal, and never with --quiet
+        progress=None if args.quiet or not sys.stderr.isatty() else sys.stderr,
+        **{k: v for k, v in given.items() if v is not None},
     )
-    if args.verbose and diagnostics is not None:
+    if args.verbose:
         print(f"streammn sample: {diagnostics.describe()}", file=sys.stderr)
     out = open(args.out, "w") if args.out else sys.stdout
     try:

@@ -34,6 +34,7 @@ non_negative = _number(float, lambda v: v >= 0, "a non-negative number")
 unit_interval = _number(float, lambda v: 0 <= v <= 1, "a number in [0, 1]")
 prior = _number(float, lambda v: 0 < v <= 1, "a number in (0, 1]")
 confidence = _number(float, lambda v: 0 < v < 1, "a number in (0, 1)")
+above_one = _number(float, lambda v: v > 1, "a number above 1")
 
 
 def kappa(text: str):

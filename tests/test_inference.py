@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from helpers.helpers_mn import all_rows, brute_conditional_marginals, random_featureset
-from streammn import FeatureSet, Schema
+from streammn import Schema
 from streammn.schema import SchemaError
 from streammn.dn import DependencyNetwork
 from streammn.inference import (
@@ -113,54 +113,3 @@ def test_bad_arguments(mn):
         cmll(mn, np.zeros((2, 6), np.uint8), groups=7)
     with pytest.raises(InferenceError, match="method"):
         gibbs_marginals(mn, np.full((1, 6), -1), method="exact")
-
-
-def _ferromagnet(n_vars=8, coupling=0.5, bias=0.3):
-    """Every pair prefers equal values: two modes that Gibbs chains leave slowly."""
-    schema = Schema.from_cardinalities([2] * n_vars)
-    feats = [(bias, [(0, 1, True)])]
-    for i in range(n_vars):
-        for j in range(i + 1, n_vars):
-            feats += [(coupling, [(i, 1, True), (j, 1, True)])]
-            feats += [(coupling, [(i, 0, True), (j, 0, True)])]
-    return MarkovNetwork(schema, FeatureSet.from_features(schema, feats))
-
-
-def test_auto_burn_in_and_thinning_give_the_exact_marginals(monkeypatch):
-    from streammn.inference import gibbs, sample_diagnosed
-
-    model = _ferromagnet()
-    exact = np.array([p[1] for p in model.marginals()])  # brute-force enumeration
-    for seed in (0, 1):
-        rows, diag = sample_diagnosed(model, 4000, seed=seed)
-        assert diag.converged and diag.thin > 10 and diag.burn_in >= 64
-        assert np.abs(rows.mean(axis=0) - exact).max() < 0.035
-        # the old default (100 sweeps of burn-in, every sweep kept) is 0.05-0.08 off here
-        old = sample(model, 4000, seed=seed, burn_in=100, thin=1)
-        assert np.abs(old.mean(axis=0) - exact).max() > 0.035
-    assert sample(model, 4000, seed=0, burn_in="auto", thin="auto").shape == (4000, 8)
-    # the incremental chains (models too large to tabulate) follow the same paths
-    monkeypatch.setattr(gibbs, "TABLE_STATES", 0)
-    again, diag_again = sample_diagnosed(model, 4000, seed=1)
-    np.testing.assert_array_equal(again, rows)
-    assert diag_again == diag
-
-
-def test_sample_command_reports_its_chains(tmp_path, capsys):
-    from streammn.cli import main
-    from streammn.formats import write_model
-
-    model = _ferromagnet(n_vars=5)
-    write_model(tmp_path / "m.json", model.schema, model.features)
-    out = tmp_path / "rows.data"
-    assert (
-        main(["sample", str(tmp_path / "m.json"), "-n", "50", "--verbose", "--out", str(out)]) == 0
-    )
-    assert "converged after" in capsys.readouterr().err
-    assert np.loadtxt(out, delimiter=",").shape == (50, 5)
-    fixed = ["--burn-in", "100", "--thin", "1", "--out", str(out)]
-    assert main(["sample", str(tmp_path / "m.json"), "-n", "50", *fixed]) == 0
-    np.testing.assert_array_equal(
-        np.loadtxt(out, delimiter=",", dtype=np.uint8), sample(model, 50, burn_in=100)
-    )
-    assert main(["sample", str(tmp_path / "m.json"), "-n", "5", "--thin", "often"]) == 2

@@ -6,13 +6,8 @@ Exact enumeration for small models lives on :class:`streammn.network.model.Marko
 
 from streammn.inference.evaluate import cmll, cmll_terms, pll, pll_terms, variable_groups
 from streammn.inference.convergence import ChainDiagnostics, SamplingWarning
-from streammn.inference.gibbs import (
-    InferenceError,
-    gibbs_marginals,
-    sample,
-    sample_chains,
-    sample_diagnosed,
-)
+from streammn.inference.gibbs import InferenceError, gibbs_marginals, sample_chains
+from streammn.inference.sampling import sample, sample_diagnosed
 
 __all__ = [
     "ChainDiagnostics",

@@ -16,7 +16,7 @@ depend on how chains are spread over threads.
 
 from __future__ import annotations
 
-import warnings
+from typing import Callable, NamedTuple
 
 import numba as nb
 import numpy as np
@@ -30,8 +30,6 @@ from streammn.inference.incremental import chain_recorder, incremental_marginals
 from streammn.network.loglinear import add_feature_logits
 from streammn.network.model import MarkovNetwork
 from streammn.errors import InferenceError, InferenceTypeError
-from streammn.inference import convergence
-from streammn.inference.convergence import ChainDiagnostics, SamplingWarning
 
 
 BLOCK_WORDS = 4  # lockstep marginal chains run in blocks of 64 * BLOCK_WORDS
@@ -320,7 +318,7 @@ def _sample(
 
 
 @nb.njit(cache=True)
-def _uniform_starts(states, cards):
+def uniform_starts(states, cards):
     """A uniformly random state per chain, drawn from (and advancing) its stream."""
     X = np.empty((states.shape[0], cards.shape[0]), dtype=np.uint8)
     for c in range(states.shape[0]):
@@ -373,20 +371,39 @@ def _record_table(X, states, sweeps, every, cards, offs, strides, table):
     return out
 
 
-def _recorder(model):
-    """``(cards, run)``, ``run(X, states, sweeps, every)`` recording chains of ``model``:
-    :func:`_record_table` when its joint states are few enough to tabulate every conditional
-    once (``TABLE_STATES``), else for a Markov network with finite weights the incremental
-    chains (:func:`~streammn.inference.incremental.chain_recorder`), else :func:`_record`."""
+class Recorder(NamedTuple):
+    """Chains of one model, as :func:`recorder` builds them.
+
+    ``run(X, states, sweeps, every)`` runs ``sweeps`` Gibbs sweeps on each chain ``X[c]``
+    (uint8 states; its stream ``states[c]``; both updated in place, so a later call continues
+    the chains) and returns the state after every ``every``-th sweep, ``(sweeps // every,
+    chains, n_vars)``. ``sweep_cost`` is a rough cost of one chain's sweep, in nanoseconds of
+    one core, for cutting long runs into calls of about a second (progress between calls)."""
+
+    cards: np.ndarray
+    run: Callable
+    sweep_cost: float
+
+
+def recorder(model) -> Recorder:
+    """The chains of ``model``: :func:`_record_table` when its joint states are few enough to
+    tabulate every conditional once (``TABLE_STATES``), else for a Markov network with finite
+    weights the incremental chains (:func:`~streammn.inference.incremental.chain_recorder`),
+    else :func:`_record`. A chain's path does not depend on which (up to rounding)."""
     fs, var_ptr, var_feats, owner = conditional_structure(model)
     cards = np.ascontiguousarray(fs.schema.cardinalities, dtype=np.int64)
     n_states = int(np.prod(cards.astype(object)))
+    conditions = int(fs.ptr[-1])
     if n_states > TABLE_STATES and isinstance(model, MarkovNetwork):
         if np.isfinite(fs.weights).all():
-            return cards, chain_recorder(fs, cards)
+            return Recorder(cards, chain_recorder(fs, cards), 10.0 * cards.size + 2.0 * conditions)
     if n_states > TABLE_STATES:
         kernel = (cards, var_ptr, var_feats, fs.weights, fs.ptr, fs.var, fs.val, fs.eq)
-        return cards, lambda X, states, sweeps, every: _record(X, states, sweeps, every, *kernel)
+        # each conditional tests every condition of every feature of its variable
+        cost = 10.0 * cards.size + conditions * conditions / max(1, fs.n_features)
+        return Recorder(
+            cards, lambda X, states, sweeps, every: _record(X, states, sweeps, every, *kernel), cost
+        )
     rows = np.stack(np.unravel_index(np.arange(n_states), tuple(cards)), axis=1)
     table = loglinear.all_conditionals(fs, np.ascontiguousarray(rows, np.uint8), owner=owner)[0]
     strides = np.ascontiguousarray(np.append(np.cumprod(cards[::-1])[::-1][1:], 1), np.int64)
@@ -395,10 +412,10 @@ def _recorder(model):
     def run(X, states, sweeps, every):
         return _record_table(X, states, sweeps, every, cards, offs, strides, table)
 
-    return cards, run
+    return Recorder(cards, run, 10.0 * cards.size)
 
 
-def _check_counts(**kw):
+def check_counts(**kw):
     for name, v in kw.items():
         if int(v) != v or v < (0 if name == "burn_in" else 1):
             raise InferenceError(
@@ -443,7 +460,7 @@ def gibbs_marginals(
     (:mod:`streammn.inference.incremental`); ``'auto'`` (default) picks the table when it fits,
     else ``'incremental'`` for a Markov network and ``'bitset'`` for a dependency network.
     """
-    _check_counts(burn_in=burn_in, samples=samples, chains=chains)
+    check_counts(burn_in=burn_in, samples=samples, chains=chains)
     if method not in ("auto", "table", "bitset", "incremental"):
         raise InferenceError(
             f"method must be 'auto', 'table', 'bitset' or 'incremental', got {method!r}"
@@ -512,7 +529,7 @@ def gibbs_marginals(
 
 def sample_chains(model, n: int, chains: int, burn_in: int, thin: int, seeds) -> np.ndarray:
     """``n`` rows from ``chains`` chains (row ``t * chains + c`` is chain c's t-th sample)."""
-    _check_counts(n=n, chains=chains, burn_in=burn_in, thin=thin)
+    check_counts(n=n, chains=chains, burn_in=burn_in, thin=thin)
     fs, var_ptr, var_feats, _ = conditional_structure(model)
     cards = np.ascontiguousarray(fs.schema.cardinalities, dtype=np.int64)
     per_chain = -(-int(n) // int(chains))
@@ -532,81 +549,3 @@ def sample_chains(model, n: int, chains: int, burn_in: int, thin: int, seeds) ->
         fs.eq,
     )
     return out[:n]
-
-
-def sample(model, n: int, seed: int = 0, burn_in=100, thin=1, chains: int = 16) -> np.ndarray:
-    """``n`` rows drawn by Gibbs sampling: ``chains`` independent chains, each started uniformly
-    at random, ``burn_in`` sweeps discarded, then one row every ``thin`` sweeps.
-
-    ``burn_in="auto"`` and ``thin="auto"`` (the ``sample`` command's defaults) choose them
-    from the model by a pilot run (:mod:`streammn.inference.convergence`: split R-hat and the
-    integrated autocorrelation time); :func:`sample_diagnosed` also says what was chosen.
-    Fixed counts draw exactly the rows they always did.
-    """
-    return sample_diagnosed(model, n, seed=seed, burn_in=burn_in, thin=thin, chains=chains)[0]
-
-
-def sample_diagnosed(
-    model, n: int, seed: int = 0, burn_in="auto", thin="auto", chains: int = 16
-) -> tuple[np.ndarray, ChainDiagnostics | None]:
-    """:func:`sample`, with ``"auto"`` burn-in and thinning by default, returning ``(rows,
-    diagnostics)``: the :class:`~streammn.inference.convergence.ChainDiagnostics` of the pilot
-    (``None`` when both counts are given). A pilot that did not converge within
-    ``MAX_PILOT_SWEEPS`` sweeps warns, naming the R-hat it reached.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from streammn import FeatureSet, MarkovNetwork, Schema
-    >>> schema = Schema.from_cardinalities([2, 2])
-    >>> model = MarkovNetwork(schema, FeatureSet.from_features(schema, [
-    ...     (2.0, [(0, 1, True), (1, 1, True)])]))
-    >>> rows, diag = sample_diagnosed(model, 4000, seed=1)
-    >>> diag.converged, diag.thin >= 1
-    (True, True)
-    >>> bool(np.abs(rows.mean(axis=0) - [p[1] for p in model.marginals()]).max() < 0.03)
-    True
-    """
-    auto_burn, auto_thin = burn_in == "auto", thin == "auto"
-    for name, v in (("burn_in", burn_in), ("thin", thin)):
-        if isinstance(v, str) and v != "auto":
-            raise InferenceError(f"{name} must be an integer or 'auto', got {v!r}")
-    chains = max(1, min(int(chains), int(n)))
-    if not auto_burn and not auto_thin:
-        return sample_chains(model, n, chains, burn_in, thin, chain_seeds(seed, chains)), None
-    _check_counts(
-        n=n,
-        chains=chains,
-        **({} if auto_burn else {"burn_in": burn_in}),
-        **({} if auto_thin else {"thin": thin}),
-    )
-    cards, run = _recorder(model)
-    states = chain_seeds(seed, chains)
-    X = _uniform_starts(states, cards)
-    done = 0 if auto_burn else int(burn_in)
-    if done:
-        run(X, states, done, done)
-    pilot, trace = 0, []
-    rhat = tau = 1.0
-    while True:
-        target = max(convergence.FIRST_PILOT_SWEEPS, 2 * pilot)
-        trace.append(run(X, states, target - pilot, 1))
-        pilot = target
-        rhat, tau = convergence.diagnose(np.concatenate(trace), cards)
-        if not auto_burn:
-            rhat = 1.0  # the given burn-in is trusted; the pilot only measures tau
-        ok = convergence.settled(rhat, tau, pilot - pilot // 2)
-        if ok or pilot >= convergence.MAX_PILOT_SWEEPS:
-            break
-    step = min(convergence.MAX_THIN, int(np.ceil(tau))) if auto_thin else int(thin)
-    diag = convergence.ChainDiagnostics(done + pilot, step, rhat, tau, ok)
-    if not ok:
-        warnings.warn(
-            f"{diag.describe()} (the pilot stops at {convergence.MAX_PILOT_SWEEPS} sweeps): "
-            f"rows may not follow the model; give burn_in and thin (--burn-in, --thin)",
-            SamplingWarning,
-            stacklevel=2,
-        )
-    per_chain = -(-int(n) // chains)
-    rows = run(X, states, per_chain * step, step)
-    return rows.reshape(-1, cards.size)[:n], diag
