@@ -45,7 +45,7 @@ from connectors.array import ArraySource  # noqa: E402
 from streammn import Schema  # noqa: E402
 from streammn.dn.conversion import ORDERINGS, dn2mn  # noqa: E402
 from streammn.dtsl import DTSL  # noqa: E402
-from streammn.network.features import FeatureSet  # noqa: E402
+from streammn.features import FeatureSet  # noqa: E402
 from streammn.inference import cmll, pll  # noqa: E402
 from streammn.network.model import MarkovNetwork  # noqa: E402
 from streammn.network.weights import fit_weights, pll_objective  # noqa: E402

@@ -287,7 +287,7 @@ def markdown(results: dict) -> str:
             "A periodic snapshot's weights start with a probe (1,000 sample rows) and, once a "
             "probe found nothing to gain, wait for the stream to double; the model a finite "
             "source leaves behind, its end's snapshot (also when its last row falls on a "
-            "periodic cut), gets the full search (`streammn.stream.published`), once per run: "
+            "periodic cut), gets the full search (`streammn.network.published`), once per run: "
             "'end's search s'. 'cost without it' is what the periodic snapshots and the row "
             "sample cost, the part an endless stream pays every 1M rows.",
         ]

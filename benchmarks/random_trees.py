@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from streammn.dn import DependencyNetwork
-from streammn.network.features import FeatureSet
+from streammn.features import FeatureSet
 from streammn.schema import Schema
 
 

@@ -44,7 +44,7 @@ import numpy as np
 from connectors.array import ArraySource
 from streammn.dn.conversion import dn2mn, marginals_from_rows
 from streammn.dtsl import DTSL
-from streammn.network.features import FeatureSet
+from streammn.features import FeatureSet
 from streammn.inference import cmll, pll
 from streammn.network.model import MarkovNetwork
 from streammn.schema import Schema

@@ -21,7 +21,7 @@ moved.install()  # the old paths of modules that moved into packages still impor
 __version__ = "0.1.0"
 
 _LAZY = {
-    "FeatureSet": "streammn.network.features",
+    "FeatureSet": "streammn.features",
     "MarkovNetwork": "streammn.network.model",
     "EnumerationTooLarge": "streammn.network.model",
     "DependencyNetwork": "streammn.dn",

@@ -174,7 +174,7 @@ def learn(args) -> int:
 
 
 def _weights_note(record: dict | None) -> str:
-    """What the closing line says of the published weights (streammn.stream.published)."""
+    """What the closing line says of the published weights (streammn.network.published)."""
     if not record or record.get("published") != "refined":
         return ", closed-form weights"
     pll = record["held_out_pll"]

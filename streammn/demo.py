@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from connectors.synthetic import SyntheticSource
-from streammn.network.features import FeatureSet
+from streammn.features import FeatureSet
 from streammn.network.model import MarkovNetwork
 from streammn.schema import Schema
 from streammn.errors import SettingsError

@@ -146,7 +146,7 @@ class DTSL(StructureLearner):
         The weights :meth:`to_markov_network` gives: ``'refined'`` keeps a uniform sample of
         the rows learned (:mod:`streammn.network.weight_sample`, at most 25,000 rows in 8 MB) and
         continues DN2MN's closed-form weights by pseudo-likelihood on it, kept only where they
-        score the sample's held-out rows better (:mod:`streammn.stream.published`: on near-
+        score the sample's held-out rows better (:mod:`streammn.network.published`: on near-
         deterministic data the closed form loses nats to the trees it came from);
         ``'closed-form'``: DN2MN's weights as they are (:meth:`learned_network`), no sample.
     cpd : {'tree', 'lr', 'auto'}, default 'tree'
@@ -579,7 +579,7 @@ class DTSL(StructureLearner):
 
     # results --------------------------------------------------------------------------------
     def features(self, method: str = "default"):
-        """One :class:`~streammn.network.features.FeatureSet` per tree (paper Section III.B
+        """One :class:`~streammn.features.FeatureSet` per tree (paper Section III.B
         methods)."""
         return forest_features(self.forest, method)
 

@@ -21,12 +21,12 @@ areas, in order:
 - the root and the kinds;
 - schemas and rows (:mod:`streammn.schema`, :mod:`streammn.trees.growth`);
 - sources and connectors (:mod:`streammn.stream.source`, :mod:`connectors`);
-- models and features (:mod:`streammn.network.features`, :mod:`streammn.network.model`,
+- models and features (:mod:`streammn.features`, :mod:`streammn.network.model`,
   :mod:`streammn.dn`, :mod:`streammn.network.loglinear`);
 - model files (:mod:`streammn.formats`);
 - snapshots and publishing (:mod:`streammn.stream.snapshot`, :mod:`streammn.stream.publishing`);
 - learners, the engine and weights (:mod:`streammn.learner`, :mod:`streammn.stream.engine`,
-  :mod:`streammn.stream.resume_guard`, :mod:`streammn.stream.published`,
+  :mod:`streammn.stream.resume_guard`, :mod:`streammn.network.published`,
   :mod:`streammn.network.weights`, :mod:`streammn.river`);
 - the learner families (DTSL, DN2MN, tree features, CSGS, EdgeGrafting, ET);
 - sufficient statistics (:mod:`streammn.stats`);
@@ -162,7 +162,7 @@ class MockClusterError(UnavailableError, RuntimeError):
     """librdkafka's mock Kafka cluster did not start, or refused to create a topic."""
 
 
-# --- models and features (streammn.network.features, .model, .loglinear; streammn.dn) ----------
+# --- models and features (streammn.features, .model, .loglinear; streammn.dn) ----------
 
 
 class ModelError(SettingsError):

@@ -36,7 +36,7 @@ from streammn.errors import (
 from streammn.network.model import MarkovNetwork
 from streammn.packed_state import pack_state, unpack_state
 from streammn.params import OneOf, Param, check_params
-from streammn.stream.published import WEIGHTS, Published, publish_sample
+from streammn.network.published import WEIGHTS, Published, publish_sample
 from streammn.schema import Schema
 from streammn.network.weight_sample import WeightSample
 
@@ -205,9 +205,9 @@ class StructureLearner(Estimator):
 
     def publish(self, validation=None) -> Published:
         """The network :meth:`to_markov_network` gives, with the record of how its weights
-        were chosen (:class:`~streammn.stream.published.Published`): :meth:`learned_network`'s
+        were chosen (:class:`~streammn.network.published.Published`): :meth:`learned_network`'s
         weights refined on the sample and kept only if they score its held-out rows (or
-        ``validation``, rows in memory) better (:mod:`streammn.stream.published`), a full fit from
+        ``validation``, rows in memory) better (:mod:`streammn.network.published`), a full fit from
         the learner's weights each time; with ``weights='closed-form'`` the learner's own."""
         model = self.learned_network()
         if self._weight_sample is None:

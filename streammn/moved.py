@@ -16,13 +16,12 @@ import sys
 import warnings
 
 MOVED = {
-    # the Markov network: features, the model, scoring kernels, weight learning
-    "streammn.features": "streammn.network.features",
+    # the Markov network: the model, scoring kernels, weight learning
     "streammn.model": "streammn.network.model",
     "streammn.loglinear": "streammn.network.loglinear",
     "streammn.bitscan": "streammn.network.bitscan",
     "streammn.reach_lists": "streammn.network.reach_lists",
-    "streammn.grouping": "streammn.network.grouping",
+    "streammn.grouping": "streammn.features.grouping",
     "streammn.weights": "streammn.network.weights",
     "streammn.weight_sample": "streammn.network.weight_sample",
     "streammn.lbfgs": "streammn.network.lbfgs",
@@ -34,7 +33,7 @@ MOVED = {
     "streammn.source": "streammn.stream.source",
     "streammn.snapshot": "streammn.stream.snapshot",
     "streammn.publishing": "streammn.stream.publishing",
-    "streammn.published": "streammn.stream.published",
+    "streammn.published": "streammn.network.published",
     "streammn.warmup": "streammn.stream.warmup",
     "streammn.resume_guard": "streammn.stream.resume_guard",
     "streammn.progress": "streammn.stream.progress",

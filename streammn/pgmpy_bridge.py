@@ -22,7 +22,7 @@ import math
 import numpy as np
 
 from streammn.errors import PgmpyMissing, PgmpyModelError
-from streammn.network.features import FeatureSet
+from streammn.features import FeatureSet
 from streammn.formats.uai import log_factor_tables
 from streammn.schema import Schema, Variable
 

@@ -17,7 +17,7 @@ from streammn.dn.conversion import (
     marginals_from_rows,
     rotation_fractions,
 )
-from streammn.network.features import FeatureSet
+from streammn.features import FeatureSet
 from streammn.network.model import MarkovNetwork
 
 T, F_ = 1, 0  # the paper's True / False as values of binary variables

@@ -158,7 +158,7 @@ def test_refined_snapshots_equal_publish_and_the_engine_needs_a_learner(tmp_path
     which equal the stream's counts) refined on the learner's row sample, every row of it a
     training row, and judged on the validation rows."""
     from streammn.dn.conversion import dn2mn
-    from streammn.stream.published import publish
+    from streammn.network.published import publish
 
     rows, valid = chain_rows(2000), chain_rows(300, seed=1)
     eng = make(tmp_path, rows, validation=valid)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from helpers.formats_strategies import all_rows, brute_scores, models
 from streammn import Schema
 from streammn.dn import DependencyNetwork
-from streammn.network.features import FeatureSet
+from streammn.features import FeatureSet
 from streammn.formats import (
     ModelFormatError,
     read_libra_dn,

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 
 from helpers.formats_strategies import models
 from streammn import Schema
-from streammn.network.features import FeatureSet
+from streammn.features import FeatureSet
 from streammn.formats import ModelFormatError, read_json, read_model, write_json, write_model
 
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from helpers.formats_strategies import all_rows, brute_scores, log_z, models
 from streammn import Schema
-from streammn.network.features import FeatureSet
+from streammn.features import FeatureSet
 from streammn.formats import ModelFormatError, read_model, read_uai, write_model, write_uai
 
 SPEC_EXAMPLE = """MARKOV

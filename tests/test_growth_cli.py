@@ -163,7 +163,8 @@ def test_refined_weights_with_missing_values_learn_from_complete_rows(
     """Refined weights with ``--missing`` and ``--validation``: the row sample holds the
     complete rows, the weights are fitted on them and judged on the complete validation rows,
     and a run resumed after new files learns the same learner and sample as one run."""
-    from streammn.stream import engine, published
+    from streammn.network import published
+    from streammn.stream import engine
     from streammn.dtsl import DTSL
     from streammn.stream.snapshot import load_snapshot
 

@@ -8,7 +8,7 @@ import pytest
 from streammn import Schema
 from streammn.network import loglinear
 from streammn.dn import DependencyNetwork
-from streammn.network.features import FeatureSet, canonical_conditions
+from streammn.features import FeatureSet, canonical_conditions
 
 
 def random_featureset(rng, schema, n_features, max_len=3):

@@ -6,7 +6,7 @@ import pytest
 from helpers.helpers_mn import all_rows, brute_joint, brute_score, random_featureset
 from streammn import Schema
 from streammn.network import loglinear, reach_lists
-from streammn.network.features import FeatureSet
+from streammn.features import FeatureSet
 from streammn.network.model import EnumerationTooLarge, MarkovNetwork
 
 

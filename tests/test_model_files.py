@@ -11,7 +11,7 @@ import pytest
 from streammn import Schema
 from streammn.cli import main
 from streammn.dtsl import DTSL
-from streammn.network.features import FeatureSet
+from streammn.features import FeatureSet
 from streammn.formats import ModelWriteError, read_model, write_model
 from streammn.network.model import MarkovNetwork
 

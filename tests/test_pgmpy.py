@@ -14,7 +14,7 @@ from helpers.helpers_mn import all_rows, random_featureset  # noqa: E402
 from streammn import Schema  # noqa: E402
 from streammn.demo import planted_network  # noqa: E402
 from streammn.dtsl import DTSL  # noqa: E402
-from streammn.network.features import FeatureSet  # noqa: E402
+from streammn.features import FeatureSet  # noqa: E402
 from streammn.formats import read_model, write_model  # noqa: E402
 from streammn.inference import sample  # noqa: E402
 from streammn.network.model import MarkovNetwork  # noqa: E402

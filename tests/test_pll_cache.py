@@ -9,7 +9,7 @@ import pytest
 from helpers.helpers_mn import all_rows, at_each_thread_count, holds, random_featureset
 from streammn import Schema
 from streammn.network import bitscan, loglinear, reach_lists
-from streammn.network.features import FeatureSet
+from streammn.features import FeatureSet
 from streammn.network.model import MarkovNetwork
 from streammn.network.weights import fit_weights
 

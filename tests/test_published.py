@@ -1,5 +1,5 @@
-"""The published weights (streammn.stream.published): the refined optimum against brute force, never
-worse than the closed form on held-out rows, warm start equal to cold start, the row sample's
+"""The published weights (streammn.network.published): the refined optimum against brute force,
+never worse than the closed form on held-out rows, warm start equal to cold start, the row sample's
 split, budget and round trip."""
 
 import numpy as np
@@ -8,8 +8,8 @@ from scipy.optimize import minimize
 
 from streammn.dn.conversion import dn2mn
 from streammn.dtsl import DTSL
-from streammn.network.features import FeatureSet
-from streammn.stream.published import (
+from streammn.features import FeatureSet
+from streammn.network.published import (
     STDDEVS,
     WORK_PER_ROW,
     WeightState,

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from streammn import Schema
-from streammn.network.features import FeatureSet
+from streammn.features import FeatureSet
 from streammn.formats import read_libra_mn, read_uai
 from streammn.stream.snapshot import (
     LATEST,

@@ -22,7 +22,7 @@ from streammn import Schema
 from streammn.stream import snapshot
 from streammn.cli import main
 from streammn.errors import EXIT_BAD_INPUT, EXIT_UNAVAILABLE, exit_code
-from streammn.network.features import FeatureSet
+from streammn.features import FeatureSet
 from streammn.stream.snapshot import (
     LATEST,
     SnapshotError,
@@ -215,7 +215,7 @@ WRITER = textwrap.dedent("""
     import sys
     import numpy as np
     from streammn import Schema
-    from streammn.network.features import FeatureSet
+    from streammn.features import FeatureSet
     from streammn.stream.snapshot import SnapshotWriter, model_files
 
     schema = Schema.binary(8)

@@ -10,7 +10,7 @@ from streammn import Schema
 from streammn.schema import MISSING, SchemaError
 from streammn.dn import DependencyNetwork
 from streammn.dn.conversion import dn2mn
-from streammn.network.features import FeatureSet
+from streammn.features import FeatureSet
 from streammn.network.model import MarkovNetwork
 from streammn.network.weights import StochasticPLL, WeightLearningError, fit_weights, pll_objective
 

@@ -32,7 +32,7 @@ import numpy as np
 
 from streammn.csgs import kernels
 from streammn.kernel_mode import serial_kernels_only
-from streammn.network.features import FeatureSet
+from streammn.features import FeatureSet
 from streammn.schema import Schema
 
 

@@ -34,7 +34,7 @@ from streammn.csgs.pll import fit_pattern_weights
 from streammn.learner import WEIGHTS_PARAM, StructureLearner
 from streammn.params import Boolean, Interval, Param
 from streammn.errors import CSGSError, CSGSStateError
-from streammn.network.features import FeatureSet
+from streammn.features import FeatureSet
 from streammn.network.model import MarkovNetwork
 from streammn.schema import Schema
 from streammn.stats import PatternCounts

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from streammn.network.features import FeatureSet
+from streammn.features import FeatureSet
 from streammn.network.model import MarkovNetwork
 from streammn.schema import Schema
 from streammn.errors import CSGSError

@@ -34,11 +34,11 @@ import numba as nb
 import numpy as np
 
 from streammn.dn.network import DependencyNetwork
-from streammn.network.features import FeatureSet
+from streammn.features import FeatureSet
 from streammn.network.model import MarkovNetwork
 from streammn.schema import Schema
 from streammn.errors import DN2MNError
-from streammn.stream.published import check_weights, refine_on_rows
+from streammn.network.published import check_weights, refine_on_rows
 from streammn.kernel_mode import serial_kernels_only
 
 BASES = ("marginals", "single", "uniform")
@@ -372,7 +372,7 @@ def dn2mn(
         zero (default). ``merge=False`` returns every conditioned feature as produced.
     weights:
         ``'refined'`` (the default when ``train`` rows are given): the weights snapshots publish
-        (:func:`streammn.stream.published.refine_on_rows`), continued by pseudo-likelihood on
+        (:func:`streammn.network.published.refine_on_rows`), continued by pseudo-likelihood on
         ``train`` and kept only if they score ``valid`` (by default one row of ``train`` in five,
         held out of the fit) better than the closed form; ``'closed-form'`` (the default without
         rows): the paper's conversion as it is.

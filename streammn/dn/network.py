@@ -1,6 +1,6 @@
 """Dependency networks: one conditional distribution P(X_i | x_-i) per variable.
 
-Each CPD is a :class:`~streammn.network.features.FeatureSet` whose features are read as a log-linear
+Each CPD is a :class:`~streammn.features.FeatureSet` whose features are read as a log-linear
 conditional: ``P(X_i = a | x_-i) ∝ exp(sum of the weights of the CPD's features that hold with
 x_i = a)``. A decision-tree CPD written as DEFAULT features (one per leaf and target value,
 weight = log leaf probability) is already normalised, so the sum is the log probability itself.
@@ -21,7 +21,7 @@ from typing import Sequence
 import numpy as np
 
 from streammn.network import loglinear
-from streammn.network.features import FeatureSet
+from streammn.features import FeatureSet
 from streammn.schema import Schema
 from streammn.errors import ModelError, NoRowsError
 

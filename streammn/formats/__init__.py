@@ -1,7 +1,7 @@
 """Model file formats: streammn JSON, Libra ``.mn`` / ``.dn`` and UAI ``MARKOV``.
 
 Every reader and writer works on a :class:`~streammn.schema.Schema` plus a
-:class:`~streammn.network.features.FeatureSet` (a Markov network) or a list of per-variable feature
+:class:`~streammn.features.FeatureSet` (a Markov network) or a list of per-variable feature
 sets (a dependency network), so the formats do not depend on the model classes built on top of them.
 :func:`write_model` and :func:`read_model` choose the format by file suffix:
 
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Sequence
 
 from streammn.errors import ModelFileMissing, SettingsError
-from streammn.network.features import FeatureSet
+from streammn.features import FeatureSet
 from streammn.formats.errors import ModelFormatError, ModelWriteError
 from streammn.formats.libra import read_libra_dn, read_libra_mn, write_libra_dn, write_libra_mn
 from streammn.formats.native import read_json, write_json

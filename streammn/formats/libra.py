@@ -23,7 +23,7 @@ from typing import Sequence
 
 import numpy as np
 
-from streammn.network.features import Condition, FeatureSet
+from streammn.features import Condition, FeatureSet
 from streammn.formats.errors import ModelFormatError, check_weight, check_weights
 from streammn.schema import Schema, SchemaError
 

@@ -6,7 +6,7 @@
      "schema": {"variables": [{"name": "x0", "cardinality": 2}, ...]},
      "features": {"weights": [...], "ptr": [...], "var": [...], "val": [...], "eq": [0/1 ...]}}
 
-The features are stored column-wise, exactly as :class:`~streammn.network.features.FeatureSet` holds
+The features are stored column-wise, exactly as :class:`~streammn.features.FeatureSet` holds
 them (no canonicalisation on read, order kept), so a round trip gives an identical model.
 Weights are JSON numbers written with Python's shortest round-tripping ``repr``; the hard-zero
 weight ``-inf``, which strict JSON cannot express, is the string ``"-inf"``. The writer prints
@@ -23,7 +23,7 @@ import os
 import numba as nb
 import numpy as np
 
-from streammn.network.features import FeatureSet
+from streammn.features import FeatureSet
 from streammn.formats.errors import ModelFormatError, check_weight, check_weights
 from streammn.schema import Schema, SchemaError
 

@@ -38,9 +38,9 @@ import re
 import numba as nb
 import numpy as np
 
-from streammn.network.features import FeatureSet, distinct_sorted
+from streammn.features import FeatureSet, distinct_sorted
 from streammn.formats.errors import ModelFormatError, check_weights
-from streammn.network.grouping import group_keys
+from streammn.features.grouping import group_keys
 from streammn.schema import Schema, SchemaError
 
 # The one limit on the entries of a UAI file's tables, for snapshots and ``convert`` alike: 4M
@@ -122,7 +122,7 @@ def _log_tables(
 def _scope_groups(bounds, scope_var, merge):
     """Factor of every feature (-1 without conditions) and the number of factors: features
     whose scopes (``scope_var`` between ``bounds``) are equal share one with ``merge``
-    (:func:`~streammn.network.grouping.group_keys`). Factors are numbered in order of first
+    (:func:`~streammn.features.grouping.group_keys`). Factors are numbered in order of first
     appearance."""
     scoped = np.flatnonzero(np.diff(bounds) > 0)
     group = np.full(bounds.shape[0] - 1, -1, dtype=np.int64)

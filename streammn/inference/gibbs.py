@@ -24,7 +24,7 @@ import numpy as np
 from streammn.network import loglinear
 from streammn.network.bitscan import group_masks, lowest_bit, value_offsets
 from streammn.dn import DependencyNetwork
-from streammn.network.features import FeatureSet
+from streammn.features import FeatureSet
 from streammn.inference.draws import draw, draw_from, next_at
 from streammn.inference.incremental import chain_recorder, incremental_marginals
 from streammn.network.loglinear import add_feature_logits

@@ -28,7 +28,7 @@ import math
 import numba as nb
 import numpy as np
 
-from streammn.network.features import FeatureSet
+from streammn.features import FeatureSet
 from streammn.schema import Schema
 
 

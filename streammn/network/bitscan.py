@@ -25,7 +25,7 @@ from numba.cpython.unsafe.numbers import trailing_zeros
 from numba.extending import intrinsic
 from numba.typed import Dict
 
-from streammn.network.features import FeatureSet
+from streammn.features import FeatureSet
 
 
 CHUNK_WORDS = 4  # rows are processed in chunks of 64 * CHUNK_WORDS

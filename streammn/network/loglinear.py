@@ -19,7 +19,7 @@ import numba as nb
 import numpy as np
 
 from streammn.network.bitscan import all_logits, groups_for, value_offsets
-from streammn.network.features import FeatureSet
+from streammn.features import FeatureSet
 from streammn.errors import ModelError
 
 

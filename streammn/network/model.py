@@ -1,7 +1,7 @@
 """MarkovNetwork: a log-linear model over weighted conjunctive features.
 
 ``log P(x) = sum of the weights of the features x satisfies - log Z``. The features are a
-:class:`~streammn.network.features.FeatureSet` (flat arrays feature -> conditions) plus the index
+:class:`~streammn.features.FeatureSet` (flat arrays feature -> conditions) plus the index
 variable -> features that mention it, so that scoring, conditionals, pseudo-likelihood and Gibbs
 sweeps are numba kernels (:mod:`streammn.network.loglinear`, :mod:`streammn.inference.gibbs`). Exact
 normalisation by enumeration is offered for small models (tests, toy problems) and refused
@@ -15,7 +15,7 @@ import itertools
 import numpy as np
 
 from streammn.network import loglinear
-from streammn.network.features import FeatureSet
+from streammn.features import FeatureSet
 from streammn.schema import Schema, require_observed
 from streammn.errors import EnumerationTooLarge, ModelError, NoRowsError
 

@@ -50,7 +50,7 @@ from streammn.network.bitscan import (
     new_words,
     value_offsets,
 )
-from streammn.network.features import FeatureSet
+from streammn.features import FeatureSet
 from streammn.kernel_mode import serial_kernels_only
 from streammn.network.loglinear import (
     MASK_VALUES,

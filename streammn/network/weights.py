@@ -23,7 +23,7 @@ from threadpoolctl import threadpool_limits
 
 from streammn.network import reach_lists
 from streammn.network.lbfgs import minimise as lbfgs_minimise
-from streammn.network.features import FeatureSet
+from streammn.features import FeatureSet
 from streammn.network.model import MarkovNetwork
 from streammn.errors import WeightLearningError, WeightLearningTypeError
 from streammn.schema import require_observed

@@ -19,6 +19,7 @@ from streammn.schema.variables import (
     Variable,
     complete_rows,
     require_observed,
+    rows_within,
 )
 from streammn.schema.vocabulary import MAX_CARDINALITY, MISSING
 
@@ -34,4 +35,5 @@ __all__ = [
     "Variable",
     "complete_rows",
     "require_observed",
+    "rows_within",
 ]

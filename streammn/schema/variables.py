@@ -61,6 +61,17 @@ def complete_rows(rows: np.ndarray) -> np.ndarray:
     return rows if complete.all() else rows[complete]
 
 
+def rows_within(schema: Schema, rows: np.ndarray | None) -> np.ndarray | None:
+    """The rows whose values are all states of ``schema`` (missing values aside): validation
+    rows a model of the values a growing schema has added so far can score (``rows`` itself
+    when all are)."""
+    if rows is None or rows.shape[0] == 0:
+        return rows
+    values = np.where(rows == MISSING, 0, rows) if schema.missing else rows
+    fits = (values < schema.cardinalities.astype(np.uint16)).all(axis=1)
+    return rows if fits.all() else rows[fits]
+
+
 @dataclass(frozen=True)
 class Variable:
     """A discrete variable with states ``0 .. cardinality-1``.

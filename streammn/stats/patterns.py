@@ -41,7 +41,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from streammn.network.grouping import key_hash, same_key
+from streammn.features.grouping import key_hash, same_key
 from streammn.schema import Schema
 from streammn.stats.reservoir import RowReservoir, generator_from_state, jsonable
 from streammn.stats.store import check_mergeable, expect, pack, rows_of, unpack
@@ -59,7 +59,7 @@ def _insert(rows, weights, start, patterns, counts, hashes, slots, n_patterns, m
     Returns ``(status, row, n_patterns)``: ``_DONE``; ``_GROW`` when row ``row`` needs a larger
     table (nothing of it counted yet); ``_FULL`` when row ``row`` is a new pattern and
     ``max_patterns`` are already stored (nothing of it counted). The table is the one of
-    :mod:`streammn.network.grouping` (its hash and key comparison), kept from call to call:
+    :mod:`streammn.features.grouping` (its hash and key comparison), kept from call to call:
     ``slots`` indexes the patterns by ``hashes``.
     """
     n_rows = rows.shape[0]

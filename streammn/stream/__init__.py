@@ -7,6 +7,5 @@
   (:mod:`~streammn.stream.resume_guard`), its progress line (:mod:`~streammn.stream.progress`)
   and the loading of the writer's kernels (:mod:`~streammn.stream.warmup`) are apart.
 - :mod:`~streammn.stream.snapshot`: snapshot directories, atomic and checksummed, and reading
-  them back; :mod:`~streammn.stream.publishing` writes them from a forked child, and
-  :mod:`~streammn.stream.published` chooses the weights a snapshot publishes.
+  them back; :mod:`~streammn.stream.publishing` writes them from a forked child.
 """

@@ -37,7 +37,7 @@ its weights refined and the model scored on the learning thread (scoring and CSG
 numba's parallel kernels, which a forked child must not start); only the files are written in
 the background.
 
-The published weights (:mod:`streammn.stream.published`): with the learner's ``weights="refined"``
+The published weights (:mod:`streammn.network.published`): with the learner's ``weights="refined"``
 (the default) the learner keeps a uniform sample of its stream
 (:mod:`streammn.network.weight_sample`), and every snapshot publishes the learner's network with
 its weights continued by pseudo-likelihood on the sample's training rows when they score its
@@ -86,7 +86,7 @@ from streammn.learner import StructureLearner
 from streammn.network.loglinear import MASK_VALUES
 from streammn.network.model import MarkovNetwork
 from streammn.stream.resume_guard import check_resume_settings
-from streammn.stream.published import Published, WeightState, publish, sample_split, scorable_rows
+from streammn.network.published import Published, WeightState, publish, sample_split, scorable_rows
 from streammn.network.weight_sample import list_bytes
 from streammn.stream.progress import STDERR, Progress, peak_rss_mb, progress_line
 from streammn.stream.publishing import Publisher
@@ -621,7 +621,7 @@ class StreamLearner:
 
     def _convert(self, learner_pll: float | None, reason: str | None):
         """The model to publish with the seconds its conversion took, its validation PLL and
-        the weights' decision (:class:`~streammn.stream.published.Published`); keeps where the
+        the weights' decision (:class:`~streammn.network.published.Published`); keeps where the
         refinement left off."""
         t0 = time.perf_counter()
         published = self._weigh(self.learner.learned_network(), learner_pll, reason)

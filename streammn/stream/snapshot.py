@@ -82,7 +82,7 @@ except ImportError:  # Windows: no advisory locks; one writer per directory is t
 
 
 from streammn import __version__
-from streammn.network.features import FeatureSet, distinct_sorted
+from streammn.features import FeatureSet, distinct_sorted
 from streammn.formats import MODEL_FILES, model_files, read_json  # noqa: F401 (re-exported)
 from streammn.schema import Schema
 from streammn.errors import (

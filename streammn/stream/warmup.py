@@ -1,7 +1,7 @@
 """Load the kernels a forked snapshot writer runs, once, in the process that forks it.
 
 A snapshot writer is a forked child (:mod:`streammn.stream.publishing`): it converts the learner,
-may refine the weights (:mod:`streammn.stream.published`) and writes the model files. numba loads a
+may refine the weights (:mod:`streammn.network.published`) and writes the model files. numba loads a
 compiled kernel into a process the first time it runs there; a child that loads them itself
 loses them when it exits, so every snapshot would pay it again (0.2 s of CPU each). Running the
 same work once in the parent, at the start of a run, loads them where every child inherits them.
@@ -22,7 +22,7 @@ import threading
 from pathlib import Path
 
 from streammn.formats import SNAPSHOT_UAI_MAX_ENTRIES, model_files
-from streammn.stream.published import warm_up
+from streammn.network.published import warm_up
 from streammn.kernel_mode import serial_kernels
 
 

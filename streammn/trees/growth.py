@@ -49,7 +49,7 @@ file, row, column and value). The choices:
   would right after adding it: the leaf's prior share for that value. A Markov network
   taken from a snapshot has fixed cardinalities and rejects such a row with a
   :class:`~streammn.schema.SchemaError`; the engine scores its validation rows on those the
-  model can hold (:func:`rows_within`).
+  model can hold (:func:`streammn.schema.rows_within`).
 - Only Hoeffding DTSL grows (the engine's streaming learner). Exact DTSL learns a finite
   file whose values can be declared, and grafting, ET and CSGS refuse a growing schema.
 """
@@ -129,12 +129,3 @@ def _insert_indicators(stats: np.ndarray, old: Schema, new: Schema) -> np.ndarra
         )
     at = np.repeat(offsets[1:], new_cards - old_cards)  # after variable j's last column
     return np.insert(stats, at, 0, axis=2)
-
-
-def rows_within(schema: Schema, rows: np.ndarray | None) -> np.ndarray | None:
-    """The rows whose values are all states of ``schema`` (missing values aside): validation
-    rows a model of the values added so far can score. ``rows`` itself when all are."""
-    if rows is None or rows.shape[0] == 0:
-        return rows
-    fits = (_values(schema, rows) < schema.cardinalities.astype(np.uint16)).all(axis=1)
-    return rows if fits.all() else rows[fits]

@@ -25,8 +25,8 @@ import re
 
 import numpy as np
 
-from streammn.network._canonical import canonical_flat
-from streammn.network.features import FeatureSet
+from streammn.features._canonical import canonical_flat
+from streammn.features import FeatureSet
 from streammn.trees.forest import Forest
 from streammn.errors import FeatureMethodError
 

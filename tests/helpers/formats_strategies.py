@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from streammn import Schema
-from streammn.network.features import FeatureSet
+from streammn.features import FeatureSet
 
 
 @st.composite

@@ -6,7 +6,7 @@ import numba
 import numpy as np
 
 from streammn import Schema
-from streammn.network.features import FeatureSet
+from streammn.features import FeatureSet
 from streammn.network.loglinear import value_offsets
 from streammn.network.model import MarkovNetwork
 

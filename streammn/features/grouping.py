@@ -1,5 +1,5 @@
 """Grouping equal integer keys by hashing: the numba kernels behind duplicate features
-(:meth:`FeatureSet.merge_duplicates <streammn.network.features.FeatureSet.merge_duplicates>`), the
+(:meth:`FeatureSet.merge_duplicates <streammn.features.FeatureSet.merge_duplicates>`), the
 factor scopes of UAI files and the distinct row patterns of
 :class:`~streammn.stats.patterns.PatternCounts`.
 

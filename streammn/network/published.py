@@ -76,13 +76,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from streammn.network import reach_lists
-from streammn.network._merge import duplicate_groups
+from streammn.features._merge import duplicate_groups
 from streammn.errors import WeightStateError, WeightsError
-from streammn.network.features import FeatureSet
+from streammn.features import FeatureSet
 from streammn.packed_state import pack_state, unpack_state
 from streammn.network.model import MarkovNetwork
-from streammn.schema import Schema, complete_rows
-from streammn.trees.growth import rows_within
+from streammn.schema import Schema, complete_rows, rows_within
 from streammn.network.weight_sample import WeightSample, held_out_mask, list_bytes
 
 WEIGHTS = ("refined", "closed-form")
@@ -446,7 +445,7 @@ def sample_split(
 
 def scorable_rows(schema: Schema, rows: np.ndarray | None) -> np.ndarray | None:
     """The rows a Markov network over ``schema`` scores by pseudo-likelihood: those within the
-    values a growing schema has added so far (:func:`~streammn.trees.growth.rows_within`)
+    values a growing schema has added so far (:func:`~streammn.schema.rows_within`)
     and, in missing mode, without a missing value."""
     rows = rows_within(schema, rows)
     return complete_rows(rows) if schema.missing and rows is not None else rows

@@ -1,7 +1,7 @@
 """Duplicate features in a flat feature array (for merge_duplicates).
 
 Each condition ``(var, val, eq)`` is encoded as one integer and features are grouped by their
-lists of codes with :func:`streammn.network.grouping.group_keys`: a hash table whose equal hashes
+lists of codes with :func:`streammn.features.grouping.group_keys`: a hash table whose equal hashes
 are confirmed by comparing the conditions themselves, so two different features are never merged
 even if their hashes collide. Groups are numbered in order of first occurrence.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from streammn.network.grouping import group_keys
+from streammn.features.grouping import group_keys
 
 
 def duplicate_groups(ptr, var, val, eq):

@@ -238,7 +238,7 @@ class FeatureSet:
         go through a hash table and equal hashes are confirmed by comparing the conditions, so
         a hash collision never merges different features.
         """
-        from streammn.network._merge import duplicate_groups  # numba kernels, imported lazily
+        from streammn.features._merge import duplicate_groups  # numba kernels, imported lazily
 
         group, first = duplicate_groups(self.ptr, self.var, self.val, self.eq)
         sums = np.bincount(group, weights=self.weights, minlength=first.shape[0])

@@ -1,6 +1,6 @@
 """A numba kernel that puts many conjunctions into canonical form at once.
 
-The same rules as :func:`streammn.network.features.canonical_conditions`, over flat arrays
+The same rules as :func:`streammn.features.canonical_conditions`, over flat arrays
 (conjunction ``k`` holds conditions ``ptr[k]:ptr[k + 1]``), for callers that build thousands of
 features at a time (tree paths at every snapshot): per variable the conditions leave a set of
 allowed values; all values allowed drops the variable, one value gives ``X_v = a``, otherwise the
