@@ -83,7 +83,7 @@ def structure_seconds(learner) -> float | None:
 
 def rate_worker(algo: str, data: Path, n_vars: int, budget: float, out: Path) -> None:
     """One learner over the stream; appends a JSON line per checkpoint to ``out``."""
-    from streammn.learners import learner_class
+    from streammn.cli.learners import learner_class
     from streammn.schema import Schema
 
     rows = np.load(data, mmap_mode="r")
@@ -199,7 +199,7 @@ def cyclic_source(rows: np.ndarray, schema, batch_size: int):
 def stop_worker(algo: str, data: Path, n_vars: int, out_dir: Path) -> None:
     """``StreamLearner`` over the stream, repeated, until a signal; prints when it starts."""
     from streammn.stream.engine import StreamLearner
-    from streammn.learners import learner_class
+    from streammn.cli.learners import learner_class
     from streammn.schema import Schema
 
     rows = np.load(data)

@@ -37,6 +37,11 @@ MOVED = {
     "streammn.warmup": "streammn.stream.warmup",
     "streammn.resume_guard": "streammn.stream.resume_guard",
     "streammn.progress": "streammn.stream.progress",
+    # the command line
+    "streammn.commands": "streammn.cli.commands",
+    "streammn.options": "streammn.cli.options",
+    "streammn.pictures": "streammn.cli.pictures",
+    "streammn.learners": "streammn.cli.learners",
     # the connectors' Dask passes
     "streammn.distributed": "connectors.distributed",
 }

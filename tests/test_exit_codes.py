@@ -19,7 +19,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from connectors import write_parquet
-from streammn import Schema, commands
+from streammn import Schema
+from streammn.cli import commands
 from streammn.cli import main
 from streammn.stream.snapshot import SnapshotWriter, read_snapshot, resolve_snapshot
 

@@ -174,7 +174,8 @@ def test_convert_has_one_uai_limit_and_says_what_works(tmp_path, capsys):
     import re
 
     from streammn import formats
-    from streammn.cli import _parser, main
+    from streammn.cli import main
+    from streammn.cli.parser import _parser
     from streammn.formats import write_model
 
     assert formats.SNAPSHOT_UAI_MAX_ENTRIES == formats.UAI_MAX_ENTRIES

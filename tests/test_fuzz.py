@@ -72,7 +72,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from connectors import open_source
-from streammn import cli
+from streammn.cli import parser as cli
 from streammn.cli import main
 from streammn.formats import read_model
 from streammn.model_spec import load_model

@@ -1,4 +1,4 @@
-"""Learner parameters declared once (streammn.params, streammn.learners): each learner's table
+"""Learner parameters declared once (streammn.params, streammn.cli.learners): each learner's table
 covers its ``__init__`` exactly, ``__init__`` refuses what the table refuses, and the command
 line accepts exactly what the learner accepts."""
 
@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from streammn import Schema
-from streammn.cli import _parser, main
-from streammn.learners import LEARNERS, learner_class, learner_flags
+from streammn.cli import main
+from streammn.cli.parser import _parser
+from streammn.cli.learners import LEARNERS, learner_class, learner_flags
 from streammn.params import AUTOMATIC, NONE, Boolean, Interval, OneOf, default_of
 from streammn.params import resume_may_change
 

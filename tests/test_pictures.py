@@ -38,7 +38,7 @@ def test_inspect_draws_the_network(demo_snapshots, tmp_path, capsys):
 
 
 def test_report_draws_the_run(demo_snapshots, tmp_path, capsys):
-    from streammn.pictures import run_table
+    from streammn.cli.pictures import run_table
 
     snaps, history = run_table(demo_snapshots)
     assert len(snaps) == 5 and len(history) == 5
@@ -89,7 +89,7 @@ def planted_communities(n_vars, seed=0):
 def test_network_pictures_stay_readable(n_vars):
     import numpy as np
 
-    from streammn.pictures import default_top_edges, network_figure
+    from streammn.cli.pictures import default_top_edges, network_figure
 
     model = planted_communities(n_vars)
     fig, info = network_figure(model)
@@ -128,7 +128,7 @@ def test_graph_keeps_the_strong_edges_asked_for(tmp_path, capsys):
 
 
 def test_report_panels_read_right(demo_snapshots):
-    from streammn.pictures import report_figure
+    from streammn.cli.pictures import report_figure
 
     fig, snaps, _ = report_figure(demo_snapshots)
     fig.canvas.draw()
@@ -145,7 +145,7 @@ def test_report_panels_read_right(demo_snapshots):
 
 
 def test_report_of_a_mixed_directory_draws_the_newest_run(demo_snapshots, tmp_path, capsys):
-    from streammn.pictures import MixedRunsWarning, run_table
+    from streammn.cli.pictures import MixedRunsWarning, run_table
 
     other = tmp_path / "other"
     assert main(["demo", "--out", str(other), "--rows", "3000", "--vars", "8", "--quiet"]) == 0

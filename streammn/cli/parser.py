@@ -1,7 +1,7 @@
 """The ``streammn`` command: learn, score, convert, sample, inspect, report, demo.
 
 Exit codes: 0 ok, 1 other failure, 2 usage (numeric options are range-checked while parsing,
-:mod:`streammn.options`), 3 bad input (data or model file), 4 unavailable (a file, a broker, a
+:mod:`streammn.cli.options`), 3 bad input (data or model file), 4 unavailable (a file, a broker, a
 snapshot directory in use), 130 / 143 stopped by SIGINT / SIGTERM after a last snapshot. One
 mapping: the error's class carries its code (:mod:`streammn.errors`).
 """
@@ -14,7 +14,7 @@ import sys
 import textwrap
 import warnings
 
-from streammn import options as opt
+from streammn.cli import options as opt
 from streammn.errors import EXIT_USAGE, UsageError, exit_code
 
 
@@ -24,9 +24,9 @@ def _examples(text: str) -> str:
 
 def _parser(with_learners: bool = True) -> argparse.ArgumentParser:
     """The command's parser; ``with_learners=False`` leaves out ``learn``'s learner options
-    (:mod:`streammn.learners`), which only ``learn`` reads, so other commands start fast."""
+    (:mod:`streammn.cli.learners`), which only ``learn`` reads, so other commands start fast."""
     from streammn import __version__
-    from streammn.learners import add_learner_options
+    from streammn.cli.learners import add_learner_options
 
     p = argparse.ArgumentParser(
         prog="streammn",
@@ -349,7 +349,7 @@ def _parser(with_learners: bool = True) -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    from streammn import commands
+    from streammn.cli import commands
 
     argv = sys.argv[1:] if argv is None else list(argv)
     command = next((a for a in argv if not a.startswith("-")), None)
@@ -373,7 +373,3 @@ def main(argv=None) -> int:
 def _show_warning(command, message, category, filename, lineno, file=None, line=None):
     """Warnings (a skipped invalid snapshot, ...) as one plain line, not a source excerpt."""
     print(f"streammn {command}: warning: {message}", file=file or sys.stderr)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -17,7 +17,7 @@ from connectors.parquet import ParquetSource
 from streammn.errors import EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, DataError, UsageError
 from streammn.dn import DependencyNetwork
 from streammn.formats import write_model
-from streammn.learners import learner_from_args, learner_setting
+from streammn.cli.learners import learner_from_args, learner_setting
 from streammn.schema.encoding import named_csv
 from streammn.schema import Schema, SchemaError, require_observed
 from streammn.schema.file import read_schema_file
@@ -359,7 +359,7 @@ def inspect(args) -> int:
     if args.graph:
         if isinstance(model, DependencyNetwork):
             raise UsageError("--graph draws a Markov network; convert the DN first")
-        from streammn.pictures import draw_network
+        from streammn.cli.pictures import draw_network
 
         drawn = draw_network(
             model, args.graph, top_edges=args.top_edges, min_strength=args.min_strength
@@ -406,7 +406,7 @@ def _listed(names: list[str], most: int = 8) -> str:
 
 
 def report(args) -> int:
-    from streammn.pictures import draw_report
+    from streammn.cli.pictures import draw_report
 
     drawn = draw_report(args.snapshots, args.out)
     print(f"wrote {args.out} ({drawn['snapshots']} snapshots, {drawn['history']} scores)")
