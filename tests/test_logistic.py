@@ -1,5 +1,6 @@
-"""Logistic-regression conditionals: the L1 fit against scikit-learn, their CPDs through DN2MN
-against brute force, and DTSL's ``cpd='lr'`` / ``'auto'`` (cut and resume identity, the choice)."""
+"""Logistic-regression conditionals: the L1 fit against scikit-learn, its optimality conditions
+and against the path solved exactly, their CPDs through DN2MN against brute force, and DTSL's
+``cpd='lr'`` / ``'auto'`` (cut and resume identity, the choice)."""
 
 import json
 
@@ -13,7 +14,16 @@ from streammn.dn.conversion import dn2mn
 from streammn.cli import main
 from streammn.dtsl import DTSL
 from streammn.errors import DTSLError
-from streammn.logistic.batch import Problem, fit_l1
+from streammn.logistic.batch import (
+    PATH_RATIO,
+    PATH_STEPS,
+    Problem,
+    fit_l1,
+    fit_with_held_out,
+    intercepts_only,
+    kkt_violation,
+    largest_penalties,
+)
 from streammn.logistic.coding import Coding
 
 CARDS = [2, 3, 2, 4]
@@ -93,12 +103,6 @@ def test_consistent_regressions_convert_to_the_mrf_exactly(seed):
         np.testing.assert_allclose(p, joint, atol=1e-9)
 
 
-def objective(problem, lam, W, b):
-    return float(
-        (problem.losses(W, b) + lam * np.abs(W).sum(axis=0)[problem.coding.out_start[:-1]]).sum()
-    )
-
-
 def test_l1_fit_matches_scikit_learn_per_variable():
     sklearn = pytest.importorskip("sklearn")
     from sklearn.linear_model import LogisticRegression
@@ -123,6 +127,170 @@ def test_l1_fit_matches_scikit_learn_per_variable():
         coef = ref.coef_.T  # (inputs, 1) binary, (inputs, d) multinomial
         np.testing.assert_allclose(W[cols, lo:hi], coef, atol=2e-3)
         assert not W[~cols, lo:hi].any()  # own inputs stay zero
+
+
+def planted_rows(seed, cards, n):
+    """``n`` rows drawn exactly from a random pairwise MRF over ``cards``: regressions with
+    real signal, so the L1 optima have many nonzero weights."""
+    rng = np.random.default_rng(seed)
+    h, theta = pairwise_mrf(rng, cards)
+    states = all_rows(Schema.from_cardinalities(cards))
+    scores = np.array([mrf_log_score(h, theta, r) for r in states])
+    p = np.exp(scores - scores.max())
+    return states[rng.choice(len(states), n, p=p / p.sum())]
+
+
+def objective(problem, lam, weights, bias):
+    """Each variable's mean log-loss plus ``lam`` times the L1 norm of its weights."""
+    coding = problem.coding
+    l1 = np.add.reduceat(np.abs(weights).sum(axis=0), coding.out_start[:-1])
+    return problem.losses(weights, bias) + lam * l1
+
+
+def sklearn_fit(coding, rows, i, lam):
+    """Variable ``i``'s L1 regression by scikit-learn on the same indicators, in ``coding``'s
+    columns: liblinear for a binary variable (its intercept penalised by ``lam / 1e4`` only),
+    saga's multinomial for more values."""
+    sklearn = pytest.importorskip("sklearn")
+    from sklearn.linear_model import LogisticRegression
+
+    version = tuple(int(part) for part in sklearn.__version__.split(".")[:2])
+    l1 = {"l1_ratio": 1.0} if version >= (1, 8) else {"penalty": "l1"}
+    others = coding.in_var != i
+    z = coding.indicators(rows)[:, others]
+    c = 1.0 / (lam * rows.shape[0])
+    if coding.binary[i]:
+        model = LogisticRegression(
+            C=c, solver="liblinear", intercept_scaling=1e4, tol=1e-12, max_iter=100_000, **l1
+        )
+    else:
+        model = LogisticRegression(C=c, solver="saga", tol=1e-12, max_iter=200_000, **l1)
+    model.fit(z, rows[:, i])
+    lo, hi = coding.out_start[i], coding.out_start[i + 1]
+    weights = np.zeros((coding.n_inputs, coding.n_outputs))
+    bias = np.zeros(coding.n_outputs)
+    weights[others, lo:hi] = model.coef_.T
+    bias[lo:hi] = model.intercept_
+    return weights, bias
+
+
+@pytest.mark.parametrize("cards", [CARDS, [2] * 6], ids=["softmax", "binary"])
+@pytest.mark.parametrize("lam", [0.002, 0.02])
+def test_l1_optimum_agrees_with_scikit_learn(cards, lam):
+    rows = planted_rows(5, cards, 800)
+    coding = Coding(Schema.from_cardinalities(cards))
+    problem = Problem(coding, rows, np.float64)
+    weights, bias, _ = fit_l1(problem, np.full(coding.n_outputs, lam), tol=1e-13)
+    mine = objective(problem, lam, weights, bias)
+    for i in range(len(cards)):
+        lo, hi = coding.out_start[i], coding.out_start[i + 1]
+        ref_w, ref_b = sklearn_fit(coding, rows, i, lam)
+        theirs = objective(problem, lam, ref_w, ref_b)[i]
+        assert mine[i] <= theirs + 1e-9  # never worse than scikit-learn's optimum ...
+        assert mine[i] >= theirs - 1e-6  # ... and the same one
+        # a softmax's weights of one input may shift together (the same probabilities and,
+        # with an even number of values, the same L1 norm): compare them less their mean
+        ours, ref = weights[:, lo:hi], ref_w[:, lo:hi]
+        if hi - lo > 1:
+            ours, ref = (
+                ours - ours.mean(axis=1, keepdims=True),
+                ref - ref.mean(axis=1, keepdims=True),
+            )
+        np.testing.assert_allclose(ours, ref, atol=2e-3)
+        assert not weights[coding.in_var == i, lo:hi].any()  # own inputs stay zero
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_the_returned_optimum_satisfies_the_optimality_conditions(dtype):
+    """At every weight: the loss's gradient plus lam times the sign of a nonzero weight is
+    zero, and under lam at a zero one; the intercepts' gradient is zero. Also for a variable
+    a copy of another (nearly separable: the fit takes Newton steps there)."""
+    rows = planted_rows(6, [2] * 8, 1500)
+    rng = np.random.default_rng(0)
+    rows[:, 0] = rows[:, 1] ^ (rng.random(len(rows)) < 0.01)  # x0 = x1 but for 1% of rows
+    coding = Coding(Schema.binary(8))
+    problem = Problem(coding, rows, dtype)
+    lam = np.geomspace(0.05, 0.0005, 8)  # a penalty per variable
+    weights, bias, _ = fit_l1(problem, lam, tol=1e-12)
+    violation = kkt_violation(Problem(coding, rows, np.float64), lam, weights, bias)
+    assert violation.max() <= 1e-7  # (lam >= 5e-4; at tol 1e-7 the violation is ~1e-5)
+    assert (weights != 0).sum() > 20 and not weights[coding.in_var == 0, 0].any()
+
+
+def test_a_constant_variable_gets_its_smoothed_frequency_and_changes_no_other_fit():
+    """A variable with one value in every row has no optimum (its intercept falls for ever):
+    no weights, the intercept of the smoothed frequencies; its constant input is no input to
+    the others, whose optima are those of the rows without it."""
+    rows = planted_rows(9, [2, 3, 2, 2], 600)
+    rows = np.insert(rows, 2, 1, axis=1)  # variable 2 always takes value 1 of 3
+    cards = [2, 3, 3, 2, 2]
+    coding = Coding(Schema.from_cardinalities(cards))
+    lam = np.full(coding.n_outputs, 0.004)
+    weights, bias, _ = fit_l1(Problem(coding, rows, np.float64), lam, tol=1e-13)
+    lo, hi = coding.out_start[2], coding.out_start[3]
+    assert not weights[:, lo:hi].any() and not weights[coding.in_var == 2].any()
+    expected = np.log(np.array([0.5, 600.5, 0.5]) / 601.0)
+    np.testing.assert_allclose(bias[lo:hi], expected, rtol=1e-12)
+
+    others = Coding(Schema.from_cardinalities([2, 3, 2, 2]))
+    lam_others = np.full(others.n_outputs, 0.004)
+    reference = np.delete(rows, 2, axis=1)
+    ref_w, ref_b, _ = fit_l1(Problem(others, reference, np.float64), lam_others, tol=1e-13)
+    inputs, outputs = coding.in_var != 2, coding.out_var != 2
+    np.testing.assert_allclose(weights[np.ix_(inputs, outputs)], ref_w, atol=1e-6)
+    np.testing.assert_allclose(
+        coding.indicators(rows)[:, inputs] @ weights[np.ix_(inputs, outputs)] + bias[outputs],
+        others.indicators(reference) @ ref_w + ref_b,
+        atol=1e-5,
+    )
+
+
+def test_repeated_rows_weigh_as_their_count_and_the_order_of_rows_does_not_matter():
+    """The fit sees each distinct row once, weighted by its count: the rows twice over give
+    the same optimum to the bit, and so does the path on the rows in another order."""
+    rows = planted_rows(7, CARDS, 400)
+    coding = Coding(Schema.from_cardinalities(CARDS))
+    lam = np.full(coding.n_outputs, 0.003)
+    once = fit_l1(Problem(coding, rows), lam)
+    twice = fit_l1(Problem(coding, np.concatenate([rows, rows[::-1]])), lam)
+    for a, b in zip(once, twice):
+        np.testing.assert_array_equal(a, b)
+    held_out = np.arange(len(rows)) % 5 == 0
+    order = np.random.default_rng(1).permutation(len(rows))
+    path = fit_with_held_out(coding, rows, held_out)
+    for a, b in zip(path, fit_with_held_out(coding, rows[order], held_out[order])):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_the_path_chooses_as_the_exact_path_does():
+    """``fit_with_held_out`` against the same path solved to the last digits in float64 (by
+    ``fit_l1``, which the tests above hold to scikit-learn and the optimality conditions):
+    the same penalties, the same held-out losses (to 1e-4: first order in the weights, where
+    the objective the tolerance bounds is second order), a final fit within its tolerance."""
+    cards = CARDS + [2, 2, 3]
+    rows = planted_rows(8, cards, 1500)
+    coding = Coding(Schema.from_cardinalities(cards))
+    held_out = np.arange(len(rows)) % 5 == 0
+    weights, bias, lam, held_out_loss = fit_with_held_out(coding, rows, held_out)
+
+    fit, judge = (Problem(coding, part, np.float64) for part in (rows[~held_out], rows[held_out]))
+    top = np.maximum(largest_penalties(fit), 1e-8)
+    w, b = np.zeros_like(weights), intercepts_only(fit)
+    losses, penalties = [], []
+    for ratio in np.geomspace(1.0, PATH_RATIO, PATH_STEPS):
+        w, b, _ = fit_l1(fit, (top * ratio)[coding.out_var], w, b, tol=1e-13)
+        losses.append(judge.losses(w, b))
+        penalties.append(top * ratio)
+    best = np.argmin(losses, axis=0)
+    variables = np.arange(len(cards))
+    expected = np.array(penalties)[best, variables] * np.sqrt(fit.n / len(rows))
+    np.testing.assert_allclose(lam, expected, rtol=1e-12)
+    np.testing.assert_allclose(held_out_loss, np.array(losses)[best, variables], atol=1e-4)
+
+    everything = Problem(coding, rows, np.float64)
+    optimum = fit_l1(everything, lam[coding.out_var], weights, bias, tol=1e-13)
+    gap = objective(everything, lam, weights, bias) - objective(everything, lam, *optimum[:2])
+    assert gap.max() <= 1e-7 * objective(everything, lam, weights, bias).max()  # its tolerance
 
 
 def test_the_coding_of_a_binary_variable_is_binary_logistic_regression():
