@@ -68,8 +68,8 @@ differed by 0.008 in test PLL before the constant variables were fixed.
 
 Cost (``benchmarks/logistic_fit.py``: the rows DTSL passes, one BLAS thread, best of three on a
 shared 2-core machine; ``benchmarks/results/logistic_fit.md``), seconds before -> after:
-plants 29.9 -> 1.98 (15x), jester 7.1 -> 1.04 (6.8x), accidents 68.9 -> 6.4 (11x), mushrooms
-17.0 -> 1.20 (14x); a 25-variable schema of 2 to 5 values (softmax conditionals), 8,000 rows:
+plants 28.0 -> 1.67 (17x), jester 6.8 -> 1.04 (6.5x), accidents 66.4 -> 6.0 (11x), mushrooms
+15.7 -> 1.12 (14x); a 25-variable schema of 2 to 5 values (softmax conditionals), 8,000 rows:
 20 -> 6.4 s. Jester is short of 10x: its rows are dense (61% ones), so Newton steps cost too much
 there, and each of its 60 first-order iterations costs two float32 products over all 100
 columns (about 5 ms) and the passes over the logits for the residuals and the objective (about
