@@ -57,7 +57,7 @@ def best_exact(train: np.ndarray, valid: np.ndarray, test: np.ndarray) -> dict:
     best = None
     for kappa in KAPPAS:
         t = time.perf_counter()
-        model = DTSL(schema, mode="exact", kappa=kappa).fit(train)
+        model = DTSL(schema, cpd="tree", mode="exact", kappa=kappa).fit(train)
         entry = {
             "kappa": kappa,
             "valid_pll": pll(model, valid),
@@ -73,7 +73,7 @@ def best_exact(train: np.ndarray, valid: np.ndarray, test: np.ndarray) -> dict:
 
 def exact_auto(train: np.ndarray, test: np.ndarray) -> dict:
     t = time.perf_counter()
-    model = DTSL(Schema.binary(train.shape[1]), mode="exact").fit(train)
+    model = DTSL(Schema.binary(train.shape[1]), cpd="tree", mode="exact").fit(train)
     return {
         "test_pll": pll(model, test),
         "leaves": int(model.tree_stats()["n_leaves"].sum()),
@@ -92,7 +92,7 @@ def one_pass(
     pending = list(checkpoints)
     for block in chunks:
         if model is None:
-            model = DTSL(Schema.binary(block.shape[1]), **params)
+            model = DTSL(Schema.binary(block.shape[1]), cpd="tree", **params)
         for start in range(0, len(block), BATCH):
             batch = block[start : start + BATCH]
             while batch.shape[0]:
@@ -153,7 +153,8 @@ def section_gibbs() -> dict:
     from streammn.dn.conversion import dn2mn
 
     train = CsvSource(os.path.join(DATA, "nltcs", "nltcs.train.data")).read_all()
-    dn = DTSL(Schema.binary(train.shape[1]), mode="exact").fit(train).to_dependency_network()
+    learner = DTSL(Schema.binary(train.shape[1]), cpd="tree", mode="exact")
+    dn = learner.fit(train).to_dependency_network()
     mn = dn2mn(dn, train=train, weights="closed-form")
     test = np.concatenate([b.rows for b in SyntheticSource(mn, n_rows=20_000, seed=99)])
     truth = float(mn.pll(test))
@@ -182,8 +183,9 @@ def section_datasets() -> dict:
     sets["msnbc_stream"] = (rows[:72_000], rows[72_000:80_000], rows[80_000:])
     for name, (train, valid, test) in sets.items():
         learn = np.concatenate([train, valid]) if name == "msnbc_stream" else train
+        schema = Schema.binary(train.shape[1])
         t = time.perf_counter()
-        model = DTSL(Schema.binary(train.shape[1])).fit(learn)
+        model = DTSL(schema, cpd="tree").fit(learn)
         seconds = time.perf_counter() - t
         entry = {
             "one_pass": {
@@ -197,7 +199,7 @@ def section_datasets() -> dict:
         if name == "msnbc_stream":  # exact at the chosen kappa on all 80,000 learning rows
             kappa = entry["exact_best_kappa"]["kappa"]
             entry["exact_best_kappa"]["test_pll"] = pll(
-                DTSL(Schema.binary(train.shape[1]), mode="exact", kappa=kappa).fit(learn), test
+                DTSL(schema, cpd="tree", mode="exact", kappa=kappa).fit(learn), test
             )
         print(f"  {name}: {entry}", file=sys.stderr, flush=True)
         out[name] = entry
@@ -216,7 +218,7 @@ def section_wide() -> dict:
         ("one_pass", {}),
     ):
         t = time.perf_counter()
-        model = DTSL(schema, **params).fit(train)
+        model = DTSL(schema, cpd="tree", **params).fit(train)
         out[label] = {
             "test_pll": pll(model, test),
             "leaves": int(model.tree_stats()["n_leaves"].sum()),
@@ -231,7 +233,7 @@ def section_throughput() -> dict:
     bn = LogisticBN(100, seed=7, weight_low=1.0, weight_high=3.0)
     rows = bn.sample(1_000_000, np.random.default_rng(0))
     test = bn.sample(10_000, np.random.default_rng(1))
-    DTSL(Schema.binary(100)).fit(rows[:5000])  # load compiled kernels
+    DTSL(Schema.binary(100), cpd="tree").fit(rows[:5000])  # load compiled kernels
     out = {}
     for label, params in (("defaults", {}), ("previous_defaults", PREVIOUS_DEFAULTS)):
         out[label] = one_pass(iter([rows]), test, (len(rows),), bn.pll(test), **params)[-1]

@@ -59,7 +59,7 @@ def distinct(rows):
 def run_dtsl(schema, train, valid):
     best = None
     for kappa in KAPPAS:
-        dn = DTSL(schema, kappa=kappa, mode="exact").fit(train).to_dependency_network()
+        dn = DTSL(schema, kappa=kappa, mode="exact", cpd="tree").fit(train).to_dependency_network()
         mn = dn2mn(dn, marginals=MarginalCounts(schema).update(train))
         score = mn.pll(valid) if valid.shape[0] else 0.0
         if best is None or score > best[0]:

@@ -152,7 +152,7 @@ def section_stationary() -> dict:
     the same rows alternately (so machine load hits both alike)."""
     a = LogisticBN(N_VARS, seed=1)
     on = DTSL(Schema.binary(N_VARS), drift="page-hinkley")
-    off = DTSL(Schema.binary(N_VARS))
+    off = DTSL(Schema.binary(N_VARS), cpd="tree")  # what drift adaptation adapts: trees
     seconds = {"on": 0.0, "off": 0.0}
     steady = {"on": 0.0, "off": 0.0}  # after the first 1M rows (the exact rebuilds are over)
     seen = 0

@@ -52,10 +52,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # above any Hoeffding bound after 100 rows) with a 20,000-row replay buffer seeding new leaves
 # and no cap on tree size. The defaults (kappa='auto') are measured by benchmarks/convergence.py.
 CONFIGS = {
-    "exact": {"mode": "exact"},
-    "hoeffding": {"mode": "hoeffding", "max_tree_leaves": 64, "replay_rows": 0},
+    "exact": {"mode": "exact", "cpd": "tree"},
+    "hoeffding": {"mode": "hoeffding", "max_tree_leaves": 64, "replay_rows": 0, "cpd": "tree"},
     "hoeffding-replay": {
         "mode": "hoeffding",
+        "cpd": "tree",
         "grace_period": 100,
         "tau": 1.0,
         "replay_rows": 20_000,
@@ -219,9 +220,9 @@ def worker_synthetic(n_rows: int, n_vars: int, kappa: float, batch_size: int) ->
 
 # the defaults (every core), one thread, two threads, and the defaults before issue 11
 THROUGHPUT_SETTINGS = (
-    ("defaults", {}),
-    ("one_thread", {"n_threads": 1}),
-    ("two_threads", {"n_threads": 2}),
+    ("defaults", {"cpd": "tree"}),
+    ("one_thread", {"n_threads": 1, "cpd": "tree"}),
+    ("two_threads", {"n_threads": 2, "cpd": "tree"}),
     ("previous_defaults", None),
 )
 THROUGHPUT_SHAPES = (
@@ -293,9 +294,9 @@ def worker_throughput(n_rows: int, n_vars: int, card: int) -> dict:
     # one untimed pass at the defaults first: the first pass in a process also pays the first
     # touch of the memory its arrays grow into (measured: the setting timed first ran 7-25%
     # slower than the same threads timed later), which would fall on whichever setting is first
-    one_pass(DTSL(schema), rows)
+    one_pass(DTSL(schema, cpd="tree"), rows)
     for label, params in THROUGHPUT_SETTINGS:
-        params = PREVIOUS_DEFAULTS if params is None else params
+        params = {**PREVIOUS_DEFAULTS, "cpd": "tree"} if params is None else params
         with every_step_parallel():  # load the compiled kernels, the parallel ones too
             DTSL(schema, **params).fit(rows[:2000])
         model = DTSL(schema, **params)

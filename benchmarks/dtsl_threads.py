@@ -35,7 +35,7 @@ def timed_pass(rows, schema, n_threads: int) -> float:
     """Wall seconds of one pass of a default DTSL on ``n_threads`` threads over ``rows``."""
     from streammn.dtsl import DTSL
 
-    model = DTSL(schema, n_threads=n_threads)
+    model = DTSL(schema, n_threads=n_threads, cpd="tree")
     start = time.perf_counter()
     one_pass(model, rows)
     return time.perf_counter() - start
@@ -50,8 +50,9 @@ def measure(n_rows: int, reps: int) -> dict:
     cores = numba.get_num_threads()
     thread_counts = (1, cores)
     with every_step_parallel():  # load the compiled kernels, the parallel ones too
-        DTSL(schema, n_threads=cores).fit(rows[:2000])
-    one_pass(DTSL(schema), rows)  # untimed: the process's first touch of the memory it grows
+        DTSL(schema, n_threads=cores, cpd="tree").fit(rows[:2000])
+    # untimed: the process's first touch of the memory it grows
+    one_pass(DTSL(schema, cpd="tree"), rows)
     results = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
         "n_rows": n_rows,

@@ -192,7 +192,7 @@ def real(args, res=None):
         schema = Schema.binary(train.shape[1])
         dn, wall, cpu = once(
             lambda: (
-                DTSL(schema, kappa=0.1, mode="exact")
+                DTSL(schema, kappa=0.1, mode="exact", cpd="tree")
                 .fit(ArraySource(train, schema=schema))
                 .to_dependency_network()
             )

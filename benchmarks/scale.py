@@ -95,7 +95,12 @@ def _learner(schema, args):
     from streammn.dtsl import DTSL
 
     return DTSL(
-        schema, mode="exact", kappa=args.kappa, max_depth=args.max_depth, memory_mb=args.memory_mb
+        schema,
+        mode="exact",
+        kappa=args.kappa,
+        max_depth=args.max_depth,
+        memory_mb=args.memory_mb,
+        cpd="tree",  # the Dask passes learn trees: so does the single process
     )
 
 

@@ -149,7 +149,7 @@ class DTSL(StructureLearner):
         score the sample's held-out rows better (:mod:`streammn.network.published`: on near-
         deterministic data the closed form loses nats to the trees it came from);
         ``'closed-form'``: DN2MN's weights as they are (:meth:`learned_network`), no sample.
-    cpd : {'tree', 'lr', 'auto'}, default 'tree'
+    cpd : {'tree', 'lr', 'auto'}, default 'auto'
         Each variable's conditional. ``'tree'``: its decision tree. ``'lr'``: an
         L1-regularised logistic regression on the indicators of the other variables, learned
         online (FTRL-Proximal, the penalty chosen per variable by prequential loss, late
@@ -161,9 +161,8 @@ class DTSL(StructureLearner):
         (jester: published MN -48.63 test PLL against -49.88 with trees), trees on
         context-specific ones; ``'auto'`` is within 0.3% of the better of the two on every
         shared dataset (``benchmarks/results/cpds.md``). Regressions do not learn yet with
-        drift, forgetting, a growing schema or missing values: ``'auto'`` keeps the trees
-        there and ``'lr'`` is refused. ``'tree'`` is Libra's DTSL exactly. (Not the default
-        yet: the batch fit at a file's end costs seconds to a minute at 70-100 variables.)
+        drift, forgetting, a growing schema, missing values or ``count_pass``: ``'auto'``
+        keeps the trees there and ``'lr'`` is refused. ``'tree'`` is Libra's DTSL exactly.
 
     Examples
     --------
@@ -187,7 +186,7 @@ class DTSL(StructureLearner):
     >>> exact.n_passes, exact.tree_stats()["n_leaves"].tolist()
     (6, [4, 16, 4, 4, 4, 4, 2, 4])
     >>> round(exact.to_markov_network().pll(rows), 3), round(planted.pll(rows), 3)
-    (-4.058, -4.065)
+    (-4.065, -4.065)
     """
 
     converts_in_writer = True  # DN2MN runs on serial kernels in a forked snapshot writer
@@ -307,7 +306,7 @@ class DTSL(StructureLearner):
         drift: str | None = None,
         half_life: float | None = None,
         weights: str = "refined",
-        cpd: str = "tree",
+        cpd: str = "auto",
     ):
         self._check_params(locals())
         if not isinstance(schema, Schema):
@@ -504,10 +503,10 @@ class DTSL(StructureLearner):
         """
         if count_pass is not None and self.mode != "exact":
             raise DTSLError("count_pass applies to mode='exact' only")
-        if count_pass is not None and self.cpd != "tree":
+        if count_pass is not None and self.cpd == "lr":
             raise DTSLError(
-                f"cpd={self.cpd!r} learns its regressions from the rows in this process; with "
-                "passes made elsewhere (count_pass, e.g. Dask) learn with cpd='tree'"
+                "cpd='lr' learns its regressions from the rows in this process; with passes "
+                "made elsewhere (count_pass, e.g. Dask) learn with cpd='tree' or 'auto' (trees)"
             )
         if count_pass is not None and self.weights == "refined":
             raise DTSLError(
@@ -521,6 +520,8 @@ class DTSL(StructureLearner):
                 source=source.describe(),
             )
         self._reset()
+        if count_pass is not None:  # the rows are read elsewhere: 'auto' keeps the trees
+            self._logistic = self._choice = None
         if self.mode == "hoeffding":
             if isinstance(source, Source):
                 source.rewind()

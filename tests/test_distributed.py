@@ -120,9 +120,9 @@ def test_bad_value_in_a_partition_is_a_schema_error(client, tmp_path):
 @pytest.mark.parametrize(
     "params",
     [
-        dict(kappa=0.3, min_count=5, weights="closed-form"),
-        dict(kappa=0.5, min_count=3, max_leaves=7, weights="closed-form"),
-        dict(kappa=0.1, min_count=10, max_depth=3, weights="closed-form"),
+        dict(kappa=0.3, min_count=5, weights="closed-form", cpd="tree"),
+        dict(kappa=0.5, min_count=3, max_leaves=7, weights="closed-form", cpd="tree"),
+        dict(kappa=0.1, min_count=10, max_depth=3, weights="closed-form", cpd="tree"),
     ],
 )
 def test_exact_dtsl_on_dask_equals_single_process(client, dataset, params):
@@ -152,7 +152,8 @@ def test_remembered_nodes_do_not_change_the_trees(client, dataset, room):
         for g in group_partitions(parquet_partitions(path), 3)
     ]
     cache_bytes = {"none": 0, "one group": max(table_bytes), "all": 2**30}[room]
-    params = dict(kappa=0.2, min_count=5, weights="closed-form")  # passes elsewhere: no sample
+    # passes elsewhere: no sample, and the trees (cpd='auto' keeps them there)
+    params = dict(kappa=0.2, min_count=5, weights="closed-form", cpd="tree")
     local = DTSL(schema, mode="exact", **params).fit(source)
     passes = DaskPasses(client, source, n_tasks=3, cache_bytes=cache_bytes)
     remote = DTSL(schema, mode="exact", **params).fit(source, count_pass=passes)
@@ -173,6 +174,16 @@ def test_count_pass_is_for_exact_mode(client, dataset):
         DTSL(schema).fit(source, count_pass=DaskPasses(client, source))
     with pytest.raises(DTSLError, match="weights='closed-form'"):  # no row sample on Dask
         DTSL(schema, mode="exact").fit(source, count_pass=DaskPasses(client, source))
+    with pytest.raises(DTSLError, match="cpd='lr'"):  # nor regressions
+        DTSL(schema, mode="exact", weights="closed-form", cpd="lr").fit(
+            source, count_pass=DaskPasses(client, source)
+        )
+    # cpd='auto' keeps the trees there: the trees of cpd='tree'
+    auto = DTSL(schema, mode="exact", weights="closed-form", kappa=0.3)
+    auto.fit(source, count_pass=DaskPasses(client, source))
+    trees = DTSL(schema, mode="exact", weights="closed-form", kappa=0.3, cpd="tree")
+    assert not auto.logistic_variables().any()
+    assert auto.forest.equals(trees.fit(source).forest)
 
 
 def test_unreachable_scheduler_is_source_unavailable():
@@ -188,13 +199,9 @@ def _learn(args) -> int:
 @pytest.mark.slow
 def test_cli_dask_local_cluster_gives_the_same_snapshot(dataset, tmp_path):
     path, _, _ = dataset
-    # Dask runs publish the closed form (their rows stay on the workers): so does this one
-    assert (
-        _learn(
-            [path, "--out", str(tmp_path / "one"), "--mode", "exact", "--weights", "closed-form"]
-        )
-        == EXIT_OK
-    )
+    # Dask runs publish the trees' closed form (their rows stay on the workers): so does this
+    one = ["--mode", "exact", "--weights", "closed-form", "--cpd", "tree"]
+    assert _learn([path, "--out", str(tmp_path / "one"), *one]) == EXIT_OK
     assert (
         _learn([path, "--out", str(tmp_path / "dask"), "--mode", "exact", "--dask", "local[2]"])
         == EXIT_OK

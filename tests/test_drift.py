@@ -105,8 +105,9 @@ def _state_arrays(model: DTSL) -> dict:
 @pytest.mark.parametrize("half_life", [float("inf"), 10**9])
 def test_forgetting_without_a_finite_horizon_is_bit_identical(switch, half_life):
     rows = switch[2][:60_000]
-    base = DTSL(Schema.binary(N_VARS)).fit(rows)
-    other = DTSL(Schema.binary(N_VARS), half_life=half_life).fit(rows)
+    # the trees' counts (regressions do not forget yet: cpd='auto' keeps trees with half_life)
+    base = DTSL(Schema.binary(N_VARS), cpd="tree").fit(rows)
+    other = DTSL(Schema.binary(N_VARS), half_life=half_life, cpd="tree").fit(rows)
     if half_life == float("inf"):
         assert other.half_life is None and other.to_bytes() == base.to_bytes()
     a, b = _state_arrays(base), _state_arrays(other)

@@ -97,7 +97,8 @@ def test_extension_equals_a_learner_declared_with_the_values(stream):
         (rows[at:, 2] == 1) & (np.random.default_rng(3).random(rows.shape[0] - at) < 0.3), 3
     ] = 3
     rows[at, 3] = 3
-    params = dict(kappa=0.01, grace_period=100, max_leaves=64, replay_rows=0)
+    # trees (a growing schema's cpd='auto' keeps them; a declared one would fit regressions)
+    params = dict(kappa=0.01, grace_period=100, max_leaves=64, replay_rows=0, cpd="tree")
     cards = [2, 2, 2, 3, 2, 2, 2, 2]
     grown = DTSL(Schema.from_cardinalities(cards).with_growth({"x3": 4}), **params)
     grown.partial_fit(rows[: at + 1])

@@ -3,6 +3,7 @@ and against the path solved exactly, their CPDs through DN2MN against brute forc
 ``cpd='lr'`` / ``'auto'`` (cut and resume identity, the choice)."""
 
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -243,6 +244,62 @@ def test_a_constant_variable_gets_its_smoothed_frequency_and_changes_no_other_fi
         others.indicators(reference) @ ref_w + ref_b,
         atol=1e-5,
     )
+
+
+def test_a_value_no_row_takes_leaves_the_fit_and_gets_its_smoothed_frequency():
+    """Variable 1 has 4 values and takes 3: the others' fit is the fit of the schema with 3
+    (its unseen value's indicator is no input), and the unseen value's probability is the
+    smoothed frequency 0.5 / (n + 1) on the rows' mean (no weights)."""
+    rows = planted_rows(10, [2, 3, 2, 2], 500)
+    fit = {}
+    for cards in ([2, 3, 2, 2], [2, 4, 2, 2]):
+        coding = Coding(Schema.from_cardinalities(cards))
+        problem = Problem(coding, rows, np.float64)
+        lam = np.full(coding.n_outputs, 0.004)
+        fit[len(cards) + cards[1]] = coding, problem, fit_l1(problem, lam, tol=1e-13)
+    coding3, _, (w3, b3, _) = fit[7]
+    coding4, problem, (w4, b4, _) = fit[8]
+    assert problem.unseen.tolist() == [False, False, False, False, True, False, False]
+    seen_in = ~((coding4.in_var == 1) & (coding4.in_val == 3))  # no row has its indicator
+    seen_out = ~problem.unseen
+    assert not w4[~seen_in].any() and not w4[:, 4].any()
+    np.testing.assert_allclose(w4[np.ix_(seen_in, seen_out)], w3, atol=1e-6)
+    np.testing.assert_allclose(b4[seen_out], b3, atol=1e-6)
+    logits = problem.logits(w4, b4)[:, 1:5]
+    p_unseen = np.exp(logits[:, 3] - np.logaddexp.reduce(logits, axis=1))
+    # the log of the mean is at least the mean of the logs: within rounding of 0.5 / 501
+    assert 0.5 / 501 * 0.9 < problem.weight @ p_unseen < 0.5 / 501 * 1.1
+
+
+def test_few_rows_with_unseen_values_fit_finite_weights_without_warnings():
+    """18 rows found by the fuzz tests: an 8-valued variable takes 4 of its values (the
+    others' Hessians are rounding errors: a Newton step there had no bound and overflowed),
+    four variables are constant, one is 1 in three rows."""
+    rows = np.zeros((18, 6), dtype=np.uint8)
+    rows[[0, 3], 0], rows[2, 0], rows[7, 0] = 1, 3, 7
+    rows[[9, 12, 17], 5] = 1
+    schema = Schema.from_cardinalities([8, 2, 2, 2, 2, 2])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        learner = DTSL(schema, cpd="lr", mode="exact").fit(rows)
+    mn = learner.to_markov_network()
+    assert np.isfinite(mn.pll(rows))
+    assert np.isfinite(learner._logistic.weights).all()
+
+
+def test_a_variable_constant_in_the_fitting_rows_keeps_no_weights():
+    """Variable 5 is 1 in held-out rows only: its penalty has no path to be chosen on, so it
+    keeps no weights (all the rows separate it: the floor's near-zero penalty would fit
+    weights without bound), its penalty the smallest that zeroes them on all the rows."""
+    rows = np.zeros((18, 6), dtype=np.uint8)
+    rows[[0, 3], 0], rows[2, 0], rows[7, 0] = 1, 3, 7
+    rows[[10, 15], 5] = 1
+    held_out = np.arange(18) % 5 == 0  # rows 0, 5, 10, 15
+    coding = Coding(Schema.from_cardinalities([8, 2, 2, 2, 2, 2]))
+    weights, bias, lam, _ = fit_with_held_out(coding, rows, held_out)
+    assert np.abs(weights[:, coding.out_var == 5]).max() <= 1e-9
+    assert lam[5] == largest_penalties(Problem(coding, rows))[5]
+    assert np.isfinite(bias).all() and weights[:, coding.out_var == 0].any()
 
 
 def test_repeated_rows_weigh_as_their_count_and_the_order_of_rows_does_not_matter():

@@ -35,7 +35,8 @@ def near_deterministic_rows(n, n_vars=5, flip=0.02, seed=0):
 
 def closed_form(rows, **kw):
     schema = Schema.binary(rows.shape[1])
-    return dn2mn(DTSL(schema, mode="exact", kappa=0.5, **kw).fit(rows).to_dependency_network())
+    learner = DTSL(schema, mode="exact", kappa=0.5, cpd="tree", **kw)  # the trees' closed form
+    return dn2mn(learner.fit(rows).to_dependency_network())
 
 
 def closed_form_and_sample(rows):
@@ -130,8 +131,9 @@ def test_a_learner_at_its_defaults_publishes_the_refined_weights(mode):
     closed, published = learner.learned_network(), learner.publish()
     assert published.record["published"] == "refined"
     # one-hot columns are determined by their group: the closed form loses a little on each,
-    # the refined weights far less (about 30 times here)
-    assert closed.pll(test) < -1e-3 and published.model.pll(test) > closed.pll(test) / 5
+    # the refined weights far less (3.5 times here, where some conditionals are regressions;
+    # 30 times with the trees alone)
+    assert closed.pll(test) < -1e-3 and published.model.pll(test) > closed.pll(test) / 3
     assert learner.to_markov_network().features.equals(published.model.features)  # no state
     # a validation set judges instead of the sample's held-out share, every sampled row trains
     valid = learner.publish(validation=test)

@@ -121,7 +121,7 @@ def _parser(with_learners: bool = True) -> argparse.ArgumentParser:
         help="exact mode on a Parquet dataset: run the passes on Dask, on a "
         "running scheduler or a local cluster of N single-threaded "
         "workers (bare --dask: one per CPU); the rows are read on the workers, so "
-        "the closed-form weights are published; needs the dask extra",
+        "the trees' closed-form weights are published (--cpd tree); needs the dask extra",
     )
     learn.add_argument("--batch-size", type=opt.positive_int, default=65536, help="rows per batch")
     learn.add_argument(

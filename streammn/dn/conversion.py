@@ -395,7 +395,8 @@ def dn2mn(
     >>> from streammn.inference import sample
     >>> planted, _ = planted_network(8, seed=0)
     >>> rows = sample(planted, 2000, seed=1)
-    >>> dn = DTSL(planted.schema, mode="exact", kappa=0.01).fit(rows).to_dependency_network()
+    >>> learner = DTSL(planted.schema, mode="exact", kappa=0.01, cpd="tree")
+    >>> dn = learner.fit(rows).to_dependency_network()
     >>> mn = dn2mn(dn)  # base distribution: the marginals counted in the DN's trees
     >>> mn
     MarkovNetwork(8 variables, 285 features, max_states=1048576)

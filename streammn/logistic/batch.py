@@ -107,6 +107,7 @@ NEWTON_SWEEPS = 1000
 MAX_DAMPING = 1e6  # a Newton step still failing damped this much: first-order steps again
 EXTRAPOLATE = 0.5  # a path fit starts this far beyond the last one, along the last move
 HESSIAN_MB = 256.0  # Newton steps for at most the columns whose Hessians fit in this
+RIDGE = 1e-6  # times the Gram bound, added to a Hessian: no direction is flat (see hessians)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -377,6 +378,7 @@ class Problem:
     n : the number of rows (with repeats).
     rows, weight : the distinct rows (sorted) and each one's count over ``n``.
     constant : per variable, whether it takes one value in every row.
+    unseen : per output column, a value no row takes of a variable taking several.
     """
 
     def __init__(self, coding: Coding, rows: np.ndarray, dtype=np.float32):
@@ -401,6 +403,8 @@ class Problem:
         self.newton_after = NEWTON_AFTER + int(round(NEWTON_COST * cost))
         same = (self.targets == self.targets[:1]).all(axis=0)
         self.constant = np.logical_and.reduceat(same, coding.out_start[:-1])
+        softmax = ~coding.binary[coding.out_var] & ~self.constant[coding.out_var]
+        self.unseen = softmax & ~self.targets.any(axis=0)
         self._nonzero = None
 
     @property
@@ -465,7 +469,6 @@ def fit_l1(
     ``logits``: those of ``problem.rows`` at ``(weights, bias)``, if known (default: computed),
     updated in place to the result's (a path need not redo the product at each penalty)."""
     coding = problem.coding
-    n_vars = coding.schema.n_vars
     if weights is None:
         weights, bias = np.zeros((coding.n_inputs, coding.n_outputs)), np.zeros(coding.n_outputs)
     weights, bias = weights.copy(), np.array(bias, dtype=np.float64)
@@ -474,16 +477,47 @@ def fit_l1(
     # A variable with one value in every row has no optimum: its intercept would fall towards
     # infinity for ever, and where a fit stopped on the way would decide its test loss. It gets
     # what it has with no weights and the smoothed frequencies (as a tree's single leaf).
+    # Likewise a value no row takes, of a variable taking several: its intercept has no
+    # optimum either. It leaves the fit (its probability zero) and has its smoothed frequency
+    # after it (_unseen_values).
     fixed = problem.constant[coding.out_var]
-    weights[:, fixed] = 0.0
+    weights[:, fixed | problem.unseen] = 0.0
     bias[fixed] = intercepts_only(problem)[fixed]
     if logits is None:
         logits = problem.logits(weights, bias)
     logits[:, fixed] = bias[fixed]
     run = _Running(problem, np.asarray(lam_out, dtype=np.float64), weights, bias, logits)
     run.stop(problem.constant, weights, bias)
-    if not run.live.any():
-        return weights, bias, 0
+    iterations = 0
+    if run.live.any():
+        run.drop(problem.unseen[run.columns])
+        iterations = _iterate(run, problem, tol, weights, bias)
+    if problem.unseen.any():
+        _unseen_values(problem, bias, logits)
+    return weights, bias, iterations
+
+
+def _unseen_values(problem: Problem, bias, logits) -> None:
+    """The intercept of each value no row takes (weights zero), of a variable taking several:
+    its probability the smoothed frequency ``0.5 / (n + 1)`` on the rows' mean, that is the
+    log of it plus the mean over the rows of the log-normaliser of the values taken."""
+    coding = problem.coding
+    unseen = problem.unseen
+    for i in np.unique(coding.out_var[unseen]):
+        lo, hi = coding.out_start[i], coding.out_start[i + 1]
+        taken = ~unseen[lo:hi]
+        top = logits[:, lo:hi][:, taken].max(axis=1)
+        norm = top + np.log(np.exp(logits[:, lo:hi][:, taken] - top[:, None]).sum(axis=1))
+        level = math.log(0.5 / (problem.n + 1.0)) + float(problem.weight @ norm)
+        columns = lo + np.flatnonzero(~taken)
+        bias[columns] = level
+        logits[:, columns] = level
+
+
+def _iterate(run, problem: Problem, tol: float, weights, bias) -> int:
+    """:func:`fit_l1`'s iterations, until every variable laid out in ``run`` has stopped
+    (written into ``(weights, bias)``). Returns the most any variable took."""
+    n_vars = problem.coding.schema.n_vars
     damping = np.ones(n_vars)  # the Newton steps' scale
     switched = np.full(n_vars, MAX_ITER + 1)  # the iteration a variable took Newton steps from
     momentum, previous = np.ones(n_vars), np.full(n_vars, np.inf)
@@ -528,7 +562,7 @@ def fit_l1(
         if done.any():
             run.stop(done, weights, bias)
             if not run.live.any():
-                return weights, bias, iteration
+                return iteration
     raise AssertionError("unreachable: every variable stops at MAX_ITER")
 
 
@@ -559,7 +593,8 @@ class _Running:
 
     def _layout(self, targets):
         coding, variables = self.coding, self.variables
-        width = coding.out_start[variables + 1] - coding.out_start[variables]
+        position = np.searchsorted(variables, coding.out_var[self.columns])
+        width = np.bincount(position, minlength=variables.size)
         self.block = np.concatenate([[0], np.cumsum(width)]).astype(np.int64)
         self.width = width
         self.start = self.block[:-1]
@@ -635,6 +670,11 @@ class _Running:
         _weighted_pairs(*problem.nonzero, weight, pairs, singles)
         out = np.empty((columns.size, p + 1, p + 1))
         _centred_hessians(pairs, singles, weight.sum(axis=0), problem.mean, 1.0, out)
+        # A value its rows (nearly) never take has a Hessian of rounding errors, some
+        # negative, in its directions: a Newton step there would be without bound. A
+        # millionth of the Gram bound keeps every step finite and changes no optimum.
+        bound = problem.scale[self.columns[columns]]
+        out += (RIDGE * bound)[:, None, None] * problem.gram
         return out
 
     def proximal_steps(self, grad, f_y, damping):
@@ -729,9 +769,18 @@ class _Running:
         keep = self.live[self.col_var]
         if not self.live.any() or keep.mean() > 0.75:
             return
-        done = ~self.live
-        self.live, self.newton = self.live[~done], self.newton[~done]
-        self.variables, self.columns = self.variables[~done], self.columns[keep]
+        self._compact(self.live.copy(), keep)
+
+    def drop(self, columns) -> None:
+        """Take the ``columns`` (a mask over those laid out) out of the fit: values of a
+        softmax that no row takes (their probability zero meanwhile)."""
+        if columns.any():
+            self._compact(np.ones(self.variables.size, dtype=bool), ~columns)
+
+    def _compact(self, variables, keep) -> None:
+        """Keep the ``variables`` and ``keep`` columns (masks over those laid out)."""
+        self.live, self.newton = self.live[variables], self.newton[variables]
+        self.variables, self.columns = self.variables[variables], self.columns[keep]
         self.x_w, self.x_b = self.x_w[:, keep], self.x_b[keep]
         self.y_w, self.y_b = self.y_w[:, keep], self.y_b[keep]
         self.z_x = np.ascontiguousarray(self.z_x[:, keep])
@@ -804,5 +853,12 @@ def fit_with_held_out(coding: Coding, rows: np.ndarray, held_out: np.ndarray):
         best_w[:, columns], best_b[columns] = weights[:, columns], bias[columns]
     everything = Problem(coding, rows)
     lam = best_lam * np.sqrt(fit.n / max(everything.n, 1))
+    # a variable no weight moves on the fitting rows (constant there, or its inputs are) had
+    # no path to choose from: it keeps no weights, rather than the floor's near-zero penalty
+    # (on all the rows, a few of them may separate it: weights without bound)
+    silent = top <= 1e-8
+    if silent.any():
+        lam[silent] = np.maximum(largest_penalties(everything)[silent], 1e-8)
+        best_w[:, silent[coding.out_var]] = 0.0
     weights, bias, _ = fit_l1(everything, lam[coding.out_var], best_w, best_b, tol=TOLERANCE)
     return weights, bias, lam, best_loss

@@ -158,7 +158,7 @@ class StreamLearner:
     >>> [round(h["prequential_pll"], 3) for h in engine.state.history]
     [-5.314, -4.808]
     >>> load_snapshot(path)
-    MarkovNetwork(8 variables, 141 features, max_states=1048576)
+    MarkovNetwork(8 variables, 99 features, max_states=1048576)
     """
 
     def __init__(
