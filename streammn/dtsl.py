@@ -43,7 +43,8 @@ from streammn.trees.leaf_stats import LeafStats
 from streammn.errors import DTSLError, DTSLStateError
 from streammn.learner import WEIGHTS_PARAM, StructureLearner
 from streammn.logistic.choice import Choice, choice_rows, regressions_win
-from streammn.logistic.conditionals import LogisticConditionals
+from streammn.logistic.coding import Coding
+from streammn.logistic.conditionals import LogisticConditionals, batch_fit_affordable
 from streammn.network.model import MarkovNetwork
 from streammn.params import AUTOMATIC, NONE, Interval, OneOf, Param
 
@@ -154,7 +155,8 @@ class DTSL(StructureLearner):
         L1-regularised logistic regression on the indicators of the other variables, learned
         online (FTRL-Proximal, the penalty chosen per variable by prequential loss, late
         mini-batches thinned) and, when a finite source ends within the 25,000 rows a sample
-        keeps, fitted to the batch optimum on them (:mod:`streammn.logistic`). ``'auto'``: the
+        keeps, fitted to the batch optimum on them (up to about 300 binary variables, where
+        the fit costs seconds; :mod:`streammn.logistic`). ``'auto'``: the
         trees and the regressions both, each variable using whichever scores the sample's
         held-out rows better, chosen at rows 4,096 * 2**k and at the end of a finite source
         (:mod:`streammn.logistic.choice`). Regressions win on many weak pairwise effects
@@ -162,7 +164,8 @@ class DTSL(StructureLearner):
         context-specific ones; ``'auto'`` is within 0.3% of the better of the two on every
         shared dataset (``benchmarks/results/cpds.md``). Regressions do not learn yet with
         drift, forgetting, a growing schema, missing values or ``count_pass``: ``'auto'``
-        keeps the trees there and ``'lr'`` is refused. ``'tree'`` is Libra's DTSL exactly.
+        keeps the trees there and ``'lr'`` is refused; nor with ``'auto'`` beyond about 300
+        binary variables, where the batch fit is not made. ``'tree'`` is Libra's DTSL exactly.
 
     Examples
     --------
@@ -436,6 +439,10 @@ class DTSL(StructureLearner):
         regressions = self.cpd != "tree" and _regressions_apply(
             self.schema, self.drift, self.half_life
         )
+        # beyond the batch fit's reach the regressions would be FTRL's, judged on held-out rows
+        # they learned from: 'auto' keeps the trees there
+        if self.cpd == "auto" and not batch_fit_affordable(Coding(self.schema)):
+            regressions = False
         self._logistic = LogisticConditionals(self.schema) if regressions else None
         self._choice = Choice(self.schema.n_vars) if regressions and self.cpd == "auto" else None
         if self.mode == "hoeffding":

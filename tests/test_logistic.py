@@ -26,6 +26,7 @@ from streammn.logistic.batch import (
     largest_penalties,
 )
 from streammn.logistic.coding import Coding
+from streammn.logistic.conditionals import batch_fit_affordable
 
 CARDS = [2, 3, 2, 4]
 
@@ -550,3 +551,17 @@ def test_ftrl_thins_late_mini_batches_by_stream_index_whatever_the_cuts():
     assert whole.steps == 2 * THIN_FROM + 3 and whole.rows == boundary + 5 * MINI_BATCH
     for name, value in whole.arrays().items():
         np.testing.assert_array_equal(cut.arrays()[name], value, err_msg=name)
+
+
+def test_beyond_the_batch_fits_reach_auto_keeps_the_trees_and_lr_keeps_ftrl():
+    """The batch fit costs about outputs x inputs^2: 300 binary variables are within
+    ``BATCH_FIT_COST``, 301 are not. There 'auto' learns trees only (FTRL's held-out losses,
+    of rows it learned from, would not judge fairly) and 'lr' keeps FTRL's weights."""
+    assert batch_fit_affordable(Coding(Schema.binary(300)))
+    assert not batch_fit_affordable(Coding(Schema.binary(301)))
+    rows = np.random.default_rng(0).integers(0, 2, (400, 301)).astype(np.uint8)
+    auto = DTSL(Schema.binary(301), mode="exact").fit(rows)
+    assert not auto.logistic_variables().any() and auto.conditionals()["lr"] == []
+    lr = DTSL(Schema.binary(301), mode="exact", cpd="lr").fit(rows)
+    assert lr._logistic.weights is None and lr._logistic.online.rows > 0  # (whole mini-batches)
+    assert lr.logistic_variables().all()
