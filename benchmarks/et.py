@@ -283,7 +283,7 @@ def full_model(results, save):
             "l1lr_or": hamming(or_, edges),
             "restarts": restarts,
         }
-        for key, prior in (("ml", 0.0), ("map", et.alpha / 4)):
+        for key, prior in (("ml", 0.0), ("map", et.pseudo_count / 4)):
             rounds, beta, _ = et_full_model.full_model(et, truth, test, prior=prior)
             false_edges = set(graph_edges(edge_appearance(beta))) - truth
             case[key] = {

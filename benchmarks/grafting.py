@@ -62,7 +62,7 @@ def worker(args) -> None:
         lambda_=args.lambda_,
         lambda2=args.lambda2,
         strategy=args.strategy,
-        alpha=args.alpha,
+        threshold=args.alpha,
         seed=args.seed,
     )
     EdgeGrafting(schema, **{**params, "max_edges": 2}).fit(train[:50])  # compile, untimed
@@ -137,7 +137,7 @@ def run_size(n: int, args, tmp: Path, configs) -> dict:
             str(args.states),
             "--strategy",
             strategy,
-            "--alpha",
+            "--threshold",
             str(alpha),
             "--lambda",
             str(args.lambda_),

@@ -17,11 +17,15 @@ learner is built over rather than a setting: ``get_params`` holds it (scikit-lea
 convention), ``settings`` leaves it out (what snapshot manifests and saved states record, the
 schema stored apart), and the repr shows it first. What each parameter allows, its help and its
 command-line flag are declared once, in the class's ``parameters`` table
-(:mod:`streammn.params`); ``__init__`` checks its arguments against it.
+(:mod:`streammn.params`); ``__init__`` checks its arguments against it. A renamed parameter
+is declared in the class's ``renamed`` table (old name -> new): ``__init__``, ``set_params`` and
+``from_bytes`` take the old name too (and it still reads as an attribute), while ``get_params``
+and saved states give the new one.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 
 import numpy as np
@@ -35,7 +39,7 @@ from streammn.errors import (
 )
 from streammn.network.model import MarkovNetwork
 from streammn.packed_state import pack_state, unpack_state
-from streammn.params import OneOf, Param, check_params
+from streammn.params import OneOf, Param, check_params, new_names, renamed_to
 from streammn.network.published import WEIGHTS, Published, publish_sample
 from streammn.schema import Schema
 from streammn.network.weight_sample import WeightSample
@@ -59,6 +63,27 @@ class Estimator:
 
     parameters: dict[str, Param] = {}
     param_error: type[Exception] = SettingsError  # what a disallowed setting raises
+    #: old name -> new name of the renamed parameters, still accepted with a warning
+    renamed: dict[str, str] = {}
+
+    def __init_subclass__(cls, **kwargs):
+        """A class that renames parameters gets an ``__init__`` that also takes the old
+        names (its signature, read by ``get_params`` and ``help()``, stays the new one)."""
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("renamed"):
+            init = cls.__init__
+
+            @functools.wraps(init)
+            def __init__(self, *args, **kwargs):
+                init(self, *args, **new_names(cls, kwargs, cls.param_error))
+
+            cls.__init__ = __init__
+
+    def __getattr__(self, name: str):
+        """A renamed parameter read by its old name (deprecated)."""
+        if name not in type(self).renamed:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return getattr(self, renamed_to(type(self), name))
 
     def _check_params(self, values: dict) -> None:
         """Refuse a setting its table does not allow (``values``: ``__init__``'s
@@ -91,6 +116,7 @@ class Estimator:
     def set_params(self, **params):
         """This learner, unfitted, with ``params`` changed (scikit-learn's convention: the
         settings are checked as ``__init__`` checks them, and learned state starts over)."""
+        params = new_names(type(self), params, self.param_error)
         unknown = set(params) - {"schema", *self._param_names()}
         if unknown:
             raise self.param_error(f"{type(self).__name__} has no parameter {sorted(unknown)[0]!r}")
@@ -241,12 +267,14 @@ class StructureLearner(Estimator):
         ``format``, ``schema`` and ``params``, and named arrays). The one checkpoint loader of
         every learner: bytes that are not such a state (garbage, empty, truncated, another
         learner's or another format's) raise ``state_error`` naming the class and the reason,
-        never a numpy or zip error."""
+        never a numpy or zip error. A state saved before a parameter was renamed holds its old
+        name, read as the new one."""
         try:
             meta, arrays = unpack_state(data)
             if meta.get("format") != cls.state_format:
                 raise ValueError(f"state format {meta.get('format')!r}, not {cls.state_format!r}")
-            learner = cls(Schema.from_dict(meta["schema"]), **meta["params"])
+            params = new_names(cls, meta["params"], cls.state_error, warn=False)
+            learner = cls(Schema.from_dict(meta["schema"]), **params)
             learner._restore(meta, arrays)
             learner._restore_sample(arrays)
         except cls.state_error:

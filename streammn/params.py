@@ -14,6 +14,13 @@ from that one place:
   (exit code 2), ``--help`` text with the default;
 - resume checks (:func:`resume_may_change`).
 
+A parameter renamed keeps its old keyword for a while: the class's ``renamed`` table maps the
+old name to the new, and :func:`new_names` translates the keywords ``__init__`` and
+``set_params`` are given (with a ``DeprecationWarning``) and those a state saved before the
+rename holds (silently: the user did not write them); the old name also still reads as an
+attribute, with the warning. ``Param.old_flags`` keeps the old command-line spelling, with a
+note on stderr when it is used.
+
 A constraint both tests a Python value (``allows``) and parses command-line text (``parse``),
 so the range a user meets on the command line is the range the learner enforces.
 """
@@ -24,6 +31,7 @@ import argparse
 import inspect
 import math
 import numbers
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -180,13 +188,15 @@ AUTOMATIC = OneOf("auto")
 @dataclass(frozen=True)
 class Param:
     """One learner parameter: ``allowed`` values, ``help`` (one line, read by ``--help``), the
-    ``streammn learn`` ``flag`` offering it (None: Python only), and whether a resumed run may
-    change it (``resume``: settings that do not change what is learned)."""
+    ``streammn learn`` ``flag`` offering it (None: Python only), whether a resumed run may
+    change it (``resume``: settings that do not change what is learned), and the deprecated
+    spellings of the flag still accepted (``old_flags``)."""
 
     allowed: Constraint
     help: str
     flag: str | None = None
     resume: bool = False
+    old_flags: tuple[str, ...] = ()
 
 
 def check_params(learner_class, values: dict, error: type[Exception]) -> None:
@@ -198,6 +208,34 @@ def check_params(learner_class, values: dict, error: type[Exception]) -> None:
                 f"{learner_class.__name__}: {name} must be {param.allowed.describe()}, "
                 f"got {values[name]!r}"
             )
+
+
+def renamed_to(learner_class, old: str, stacklevel: int = 2) -> str:
+    """The new name of the class's renamed parameter ``old``, with a ``DeprecationWarning``
+    pointing ``stacklevel`` frames above the caller (1: the caller's line)."""
+    new = learner_class.renamed[old]
+    warnings.warn(
+        f"{learner_class.__name__}: {old} is renamed {new}",
+        DeprecationWarning,
+        stacklevel=stacklevel + 1,
+    )
+    return new
+
+
+def new_names(learner_class, values: dict, error: type[Exception], warn: bool = True) -> dict:
+    """``values`` (keyword -> value) with the old names of the class's ``renamed`` table
+    replaced by the new ones, warning at the caller's caller when ``warn``; both names given
+    raise ``error``."""
+    values = dict(values)
+    for old, new in learner_class.renamed.items():
+        if old not in values:
+            continue
+        if new in values:
+            raise error(f"{learner_class.__name__}: {old} is renamed {new}; give {new} only")
+        if warn:
+            renamed_to(learner_class, old, stacklevel=3)
+        values[new] = values.pop(old)
+    return values
 
 
 def resume_may_change(learner_class) -> frozenset[str]:

@@ -258,7 +258,7 @@ def test_bad_input_and_settings(planted):
     with pytest.raises(ValueError):
         learner.partial_fit(bad)
     assert learner.to_bytes() == before
-    for kwargs in ({"alpha": 0}, {"max_contexts": 0}, {"stddev": -1.0}):
+    for kwargs in ({"significance": 0}, {"max_contexts": 0}, {"stddev": -1.0}):
         with pytest.raises(CSGSError):
             CSGS(true.schema, **kwargs)
     with pytest.raises(CSGSError, match="no rows"):
@@ -478,6 +478,6 @@ def test_multi_valued_variables():
     assert cm.n_tests_computed == cm.n_tests  # no sharing off binary data
     graphs = [cm.edges(i) for i in range(len(cm.contexts))]
     assert all((0, 1) in g for g in graphs)  # every context keeps the dependence
-    # tests at alpha = 0.05 in 27 contexts: a few false dependences on X_2 are expected
+    # tests at significance 0.05 in 27 contexts: a few false dependences on X_2 are expected
     assert np.mean([g == {(0, 1)} for g in graphs]) > 0.8
     assert learner.to_markov_network().pll(rows) > -3.2

@@ -41,7 +41,7 @@ def test_learn_csgs_snapshots_resume_score_inspect(tmp_path, capsys):
     assert len(snaps) == 3
     snap = read_snapshot(snaps[-1])
     assert snap.manifest["learner"]["class"] == "CSGS"
-    assert snap.manifest["learner"]["params"]["alpha"] == 0.05
+    assert snap.manifest["learner"]["params"]["significance"] == 0.05
     assert {"model.json", "model.mn", "model.uai"} <= set(snap.files)
     model = load_snapshot(out)
     # the context variable joins every other one
@@ -60,4 +60,4 @@ def test_csgs_refuses_exact_mode_and_bad_settings(tmp_path, capsys):
     np.savetxt(data, np.zeros((20, 3), dtype=int), fmt="%d", delimiter=",")
     for extra in (("--mode", "exact"), ("--significance", "1.5")):
         code, _, err = run(capsys, "learn", data, "--out", tmp_path / "s", "--algo", "csgs", *extra)
-        assert code == 2 and ("csgs" in err or "alpha" in err), err
+        assert code == 2 and ("csgs" in err or "significance" in err), err

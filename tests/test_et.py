@@ -243,7 +243,7 @@ def test_smoothed_theta_has_no_zero_and_keeps_marginal_consistency():
 
     schema = Schema.from_cardinalities([2, 3, 2])
     counts = PairCounts(schema).update(np.array([[0, 0, 1], [0, 0, 1], [0, 1, 1]]))
-    node, pair = smoothed_theta(counts, alpha=1.0)
+    node, pair = smoothed_theta(counts, pseudo_count=1.0)
     assert counts.table(0, 1)[1].sum() == 0 and counts.table(1, 2)[2].sum() == 0  # zero counts
     for u, ku in enumerate([2, 3, 2]):
         assert node[u, :ku].min() > 0 and abs(node[u, :ku].sum() - 1) < 1e-12
@@ -359,14 +359,14 @@ def test_pair_tables_shrink_toward_independence_by_the_james_stein_intensity():
     assert independence_shrinkage(np.array([[4.0, 4.0], [4.0, 4.0]]), 16) == 1.0
     schema = Schema.from_cardinalities([2, 2])
     rows = np.repeat(np.array([[0, 0], [0, 1], [1, 0], [1, 1]]), [30, 10, 10, 30], axis=0)
-    node, pair = smoothed_theta(PairCounts(schema).update(rows), alpha=1.0)
+    node, pair = smoothed_theta(PairCounts(schema).update(rows), pseudo_count=1.0)
     lam = 0.6875 / (79 * 0.0625)
     dirichlet = (table + 0.25) / 81
     np.testing.assert_allclose(
         pair[0, 1, :2, :2], lam * np.outer(node[0], node[1]) + (1 - lam) * dirichlet
     )
     # shrink=False: the plug-in (Dirichlet-smoothed) table of the paper, also through the learner
-    plain = smoothed_theta(PairCounts(schema).update(rows), alpha=1.0, shrink=False)[1]
+    plain = smoothed_theta(PairCounts(schema).update(rows), pseudo_count=1.0, shrink=False)[1]
     np.testing.assert_allclose(plain[0, 1, :2, :2], dirichlet)
     learner = EnsembleOfTrees(schema, shrink=False, sample_rows=50).fit(rows)
     np.testing.assert_allclose(learner.theta()[1][0, 1, :2, :2], dirichlet)

@@ -43,7 +43,7 @@ def test_phi_gradient_matches_finite_differences():
     rows = dependent_rows(rng, CARDS, 40)
     beta = random_beta(rng, len(CARDS))
     beta[0, 2] = beta[2, 0] = 0.0  # a pair with only the prior's gradient
-    tables = EdgeTables(node, CARDS, alpha=1.0)
+    tables = EdgeTables(node, CARDS, pseudo_count=1.0)
     phi = rng.normal(0, 0.7, tables.mask.shape) * tables.mask
     t = tables.tables(phi)
     _, sums = cell_resistance_sums(rows, beta, ratio_table(node, tables.full(t, base)))
@@ -67,7 +67,7 @@ def test_tables_start_at_the_smoothed_ones_and_the_fit_keeps_the_constraints():
     rows = dependent_rows(rng, CARDS, 300)
     learner = EnsembleOfTrees(Schema.from_cardinalities(CARDS)).fit(rows)
     node, pair = learner.theta()
-    tables = EdgeTables(node, CARDS, alpha=1.0)
+    tables = EdgeTables(node, CARDS, pseudo_count=1.0)
     np.testing.assert_allclose(
         tables.full(tables.tables(tables.phi_of(pair)), pair), pair, rtol=1e-12
     )

@@ -81,7 +81,7 @@ def test_exit_0(files, capsys):
         ["--delta", "2"],
         ["--delta", "0"],
         ["--tau", "-1"],
-        ["--alpha", "5"],
+        ["--threshold", "5"],
         ["--lambda", "-1"],
         ["--lambda", "0"],
         ["--kappa", "0"],

@@ -152,9 +152,9 @@ class ScriptedContext:
         return pairs, np.array([self.scores[tuple(p)] for p in pairs.tolist()])
 
 
-def scripted(order_scores, capacity=2, t_max=3, alpha=0.0, lambda_=1.5):
+def scripted(order_scores, capacity=2, t_max=3, threshold=0.0, lambda_=1.5):
     ctx = ScriptedContext(dict(order_scores), 4, lambda_)
-    bc = BestChoice(4, ctx.rng, capacity=capacity, t_max=t_max, alpha=alpha, hubs=False)
+    bc = BestChoice(4, ctx.rng, capacity=capacity, t_max=t_max, threshold=threshold, hubs=False)
     for k, (e, _) in enumerate(order_scores):  # script the stream order through priorities
         bc.queue.push(e, -10 + k)
     return ctx, bc
@@ -163,16 +163,16 @@ def scripted(order_scores, capacity=2, t_max=3, alpha=0.0, lambda_=1.5):
 STREAM = [((0, 2), 1.0), ((1, 3), 0.5), ((0, 3), 3.0), ((2, 3), 2.0), ((1, 2), 4.0), ((0, 1), 5.0)]
 
 
-def test_first_round_fills_the_reservoir_then_tau_alpha_selects():
+def test_first_round_fills_the_reservoir_then_tau_selects():
     ctx, bc = scripted(STREAM)
     bc.test_edges(ctx)
     # t_max = 3 tests, then continue until R (capacity 2) is full in the first round
     assert ctx.tested == [(0, 2), (1, 3), (0, 3), (2, 3)]
     assert bc.reservoir.scores == {(0, 3): 3.0, (2, 3): 2.0}
     assert bc.frozen.offsets == pytest.approx({(0, 2): 1 - 1 / 1.5, (1, 3): 1 - 0.5 / 1.5})
-    assert bc.reservoir.threshold(0.0) == pytest.approx(2.5)
-    assert bc.reservoir.threshold(1.0) == pytest.approx(3.0)
-    assert bc.reservoir.threshold(0.5) == pytest.approx(2.75)
+    assert bc.reservoir.tau(0.0) == pytest.approx(2.5)
+    assert bc.reservoir.tau(1.0) == pytest.approx(3.0)
+    assert bc.reservoir.tau(0.5) == pytest.approx(2.75)
     assert bc.select(limit=10) == [(0, 3)]  # 2.0 < tau_0 = mean
     assert bc.reservoir.scores == {(2, 3): 2.0}
 
@@ -198,7 +198,7 @@ def test_eviction_refill_and_rescoring():
 
 
 def test_select_skips_adjacent_edges_and_respects_limit():
-    bc = BestChoice(5, np.random.default_rng(0), capacity=5, t_max=1, alpha=0.0, hubs=False)
+    bc = BestChoice(5, np.random.default_rng(0), capacity=5, t_max=1, threshold=0.0, hubs=False)
     bc.reservoir.scores = {(0, 1): 5.0, (1, 2): 4.9, (2, 3): 4.8, (0, 4): 1.0}
     assert bc.select(limit=10) == [(0, 1), (2, 3)]  # tau = mean = 3.925; (1,2) is adjacent
     bc.reservoir.scores = {(0, 1): 5.0, (2, 3): 4.8}
@@ -216,7 +216,7 @@ def test_reservoir_keeps_the_best_scores():
 def test_hub_heuristic_raises_priority_of_hub_edges():
     ctx = ScriptedContext({}, 6, 1.0)
     ctx.active = {(0, 1), (0, 2)}
-    bc = BestChoice(6, ctx.rng, capacity=2, t_max=1, alpha=0.0, c_hat=0.3)
+    bc = BestChoice(6, ctx.rng, capacity=2, t_max=1, threshold=0.0, c_hat=0.3)
     bc.reorganise(ctx)  # centrality of 0: 2/5 > 0.3
     assert {e for e in [(0, 3), (0, 4), (0, 5)] if bc.queue.priority(e) == -1.0} == {
         (0, 3),
@@ -269,7 +269,7 @@ def test_exhaustive_and_unlimited_best_choice_choose_the_same_first_edge():
         mrf.schema,
         lambda_=1e-3,
         strategy="best_choice",
-        alpha=1.0,
+        threshold=1.0,
         reservoir_size=100,
         t_max=100,
         hubs=False,
@@ -325,7 +325,9 @@ CLIMB_SCORES = {
 
 def test_edges_climbed_away_from_go_back_to_the_queue():
     ctx = ScriptedContext(CLIMB_SCORES, 5, 1.5)
-    bc = BestChoice(5, ctx.rng, capacity=5, t_max=1, alpha=0.0, hubs=False, climb=True, admit=False)
+    bc = BestChoice(
+        5, ctx.rng, capacity=5, t_max=1, threshold=0.0, hubs=False, climb=True, admit=False
+    )
     bc.reservoir.scores = {(0, 2): 3.0, (3, 4): 2.9, (2, 4): 1.6}  # tau_0 = mean = 2.5
     # (0, 2) climbs to (0, 1); (3, 4) climbs via (1, 3) to (0, 1) too, already chosen
     assert bc.select(limit=10, ctx=ctx) == [(0, 1)]
@@ -338,7 +340,7 @@ def test_edges_climbed_away_from_go_back_to_the_queue():
 
 def test_pairs_a_climb_scores_that_pass_c2_join_the_reservoir():
     ctx = ScriptedContext(CLIMB_SCORES, 5, 1.5)
-    bc = BestChoice(5, ctx.rng, capacity=5, t_max=1, alpha=0.0, hubs=False, climb=True)
+    bc = BestChoice(5, ctx.rng, capacity=5, t_max=1, threshold=0.0, hubs=False, climb=True)
     bc.frozen.freeze((1, 3), -2.0)
     bc.queue.push((3, 4), -5.0)
     bc.reservoir.scores = {(0, 2): 3.0, (2, 4): 1.6}  # tau_0 = mean = 2.3
@@ -349,7 +351,7 @@ def test_pairs_a_climb_scores_that_pass_c2_join_the_reservoir():
     assert not bc.frozen.offsets and bc.queue.priority((0, 2)) is None
     # a full reservoir: an admitted pair evicts the minimum into L (or is frozen itself); a
     # queued pair leaves the queue when a climb admits it; the climbed-away edge is queued
-    bc = BestChoice(5, ctx.rng, capacity=2, t_max=1, alpha=1.0, hubs=False, climb=True)
+    bc = BestChoice(5, ctx.rng, capacity=2, t_max=1, threshold=1.0, hubs=False, climb=True)
     bc.queue.push((3, 4), -5.0)
     bc.reservoir.scores = {(2, 4): 1.6}
     # (2, 4) -> (0, 2) -> (0, 1); R takes (0, 2), (3, 4), then (0, 1) evicts (3, 4), (2, 4)

@@ -104,9 +104,9 @@ def test_an_option_of_another_learner_is_refused_not_ignored(tmp_path, capsys):
     data = tmp_path / "d.data"
     np.savetxt(data, np.zeros((10, 3), dtype=int), fmt="%d", delimiter=",")
     out = tmp_path / "o"
-    assert main(["learn", str(data), "--out", str(out), "--alpha", "0.3"]) == 2
+    assert main(["learn", str(data), "--out", str(out), "--threshold", "0.3"]) == 2
     err = capsys.readouterr().err
-    assert "--alpha is an option of grafting, not of dtsl" in err
+    assert "--threshold is an option of grafting, not of dtsl" in err
     assert not out.exists() or not any(out.iterdir())
     assert (
         main(["learn", str(data), "--out", str(out), "--algo", "grafting", "--mode", "exact"]) == 2

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import sys
 from collections import defaultdict
 
 from streammn.errors import UsageError
@@ -71,7 +72,8 @@ def _help(owners) -> str:
 
 
 def add_learner_options(parser: argparse.ArgumentParser) -> None:
-    """``--algo`` and every learner's flags, in one group per learner."""
+    """``--algo`` and every learner's flags, in one group per learner; a flag's deprecated
+    spellings (``Param.old_flags``) are accepted too, left out of ``--help``."""
     parser.add_argument("--algo", choices=list(LEARNERS), default="dtsl", help=ALGO_HELP)
     flags = learner_flags()
     groups = {algo: parser.add_argument_group(f"{algo} options") for algo in LEARNERS}
@@ -88,19 +90,42 @@ def add_learner_options(parser: argparse.ArgumentParser) -> None:
                 default=None,
                 help=_help(owners),
             )
-            continue
-        choices = _choices(allowed)
-        metavar = (
-            "{" + ",".join(choices) + "}" if choices else flag.lstrip("-").upper().replace("-", "_")
+            takes = {"nargs": 0, "const": True}
+        else:
+            choices = _choices(allowed)
+            metavar = (
+                "{" + ",".join(choices) + "}"
+                if choices
+                else flag.lstrip("-").upper().replace("-", "_")
+            )
+            takes = {"type": allowed.argparse_type(), "metavar": metavar}
+            group.add_argument(flag, dest=_dest(flag), default=None, help=_help(owners), **takes)
+        for old in sorted({f for _, _, p in owners for f in p.old_flags}):
+            group.add_argument(
+                old,
+                dest=_dest(flag),
+                action=_OldSpelling,
+                flag=flag,
+                default=None,
+                help=argparse.SUPPRESS,
+                **takes,
+            )
+
+
+class _OldSpelling(argparse.Action):
+    """A deprecated spelling of a learner ``flag``: sets what the flag sets, with a note on
+    stderr."""
+
+    def __init__(self, *args, flag: str, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.flag = flag
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(
+            f"{parser.prog}: warning: {option_string} is deprecated, use {self.flag}",
+            file=sys.stderr,
         )
-        group.add_argument(
-            flag,
-            dest=_dest(flag),
-            type=allowed.argparse_type(),
-            default=None,
-            metavar=metavar,
-            help=_help(owners),
-        )
+        setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
 
 
 def _choices(allowed) -> list[str] | None:

@@ -36,18 +36,18 @@ from streammn.features import FeatureSet
 from streammn.schema import Schema
 
 
-def critical_values(alpha: float, max_dof: int) -> np.ndarray:
-    """``crit[d]``: the ``1 - alpha`` quantile of chi-square with ``d`` degrees of freedom
+def critical_values(significance: float, max_dof: int) -> np.ndarray:
+    """``crit[d]``: the ``1 - significance`` quantile of chi-square with ``d`` degrees of freedom
     (``crit[0] = inf``)."""
     from scipy.stats import chi2
 
     crit = np.full(max_dof + 1, np.inf)
     if max_dof >= 1:
-        crit[1:] = chi2.isf(alpha, np.arange(1, max_dof + 1))
+        crit[1:] = chi2.isf(significance, np.arange(1, max_dof + 1))
     return crit
 
 
-def pearson_test(table, alpha: float = 0.05, min_rows_per_cell: float = 5.0) -> dict:
+def pearson_test(table, significance: float = 0.05, min_rows_per_cell: float = 5.0) -> dict:
     """The chi-square test of one ``card_a x card_b`` table, as CSGS decides it: statistic,
     adjusted degrees of freedom, p-value and verdict (``"dependent"``, ``"independent"`` or
     ``"unreliable"``; see :mod:`streammn.csgs.kernels`)."""
@@ -56,7 +56,7 @@ def pearson_test(table, alpha: float = 0.05, min_rows_per_cell: float = 5.0) -> 
     table = np.ascontiguousarray(table, dtype=np.int64)
     ca, cb = table.shape
     x2, dof, n, cells = kernels.table_statistic(table.ravel(), ca, cb)
-    crit = critical_values(alpha, max(int(dof), 0))
+    crit = critical_values(significance, max(int(dof), 0))
     verdict = kernels.decide(x2, dof, n, cells, crit, float(min_rows_per_cell))
     names = {
         kernels.INDEPENDENT: "independent",
@@ -214,7 +214,7 @@ def learn_canonical_model(
     schema: Schema,
     patterns: np.ndarray,
     counts: np.ndarray,
-    alpha: float = 0.05,
+    significance: float = 0.05,
     min_rows_per_cell: float = 5.0,
     max_contexts: int = 5000,
     context_specific: bool = True,
@@ -233,7 +233,7 @@ def learn_canonical_model(
     n = schema.n_vars
     pair_dof = int((cards.max() - 1) ** 2)
     if context_specific:
-        crit = critical_values(alpha, pair_dof)
+        crit = critical_values(significance, pair_dof)
         run = kernels.canonical_graphs_cached if _packable(cards) else _graphs_kernel()
         if should_stop is not None:
             adjacency, counters = _graphs_watched(
@@ -245,7 +245,7 @@ def learn_canonical_model(
             )
         totals = counters.sum(axis=0)
     else:
-        crit = critical_values(alpha, pair_dof * max(P.shape[0], 1))
+        crit = critical_values(significance, pair_dof * max(P.shape[0], 1))
         shared = np.zeros((n, n), dtype=np.bool_)
         totals = np.zeros(5, dtype=np.int64)
         x = contexts[0] if contexts.shape[0] else np.zeros(n, dtype=np.uint8)

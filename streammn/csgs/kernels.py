@@ -26,12 +26,12 @@ pass over all patterns per test) to seconds. Other data run the contexts in para
 incremental filter above. Both give the same graphs and per-context test counts, and the
 paper's test count (``n_tests``) counts every test asked.
 
-Pearson's test (the paper's Section 4.2: chi-square at significance ``alpha``).
+Pearson's test (the paper's Section 4.2: chi-square at level ``significance``, its ``alpha``).
 ``X^2 = sum (O - E)^2 / E`` over the cells of non-empty rows and columns, ``E = row * col / N``;
 degrees of freedom ``(r' - 1)(c' - 1)`` with ``r'``, ``c'`` the numbers of non-empty rows and
 columns (the usual adjustment for structural zeros: an empty row carries no information). The
-test says *dependent* when ``X^2`` exceeds the ``1 - alpha`` quantile of chi-square with that
-many degrees of freedom (``crit[dof]``, tabulated by the caller with scipy). A table says
+test says *dependent* when ``X^2`` exceeds the ``1 - significance`` quantile of chi-square with
+that many degrees of freedom (``crit[dof]``, tabulated by the caller with scipy). A table says
 *independent* without a statistic when
 
 * ``dof == 0``: one of the variables is constant in the context (no evidence of dependence); or

@@ -49,8 +49,9 @@ class CSGS(StructureLearner):
     ----------
     schema : Schema
         The variables (any cardinalities).
-    alpha : float, default 0.05
-        Significance level of Pearson's chi-square tests (the paper's).
+    significance : float, default 0.05
+        Significance level of Pearson's chi-square tests (the paper's ``alpha``; ``alpha=`` is
+        still accepted, deprecated).
     min_rows_per_cell : float, default 5.0
         A test with fewer rows than this per non-empty cell is unreliable and taken as
         independence (see :mod:`streammn.csgs.kernels`).
@@ -97,8 +98,9 @@ class CSGS(StructureLearner):
 
     param_error = CSGSError
     state_format, state_error = FORMAT, CSGSStateError
+    renamed = {"alpha": "significance"}  # issue 39
     parameters = {
-        "alpha": Param(
+        "significance": Param(
             Interval(float, 0, 1, "neither"),
             "significance level of the chi-square tests",
             flag="--significance",
@@ -123,7 +125,7 @@ class CSGS(StructureLearner):
     def __init__(
         self,
         schema: Schema,
-        alpha: float = 0.05,
+        significance: float = 0.05,
         min_rows_per_cell: float = 5.0,
         max_contexts: int = 5000,
         context_specific: bool = True,
@@ -137,7 +139,7 @@ class CSGS(StructureLearner):
         self._check_params(locals())
         schema.require_complete("csgs")
         self.schema = schema
-        self.alpha, self.min_rows_per_cell = float(alpha), float(min_rows_per_cell)
+        self.significance, self.min_rows_per_cell = float(significance), float(min_rows_per_cell)
         self.max_contexts, self.context_specific = int(max_contexts), bool(context_specific)
         self.repeat_grow = bool(repeat_grow)
         self.max_patterns, self.stddev = int(max_patterns), float(stddev)
@@ -196,7 +198,7 @@ class CSGS(StructureLearner):
             self.schema,
             self.counts.patterns,
             self.counts.counts,
-            alpha=self.alpha,
+            significance=self.significance,
             min_rows_per_cell=self.min_rows_per_cell,
             max_contexts=self.max_contexts,
             context_specific=self.context_specific,

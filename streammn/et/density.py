@@ -2,7 +2,8 @@
 
 theta. Node and edge distributions are plug-in estimates from the exact counts of a
 :class:`~streammn.stats.PairCounts` (which also holds the node counts). First a symmetric
-Dirichlet pseudo-count ``alpha`` spread evenly over the cells of each table::
+Dirichlet pseudo-count ``alpha`` (the learner's ``pseudo_count``) spread evenly over the cells
+of each table::
 
     theta_u(a)     = (n_u(a)     + alpha / k_u)       / (N + alpha)
     q_uv(a, b)     = (n_uv(a, b) + alpha / (k_u k_v)) / (N + alpha)
@@ -105,11 +106,11 @@ from streammn.et.kernels import (
 )
 from streammn.schema import Schema
 
-DEFAULT_ALPHA = 1.0
+DEFAULT_PSEUDO_COUNT = 1.0
 FORMAT = "streammn-et-density-1"
 
 
-def smoothed_theta(pairs, alpha: float = DEFAULT_ALPHA, shrink: bool = True):
+def smoothed_theta(pairs, pseudo_count: float = DEFAULT_PSEUDO_COUNT, shrink: bool = True):
     """``(node_probs (M, K), pair_probs (M, M, K, K))`` from a PairCounts, smoothed and shrunk
     toward independence as above (``shrink=False``: the Dirichlet step only, the paper's plug-in
     estimate up to the pseudo-count).
@@ -120,26 +121,28 @@ def smoothed_theta(pairs, alpha: float = DEFAULT_ALPHA, shrink: bool = True):
     cards = schema.cardinalities.astype(np.int64)
     m, k = len(cards), int(cards.max())
     n = pairs.n_rows
-    total = n + alpha
+    total = n + pseudo_count
     node = np.ones((m, k))
     pair = np.ones((m, m, k, k))
     joint = pairs.joint().astype(np.float64)
     offsets = np.concatenate([[0], np.cumsum(cards)])
     counts = np.diagonal(joint)
     for u in range(m):  # loops over variables, not rows
-        node[u, : cards[u]] = (counts[offsets[u] : offsets[u + 1]] + alpha / cards[u]) / total
+        node[u, : cards[u]] = (
+            counts[offsets[u] : offsets[u + 1]] + pseudo_count / cards[u]
+        ) / total
     for u in range(m):
         su = slice(offsets[u], offsets[u + 1])
         for v in range(u + 1, m):
             sv = slice(offsets[v], offsets[v + 1])
             table = joint[su, sv]
-            dirichlet = (table + alpha / (cards[u] * cards[v])) / total
+            dirichlet = (table + pseudo_count / (cards[u] * cards[v])) / total
             independent = np.outer(node[u, : cards[u]], node[v, : cards[v]])
             lam = independence_shrinkage(table, n) if shrink else 0.0
             pair[u, v, : cards[u], : cards[v]] = lam * independent + (1.0 - lam) * dirichlet
             pair[v, u, : cards[v], : cards[u]] = pair[u, v, : cards[u], : cards[v]].T
         pair[u, u, : cards[u], : cards[u]] = (
-            joint[su, su] + alpha / cards[u] ** 2
+            joint[su, su] + pseudo_count / cards[u] ** 2
         ) / total  # unused
     return node, pair
 

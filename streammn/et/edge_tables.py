@@ -34,7 +34,8 @@ the fit starts from the plug-in model.
 Objective, per sample row (S rows): Eq. 7's ``mean log det Q(beta * w(x)) - log det Q(beta)``
 (the node term is constant) plus the log prior ``alpha / (k_u k_v S) sum_ab log theta_uv(a, b)``
 over the pairs: the Dirichlet whose posterior mean is the learner's smoothed table
-(``alpha / (k_u k_v)`` pseudo-counts per cell), so a table on its own is estimated as before.
+(``alpha / (k_u k_v)`` pseudo-counts per cell, ``alpha`` the learner's ``pseudo_count``), so a
+table on its own is estimated as before.
 
 Gradient. With ``S_uv(a, b)`` the summed effective resistances of the rows in cell ``(a, b)``
 (:func:`~streammn.et.kernels.cell_resistance_sums`), the derivative in a table cell is
@@ -79,7 +80,7 @@ SINKHORN_ITER = 10000
 class EdgeTables:
     """The learnable pair tables of one schema: masks for the valid cells of every pair u < v."""
 
-    def __init__(self, node_probs, cards, alpha: float):
+    def __init__(self, node_probs, cards, pseudo_count: float):
         self.node = np.asarray(node_probs, dtype=np.float64)
         self.cards = np.asarray(cards, dtype=np.int64)
         m, k = self.node.shape
@@ -92,7 +93,7 @@ class EdgeTables:
         self.col_target = self.node[v] * valid[v]
         self.mask = valid[u][:, :, None] * valid[v][:, None, :]  # (P, K, K)
         self.independent = self.row_target[:, :, None] * self.col_target[:, None, :]
-        self.pseudo = alpha / (self.cards[u] * self.cards[v]).astype(np.float64)  # per cell
+        self.pseudo = pseudo_count / (self.cards[u] * self.cards[v]).astype(np.float64)  # per cell
         self.binary = (self.cards[u] == 2) & (self.cards[v] == 2)
 
     def phi_of(self, pair):
@@ -216,7 +217,7 @@ def learn_jointly(
     node_probs,
     pair_probs,
     cards,
-    alpha,
+    pseudo_count,
     max_rounds=30,
     steps=3,
     tol=1e-4,
@@ -232,7 +233,7 @@ def learn_jointly(
     gradient in both blocks, so the other block starts from it; the trial steps are value-only
     passes, and each block's step size carries over from round to round (the next trial at twice
     the last accepted step)."""
-    edge_tables = EdgeTables(node_probs, cards, alpha)
+    edge_tables = EdgeTables(node_probs, cards, pseudo_count)
     n, m = rows.shape[0], len(cards)
     upper = edge_tables.upper
     phi = edge_tables.phi_of(pair_probs)

@@ -56,7 +56,7 @@ import numpy as np
 
 from streammn.errors import ETError, ETStateError
 from streammn.et.density import (
-    DEFAULT_ALPHA,
+    DEFAULT_PSEUDO_COUNT,
     ETDensity,
     chow_liu_beta,
     edge_appearance,
@@ -86,8 +86,9 @@ class EnsembleOfTrees(StructureLearner):
     ----------
     schema : Schema
         The variables (any cardinalities).
-    alpha : float, default 1.0
-        Dirichlet pseudo-count of every node and pair table (see :mod:`streammn.et.density`).
+    pseudo_count : float, default 1.0
+        Dirichlet pseudo-count of every node and pair table (see :mod:`streammn.et.density`;
+        ``alpha=`` is still accepted, deprecated).
     shrink : bool, default True
         Shrink each pair table toward the independence of its margins by the James-Stein
         intensity (see :mod:`streammn.et.density`); False gives the paper's plug-in tables.
@@ -134,8 +135,9 @@ class EnsembleOfTrees(StructureLearner):
 
     param_error = ETError
     state_format, state_error = FORMAT, ETStateError
+    renamed = {"alpha": "pseudo_count"}  # issue 39
     parameters = {
-        "alpha": Param(
+        "pseudo_count": Param(
             Interval(float, 0, None, "neither"),
             "Dirichlet pseudo-count of every node and pair table",
         ),
@@ -169,7 +171,7 @@ class EnsembleOfTrees(StructureLearner):
     def __init__(
         self,
         schema: Schema,
-        alpha: float = DEFAULT_ALPHA,
+        pseudo_count: float = DEFAULT_PSEUDO_COUNT,
         shrink: bool = True,
         learn_theta: bool = False,
         rho_threshold: float | None = None,
@@ -188,7 +190,7 @@ class EnsembleOfTrees(StructureLearner):
             raise ETError("ET needs at least 2 variables")
         schema.require_complete("et")
         self.schema = schema
-        self.alpha = float(alpha)
+        self.pseudo_count = float(pseudo_count)
         self.shrink = bool(shrink)
         self.learn_theta = bool(learn_theta)
         self.rho_threshold = None if rho_threshold is None else float(rho_threshold)
@@ -267,7 +269,7 @@ class EnsembleOfTrees(StructureLearner):
 
     def theta(self):
         """Smoothed ``(node_probs, pair_probs)`` from the counts of the whole stream."""
-        return smoothed_theta(self.counts, self.alpha, self.shrink)
+        return smoothed_theta(self.counts, self.pseudo_count, self.shrink)
 
     def _phase(self, should_stop=None):
         """``(beta, learned pair tables or None, objective history)`` of one learning phase
@@ -289,7 +291,7 @@ class EnsembleOfTrees(StructureLearner):
         if not self.learn_theta:
             return beta, None, history
         return learn_jointly(
-            beta, rows, node, pair, self.schema.cardinalities, self.alpha, tol=self.tol
+            beta, rows, node, pair, self.schema.cardinalities, self.pseudo_count, tol=self.tol
         )
 
     def learn_beta(self) -> "EnsembleOfTrees":

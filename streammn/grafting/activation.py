@@ -12,7 +12,8 @@ statistics, so what a strategy never scores is never counted.
 - :class:`Exhaustive` (Algorithm 1): counts every pair up front, activates the argmax.
 - :class:`BestChoice` (Algorithms 2-4): a priority queue of edges over implicit default-priority
   unseen edges, a reservoir of the best-scoring passing edges, a frozen list with violation
-  offsets, ``t_max`` tests per round, the ``tau_alpha`` threshold with non-adjacent activation,
+  offsets, ``t_max`` tests per round, the activation score ``tau`` between R's mean and max
+  (the paper's ``tau_alpha``; ``threshold`` is its ``alpha``) with non-adjacent activation,
   re-scoring after each optimisation, and the hub heuristic.
 - ``first_hit`` is :class:`BestChoice` with a reservoir of one edge, one test per round, no
   hub heuristic and no climbing: the first edge passing C2 is activated.
@@ -202,10 +203,11 @@ class EdgeReservoir:
             return low, low_score
         return edge, score
 
-    def threshold(self, alpha: float) -> float:
-        """``tau_alpha = (1 - alpha) * mean + alpha * max`` of the reservoir scores."""
+    def tau(self, threshold: float) -> float:
+        """The activation score ``tau = (1 - threshold) * mean + threshold * max`` of the
+        reservoir scores (the paper's ``tau_alpha``, ``threshold`` its ``alpha``)."""
         s = np.fromiter(self.scores.values(), dtype=np.float64)
-        return float((1.0 - alpha) * s.mean() + alpha * s.max())
+        return float((1.0 - threshold) * s.mean() + threshold * s.max())
 
 
 class FrozenList:
@@ -273,8 +275,9 @@ class BestChoice:
         Reservoir size |R|.
     t_max : int
         Edge tests per round before activation (the first round also fills R to capacity).
-    alpha : float in [0, 1]
-        Activation threshold ``tau_alpha = (1 - alpha) * mean + alpha * max`` over R.
+    threshold : float in [0, 1]
+        Where the activation score ``tau = (1 - threshold) * mean + threshold * max`` over R
+        lies between R's mean (0) and max (1) (the paper's ``alpha``).
     rho0 : float, default 0
         Default priority of unseen edges (smaller is tested sooner).
     hubs : bool, default True
@@ -320,18 +323,18 @@ class BestChoice:
         rng: np.random.Generator,
         capacity: int,
         t_max: int,
-        alpha: float,
+        threshold: float,
         rho0: float = 0.0,
         hubs: bool = True,
         c_hat: float = 0.05,
         climb: bool = True,
         admit: bool = True,
     ):
-        if not 0.0 <= alpha <= 1.0:
-            raise SettingsError(f"alpha must be in [0, 1], got {alpha}")
+        if not 0.0 <= threshold <= 1.0:
+            raise SettingsError(f"threshold must be in [0, 1], got {threshold}")
         if t_max < 1:
             raise SettingsError(f"t_max must be >= 1, got {t_max}")
-        self.alpha, self.t_max, self.hubs, self.c_hat = alpha, int(t_max), hubs, c_hat
+        self.threshold, self.t_max, self.hubs, self.c_hat = threshold, int(t_max), hubs, c_hat
         self.climb, self.admit = climb, admit
         self.queue = EdgeQueue(n_vars, rng, rho0)
         self.reservoir = EdgeReservoir(capacity)
@@ -419,11 +422,11 @@ class BestChoice:
         self.first_round = False
 
     def select(self, limit: int, ctx=None) -> list[tuple[int, int]]:
-        """Algorithm 3, lines 25-30: non-adjacent reservoir edges scoring at least tau_alpha,
+        """Algorithm 3, lines 25-30: non-adjacent reservoir edges scoring at least ``tau``,
         in decreasing score order (at most ``limit``); they leave the reservoir."""
         if not len(self.reservoir) or limit < 1:
             return []
-        tau = self.reservoir.threshold(self.alpha)
+        tau = self.reservoir.tau(self.threshold)
         ranked = sorted(self.reservoir.scores.items(), key=lambda kv: (-kv[1], kv[0]))
         chosen, touched = [], set()
         for e, s in ranked:

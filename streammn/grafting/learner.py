@@ -143,8 +143,9 @@ class EdgeGrafting(StructureLearner):
         Squared-L2 strength (per-row scale).
     strategy : {"best_choice", "first_hit", "exhaustive"}, default "best_choice"
         Edge search (see :mod:`streammn.grafting.activation`).
-    alpha : float, default 0.5
-        Best-choice activation threshold between the reservoir's mean (0) and max (1).
+    threshold : float, default 0.5
+        Best-choice activation threshold between the reservoir's mean (0) and max (1) (the
+        paper's ``alpha``; ``alpha=`` is still accepted, deprecated).
     reservoir_size : int or None, default None
         Best-choice reservoir capacity |R| (None: n_vars).
     t_max : int or None, default None
@@ -245,6 +246,7 @@ class EdgeGrafting(StructureLearner):
 
     param_error = GraftingError
     state_format, state_error = FORMAT, GraftingStateError
+    renamed = {"alpha": "threshold"}  # issue 39
     parameters = {
         "lambda_": Param(
             NONE | Interval(float, 0, None, "neither"),
@@ -258,10 +260,11 @@ class EdgeGrafting(StructureLearner):
         ),
         "lambda2": Param(Interval(float, 0), "squared-L2 strength"),
         "strategy": Param(OneOf(*STRATEGIES), "edge search", flag="--strategy"),
-        "alpha": Param(
+        "threshold": Param(
             Interval(float, 0, 1),
             "best-choice activation threshold between the reservoir's mean (0) and max (1)",
-            flag="--alpha",
+            flag="--threshold",
+            old_flags=("--alpha",),
         ),
         "reservoir_size": Param(NONE | Interval(int, 1), "best-choice reservoir capacity"),
         "t_max": Param(NONE | Interval(int, 1), "best-choice edge tests per round"),
@@ -306,7 +309,7 @@ class EdgeGrafting(StructureLearner):
         lambda_c: float = 2.0,
         lambda2: float = 0.001,
         strategy: str = "best_choice",
-        alpha: float = 0.5,
+        threshold: float = 0.5,
         reservoir_size: int | None = None,
         t_max: int | None = None,
         rho0: float = 0.0,
@@ -341,7 +344,7 @@ class EdgeGrafting(StructureLearner):
         self.lambda_ = None if lambda_ is None else float(lambda_)
         self.lambda_c, self.lambda2 = float(lambda_c), float(lambda2)
         self.inference = inference
-        self.strategy, self.alpha = strategy, float(alpha)
+        self.strategy, self.threshold = strategy, float(threshold)
         self.reservoir_size, self.t_max, self.rho0 = reservoir_size, t_max, float(rho0)
         self.hubs, self.c_hat, self.max_edges = hubs, float(c_hat), max_edges
         self.climb = bool(climb)
@@ -388,14 +391,21 @@ class EdgeGrafting(StructureLearner):
             return Exhaustive()
         if self.strategy == "first_hit":
             return BestChoice(
-                n, self.rng, capacity=1, t_max=1, alpha=1.0, rho0=self.rho0, hubs=False, climb=False
+                n,
+                self.rng,
+                capacity=1,
+                t_max=1,
+                threshold=1.0,
+                rho0=self.rho0,
+                hubs=False,
+                climb=False,
             )
         return BestChoice(
             n,
             self.rng,
             capacity=self.reservoir_size if self.reservoir_size else max(n, 1),
             t_max=self.t_max if self.t_max else max(int(math.sqrt(n)), 1),
-            alpha=self.alpha,
+            threshold=self.threshold,
             rho0=self.rho0,
             hubs=self.hubs,
             c_hat=self.c_hat,

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 
-from streammn.errors import ResumeSettingsError
-from streammn.params import resume_may_change
+from streammn.errors import ResumeSettingsError, SettingsError
+from streammn.params import new_names, resume_may_change
 
 
 def check_resume_settings(snapshot, manifest: dict, learner) -> None:
@@ -23,7 +23,8 @@ def check_resume_settings(snapshot, manifest: dict, learner) -> None:
     cls = type(learner).__name__
     if recorded.get("class") not in (None, cls):
         raise ResumeSettingsError(snapshot, "learner", recorded["class"], cls)
-    old_params = recorded.get("params") or {}
+    # a snapshot from before a parameter was renamed records it under its old name
+    old_params = new_names(type(learner), recorded.get("params") or {}, SettingsError, warn=False)
     free = resume_may_change(type(learner))
     requested = json.loads(json.dumps(learner.settings()))  # as the manifest stores them
     for name, value in requested.items():
