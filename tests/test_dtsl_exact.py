@@ -188,7 +188,7 @@ def test_dependency_network_pll_matches_trees_and_features():
     rng = np.random.default_rng(7)
     rows = random_data(rng, 500, cards)
     schema = Schema.from_cardinalities(cards)
-    model = DTSL(schema, kappa=0.5, mode="exact", min_count=5).fit(rows)
+    model = DTSL(schema, kappa=0.5, mode="exact", min_count=5, cpd="tree").fit(rows)
     dn = model.to_dependency_network()
     test = random_data(rng, 200, cards)
     tree_terms = dn.pll_terms(test)

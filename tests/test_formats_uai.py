@@ -451,7 +451,7 @@ def test_libras_nltcs_model_is_written_in_covering_tables(tmp_path):
 
     train = np.loadtxt(DATA / "nltcs" / "nltcs.train.data", delimiter=",", dtype=np.uint8)
     schema = Schema.binary(train.shape[1])
-    dn = DTSL(schema, kappa=0.1, mode="exact").fit(ArraySource(train, schema=schema))
+    dn = DTSL(schema, kappa=0.1, mode="exact", cpd="tree").fit(ArraySource(train, schema=schema))
     fs = dn2mn(dn.to_dependency_network(), train=train, weights="closed-form", merge=False).features
     assert fs.n_features == 38076
     assert _one_table_per_scope(schema, fs) > 4 * 2**16
