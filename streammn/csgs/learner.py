@@ -98,7 +98,7 @@ class CSGS(StructureLearner):
 
     param_error = CSGSError
     state_format, state_error = FORMAT, CSGSStateError
-    renamed = {"alpha": "significance"}  # issue 39
+    renamed = {"alpha": "significance"}  # old name -> new, still accepted (deprecated)
     parameters = {
         "significance": Param(
             Interval(float, 0, 1, "neither"),

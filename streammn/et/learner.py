@@ -135,7 +135,7 @@ class EnsembleOfTrees(StructureLearner):
 
     param_error = ETError
     state_format, state_error = FORMAT, ETStateError
-    renamed = {"alpha": "pseudo_count"}  # issue 39
+    renamed = {"alpha": "pseudo_count"}  # old name -> new, still accepted (deprecated)
     parameters = {
         "pseudo_count": Param(
             Interval(float, 0, None, "neither"),

@@ -246,7 +246,7 @@ class EdgeGrafting(StructureLearner):
 
     param_error = GraftingError
     state_format, state_error = FORMAT, GraftingStateError
-    renamed = {"alpha": "threshold"}  # issue 39
+    renamed = {"alpha": "threshold"}  # old name -> new, still accepted (deprecated)
     parameters = {
         "lambda_": Param(
             NONE | Interval(float, 0, None, "neither"),
