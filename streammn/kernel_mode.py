@@ -21,6 +21,15 @@ def serial_kernels_only() -> bool:
     return _serial_only
 
 
+def parallel_pays(work: int, threshold: int) -> bool:
+    """Whether to run the parallel twin of a kernel on ``work`` units: not where the pool is off
+    limits (:func:`serial_kernels_only`), nor below ``threshold`` units, where the serial twin
+    takes about as long on two cores. Both twins give the same bits, so this decides time only,
+    and what a process compiles: a first run on a small model compiles one twin, not two
+    (compiling a parallel twin costs seconds to tens of seconds)."""
+    return not _serial_only and work >= threshold
+
+
 def use_serial_kernels() -> None:
     """From now on, run the serial kernels only (a forked writer child, for its lifetime)."""
     global _serial_only

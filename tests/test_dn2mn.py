@@ -416,3 +416,33 @@ def test_streammn_dn2mn_stays_the_function_and_the_old_module_path_warns():
 
         importlib.reload(old)
     assert old.dn2mn is dn2mn
+
+
+def test_the_parallel_conversion_runs_only_where_it_pays_and_gives_the_same_bits(monkeypatch):
+    """The conversion's parallel and serial twins give the same model to the bit; by default a
+    DN of fewer than PARALLEL_FEATURES features converts serially (a first run on a small model
+    never compiles the parallel twin), a larger one on the pool."""
+    from streammn.demo import planted_network
+    from streammn.dn import conversion
+    from streammn.dtsl import DTSL
+    from streammn.inference import sample
+
+    planted, _ = planted_network(8, seed=0)
+    rows = sample(planted, 2000, seed=1)
+    dn = (
+        DTSL(planted.schema, mode="exact", kappa=0.01, cpd="tree").fit(rows).to_dependency_network()
+    )
+    on_pool, serial = conversion.dn2mn(dn, parallel=True), conversion.dn2mn(dn, parallel=False)
+    assert on_pool.features.equals(serial.features)
+    assert np.array_equal(on_pool.features.weights, serial.features.weights)
+
+    ran = []
+    for name in ("_convert", "_convert_serial"):
+        kernel = getattr(conversion, name)
+        monkeypatch.setattr(
+            conversion, name, lambda *a, _k=kernel, _n=name: ran.append(_n) or _k(*a)
+        )
+    conversion.dn2mn(dn)
+    monkeypatch.setattr(conversion, "PARALLEL_FEATURES", 1)
+    conversion.dn2mn(dn)
+    assert ran == ["_convert_serial", "_convert"]

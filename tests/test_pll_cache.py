@@ -83,8 +83,8 @@ def test_lists_and_scan_agree_and_give_the_same_bits_at_any_thread_count():
     schema = Schema.binary(20)
     fs = random_featureset(rng, schema, 150, max_len=5, p_eq=0.8)
     rows = planted_rows(20, 3000, seed=6)
-    kept = reach_lists.ReachLists(fs, rows)
-    scan = reach_lists.ReachLists(fs, rows, list_bytes=0)
+    kept = reach_lists.ReachLists(fs, rows, parallel=True)
+    scan = reach_lists.ReachLists(fs, rows, list_bytes=0, parallel=True)
     assert len(kept.rows) > 64 * bitscan.CHUNK_WORDS * bitscan.PARTIAL_SUMS
     assert kept.n_entries > 0 and scan.n_entries == 0
     want = {
@@ -101,6 +101,27 @@ def test_lists_and_scan_agree_and_give_the_same_bits_at_any_thread_count():
         for way, (value, grad) in got.items():
             assert value == want[way][0]
             assert np.array_equal(grad, want[way][1])
+    # the serial twins (a snapshot writer's, and any small model's) give the same bits
+    for way, list_bytes in (("kept", None), ("scan", 0)):
+        serial = reach_lists.ReachLists(fs, rows, list_bytes=list_bytes, parallel=False)
+        value, grad = serial.pll_and_gradient(fs.weights)
+        assert value == want[way][0] and np.array_equal(grad, want[way][1])
+
+
+def test_the_parallel_twins_run_only_where_the_work_pays(monkeypatch):
+    """By default a small model runs the serial twins (so a first run on it never compiles
+    the parallel ones), a large one the parallel twins, a snapshot writer the serial ones."""
+    from streammn.kernel_mode import serial_kernels
+
+    rng = np.random.default_rng(5)
+    fs = random_featureset(rng, Schema.binary(20), 150, max_len=5, p_eq=0.8)
+    rows = planted_rows(20, 3000, seed=6)
+    small = reach_lists.ReachLists(fs, rows)
+    assert small._evaluate is reach_lists._pll_and_gradient_serial
+    monkeypatch.setattr(reach_lists, "PARALLEL_WORK", len(small.rows) * fs.n_features)
+    assert reach_lists.ReachLists(fs, rows)._evaluate is reach_lists._pll_and_gradient
+    with serial_kernels():
+        assert reach_lists.ReachLists(fs, rows)._evaluate is reach_lists._pll_and_gradient_serial
 
 
 def test_word_lists_kept_within_the_budget_give_the_bits_of_the_scan():
