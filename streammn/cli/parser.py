@@ -249,7 +249,6 @@ def _parser(with_learners: bool = True) -> argparse.ArgumentParser:
         help="Gibbs sweeps per row kept; auto: the chains' autocorrelation time, so rows are "
         "about as good as independent draws (default: auto)",
     )
-
     sample.add_argument(
         "--rhat",
         type=opt.above_one,

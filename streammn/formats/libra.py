@@ -58,6 +58,14 @@ Feature = tuple[float, tuple[Condition, ...]]
 _BLANK, _PLAIN, _OTHER = 0, 1, 2
 
 
+@nb.njit(cache=True, inline="always")
+def _after_digits(buf, j, b):
+    """The first position from ``j`` (before ``b``) that holds no ASCII digit."""
+    while j < b and 48 <= buf[j] <= 57:
+        j += 1
+    return j
+
+
 @nb.njit(cache=True)
 def _number_token(buf, a, b):
     """0: not a number; 1: a number; 2: ``inf`` (no sign). ``_NUMBER``'s grammar."""
@@ -66,25 +74,19 @@ def _number_token(buf, a, b):
         i += 1
     if b - i == 3 and buf[i] | 32 == 105 and buf[i + 1] | 32 == 110 and buf[i + 2] | 32 == 102:
         return 2 if i == a else 1
-    j = i
-    while j < b and 48 <= buf[j] <= 57:
-        j += 1
+    j = _after_digits(buf, i, b)
     if j == i:
         return 0
     if j < b and buf[j] == 46:  # "."
-        j += 1
-        k = j
-        while j < b and 48 <= buf[j] <= 57:
-            j += 1
+        k = j + 1
+        j = _after_digits(buf, k, b)
         if j == k:
             return 0
     if j < b and buf[j] | 32 == 101:  # "e" or "E"
-        j += 1
-        if j < b and (buf[j] == 43 or buf[j] == 45):
-            j += 1
-        k = j
-        while j < b and 48 <= buf[j] <= 57:
-            j += 1
+        k = j + 1
+        if k < b and (buf[k] == 43 or buf[k] == 45):
+            k += 1
+        j = _after_digits(buf, k, b)
         if j == k:
             return 0
     return 1 if j == b else 0
