@@ -23,10 +23,14 @@ k variables needs a full table over them), with the reason recorded.
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import os
 import tempfile
 from pathlib import Path
 from typing import Sequence
+
+import numpy as np
 
 from streammn.errors import ModelFileMissing, SettingsError
 from streammn.features import FeatureSet
@@ -156,9 +160,21 @@ __all__ = [
 
 class ModelFiles(dict):
     """Snapshot file entries, ``{file name: function writing it at a path}``, for the model
-    formats kept; ``skipped`` gives the reason for each format left out."""
+    formats kept; ``skipped`` gives the reason for each format left out, and ``key`` is a
+    digest of the schema and features the files are written from: two models with the same
+    key are written as the same files (a snapshot shares them with the previous one)."""
 
     skipped: dict[str, str]
+    key: str
+
+
+def model_key(schema: Schema, features: FeatureSet) -> str:
+    """SHA-256 of a model's schema and feature arrays (conditions and weights, bit for bit)."""
+    digest = hashlib.sha256(json.dumps(schema.to_dict(), sort_keys=True).encode())
+    for array in (features.weights, features.ptr, features.var, features.val, features.eq):
+        digest.update(str(array.dtype).encode())
+        digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()
 
 
 def model_files(
@@ -191,6 +207,7 @@ def model_files(
             writer = functools.partial(write_uai, factors=factors)
         files[MODEL_FILES[f]] = functools.partial(_write_to, writer, schema, features)
     files.skipped = skipped
+    files.key = model_key(schema, features)
     return files
 
 

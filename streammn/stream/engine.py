@@ -94,6 +94,7 @@ from streammn.stream.warmup import WriterKernels
 from streammn.stream.snapshot import (
     NO_SNAPSHOT,
     RESUME_HINT,
+    Keyed,
     SnapshotWriteFailed,
     SnapshotWriter,
     latest_valid_snapshot,
@@ -643,10 +644,12 @@ class StreamLearner:
         self.model = model
         st = self.state
         st.history[-1]["validation_pll"] = validation_pll
-        files = model_files(
+        made = model_files(
             model.schema, model.features, self.formats, uai_max_entries=SNAPSHOT_UAI_MAX_ENTRIES
         )
-        skipped = files.skipped  # UAI, when its tables would be too large
+        skipped = made.skipped  # UAI, when its tables would be too large
+        # a model unchanged since the last snapshot shares its files (snapshot module doc)
+        files = {name: Keyed(made.key, write) for name, write in made.items()}
         files[LEARNER_FILE] = self.learner.to_bytes()
         files.update(self.learner.snapshot_files())  # e.g. ET's model.et
         if self._refines:
@@ -688,6 +691,7 @@ class StreamLearner:
             "validation_pll": validation_pll,
             "convert_seconds": convert_seconds,
             "write_seconds": time.perf_counter() - t1,
+            **self.writer.last_write,
             "weights": published.record["published"],
         }
 
@@ -723,6 +727,8 @@ class StreamLearner:
         entry["validation_pll"] = result["validation_pll"]
         entry["convert_seconds"] = result["convert_seconds"]  # kept by the next snapshot
         entry["write_seconds"] = result["write_seconds"]
+        entry["bytes_written"] = result["bytes_written"]  # new bytes on disk; the rest shared
+        entry["bytes_shared"] = result["bytes_shared"]
         entry["weights"] = result["weights"]  # which weights the snapshot published
         self._last_path = Path(result["path"])
         self.published.append(

@@ -21,6 +21,18 @@ hold. Layout of a snapshot root::
 5. only then are the oldest snapshots beyond ``keep`` removed, each first renamed to a
    ``.tmp-`` name so that a crash never leaves a half-deleted ``snap-<n>`` behind.
 
+Files a snapshot shares with the one before. A file whose content is the previous snapshot's
+(the same bytes; or, for a file made by a callable, the same :class:`Keyed` key, a digest of
+what it is made from) is not written again: step 1 hard-links the previous snapshot's file into
+the new directory, after checking it against the previous manifest, so a converged model, or a
+learner state that did not change, costs a link instead of a rewrite. Each snapshot still
+lists, sizes and checksums every file it holds and stays self-contained for every reader (a
+hard link is a name of the same file: removing the older snapshot, ``keep=1`` included, leaves
+the newer one whole). One file on disk then belongs to several snapshots, so damage to it shows
+in each of them, and each refuses it by its checksum. Where hard links are not available (a
+file system without them, another device), the file is written as before.
+:attr:`SnapshotWriter.last_write` says what the last snapshot wrote and shared, in bytes.
+
 A writer killed at any moment therefore leaves complete snapshots, possibly a ``.tmp-``
 directory (removed by the next writer) and a ``LATEST`` naming a complete snapshot (possibly one
 older than the newest, or no ``LATEST`` at all if the first snapshot's writer died before it).
@@ -117,7 +129,17 @@ _RESERVED = (
     MANIFEST_CHECKSUM,
 )
 
-FileContent = Union[bytes, Callable[[Path], None]]
+FileContent = Union[bytes, Callable[[Path], None], "Keyed"]
+
+
+@dataclass(frozen=True)
+class Keyed:
+    """A snapshot file made by ``write`` (a callable given the path to create), known before it
+    is made by ``key``: a digest of what it is made from. A snapshot whose previous snapshot
+    holds a file of the same name and key shares that file instead of making it again."""
+
+    key: str
+    write: Callable[[Path], None]
 T = TypeVar("T")
 
 
@@ -238,6 +260,7 @@ class SnapshotWriter:
         self.keep = keep
         self._last = 0
         self._lock = None  # the open lock file while this writer holds the directory
+        self.last_write = {"bytes_written": 0, "bytes_shared": 0}  # of the last snapshot
 
     def acquire(self) -> None:
         """Hold the directory's writer lock until :meth:`release` (or this process ends);
@@ -360,24 +383,38 @@ class SnapshotWriter:
     def _fill(
         self, tmp: Path, files: Mapping[str, FileContent], sequence: int, manifest: dict
     ) -> None:
-        """Write every file, then the manifest, into ``tmp``, all fsynced."""
+        """Write every file, or share it with the previous snapshot (module doc), then the
+        manifest, into ``tmp``, all fsynced."""
         listing = {}
+        previous = _previous_files(self.directory)
+        written = shared = 0
         for name, content in files.items():
             path = tmp / name
+            key = None
+            if isinstance(content, Keyed):
+                key, content = content.key, content.write
             if isinstance(content, (bytes, bytearray, memoryview)):
                 content = bytes(content)
-                _write_durably(path, content)
+                entry = {"size": len(content), "sha256": hashlib.sha256(content).hexdigest()}
+                if not _share(previous, name, entry, path):
+                    _write_durably(path, content)
             else:
-                content(path)
-                if not path.is_file():
-                    raise SnapshotError(f"the writer for {name!r} did not create the file", path)
-                _fsync_file(path)
-            size, sha = (
-                (len(content), hashlib.sha256(content).hexdigest())  # one pass
-                if isinstance(content, bytes)
-                else _digest(path)
-            )
-            listing[name] = {"size": size, "sha256": sha}
+                entry = {"key": key} if key is not None else {}
+                if key is None or not _share(previous, name, entry, path):
+                    content(path)
+                    if not path.is_file():
+                        raise SnapshotError(
+                            f"the writer for {name!r} did not create the file", path
+                        )
+                    _fsync_file(path)
+                    size, sha = _digest(path)
+                    entry.update(size=size, sha256=sha)
+            if entry.pop("shared", False):
+                shared += entry["size"]
+            else:
+                written += entry["size"]
+            listing[name] = entry
+        self.last_write = {"bytes_written": written, "bytes_shared": shared}
         doc = {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
@@ -404,6 +441,41 @@ class SnapshotWriter:
             os.rename(old, doomed)
             _fsync_dir(self.directory)
             shutil.rmtree(doomed)
+
+
+def _previous_files(root: Path) -> tuple[Path, dict] | None:
+    """The newest snapshot of ``root`` and its manifest's file listing, the files a new snapshot
+    may share; None when there is none, or its manifest does not load."""
+    done = list_snapshots(root)
+    if not done:
+        return None
+    try:
+        return done[-1], _load_manifest(done[-1])["files"]
+    except (SnapshotError, OSError):
+        return None
+
+
+def _share(previous: tuple[Path, dict] | None, name: str, entry: dict, path: Path) -> bool:
+    """Hard-link the previous snapshot's file ``name`` to ``path`` when it holds what ``entry``
+    describes (the same size and SHA-256, or the same ``key``) and still checks against its
+    manifest; fills in ``entry`` (size, sha256, shared) and says whether it did."""
+    if previous is None or name not in previous[1]:
+        return False
+    old = previous[1][name]
+    same = (
+        old.get("key") == entry["key"]
+        if "key" in entry
+        else (old["size"], old["sha256"]) == (entry["size"], entry["sha256"])
+    )
+    source = previous[0] / name
+    try:
+        if not same or _digest(source) != (old["size"], old["sha256"]):
+            return False  # changed; or the old file is damaged: write a good copy
+        os.link(source, path)
+    except OSError:  # removed meanwhile, no hard links here, another device: write it
+        return False
+    entry.update(size=old["size"], sha256=old["sha256"], shared=True)
+    return True
 
 
 # reading ------------------------------------------------------------------------------------
