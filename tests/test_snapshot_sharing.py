@@ -140,4 +140,6 @@ def test_a_stream_shares_what_did_not_change_and_resumes_from_shared_files(tmp_p
     run(tmp_path / "cut", 7000)  # stops between updates: its last snapshots share files
     resumed = run(tmp_path / "cut", 12000, resume=True)
     assert resumed.learner.to_bytes() == whole.learner.to_bytes()
-    assert load_snapshot(tmp_path / "cut").features.equals(load_snapshot(tmp_path / "whole").features)
+    assert load_snapshot(tmp_path / "cut").features.equals(
+        load_snapshot(tmp_path / "whole").features
+    )

@@ -140,6 +140,8 @@ class Keyed:
 
     key: str
     write: Callable[[Path], None]
+
+
 T = TypeVar("T")
 
 
