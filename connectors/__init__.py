@@ -3,6 +3,7 @@
 from connectors.base import DEFAULT_BATCH_SIZE, Batch, Source, SourceError, SourceUnavailable
 from connectors.array import ArraySource
 from connectors.csv import CsvSource
+from connectors.ndjson import JsonLinesSource
 from connectors.parquet import ParquetSource, write_parquet
 from connectors.resolve import open_source
 from connectors.synthetic import SyntheticSource
@@ -14,6 +15,7 @@ __all__ = [
     "SourceUnavailable",
     "ArraySource",
     "CsvSource",
+    "JsonLinesSource",
     "ParquetSource",
     "write_parquet",
     "open_source",

@@ -9,6 +9,7 @@ from urllib.parse import parse_qs, urlparse
 from connectors.base import DEFAULT_BATCH_SIZE, Source, SourceError
 from connectors.csv import CSV_SUFFIXES, CsvSource
 from connectors.files import resolve_paths
+from connectors.ndjson import JSON_LINES_SUFFIXES, JsonLinesSource
 from connectors.parquet import PARQUET_SUFFIXES, ParquetSource
 from streammn.errors import StreamMNError
 from streammn.schema import Schema
@@ -36,23 +37,21 @@ def _open_log(scheme: str, uri: str, batch_size: int, schema, options) -> Source
         raise SourceError(str(e)) from None
 
 
+KINDS = {"parquet": PARQUET_SUFFIXES, "csv": CSV_SUFFIXES, "ndjson": JSON_LINES_SUFFIXES}
+SUFFIXES = PARQUET_SUFFIXES + CSV_SUFFIXES + JSON_LINES_SUFFIXES
+
+
 def _kind_of(paths: list[str]) -> str:
     kinds = {
-        "parquet"
-        if p.endswith(PARQUET_SUFFIXES)
-        else "csv"
-        if p.endswith(CSV_SUFFIXES)
-        else "unknown"
+        next((kind for kind, suffixes in KINDS.items() if p.endswith(suffixes)), None)
         for p in paths
     }
-    if kinds == {"parquet"} or kinds == {"csv"}:
-        return kinds.pop()
-    if "unknown" in kinds:
-        bad = next(p for p in paths if not p.endswith(PARQUET_SUFFIXES + CSV_SUFFIXES))
-        raise SourceError(
-            f"{bad}: unknown file type (expected {', '.join(PARQUET_SUFFIXES + CSV_SUFFIXES)})"
-        )
-    raise SourceError("input mixes Parquet and CSV files; give one kind")
+    if None in kinds:
+        bad = next(p for p in paths if not p.endswith(SUFFIXES))
+        raise SourceError(f"{bad}: unknown file type (expected {', '.join(SUFFIXES)})")
+    if len(kinds) > 1:
+        raise SourceError(f"input mixes {' and '.join(sorted(kinds))} files; give one kind")
+    return kinds.pop()
 
 
 def _sibling_libra_schema(path: str) -> Schema | None:
@@ -71,6 +70,8 @@ def open_source(
     - ``*.parquet`` files, directories or globs of them: :class:`ParquetSource`;
     - ``*.data`` / ``*.csv`` files, directories or globs: :class:`CsvSource` (a Libra
       ``<name>.schema`` beside a ``.data`` file is used when no schema is given);
+    - ``*.ndjson`` / ``*.jsonl`` files, directories or globs: :class:`~connectors.ndjson.
+      JsonLinesSource` (one flat JSON object a line);
     - ``file://`` URIs as plain paths;
     - ``kafka://host:port/topic?...`` (:func:`connectors.kafka.open_kafka`, extra ``kafka``)
       and ``redis://host:port/stream?...`` (:func:`connectors.redis.open_redis`, extra
@@ -104,14 +105,23 @@ def open_source(
             f"(supported: plain paths, file://, kafka://, redis://)"
         )
     if os.path.isdir(spec):
-        has_parquet = any(
-            glob.glob(os.path.join(spec, "**", "*" + s), recursive=True) for s in PARQUET_SUFFIXES
+        kind = next(
+            (
+                kind
+                for kind in ("parquet", "ndjson")
+                if any(
+                    glob.glob(os.path.join(spec, "**", "*" + s), recursive=True)
+                    for s in KINDS[kind]
+                )
+            ),
+            "csv",
         )
-        kind = "parquet" if has_parquet else "csv"
     else:
-        kind = _kind_of(resolve_paths(spec, PARQUET_SUFFIXES + CSV_SUFFIXES))
+        kind = _kind_of(resolve_paths(spec, SUFFIXES))
     if kind == "parquet":
         return ParquetSource(spec, batch_size=batch_size, schema=schema, **options)
+    if kind == "ndjson":
+        return JsonLinesSource(spec, batch_size=batch_size, schema=schema, **options)
     if schema is None and os.path.isfile(spec):
         schema = _sibling_libra_schema(spec)
     return CsvSource(spec, batch_size=batch_size, schema=schema, **options)
