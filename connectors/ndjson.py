@@ -80,7 +80,10 @@ class JsonLinesSource(FileSource):
                 text = pending + data
                 cut = text.rfind(b"\n") + 1 if data else len(text)
                 pending = text[cut:]
-                lines = list(filter(None, text[:cut].replace(b"\r\n", b"\n").split(b"\n")))
+                block = text[:cut]
+                if b"\r" in block:  # CRLF endings (a scan is cheaper than a copy)
+                    block = block.replace(b"\r\n", b"\n")
+                lines = list(filter(None, block.split(b"\n")))
                 if lines:
                     yield lines
                 if not data:
