@@ -9,10 +9,16 @@ variable in no scope, so pgmpy knows every cardinality. Features without conditi
 the model; their ``exp(sum)`` multiplies the first factor, so pgmpy's unnormalised probability
 of every row, and its partition function, equal streammn's.
 
+Named states travel as pgmpy's ``state_names``: a variable with names (words, booleans, codes)
+or a number's bins gives its names or bin labels (``"[12.5, 40)"``), so queries read
+``{"device": "mobile"}``; a variable of plain state numbers gives none (pgmpy numbers them
+``0 .. k-1`` as streammn does).
+
 Reading back gives one feature per factor entry whose potential is not 1 (weight its log, all
-the scope's values as conditions): the same distribution, not the same features. The file route
-is UAI, which pgmpy reads and writes (``pgmpy.readwrite.UAIReader``): ``streammn convert MODEL
-model.uai``.
+the scope's values as conditions): the same distribution, not the same features. State names
+other than ``0 .. k-1`` come back as the variable's ``states`` (a bin label as a word). The file
+route is UAI, which pgmpy reads and writes (``pgmpy.readwrite.UAIReader``): ``streammn convert
+MODEL model.uai``.
 """
 
 from __future__ import annotations
@@ -45,6 +51,14 @@ def to_pgmpy(model):
     schema = model.schema
     names, cards = schema.names, schema.cardinalities.astype(int)
     scopes, sizes, log_tables, constant = log_factor_tables(schema, model.features)
+    state_names = {v.name: list(v.state_names) for v in schema if v.state_names is not None}
+
+    def factor(scope, values):
+        named = {names[v]: state_names[names[v]] for v in scope if names[v] in state_names}
+        return DiscreteFactor(
+            [names[v] for v in scope], [cards[v] for v in scope], values, state_names=named
+        )
+
     net = DiscreteMarkovNetwork()
     net.add_nodes_from(names)
     factors = []
@@ -55,11 +69,11 @@ def to_pgmpy(model):
         net.add_edges_from(
             (names[a], names[b]) for k, a in enumerate(scope) for b in scope[k + 1 :]
         )
-        factors.append(DiscreteFactor([names[v] for v in scope], [cards[v] for v in scope], values))
+        factors.append(factor(scope, values))
     covered = {v for s in scopes for v in s}
     for v in range(schema.n_vars):
         if v not in covered:
-            factors.append(DiscreteFactor([names[v]], [cards[v]], np.ones(cards[v])))
+            factors.append(factor([v], np.ones(cards[v])))
     if constant:
         factors[0].values = factors[0].values * math.exp(constant)
     net.add_factors(*factors)
@@ -76,7 +90,12 @@ def from_pgmpy(net) -> tuple[Schema, FeatureSet]:
         cards = [int(net.get_cardinality(n)) for n in nodes]
     except (ValueError, KeyError) as e:  # pgmpy: a node without a factor has no cardinality
         raise PgmpyModelError(f"pgmpy model: {e}") from None
-    schema = Schema(Variable(str(n), c) for n, c in zip(nodes, cards))
+    named = {}
+    for factor in net.get_factors():
+        for v, states in factor.state_names.items():
+            if not _numbered(states):
+                named[v] = tuple(states)
+    schema = Schema(Variable(str(n), c, named.get(n)) for n, c in zip(nodes, cards))
     feats = []
     for k, factor in enumerate(net.get_factors()):
         scope = [index[v] for v in factor.scope()]
@@ -91,3 +110,11 @@ def from_pgmpy(net) -> tuple[Schema, FeatureSet]:
                 w = math.log(p) if p > 0 else -math.inf
                 feats.append((w, [(v, int(a), True) for v, a in zip(scope, assignment)]))
     return schema, FeatureSet.from_features(schema, feats)
+
+
+def _numbered(states) -> bool:
+    """Whether pgmpy's state names are its plain numbers ``0 .. k-1`` (booleans are names)."""
+    return all(
+        isinstance(s, (int, np.integer)) and not isinstance(s, bool) and s == k
+        for k, s in enumerate(states)
+    )
