@@ -28,11 +28,9 @@ from connectors.base import DEFAULT_BATCH_SIZE
 from connectors.files import FileSource, read_errors, resolve_paths
 from connectors.lines import CHUNK_BYTES, open_at, skip_bom, skip_rows
 from connectors.messages import MessageDecoder
-from streammn.schema import MAX_CARDINALITY, MIN_INFERRED_CARDINALITY, MISSING, Schema, Variable
-from streammn.schema import SchemaError
+from streammn.schema import Schema, SchemaError
 from streammn.errors import SettingsError
-from streammn.schema.encoding import plain_column
-from streammn.schema.inference import INFER_ROWS, check_kinds, infer_variable
+from streammn.schema.inference import INFER_ROWS, check_kinds, infer_variable, numbered_variable
 
 JSON_LINES_SUFFIXES = (".ndjson", ".jsonl", ".ndjson.gz", ".jsonl.gz")
 
@@ -107,17 +105,10 @@ class JsonLinesSource(FileSource):
             raise SchemaError(f"unreadable JSON in the first rows: {e}", source=path) from None
         names = table.column_names
         check_kinds(self.kinds, names, path)
-        variables = []
-        for name, col in zip(names, table.columns):
-            var = infer_variable(name, col, self.kinds.get(name))
-            if var is None:  # state numbers: the largest seen + 1 (at least 2)
-                probe = Schema([Variable(name, MAX_CARDINALITY)], missing=True)
-                states = probe.column_states(plain_column(col), 0, 0, path)
-                observed = states[states != MISSING]
-                top = int(observed.max()) + 1 if observed.size else 0
-                var = Variable(name, max(top, MIN_INFERRED_CARDINALITY))
-            variables.append(var)
-        return Schema(variables)
+        return Schema(
+            infer_variable(name, col, self.kinds.get(name)) or numbered_variable(name, col, path)
+            for name, col in zip(names, table.columns)
+        )
 
     def _read_file(self, index: int, start_row: int) -> Iterator[np.ndarray]:
         path = self.paths[index]

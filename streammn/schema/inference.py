@@ -134,11 +134,15 @@ def infer_schema(table, names=None, source: str | None = None) -> Schema:
     for j, name in enumerate(names):
         col = table.column(j)
         var = infer_variable(name, col.slice(0, INFER_ROWS))
-        if var is None:
-            probe = Schema([Variable(name, MAX_CARDINALITY)], missing=True)
-            states = probe.column_states(plain_column(col), 0, 0, source)
-            observed = states[states != MISSING]
-            top = int(observed.max()) + 1 if observed.size else 0
-            var = Variable(name, max(top, MIN_INFERRED_CARDINALITY))
-        variables.append(var)
+        variables.append(var or numbered_variable(name, col, source))
     return Schema(variables)
+
+
+def numbered_variable(name: str, col, source: str | None = None) -> Variable:
+    """A variable of plain state numbers: the largest in ``col`` + 1 (at least
+    ``MIN_INFERRED_CARDINALITY``); a value that is not a state number is a located error."""
+    probe = Schema([Variable(name, MAX_CARDINALITY)], missing=True)
+    states = probe.column_states(plain_column(col), 0, 0, source)
+    observed = states[states != MISSING]
+    top = int(observed.max()) + 1 if observed.size else 0
+    return Variable(name, max(top, MIN_INFERRED_CARDINALITY))
