@@ -162,9 +162,10 @@ def test_repeated_grow_finds_a_neighbour_hidden_at_first():
     assert again.canonical_.n_tests > one.canonical_.n_tests
 
 
-def test_shared_test_cache_gives_the_same_graphs(planted):
-    """Binary data share verdicts between contexts; the uncached kernel recomputes every test.
-    Same graphs, same counts of tests asked, far fewer computed."""
+def test_shared_tests_give_the_same_graphs(planted):
+    """Binary data compute a test once for the contexts that ask it together (the context
+    tree); the kernel of contexts in turn computes every test. Same graphs, same counts of
+    tests asked, far fewer computed."""
     from streammn.csgs import kernels
     from streammn.csgs.canonical import critical_values
 
@@ -173,11 +174,20 @@ def test_shared_test_cache_gives_the_same_graphs(planted):
     patterns = np.ascontiguousarray(patterns)
     cards = np.full(5, 2, dtype=np.int64)
     crit = critical_values(0.05, 1)
-    cached = kernels.canonical_graphs_cached(patterns, counts, patterns, cards, crit, 5.0, False)
+    tree = kernels.canonical_graphs_tree(patterns, counts, patterns, cards, crit, 5.0, False)
     plain = kernels.canonical_graphs(patterns, counts, patterns, cards, crit, 5.0, False)
-    np.testing.assert_array_equal(cached[0], plain[0])
-    np.testing.assert_array_equal(cached[1][:, :4], plain[1][:, :4])
-    assert plain[1][:, 4].sum() == plain[1][:, 0].sum() > 3 * cached[1][:, 4].sum()
+    np.testing.assert_array_equal(tree[0], plain[0])
+    np.testing.assert_array_equal(tree[1][:, :4], plain[1][:, :4])
+    assert plain[1][:, 4].sum() == plain[1][:, 0].sum() > 3 * tree[1][:, 4].sum()
+
+
+def _chains(rng, n, n_rows):
+    """Random binary rows: chains of copied variables (each from an earlier one, with noise)."""
+    rows = (rng.random((n_rows, n)) < rng.uniform(0.2, 0.6)).astype(np.uint8)
+    for j in range(1, n):
+        keep = rng.random(n_rows) < rng.uniform(0.05, 0.5)
+        rows[:, j] = np.where(keep, rows[:, j], rows[:, rng.integers(0, j)])
+    return rows
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -191,10 +201,7 @@ def test_context_tree_equals_context_by_context(seed):
 
     rng = np.random.default_rng(seed)
     n, n_rows = int(rng.integers(3, 9)), int(rng.integers(300, 3000))
-    rows = (rng.random((n_rows, n)) < rng.uniform(0.2, 0.6)).astype(np.uint8)
-    for j in range(1, n):
-        keep = rng.random(n_rows) < rng.uniform(0.05, 0.5)
-        rows[:, j] = np.where(keep, rows[:, j], rows[:, rng.integers(0, j)])
+    rows = _chains(rng, n, n_rows)
     patterns, counts = np.unique(rows, axis=0, return_counts=True)
     patterns = np.ascontiguousarray(patterns)
     contexts = patterns if seed % 2 else np.ascontiguousarray(patterns[: len(patterns) // 2 + 1])
@@ -203,11 +210,37 @@ def test_context_tree_equals_context_by_context(seed):
     for repeat_grow in (False, True):
         for min_rows in (0.0, 5.0):
             args = (patterns, counts, contexts, cards, crit, min_rows, repeat_grow)
-            tree = kernels.canonical_graphs_cached(*args)
+            tree = kernels.canonical_graphs_tree(*args)
             alone = kernels.canonical_graphs(*args)
             np.testing.assert_array_equal(tree[0], alone[0])
             np.testing.assert_array_equal(tree[1][:, :4], alone[1][:, :4])
             assert tree[1][:, 4].sum() <= alone[1][:, 4].sum()
+
+
+@pytest.mark.parametrize("n, seed", [(64, 0), (70, 1), (100, 2), (100, 3), (130, 4)])
+def test_context_tree_equals_context_by_context_on_wide_rows(n, seed):
+    """With 64 variables or more a row packs into several words (and a blanket spans them):
+    the tree still gives, context by context, the graphs and tests of Grow-Shrink run on each
+    context alone, counts of one and of many, some contexts."""
+    from streammn.csgs import kernels
+    from streammn.csgs.canonical import critical_values
+
+    rng = np.random.default_rng(seed)
+    rows = _chains(rng, n, int(rng.integers(500, 1500)))
+    rows = rows[rng.integers(0, len(rows), 2 * len(rows))]  # distinct rows counted 0 to ~8 times
+    patterns, counts = np.unique(rows, axis=0, return_counts=True)
+    patterns = np.ascontiguousarray(patterns)
+    contexts = np.ascontiguousarray(patterns[rng.permutation(len(patterns))[:24]])
+    cards = np.full(n, 2, dtype=np.int64)
+    crit = critical_values(0.05, 1)
+    for repeat_grow, min_rows in ((False, 5.0), (True, 0.0)):
+        args = (patterns, counts, contexts, cards, crit, min_rows, repeat_grow)
+        tree = kernels.canonical_graphs_tree(*args)
+        alone = kernels.canonical_graphs(*args)
+        assert alone[0].sum() > 0
+        np.testing.assert_array_equal(tree[0], alone[0])
+        np.testing.assert_array_equal(tree[1][:, :4], alone[1][:, :4])
+        assert tree[1][:, 4].sum() <= alone[1][:, 4].sum()
 
 
 def test_test_counts_within_the_papers_bound(planted):
@@ -467,8 +500,8 @@ def test_engine_resume_mid_stream_equals_one_run(tmp_path, planted):
 
 
 def test_multi_valued_variables():
-    """Three-valued variables take the parallel, uncached path: X_1 copies X_0 (with noise),
-    X_2 is independent of both."""
+    """Three-valued variables take the parallel path (contexts in turn): X_1 copies X_0 (with
+    noise), X_2 is independent of both."""
     rng = np.random.default_rng(5)
     x0 = rng.integers(0, 3, 4000)
     x1 = np.where(rng.random(4000) < 0.8, x0, rng.integers(0, 3, 4000))
@@ -481,3 +514,20 @@ def test_multi_valued_variables():
     # tests at significance 0.05 in 27 contexts: a few false dependences on X_2 are expected
     assert np.mean([g == {(0, 1)} for g in graphs]) > 0.8
     assert learner.to_markov_network().pll(rows) > -3.2
+
+
+def test_weights_are_fit_on_a_uniform_sample_of_many_patterns_whatever_their_order():
+    from streammn.csgs.pll import fit_sample
+
+    rng = np.random.default_rng(0)
+    patterns = np.unique(rng.integers(0, 2, size=(6000, 40), dtype=np.uint8), axis=0)
+    counts = rng.integers(1, 5, size=patterns.shape[0])
+    same = fit_sample(patterns, counts, size=patterns.shape[0])
+    assert same[0] is patterns and same[1] is counts  # few patterns: all of them
+    kept, kept_counts = fit_sample(patterns, counts, size=1500)
+    order = rng.permutation(patterns.shape[0])
+    again, again_counts = fit_sample(patterns[order], counts[order], size=1500)
+    as_set = {p.tobytes(): c for p, c in zip(kept, kept_counts)}
+    assert len(as_set) == 1500 and as_set == {p.tobytes(): c for p, c in zip(again, again_counts)}
+    # uniform over the patterns: the first value splits them as it splits the sample
+    assert abs(kept[:, 0].mean() - patterns[:, 0].mean()) < 0.05

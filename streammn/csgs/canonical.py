@@ -94,8 +94,8 @@ class CanonicalModel:
     n_shrink_tests: int
     n_tests_computed: int
     """Tests the algorithm asks for (``n_tests``, the paper's count), of which unreliable, in
-    grow and shrink phases, and how many distinct ones were computed from the counts (binary
-    data share verdicts between contexts that ask the same test)."""
+    grow and shrink phases, and how many were computed from the counts (binary data compute
+    a test once for all the contexts that ask it together)."""
 
     def edges(self, i: int) -> set[tuple[int, int]]:
         """Edges ``(a, b)``, ``a < b``, of the graph of context ``i``."""
@@ -163,19 +163,26 @@ CHUNK = 16  # contexts per parallel kernel call when a stop is watched for (othe
 
 def _graphs_watched(P, c, contexts, cards, crit, min_rows_per_cell, repeat_grow, should_stop):
     """The canonical graphs asking ``should_stop`` (:class:`Abandoned`) between nodes (binary
-    data: every context at once, node by node, one shared verdict cache) or between chunks of
-    ``CHUNK`` contexts (parallel kernel): the same graphs and counters as one kernel call."""
+    data: every context at once, node by node) or between chunks of ``CHUNK`` contexts
+    (parallel kernel): the same graphs and counters as one kernel call."""
     k, n = contexts.shape
-    if _packable(cards):
+    if _binary(cards):
         adj = np.zeros((k, n, n), dtype=np.bool_)
         counters = np.zeros((k, 5), dtype=np.int64)
-        cache = kernels.new_cache()
-        words, xs = kernels.pack_rows(P), kernels.pack_rows(contexts)
+        packed, xs = kernels.pack_patterns(P, c), kernels.pack_rows(contexts)
         for a in range(n):  # a node over every context takes up to a second: ask before each
             if should_stop():
                 raise Abandoned
-            kernels.cached_graphs_into(
-                words, c, xs, a, a + 1, crit, min_rows_per_cell, repeat_grow, adj, counters, cache
+            kernels.tree_graphs_into(
+                *packed,
+                xs,
+                a,
+                a + 1,
+                crit,
+                min_rows_per_cell,
+                repeat_grow,
+                adj,
+                counters,
             )
         return adj, counters
     parts = []
@@ -204,10 +211,10 @@ def _graphs_kernel():
     return kernels.canonical_graphs_serial if serial_kernels_only() else kernels.canonical_graphs
 
 
-def _packable(cards: np.ndarray) -> bool:
-    """Whether rows pack into one int64 each (binary, fewer than 63 variables): the kernels
-    that share tests between contexts (:func:`streammn.csgs.kernels.canonical_graphs_cached`)."""
-    return bool((cards == 2).all()) and cards.shape[0] < 63
+def _binary(cards: np.ndarray) -> bool:
+    """Whether every variable is binary: rows pack into bits, and the kernels share tests
+    between contexts (:func:`streammn.csgs.kernels.canonical_graphs_tree`)."""
+    return bool((cards == 2).all())
 
 
 def learn_canonical_model(
@@ -234,7 +241,7 @@ def learn_canonical_model(
     pair_dof = int((cards.max() - 1) ** 2)
     if context_specific:
         crit = critical_values(significance, pair_dof)
-        run = kernels.canonical_graphs_cached if _packable(cards) else _graphs_kernel()
+        run = kernels.canonical_graphs_tree if _binary(cards) else _graphs_kernel()
         if should_stop is not None:
             adjacency, counters = _graphs_watched(
                 P, c, contexts, cards, crit, float(min_rows_per_cell), repeat_grow, should_stop

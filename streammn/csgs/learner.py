@@ -6,9 +6,10 @@ re-learned from them when a model is asked for (at snapshot time).
 since the last time, the canonical model (:func:`~streammn.csgs.canonical.learn_canonical_model`),
 generates its features and fits their weights by pseudo-likelihood on the counted rows (the
 objective of :func:`streammn.network.weights.fit_weights`, computed on the distinct patterns
-weighted by their counts, to a tolerance scaled to the counts' sampling noise:
-:mod:`streammn.csgs.pll`). Everything is a function of the counts alone, and the counts do not
-depend on how the stream was cut, so neither does the model. The prequential score uses the last
+weighted by their counts, at most ``FIT_PATTERNS`` of them: :func:`~streammn.csgs.pll.
+fit_sample`; to a tolerance scaled to the counts' sampling noise: :mod:`streammn.csgs.pll`).
+Everything is a function of the counts alone, and the counts do not depend on how the stream
+was cut, so neither does the model. The prequential score uses the last
 learned model (learning one the first time it is needed). The canonical model is learned from
 scratch each time: re-using blankets across snapshots would need every test of a context to give
 the same verdict on the new counts, which only re-running the tests can tell.
@@ -30,7 +31,7 @@ import time
 import numpy as np
 
 from streammn.csgs.canonical import Abandoned, CanonicalModel, learn_canonical_model
-from streammn.csgs.pll import fit_pattern_weights
+from streammn.csgs.pll import fit_pattern_weights, fit_sample
 from streammn.learner import WEIGHTS_PARAM, StructureLearner
 from streammn.params import Boolean, Interval, Param
 from streammn.errors import CSGSError, CSGSStateError
@@ -225,8 +226,7 @@ class CSGS(StructureLearner):
             t2 = time.perf_counter()
             model = fit_pattern_weights(
                 MarkovNetwork(self.schema, features),
-                self.counts.patterns,
-                self.counts.counts,
+                *fit_sample(self.counts.patterns, self.counts.counts),
                 stddev=self.stddev,
                 max_iter=self.max_iter,
                 should_stop=lambda: self._stop_requested,

@@ -7,7 +7,8 @@ drawn, nltcs 2,671 for 16,181 rows. The weights are those of
 objective on the repeated rows (``-PLL / N + |w - 0|^2 / (2 stddev^2 N)``, ``N`` the number of
 rows), computed by the shared reach-list kernels (:class:`streammn.network.reach_lists.ReachLists`)
 at the cost of the distinct rows only, with the same L-BFGS settings and ``fit_info``. CSGS has no
-PLL code of its own.
+PLL code of its own. Beyond ``FIT_PATTERNS`` distinct rows (wide data: nearly every row is
+distinct) the weights are fit on a uniform sample of that many (:func:`fit_sample`).
 
 The fit stops on a tolerance scaled to the data's sampling noise rather than on an iteration
 count (issue 41): the objective is a mean over ``N`` rows, whose noise shrinks as
@@ -43,6 +44,13 @@ ends the fit."""
 SERIAL_WORK = 2_000_000
 """Below this many (pattern, feature) pairs weight learning runs on one thread."""
 
+FIT_PATTERNS = 25_000
+"""The distinct patterns the weights are fit on, at most (:func:`fit_sample`). Wide data has
+nearly as many distinct rows as rows (100 binary variables: 100,000 of 100,000), and one
+evaluation of the objective on 100,000 patterns and the 142,082 features of 5,000 contexts'
+graphs took 5.3 s, tens of them a fit; the published weights of every other learner are fit
+on a sample of this size too (:mod:`streammn.network.weight_sample`)."""
+
 
 @contextmanager
 def _threads(n: int):
@@ -63,6 +71,34 @@ def _threads(n: int):
 def noise_tolerance(n_rows: int) -> float:
     """The relative tolerance of a fit on ``n_rows`` rows (see the module notes)."""
     return NOISE_FRACTION / math.sqrt(max(n_rows, 1))
+
+
+@nb.njit(cache=True)
+def _row_hashes(patterns):
+    """A 64-bit hash of every row (FNV-1a over its bytes, then a SplitMix64 finaliser)."""
+    out = np.empty(patterns.shape[0], dtype=np.uint64)
+    for r in range(patterns.shape[0]):
+        h = np.uint64(0xCBF29CE484222325)
+        for j in range(patterns.shape[1]):
+            h = (h ^ np.uint64(patterns[r, j])) * np.uint64(0x100000001B3)
+        h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        h = (h ^ (h >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        out[r] = h ^ (h >> np.uint64(31))
+    return out
+
+
+def fit_sample(patterns, counts, size: int = FIT_PATTERNS):
+    """The patterns (with their counts) the weights are fit on: all of them up to ``size``,
+    else the ``size`` whose hashes are smallest, a uniform sample of the distinct patterns that
+    depends on the patterns alone (not on their order, nor on how the stream was cut), so the
+    model stays a function of the counts. With repeated patterns the sample is uniform over
+    patterns, not rows; each keeps its count as its weight."""
+    if patterns.shape[0] <= size:
+        return patterns, counts
+    hashes = _row_hashes(np.ascontiguousarray(patterns, dtype=np.uint8))
+    keep = np.argsort(hashes, kind="stable")[:size]
+    keep.sort()
+    return patterns[keep], counts[keep]
 
 
 def fit_pattern_weights(
