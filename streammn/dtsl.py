@@ -39,6 +39,8 @@ from streammn.trees.missing import recount_observed
 from streammn.trees.growth import cardinalities_of, extend_state, first_new_value
 from streammn.trees.hoeffding import HoeffdingGrower
 from streammn.trees.settings import TreeSettings
+from streammn.trees.budget import MemoryPlan
+from streammn.network.weight_sample import WeightSample
 from streammn.trees.leaf_stats import LeafStats
 from streammn.errors import DTSLError, DTSLStateError
 from streammn.learner import WEIGHTS_PARAM, StructureLearner
@@ -99,11 +101,18 @@ class DTSL(StructureLearner):
         Most leaves collecting split statistics at a time (Hoeffding: the least promising are
         deactivated; exact: a level with a larger frontier takes several passes). None derives
         it from ``memory_mb``.
-    memory_mb : float, default 256
-        Memory budget of the learner. Hoeffding: the forest, the replay buffer and the split
-        statistics together; whatever the forest and buffer leave goes to statistics, so as the
-        trees grow fewer leaves (the most promising) keep collecting, and a forest that fills
-        the budget stops growing. Exact: the split statistics of a pass, and the memory for
+    memory_mb : float, default 1024
+        Memory budget. Hoeffding: the whole run above a fixed floor (interpreter, libraries,
+        compiled kernels; ``benchmarks/results/memory_budget.md``), split by
+        :class:`~streammn.trees.budget.MemoryPlan`: the rows in flight (batches are read and
+        learned in pieces of at most :attr:`batch_rows` rows), the published weights' sample
+        and its refinement, the regressions' sample and FTRL state, a snapshot cut in this
+        process, the replay buffer, and the forest with its split statistics, which get what
+        the others leave: as the trees grow fewer leaves (the most promising) keep collecting,
+        and a forest that fills its share stops growing. A smaller budget gives fewer rows per
+        batch, smaller samples, a shorter replay buffer and fewer collecting leaves, always as
+        a function of the settings and schema (the progress line says what it holds back).
+        Exact: the split statistics of a pass, and the memory for
         remembering each row's node between passes (4 bytes per row and variable, in this
         process or in each Dask worker; beyond it every pass routes rows from the roots).
     min_count : 'auto' or int, default 'auto'
@@ -118,8 +127,9 @@ class DTSL(StructureLearner):
         Hoeffding: keep the last ``replay_rows`` rows and seed every new leaf's statistics
         with those that reach it, so children do not start blind (0 = off, pure one-pass
         Hoeffding trees). ``'auto'``: up to 100,000 rows within a quarter of ``memory_mb``
-        (counted at 5 bytes per row and variable, more than the rows and their value bitmaps
-        take). Much better trees on short streams, at a CPU cost that
+        (sized at 5 bytes per row and variable, more than the rows, their value bitmaps and
+        packed rows take; the budget counts what they take). Much better trees on short
+        streams, at a CPU cost that
         grows with the buffer and the number of splits.
     n_threads : int or 'auto', default 'auto'
         Blocks of trees (or leaves) whose statistics are counted, replayed and scored in
@@ -145,9 +155,10 @@ class DTSL(StructureLearner):
         forgetting.
     weights : {'refined', 'closed-form'}, default 'refined'
         The weights :meth:`to_markov_network` gives: ``'refined'`` keeps a uniform sample of
-        the rows learned (:mod:`streammn.network.weight_sample`, at most 25,000 rows in 8 MB) and
-        continues DN2MN's closed-form weights by pseudo-likelihood on it, kept only where they
-        score the sample's held-out rows better (:mod:`streammn.network.published`: on near-
+        the rows learned (:mod:`streammn.network.weight_sample`, at most 25,000 rows in an
+        eighth of ``memory_mb``, up to 64 MB, with its fits' reach lists) and continues
+        DN2MN's closed-form weights by pseudo-likelihood on it, kept only where they score the
+        sample's held-out rows better (:mod:`streammn.network.published`: on near-
         deterministic data the closed form loses nats to the trees it came from);
         ``'closed-form'``: DN2MN's weights as they are (:meth:`learned_network`), no sample.
     cpd : {'tree', 'lr', 'auto'}, default 'auto'
@@ -235,9 +246,10 @@ class DTSL(StructureLearner):
         ),
         "memory_mb": Param(
             Interval(float, 0, None, "neither"),
-            "memory budget for the "
-            "trees, replay buffer and split statistics, in MB; when it binds, "
-            "fewer (the most promising) leaves collect statistics",
+            "memory budget of the run above a fixed floor (interpreter, libraries, "
+            "kernels), in MB: batches, samples, replay buffer, trees and split statistics; "
+            "when it binds, smaller batches, samples and replay buffer and fewer (the most "
+            "promising) leaves collecting statistics",
             flag="--memory-mb",
         ),
         "min_count": Param(AUTOMATIC | Interval(int, 1), "rows a test needs on each side"),
@@ -298,7 +310,7 @@ class DTSL(StructureLearner):
         max_depth: int | None = None,
         max_tree_leaves: int | None = None,
         max_leaves: int | None = None,
-        memory_mb: float = 256.0,
+        memory_mb: float = 1024.0,
         min_count: int | str = AUTO,
         prior: float = 1.0,
         replay_rows: int | str = AUTO,
@@ -383,10 +395,7 @@ class DTSL(StructureLearner):
         """Rows the replay buffer holds: ``replay_rows``, or for ``'auto'`` up to 100,000 rows
         within a quarter of the memory budget, counting 5 bytes per variable and row (the sizing
         rule; a row and its value bitmaps take ``1 + max_card / 8``)."""
-        if self.replay_rows != AUTO:
-            return int(self.replay_rows)
-        per_row = 5 * self.schema.n_vars
-        return int(min(100_000, self.memory_mb * 2**20 / 4 // per_row))
+        return self.memory_plan.replay_rows
 
     def _make_grower(
         self, forest: Forest | None = None, state: dict | None = None
@@ -412,7 +421,8 @@ class DTSL(StructureLearner):
             delta=self.delta,
             tau=self.tau,
             replay_rows=self.replay_size,
-            memory_mb=self.memory_mb,
+            # one pass: the trees' share (streammn.trees.budget); exact: all of it, per pass
+            memory_mb=self.memory_plan.trees_mb if self.mode == "hoeffding" else self.memory_mb,
             half_life=self.half_life,
         )
 
@@ -435,7 +445,6 @@ class DTSL(StructureLearner):
         self.n_passes = 0
         self._grower = None
         self._drift = None
-        self._new_weight_sample()
         regressions = self.cpd != "tree" and _regressions_apply(
             self.schema, self.drift, self.half_life
         )
@@ -443,7 +452,17 @@ class DTSL(StructureLearner):
         # they learned from: 'auto' keeps the trees there
         if self.cpd == "auto" and not batch_fit_affordable(Coding(self.schema)):
             regressions = False
-        self._logistic = LogisticConditionals(self.schema) if regressions else None
+        self.memory_plan = MemoryPlan.of(
+            self.schema.ceiling(),
+            self.memory_mb,
+            self.replay_rows,
+            weights=self.weights == "refined",
+            regressions=regressions,
+        )
+        self._new_weight_sample()
+        self._logistic = (
+            LogisticConditionals(self.schema, self.memory_plan.logistic_mb) if regressions else None
+        )
         self._choice = Choice(self.schema.n_vars) if regressions and self.cpd == "auto" else None
         if self.mode == "hoeffding":
             self._grower = self._make_grower()
@@ -466,13 +485,44 @@ class DTSL(StructureLearner):
                 "fit(source) over a re-iterable source"
             )
         rows = self._validate(batch)
+        step = self.memory_plan.batch_rows  # pieces within the budget: the model is the same
+        for start in range(0, rows.shape[0], step):
+            self._learn_piece(rows[start : start + step])
+        return self
+
+    def _new_weight_sample(self) -> None:
+        """The published weights' sample, sized by its share of ``memory_mb``."""
+        self._weight_sample = (
+            WeightSample(self.schema.ceiling(), self.memory_plan.weight_mb)
+            if self.weights == "refined"
+            else None
+        )
+
+    def _learn_piece(self, rows: np.ndarray) -> None:
+        """Learn validated ``rows``, making the choices of conditionals due among them."""
         if self._choice is not None:  # choose at fixed rows (streammn.logistic.choice)
             for at in choice_rows(self.rows_seen, self.rows_seen + rows.shape[0]):
                 head, rows = np.split(rows, [at - self.rows_seen])
                 self._learn_rows(head)
                 self._choice.at_rows = regressions_win(self.forest, self._logistic)
         self._learn_rows(rows)
-        return self
+
+    @property
+    def batch_rows(self) -> int:
+        """Rows a batch should hold at most to stay within ``memory_mb`` (the engine reads
+        batches of at most this many; longer ones are learned in pieces of it)."""
+        return self.memory_plan.batch_rows
+
+    def memory_binding(self) -> list[str]:
+        """What the memory budget holds back now (:meth:`MemoryPlan.binding
+        <streammn.trees.budget.MemoryPlan.binding>`, and the leaves denied statistics):
+        empty while it binds nothing."""
+        if self.mode != "hoeffding":
+            return []
+        out = self.memory_plan.binding()
+        if self.max_leaves is None and self._grower is not None and self._grower.budget_binds:
+            out.append(f"leaves collecting {self._grower.stats.n_active:,}")
+        return out
 
     def _learn_rows(self, rows: np.ndarray) -> None:
         """Learn validated ``rows``: the samples, the regressions, the trees."""

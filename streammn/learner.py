@@ -322,3 +322,15 @@ class StructureLearner(Estimator):
         """Drift alarms and swaps for the manifest and progress lines; None for a learner that
         does not adapt to drift."""
         return None
+
+    @property
+    def batch_rows(self) -> int | None:
+        """Rows a batch should hold at most to keep the run within the learner's memory
+        budget: the engine reads a file's batches no longer (DTSL's
+        :mod:`~streammn.trees.budget`). None (the default): any length."""
+        return None
+
+    def memory_binding(self) -> list[str]:
+        """What the learner's memory budget holds back now, for the progress line; none by
+        default."""
+        return []

@@ -123,7 +123,13 @@ def _parser(with_learners: bool = True) -> argparse.ArgumentParser:
         "workers (bare --dask: one per CPU); the rows are read on the workers, so "
         "the trees' closed-form weights are published (--cpd tree); needs the dask extra",
     )
-    learn.add_argument("--batch-size", type=opt.positive_int, default=65536, help="rows per batch")
+    learn.add_argument(
+        "--batch-size",
+        type=opt.positive_int,
+        default=65536,
+        help="rows per batch (dtsl reads a file in batches of at most what --memory-mb allows; "
+        "the model does not depend on it)",
+    )
     learn.add_argument(
         "--schema",
         metavar="FILE",

@@ -816,7 +816,7 @@ def largest_penalties(problem: Problem) -> np.ndarray:
     grad_w, _ = problem.gradient(
         np.zeros((coding.n_inputs, coding.n_outputs)), intercepts_only(problem)
     )
-    per_output = np.abs(grad_w).max(axis=0)
+    per_output = np.abs(grad_w).max(axis=0, initial=0.0)  # no inputs: nothing to penalise
     return np.maximum.reduceat(per_output, coding.out_start[:-1])
 
 

@@ -9,7 +9,8 @@ held-out share of the sample is a uniform sample of the held-out rows of the str
 uniform sample of the training rows. With a validation file as the held-out set, every sampled
 row is a training row (:attr:`WeightSample.rows`). The capacity follows ``memory_mb``, the
 budget of the weight step (this sample and the reach lists of a fit,
-:mod:`streammn.network.published`).
+:mod:`streammn.network.published`): ``MEMORY_MB`` by default, an eighth of its own
+``memory_mb`` up to that in DTSL (:mod:`streammn.trees.budget`).
 
 Why this way. The sample sits on every learner's hot path (DTSL learns 1.7M rows/s), so it
 must cost next to nothing per row. Vitter's algorithm R draws a random number for every row;

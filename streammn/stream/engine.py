@@ -290,6 +290,7 @@ class StreamLearner:
         load_writer_kernels = self.publisher.background and bool(
             self.every_rows or self.every_seconds
         )
+        self._fit_batches_to_budget()
         try:
             batches = Lookahead(self.source)
             while self._stop_signal is None:
@@ -428,6 +429,15 @@ class StreamLearner:
         self._stop_signal = signum
         self.learner.stop()  # an update in flight is abandoned, not awaited
         self.source.stop()  # a following log source ends its wait for new rows
+
+    def _fit_batches_to_budget(self) -> None:
+        """Read a file's batches no longer than the learner's memory budget allows (DTSL's
+        ``batch_rows``: the rows in flight are its share, :mod:`streammn.trees.budget`); the
+        model does not depend on where batches are cut. A log source keeps its batches (the
+        learner learns them in pieces)."""
+        rows = self.learner.batch_rows
+        if rows is not None and self.source.rewindable and self.source.batch_size > rows:
+            self.source.batch_size = rows
 
     def _pieces(self, batch: Batch):
         """``batch``, cut at every multiple of ``every_rows`` it crosses and at the learner's
@@ -763,8 +773,9 @@ class StreamLearner:
         return sys.stderr if self._progress == STDERR else self._progress
 
     def _print_progress(self, elapsed: float, rows: int, final: bool = False) -> None:
+        memory = self.learner.memory_binding()  # what the budget holds back
         print(
-            progress_line(self.state, self.learner, elapsed, rows, final),
+            progress_line(self.state, self.learner, elapsed, rows, final, memory),
             file=self.progress_stream,
             flush=True,
         )

@@ -3,8 +3,9 @@ lines.
 
 :class:`Progress` is the engine's bookkeeping that must survive a resume (rows and batches
 learned, the prequential score, the snapshot cadence and history); :func:`progress_line` is the
-one line a user watches (rate, prequential PLL, snapshots, and drift or schema growth where the
-learner has them), and :func:`peak_rss_mb` the memory figure each manifest records.
+one line a user watches (rate, prequential PLL, snapshots, and drift, schema growth or a binding
+memory budget where the learner has them), and :func:`peak_rss_mb` the memory figure each
+manifest records.
 """
 
 from __future__ import annotations
@@ -51,8 +52,11 @@ class Progress:
         return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
 
 
-def progress_line(state: Progress, learner, elapsed: float, rows: int, final: bool) -> str:
-    """The progress line for ``rows`` learned in ``elapsed`` seconds by this run."""
+def progress_line(
+    state: Progress, learner, elapsed: float, rows: int, final: bool, memory=()
+) -> str:
+    """The progress line for ``rows`` learned in ``elapsed`` seconds by this run; ``memory``
+    names what the learner's memory budget holds back (DTSL's ``memory_binding``)."""
     rate = rows / elapsed if elapsed > 0 else 0.0
     preq = state.prequential_pll
     preq_text = f"{preq:.4f}" if preq is not None else "n/a"
@@ -73,6 +77,8 @@ def progress_line(state: Progress, learner, elapsed: float, rows: int, final: bo
         )
     if learner.schema.grows:  # new values mid-stream: the manifest's schema version
         line += f"  schema version {learner.schema.version}"
+    if memory:  # the memory budget binds: what it holds back
+        line += f"  memory budget binds: {', '.join(memory)}"
     return ("done: " if final else "") + line
 
 

@@ -27,6 +27,7 @@ from streammn.schema import Schema
 from streammn.trees import kernels
 
 _LINKS = ("var", "val", "true", "false")
+SCORE_CHUNK_ROWS = 1024  # left_out_log_prob scores this many rows at a time
 _NODE_FIELDS = ("parent", "depth", "tree", "slot")
 
 
@@ -172,16 +173,23 @@ class Forest:
         zero: a stream's leaf may not have counted a row that reaches it now): how the leaves
         score rows they did not learn from, as far as their counts go (the tests were chosen
         with them)."""
-        leaves = self.route(rows)
-        targets = rows.astype(np.int64)
         counts = (self.counts if self.observed is None else self.observed)[: self.n_nodes]
         own = np.zeros_like(counts, dtype=np.float64)
-        np.add.at(own, (leaves, targets), 1.0)
+        pieces = range(0, rows.shape[0], SCORE_CHUNK_ROWS)  # bounded temporaries, same result
+        for a in pieces:
+            part = rows[a : a + SCORE_CHUNK_ROWS]
+            np.add.at(own, (self.route(part), part.astype(np.int64)), 1.0)
         left = np.maximum(counts - own, 0.0)
-        d = self.cards[self.tree[leaves]].astype(np.float64)
-        mine = left[leaves, targets]
-        total = left[leaves].sum(axis=2)
-        return np.log(mine + self.prior / d) - np.log(total + self.prior)
+        out = np.empty(rows.shape, dtype=np.float64)
+        for a in pieces:
+            part = rows[a : a + SCORE_CHUNK_ROWS]
+            leaves, targets = self.route(part), part.astype(np.int64)
+            d = self.cards[self.tree[leaves]].astype(np.float64)
+            mine = left[leaves, targets]
+            total = left[leaves].sum(axis=2)
+            log_total = np.log(total + self.prior)
+            out[a : a + SCORE_CHUNK_ROWS] = np.log(mine + self.prior / d) - log_total
+        return out
 
     def path(self, node: int) -> list[tuple[int, int, bool]]:
         """Test outcomes from the root down to ``node``: ``(var, value, outcome)`` triples."""

@@ -31,8 +31,8 @@ the AND of the bitmaps of the tests on its path, a few words per 64 buffered row
 Replay reads the rows as their indicator vectors packed as bits (:func:`replay.pack_rows
 <streammn.trees.replay.pack_rows>`), packed as they enter the buffer. Memory: ``replay_rows *
 n_vars`` bytes of rows plus ``replay_rows * n_vars *
-max_card / 8`` of bitmaps (what ``memory_bytes`` counts), and ``replay_rows * K / 8`` of packed
-rows (``K`` indicator columns, rounded up to 64 a row).
+max_card / 8`` of bitmaps, and ``replay_rows * K / 8`` of packed rows (``K`` indicator
+columns, rounded up to 64 a row), all three within ``memory_bytes``.
 
 Exact rebuilds (``'auto'`` with a replay buffer): a Hoeffding tree never revisits a split, and
 a split taken on the first hundred rows is often not the one the whole stream supports. While
@@ -56,7 +56,9 @@ one scan of the buffer per tree that split) is paid every few thousand rows rath
 spacing doubles is a boundary under both spacings, so the next boundary is a function of the
 row count alone (see :meth:`HoeffdingGrower._spacing`).
 
-Memory budget: ``memory_bytes`` covers the forest, the replay buffer and the split statistics.
+Memory budget: ``memory_bytes`` covers the forest, the replay buffer (rows, bitmaps and packed
+rows) and the split statistics: the trees' share of DTSL's ``memory_mb``
+(:mod:`streammn.trees.budget`).
 Whatever the forest and buffer leave is given to statistics slots (or ``max_leaves`` slots when
 set): when splits want more, all leaves are ranked by promise (rows the leaf's majority value
 misclassifies, as river does) and only the most promising keep (or get fresh) statistics; the
@@ -179,8 +181,15 @@ class HoeffdingGrower:
             - self.forest.nbytes
             - self._buf.nbytes
             - self._buf_bits.nbytes
+            - self._buf_packed.nbytes
         )
         return max(0, free // self._slot_bytes)
+
+    @property
+    def budget_binds(self) -> bool:
+        """Whether some leaf that may still split is denied statistics (by the budget, or
+        retired at a count that could overflow until the budget gives it fresh ones)."""
+        return self._has_inactive
 
     def _eligible(self, leaves: np.ndarray) -> np.ndarray:
         """The leaves that may still split: within the depth limit, in trees below the cap."""
