@@ -1,13 +1,22 @@
-"""End-to-end streaming benchmark: ``streammn learn`` on a long synthetic stream with snapshots.
+"""End-to-end streaming benchmark: ``streammn learn`` with snapshots, against the same run with
+only the final snapshot and the learner alone (issue 40).
 
-Generates a Parquet file of ``--rows`` rows (default 10M) over 100 binary variables from a
-structured generative process (chains of noisy copies, so trees have something to find), runs
-``streammn learn FILE --out DIR --every-rows 1M`` in a subprocess, and reports rows/s end to end,
-per snapshot the time taken from the learning thread (the cut: a fork; and any wait for the
-previous snapshot) and the convert and write time in the background writer, peak RSS of the
-learning process at the first and last snapshot (memory must not grow with stream length), and
-snapshot size. Results: ``benchmarks/results/stream.json`` and
-``stream.md``. Run: ``python benchmarks/stream.py [--rows N]``.
+Writes Parquet streams over ``--vars`` (100) binary variables from a structured process (chains
+of noisy copies, so trees have something to find) and runs ``streammn learn`` at its defaults,
+each run a process of its own:
+
+- the targets' ratios: 3M rows with a snapshot every 1M, and 1M rows with a snapshot every
+  100k, each against the same file with only the final snapshot, run alternately ``--repeats``
+  times (the median ratio of the pairs' rates);
+- ``--rows`` (10M) rows with a snapshot every 1M rows (a line per snapshot) and every 100k
+  (means), next to the learner's ``partial_fit`` alone on the same file: per snapshot the time
+  it took from the learning thread (the cut, a fork; any wait for the previous snapshot), the
+  writer's convert (weights included) and write seconds, the bytes written and shared with the
+  previous snapshot, peak RSS and size.
+
+Results: ``benchmarks/results/stream.json`` and ``stream.md``. Run: ``python
+benchmarks/stream.py [--rows N] [--repeats K]``. The memory budget's figures are
+``benchmarks/memory_budget.py``'s.
 """
 
 from __future__ import annotations
@@ -56,30 +65,47 @@ def write_stream(path: Path, n_rows: int, n_vars: int, seed: int, chunk: int = 1
             writer.write_table(table, row_group_size=65536)
 
 
-def run(n_rows: int, every: int, n_vars: int, seed: int) -> dict:
+def learn(data: Path, out: Path, every: int | None) -> float:
+    """Wall seconds of ``streammn learn data --out out`` at the defaults, a snapshot every
+    ``every`` rows (None: only the final one)."""
+    cmd = [sys.executable, "-m", "streammn.cli", "learn", str(data), "--out", str(out)]
+    cmd += ["--keep", "1000", "--quiet"]
+    if every:
+        cmd += ["--every-rows", str(every)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    t0 = time.perf_counter()
+    subprocess.run(cmd, env=env, check=True, capture_output=True)
+    return time.perf_counter() - t0
+
+
+def learner_alone(data: Path) -> float:
+    """Rows/s of the one-pass learner's ``partial_fit`` over the file's batches, in a process of
+    its own after a warm-up (no engine, no snapshots, no prequential scoring)."""
+    script = f"""
+import time
+from connectors.parquet import ParquetSource
+from streammn import DTSL
+source = ParquetSource({str(data)!r})
+learner = DTSL(source.schema)
+batches = [b.rows for b in source]
+learner.partial_fit(batches[0][:20000])
+learner = DTSL(source.schema)
+t0 = time.perf_counter()
+for rows in batches:
+    learner.partial_fit(rows)
+print(sum(len(r) for r in batches) / (time.perf_counter() - t0))
+"""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", script], env=env, check=True, capture_output=True)
+    return float(done.stdout.decode().split()[-1])
+
+
+def run(data: Path, n_rows: int, every: int, n_vars: int) -> dict:
+    """One run with a snapshot every ``every`` rows: rows/s, and per snapshot what it cost the
+    learning thread and the writer, what it wrote and shared, and the memory."""
     with tempfile.TemporaryDirectory() as tmp:
-        data, out = Path(tmp) / "stream.parquet", Path(tmp) / "snaps"
-        t0 = time.perf_counter()
-        write_stream(data, n_rows, n_vars, seed)
-        generate_seconds = time.perf_counter() - t0
-        cmd = [
-            sys.executable,
-            "-m",
-            "streammn.cli",
-            "learn",
-            str(data),
-            "--out",
-            str(out),
-            "--every-rows",
-            str(every),
-            "--keep",
-            "1000",
-            "--quiet",
-        ]
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        t0 = time.perf_counter()
-        subprocess.run(cmd, env=env, check=True, capture_output=True)
-        wall = time.perf_counter() - t0
+        out = Path(tmp) / "snaps"
+        wall = learn(data, out, every)
         snaps = [read_snapshot(p) for p in list_snapshots(out)]
         manifests = [s.manifest for s in snaps]
         history = manifests[-1]["engine"]["history"]
@@ -89,36 +115,63 @@ def run(n_rows: int, every: int, n_vars: int, seed: int) -> dict:
                 "rows_seen": m["rows_seen"],
                 "peak_rss_mb": m["peak_rss_mb"],
                 "convert_seconds": m["timings"]["convert_seconds"],
+                "weights_seconds": m["timings"]["weights_seconds"],
                 "write_seconds": h.get("write_seconds"),
                 "pause_seconds": h.get("pause_seconds"),
                 "wait_seconds": h.get("wait_seconds"),
+                "latency_rows": h.get("latency_rows"),
+                "bytes_written": h.get("bytes_written"),
+                "bytes_shared": h.get("bytes_shared"),
                 "n_features": m["model"]["n_features"],
                 "bytes": size,
                 "prequential_pll": m["scores"]["prequential_pll"],
             }
             for m, h, size in zip(manifests, history[-len(manifests) :], sizes)
         ]
-    writes = [s["write_seconds"] for s in per_snapshot if s["write_seconds"] is not None]
-    converts = [s["convert_seconds"] for s in per_snapshot]
-    pauses = [s["pause_seconds"] for s in per_snapshot if s["pause_seconds"] is not None]
-    waits = [s["wait_seconds"] for s in per_snapshot if s["wait_seconds"] is not None]
+    periodic = per_snapshot[:-1]  # the last one is the end's, with its full weight search
+
+    def mean(key):
+        values = [s[key] for s in periodic if s[key] is not None]
+        return float(np.mean(values)) if values else None
+
     return {
         "n_rows": n_rows,
         "n_vars": n_vars,
         "every_rows": every,
-        "generate_seconds": generate_seconds,
         "wall_seconds": wall,
         "rows_per_s_end_to_end": n_rows / wall,
-        "mean_convert_seconds": float(np.mean(converts)),
-        "mean_write_seconds": float(np.mean(writes)) if writes else None,
-        "max_pause_seconds": max(pauses) if pauses else None,
-        "mean_pause_seconds": float(np.mean(pauses)) if pauses else None,
-        "mean_wait_seconds": float(np.mean(waits)) if waits else None,
-        "rss_last_over_first": per_snapshot[-1]["peak_rss_mb"] / per_snapshot[0]["peak_rss_mb"],
+        "mean_convert_seconds": mean("convert_seconds"),
+        "mean_weights_seconds": mean("weights_seconds"),
+        "mean_write_seconds": mean("write_seconds"),
+        "max_pause_seconds": max((s["pause_seconds"] or 0) for s in periodic) if periodic else None,
+        "mean_pause_seconds": mean("pause_seconds"),
+        "mean_wait_seconds": mean("wait_seconds"),
+        "mean_bytes_written": mean("bytes_written"),
+        "mean_bytes_shared": mean("bytes_shared"),
         "peak_rss_mb_first_snapshot": per_snapshot[0]["peak_rss_mb"],
         "peak_rss_mb_last_snapshot": per_snapshot[-1]["peak_rss_mb"],
         "last_snapshot_bytes": per_snapshot[-1]["bytes"],
         "snapshots": per_snapshot,
+    }
+
+
+def ratio(data: Path, n_rows: int, every: int, repeats: int) -> dict:
+    """End-to-end rate with a snapshot every ``every`` rows over the rate with only the final
+    snapshot, the two run alternately ``repeats`` times; the median ratio of the pairs."""
+    pairs = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for k in range(repeats):
+            final = learn(data, Path(tmp) / f"final{k}", None)
+            periodic = learn(data, Path(tmp) / f"periodic{k}", every)
+            pairs.append((final, periodic))
+    ratios = [final / periodic for final, periodic in pairs]
+    return {
+        "n_rows": n_rows,
+        "every_rows": every,
+        "final_only_seconds": [f for f, _ in pairs],
+        "periodic_seconds": [p for _, p in pairs],
+        "ratios": ratios,
+        "median_ratio": float(np.median(ratios)),
     }
 
 
@@ -131,65 +184,118 @@ def machine() -> dict:
     }
 
 
-def markdown(r: dict, m: dict) -> str:
+def _mb(x) -> str:
+    return "" if x is None else f"{x / 1e6:.2f}"
+
+
+def _s(x, digits=2) -> str:
+    return "" if x is None else f"{x:.{digits}f}"
+
+
+def snapshot_section(r: dict, alone: float, every_line: bool) -> list[str]:
     lines = [
-        "# streaming benchmark: `streammn learn` with snapshots",
+        f"### {r['n_rows']:,} rows, a snapshot every {r['every_rows']:,} rows",
+        "",
+        f"- end to end: {r['wall_seconds']:.1f} s, **{r['rows_per_s_end_to_end']:,.0f} "
+        f"rows/s** (process start and every snapshot included); the learner alone on the same "
+        f"file: {alone:,.0f} rows/s",
+        f"- per periodic snapshot, on the learning thread: the cut (fork) "
+        f"{_s(r['mean_pause_seconds'], 3)} s mean, {_s(r['max_pause_seconds'], 3)} s max; "
+        f"waiting for the previous snapshot {_s(r['mean_wait_seconds'], 3)} s mean",
+        f"- per periodic snapshot, in the background writer: convert "
+        f"{_s(r['mean_convert_seconds'])} s (of which the weights' probe and fit "
+        f"{_s(r['mean_weights_seconds'])} s), write {_s(r['mean_write_seconds'])} s; "
+        f"{_mb(r['mean_bytes_written'])} MB written and {_mb(r['mean_bytes_shared'])} MB "
+        f"shared with the previous snapshot (means)",
+        f"- peak RSS of the learning process: {r['peak_rss_mb_first_snapshot']:.0f} MB at "
+        f"the first snapshot, {r['peak_rss_mb_last_snapshot']:.0f} MB at the last; last "
+        f"snapshot {r['last_snapshot_bytes'] / 1e6:.1f} MB",
+        "",
+    ]
+    if not every_line:
+        return lines
+    lines += [
+        "| rows seen | peak RSS MB | cut s | waited s | convert s | weights s | write s | "
+        "MB written | MB shared | features | snapshot MB | prequential PLL |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for s in r["snapshots"]:
+        lines.append(
+            f"| {s['rows_seen']:,} | {s['peak_rss_mb']:.0f} | {_s(s['pause_seconds'], 3)} | "
+            f"{_s(s['wait_seconds'], 3)} | {s['convert_seconds']:.2f} | "
+            f"{s['weights_seconds']:.2f} | {_s(s['write_seconds'])} | "
+            f"{_mb(s['bytes_written'])} | {_mb(s['bytes_shared'])} | {s['n_features']:,} | "
+            f"{s['bytes'] / 1e6:.1f} | {s['prequential_pll']:.4f} |"
+        )
+    return lines + [""]
+
+
+def markdown(result: dict, m: dict) -> str:
+    n_vars = result["n_vars"]
+    lines = [
+        "# Streaming benchmark: `streammn learn` with snapshots (issue 40)",
         "",
         f"Machine: {m['platform']}, {m['cpu_count']} CPUs, Python {m['python']} "
         f"(load average {m['load_average_1min_at_start']:.2f} at start; a machine shared "
         f"with other jobs).",
         "",
-        f"{r['n_rows']:,} rows x {r['n_vars']} binary variables (Parquet), Hoeffding DTSL "
-        f"defaults, a snapshot (DN2MN + JSON, Libra .mn, UAI, checkpoint) every "
-        f"{r['every_rows']:,} rows.",
+        f"Parquet streams of {n_vars} binary variables (chains of noisy copies), `streammn "
+        f"learn` at its defaults (one-pass DTSL, refined weights, JSON + Libra .mn + UAI + "
+        f"checkpoint per snapshot), in a process of its own; wall time includes process start.",
         "",
-        f"- end to end: {r['wall_seconds']:.1f} s, **{r['rows_per_s_end_to_end']:,.0f} "
-        f"rows/s** (process start and every snapshot included)",
-        f"- per periodic snapshot, on the learning thread: the cut (fork) "
-        f"{(r['mean_pause_seconds'] or 0):.3f} s mean, {(r['max_pause_seconds'] or 0):.3f} s "
-        f"max; waiting for the previous snapshot {(r['mean_wait_seconds'] or 0):.3f} s mean",
-        f"- per snapshot, in the background writer: convert "
-        f"{r['mean_convert_seconds']:.2f} s, write {(r['mean_write_seconds'] or 0):.2f} s "
-        f"(means)",
-        f"- peak RSS of the learning process: {r['peak_rss_mb_first_snapshot']:.0f} MB at "
-        f"the first snapshot, {r['peak_rss_mb_last_snapshot']:.0f} MB at the last "
-        f"({r['rss_last_over_first']:.2f}x)",
-        f"- last snapshot: {r['last_snapshot_bytes'] / 1e6:.1f} MB",
+        "## Targets: snapshot cost against the final snapshot only",
         "",
-        "| rows seen | peak RSS MB | cut s | waited s | convert s | write s | features | "
-        "snapshot MB | prequential PLL |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| stream | snapshot every | final only (s) | with snapshots (s) | rate ratio "
+        "(median) | target |",
+        "|---|---:|---|---|---:|---:|",
     ]
-    for s in r["snapshots"]:
-        write = "" if s["write_seconds"] is None else f"{s['write_seconds']:.2f}"
-        pause = "" if s["pause_seconds"] is None else f"{s['pause_seconds']:.3f}"
-        wait = "" if s["wait_seconds"] is None else f"{s['wait_seconds']:.3f}"
+    for t, target in zip(result["ratios"], (0.9, 0.85)):
+        final = ", ".join(f"{x:.2f}" for x in t["final_only_seconds"])
+        periodic = ", ".join(f"{x:.2f}" for x in t["periodic_seconds"])
+        met = "met" if t["median_ratio"] >= target else "not met"
         lines.append(
-            f"| {s['rows_seen']:,} | {s['peak_rss_mb']:.0f} | {pause} | {wait} | "
-            f"{s['convert_seconds']:.2f} | {write} | {s['n_features']:,} | "
-            f"{s['bytes'] / 1e6:.1f} | {s['prequential_pll']:.4f} |"
+            f"| {t['n_rows']:,} rows | {t['every_rows']:,} | {final} | {periodic} | "
+            f"{t['median_ratio']:.3f} | {target} ({met}) |"
         )
-    return "\n".join(lines) + "\n"
+    lines += ["", "## Long streams", ""]
+    for r, every_line in zip(result["long"], (True, False)):
+        lines += snapshot_section(r, result["learner_alone"], every_line)
+    return "\n".join(lines)
 
 
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=10_000_000)
-    parser.add_argument("--every", type=int, default=1_000_000)
+    parser.add_argument("--rows", type=int, default=10_000_000, help="rows of the long stream")
     parser.add_argument("--vars", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=3, help="pairs of runs per ratio")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out-dir", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     m = machine()
-    r = run(args.rows, args.every, args.vars, args.seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        files = {}
+        for n_rows in (1_000_000, 3_000_000, args.rows):
+            files[n_rows] = Path(tmp) / f"stream{n_rows}.parquet"
+            write_stream(files[n_rows], n_rows, args.vars, args.seed)
+        result = {
+            "n_vars": args.vars,
+            "ratios": [
+                ratio(files[3_000_000], 3_000_000, 1_000_000, args.repeats),
+                ratio(files[1_000_000], 1_000_000, 100_000, args.repeats),
+            ],
+            "learner_alone": learner_alone(files[args.rows]),
+            "long": [
+                run(files[args.rows], args.rows, every, args.vars) for every in (1_000_000, 100_000)
+            ],
+        }
     args.out_dir.mkdir(parents=True, exist_ok=True)
     (args.out_dir / "stream.json").write_text(
-        json.dumps({"machine": m, "stream": r}, indent=2) + "\n"
+        json.dumps({"machine": m, "stream": result}, indent=2) + "\n"
     )
-    text = markdown(r, m)
+    text = markdown(result, m)
     (args.out_dir / "stream.md").write_text(text)
     print(text)
-    return r
+    return result
 
 
 if __name__ == "__main__":
