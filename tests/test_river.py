@@ -166,3 +166,41 @@ def test_rows_that_do_not_fit_name_the_place(stream):
     pd = pytest.importorskip("pandas")
     with pytest.raises(RiverRowError, match=r"lacks the schema's columns \['x7'\]"):
         model.learn_many(pd.DataFrame({n: [0] for n in schema.names[:7]}))
+
+
+def test_rows_of_names_booleans_and_numbers_learn_as_their_states():
+    """river rows speak the schema's names: a row of words, booleans and numbers learns what
+    the same row as state numbers learns, and an unknown name is a located error."""
+    from streammn.schema import Schema, Variable
+
+    schema = Schema(
+        [
+            Variable("country", states=("DE", "FR", "US")),
+            Variable("clicked", states=(False, True)),
+            Variable("latency", bins=(10.0, 50.0)),
+        ]
+    )
+    rng = np.random.default_rng(0)
+    states = rng.integers(0, [3, 2, 3], size=(600, 3))
+    states[:, 1] = (states[:, 0] == 2) | (rng.random(600) < 0.1)  # US visitors click
+    middles = (5.0, 30.0, 80.0)
+    named = MarkovNetworkLearner(DTSL(schema), batch_size=200)
+    numbered = MarkovNetworkLearner(
+        DTSL(Schema.from_cardinalities([3, 2, 3], schema.names)), batch_size=200
+    )
+    for country, clicked, latency in states.tolist():
+        named.learn_one(
+            {
+                "country": schema[0].states[country],
+                "clicked": bool(clicked),
+                "latency": middles[latency],
+            }
+        )
+        numbered.learn_one({"country": country, "clicked": clicked, "latency": latency})
+    np.testing.assert_array_equal(named.learner_.forest.counts, numbered.learner_.forest.counts)
+    row = {"country": "US", "clicked": True, "latency": 30.0}
+    got = named.transform_one(row)
+    want = numbered.transform_one({"country": 2, "clicked": 1, "latency": 1})
+    assert list(got) == schema.names and np.allclose(list(got.values()), list(want.values()))
+    with pytest.raises(SchemaError, match="row 600, column 0: unknown value 'BR'"):
+        named.learn_one({**row, "country": "BR"})
