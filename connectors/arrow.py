@@ -37,16 +37,19 @@ def plain_values(col: pa.Array) -> np.ndarray:
     if pa.types.is_boolean(col.type):  # one bit a value, least significant first
         bits = np.frombuffer(data, dtype=np.uint8)
         values = np.unpackbits(bits, count=col.offset + len(col), bitorder="little")
-        return values[col.offset :].view(np.bool_)
-    kind = (
-        "f"
-        if pa.types.is_floating(col.type)
-        else "i"
-        if pa.types.is_signed_integer(col.type)
-        else "u"
-    )
-    dtype = np.dtype(f"{kind}{col.type.bit_width // 8}")
-    values = np.frombuffer(data, dtype=dtype, count=len(col), offset=col.offset * dtype.itemsize)
+        values = values[col.offset :].view(np.bool_)
+    else:
+        kind = (
+            "f"
+            if pa.types.is_floating(col.type)
+            else "i"
+            if pa.types.is_signed_integer(col.type)
+            else "u"
+        )
+        dtype = np.dtype(f"{kind}{col.type.bit_width // 8}")
+        values = np.frombuffer(
+            data, dtype=dtype, count=len(col), offset=col.offset * dtype.itemsize
+        )
     values.flags.writeable = False
     return values
 

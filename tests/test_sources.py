@@ -302,3 +302,24 @@ def test_lookahead_raises_a_read_error_where_the_batch_would_have_been():
     assert not ahead.at_end()  # the error is not the end
     with pytest.raises(SourceError, match="row 3"):
         next(ahead)
+
+
+@pytest.mark.parametrize(
+    "values, type_",
+    [
+        ([True, False, True, True, False, False, True, False, True, True], pa.bool_()),
+        (list(range(20)), pa.int16()),
+        ([-5, 7, 9, 0], pa.int8()),
+        (list(range(250)), pa.uint8()),
+        ([1.5, 2.5, -3.0, 0.0], pa.float64()),
+        ([1.5, 2.5, -3.0, 0.0], pa.float32()),
+    ],
+)
+def test_plain_values_read_the_buffers_as_to_numpy_does(values, type_):
+    from connectors.arrow import plain_values
+
+    for offset in (0, 1, 3):
+        column = pa.array(values, type_).slice(offset)
+        got, want = plain_values(column), column.to_numpy(zero_copy_only=False)
+        assert got.dtype == want.dtype and not got.flags.writeable
+        np.testing.assert_array_equal(got, want)
