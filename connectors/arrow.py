@@ -15,7 +15,6 @@ from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from connectors.layout import columns_to_rows
 from connectors.tokens import is_text, shown_value, text_states
@@ -211,15 +210,3 @@ def _stored_schema(text: bytes, names: list[str], source: str | None) -> Schema:
     except SchemaError as e:
         reason = e.reason
     raise SchemaError(f"the streammn schema in the file's metadata: {reason}", source=source)
-
-
-def table_column_max(table_or_batch, names: list[str]) -> dict[str, int]:
-    """Column maxima of an Arrow table/batch (for schema inference from a first chunk)."""
-    out = {}
-    for name in names:
-        col = table_or_batch.column(name)
-        if pa.types.is_boolean(col.type):
-            continue
-        hi = pc.max(col).as_py()
-        out[name] = 0 if hi is None else int(hi)
-    return out

@@ -40,7 +40,6 @@ from streammn.trees.growth import cardinalities_of, extend_state, first_new_valu
 from streammn.trees.hoeffding import HoeffdingGrower
 from streammn.trees.settings import TreeSettings
 from streammn.trees.budget import MemoryPlan
-from streammn.network.weight_sample import WeightSample
 from streammn.trees.leaf_stats import LeafStats
 from streammn.errors import DTSLError, DTSLStateError
 from streammn.learner import WEIGHTS_PARAM, StructureLearner
@@ -490,13 +489,10 @@ class DTSL(StructureLearner):
             self._learn_piece(rows[start : start + step])
         return self
 
-    def _new_weight_sample(self) -> None:
-        """The published weights' sample, sized by its share of ``memory_mb``."""
-        self._weight_sample = (
-            WeightSample(self.schema.ceiling(), self.memory_plan.weight_mb)
-            if self.weights == "refined"
-            else None
-        )
+    @property
+    def weight_sample_mb(self) -> float:
+        """The published weights' sample is sized by its share of ``memory_mb``."""
+        return self.memory_plan.weight_mb
 
     def _learn_piece(self, rows: np.ndarray) -> None:
         """Learn validated ``rows``, making the choices of conditionals due among them."""

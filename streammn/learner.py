@@ -42,7 +42,7 @@ from streammn.packed_state import pack_state, unpack_state
 from streammn.params import OneOf, Param, check_params, new_names, renamed_to
 from streammn.network.published import WEIGHTS, Published, publish_sample
 from streammn.schema import Schema
-from streammn.network.weight_sample import WeightSample
+from streammn.network.weight_sample import MEMORY_MB, WeightSample
 
 #: the ``weights`` entry of every learner's parameter table
 WEIGHTS_PARAM = Param(
@@ -219,10 +219,18 @@ class StructureLearner(Estimator):
 
     def _new_weight_sample(self) -> None:
         """Start the sample over (a fresh learner, or ``fit`` from scratch), sized for the
-        largest values a growing schema may reach."""
+        largest values a growing schema may reach, within :attr:`weight_sample_mb`."""
         self._weight_sample = (
-            WeightSample(self.schema.ceiling()) if self.weights == "refined" else None
+            WeightSample(self.schema.ceiling(), self.weight_sample_mb)
+            if self.weights == "refined"
+            else None
         )
+
+    @property
+    def weight_sample_mb(self) -> float:
+        """The weight step's memory (its sample and the reach lists of a fit): the default
+        ``MEMORY_MB``; DTSL's is its memory budget's share (:mod:`streammn.trees.budget`)."""
+        return MEMORY_MB
 
     def _sample(self, rows: np.ndarray, first: int) -> None:
         """Offer validated ``rows`` (stream rows ``first ..``) to the weight sample."""
