@@ -117,7 +117,7 @@ def markdown(results: list[dict], m: dict) -> str:
         f"(`cpd='auto'`, refined weights). Peak: the learning process's own `VmHWM`; "
         f"writer: the largest forked snapshot writer's (shared pages included). Floor: the "
         f"same command on the same stream at `--memory-mb 1`, every share at its least "
-        f"(interpreter, numpy, scipy, pyarrow and the pandas it loads, numba and every kernel "
+        f"(interpreter, numpy, scipy, pyarrow, numba and every kernel "
         f"it loads, the Parquet reader's buffers; nothing of size kept).",
         "",
         "MB are MiB (2**20 bytes), as `--memory-mb` counts them. Before `--memory-mb` covered "
@@ -127,8 +127,10 @@ def markdown(results: list[dict], m: dict) -> str:
         "",
         "What the floor is made of (300 variables, RSS stepped through a run): imports about "
         "180 MB (Python and numpy 25, pyarrow 48, numba and llvmlite 60, scipy 20, streammn and "
-        "connectors 30); pandas 37, which pyarrow's `ChunkedArray.to_numpy` loads on the first "
-        "batch (connectors/arrow.py); the numba kernels loaded, those of learning and those "
+        "connectors 30; pandas, 37 more, which pyarrow's `to_numpy` imports on its first call, "
+        "is no longer loaded: the Parquet path reads the Arrow buffers, connectors.arrow."
+        "plain_values; floor 315 and 347 MB before); the numba kernels loaded, those of "
+        "learning and those "
         "the snapshot writer runs (loaded in this process beside the first batches), about "
         "90; Arrow's Parquet reader buffers, about 30 at 300 columns of 65,536-row groups; "
         "the least shares (FTRL state 6.5 MB at 300 variables, 1,024-row batches), about 15.",
