@@ -38,6 +38,7 @@ import pyarrow.csv as pacsv
 from connectors.arrow import record_batch_rows
 from connectors.base import DEFAULT_BATCH_SIZE, SourceError
 from connectors.files import FileSource, read_errors, resolve_paths
+from connectors.readahead import ReadAhead
 from connectors.lines import (
     UTF8_BOM,
     Counted,
@@ -265,6 +266,7 @@ class CsvSource(FileSource):
                         reader = self._reader(path, start_row, names)
                         if reader is None:
                             return
+                        reader = ReadAhead(reader)  # the next blocks parse while this encodes
                     rb = reader.read_next_batch()
                 except StopIteration:
                     return

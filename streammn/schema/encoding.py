@@ -5,10 +5,12 @@ Arrow tables and DataFrames handed to ``fit``/``partial_fit``) turns each column
 numbers here, with pyarrow's kernels or numpy over the whole column, never a Python loop over
 rows (:mod:`streammn.schema.vocabulary` says what the names are):
 
-- **names**: ``pyarrow.compute.index_in`` against the variable's names (a dictionary column:
-  against its dictionary, then a take of the indices). Text is compared as written for string
-  names, trimmed for codes (``404``) and trimmed and lower-cased for booleans (``true``,
-  ``False``); a typed column is cast to the names' type first.
+- **names**: a column whose every cell is written exactly as a name is matched in one pass
+  (:mod:`streammn.schema.text_lookup`); otherwise ``pyarrow.compute.index_in`` against the
+  variable's names (a dictionary column: against its dictionary, then a take of the
+  indices). Text is compared as written for string names, trimmed for codes (``404``) and
+  trimmed and lower-cased for booleans (``true``, ``False``); a typed column is cast to the
+  names' type first.
 - **bins**: the values as float64, then ``numpy.searchsorted`` over the edges; a text cell may
   also be a bin's label (``[12.5, 40)``, as ``sample`` writes it). A text cell that is neither
   is a :class:`~streammn.schema.SchemaError` naming it.
@@ -31,6 +33,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from streammn.errors import SchemaError
+from streammn.schema.text_lookup import exact_states
 from streammn.schema.vocabulary import MISSING, name_text
 
 SHOWN_NAMES = 8  # the names an unknown-name error lists
@@ -69,10 +72,13 @@ def encode_column(
     if var.bins is not None:
         if pa.types.is_dictionary(col.type):
             col = col.dictionary_decode()
-        labels = _positions(col, var.state_names) if is_text(col.type) else None
-        if labels is not None and (labels >= 0).any():  # bins written as their labels
-            col = pc.if_else(pa.array(labels >= 0), "0", col)
-        values = _numbers(col, var, j, row_offset, source)
+        values = _plain_numbers(col) if is_text(col.type) else None  # the common case
+        labels = None
+        if values is None:
+            labels = _positions(col, var.state_names) if is_text(col.type) else None
+            if labels is not None and (labels >= 0).any():  # bins written as their labels
+                col = pc.if_else(pa.array(labels >= 0), "0", col)
+            values = _numbers(col, var, j, row_offset, source)
         nan = np.isnan(values)
         nulls = nan if nulls is None else nulls | nan
         states = np.searchsorted(np.asarray(var.bins), values, side="right").astype(np.uint8)
@@ -98,12 +104,9 @@ def _numbers(col, var, j: int, row_offset: int, source) -> np.ndarray:
     Text is cast at once when its cells are plain finite numbers (the common case), else
     checked against :data:`NUMBER` first, which also finds the cell to refuse."""
     if is_text(col.type):
-        try:
-            values = pc.cast(col, pa.float64())
-            if pc.all(pc.is_finite(values)).as_py() is not False:  # nulls aside
-                return values.fill_null(np.nan).to_numpy(zero_copy_only=False)
-        except pa.ArrowInvalid:
-            pass
+        values = _plain_numbers(col)
+        if values is not None:
+            return values
         ok = pc.fill_null(pc.match_substring_regex(col, NUMBER), True)
         if not pc.all(ok).as_py():
             i = _first(~_mask(ok))
@@ -127,6 +130,18 @@ def _numbers(col, var, j: int, row_offset: int, source) -> np.ndarray:
         )
     values = pc.cast(col, pa.float64(), safe=False).fill_null(np.nan)  # 2**53 + 1: nearest
     return values.to_numpy(zero_copy_only=False)
+
+
+def _plain_numbers(col) -> np.ndarray | None:
+    """Text whose every cell is a plain finite number (or null) as float64 values (NaN for
+    nulls), cast at once; None when some cell is not."""
+    try:
+        values = pc.cast(col, pa.float64())
+    except pa.ArrowInvalid:
+        return None
+    if pc.all(pc.is_finite(values)).as_py() is False:  # nulls aside
+        return None
+    return values.fill_null(np.nan).to_numpy(zero_copy_only=False)
 
 
 def _keys(col, schema, j: int, row_offset: int, source) -> pa.Array:
@@ -168,7 +183,10 @@ def _named(col, j: int, schema, nulls, row_offset: int, source):
         if not _unknown(index, nulls).any():
             return np.where(index < 0, 0, index).astype(np.uint8), ()
         col = col.dictionary_decode()  # an unknown name: found (or added) in row order
-    keys = col  # text as written first (no blanks, booleans in lower case): the common case
+    exact = exact_states(col, known)  # every cell written as a name: the common case
+    if exact is not None:
+        return exact, ()
+    keys = col  # text as written first (no blanks, booleans in lower case)
     index = _positions(keys, known) if is_text(col.type) else None
     if index is None or _unknown(index, nulls).any():
         keys = _keys(col, schema, j, row_offset, source)
