@@ -76,19 +76,22 @@ def infer_variable(name: str, col, declared: Variable | dict | None = None) -> V
         if np.unique(odd).size < ODD_VALUES or not np.isfinite(numbers).all():
             return None  # state numbers (infinities: refused there; declared bins take them)
         return Variable(name, bins=quantile_edges(numbers))
-    if not is_text(col.type) or pc.any(pc.match_substring_regex(col, NUMBER)).as_py():
+    if not is_text(col.type):
+        return None
+    distinct = pc.unique(col)  # what follows depends on the distinct texts alone
+    if pc.any(pc.match_substring_regex(distinct, NUMBER)).as_py():
         return None  # numbers and words mixed: declare the variable in a schema file
-    lowered = pc.utf8_lower(pc.utf8_trim_whitespace(col))
+    lowered = pc.utf8_lower(pc.utf8_trim_whitespace(distinct))
     if pc.all(pc.is_in(lowered, value_set=pa.array(["false", "true"]))).as_py():
         return Variable(name, states=(False, True))
-    return _categories(name, col) if pc.count_distinct(col).as_py() >= ODD_VALUES else None
+    return _categories(name, distinct) if len(distinct) >= ODD_VALUES else None
 
 
 def _numeric_values(col: pa.Array) -> np.ndarray | None:
     """The non-null values of an integer, float or all-numbers text column as float64 (NaN
     left out); None for any other column."""
     if is_text(col.type):
-        if not pc.all(pc.match_substring_regex(col, NUMBER)).as_py():
+        if not pc.all(pc.match_substring_regex(pc.unique(col), NUMBER)).as_py():
             return None
         col = pc.utf8_trim_whitespace(col)
     elif not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
