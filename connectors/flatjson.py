@@ -49,7 +49,8 @@ declines (unknown key, string or float value, ``-0``, out of range, escaped key,
 payload, two objects in one message...) gets exactly the general reader's outcome
 (``tests/test_messages_json.py`` checks both on random and mutated messages). Keys are looked
 up by first trying the variable after the previous key (producers write fields in a fixed
-order, so this almost always hits), then an open-addressing table of FNV-1a hashes.
+order, so this almost always hits), then the hash table of the names
+(:func:`streammn.schema.text_lookup.find_text`).
 """
 
 from __future__ import annotations
@@ -58,9 +59,8 @@ import numba as nb
 import numpy as np
 
 from streammn.schema import MISSING, Schema
+from streammn.schema.text_lookup import find_text, text_table
 
-_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
-_FNV_PRIME = np.uint64(0x100000001B3)
 #: at most this many digits, so a value always fits an int64 before its range check
 _MAX_DIGITS = 18
 #: messages after which the search for a layout starts afresh
@@ -74,14 +74,6 @@ _DECLINED, _PARSED, _LAYOUT = 0, 1, 2
 
 
 @nb.njit(cache=True, inline="always")
-def _fnv1a(buf, lo, hi):
-    h = _FNV_OFFSET
-    for p in range(lo, hi):
-        h = (h ^ np.uint64(buf[p])) * _FNV_PRIME
-    return h
-
-
-@nb.njit(cache=True, inline="always")
 def _is_space(c):
     return c == 32 or c == 10 or c == 13 or c == 9
 
@@ -91,30 +83,6 @@ def _skip_space(buf, p, end):
     while p < end and _is_space(buf[p]):
         p += 1
     return p
-
-
-@nb.njit(cache=True, inline="always")
-def _same_key(buf, lo, hi, names, name_starts, j):
-    a = name_starts[j]
-    if name_starts[j + 1] - a != hi - lo:
-        return False
-    for q in range(hi - lo):
-        if buf[lo + q] != names[a + q]:
-            return False
-    return True
-
-
-@nb.njit(cache=True, inline="always")
-def _find_key(buf, lo, hi, names, name_starts, table):
-    """Column of the key ``buf[lo:hi]`` by the hash table; -1 for an unknown key."""
-    mask = table.shape[0] - 1
-    slot = np.int64(_fnv1a(buf, lo, hi) & np.uint64(mask))
-    while table[slot] >= 0:
-        j = table[slot]
-        if _same_key(buf, lo, hi, names, name_starts, j):
-            return j
-        slot = (slot + 1) & mask
-    return -1
 
 
 @nb.njit(cache=True, inline="always")
@@ -170,7 +138,7 @@ def _message_row(buf, lo, end, names, name_starts, table, limits, missing, out, 
                 p += 1
             if p >= end:
                 return False
-            j = _find_key(buf, k0, p, names, name_starts, table)
+            j = find_text(buf, k0, p, names, name_starts, table)
             p += 1
             if j < 0:
                 return False
@@ -307,17 +275,8 @@ class FlatJsonRows:
 
     def __init__(self, schema: Schema):
         self.schema = schema
-        encoded = [n.encode("utf-8") for n in schema.names]
-        self._names = np.frombuffer(b"".join(encoded) or b"\0", dtype=np.uint8)
-        self._name_starts = np.zeros(len(encoded) + 1, dtype=np.int64)
-        self._name_starts[1:] = np.cumsum([len(e) for e in encoded])
-        size = 1 << max(4, (4 * len(encoded) - 1).bit_length())
-        self._table = np.full(size, -1, dtype=np.int64)
-        for j, e in enumerate(encoded):
-            slot = int(_fnv1a(np.frombuffer(e, np.uint8), 0, len(e))) & (size - 1)
-            while self._table[slot] >= 0:
-                slot = (slot + 1) & (size - 1)
-            self._table[slot] = j
+        encoded = [n.encode("utf-8") for n in schema.names]  # distinct: a schema's names
+        self._names, self._name_starts, self._table = text_table(encoded)
 
     def decode(self, values) -> tuple[np.ndarray, np.ndarray]:
         """``(rows, declined)``: a ``uint8`` row per payload in ``values`` (bytes or ``None``)

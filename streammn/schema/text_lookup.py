@@ -7,7 +7,8 @@ and first 8 bytes as one word) into an open-addressed table of the names' texts 
 a hit, so a block costs one pass over its text. It only answers when every non-null cell
 matches; a cell to trim or lower-case, a new name or an error to locate goes to the general
 path of :mod:`streammn.schema.encoding`, which gives the same state for every cell matched
-here.
+here. The table (:func:`text_table`, :func:`find_text`) also finds the keys of JSON messages
+(:mod:`connectors.flatjson`).
 """
 
 from __future__ import annotations
@@ -41,20 +42,37 @@ def _slot(head: int, length: int, mask: int) -> int:
 
 
 @nb.njit(cache=True, nogil=True)
-def _same_tail(name_bytes, name_start: int, data, start: int, n: int) -> bool:
-    """Whether a name and a cell of ``n`` bytes agree beyond their first 8."""
+def _same_tail(text_bytes, text_start: int, data, start: int, n: int) -> bool:
+    """Whether a text and a cell of ``n`` bytes agree beyond their first 8."""
     for p in range(8, n):
-        if name_bytes[name_start + p] != data[start + p]:
+        if text_bytes[text_start + p] != data[start + p]:
             return False
     return True
 
 
 @nb.njit(cache=True, nogil=True)
-def _match(offsets, data, valid, bit_offset, slots, heads, name_ptr, name_bytes, out) -> int:
+def find_text(data, start: int, stop: int, text_bytes, text_ptr, slots) -> int:
+    """The number of the text ``data[start:stop]`` in a :func:`text_table`, or -1."""
+    n = stop - start
+    w = _head(data, start, stop)
+    mask = (slots.shape[0] >> 1) - 1
+    s = _slot(w, n, mask)
+    while True:
+        k = slots[2 * s]
+        if k < 0:
+            return -1
+        if slots[2 * s + 1] == w and text_ptr[k + 1] - text_ptr[k] == n:
+            if n <= 8 or _same_tail(text_bytes, text_ptr[k], data, start, n):
+                return k
+        s = (s + 1) & mask
+
+
+@nb.njit(cache=True, nogil=True)
+def _match(offsets, data, valid, bit_offset, text_bytes, text_ptr, slots, out) -> int:
     """Each cell's name number into ``out`` (0 for a null); the first cell matching no name,
-    or -1 when all do. ``valid`` is Arrow's validity bitmap (empty: no nulls). A cell is
-    hashed by its length and first 8 bytes, and those compared first: names are short."""
-    mask = slots.size - 1
+    or -1 when all do. ``valid`` is Arrow's validity bitmap (empty: no nulls). The probe of
+    :func:`find_text` is written out here: called per cell, it cost this loop 1.7x."""
+    mask = (slots.shape[0] >> 1) - 1
     for i in range(out.size):
         if valid.size:
             bit = bit_offset + i
@@ -65,38 +83,43 @@ def _match(offsets, data, valid, bit_offset, slots, heads, name_ptr, name_bytes,
         w = _head(data, a, b)
         s = _slot(w, b - a, mask)
         while True:
-            k = slots[s]
+            k = slots[2 * s]
             if k < 0:
                 return i
-            if heads[k] == w and name_ptr[k + 1] - name_ptr[k] == b - a:
-                if b - a <= 8 or _same_tail(name_bytes, name_ptr[k], data, a, b - a):
+            if slots[2 * s + 1] == w and text_ptr[k + 1] - text_ptr[k] == b - a:
+                if b - a <= 8 or _same_tail(text_bytes, text_ptr[k], data, a, b - a):
                     out[i] = k
                     break
             s = (s + 1) & mask
     return -1
 
 
-@lru_cache(maxsize=1024)
-def _table(texts: tuple) -> tuple | None:
-    """The names' ``texts`` as ``(slots, heads, name_ptr, name_bytes)`` (``slots``: an
-    open-addressed table of name numbers, -1 empty, at most half full; ``heads``: each name's
-    first 8 bytes as a word); None when two names share a text. Keyed by the texts, not the
-    names: ``(False, True) == (0, 1)`` in Python."""
-    texts = [t.encode("utf-8") for t in texts]
+def text_table(texts) -> tuple | None:
+    """A hash table of distinct byte strings, for :func:`find_text`: ``(text_bytes,
+    text_ptr, slots)``: the texts joined, where each starts, and an open-addressed table at
+    most half full, two entries a slot: a text's number (-1: empty) and its first 8 bytes as
+    a word, compared before the bytes. None when two texts are equal."""
     if len(set(texts)) < len(texts):
         return None
-    name_ptr = np.zeros(len(texts) + 1, np.int64)
-    name_ptr[1:] = np.cumsum([len(t) for t in texts])
-    name_bytes = np.frombuffer(b"".join(texts), np.uint8).copy()
-    heads = np.array([_head(name_bytes, a, b) for a, b in zip(name_ptr[:-1], name_ptr[1:])])
+    text_ptr = np.zeros(len(texts) + 1, np.int64)
+    text_ptr[1:] = np.cumsum([len(t) for t in texts])
+    text_bytes = np.frombuffer(b"".join(texts), np.uint8).copy()
     size = 1 << max(3, (2 * len(texts) - 1).bit_length())
-    slots = np.full(size, -1, np.int64)
-    for k, w in enumerate(heads.tolist()):
+    slots = np.full(2 * size, -1, np.int64)
+    for k in range(len(texts)):
+        w = _head(text_bytes, text_ptr[k], text_ptr[k + 1])
         s = _slot(w, len(texts[k]), size - 1)
-        while slots[s] >= 0:
+        while slots[2 * s] >= 0:
             s = (s + 1) & (size - 1)
-        slots[s] = k
-    return slots, heads.astype(np.int64), name_ptr, name_bytes
+        slots[2 * s : 2 * s + 2] = k, w
+    return text_bytes, text_ptr, slots
+
+
+@lru_cache(maxsize=1024)
+def _names_table(texts: tuple) -> tuple | None:
+    """:func:`text_table` of names' texts (keyed by the texts, not the names:
+    ``(False, True) == (0, 1)`` in Python)."""
+    return text_table([t.encode("utf-8") for t in texts])
 
 
 def exact_states(col: pa.Array, names: tuple) -> np.ndarray | None:
@@ -104,7 +127,7 @@ def exact_states(col: pa.Array, names: tuple) -> np.ndarray | None:
     written exactly as one of ``names`` (booleans as ``true``/``false``), else None."""
     if not pa.types.is_string(col.type) or len(names) > 256:
         return None
-    table = _table(tuple(map(name_text, names)))
+    table = _names_table(tuple(map(name_text, names)))
     if table is None:
         return None
     validity, offsets, data = col.buffers()
