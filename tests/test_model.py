@@ -5,6 +5,8 @@ import pytest
 
 from helpers.helpers_mn import all_rows, brute_joint, brute_score, random_featureset
 from streammn import Schema
+from streammn.errors import ModelError
+from streammn.schema import Variable
 from streammn.network import loglinear, reach_lists
 from streammn.features import FeatureSet
 from streammn.network.model import EnumerationTooLarge, MarkovNetwork
@@ -99,6 +101,45 @@ def test_edges_and_repr():
     assert mn.markov_blanket(0) == {2, 3}
     assert mn.n_features == 3
     assert "3 features" in repr(mn)
+
+
+def test_strongest_feature_of_each_edge_matches_a_loop_over_the_features():
+    rng = np.random.default_rng(5)
+    schema = Schema.from_cardinalities([2, 3, 4, 2, 3, 2])
+    mn = MarkovNetwork(schema, random_featureset(rng, schema, 60, max_len=4))
+    pairs = sorted(mn.edges())
+    best = {}
+    for f, (w, conds) in enumerate(mn.features):
+        scope = sorted({v for v, _, _ in conds})
+        for a_i, a in enumerate(scope):
+            for b in scope[a_i + 1 :]:
+                if (a, b) not in best or abs(w) > abs(mn.features.weights[best[a, b]]):
+                    best[a, b] = f
+    assert mn.strongest_features(pairs) == [best[p] for p in pairs]
+    with pytest.raises(ModelError, match="no feature tests variables"):
+        MarkovNetwork(
+            schema, FeatureSet.from_features(schema, [(1.0, [(0, 1, True)])])
+        ).strongest_features([(0, 1)])
+
+
+def test_a_feature_reads_with_the_names_of_variables_and_states():
+    schema = Schema(
+        [
+            Variable("country", states=("BR", "FR", "US")),
+            Variable("returning", states=(False, True)),
+            Variable("latency_ms", bins=(43.7, 88.5)),
+            Variable("code", 3),
+        ]
+    )
+    fs = FeatureSet.from_features(
+        schema,
+        [(0.5, [(0, 2, True), (1, 1, False), (2, 1, True)]), (1.0, [(3, 2, True)])],
+    )
+    # canonical form: a binary != is written as the other value's =
+    assert fs.text(0) == "country=US & returning=false & latency_ms=[43.7, 88.5)"
+    assert fs.text(1) == "code=2"
+    mixed = FeatureSet.from_features(schema, [(1.0, [(0, 0, False), (3, 1, True)])])
+    assert mixed.text(0) == "country!=BR & code=1"
 
 
 def test_variables_with_more_than_64_values():

@@ -1,6 +1,7 @@
 """Pictures of a network and of a run (viz extra, in the test extra so CI runs them; skipped
 where matplotlib or networkx is missing)."""
 
+import html
 import json
 import shutil
 import sys
@@ -35,6 +36,32 @@ def test_inspect_draws_the_network(demo_snapshots, tmp_path, capsys):
     assert svg.count("<path") > 16  # nodes and edges
     page = (tmp_path / "net.html").read_text()
     assert "<svg" in page and "Strongest interactions" in page and "x0" in page
+
+
+def test_named_states_reach_inspect_and_the_pictures(tmp_path, capsys):
+    """A model of ordinary events speaks its value names: inspect's strongest interactions,
+    the notes under the graph and the page's table name states, not state numbers."""
+    from helpers.datasets import ROOT
+
+    snaps = tmp_path / "snaps"
+    events = str(ROOT / "examples" / "events.csv")
+    assert main(["learn", events, "--out", str(snaps), "--missing", "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["inspect", str(snaps), "--graph", str(tmp_path / "g.html"), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    strongest = info["strongest_interactions"][0]
+    states = {name: [str(s).lower() for s in v] for name, v in info["states"].items()}
+    for condition in strongest["strongest_feature"].split(" & "):
+        name, value = condition.replace("!=", "=").split("=", 1)
+        assert value in states[name], condition  # a state's name, not its number
+    page = (tmp_path / "g.html").read_text()
+    assert html.escape(strongest["strongest_feature"]) in page
+    from streammn.cli.commands import load_model
+    from streammn.cli.pictures import network_figure
+
+    fig, _ = network_figure(load_model(str(snaps))[0])
+    notes = [t.get_text() for t in fig.texts if "strongest feature" in t.get_text()]
+    assert notes and strongest["strongest_feature"] in notes[0]
 
 
 def test_report_draws_the_run(demo_snapshots, tmp_path, capsys):

@@ -341,9 +341,17 @@ def describe(model, manifest: dict | None, top: int) -> dict:
     )
     strengths = model.pair_strengths()
     info["n_edges"] = len(strengths)
+    strengths = strengths[:top]
+    strongest = model.strongest_features([(i, j) for _, i, j in strengths])
     info["strongest_interactions"] = [
-        {"a": schema[i].name, "b": schema[j].name, "strength": round(s, 6)}
-        for s, i, j in strengths[:top]
+        {
+            "a": schema[i].name,
+            "b": schema[j].name,
+            "strength": round(s, 6),
+            "strongest_feature": fs.text(f),
+            "weight": round(float(fs.weights[f]), 6),
+        }
+        for (s, i, j), f in zip(strengths, strongest)
     ]
     if manifest is not None and "conditionals" in manifest:
         info["conditionals"] = manifest["conditionals"]
@@ -379,7 +387,10 @@ def inspect(args) -> int:
         print(f"feature lengths: {info['feature_lengths']}")
         print(f"edges: {info['n_edges']:,}; strongest interactions:")
         for e in info["strongest_interactions"]:
-            print(f"  {e['a']} - {e['b']}: {e['strength']:.4f}")
+            print(
+                f"  {e['a']} - {e['b']}: {e['strength']:.4f} (strongest feature "
+                f"{e['strongest_feature']}, weight {e['weight']:+.4f})"
+            )
     if "conditionals" in info:
         kinds = {"lr": "logistic regressions", "tree": "trees"}
         print(

@@ -40,6 +40,8 @@ class MixedRunsWarning(UserWarning):
 
 
 EDGES_PER_VAR = 1.5
+NOTED_EDGES = 3  # the strongest edges whose strongest feature is written under the graph
+NOTE_INCHES = 0.17
 
 
 def _imports():
@@ -124,12 +126,39 @@ def draw_network(
     """
     fig, info = network_figure(model, title, seed, top_edges, min_strength)
     names = model.schema.names
+    top = model.pair_strengths()[:50]
+    strongest = model.strongest_features([(i, j) for _, i, j in top])
     table = _table(
-        ["a", "b", "strength"],
-        [(names[i], names[j], f"{s:.4f}") for s, i, j in model.pair_strengths()[:50]],
+        ["a", "b", "strength", "strongest feature", "its weight"],
+        [
+            (names[i], names[j], f"{s:.4f}", model.features.text(f), _weight(model, f))
+            for (s, i, j), f in zip(top, strongest)
+        ],
     )
     _save(fig, out, info["heading"], "<h2>Strongest interactions</h2>" + table)
     return {k: v for k, v in info.items() if k not in ("heading", "label_boxes")}
+
+
+def _strongest_notes(model, edges) -> list[str]:
+    """A line for each of ``edges`` (``(strength, i, j)``): the two variables and their
+    strongest feature, in the names of the variables' states."""
+    names = model.schema.names
+    strongest = model.strongest_features([(i, j) for _, i, j in edges])
+    return [
+        _short_note(
+            f"{names[i]} - {names[j]}: strongest feature {model.features.text(f)} "
+            f"(weight {_weight(model, f)})"
+        )
+        for (_, i, j), f in zip(edges, strongest)
+    ]
+
+
+def _short_note(text: str, most: int = 110) -> str:
+    return text if len(text) <= most else text[: most - 1] + "…"
+
+
+def _weight(model, f: int) -> str:
+    return f"{float(model.features.weights[f]):+.4f}"
 
 
 def network_figure(model, title=None, seed=0, top_edges=None, min_strength=None):
@@ -152,7 +181,9 @@ def network_figure(model, title=None, seed=0, top_edges=None, min_strength=None)
     pos, community = _community_layout(nx, graph, seed) if placed else ({}, {})
     n_placed = max(len(placed), 1)
     side = 7.0 if n_placed <= 30 else 9.0 if n_placed <= 80 else 12.0 if n_placed <= 250 else 16.0
-    footer = 0.9 if unplaced else 0.5
+    notes = _strongest_notes(model, shown[:NOTED_EDGES])
+    below = NOTE_INCHES * len(notes) + (0.3 if notes else 0.0)  # under the colour bar
+    footer = (0.9 if unplaced else 0.5) + below
     fig = Figure(figsize=(side, side + footer))
     FigureCanvasAgg(fig)
     ax = fig.add_axes((0.02, (footer + 0.1) / (side + footer), 0.96, 0.96 * side / (side + footer)))
@@ -205,7 +236,8 @@ def network_figure(model, title=None, seed=0, top_edges=None, min_strength=None)
     )
     fig.suptitle(heading, fontsize=11, y=1.0 - 0.05 / (side + footer), va="top")
     if shown:
-        cax = fig.add_axes((0.30, 0.35 * footer / (side + footer), 0.40, 0.012 * 7 / side))
+        bar_at = 0.35 * (footer - below) + below
+        cax = fig.add_axes((0.30, bar_at / (side + footer), 0.40, 0.012 * 7 / side))
         bar = fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), cax=cax, orientation="horizontal")
         bar.set_label("interaction strength (summed |weight| of the features over both)", size=8)
         bar.ax.tick_params(labelsize=7)
@@ -220,6 +252,16 @@ def network_figure(model, title=None, seed=0, top_edges=None, min_strength=None)
             "\n".join(textwrap.wrap(text, int(side * 15))),
             ha="center",
             va="top",
+            fontsize=7.5,
+            color="#444444",
+        )
+    for k, note in enumerate(notes):
+        fig.text(
+            0.5,
+            (NOTE_INCHES * (len(notes) - k - 0.5) + 0.05) / (side + footer),
+            note,
+            ha="center",
+            va="center",
             fontsize=7.5,
             color="#444444",
         )

@@ -24,6 +24,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from streammn.schema import Schema
+from streammn.schema.vocabulary import name_text
 from streammn.errors import ModelError
 
 Condition = tuple[int, int, bool]  # (variable, value, eq)
@@ -173,6 +174,16 @@ class FeatureSet:
 
     def to_list(self) -> list[tuple[float, tuple[Condition, ...]]]:
         return list(self)
+
+    def text(self, f: int) -> str:
+        """Feature ``f``'s conditions as a person reads them, with the variables' names and
+        their states' names where they have them: ``country=US & returning!=true``."""
+        parts = []
+        for v, a, eq in self.conditions(f):
+            var = self.schema[v]
+            value = var.state_names[a] if var.state_names is not None else a
+            parts.append(f"{var.name}{'=' if eq else '!='}{name_text(value)}")
+        return " & ".join(parts) if parts else "(always)"
 
     def scope(self, f: int) -> tuple[int, ...]:
         """Sorted distinct variables feature ``f`` tests."""

@@ -102,6 +102,23 @@ class MarkovNetwork:
         order = np.argsort(-total, kind="stable")
         return [(float(total[k]), int(codes[k] // n), int(codes[k] % n)) for k in order]
 
+    def strongest_features(self, pairs) -> list[int]:
+        """For each edge ``(i, j)``, ``i < j``, of ``pairs``, the feature testing both whose
+        weight is largest in absolute value (the first such feature on a tie)."""
+        i, j, f = self.features.variable_pairs()
+        n = self.schema.n_vars
+        codes = i * n + j
+        order = np.lexsort((f, -np.abs(self.features.weights[f]), codes))  # strongest first
+        codes, f = codes[order], f[order]
+        wanted = np.array([a * n + b for a, b in pairs], dtype=np.int64)
+        at = np.searchsorted(codes, wanted)  # the first of each code: its strongest
+        found = at < codes.size
+        found[found] = codes[at[found]] == wanted[found]
+        if not found.all():
+            a, b = pairs[int(np.flatnonzero(~found)[0])]
+            raise ModelError(f"no feature tests variables {a} and {b} together")
+        return f[at].tolist()
+
     def markov_blanket(self, i: int) -> set[int]:
         """Variables sharing a feature with ``X_i``."""
         var_ptr, var_feats = self.index
