@@ -150,6 +150,45 @@ def test_csv_parquet_and_a_table_give_the_same_learner(events):
     assert infer_schema(arrow_table(columns)).with_missing() == schema
 
 
+def test_kafka_json_events_give_the_csv_learner(events):
+    """The same events as JSON messages on a Kafka topic (the mock cluster): nulls and NaN as
+    JSON null, booleans and numbers as JSON's own. Byte-identical to the CSV's learner."""
+    pytest.importorskip("confluent_kafka", reason="the 'kafka' extra is not installed")
+    from confluent_kafka import Producer
+
+    from connectors.kafka import KafkaSource
+    from connectors.kafka_mock import MockKafkaCluster
+
+    columns, csv_path, _ = events
+    with CsvSource(csv_path, missing=True, batch_size=100) as csv_source:
+        from_csv = learned(csv_source)
+
+    def value(v):
+        return None if isinstance(v, float) and np.isnan(v) else v
+
+    messages = [
+        json.dumps({k: value(v) for k, v in zip(columns, row)}).encode()
+        for row in zip(*columns.values())
+    ]
+    with MockKafkaCluster() as mock:
+        mock.create_topic("events", 1)
+        producer = Producer({"bootstrap.servers": mock.bootstrap, "linger.ms": 5})
+        for m in messages:
+            producer.produce("events", m, partition=0)
+        assert producer.flush(30) == 0
+        with KafkaSource(
+            mock.bootstrap,
+            "events",
+            "g",
+            schema=csv_source.schema,
+            format="json",
+            batch_size=100,
+            stop_at_end=True,
+        ) as kafka_source:
+            from_kafka = learned(kafka_source)
+    assert from_kafka.to_bytes() == from_csv.to_bytes()
+
+
 def test_a_pandas_frame_is_rows(events):
     pd = pytest.importorskip("pandas")
     columns, csv_path, _ = events
