@@ -363,7 +363,10 @@ def main(argv=None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as e:  # argparse exits 2 on usage errors, 0 on --help
         return int(e.code or 0)
-    with warnings.catch_warnings():
+    from streammn.cli.compile_notice import compile_notice
+
+    quiet = getattr(args, "quiet", False)
+    with warnings.catch_warnings(), compile_notice(args.command, quiet):
         warnings.showwarning = functools.partial(_show_warning, args.command)
         try:
             return getattr(commands, args.command)(args)
