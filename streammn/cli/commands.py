@@ -240,7 +240,8 @@ def score(args) -> int:
     n = 0
     pll_sum = cmll_sum = ll_sum = 0.0
     schema = model.schema if model is not None else density.schema
-    with open_source(args.data, batch_size=SCORE_BATCH, schema=schema) as source:
+    bar = progress_bar(args.quiet, f"scoring {Path(args.data).name}", "rows")
+    with open_source(args.data, batch_size=SCORE_BATCH, schema=schema) as source, bar:
         _check_width(source, schema)
         for k, batch in enumerate(source):
             n += len(batch)
@@ -251,11 +252,17 @@ def score(args) -> int:
                     require_observed(batch.rows, "scoring", batch.start, str(args.data))
                 pll_sum += float(model.pll_terms(batch).sum())  # validated by the source
             if args.cmll and model is not None:
-                cmll_sum += float(
-                    cmll_terms(
-                        model, batch, burn_in=args.burn_in, samples=args.samples, seed=args.seed + k
-                    ).sum()
+                terms = cmll_terms(
+                    model,
+                    batch,
+                    burn_in=args.burn_in,
+                    samples=args.samples,
+                    seed=args.seed + k,
+                    progress=bar.update,
                 )
+                cmll_sum += float(terms.sum())
+            else:
+                bar.update(len(batch))
     if n == 0:
         raise DataError(f"{args.data}: no rows to score")
     result = {"rows": n}
@@ -273,6 +280,15 @@ def score(args) -> int:
             if key in result:
                 print(f"{key} {result[key]:.6f} per example")
     return EXIT_OK
+
+
+def progress_bar(quiet: bool, what: str, unit: str):
+    """A progress bar on stderr (tqdm) for work a person waits for: shown only on a terminal
+    and without ``--quiet``; its ``update(n)`` counts units of work done."""
+    from tqdm import tqdm
+
+    shown = not quiet and sys.stderr.isatty()
+    return tqdm(desc=what, unit=f" {unit}", unit_scale=True, disable=not shown, leave=False)
 
 
 # convert, sample, inspect -------------------------------------------------------------------

@@ -201,6 +201,9 @@ def _parser(with_learners: bool = True) -> argparse.ArgumentParser:
     )
     score.add_argument("--seed", type=opt.count, default=0)
     score.add_argument("--json", action="store_true", help="print one JSON object")
+    score.add_argument(
+        "--quiet", action="store_true", help="no progress bar (shown only on a terminal)"
+    )
 
     convert = command(
         "convert",

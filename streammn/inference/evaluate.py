@@ -3,6 +3,8 @@ log-likelihood (CMLL), for Markov networks and dependency networks alike."""
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from streammn.network import loglinear
@@ -38,13 +40,15 @@ def cmll_terms(
     chains: int = 1,
     seed: int = 0,
     method: str = "auto",
+    progress: Callable[[float], None] | None = None,
 ) -> np.ndarray:
     """``log P(x_i | x_E)`` per row and variable, ``E`` = the variables outside ``X_i``'s group.
 
     The protocol of Davis & Domingos used by the DTSL and DN2MN papers: the variables are split
     into ``groups`` sets; each set in turn is the query with all other variables as evidence;
     marginals come from the Rao-Blackwellised Gibbs sampler (:func:`gibbs_marginals`, whose
-    ``method`` is passed on).
+    ``method`` is passed on). ``progress``, when given, is called with the rows' worth of
+    queries finished as they finish (a row is done when its ``groups`` queries are).
     """
     rows = model.schema.rows_of(rows)
     m, n = rows.shape
@@ -62,6 +66,7 @@ def cmll_terms(
         chains=chains,
         seed=seed,
         method=method,
+        progress=None if progress is None else lambda k: progress(k / len(blocks)),
     ).reshape(len(blocks), m, -1)
     offs = loglinear.value_offsets(model.schema.cardinalities)
     out = np.empty((m, n))

@@ -34,6 +34,7 @@ from streammn.errors import InferenceError, InferenceTypeError
 
 BLOCK_WORDS = 4  # lockstep marginal chains run in blocks of 64 * BLOCK_WORDS
 TABLE_STATES = 2**18  # largest state space whose conditionals are tabulated
+PROGRESS_ROWS = 512  # evidence rows a block of gibbs_marginals runs between progress reports
 
 
 def conditional_structure(model) -> tuple[FeatureSet, np.ndarray, np.ndarray, np.ndarray]:
@@ -443,6 +444,7 @@ def gibbs_marginals(
     chains: int = 1,
     seed: int = 0,
     method: str = "auto",
+    progress: Callable[[int], None] | None = None,
 ) -> np.ndarray:
     """Rao-Blackwellised single-variable marginals given evidence, for each evidence row.
 
@@ -459,6 +461,10 @@ def gibbs_marginals(
     the model to each chain's free variables and updates conditionals only when a value changes
     (:mod:`streammn.inference.incremental`); ``'auto'`` (default) picks the table when it fits,
     else ``'incremental'`` for a Markov network and ``'bitset'`` for a dependency network.
+
+    ``progress``, when given, is called with the number of evidence rows finished as blocks of
+    :data:`PROGRESS_ROWS` finish (every chain has its own seed, so blocks give the same
+    marginals as one run).
     """
     check_counts(burn_in=burn_in, samples=samples, chains=chains)
     if method not in ("auto", "table", "bitset", "incremental"):
@@ -488,19 +494,16 @@ def gibbs_marginals(
             np.stack(np.unravel_index(np.arange(n_states), tuple(cards)), axis=1), dtype=np.uint8
         )
         table = loglinear.all_conditionals(fs, states, owner=owner)[0]
-        strides = np.append(np.cumprod(cards[::-1])[::-1][1:], 1)  # last variable fastest
-        acc = _marginals_table(
-            ev,
-            cards,
-            offs,
-            np.ascontiguousarray(strides, dtype=np.int64),
-            table,
-            int(burn_in),
-            int(samples),
-            seeds,
-        )
+        strides = np.ascontiguousarray(np.append(np.cumprod(cards[::-1])[::-1][1:], 1), np.int64)
+
+        def run(ev, seeds):  # last variable fastest in the table
+            return _marginals_table(
+                ev, cards, offs, strides, table, int(burn_in), int(samples), seeds
+            )
     elif method == "incremental" or (method == "auto" and isinstance(model, MarkovNetwork)):
-        acc = incremental_marginals(fs, ev, cards, offs, burn_in, samples, seeds)
+
+        def run(ev, seeds):
+            return incremental_marginals(fs, ev, cards, offs, burn_in, samples, seeds)
     else:
         if cards.max() > loglinear.MASK_VALUES:
             raise InferenceError(
@@ -510,21 +513,32 @@ def gibbs_marginals(
                 "tabulated method)"
             )
         code, allowed = group_masks(fs.ptr, fs.var, fs.val, fs.eq, cards)
-        acc = _marginals(
-            ev,
-            cards,
-            offs,
-            int(burn_in),
-            int(samples),
-            seeds,
-            (var_ptr, var_feats, fs.weights, fs.ptr, fs.var, code, allowed),
-        )
+        structure = (var_ptr, var_feats, fs.weights, fs.ptr, fs.var, code, allowed)
+
+        def run(ev, seeds):
+            return _marginals(ev, cards, offs, int(burn_in), int(samples), seeds, structure)
+
+    acc = _in_blocks(run, ev, seeds, chains, progress)
     out = acc.reshape(m, chains, -1).sum(axis=1) / (samples * chains)
     for j in range(cards.shape[0]):  # observed variables: one-hot on their value
         obs = ev[::chains, j] >= 0
         out[obs, offs[j] : offs[j + 1]] = 0.0
         out[np.flatnonzero(obs), offs[j] + ev[::chains, j][obs]] = 1.0
     return out
+
+
+def _in_blocks(run, ev, seeds, chains: int, progress) -> np.ndarray:
+    """``run(ev, seeds)`` at once, or, with ``progress``, in blocks of :data:`PROGRESS_ROWS`
+    evidence rows (their ``chains`` chains together), reporting each block's rows."""
+    if progress is None:
+        return run(ev, seeds)
+    step = PROGRESS_ROWS * chains
+    parts = []
+    for lo in range(0, ev.shape[0], step):
+        hi = min(lo + step, ev.shape[0])
+        parts.append(run(np.ascontiguousarray(ev[lo:hi]), seeds[lo:hi]))
+        progress((hi - lo) // chains)
+    return np.concatenate(parts)
 
 
 def sample_chains(model, n: int, chains: int, burn_in: int, thin: int, seeds) -> np.ndarray:

@@ -1,0 +1,52 @@
+"""Progress bars where a person waits (score): on a terminal only, silent with --quiet, and
+the CMLL's blocked runs give the same marginals as one run."""
+
+import io
+import sys
+
+import numpy as np
+
+from helpers.helpers_mn import random_featureset
+from streammn import Schema
+from streammn.cli import main
+from streammn.formats import write_model
+from streammn.inference.gibbs import gibbs_marginals
+from streammn.network.model import MarkovNetwork
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_score_shows_a_bar_on_a_terminal_only(tmp_path, monkeypatch, capsys):
+    rng = np.random.default_rng(0)
+    schema = Schema.binary(8)
+    write_model(tmp_path / "m.json", schema, random_featureset(rng, schema, 20))
+    np.savetxt(tmp_path / "rows.data", rng.integers(0, 2, (700, 8)), fmt="%d", delimiter=",")
+    args = ["score", str(tmp_path / "m.json"), str(tmp_path / "rows.data"), "--cmll"]
+    for extra, shown in (([], True), (["--quiet"], False)):
+        terminal = Terminal()
+        monkeypatch.setattr(sys, "stderr", terminal)
+        assert main([*args, "--samples", "20", *extra]) == 0
+        bar = terminal.getvalue()
+        assert ("scoring rows.data: " in bar) == shown, bar
+        assert "cmll" in capsys.readouterr().out
+    assert main([*args, "--samples", "20"]) == 0  # stderr no terminal: nothing on it
+    assert capsys.readouterr().err == ""
+
+
+def test_blocked_gibbs_marginals_equal_one_run():
+    rng = np.random.default_rng(1)
+    schema = Schema.from_cardinalities([2, 3, 2, 4, 2, 2, 3, 2])
+    model = MarkovNetwork(schema, random_featureset(rng, schema, 30))
+    evidence = rng.integers(0, 2, (1100, 8))
+    evidence[rng.random(evidence.shape) < 0.4] = -1
+    for method in ("table", "bitset", "incremental"):
+        once = gibbs_marginals(model, evidence, burn_in=3, samples=10, chains=2, method=method)
+        done = []
+        blocked = gibbs_marginals(
+            model, evidence, burn_in=3, samples=10, chains=2, method=method, progress=done.append
+        )
+        np.testing.assert_array_equal(blocked, once)
+        assert sum(done) == 1100 and len(done) > 1
