@@ -1,4 +1,5 @@
-"""Planted models with known truth for tests, demos and benchmarks: sparse logistic BNs.
+"""Planted models with known truth for tests, demos and benchmarks: sparse logistic BNs, and
+Markov networks with communities to draw (:func:`planted_communities`).
 
 A :class:`LogisticBN` draws rows in topological order and gives every row's exact
 pseudo-log-likelihood terms ``log P(x_i | x_-i)`` in closed form: for a Bayesian network,
@@ -90,3 +91,29 @@ class LogisticBN:
 
     def pll(self, rows: np.ndarray) -> float:
         return float(self.pll_terms(rows).sum(axis=1).mean())
+
+
+def planted_communities(n_vars: int, seed: int = 0):
+    """A binary pairwise Markov network with communities, to draw and to test pictures by:
+    blocks of 5-30 strongly coupled variables (weights 0.5-3), weak links across blocks
+    (0.05-0.4), and the last 3 variables independent of everything. Every third variable has a
+    long name (``sensor_temperature_12``), so label placement is tested too."""
+    from streammn.features import FeatureSet
+    from streammn.network.model import MarkovNetwork
+    from streammn.schema import Schema
+
+    rng = np.random.default_rng(seed)
+    names = [f"sensor_temperature_{v}" if v % 3 == 0 else f"v{v}" for v in range(n_vars)]
+    schema = Schema.from_cardinalities([2] * n_vars, names=names)
+    feats, start, body = [], 0, n_vars - 3
+    while start < body:
+        block = list(range(start, min(body, start + int(rng.integers(5, 30)))))
+        start = block[-1] + 1
+        for i in block:
+            for j in rng.choice(block, size=min(3, len(block)), replace=False):
+                if i != j:
+                    feats.append((float(rng.uniform(0.5, 3)), [(i, 1, True), (int(j), 1, True)]))
+    for _ in range(n_vars // 2):
+        i, j = rng.choice(body, 2, replace=False)
+        feats.append((float(rng.uniform(0.05, 0.4)), [(int(i), 1, True), (int(j), 0, True)]))
+    return MarkovNetwork(schema, FeatureSet.from_features(schema, feats))

@@ -10,6 +10,7 @@ import warnings
 import pytest
 
 from streammn.cli import main
+from streammn.planted import planted_communities
 
 pytest.importorskip("matplotlib")
 pytest.importorskip("networkx")
@@ -86,30 +87,6 @@ def test_bad_requests_exit_with_their_codes(demo_snapshots, tmp_path, monkeypatc
     monkeypatch.setitem(sys.modules, "networkx", None)  # as if not installed
     assert main(["inspect", str(demo_snapshots), "--graph", str(tmp_path / "g.png")]) == 4
     assert "pip install 'streammn[viz]'" in capsys.readouterr().err
-
-
-def planted_communities(n_vars, seed=0):
-    """Binary pairwise model: blocks of 5-30 strongly coupled variables, weak links across,
-    the last 3 variables independent of everything (listed, not drawn)."""
-    import numpy as np
-
-    from streammn import FeatureSet, MarkovNetwork, Schema
-
-    rng = np.random.default_rng(seed)
-    names = [f"sensor_temperature_{v}" if v % 3 == 0 else f"v{v}" for v in range(n_vars)]
-    schema = Schema.from_cardinalities([2] * n_vars, names=names)
-    feats, start, body = [], 0, n_vars - 3
-    while start < body:
-        block = list(range(start, min(body, start + int(rng.integers(5, 30)))))
-        start = block[-1] + 1
-        for i in block:
-            for j in rng.choice(block, size=min(3, len(block)), replace=False):
-                if i != j:
-                    feats.append((float(rng.uniform(0.5, 3)), [(i, 1, True), (int(j), 1, True)]))
-    for _ in range(n_vars // 2):
-        i, j = rng.choice(body, 2, replace=False)
-        feats.append((float(rng.uniform(0.05, 0.4)), [(int(i), 1, True), (int(j), 0, True)]))
-    return MarkovNetwork(schema, FeatureSet.from_features(schema, feats))
 
 
 @pytest.mark.parametrize("n_vars", [16, 69, 200])
