@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from connectors import CsvSource
+from streammn.connectors import CsvSource
 from streammn.dtsl import DTSL
 from streammn.planted import LogisticBN
 from streammn.schema import Schema
@@ -149,7 +149,7 @@ def section_planted(n_vars: int, exact_upto: int) -> dict:
 
 
 def section_gibbs() -> dict:
-    from connectors.synthetic import SyntheticSource
+    from streammn.connectors.synthetic import SyntheticSource
     from streammn.dn.conversion import dn2mn
 
     train = CsvSource(os.path.join(DATA, "nltcs", "nltcs.train.data")).read_all()

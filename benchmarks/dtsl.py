@@ -85,7 +85,7 @@ def warm_up(schema_n: int, config: str) -> None:
 
 
 def train(rows, kappa, config, batch_size=65536):
-    from connectors.array import ArraySource
+    from streammn.connectors.array import ArraySource
     from streammn.dtsl import DTSL
     from streammn.schema import Schema
 

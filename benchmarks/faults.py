@@ -43,7 +43,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))  # the tests' kill/resume and redis-server helpers
 
-from connectors import write_parquet  # noqa: E402
+from streammn.connectors import write_parquet  # noqa: E402
 from helpers.killresume import (
     ENV,
     kill_after,

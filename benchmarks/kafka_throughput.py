@@ -4,7 +4,7 @@ Runs on librdkafka's mock cluster (loopback, in a helper process), so it needs n
 each message format the same topic is read twice from the start: once by a bare consumer that
 only touches every message's value (the ceiling any Python reader of this topic can reach), and
 once by ``KafkaSource`` producing validated ``uint8`` batches. A third figure times
-:class:`~connectors.messages.MessageDecoder` alone on the same payloads held in memory.
+:class:`~streammn.connectors.messages.MessageDecoder` alone on the same payloads held in memory.
 
 The mock keeps about 5 MB per partition, so rows are spread over ``partitions`` partitions and
 each partition stays below that. It breaks the reading side of ``benchmarks.scale kafka`` down
@@ -24,9 +24,9 @@ import numpy as np
 import pyarrow as pa
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from connectors.kafka import KafkaSource
-from connectors.kafka_mock import MockKafkaCluster
-from connectors.messages import MessageDecoder
+from streammn.connectors.kafka import KafkaSource
+from streammn.connectors.kafka_mock import MockKafkaCluster
+from streammn.connectors.messages import MessageDecoder
 from streammn.schema import Schema
 
 #: keep each partition below the mock cluster's ~5 MB retention

@@ -171,7 +171,7 @@ def run_rate(algo: str, data: Path, n_vars: int, budget: float, hard: float) -> 
 
 def cyclic_source(rows: np.ndarray, schema, batch_size: int):
     """The stream's rows over and over (a stream that does not end before the signal)."""
-    from connectors.base import Batch, NumberedRows
+    from streammn.connectors.base import Batch, NumberedRows
 
     class Cyclic(NumberedRows):
         def __init__(self):

@@ -128,7 +128,7 @@ def markdown(results: list[dict], m: dict) -> str:
         "What the floor is made of (300 variables, RSS stepped through a run): imports about "
         "180 MB (Python and numpy 25, pyarrow 48, numba and llvmlite 60, scipy 20, streammn and "
         "connectors 30; pandas, 37 more, which pyarrow's `to_numpy` imports on its first call, "
-        "is no longer loaded: the Parquet path reads the Arrow buffers, connectors.arrow."
+        "is no longer loaded: the Parquet path reads the Arrow buffers, streammn.connectors.arrow."
         "plain_values; floor 315 and 347 MB before); the numba kernels loaded, those of "
         "learning and those "
         "the snapshot writer runs (loaded in this process beside the first batches), about "

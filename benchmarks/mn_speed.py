@@ -41,7 +41,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from random_trees import random_tree_dn  # noqa: E402
 
-from connectors.array import ArraySource  # noqa: E402
+from streammn.connectors.array import ArraySource  # noqa: E402
 from streammn import Schema  # noqa: E402
 from streammn.dn.conversion import ORDERINGS, dn2mn  # noqa: E402
 from streammn.dtsl import DTSL  # noqa: E402

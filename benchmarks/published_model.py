@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).resolve().parent / "results"
 sys.path.insert(0, str(ROOT))
 
-from connectors.array import ArraySource  # noqa: E402
+from streammn.connectors.array import ArraySource  # noqa: E402
 from streammn.dtsl import DTSL  # noqa: E402
 from streammn.stream.engine import StreamLearner  # noqa: E402
 from streammn.schema import Schema  # noqa: E402

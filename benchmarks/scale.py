@@ -8,7 +8,7 @@ Bayesian network are produced into a topic of librdkafka's mock cluster (loopbac
 needed; several partitions, as the mock keeps about 5 MB each) as one CSV line per message
 (``--format``). In the same run the topic is read three ways, from offset 0 each time: by a bare
 confluent-kafka consumer that only touches every message (the ceiling for any Python reader),
-by :class:`~connectors.kafka.KafkaSource` alone (decoded, validated batches), and three times by
+by :class:`~streammn.connectors.kafka.KafkaSource` alone (decoded, validated batches), and three times by
 ``streammn learn``'s engine, a :class:`~streammn.stream.engine.StreamLearner` with Hoeffding DTSL at the
 CLI defaults: publishing snapshots every ``--every-rows`` rows in the background (the default),
 the same with every snapshot written before learning goes on (``--foreground-snapshots``), and
@@ -23,7 +23,7 @@ exact level-wise DTSL learned twice, each run in its own process so that peak RS
 clean:
 
 - ``single``: ``DTSL(mode='exact').fit(ParquetSource)`` in one process;
-- ``dask``: the same through :class:`connectors.distributed.DaskPasses` on a LocalCluster of
+- ``dask``: the same through :class:`streammn.connectors.distributed.DaskPasses` on a LocalCluster of
   ``--workers`` single-threaded worker processes (numba/BLAS pinned to one thread).
 
 Reported: wall time of the learning (and of cluster start-up, separately), passes, tree sizes,
@@ -80,7 +80,7 @@ class RandomNetwork:
 
 def generate(directory: str, n_rows: int, n_vars: int, file_rows: int, seed: int) -> None:
     """Write ``n_rows`` rows from a :class:`RandomNetwork` as Parquet files."""
-    from connectors.parquet import write_parquet
+    from streammn.connectors.parquet import write_parquet
     from streammn.schema import Schema
 
     rng = np.random.default_rng(seed)
@@ -108,9 +108,9 @@ def _learner(schema, args):
 def kafka_section(args) -> dict:
     """Rows/s of a raw consumer, of KafkaSource and of StreamLearner + DTSL on one topic."""
     from benchmarks.kafka_throughput import MOCK_PARTITION_BYTES, fill_topic, payloads, raw_consume
-    from connectors.array import ArraySource
-    from connectors.kafka import KafkaSource
-    from connectors.kafka_mock import MockKafkaCluster
+    from streammn.connectors.array import ArraySource
+    from streammn.connectors.kafka import KafkaSource
+    from streammn.connectors.kafka_mock import MockKafkaCluster
     from streammn.dtsl import DTSL
     from streammn.stream.engine import StreamLearner
     from streammn.schema import Schema
@@ -260,7 +260,7 @@ def kafka_section(args) -> dict:
 
 # section 2: exact DTSL, one process vs Dask ----------------------------------------------------
 def run_single(args) -> dict:
-    from connectors.parquet import ParquetSource
+    from streammn.connectors.parquet import ParquetSource
 
     source = ParquetSource(args.data)
     _learner(source.schema, args).fit(
@@ -285,8 +285,8 @@ def _worker_rss():
 
 
 def run_dask(args) -> dict:
-    from connectors.parquet import ParquetSource
-    from connectors.distributed import DaskPasses, dask_client
+    from streammn.connectors.parquet import ParquetSource
+    from streammn.connectors.distributed import DaskPasses, dask_client
 
     source = ParquetSource(args.data)
     started = time.perf_counter()

@@ -6,7 +6,7 @@ binary states, as in ``scale_kafka``). Two sections:
 
 - ``json_decoders``: rows/s of decoding the same in-memory JSON payloads into a ``uint8``
   state matrix, poll by poll (10,000 messages a poll), by
-  :class:`~connectors.messages.MessageDecoder` (its numba kernel, :mod:`connectors.flatjson`),
+  :class:`~streammn.connectors.messages.MessageDecoder` (its numba kernel, :mod:`streammn.connectors.flatjson`),
   by its general pyarrow reader alone (the decoder before the kernel), and by the
   alternatives the kernel was chosen over: pyarrow's JSON reader over the newline-joined poll
   with threads, orjson and msgspec (each only when installed; they are not dependencies).
@@ -15,13 +15,13 @@ binary states, as in ``scale_kafka``). Two sections:
   two digits, messages of varying length: its parsing path).
 - ``kafka``: the same topic on librdkafka's mock cluster (loopback, a helper process) read
   from the start by a bare consumer that only touches every message's value (the ceiling of
-  any Python reader) and by :class:`~connectors.kafka.KafkaSource` (validated batches).
+  any Python reader) and by :class:`~streammn.connectors.kafka.KafkaSource` (validated batches).
   Each is repeated, alternating the order; the table shows medians and the median of the
   paired source/raw ratios. The mock keeps ~5 MB a partition, so rows are spread over
   partitions.
 - ``mixed_csv`` (issue 37): a headed CSV of ordinary events, 40 categorical string columns
   (5 to 12 names each), 40 booleans (``true``/``false``) and 20 numbers, read by
-  :class:`~connectors.csv.CsvSource` with its schema inferred (names, booleans, quantile bins),
+  :class:`~streammn.connectors.csv.CsvSource` with its schema inferred (names, booleans, quantile bins),
   next to the same rows written as their state numbers: rows/s decoded (every batch of the
   file) and end to end through one pass of DTSL (``partial_fit`` of every batch), each the
   median of the repeats, alternating the two files.
@@ -42,11 +42,11 @@ import time
 
 import numpy as np
 
-from connectors.messages import MessageDecoder
+from streammn.connectors.messages import MessageDecoder
 from streammn.schema import Schema
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
-POLL = 10_000  # messages a KafkaSource poll holds at most (connectors.kafka)
+POLL = 10_000  # messages a KafkaSource poll holds at most (streammn.connectors.kafka)
 #: librdkafka fetch settings both Kafka readers get (``--fetch-backoff-ms``): KafkaSource's
 #: own, so that the raw consumer differs from it only on the Python side
 FETCH: dict = {}
@@ -79,7 +79,9 @@ def decoders(schema: Schema) -> dict:
     kernel = MessageDecoder("json", schema)
     general = _General("json", schema)
     out = {
-        "MessageDecoder (numba kernel, connectors.flatjson)": lambda v: kernel.decode(v, _where, 0),
+        "MessageDecoder (numba kernel, streammn.connectors.flatjson)": lambda v: kernel.decode(
+            v, _where, 0
+        ),
         "MessageDecoder, general path alone (pyarrow, no threads; the decoder before)": (
             lambda v: general.decode(v, _where, 0)
         ),
@@ -192,8 +194,8 @@ def raw_consume(bootstrap: str, topic: str, partitions: int, expected: int) -> f
 
 def measure_kafka(format: str, n_vars: int, partitions: int, rows_per_partition: int, repeats: int):
     from benchmarks.kafka_throughput import fill_topic
-    from connectors.kafka import KafkaSource
-    from connectors.kafka_mock import MockKafkaCluster
+    from streammn.connectors.kafka import KafkaSource
+    from streammn.connectors.kafka_mock import MockKafkaCluster
 
     rng = np.random.default_rng(1)
     n_rows = partitions * rows_per_partition
@@ -280,7 +282,7 @@ def mixed_events(n_rows: int, seed: int = 0):
 def _through(path: str, learn: bool) -> tuple[float, int]:
     """Seconds to read every batch of the CSV at ``path`` (and, with ``learn``, to learn it
     with one pass of DTSL), and the rows read."""
-    from connectors.csv import CsvSource
+    from streammn.connectors.csv import CsvSource
     from streammn.dtsl import DTSL
 
     t0 = time.perf_counter()
@@ -438,7 +440,7 @@ def main(argv=None) -> None:
         "load_average_before": round(os.getloadavg()[0], 2),
     }
     if "kafka" in sections:
-        from connectors.kafka import FETCH_QUEUE_BACKOFF_MS
+        from streammn.connectors.kafka import FETCH_QUEUE_BACKOFF_MS
 
         backoff = args.fetch_backoff_ms
         FETCH["fetch.queue.backoff.ms"] = FETCH_QUEUE_BACKOFF_MS if backoff is None else backoff

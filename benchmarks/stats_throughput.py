@@ -5,7 +5,7 @@ variables, 1M rows, batches of 65536) against plain float32 ``X.T @ X`` on the s
 already converted to float32, in the same batches and the same run: the floor a one-GEMM design
 is measured against. BLAS runs on one thread so the comparison is about work, not cores.
 
-It also measures Parquet reading: rows/s and MB/s of :class:`connectors.ParquetSource` (uint8
+It also measures Parquet reading: rows/s and MB/s of :class:`streammn.connectors.ParquetSource` (uint8
 columns, snappy) against pyarrow's ``iter_batches`` alone on the same file, which yields columns
 and does no validation or row layout: the floor for a source that must deliver validated rows.
 
@@ -34,7 +34,7 @@ import numpy as np  # noqa: E402
 import pyarrow  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-from connectors import ParquetSource, write_parquet  # noqa: E402
+from streammn.connectors import ParquetSource, write_parquet  # noqa: E402
 
 from streammn import Schema  # noqa: E402
 from streammn.stats import PairCounts  # noqa: E402

@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).resolve().parent / "results"
 sys.path.insert(0, str(ROOT))
 
-from connectors.arrow import schema_to_metadata  # noqa: E402
+from streammn.connectors.arrow import schema_to_metadata  # noqa: E402
 from streammn import Schema, read_snapshot  # noqa: E402
 from streammn.stream.snapshot import list_snapshots  # noqa: E402
 
@@ -83,7 +83,7 @@ def learner_alone(data: Path) -> float:
     its own after a warm-up (no engine, no snapshots, no prequential scoring)."""
     script = f"""
 import time
-from connectors.parquet import ParquetSource
+from streammn.connectors.parquet import ParquetSource
 from streammn import DTSL
 source = ParquetSource({str(data)!r})
 learner = DTSL(source.schema)

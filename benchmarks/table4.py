@@ -41,7 +41,7 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from connectors.array import ArraySource
+from streammn.connectors.array import ArraySource
 from streammn.dn.conversion import dn2mn, marginals_from_rows
 from streammn.dtsl import DTSL
 from streammn.features import FeatureSet

@@ -4,7 +4,7 @@ Parquet and CSV both decode through pyarrow, so both sources turn columns into r
 conversion works column by column with vectorised checks (nulls, non-integers, range), then
 assembles one C-contiguous row-major matrix; errors name the absolute row and the column. Text
 columns (CSV cells, read as strings) of state numbers hold integer tokens, converted by
-:mod:`connectors.tokens`; the columns of named and binned variables are encoded by
+:mod:`streammn.connectors.tokens`; the columns of named and binned variables are encoded by
 :mod:`streammn.schema.encoding`.
 """
 
@@ -16,8 +16,8 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 
-from connectors.layout import columns_to_rows
-from connectors.tokens import is_text, shown_value, text_states
+from streammn.connectors.layout import columns_to_rows
+from streammn.connectors.tokens import is_text, shown_value, text_states
 from streammn.schema.encoding import encode_column
 from streammn.schema import MAX_CARDINALITY, MISSING, Schema, SchemaError
 
@@ -71,7 +71,7 @@ def column_to_states(
         )
     if pa.types.is_boolean(t):
         values = plain_values(col).view(np.uint8)
-    elif is_text(t):  # CSV cells: integer tokens (connectors.tokens)
+    elif is_text(t):  # CSV cells: integer tokens (streammn.connectors.tokens)
         values = text_states(col, name, j, row_offset, source)
     elif pa.types.is_integer(t):
         values = plain_values(col)

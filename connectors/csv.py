@@ -7,18 +7,18 @@ unless the source is in missing mode (``missing=True``, or a ``missing_token`` d
 more null token): then they are missing values (:mod:`streammn.trees.missing`).
 
 A reader starts at any data row: the rows before it are skipped by counting newlines
-(:mod:`connectors.lines`), not by pyarrow's ``skip_rows``, which only works within its first
-block; so a resumed run seeks to its position in a file of any size.
+(:mod:`streammn.connectors.lines`), not by pyarrow's ``skip_rows``, which only works within its
+first block; so a resumed run seeks to its position in a file of any size.
 
 A file with a header may hold words, booleans and numbers: the schema inferred from its first
 rows names their states or bins the numbers (:func:`streammn.schema.inference.infer_variable`), and
 their cells are encoded by :mod:`streammn.schema.encoding`. The cells of state numbers are read as
-text and converted by :mod:`connectors.tokens`, the one definition of an integer token (ASCII
-digits, blanks around them allowed), never by pyarrow's integer parser, which also reads
+text and converted by :mod:`streammn.connectors.tokens`, the one definition of an integer token
+(ASCII digits, blanks around them allowed), never by pyarrow's integer parser, which also reads
 ``0x10`` as 16; a cell that is not a token is a
 :class:`~streammn.schema.SchemaError` naming the file, the row, the column and the cell. A
 header must name every column once; a UTF-8 byte order mark before it (or before the first row
-of a headerless file) is skipped (:func:`connectors.lines.skip_bom`).
+of a headerless file) is skipped (:func:`streammn.connectors.lines.skip_bom`).
 
 When pyarrow fails on a block (a wrong column count, bytes that are not UTF-8), the source
 re-reads the rows from the last good row one by one to name the exact row in a
@@ -35,11 +35,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from connectors.arrow import record_batch_rows
-from connectors.base import DEFAULT_BATCH_SIZE, SourceError
-from connectors.files import FileSource, read_errors, resolve_paths
-from connectors.readahead import ReadAhead
-from connectors.lines import (
+from streammn.connectors.arrow import record_batch_rows
+from streammn.connectors.base import DEFAULT_BATCH_SIZE, SourceError
+from streammn.connectors.files import FileSource, read_errors, resolve_paths
+from streammn.connectors.readahead import ReadAhead
+from streammn.connectors.lines import (
     UTF8_BOM,
     Counted,
     data_lines,
@@ -48,7 +48,7 @@ from connectors.lines import (
     skip_bom,
     skip_rows,
 )
-from connectors.tokens import refused
+from streammn.connectors.tokens import refused
 from streammn.schema.inference import INFER_ROWS, check_kinds, infer_variable
 from streammn.schema import (
     MAX_CARDINALITY,
@@ -111,8 +111,8 @@ class CsvSource(FileSource):
     def _reader(self, path: str, start_row: int, column_names: list[str]):
         """A pyarrow CSV reader of the cells, as text, from data row ``start_row`` of ``path``
         on (None when no row follows). The rows before are skipped here
-        (:mod:`connectors.lines`), so any row of a file of any size can be a start, whatever
-        pyarrow's block size."""
+        (:mod:`streammn.connectors.lines`), so any row of a file of any size can be a start,
+        whatever pyarrow's block size."""
         with _open_text(path) as (counted, head):
             if self.header:
                 _, head = next_line(counted, head)

@@ -38,9 +38,9 @@ from typing import Callable, Iterator
 import numpy as np
 import pyarrow.parquet as pq
 
-from connectors.arrow import record_batch_rows
-from connectors.files import read_errors
-from connectors.parquet import ParquetSource
+from streammn.connectors.arrow import record_batch_rows
+from streammn.connectors.files import read_errors
+from streammn.connectors.parquet import ParquetSource
 from streammn.schema import Schema, Validated
 from streammn.stream.source import SourceError, SourceUnavailable
 from streammn.stats import MarginalCounts

@@ -5,7 +5,8 @@ A file source reads its files in order. Its position is a JSON-friendly dict::
     {"file_index": k, "file": "<path of file k>", "row": r, "offset": rows before this point,
      "files": [identity of files 0..k (all, once the source has ended)]}
 
-Seeking checks the files the position covers by content (:mod:`connectors.fileid`) and refuses
+Seeking checks the files the position covers by content (:mod:`streammn.connectors.fileid`) and
+refuses
 with :class:`SourceError` when the input changed; positions without ``"files"`` (written by
 streammn 0.1) are checked by the path of file k as before.
 
@@ -26,8 +27,14 @@ from typing import Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
-from connectors.base import DEFAULT_BATCH_SIZE, Batch, Source, SourceError, SourceUnavailable
-from connectors.fileid import file_identity, first_changed_file
+from streammn.connectors.base import (
+    DEFAULT_BATCH_SIZE,
+    Batch,
+    Source,
+    SourceError,
+    SourceUnavailable,
+)
+from streammn.connectors.fileid import file_identity, first_changed_file
 from streammn.schema import SchemaError
 from streammn.errors import DataError, SettingsError
 

@@ -32,7 +32,7 @@ against 1.0 with ``OMP_WAIT_POLICY=passive``, on 2 CPUs). Two paths:
 
 The grammar is a deliberately small subset of JSON, and everything outside it is *declined*,
 never guessed at: the message is flagged and the caller decodes the flagged messages with
-the general reader (pyarrow's, :mod:`connectors.messages`), which accepts what JSON allows
+the general reader (pyarrow's, :mod:`streammn.connectors.messages`), which accepts what JSON allows
 and raises the located errors for the rest. The kernel accepts, per message:
 
 - optional JSON whitespace, ``{``, members separated by ``,``, ``}``, optional whitespace;

@@ -1,8 +1,8 @@
-"""Kafka topics as a :class:`~connectors.base.Source` (extra ``kafka``: confluent-kafka).
+"""Kafka topics as a :class:`~streammn.connectors.base.Source` (extra ``kafka``: confluent-kafka).
 
 Each message value is one row (a CSV line or a JSON object) or many rows (an Arrow IPC stream);
-see :mod:`connectors.messages`. The source position is ``{"<partition>": next offset}`` over
-the partitions assigned so far, as JSON-friendly string keys.
+see :mod:`streammn.connectors.messages`. The source position is ``{"<partition>": next offset}``
+over the partitions assigned so far, as JSON-friendly string keys.
 
 Delivery contract with the engine:
 
@@ -13,12 +13,12 @@ Delivery contract with the engine:
   commits, which may lag by one snapshot). Partitions absent from a position start at the
   group's committed offset, or at ``start`` (earliest/latest) when none is committed. A
   position or commit whose offset retention has already deleted is a
-  :class:`~connectors.base.SourceError`, never a silent jump over unlearned rows.
+  :class:`~streammn.connectors.base.SourceError`, never a silent jump over unlearned rows.
 - a bad message raises :class:`~streammn.schema.SchemaError` naming topic/partition/offset
   before any of its batch is yielded; with ``dead_letter`` it is written there and skipped
   (its offset still advances, and the file is fsynced before any commit past it).
 - broker unreachable: the source keeps probing with exponential backoff for
-  ``broker_timeout`` seconds, then raises :class:`~connectors.base.SourceUnavailable`.
+  ``broker_timeout`` seconds, then raises :class:`~streammn.connectors.base.SourceUnavailable`.
   Batches yielded before stay valid: the position only moves when a batch is yielded.
 
 Without ``partitions`` the source subscribes to the topic with group management, so the group's
@@ -27,7 +27,7 @@ them directly and uses the group only for committed offsets. A batch ends at a m
 boundary: it holds ``batch_size`` rows (more when the last Arrow message overshoots), or fewer
 when ``max_wait`` seconds passed since its first row, the replay ended (``stop_at_end``) or
 :meth:`~KafkaSource.stop` was called: the batching loop of
-:class:`~connectors.logsource.MessageLogSource`.
+:class:`~streammn.connectors.logsource.MessageLogSource`.
 """
 
 from __future__ import annotations
@@ -40,9 +40,9 @@ from operator import is_not
 
 import numpy as np
 
-from connectors.base import DEFAULT_BATCH_SIZE, SourceError, SourceUnavailable
-from connectors.logsource import MessageLogSource
-from connectors.loguri import LOG_OPTIONS, parse_log_uri, source_options
+from streammn.connectors.base import DEFAULT_BATCH_SIZE, SourceError, SourceUnavailable
+from streammn.connectors.logsource import MessageLogSource
+from streammn.connectors.loguri import LOG_OPTIONS, parse_log_uri, source_options
 from streammn.schema import Schema
 from streammn.errors import DataError
 
@@ -76,14 +76,15 @@ class KafkaSource(MessageLogSource):
     group : consumer group id; the durable cursor of this learner (one learner per group).
     schema : :class:`~streammn.schema.Schema` of the rows (required: a log has no header).
     partitions : partition numbers to read (default ``None``: all, with group rebalancing).
-    format : ``"csv"`` (default), ``"json"`` or ``"arrow"``; see :mod:`connectors.messages`.
+    format : ``"csv"`` (default), ``"json"`` or ``"arrow"``; see
+        :mod:`streammn.connectors.messages`.
     batch_size : rows per batch (default 65536).
     poll_timeout : seconds one poll of the client blocks (default 0.2): the reaction time to
         :meth:`stop` and to broker trouble.
     max_wait : seconds a partial batch may wait for more rows before it is yielded (default
         1.0).
     broker_timeout : seconds to keep retrying an unreachable cluster before
-        :class:`~connectors.base.SourceUnavailable` (default 30).
+        :class:`~streammn.connectors.base.SourceUnavailable` (default 30).
     stop_at_end : end the iteration once every assigned partition is read up to the end it
         had when the iteration started (its high watermark then): a finite replay, instead
         of following the topic forever (default False).

@@ -8,7 +8,7 @@ test: :meth:`MockKafkaCluster.stop` is how tests make "the broker" disappear.
 
 The helper speaks a line protocol on stdin/stdout: it prints ``bootstrap <servers>``, then
 answers ``create <topic> <partitions>`` with ``ok``; end of input (or SIGTERM) destroys the
-cluster. Run ``python -m connectors.kafka_mock`` to get a cluster on the console.
+cluster. Run ``python -m streammn.connectors.kafka_mock`` to get a cluster on the console.
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ class MockKafkaCluster:
     def __init__(self, n_brokers: int = 1):
         self.n_brokers = n_brokers
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "connectors.kafka_mock", str(n_brokers)],
+            [sys.executable, "-m", "streammn.connectors.kafka_mock", str(n_brokers)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,

@@ -1,7 +1,7 @@
 """The batching loop of the message-log sources (Kafka, Redis Streams), written once.
 
 A message log hands out pages of messages (one row each, or many for Arrow); the rows of
-consecutive pages are gathered into :class:`~connectors.base.Batch`\\ es by
+consecutive pages are gathered into :class:`~streammn.connectors.base.Batch`\\ es by
 :class:`MessageLogSource`. Its subclasses supply only what differs per broker: how to read a
 page, how a page moves the position (partition offsets, stream entry ids), when a replay has
 read everything, and how to re-read after an interrupted iteration. For every subclass the loop
@@ -26,8 +26,8 @@ guarantees:
 Pages are decoded in line, between reads. Decoding a page in a background thread while the
 next one is read was measured and does not pay: on the mock cluster with JSON messages of 100
 integer fields (2 CPUs), KafkaSource read at 0.91 of the raw consumer's rate decoding in line
-and at 0.70 decoding ahead. The decoder (:mod:`connectors.flatjson`) takes a small share of a
-page's time, and the thread's hand-off and its share of the GIL (joining the payloads) cost
+and at 0.70 decoding ahead. The decoder (:mod:`streammn.connectors.flatjson`) takes a small share of
+a page's time, and the thread's hand-off and its share of the GIL (joining the payloads) cost
 the client more than the overlap saves.
 """
 
@@ -38,8 +38,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from connectors.base import Batch, Source
-from connectors.messages import DeadLetterFile, MessageDecoder, check_log_settings
+from streammn.connectors.base import Batch, Source
+from streammn.connectors.messages import DeadLetterFile, MessageDecoder, check_log_settings
 from streammn.schema import Schema
 
 
@@ -71,7 +71,8 @@ class MessageLogSource(Source):
         broker_timeout: float,
         stop_at_end: bool,
     ):
-        """Check (:func:`~connectors.messages.check_log_settings`) and keep the settings."""
+        """Check (:func:`~streammn.connectors.messages.check_log_settings`) and keep the
+        settings."""
         check_log_settings(batch_size, format, start, poll_timeout, max_wait, broker_timeout)
         self.format = format
         self.batch_size = int(batch_size)

@@ -11,7 +11,7 @@ from streammn.errors import SettingsError
 _BOOL = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
 
 #: query options of every log source (the settings of
-#: :class:`~connectors.logsource.MessageLogSource`), in the order errors list them
+#: :class:`~streammn.connectors.logsource.MessageLogSource`), in the order errors list them
 LOG_OPTIONS = {
     "batch_size": int,
     "poll_timeout": float,

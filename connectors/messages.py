@@ -5,12 +5,12 @@ A log delivers many small messages; decoding them one by one would spend its tim
 
 - ``csv``: one row per message, a line of comma-separated states. The lines are joined and
   parsed by pyarrow's CSV reader in one call (quoting off, so a message can never spill into
-  the next one) into text cells, which :mod:`connectors.tokens` converts as it does those of
-  CSV files (one definition of an integer token for every text source); when every cell is a
+  the next one) into text cells, which :mod:`streammn.connectors.tokens` converts as it does those
+  of CSV files (one definition of an integer token for every text source); when every cell is a
   single digit the joined bytes are read as a character matrix by numpy instead, several times
   faster.
 - ``json``: one row per message, an object ``{column: state}``. The payloads of a whole poll
-  are joined and parsed by one numba pass (:mod:`connectors.flatjson`) straight into state
+  are joined and parsed by one numba pass (:mod:`streammn.connectors.flatjson`) straight into state
   rows: on 100 integer fields ~20x faster than pyarrow's JSON reader, orjson or msgspec when
   every state has one digit, 2.5-3.5x when they have more (figures there and in
   ``benchmarks/results/sources.md``). That kernel reads only flat
@@ -42,9 +42,9 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.json as pajson
 
-from connectors.arrow import record_batch_to_rows
-from connectors.csv import NULL_TOKENS
-from connectors.flatjson import FlatJsonRows
+from streammn.connectors.arrow import record_batch_to_rows
+from streammn.connectors.csv import NULL_TOKENS
+from streammn.connectors.flatjson import FlatJsonRows
 from streammn.schema import Schema, SchemaError
 from streammn.errors import DataError, SettingsError
 

@@ -3,7 +3,7 @@
 Each non-empty line is one flat JSON object mapping variable names to values: state numbers,
 or the names, booleans and numbers of a named schema, with ``null`` or an absent key for a
 missing value (in missing mode). The lines are decoded as a Kafka or Redis source decodes its
-JSON messages (:class:`connectors.messages.MessageDecoder`: the flat-JSON kernel for state
+JSON messages (:class:`streammn.connectors.messages.MessageDecoder`: the flat-JSON kernel for state
 numbers, pyarrow's JSON reader for names and for whatever the kernel declines), a chunk of
 lines at a time, so the same events give the same rows from a file as from a log, and a bad line
 is a :class:`~streammn.schema.SchemaError` naming the file and its row.
@@ -12,7 +12,7 @@ Without a schema, the first :data:`~streammn.schema.inference.INFER_ROWS` lines 
 file give one (pyarrow's JSON reader, then the inference every headed source uses: words become
 names, ``true``/``false`` two boolean states, numbers that are not state numbers bins;
 :func:`~streammn.schema.inference.infer_variable`), variables in the order their keys first
-appear. A resumed source skips to its row by counting newlines (:mod:`connectors.lines`).
+appear. A resumed source skips to its row by counting newlines (:mod:`streammn.connectors.lines`).
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.json as pajson
 
-from connectors.base import DEFAULT_BATCH_SIZE
-from connectors.files import FileSource, read_errors, resolve_paths
-from connectors.lines import CHUNK_BYTES, open_at, skip_bom, skip_rows
-from connectors.messages import MessageDecoder
+from streammn.connectors.base import DEFAULT_BATCH_SIZE
+from streammn.connectors.files import FileSource, read_errors, resolve_paths
+from streammn.connectors.lines import CHUNK_BYTES, open_at, skip_bom, skip_rows
+from streammn.connectors.messages import MessageDecoder
 from streammn.schema import Schema, SchemaError
 from streammn.errors import SettingsError
 from streammn.schema.inference import INFER_ROWS, check_kinds, infer_variable, numbered_variable

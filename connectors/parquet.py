@@ -15,14 +15,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from connectors.arrow import (
+from streammn.connectors.arrow import (
     SCHEMA_METADATA_KEY,
     record_batch_rows,
     schema_from_arrow,
     schema_to_metadata,
 )
-from connectors.base import DEFAULT_BATCH_SIZE, SourceError
-from connectors.files import FileSource, read_errors, resolve_paths
+from streammn.connectors.base import DEFAULT_BATCH_SIZE, SourceError
+from streammn.connectors.files import FileSource, read_errors, resolve_paths
 from streammn.schema.encoding import decode_column
 from streammn.schema.inference import INFER_ROWS, check_kinds, infer_variable
 from streammn.schema import MAX_CARDINALITY, Schema, SchemaError

@@ -1,10 +1,10 @@
-"""Redis Streams as a :class:`~connectors.base.Source` (extra ``redis``: redis-py).
+"""Redis Streams as a :class:`~streammn.connectors.base.Source` (extra ``redis``: redis-py).
 
-The same delivery contract as :mod:`connectors.kafka`, mapped onto Redis Streams:
+The same delivery contract as :mod:`streammn.connectors.kafka`, mapped onto Redis Streams:
 
 - entries are read with ``XREADGROUP`` as one consumer of a consumer group; each entry holds
   its payload in one field (``field``, default ``data``) as a CSV line, a JSON object or an
-  Arrow IPC stream (:mod:`connectors.messages`);
+  Arrow IPC stream (:mod:`streammn.connectors.messages`);
 - the position is ``{stream: id of the last entry delivered in a yielded batch}``;
 - :meth:`RedisStreamSource.commit` ``XACK``\\ s every pending entry up to a position, and must be
   called only after the snapshot holding that position is durable. The group's acknowledged
@@ -18,17 +18,17 @@ The group is the durable cursor of one learner: moving it on (re)start is what m
 work, so two learners must not share a group. A bad entry raises
 :class:`~streammn.schema.SchemaError` naming stream and entry id, or goes to ``dead_letter``.
 An unreachable server is retried with exponential backoff for ``broker_timeout`` seconds, then
-:class:`~connectors.base.SourceUnavailable`; batches yielded before stay valid. Batches are
-gathered by the loop of :class:`~connectors.logsource.MessageLogSource`.
+:class:`~streammn.connectors.base.SourceUnavailable`; batches yielded before stay valid. Batches are
+gathered by the loop of :class:`~streammn.connectors.logsource.MessageLogSource`.
 """
 
 from __future__ import annotations
 
 import time
 
-from connectors.base import DEFAULT_BATCH_SIZE, SourceError, SourceUnavailable
-from connectors.logsource import MessageLogSource
-from connectors.loguri import LOG_OPTIONS, parse_log_uri, source_options
+from streammn.connectors.base import DEFAULT_BATCH_SIZE, SourceError, SourceUnavailable
+from streammn.connectors.logsource import MessageLogSource
+from streammn.connectors.loguri import LOG_OPTIONS, parse_log_uri, source_options
 from streammn.schema import Schema
 from streammn.errors import DataError, SettingsError
 
@@ -76,7 +76,7 @@ class RedisStreamSource(MessageLogSource):
     field : entry field holding the payload (default ``data``).
     db : database number (default 0).
     batch_size, poll_timeout, max_wait, broker_timeout, stop_at_end, dead_letter : as for
-        :class:`~connectors.kafka.KafkaSource` (``stop_at_end``: end when a read waited
+        :class:`~streammn.connectors.kafka.KafkaSource` (``stop_at_end``: end when a read waited
         ``poll_timeout`` seconds and found no new entry). A batch ends at an entry boundary
         and may exceed ``batch_size`` by up to one entry per stream (``XREADGROUP``'s
         ``COUNT`` is per stream), or by the rows of an Arrow entry.

@@ -6,11 +6,11 @@ import glob
 import os
 from urllib.parse import parse_qs, urlparse
 
-from connectors.base import DEFAULT_BATCH_SIZE, Source, SourceError
-from connectors.csv import CSV_SUFFIXES, CsvSource
-from connectors.files import resolve_paths
-from connectors.ndjson import JSON_LINES_SUFFIXES, JsonLinesSource
-from connectors.parquet import PARQUET_SUFFIXES, ParquetSource
+from streammn.connectors.base import DEFAULT_BATCH_SIZE, Source, SourceError
+from streammn.connectors.csv import CSV_SUFFIXES, CsvSource
+from streammn.connectors.files import resolve_paths
+from streammn.connectors.ndjson import JSON_LINES_SUFFIXES, JsonLinesSource
+from streammn.connectors.parquet import PARQUET_SUFFIXES, ParquetSource
 from streammn.errors import StreamMNError
 from streammn.schema import Schema
 
@@ -22,9 +22,9 @@ def _open_log(scheme: str, uri: str, batch_size: int, schema, options) -> Source
     """A log source; its client library is imported only now (optional extras)."""
     try:
         if scheme == "kafka":
-            from connectors.kafka import open_kafka as opener
+            from streammn.connectors.kafka import open_kafka as opener
         else:
-            from connectors.redis import open_redis as opener
+            from streammn.connectors.redis import open_redis as opener
     except ImportError as e:
         raise SourceError(f"{uri}: {e}") from None
     if "batch_size" not in parse_qs(urlparse(uri).query):  # the URI's own setting wins
@@ -70,12 +70,12 @@ def open_source(
     - ``*.parquet`` files, directories or globs of them: :class:`ParquetSource`;
     - ``*.data`` / ``*.csv`` files, directories or globs: :class:`CsvSource` (a Libra
       ``<name>.schema`` beside a ``.data`` file is used when no schema is given);
-    - ``*.ndjson`` / ``*.jsonl`` files, directories or globs: :class:`~connectors.ndjson.
+    - ``*.ndjson`` / ``*.jsonl`` files, directories or globs: :class:`~streammn.connectors.ndjson.
       JsonLinesSource` (one flat JSON object a line);
     - ``file://`` URIs as plain paths;
-    - ``kafka://host:port/topic?...`` (:func:`connectors.kafka.open_kafka`, extra ``kafka``)
-      and ``redis://host:port/stream?...`` (:func:`connectors.redis.open_redis`, extra
-      ``redis``); these need a schema (``schema`` or ``?schema=<file>``).
+    - ``kafka://host:port/topic?...`` (:func:`streammn.connectors.kafka.open_kafka`, extra
+      ``kafka``) and ``redis://host:port/stream?...`` (:func:`streammn.connectors.redis.open_redis`,
+      extra ``redis``); these need a schema (``schema`` or ``?schema=<file>``).
 
     Extra keyword ``options`` go to the source's constructor.
 
@@ -84,7 +84,7 @@ def open_source(
     Examples
     --------
     >>> import os, tempfile
-    >>> from connectors import open_source
+    >>> from streammn.connectors import open_source
     >>> path = os.path.join(tempfile.mkdtemp(), "rows.csv")
     >>> with open(path, "w") as f:
     ...     _ = f.write("rain,wet\\n1,1\\n0,0\\n1,1\\n0,1\\n")

@@ -1,11 +1,11 @@
-"""Rows sampled from a known model as a :class:`~connectors.base.Source` (planted models for
-tests, demos and benchmarks at any scale)."""
+"""Rows sampled from a known model as a :class:`~streammn.connectors.base.Source` (planted models
+for tests, demos and benchmarks at any scale)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from connectors.base import Batch, NumberedRows
+from streammn.connectors.base import Batch, NumberedRows
 from streammn.errors import SettingsError
 
 

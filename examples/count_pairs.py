@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 
-from connectors import open_source
+from streammn.connectors import open_source
 from streammn.stats import PairCounts
 
 

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from connectors import open_source
+from streammn.connectors import open_source
 from streammn.dn.conversion import dn2mn
 from streammn.dtsl import DTSL
 

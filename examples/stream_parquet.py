@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 import streammn
-from connectors import CsvSource, open_source, write_parquet
+from streammn.connectors import CsvSource, open_source, write_parquet
 from streammn.dtsl import DTSL
 from streammn.stream.engine import StreamLearner
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from connectors.synthetic import SyntheticSource
+from streammn.connectors.synthetic import SyntheticSource
 from streammn.features import FeatureSet
 from streammn.network.model import MarkovNetwork
 from streammn.schema import Schema

@@ -549,10 +549,11 @@ class DTSL(StructureLearner):
         """Learn from scratch from ``source`` and return self.
 
         ``source`` is a :class:`~streammn.stream.source.Source`, or a matrix, table or data frame
-        (in an :class:`~connectors.array.ArraySource`); Hoeffding mode also takes any iterable of
-        batches. Exact mode rewinds the source once per tree level, unless ``count_pass``
-        makes the passes elsewhere (:class:`connectors.distributed.DaskPasses`: on a Dask
-        cluster, over the partitions of ``source``'s files); the trees are the same.
+        (in an :class:`~streammn.connectors.array.ArraySource`); Hoeffding mode also takes any
+        iterable of batches. Exact mode rewinds the source once per tree level, unless
+        ``count_pass`` makes the passes elsewhere
+        (:class:`streammn.connectors.distributed.DaskPasses`: on a Dask cluster, over the partitions
+        of ``source``'s files); the trees are the same.
         """
         if count_pass is not None and self.mode != "exact":
             raise DTSLError("count_pass applies to mode='exact' only")

@@ -15,7 +15,7 @@ replaced a ``TypeError``, ``IndexError`` or ``RuntimeError`` keep that builtin a
 
 Every class is defined here (like scikit-learn's ``sklearn.exceptions``) and imported back by
 the module that raises it, so ``from streammn.schema import SchemaError``,
-``from connectors.base import SourceError`` and ``streammn.SchemaError`` keep working. The
+``from streammn.connectors.base import SourceError`` and ``streammn.SchemaError`` keep working. The
 areas, in order:
 
 - the root and the kinds;

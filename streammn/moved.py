@@ -43,7 +43,7 @@ MOVED = {
     "streammn.pictures": "streammn.cli.pictures",
     "streammn.learners": "streammn.cli.learners",
     # the connectors' Dask passes
-    "streammn.distributed": "connectors.distributed",
+    "streammn.distributed": "streammn.connectors.distributed",
 }
 
 
@@ -65,6 +65,38 @@ class _OldPaths(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         ]
         module.__dict__.update({name: getattr(target, name) for name in names})
         module.__doc__ = f"Deprecated: moved to :mod:`{new}`."
+
+
+class _PackageAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Answers ``old.x`` with the module ``new.x`` itself (not a copy: a class imported
+    either way is the same class)."""
+
+    def __init__(self, old: str, new: str):
+        self.old, self.new = old, new
+        self._specs: dict = {}  # each module's own spec, while the import system has another
+
+    def find_spec(self, fullname, path=None, target=None):
+        if not fullname.startswith(self.old + "."):
+            return None
+        return importlib.util.spec_from_loader(fullname, self)
+
+    def create_module(self, spec):
+        module = importlib.import_module(self.new + spec.name[len(self.old) :])
+        self._specs[module.__name__] = module.__spec__
+        return module
+
+    def exec_module(self, module) -> None:
+        # the import system gave the module the alias's spec: give its own back
+        module.__spec__ = self._specs.pop(module.__name__)
+
+
+def alias_package(old: str, new: str) -> None:
+    """Make the package ``old`` (being imported) and its submodules the modules of ``new``,
+    with a ``DeprecationWarning``: for a package that moved whole (``connectors``)."""
+    warnings.warn(f"the package {old} is now {new}", DeprecationWarning, stacklevel=3)
+    sys.modules[old] = importlib.import_module(new)
+    if not any(isinstance(f, _PackageAlias) and f.old == old for f in sys.meta_path):
+        sys.meta_path.insert(0, _PackageAlias(old, new))
 
 
 def install() -> None:

@@ -308,7 +308,7 @@ def test_kafka_kills_resume_to_every_row_exactly_once(rows, files, whole, tmp_pa
     pytest.importorskip("confluent_kafka", reason="the 'kafka' extra is not installed")
     from confluent_kafka import Consumer, Producer, TopicPartition
 
-    from connectors.kafka_mock import MockKafkaCluster
+    from streammn.connectors.kafka_mock import MockKafkaCluster
     from helpers.killresume import learned_value_counts, same_counts, value_counts
 
     parts = np.array_split(rows, partitions)
@@ -359,7 +359,7 @@ def test_kafka_kills_resume_to_every_row_exactly_once(rows, files, whole, tmp_pa
 @pytest.mark.slow  # kills real `streammn learn` processes
 def test_redis_kills_resume_to_every_row_exactly_once(rows, files, whole, tmp_path):
     pytest.importorskip("redis", reason="the 'redis' extra is not installed")
-    from connectors.redis import parse_id
+    from streammn.connectors.redis import parse_id
     from helpers.redisserver import REDIS_SERVER, RedisServer
 
     if REDIS_SERVER is None:

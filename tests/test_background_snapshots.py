@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from connectors import ArraySource, write_parquet
+from streammn.connectors import ArraySource, write_parquet
 from streammn import Schema, load_snapshot, read_snapshot
 from streammn.stream import snapshot as snapshot_module
 from streammn.cli import main as cli_main

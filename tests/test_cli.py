@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from connectors import CsvSource, write_parquet
+from streammn.connectors import CsvSource, write_parquet
 from streammn import Schema, load_snapshot, read_model, read_snapshot
 from streammn.stream.snapshot import list_snapshots, resolve_snapshot
 

@@ -15,7 +15,7 @@ below. Each check then runs on it:
 import numpy as np
 import pytest
 
-from connectors.base import Batch
+from streammn.connectors.base import Batch
 from streammn.csgs import CSGS
 from streammn.demo import planted_network
 from streammn.dtsl import DTSL

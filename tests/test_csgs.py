@@ -472,7 +472,7 @@ def test_conditional_ablation_matches_stratified_chi_square(planted):
 
 
 def test_engine_resume_mid_stream_equals_one_run(tmp_path, planted):
-    from connectors import ArraySource
+    from streammn.connectors import ArraySource
     from streammn import load_snapshot
     from streammn.stream.engine import StreamLearner
 

@@ -8,9 +8,9 @@ import io
 import numpy as np
 import pytest
 
-from connectors import open_source
-from connectors.csv import CsvSource
-from connectors.lines import data_lines, next_line, open_at, skip_rows
+from streammn.connectors import open_source
+from streammn.connectors.csv import CsvSource
+from streammn.connectors.lines import data_lines, next_line, open_at, skip_rows
 from streammn.schema import Schema, SchemaError
 
 SCHEMA = Schema.from_cardinalities([2, 3, 2])

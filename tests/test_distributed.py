@@ -15,11 +15,11 @@ pytest.importorskip("distributed", reason="Dask is not installed (extra 'dask': 
 
 from distributed import Client, LocalCluster  # noqa: E402
 
-from connectors.base import SourceUnavailable  # noqa: E402
-from connectors.parquet import ParquetSource, write_parquet  # noqa: E402
+from streammn.connectors.base import SourceUnavailable  # noqa: E402
+from streammn.connectors.parquet import ParquetSource, write_parquet  # noqa: E402
 from streammn.cli import main  # noqa: E402
 from streammn.errors import EXIT_OK, EXIT_USAGE  # noqa: E402
-from connectors.distributed import (
+from streammn.connectors.distributed import (
     PINNED_ENV,
     DaskPasses,
     count_statistics,  # noqa: E402
@@ -143,7 +143,7 @@ def test_exact_dtsl_on_dask_equals_single_process(client, dataset, params):
 def test_remembered_nodes_do_not_change_the_trees(client, dataset, room):
     """Workers' row -> node tables (none, room for one task group only, all) are a speed-up
     only: the trees equal the single-process ones whichever tasks find a table."""
-    from connectors import distributed
+    from streammn.connectors import distributed
 
     path, schema, _ = dataset
     source = ParquetSource(path, batch_size=512)
@@ -246,6 +246,6 @@ def test_the_old_module_path_is_a_deprecated_alias():
     import sys
 
     sys.modules.pop("streammn.distributed", None)
-    with pytest.warns(DeprecationWarning, match="connectors.distributed"):
+    with pytest.warns(DeprecationWarning, match="streammn.connectors.distributed"):
         old = importlib.import_module("streammn.distributed")
     assert old.DaskPasses is DaskPasses and old.dask_client is dask_client

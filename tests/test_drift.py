@@ -174,7 +174,7 @@ def test_cli_reports_drift_in_the_progress_line_and_the_manifest(tmp_path):
     import subprocess
     import sys
 
-    from connectors import write_parquet
+    from streammn.connectors import write_parquet
     from streammn import read_snapshot
     from streammn.stream.snapshot import resolve_snapshot
 

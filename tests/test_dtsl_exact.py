@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from connectors.array import ArraySource
+from streammn.connectors.array import ArraySource
 from streammn.dtsl import DTSL, DTSLError
 from streammn.schema import Schema
 from streammn.trees import Forest, grow_level_wise

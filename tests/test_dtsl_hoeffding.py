@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from river import tree as river_tree
 
-from connectors.array import ArraySource
-from connectors.base import Batch
+from streammn.connectors.array import ArraySource
+from streammn.connectors.base import Batch
 from streammn.dtsl import DTSL
 from streammn.schema import Schema, SchemaError
 from streammn.trees import leaf_counting

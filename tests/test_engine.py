@@ -6,7 +6,7 @@ import signal
 import numpy as np
 import pytest
 
-from connectors import ArraySource, Batch, Source
+from streammn.connectors import ArraySource, Batch, Source
 from streammn import Schema, SchemaError, load_snapshot, read_snapshot
 from streammn.stream import engine as engine_module
 from streammn.dtsl import DTSL

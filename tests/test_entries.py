@@ -4,8 +4,8 @@ Batch its source validated is trusted (validated once, by the source, on the lea
 import numpy as np
 import pytest
 
-from connectors import ArraySource
-from connectors.base import Batch
+from streammn.connectors import ArraySource
+from streammn.connectors.base import Batch
 from helpers.helpers_mn import random_featureset
 from streammn.dtsl import DTSL
 from streammn.stream.engine import StreamLearner

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from connectors import write_parquet
+from streammn.connectors import write_parquet
 from streammn import Schema
 from streammn.cli import commands
 from streammn.cli import main

@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from connectors import open_source, write_parquet
+from streammn.connectors import open_source, write_parquet
 from streammn import Schema, read_snapshot
 from streammn.stream import snapshot
 from streammn.cli import main
@@ -176,7 +176,7 @@ def test_redis_server_restarted_without_its_state_is_unavailable(tmp_path):
     server.stop()
     server = RedisServer(tmp_path, port=port)  # back on the same port, empty
     try:
-        from connectors.base import SourceUnavailable
+        from streammn.connectors.base import SourceUnavailable
 
         with pytest.raises(SourceUnavailable, match="without persistence"):
             list(batches)

@@ -71,7 +71,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from connectors import open_source
+from streammn.connectors import open_source
 from streammn.cli import parser as cli
 from streammn.cli import main
 from streammn.formats import read_model

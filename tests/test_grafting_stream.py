@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from connectors import ArraySource
+from streammn.connectors import ArraySource
 from streammn import read_snapshot
 from streammn.stream.engine import StreamLearner
 from streammn.errors import GraftingError

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from connectors import ArraySource
+from streammn.connectors import ArraySource
 from streammn import Schema, SchemaError, load_snapshot, read_snapshot
 from streammn.demo import planted_network
 from streammn.dtsl import DTSL, DTSLError
@@ -230,7 +230,7 @@ def test_growth_mode_without_new_values_changes_nothing(stream):
 
 
 def test_parquet_source_reads_new_values_up_to_the_maximum(tmp_path):
-    from connectors import ParquetSource, write_parquet
+    from streammn.connectors import ParquetSource, write_parquet
 
     rows = np.array([[0, 1], [1, 2], [1, 0], [0, 3]], dtype=np.uint8)
     write_parquet(tmp_path / "r.parquet", rows, Schema.from_cardinalities([2, 4]))

@@ -20,10 +20,10 @@ pytest.importorskip(
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from connectors.base import SourceError, SourceUnavailable  # noqa: E402
-from connectors.resolve import open_source  # noqa: E402
-from connectors.kafka import KafkaSource, open_kafka  # noqa: E402
-from connectors.kafka_mock import MockKafkaCluster  # noqa: E402
+from streammn.connectors.base import SourceError, SourceUnavailable  # noqa: E402
+from streammn.connectors.resolve import open_source  # noqa: E402
+from streammn.connectors.kafka import KafkaSource, open_kafka  # noqa: E402
+from streammn.connectors.kafka_mock import MockKafkaCluster  # noqa: E402
 from streammn.errors import SettingsError  # noqa: E402
 from streammn.schema import SchemaError  # noqa: E402
 from helpers.logrows import (

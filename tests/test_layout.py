@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from connectors.layout import columns_to_rows
+from streammn.connectors.layout import columns_to_rows
 
 
 @pytest.mark.parametrize("n, k", [(0, 3), (1, 1), (7, 9), (8, 8), (64, 100), (1003, 17), (16, 255)])

@@ -109,7 +109,7 @@ def test_kafka_kill_and_resume_learns_every_row_exactly_once(tmp_path):
     pytest.importorskip("confluent_kafka", reason="the 'kafka' extra is not installed")
     if os.environ.get("KAFKA_BOOTSTRAP"):
         pytest.skip("uses the mock cluster to control partitions and timing")
-    from connectors.kafka_mock import MockKafkaCluster
+    from streammn.connectors.kafka_mock import MockKafkaCluster
 
     with MockKafkaCluster() as cluster:
         topic = f"cli-{uuid.uuid4().hex[:8]}"

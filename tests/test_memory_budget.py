@@ -7,7 +7,7 @@ import io
 import numpy as np
 import pytest
 
-from connectors import ArraySource
+from streammn.connectors import ArraySource
 from streammn import Schema
 from streammn.dtsl import DTSL
 from streammn.stream.engine import StreamLearner
@@ -148,7 +148,7 @@ def test_a_learn_run_stays_within_budget_plus_floor(tmp_path):
     --memory-mb 1, where every share is at its least (interpreter, libraries, kernels, the
     Parquet reader's buffers). A few MB of slack for the allocators' timing, which moves a peak
     by that much from run to run."""
-    from connectors import write_parquet
+    from streammn.connectors import write_parquet
 
     schema = Schema.binary(150)
     data = tmp_path / "data.parquet"

@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from connectors.messages import DeadLetterFile, MessageDecoder
+from streammn.connectors.messages import DeadLetterFile, MessageDecoder
 from streammn.errors import SettingsError
 from streammn.schema import Schema, SchemaError
 

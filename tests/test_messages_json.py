@@ -1,4 +1,5 @@
-"""JSON messages: the numba kernel (connectors.flatjson) against the general pyarrow reader.
+"""JSON messages: the numba kernel (streammn.connectors.flatjson) against the general pyarrow
+reader.
 
 The kernel decodes the flat objects it accepts and declines the rest to the general reader,
 so a decoder with the kernel must give exactly what the general reader alone gives: the same
@@ -13,8 +14,8 @@ import zlib
 import numpy as np
 import pytest
 
-from connectors.flatjson import FlatJsonRows
-from connectors.messages import DeadLetterFile, MessageDecoder
+from streammn.connectors.flatjson import FlatJsonRows
+from streammn.connectors.messages import DeadLetterFile, MessageDecoder
 from streammn.schema import Schema, SchemaError
 
 

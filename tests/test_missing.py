@@ -89,7 +89,7 @@ def _csv(tmp_path, text):
 
 
 def test_csv_empty_cells_and_token(tmp_path):
-    from connectors.csv import CsvSource
+    from streammn.connectors.csv import CsvSource
 
     path = _csv(tmp_path, "a,b\n1,0\n,1\n0,\n")
     with pytest.raises(SchemaError, match="row 1, column 0: null value for variable 'a'"):
@@ -107,7 +107,7 @@ def test_csv_empty_cells_and_token(tmp_path):
 def test_parquet_nulls(tmp_path):
     pa = pytest.importorskip("pyarrow")
     import pyarrow.parquet as pq
-    from connectors.parquet import ParquetSource
+    from streammn.connectors.parquet import ParquetSource
 
     path = str(tmp_path / "rows.parquet")
     pq.write_table(

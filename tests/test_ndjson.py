@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from connectors import CsvSource, JsonLinesSource, open_source
+from streammn.connectors import CsvSource, JsonLinesSource, open_source
 from streammn import DTSL, Schema
 from streammn.errors import SettingsError
 from streammn.schema import SchemaError

@@ -89,7 +89,7 @@ def test_named_states_travel_as_state_names_and_queries_use_them():
     keeps the names (a bin label as a word)."""
     from pgmpy.inference import VariableElimination
 
-    from connectors import CsvSource
+    from streammn.connectors import CsvSource
     from tests.test_cli import ROOT
 
     with CsvSource(ROOT / "examples" / "events.csv", missing=True) as source:

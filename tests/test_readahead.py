@@ -1,4 +1,4 @@
-"""Reading ahead on a thread (connectors.readahead): the reader's order, its end and its
+"""Reading ahead on a thread (streammn.connectors.readahead): the reader's order, its end and its
 errors, a prompt close, and a CSV read the same with it."""
 
 import threading
@@ -7,8 +7,8 @@ import time
 import pyarrow as pa
 import pytest
 
-from connectors.csv import CsvSource
-from connectors.readahead import ReadAhead
+from streammn.connectors.csv import CsvSource
+from streammn.connectors.readahead import ReadAhead
 
 
 class Reader:

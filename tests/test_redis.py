@@ -17,9 +17,9 @@ import pytest
 
 pytest.importorskip("redis", reason="the 'redis' extra (redis-py) is not installed")
 
-from connectors.base import SourceUnavailable  # noqa: E402
-from connectors.redis import RedisStreamSource, id_before, open_redis, parse_id  # noqa: E402
-from connectors.resolve import open_source  # noqa: E402
+from streammn.connectors.base import SourceUnavailable  # noqa: E402
+from streammn.connectors.redis import RedisStreamSource, id_before, open_redis, parse_id  # noqa: E402
+from streammn.connectors.resolve import open_source  # noqa: E402
 from helpers.logrows import (
     N_PARTS,
     SCHEMA,

@@ -16,7 +16,7 @@ import sys
 import numpy as np
 import pytest
 
-from connectors import CsvSource
+from streammn.connectors import CsvSource
 from streammn.cli import main
 from streammn.stream.snapshot import LATEST, list_snapshots, read_snapshot, resolve_snapshot
 
@@ -344,7 +344,7 @@ def test_resume_with_another_algorithm_is_a_usage_error(killed_midway, tmp_path,
 
 
 def test_settings_that_do_not_change_the_model_may_differ(killed_midway, tmp_path, monkeypatch):
-    from connectors import open_source
+    from streammn.connectors import open_source
     from streammn.dtsl import DTSL
     from streammn.stream.engine import StreamLearner
 

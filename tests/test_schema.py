@@ -4,7 +4,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from connectors.arrow import schema_from_arrow, schema_to_metadata
+from streammn.connectors.arrow import schema_from_arrow, schema_to_metadata
 from streammn import Schema, SchemaError, Variable
 
 

@@ -6,18 +6,23 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("streammn", "connectors")
+PACKAGES = ("streammn", "connectors")  # folders; connectors/ installs as streammn.connectors
+CONNECTORS = "streammn.connectors"
 # the command-line application wires the core to the connectors
 APPLICATION = {"streammn.cli", "streammn.demo"}  # packages (see _package)
 
 
 def _modules() -> dict[str, Path]:
+    """Every module by the name it is imported as (``connectors/csv.py``:
+    ``streammn.connectors.csv``)."""
     out = {}
     for package in PACKAGES:
         for path in (ROOT / package).rglob("*.py"):
             parts = list(path.relative_to(ROOT).with_suffix("").parts)
             if parts[-1] == "__init__":
                 parts.pop()
+            if parts[0] == "connectors":
+                parts.insert(0, "streammn")
             out[".".join(parts)] = path
     return out
 
@@ -78,11 +83,11 @@ def test_no_import_cycle_between_files():
 
 
 def _package(module: str) -> str:
-    """The part of the tree a module belongs to: ``connectors``, a subpackage of ``streammn``
+    """The part of the tree a module belongs to: the connectors, a subpackage of ``streammn``
     (``streammn.trees``), or a module at ``streammn``'s top level."""
     parts = module.split(".")
-    if parts[0] == "connectors":
-        return "connectors"
+    if module == CONNECTORS or module.startswith(CONNECTORS + "."):
+        return CONNECTORS
     if len(parts) > 1 and (ROOT / "streammn" / parts[1]).is_dir():
         return ".".join(parts[:2])
     return module
@@ -102,11 +107,28 @@ def test_the_core_does_not_import_the_connectors():
     offenders = [
         f"{module} imports {dep}"
         for module, deps in _graph().items()
-        if module.startswith("streammn") and _package(module) not in APPLICATION
+        if _package(module) not in APPLICATION | {CONNECTORS}
         for dep in deps
-        if dep.startswith("connectors")
+        if _package(dep) == CONNECTORS
     ]
     assert offenders == []
+    assert any(_package(dep) == CONNECTORS for dep in _graph()["streammn.cli.commands"])
+
+
+def test_every_package_is_installed():
+    """pyproject.toml lists the packages (connectors/ installs under streammn): every folder
+    with an ``__init__.py`` is on the list, and nothing else."""
+    import tomllib
+
+    listed = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
+    found = {
+        ".".join(init.parent.relative_to(ROOT).parts)
+        for package in PACKAGES
+        for init in (ROOT / package).rglob("__init__.py")
+    }
+    assert listed == found | {CONNECTORS}
 
 
 def test_no_module_imports_another_modules_private_names():
@@ -156,3 +178,26 @@ def test_every_moved_module_still_imports_from_its_old_path_with_a_warning():
         sys.modules.pop(old)
         vars(streammn).clear()
         vars(streammn).update(before)
+
+
+def test_the_old_connectors_package_is_the_new_one_with_a_warning(tmp_path):
+    """``import connectors`` (its name before streammn.connectors) still works for a release:
+    the same module objects, so a class is the same class either way; one warning."""
+    import subprocess
+    import sys
+
+    code = (
+        "import warnings; warnings.simplefilter('always')\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    import connectors, connectors.csv\n"
+        "    from connectors.parquet import ParquetSource\n"
+        "import streammn.connectors as new, streammn.connectors.csv, streammn.connectors.parquet\n"
+        "assert connectors is new and connectors.csv is new.csv\n"
+        "assert ParquetSource is new.parquet.ParquetSource\n"
+        "assert connectors.csv.__spec__.name == 'streammn.connectors.csv'\n"
+        "print([str(w.message) for w in caught])\n"
+    )
+    done = subprocess.run(  # a fresh process, from outside the repository
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "['the package connectors is now streammn.connectors']"

@@ -5,7 +5,7 @@ import os
 import numpy as np
 import pytest
 
-from connectors import ArraySource
+from streammn.connectors import ArraySource
 from streammn import DTSL, Schema
 from streammn.formats import model_files
 from streammn.grafting import EdgeGrafting, planted_potts

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from connectors import (
+from streammn.connectors import (
     ArraySource,
     Batch,
     CsvSource,
@@ -316,7 +316,7 @@ def test_lookahead_raises_a_read_error_where_the_batch_would_have_been():
     ],
 )
 def test_plain_values_read_the_buffers_as_to_numpy_does(values, type_):
-    from connectors.arrow import plain_values
+    from streammn.connectors.arrow import plain_values
 
     for offset in (0, 1, 3):
         column = pa.array(values, type_).slice(offset)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from connectors import ArraySource, Batch
+from streammn.connectors import ArraySource, Batch
 from streammn import Schema, SchemaError
 from streammn.stats import MarginalCounts, PairCounts, StatsFormatError, StatsMergeError, from_bytes
 

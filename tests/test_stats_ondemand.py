@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from connectors import ArraySource
+from streammn.connectors import ArraySource
 from streammn import Schema, SchemaError
 from streammn.stats import (
     OnDemandPairCounts,

@@ -5,7 +5,7 @@ import itertools
 import numpy as np
 import pytest
 
-from connectors.synthetic import SyntheticSource
+from streammn.connectors.synthetic import SyntheticSource
 from helpers.helpers_mn import random_featureset
 from streammn import Schema
 from streammn.network.model import MarkovNetwork

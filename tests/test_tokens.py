@@ -1,7 +1,7 @@
 """Integer tokens, headers and odd first bytes of text sources (issue 42 findings 3, 4 and 5, in
-part): one definition of a state in text (:mod:`connectors.tokens`) for CSV files, ``.data``
-files and CSV messages; every refused cell located to file, row, column and variable and shown
-as written; a header that names a column twice; a UTF-8 byte order mark; a one-column file."""
+part): one definition of a state in text (:mod:`streammn.connectors.tokens`) for CSV files,
+``.data`` files and CSV messages; every refused cell located to file, row, column and variable and
+shown as written; a header that names a column twice; a UTF-8 byte order mark; a one-column file."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from connectors import open_source
-from connectors.csv import CsvSource
-from connectors.messages import MessageDecoder
-from connectors.tokens import text_states
+from streammn.connectors import open_source
+from streammn.connectors.csv import CsvSource
+from streammn.connectors.messages import MessageDecoder
+from streammn.connectors.tokens import text_states
 from streammn import Schema
 from streammn.cli import main
 from streammn.schema import SchemaError

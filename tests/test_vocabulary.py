@@ -9,9 +9,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from connectors import open_source
-from connectors.csv import CsvSource
-from connectors.messages import MessageDecoder
+from streammn.connectors import open_source
+from streammn.connectors.csv import CsvSource
+from streammn.connectors.messages import MessageDecoder
 from helpers.datasets import ROOT
 from streammn.cli import main
 from streammn.dtsl import DTSL
@@ -156,8 +156,8 @@ def test_kafka_json_events_give_the_csv_learner(events):
     pytest.importorskip("confluent_kafka", reason="the 'kafka' extra is not installed")
     from confluent_kafka import Producer
 
-    from connectors.kafka import KafkaSource
-    from connectors.kafka_mock import MockKafkaCluster
+    from streammn.connectors.kafka import KafkaSource
+    from streammn.connectors.kafka_mock import MockKafkaCluster
 
     columns, csv_path, _ = events
     with CsvSource(csv_path, missing=True, batch_size=100) as csv_source:

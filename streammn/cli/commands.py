@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from connectors import open_source
-from connectors.parquet import ParquetSource
+from streammn.connectors import open_source
+from streammn.connectors.parquet import ParquetSource
 from streammn.errors import EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, DataError, UsageError
 from streammn.dn import DependencyNetwork
 from streammn.formats import write_model
@@ -201,8 +201,8 @@ def _resume(engine) -> bool:
 
 
 def _run_on_dask(engine, spec: str):
-    from connectors.parquet import ParquetSource
-    from connectors.distributed import DaskPasses, DistributedError, dask_client
+    from streammn.connectors.parquet import ParquetSource
+    from streammn.connectors.distributed import DaskPasses, DistributedError, dask_client
 
     if not isinstance(engine.source, ParquetSource):
         raise UsageError(f"--dask reads Parquet datasets; {engine.source.describe()} is not one")

@@ -30,8 +30,9 @@ from streammn.schema import require_observed
 
 
 def _as_rows(data, schema) -> np.ndarray:
-    """Rows from an array, a ``connectors.Batch`` or a row reservoir (anything with ``.rows``),
-    validated against ``schema``. Pseudo-likelihood needs every value of a row, so a missing
+    """Rows from an array, a ``streammn.connectors.Batch`` or a row reservoir (anything with
+    ``.rows``), validated against ``schema``. Pseudo-likelihood needs every value of a row, so a
+    missing
     value (missing mode) is refused with its row and column named."""
     rows = schema.rows_of(data)
     if rows.shape[0] == 0:

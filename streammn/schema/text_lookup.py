@@ -8,7 +8,7 @@ a hit, so a block costs one pass over its text. It only answers when every non-n
 matches; a cell to trim or lower-case, a new name or an error to locate goes to the general
 path of :mod:`streammn.schema.encoding`, which gives the same state for every cell matched
 here. The table (:func:`text_table`, :func:`find_text`) also finds the keys of JSON messages
-(:mod:`connectors.flatjson`).
+(:mod:`streammn.connectors.flatjson`).
 """
 
 from __future__ import annotations

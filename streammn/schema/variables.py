@@ -670,7 +670,8 @@ class Schema:
 
     def range_error(self, value, row: int, column: int, source: str | None) -> SchemaError:
         """The error for ``value`` at ``row``/``column``, outside :attr:`value_limits`; a
-        ``str`` value is a text cell, shown as written (``connectors.tokens.shown_value``)."""
+        ``str`` value is a text cell, shown as written
+        (``streammn.connectors.tokens.shown_value``)."""
         var = self[column]
         value = value.item() if isinstance(value, np.generic) else value
         shown = value if isinstance(value, str) else repr(value)

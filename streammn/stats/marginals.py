@@ -40,7 +40,7 @@ class MarginalCounts:
         self.n_rows = 0
 
     def update(self, data) -> "MarginalCounts":
-        """Count the rows of a :class:`connectors.Batch` or a 2-D block of rows."""
+        """Count the rows of a :class:`streammn.connectors.Batch` or a 2-D block of rows."""
         rows = rows_of(data, self.schema)
         count_values(rows, self._offsets, self._flat)
         self.n_rows += rows.shape[0]

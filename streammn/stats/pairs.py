@@ -76,7 +76,8 @@ class PairCounts:
         self.n_rows = 0
 
     def update(self, data) -> "PairCounts":
-        """Count all pairs in the rows of a :class:`connectors.Batch` or a 2-D block of rows."""
+        """Count all pairs in the rows of a :class:`streammn.connectors.Batch` or a 2-D block of
+        rows."""
         rows = rows_of(data, self.schema)
         for start in range(0, rows.shape[0], self.chunk_rows):
             chunk = rows[start : start + self.chunk_rows]

@@ -181,7 +181,7 @@ class PatternCounts:
 
     # updating -----------------------------------------------------------------------------
     def update(self, data) -> "PatternCounts":
-        """Count the rows of a :class:`connectors.Batch` or a 2-D block of rows."""
+        """Count the rows of a :class:`streammn.connectors.Batch` or a 2-D block of rows."""
         rows = rows_of(data, self.schema)
         self._add(rows, np.empty(0, dtype=np.int64))
         return self

@@ -69,7 +69,8 @@ class RowReservoir:
         return view
 
     def update(self, data) -> "RowReservoir":
-        """Offer the rows of a :class:`connectors.Batch` or a 2-D block of rows, in order."""
+        """Offer the rows of a :class:`streammn.connectors.Batch` or a 2-D block of rows, in
+        order."""
         rows = rows_of(data, self.schema)
         return self.offer(rows, np.arange(rows.shape[0]))
 

@@ -1,6 +1,6 @@
 """What every sufficient-statistic store shares: input coercion, merge checks, the byte format.
 
-Stores accept either a :class:`connectors.Batch` or anything
+Stores accept either a :class:`streammn.connectors.Batch` or anything
 :meth:`~streammn.schema.Schema.validate` accepts (a ``uint8`` matrix, other integer arrays,
 lists of rows). Rows are always range-checked against the store's schema, because the counting
 kernels index tables with the values and an out-of-range value must be an error, not a silent

@@ -144,7 +144,7 @@ class StreamLearner:
     Follow a synthetic stream of 4,000 rows, with a snapshot every 2,000:
 
     >>> import tempfile
-    >>> from connectors.synthetic import SyntheticSource
+    >>> from streammn.connectors.synthetic import SyntheticSource
     >>> from streammn.demo import planted_network
     >>> from streammn.dtsl import DTSL
     >>> from streammn.stream.engine import StreamLearner
@@ -367,8 +367,8 @@ class StreamLearner:
         after one pass that counts the rows; then one snapshot. Returns its path.
 
         With ``passes``, a runner of the learner's passes elsewhere (DTSL's ``count_pass``,
-        e.g. :class:`connectors.distributed.DaskPasses`: Dask tasks over the Parquet source's
-        partitions), the rows are counted and every pass is made there (``count_rows``,
+        e.g. :class:`streammn.connectors.distributed.DaskPasses`: Dask tasks over the Parquet
+        source's partitions), the rows are counted and every pass is made there (``count_rows``,
         ``n_batches``, ``end_position``: where a local pass would leave the source); the
         snapshot holds the same model.
         """

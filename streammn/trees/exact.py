@@ -8,9 +8,9 @@ form the next level's frontier. The data is never held in memory, only the front
 statistics; when the frontier needs more than ``max_leaves`` slots a level takes several passes.
 
 How a pass counts is pluggable: :class:`SourcePasses` reads a re-iterable source in this
-process; :class:`connectors.distributed.DaskPasses` runs the pass as Dask tasks over a Parquet
-dataset's partitions and adds their statistics. Both fill the same :class:`LeafStats` slots, and
-:func:`grow_level_wise` scores and splits them the same way.
+process; :class:`streammn.connectors.distributed.DaskPasses` runs the pass as Dask tasks over a
+Parquet dataset's partitions and adds their statistics. Both fill the same :class:`LeafStats` slots,
+and :func:`grow_level_wise` scores and splits them the same way.
 
 Sibling subtraction: a split leaf's statistics are the sum of its children's, so when a
 level's frontier fits in the statistics budget together with the statistics of the leaves
@@ -121,9 +121,9 @@ def grow_level_wise(
 
     ``source`` is a :class:`streammn.stream.source.Source`, rewound before each pass, read through a
     :class:`SourcePasses` with ``cache_bytes``; or give ``count_pass`` (see :data:`CountPass`,
-    e.g. :class:`connectors.distributed.DaskPasses`) and ``source=None``. ``n_threads`` blocks of
-    trees are counted in parallel by a local pass. ``on_pass(level, frontier_size)`` is called
-    after each level (progress reporting). The split rule is ``settings``' (its ``kappa``,
+    e.g. :class:`streammn.connectors.distributed.DaskPasses`) and ``source=None``. ``n_threads``
+    blocks of trees are counted in parallel by a local pass. ``on_pass(level, frontier_size)`` is
+    called after each level (progress reporting). The split rule is ``settings``' (its ``kappa``,
     ``split_alpha``, ``min_gain_per_row``, ``min_count`` and ``max_depth``;
     :mod:`streammn.trees.criterion`); ``max_leaves`` statistics slots are counted per pass.
     ``on_stats(nodes, tot, stats)`` receives the statistics of the frontier's nodes, split or
