@@ -71,27 +71,38 @@ class KafkaSource(MessageLogSource):
 
     Parameters
     ----------
-    bootstrap : ``host:port[,host:port...]`` of the cluster.
-    topic : the topic to read.
-    group : consumer group id; the durable cursor of this learner (one learner per group).
-    schema : :class:`~streammn.schema.Schema` of the rows (required: a log has no header).
-    partitions : partition numbers to read (default ``None``: all, with group rebalancing).
-    format : ``"csv"`` (default), ``"json"`` or ``"arrow"``; see
-        :mod:`streammn.connectors.messages`.
-    batch_size : rows per batch (default 65536).
-    poll_timeout : seconds one poll of the client blocks (default 0.2): the reaction time to
-        :meth:`stop` and to broker trouble.
-    max_wait : seconds a partial batch may wait for more rows before it is yielded (default
-        1.0).
-    broker_timeout : seconds to keep retrying an unreachable cluster before
-        :class:`~streammn.connectors.base.SourceUnavailable` (default 30).
-    stop_at_end : end the iteration once every assigned partition is read up to the end it
-        had when the iteration started (its high watermark then): a finite replay, instead
-        of following the topic forever (default False).
-    dead_letter : path of a JSON-lines file for bad messages (default ``None``: raise).
-    start : where partitions without a committed offset start: ``"earliest"`` (default) or
-        ``"latest"``.
-    config : extra librdkafka settings (security, timeouts, ``group.instance.id``...).
+    bootstrap : str
+        ``host:port[,host:port...]`` of the cluster.
+    topic : str
+        The topic to read.
+    group : str
+        Consumer group id; the durable cursor of this learner (one learner per group).
+    schema : Schema
+        The rows' variables (required: a log has no header).
+    partitions : list of int or None, default None
+        Partition numbers to read; ``None``: all, with group rebalancing.
+    format : {'csv', 'json', 'arrow'}, default 'csv'
+        How a message holds its rows; see :mod:`streammn.connectors.messages`.
+    batch_size : int, default 65536
+        Rows per batch.
+    poll_timeout : float, default 0.2
+        Seconds one poll of the client blocks: the reaction time to :meth:`stop` and to broker
+        trouble.
+    max_wait : float, default 1.0
+        Seconds a partial batch may wait for more rows before it is yielded.
+    broker_timeout : float, default 30.0
+        Seconds to keep retrying an unreachable cluster before
+        :class:`~streammn.connectors.base.SourceUnavailable`.
+    stop_at_end : bool, default False
+        End the iteration once every assigned partition is read up to the end it had when the
+        iteration started (its high watermark then): a finite replay, instead of following the
+        topic forever.
+    dead_letter : path or None, default None
+        A JSON-lines file for bad messages; ``None``: raise.
+    start : {'earliest', 'latest'}, default 'earliest'
+        Where partitions without a committed offset start.
+    config : dict or None, default None
+        Extra librdkafka settings (security, timeouts, ``group.instance.id``...).
     """
 
     def __init__(

@@ -67,21 +67,30 @@ class RedisStreamSource(MessageLogSource):
 
     Parameters
     ----------
-    address : ``host:port`` of the Redis server.
-    streams : a stream key or a list of them.
-    group : consumer group name, created on the streams when missing.
-    schema : :class:`~streammn.schema.Schema` of the rows (required).
-    consumer : consumer name inside the group (default ``streammn``).
-    format : ``"csv"`` (default), ``"json"`` or ``"arrow"``.
-    field : entry field holding the payload (default ``data``).
-    db : database number (default 0).
-    batch_size, poll_timeout, max_wait, broker_timeout, stop_at_end, dead_letter : as for
-        :class:`~streammn.connectors.kafka.KafkaSource` (``stop_at_end``: end when a read waited
-        ``poll_timeout`` seconds and found no new entry). A batch ends at an entry boundary
+    address : str
+        ``host:port`` of the Redis server.
+    streams : str or list of str
+        A stream key or a list of them.
+    group : str
+        Consumer group name, created on the streams when missing.
+    schema : Schema
+        The rows' variables (required).
+    consumer : str, default 'streammn'
+        Consumer name inside the group.
+    format : {'csv', 'json', 'arrow'}, default 'csv'
+        How an entry holds its rows.
+    field : str, default 'data'
+        Entry field holding the payload.
+    db : int, default 0
+        Database number.
+    batch_size, poll_timeout, max_wait, broker_timeout, stop_at_end, dead_letter
+        As for :class:`~streammn.connectors.kafka.KafkaSource` (``stop_at_end``: end when a read
+        waited ``poll_timeout`` seconds and found no new entry). A batch ends at an entry boundary
         and may exceed ``batch_size`` by up to one entry per stream (``XREADGROUP``'s
         ``COUNT`` is per stream), or by the rows of an Arrow entry.
-    start : where a newly created group starts: ``"earliest"`` (default, the whole stream)
-        or ``"latest"`` (only entries added from now on).
+    start : {'earliest', 'latest'}, default 'earliest'
+        Where a newly created group starts: the whole stream, or only entries added from now
+        on.
     """
 
     def __init__(

@@ -27,6 +27,8 @@ class SyntheticSource(NumberedRows):
         discards ``burn_in`` sweeps (default 100) and then takes a row every ``thin`` sweeps
         (default 1); row ``t * chains + c`` of a batch is chain c's t-th sample.
 
+    Notes
+    -----
     Reproducibility: the position is the number of rows emitted. Batch ``b`` (rows
     ``b * batch_size`` onwards) is generated from chain seeds derived from ``(seed, b)`` alone,
     so after ``seek(p)`` the source regenerates the batch containing row ``p`` and continues

@@ -178,8 +178,8 @@ class EdgeGrafting(StructureLearner):
     inference : {"auto", "bp", "exact"}, default "auto"
         Model marginals: loopy BP (pair tables of inactive pairs by clamped BP) or enumeration
         of the joint states; "auto" enumerates when there are at most 2^16 joint states.
-    bp_damping, bp_tol, bp_max_iter : float, float, int, defaults 0.5, 1e-3, 60
-        Loopy BP settings.
+    bp_damping, bp_tol, bp_max_iter : float, float, int
+        Loopy BP settings: damping (default 0.5), tolerance (1e-3) and most iterations (60).
     update_every : int, default 10000
         Streaming: rows between two checks for a structure update in :meth:`partial_fit` (the
         first check always updates).

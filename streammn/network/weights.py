@@ -195,6 +195,8 @@ class StochasticPLL:
     eps:
         AdaGrad's denominator guard.
 
+    Notes
+    -----
     ``partial_fit(rows)`` takes one step on the batch's mean gradient; ``model`` holds the
     current weights.
     """

@@ -44,6 +44,8 @@ class PairCounts:
         float32 encoding fits in 64 MiB (at most ``2**24`` rows, the float32 exactness limit).
         Only memory and speed depend on it, never the counts.
 
+    Notes
+    -----
     Memory is ``8 * D'^2`` bytes for the counts, ``D' = sum(card - 1)``: 8 MB for 1000
     binary variables, plus the chunk buffer.
 
