@@ -21,6 +21,8 @@ import pyarrow as pa
 
 from streammn.schema.vocabulary import name_text
 
+_NONE = np.zeros(0, np.uint8)  # no validity bitmap: no nulls
+
 
 @nb.njit(cache=True, nogil=True, inline="always")
 def _head(data: np.ndarray, start: int, stop: int) -> int:
@@ -139,6 +141,3 @@ def exact_states(col: pa.Array, names: tuple) -> np.ndarray | None:
     if _match(offsets, data, valid, col.offset, *table, out) >= 0:
         return None
     return out
-
-
-_NONE = np.zeros(0, np.uint8)
