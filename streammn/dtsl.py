@@ -61,11 +61,14 @@ class DTSL(StructureLearner):
 
     Parameters
     ----------
-    schema : Schema
+    schema : Schema or None, default None
         The variables; one tree is learned per variable. A growing schema
         (:meth:`Schema.with_growth <streammn.schema.Schema.with_growth>`, Hoeffding mode)
         adds a new value at the row it first appears (:mod:`streammn.trees.growth`); the
-        learner's ``schema`` is then the grown one.
+        learner's ``schema`` is then the grown one. None: taken from the data
+        (:mod:`streammn.learner`): ``fit`` infers it from all of its rows, ``partial_fit``
+        from the first batch, growing after it (every variable of named or numbered states up
+        to 255 states) unless ``cpd='lr'``; while it grows ``cpd='auto'`` keeps the trees.
     kappa : 'auto' or float, default 'auto'
         Split criterion. ``'auto'``: a split must pass a likelihood-ratio test at level
         ``split_alpha``, corrected for the candidates tried (and on a stream for the earlier
@@ -200,6 +203,11 @@ class DTSL(StructureLearner):
     (6, [4, 16, 4, 4, 4, 4, 2, 4])
     >>> round(exact.to_markov_network().pll(rows), 3), round(planted.pll(rows), 3)
     (-4.065, -4.065)
+
+    Built without a schema, a learner takes it from the data (``fit``: from all of it):
+
+    >>> DTSL(mode="exact", kappa=0.01).fit(rows).schema == planted.schema
+    True
     """
 
     converts_in_writer = True  # DN2MN runs on serial kernels in a forked snapshot writer
@@ -300,7 +308,7 @@ class DTSL(StructureLearner):
 
     def __init__(
         self,
-        schema: Schema,
+        schema: Schema | None = None,
         kappa: float | str = AUTO,
         mode: str = "hoeffding",
         grace_period: int = 200,
@@ -323,8 +331,6 @@ class DTSL(StructureLearner):
         cpd: str = "auto",
     ):
         self._check_params(locals())
-        if not isinstance(schema, Schema):
-            raise DTSLError(f"schema must be a streammn Schema, got {type(schema).__name__}")
         if mode == "exact" and (
             drift is not None or half_life is not None and not math.isinf(half_life)
         ):
@@ -332,18 +338,6 @@ class DTSL(StructureLearner):
                 "drift and half_life apply to mode='hoeffding' (exact mode learns "
                 "a fixed, finite source)"
             )
-        if cpd == "lr" and not _regressions_apply(schema, drift, half_life):
-            raise DTSLError(
-                "cpd='lr' learns with a fixed schema, no missing values, no drift and no "
-                "forgetting for now; use cpd='tree' or 'auto' (trees, there) for those"
-            )
-        if mode == "exact" and schema.grows:
-            raise DTSLError(
-                "a growing schema (new values mid-stream) applies to "
-                "mode='hoeffding'; exact mode learns a finite source whose "
-                "cardinalities can be declared"
-            )
-        self.schema = schema
         self.drift = drift
         self.half_life = None if half_life is None or math.isinf(half_life) else float(half_life)
         self.kappa = AUTO if kappa == AUTO else float(kappa)
@@ -364,7 +358,26 @@ class DTSL(StructureLearner):
         self.seed = seed
         self.weights = weights
         self.cpd = cpd
-        self._reset()
+        self._init_schema(schema)
+
+    def _check_schema(self, schema: Schema) -> None:
+        if self.cpd == "lr" and not _regressions_apply(schema, self.drift, self.half_life):
+            raise DTSLError(
+                "cpd='lr' learns with a fixed schema, no missing values, no drift and no "
+                "forgetting for now; use cpd='tree' or 'auto' (trees, there) for those"
+            )
+        if self.mode == "exact" and schema.grows:
+            raise DTSLError(
+                "a growing schema (new values mid-stream) applies to "
+                "mode='hoeffding'; exact mode learns a finite source whose "
+                "cardinalities can be declared"
+            )
+
+    @property
+    def adds_values(self) -> bool:
+        """A schema inferred by ``partial_fit`` grows, except under ``cpd='lr'``, whose
+        regressions learn over a fixed schema (``'auto'`` keeps the trees while it grows)."""
+        return self.cpd != "lr"
 
     @property
     def threads(self) -> int:
@@ -483,6 +496,7 @@ class DTSL(StructureLearner):
                 "partial_fit needs mode='hoeffding'; exact mode learns with "
                 "fit(source) over a re-iterable source"
             )
+        self._schema_for_batch(batch)
         rows = self._validate(batch)
         step = self.memory_plan.batch_rows  # pieces within the budget: the model is the same
         for start in range(0, rows.shape[0], step):
@@ -542,7 +556,7 @@ class DTSL(StructureLearner):
         """Continue under the grown ``schema``: the state rewritten with zero counts for the
         new values and loaded as on resume (streammn.trees.growth)."""
         _, arrays = self.get_state()
-        self.schema = schema
+        self._schema = schema
         self._load(extend_state(arrays, self.forest.schema, schema))
 
     def fit(self, source, count_pass=None) -> "DTSL":
@@ -567,6 +581,7 @@ class DTSL(StructureLearner):
                 "weights='refined' samples the rows in this process; with passes made "
                 "elsewhere (count_pass, e.g. Dask) learn with weights='closed-form'"
             )
+        self._schema_for_fit(source)
         source = as_source(source, self.schema)
         if isinstance(source, Source) and not self.schema.same_stream(source.schema):
             raise SchemaError(

@@ -272,6 +272,12 @@ class LearnerStateError(DataError):
     """Bytes that are not a saved state of the learner class they are loaded as."""
 
 
+class NotFittedError(SettingsError, AttributeError):
+    """A learner built without a schema was asked for its schema, model, scores or another
+    learned attribute before ``fit`` or ``partial_fit`` took one from the data (scikit-learn's
+    name, and like scikit-learn's an ``AttributeError`` too, so ``hasattr`` says no)."""
+
+
 class LearnerDefinitionError(StreamMNError, TypeError):
     """A learner class whose ``__init__`` takes ``*args``/``**kwargs`` instead of named
     parameters (a bug in the learner: exit code 1)."""

@@ -13,7 +13,7 @@ summary (defaults: none). ``tests/test_conformance.py`` checks every learner aga
 ``_get_param_names``): a parameter is a keyword of ``__init__`` stored under the same attribute
 name, so a learner never repeats its parameter list by hand and ``type(l)(**l.get_params())``
 rebuilds it (so does scikit-learn's ``clone``). The first argument, ``schema``, is data the
-learner is built over rather than a setting: ``get_params`` holds it (scikit-learn's
+learner is built over rather than a setting: ``get_params`` holds it as given (scikit-learn's
 convention), ``settings`` leaves it out (what snapshot manifests and saved states record, the
 schema stored apart), and the repr shows it first. What each parameter allows, its help and its
 command-line flag are declared once, in the class's ``parameters`` table
@@ -21,6 +21,27 @@ command-line flag are declared once, in the class's ``parameters`` table
 is declared in the class's ``renamed`` table (old name -> new): ``__init__``, ``set_params`` and
 ``from_bytes`` take the old name too (and it still reads as an attribute), while ``get_params``
 and saved states give the new one.
+
+A learner built without a schema (``DTSL()``, every parameter defaulted) takes it from the
+data. ``fit`` takes it from all of its data, anew at every ``fit``: a source's own schema, or
+inferred from rows in memory by :func:`~streammn.schema.inference.infer_rows_schema` (a
+matrix holds state numbers; a table or data frame names its states and bins its numbers).
+``partial_fit`` takes it from its first batch; after it, a learner that can add values
+mid-stream (Hoeffding DTSL, :mod:`streammn.trees.growth`) lets every variable of named or
+numbered states grow up to :data:`INFERRED_MAX_CARDINALITY` states, and the others keep it
+fixed (a later new value is a located ``SchemaError``). Before its first data such a learner is
+unfitted: its ``schema``, model and scores raise :class:`~streammn.errors.NotFittedError`.
+``get_params`` keeps ``schema=None``, so ``clone`` gives a learner that infers again, and a
+saved state records the schema taken apart from the one given.
+
+The cap is 255 states, the format's own: state numbers are ``uint8`` (255 is the missing
+value). It reserves nothing, since growth extends the statistics when a value first appears
+rather than allocating them at the cap: a variable grown to ``c`` states costs what one
+declared with ``c`` costs. That cost is in DTSL's split statistics, whose every slot holds
+``max_card * (K + 1)`` counts (``K`` indicator columns, one per state beyond the first): at 100
+binary variables a slot takes 1.6 KB, and with one of them grown to 255 states 0.7 MB, so the
+same ``memory_mb`` lets about 440 times fewer leaves collect at once. A lower cap would save
+nothing up front and stop a stream of ordinary categories (countries, products) with an error.
 """
 
 from __future__ import annotations
@@ -34,6 +55,7 @@ from streammn.errors import (
     DataError,
     LearnerDefinitionError,
     LearnerStateError,
+    NotFittedError,
     SettingsError,
     WeightStateError,
 )
@@ -41,7 +63,9 @@ from streammn.network.model import MarkovNetwork
 from streammn.packed_state import pack_state, unpack_state
 from streammn.params import OneOf, Param, check_params, new_names, renamed_to
 from streammn.network.published import WEIGHTS, Published, publish_sample
-from streammn.schema import Schema
+from streammn.schema import MAX_CARDINALITY, Schema
+from streammn.schema.encoding import table_of
+from streammn.schema.inference import infer_rows_schema
 from streammn.network.weight_sample import MEMORY_MB, WeightSample
 
 #: the ``weights`` entry of every learner's parameter table
@@ -54,6 +78,17 @@ WEIGHTS_PARAM = Param(
     flag="--weights",
 )
 SAMPLE_KEY = "weight_sample"  # the sample's bytes in a saved state
+INFERRED_KEY = "schema_inferred"  # in a saved state: the schema was taken from the data
+#: the most states a variable of a schema that ``partial_fit`` inferred may grow to (the
+#: module docstring says why)
+INFERRED_MAX_CARDINALITY = MAX_CARDINALITY
+
+
+def _own_schema(data) -> Schema | None:
+    """The schema ``data`` comes with: a source's, or that of a batch a source validated (an
+    Arrow table's ``schema`` is no streammn schema); None for rows alone."""
+    schema = getattr(data, "schema", None)
+    return schema if isinstance(schema, Schema) else None
 
 
 class Estimator:
@@ -63,6 +98,8 @@ class Estimator:
 
     parameters: dict[str, Param] = {}
     param_error: type[Exception] = SettingsError  # what a disallowed setting raises
+    #: the ``schema`` given to ``__init__``, what ``get_params`` gives (None: from the data)
+    _declared_schema: Schema | None = None
     #: old name -> new name of the renamed parameters, still accepted with a warning
     renamed: dict[str, str] = {}
 
@@ -108,10 +145,11 @@ class Estimator:
         return {name: getattr(self, name) for name in self._param_names()}
 
     def get_params(self, deep: bool = True) -> dict:
-        """Every argument of ``__init__``, the schema first (scikit-learn's convention, so that
-        ``sklearn.base.clone`` and ``type(l)(**l.get_params())`` rebuild the learner); ``deep``
-        is accepted for scikit-learn (a learner holds no estimators)."""
-        return {"schema": self.schema, **self.settings()}
+        """Every argument of ``__init__`` as given, the schema first (scikit-learn's
+        convention, so that ``sklearn.base.clone`` and ``type(l)(**l.get_params())`` rebuild
+        the learner; a schema inferred from the data is not an argument: ``schema`` stays
+        None); ``deep`` is accepted for scikit-learn (a learner holds no estimators)."""
+        return {"schema": self._declared_schema, **self.settings()}
 
     def set_params(self, **params):
         """This learner, unfitted, with ``params`` changed (scikit-learn's convention: the
@@ -126,12 +164,14 @@ class Estimator:
         return self
 
     def clone(self, **overrides):
-        """A fresh, unfitted learner with the same schema and settings (``overrides`` win)."""
+        """A fresh, unfitted learner with the same parameters (``overrides`` win)."""
         return type(self)(**{**self.get_params(), **overrides})
 
     def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.settings().items())
-        return f"{type(self).__name__}({self.schema!r}, {args})"
+        args = [f"{k}={v!r}" for k, v in self.settings().items()]
+        if self._declared_schema is not None:
+            args.insert(0, repr(self._declared_schema))
+        return f"{type(self).__name__}({', '.join(args)})"
 
 
 class StructureLearner(Estimator):
@@ -142,11 +182,99 @@ class StructureLearner(Estimator):
     defaults a learner overrides when it has more to say.
     """
 
-    schema: Schema
     #: ``to_markov_network`` runs on serial kernels, so a forked snapshot writer may call it
     #: (DTSL's does); otherwise the engine converts on the learning thread and the writer only
     #: writes files.
     converts_in_writer: bool = False
+
+    # the schema: given, or taken from the data ---------------------------------------------
+    _schema: Schema | None = None
+
+    @property
+    def schema(self) -> Schema:
+        """The variables learned over: the schema given to ``__init__``, or the one the first
+        ``fit`` or ``partial_fit`` took from the data (grown since, in growth mode)."""
+        if self._schema is None:
+            raise self._not_fitted("schema")
+        return self._schema
+
+    def __getattr__(self, name: str):
+        """A learner built without a schema has no learned attributes before it takes one
+        (its model, statistics, scores): asking for one raises :class:`NotFittedError`."""
+        if name.startswith("_") or name in type(self).renamed or self._schema is not None:
+            return super().__getattr__(name)
+        raise self._not_fitted(name)
+
+    def _not_fitted(self, name: str) -> NotFittedError:
+        learner = type(self).__name__
+        return NotFittedError(
+            f"{learner} has no schema yet (asked for {name!r}): fit(X) or partial_fit(X) takes "
+            f"it from the data (or build the learner over one: {learner}(schema))"
+        )
+
+    @property
+    def adds_values(self) -> bool:
+        """Whether a schema that ``partial_fit`` infers may grow (new values become new
+        states): the learner can add values mid-stream under its settings. No by default."""
+        return False
+
+    def _init_schema(self, schema: Schema | None) -> None:
+        """``__init__``'s last step: keep the ``schema`` argument and, given one, learn over it
+        from now on (:meth:`_use_schema`); without one the first data will say."""
+        self._declared_schema = schema
+        if schema is not None:
+            self._use_schema(schema)
+
+    def _use_schema(self, schema: Schema) -> None:
+        """Learn over ``schema`` from scratch: checked against the settings
+        (:meth:`_check_schema`), then the learned state allocated over it (``_reset``)."""
+        if not isinstance(schema, Schema):
+            raise self.param_error(
+                f"schema must be a streammn Schema (or None: taken from the data), got "
+                f"{type(schema).__name__}"
+            )
+        self._check_schema(schema)
+        self._schema = schema
+        self._reset()
+
+    def _check_schema(self, schema: Schema) -> None:
+        """Refuse, with the learner's error class, a schema its settings cannot learn over."""
+
+    def _reset(self) -> None:
+        """A fresh learned state over :attr:`schema`."""
+        raise NotImplementedError
+
+    def _schema_for_fit(self, data) -> None:
+        """``fit``'s first step, for a learner built without a schema: take it from ``data``
+        (a source's own, or inferred from all the rows in memory), anew at every fit."""
+        if self._declared_schema is None:
+            schema = _own_schema(data)
+            self._use_schema(schema if schema is not None else self._inferred(data))
+
+    def _schema_for_batch(self, batch) -> None:
+        """``partial_fit``'s first step, for a learner with no schema yet: take it from the
+        first batch (the schema a source validated it against, or inferred from its rows and
+        then growing up to :data:`INFERRED_MAX_CARDINALITY` states where :attr:`adds_values`)."""
+        if self._schema is not None:
+            return
+        schema = _own_schema(batch)
+        if schema is None:
+            schema = self._inferred(batch)
+            if self.adds_values:
+                schema = schema.with_growth(INFERRED_MAX_CARDINALITY)
+        self._use_schema(schema)
+
+    def _inferred(self, data) -> Schema:
+        """The schema of rows in memory (:func:`~streammn.schema.inference.infer_rows_schema`
+        over all of them)."""
+        rows = getattr(data, "rows", data)  # a batch no source validated
+        if not (isinstance(rows, (np.ndarray, list)) or table_of(rows) is not None):
+            raise self.param_error(
+                f"{type(self).__name__} built without a schema takes it from rows in memory (a "
+                f"matrix, table or data frame) or a source, not from {type(rows).__name__}: "
+                f"build it over a schema, or give the batches to partial_fit"
+            )
+        return infer_rows_schema(rows, first_rows=None)
 
     def partial_fit(self, batch) -> "StructureLearner":
         """Learn from one batch (a validated ``Batch`` or a raw matrix, validated first; a
@@ -257,8 +385,14 @@ class StructureLearner(Estimator):
 
     def to_bytes(self) -> bytes:
         """The full state, weight sample included; ``type(self).from_bytes`` restores an equal
-        learner."""
+        learner. A learner built without a schema records the schema it took from the data
+        apart from the one given (none), or only its settings before it took one."""
+        if self._schema is None:
+            meta = {"format": self.state_format, "schema": None, "params": self.settings()}
+            return pack_state(meta, {})
         meta, arrays = self._state()
+        if self._declared_schema is None:
+            meta = {**meta, INFERRED_KEY: True}
         if self._weight_sample is not None:
             sample = np.frombuffer(self._weight_sample.to_bytes(), dtype=np.uint8)
             arrays = {**arrays, SAMPLE_KEY: sample}
@@ -282,7 +416,12 @@ class StructureLearner(Estimator):
             if meta.get("format") != cls.state_format:
                 raise ValueError(f"state format {meta.get('format')!r}, not {cls.state_format!r}")
             params = new_names(cls, meta["params"], cls.state_error, warn=False)
-            learner = cls(Schema.from_dict(meta["schema"]), **params)
+            if meta["schema"] is None:  # built without a schema, saved before it took one
+                return cls(**params)
+            schema = Schema.from_dict(meta["schema"])
+            learner = cls(None if meta.get(INFERRED_KEY) else schema, **params)
+            if learner._schema is None:
+                learner._use_schema(schema)
             learner._restore(meta, arrays)
             learner._restore_sample(arrays)
         except cls.state_error:

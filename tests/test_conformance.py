@@ -9,6 +9,8 @@ below. Each check then runs on it:
 - batch-cut independence: the same rows cut into different batches give the same model;
 - a bad batch raises a ``SchemaError`` and leaves the state untouched;
 - ``get_params`` rebuilds an equal learner (same repr, same model on the same rows);
+- built without a schema (the factory given None), it takes the schema from the data, and
+  ``get_params``, ``clone`` and the state round trip keep it a learner built without one;
 - the published network keeps the learner's weights unless refined ones score better.
 """
 
@@ -22,10 +24,10 @@ from streammn.dtsl import DTSL
 from streammn.et import EnsembleOfTrees
 from streammn.grafting import EdgeGrafting
 from streammn.inference import sample
-from streammn.errors import DataError
+from streammn.errors import DataError, NotFittedError
 from streammn.learner import StructureLearner
 from streammn.packed_state import pack_state, unpack_state
-from streammn.schema import SchemaError
+from streammn.schema import Schema, SchemaError
 
 LEARNERS = [
     ("dtsl", lambda schema: DTSL(schema, kappa=0.01, grace_period=100)),
@@ -133,6 +135,37 @@ def test_bytes_that_are_no_saved_state_raise_the_learners_state_error(make, rows
         with pytest.raises(type(learner).state_error, match=type(learner).__name__) as info:
             type(learner).from_bytes(bad)
         assert isinstance(info.value, DataError)
+
+
+def test_built_without_a_schema_it_takes_the_datas_and_stays_without_one(make, rows):
+    """``fit`` infers the schema from all its rows and learns what a learner over that schema
+    learns; ``partial_fit`` infers it from the first batch (growing where the learner adds
+    values); ``get_params``, ``clone`` and ``to_bytes``/``from_bytes`` keep ``schema=None``
+    before and after, and a restored learner continues exactly (issue 38)."""
+    schema, data = rows
+    bare = make(None)
+    assert bare.get_params()["schema"] is None and bare.clone().get_params() == bare.get_params()
+    for unfitted in (bare, type(bare).from_bytes(bare.to_bytes())):
+        assert unfitted.get_params() == bare.get_params() and repr(unfitted) == repr(bare)
+        with pytest.raises(NotFittedError, match="no schema yet"):
+            unfitted.score(data[:10])
+
+    inferred = Schema.infer(data)
+    fitted = make(None).fit(data)
+    assert fitted.schema == inferred and fitted.get_params() == bare.get_params()
+    same_model(fitted, make(inferred).fit(data), data[:200])
+    assert fitted.clone().get_params() == bare.get_params()
+
+    fed = feed(make(None), data[:2000], [500, 1200])
+    first = Schema.infer(data[:500])
+    assert fed.schema.same_stream(first.with_growth(255) if fed.adds_values else first)
+    assert fed.get_params()["schema"] is None
+    restored = type(fed).from_bytes(fed.to_bytes())
+    assert restored.get_params() == bare.get_params() and restored.schema == fed.schema
+    feed(fed, data[2000:], [300])
+    feed(restored, data[2000:], [300])
+    same_model(fed, restored, data[:200])
+    assert restored.to_bytes() == fed.to_bytes()
 
 
 def test_score_and_score_samples_are_the_pseudo_log_likelihood(make, rows):

@@ -38,6 +38,7 @@ from streammn.errors import CSGSError, CSGSStateError
 from streammn.features import FeatureSet
 from streammn.network.model import MarkovNetwork
 from streammn.schema import Schema
+from streammn.schema.encoding import table_of
 from streammn.stats import PatternCounts
 
 FORMAT = "streammn-csgs-2"  # 1: the metadata under "meta" instead of pack_state's key
@@ -48,8 +49,10 @@ class CSGS(StructureLearner):
 
     Parameters
     ----------
-    schema : Schema
-        The variables (any cardinalities).
+    schema : Schema or None, default None
+        The variables (any cardinalities). None: taken from the data (:mod:`streammn.learner`):
+        ``fit`` infers it from all of its rows, ``partial_fit`` from the first batch (and keeps
+        it: a later new value is a ``SchemaError``, as CSGS cannot add values).
     significance : float, default 0.05
         Significance level of Pearson's chi-square tests (the paper's ``alpha``; ``alpha=`` is
         still accepted, deprecated).
@@ -125,7 +128,7 @@ class CSGS(StructureLearner):
 
     def __init__(
         self,
-        schema: Schema,
+        schema: Schema | None = None,
         significance: float = 0.05,
         min_rows_per_cell: float = 5.0,
         max_contexts: int = 5000,
@@ -138,15 +141,16 @@ class CSGS(StructureLearner):
         weights: str = "refined",
     ):
         self._check_params(locals())
-        schema.require_complete("csgs")
-        self.schema = schema
         self.significance, self.min_rows_per_cell = float(significance), float(min_rows_per_cell)
         self.max_contexts, self.context_specific = int(max_contexts), bool(context_specific)
         self.repeat_grow = bool(repeat_grow)
         self.max_patterns, self.stddev = int(max_patterns), float(stddev)
         self.max_iter, self.seed = int(max_iter), int(seed)
         self.weights = weights
-        self._reset()
+        self._init_schema(schema)
+
+    def _check_schema(self, schema: Schema) -> None:
+        schema.require_complete("csgs")
 
     def _reset(self) -> None:
         self.counts = PatternCounts(self.schema, max_patterns=self.max_patterns, seed=self.seed)
@@ -164,6 +168,7 @@ class CSGS(StructureLearner):
     def partial_fit(self, batch) -> "CSGS":
         """Count one batch (a :class:`~streammn.stream.source.Batch` or a row matrix). Rows are
         validated first; a bad batch leaves the state untouched."""
+        self._schema_for_batch(batch)
         rows = getattr(batch, "rows", batch)
         start = getattr(batch, "start", None)
         rows = self.schema.validate(rows, row_offset=self.n_rows if start is None else start)
@@ -178,9 +183,10 @@ class CSGS(StructureLearner):
         (``count_pass`` is DTSL's multi-pass hook: CSGS reads its source once.)"""
         if count_pass is not None:
             raise CSGSError("CSGS counts its source in one pass; it takes no count_pass")
+        self._schema_for_fit(source)
         self._reset()
-        if isinstance(source, np.ndarray) or isinstance(source, list):
-            self.partial_fit(np.asarray(source))
+        if isinstance(source, (np.ndarray, list)) or table_of(source) is not None:
+            self.partial_fit(source)
         else:
             rewind = getattr(source, "rewind", None)
             if rewind is not None and getattr(source, "rewindable", True):

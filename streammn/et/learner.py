@@ -71,6 +71,7 @@ from streammn.grafting.mrf import PairwiseLayout, to_markov_network
 from streammn.learner import WEIGHTS_PARAM, StructureLearner
 from streammn.params import NONE, Boolean, Interval, Param
 from streammn.schema import Schema, Validated
+from streammn.schema.encoding import table_of
 from streammn.stats import PairCounts, RowReservoir
 from streammn.network.weights import fit_weights
 
@@ -84,8 +85,10 @@ class EnsembleOfTrees(StructureLearner):
 
     Parameters
     ----------
-    schema : Schema
-        The variables (any cardinalities).
+    schema : Schema or None, default None
+        The variables (any cardinalities). None: taken from the data (:mod:`streammn.learner`):
+        ``fit`` infers it from all of its rows, ``partial_fit`` from the first batch (and keeps
+        it: a later new value is a ``SchemaError``, as ET cannot add values).
     pseudo_count : float, default 1.0
         Dirichlet pseudo-count of every node and pair table (see :mod:`streammn.et.density`;
         ``alpha=`` is still accepted, deprecated).
@@ -170,7 +173,7 @@ class EnsembleOfTrees(StructureLearner):
 
     def __init__(
         self,
-        schema: Schema,
+        schema: Schema | None = None,
         pseudo_count: float = DEFAULT_PSEUDO_COUNT,
         shrink: bool = True,
         learn_theta: bool = False,
@@ -184,12 +187,6 @@ class EnsembleOfTrees(StructureLearner):
         weights: str = "refined",
     ):
         self._check_params(locals())
-        if not isinstance(schema, Schema):
-            raise ETError(f"schema must be a streammn Schema, got {type(schema).__name__}")
-        if schema.n_vars < 2:
-            raise ETError("ET needs at least 2 variables")
-        schema.require_complete("et")
-        self.schema = schema
         self.pseudo_count = float(pseudo_count)
         self.shrink = bool(shrink)
         self.learn_theta = bool(learn_theta)
@@ -198,7 +195,12 @@ class EnsembleOfTrees(StructureLearner):
         self.new_share = float(new_share)
         self.max_iter, self.tol, self.seed = int(max_iter), float(tol), seed
         self.weights = weights
-        self._reset()
+        self._init_schema(schema)
+
+    def _check_schema(self, schema: Schema) -> None:
+        if schema.n_vars < 2:
+            raise ETError("ET needs at least 2 variables")
+        schema.require_complete("et")
 
     def _reset(self) -> None:
         self.counts = PairCounts(self.schema)
@@ -229,6 +231,7 @@ class EnsembleOfTrees(StructureLearner):
     def partial_fit(self, batch) -> "EnsembleOfTrees":
         """Count a batch (validated first); every ``update_every`` rows run a learning phase
         when one is due (:meth:`phase_due`)."""
+        self._schema_for_batch(batch)
         rows = self._validate(batch)
         start, n = 0, rows.shape[0]
         if self.rows_since_update >= self.update_every:  # a phase a stop abandoned runs first
@@ -257,9 +260,11 @@ class EnsembleOfTrees(StructureLearner):
         return max(self.update_every - self.rows_since_update, 0)
 
     def fit(self, source) -> "EnsembleOfTrees":
-        """Learn from scratch on a finite source (batches or a row matrix)."""
+        """Learn from scratch on a finite source (batches, or rows in memory: a matrix, table
+        or data frame)."""
+        self._schema_for_fit(source)
         self._reset()
-        if isinstance(source, np.ndarray):
+        if isinstance(source, np.ndarray) or table_of(source) is not None:
             self._count(self.schema.rows_of(source))
         else:
             for batch in source:

@@ -130,8 +130,10 @@ class EdgeGrafting(StructureLearner):
 
     Parameters
     ----------
-    schema : Schema
-        The variables (any cardinalities).
+    schema : Schema or None, default None
+        The variables (any cardinalities). None: taken from the data (:mod:`streammn.learner`):
+        ``fit`` infers it from all of its rows, ``partial_fit`` from the first batch (and keeps
+        it: a later new value is a ``SchemaError``, as grafting cannot add values).
     lambda_ : float or None, default None
         Group-L1 strength (per-row scale); also the activation threshold of test C2. None: the
         data-scaled default ``lambda_c * sqrt(log(n_vars) / n_rows) / mean(card)^2`` (see
@@ -304,7 +306,7 @@ class EdgeGrafting(StructureLearner):
 
     def __init__(
         self,
-        schema: Schema,
+        schema: Schema | None = None,
         lambda_: float | None = None,
         lambda_c: float = 2.0,
         lambda2: float = 0.001,
@@ -338,9 +340,6 @@ class EdgeGrafting(StructureLearner):
         self._check_params(locals())
         if standardise is True and objective != "pseudo":
             raise GraftingError("standardise=True needs the pseudo-likelihood objective")
-        self._exact = use_exact(inference, schema.cardinalities)
-        schema.require_complete("grafting")
-        self.schema = schema
         self.lambda_ = None if lambda_ is None else float(lambda_)
         self.lambda_c, self.lambda2 = float(lambda_c), float(lambda2)
         self.inference = inference
@@ -357,7 +356,11 @@ class EdgeGrafting(StructureLearner):
         self.refit, self.score_refit = bool(refit), bool(score_refit)
         self.standardise = standardise if standardise == "either" else bool(standardise)
         self.weights = weights
-        self._reset()
+        self._init_schema(schema)
+
+    def _check_schema(self, schema: Schema) -> None:
+        use_exact(self.inference, schema.cardinalities)  # refuses 'exact' beyond its reach
+        schema.require_complete("grafting")
 
     # parameters ---------------------------------------------------------------------------
     @property
@@ -413,6 +416,7 @@ class EdgeGrafting(StructureLearner):
         )
 
     def _reset(self) -> None:
+        self._exact = use_exact(self.inference, self.schema.cardinalities)
         self.rng = np.random.default_rng(self.seed)
         self.stats = OnDemandPairCounts(
             self.schema, reservoir_capacity=self.stats_reservoir, seed=self.seed
@@ -643,6 +647,7 @@ class EdgeGrafting(StructureLearner):
         After :meth:`stop`, an update due at the end of the batch is abandoned (or not begun)
         and left pending (module docstring); learning more rows before it has run raises
         :class:`GraftingError` until :meth:`clear_stop`."""
+        self._schema_for_batch(batch)
         rows = self._validate(batch)
         if self.pending_update:
             if self._stop_requested:
@@ -801,6 +806,7 @@ class EdgeGrafting(StructureLearner):
     def fit(self, source, callback=None) -> "EdgeGrafting":
         """Learn from scratch on a finite source (batches, or rows in memory: a matrix, table or
         data frame): count, then graft until max_edges or no edge passes."""
+        self._schema_for_fit(source)
         self._reset()
         in_memory = isinstance(source, np.ndarray) or table_of(source) is not None
         for batch in [source] if in_memory else source:

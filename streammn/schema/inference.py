@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streammn.schema.encoding import NUMBER, is_text, plain_column
+from streammn.schema.encoding import NUMBER, is_text, plain_column, table_of
 from streammn.schema.variables import (
     MAX_CARDINALITY,
     MIN_INFERRED_CARDINALITY,
@@ -126,19 +126,33 @@ def quantile_edges(values: np.ndarray, n_bins: int = DEFAULT_BINS) -> tuple[floa
     return tuple(edges.tolist()) if edges.size else (float(values.min()),)
 
 
-def infer_schema(table, names=None, source: str | None = None) -> Schema:
+def infer_schema(
+    table, names=None, source: str | None = None, first_rows: int | None = INFER_ROWS
+) -> Schema:
     """The schema of a first block: a variable per column (named ``names`` when given), with
-    names or bins where :func:`infer_variable` finds them in its first :data:`INFER_ROWS`
-    rows, else the largest state number + 1 (at least 2)."""
+    names or bins where :func:`infer_variable` finds them in its ``first_rows`` rows (None:
+    all), else the largest state number + 1 (at least 2)."""
     names = [str(n) for n in (names if names is not None else table.column_names)]
     if len(names) != table.num_columns or not names:
         raise SchemaError(f"{len(names)} names for {table.num_columns} columns", source=source)
     variables = []
     for j, name in enumerate(names):
         col = table.column(j)
-        var = infer_variable(name, col.slice(0, INFER_ROWS))
+        var = infer_variable(name, col if first_rows is None else col.slice(0, first_rows))
         variables.append(var or numbered_variable(name, col, source))
     return Schema(variables)
+
+
+def infer_rows_schema(
+    data, source: str | None = None, first_rows: int | None = INFER_ROWS
+) -> Schema:
+    """The schema of rows in memory: a table or data frame's by :func:`infer_schema` (names,
+    booleans and bins from its ``first_rows`` rows, None: all), a matrix's by
+    :meth:`Schema.infer <streammn.schema.Schema.infer>` (state numbers, as a ``.data`` file's)."""
+    table = table_of(data)
+    if table is None:
+        return Schema.infer(data, source=source)
+    return infer_schema(table, source=source, first_rows=first_rows)
 
 
 def numbered_variable(name: str, col, source: str | None = None) -> Variable:

@@ -102,7 +102,7 @@ from streammn.stream.snapshot import (
     resolve_snapshot,
 )
 from streammn.schema import Validated
-from streammn.errors import EngineError, NoRowsError
+from streammn.errors import EngineError, NoRowsError, NotFittedError
 
 LEARNER_FILE = "learner.bin"
 WEIGHT_STATE_FILE = "weight_state.bin"
@@ -188,7 +188,15 @@ class StreamLearner:
                 f"{type(learner).__name__} is not a structure learner (see "
                 f"streammn.learner.StructureLearner)"
             )
-        if not learner.schema.same_stream(source.schema):
+        try:
+            same = learner.schema.same_stream(source.schema)
+        except NotFittedError:
+            name = type(learner).__name__
+            raise EngineError(
+                f"{name} has no schema: the engine learns over the source's, build the learner "
+                f"over it ({name}(source.schema, ...))"
+            ) from None
+        if not same:
             raise EngineError(
                 f"learner schema {learner.schema!r} differs from the source's {source.schema!r}"
             )

@@ -23,7 +23,7 @@ from streammn.errors import BatchError, DataError, SettingsError
 from streammn.errors import SourceError, SourceUnavailable  # noqa: F401 (re-exported)
 from streammn.schema.encoding import table_of
 from streammn.schema import Schema
-from streammn.schema.inference import infer_schema
+from streammn.schema.inference import infer_rows_schema
 
 DEFAULT_BATCH_SIZE = 65536
 
@@ -185,10 +185,7 @@ class ArraySource(NumberedRows):
         if batch_size < 1:
             raise SettingsError(f"batch_size must be positive, got {batch_size}")
         self.name = name
-        if schema is None:
-            table = table_of(rows)
-            schema = Schema.infer(rows, source=name) if table is None else infer_schema(table)
-        self.schema = schema
+        self.schema = infer_rows_schema(rows, source=name) if schema is None else schema
         self.rows = self.schema.validate(rows, source=name)
         self.batch_size = batch_size
         self._next = 0
