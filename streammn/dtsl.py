@@ -484,7 +484,7 @@ class DTSL(StructureLearner):
     def _validate(self, batch) -> np.ndarray:
         return self.schema.rows_of(batch, row_offset=self.rows_seen)
 
-    def partial_fit(self, batch) -> "DTSL":
+    def partial_fit(self, batch, y=None) -> "DTSL":
         """Learn from one batch (Hoeffding mode): a :class:`~streammn.stream.source.Batch` or a
         matrix.
 
@@ -559,8 +559,9 @@ class DTSL(StructureLearner):
         self._schema = schema
         self._load(extend_state(arrays, self.forest.schema, schema))
 
-    def fit(self, source, count_pass=None) -> "DTSL":
-        """Learn from scratch from ``source`` and return self.
+    def fit(self, source, y=None, *, count_pass=None) -> "DTSL":
+        """Learn from scratch from ``source`` and return self (``y`` is ignored: a Markov
+        network has no target; the name is scikit-learn's).
 
         ``source`` is a :class:`~streammn.stream.source.Source`, or a matrix, table or data frame
         (in an :class:`~streammn.connectors.array.ArraySource`); Hoeffding mode also takes any

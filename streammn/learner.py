@@ -64,6 +64,7 @@ from streammn.packed_state import pack_state, unpack_state
 from streammn.params import OneOf, Param, check_params, new_names, renamed_to
 from streammn.network.published import WEIGHTS, Published, publish_sample
 from streammn.schema import MAX_CARDINALITY, Schema
+from streammn.schema.variables import dense
 from streammn.schema.encoding import table_of
 from streammn.schema.inference import infer_rows_schema
 from streammn.network.weight_sample import MEMORY_MB, WeightSample
@@ -213,6 +214,28 @@ class StructureLearner(Estimator):
         )
 
     @property
+    def n_features_in_(self) -> int:
+        """The number of variables (scikit-learn's name for the columns ``fit`` saw)."""
+        return self.schema.n_vars
+
+    def __sklearn_tags__(self):
+        """What scikit-learn's estimator checks should feed the learner: rows of state numbers
+        (``categorical`` and ``positive_only``: they round their random data to non-negative
+        integers), no target.
+        Read by scikit-learn only, which is then installed."""
+        from sklearn.utils import InputTags, Tags, TargetTags
+
+        return Tags(
+            estimator_type=None,
+            target_tags=TargetTags(required=False),
+            input_tags=InputTags(categorical=True, positive_only=True),
+        )
+
+    def __sklearn_is_fitted__(self) -> bool:
+        """Whether the learner can score rows: it has a schema (given, or taken from data)."""
+        return self._schema is not None
+
+    @property
     def adds_values(self) -> bool:
         """Whether a schema that ``partial_fit`` infers may grow (new values become new
         states): the learner can add values mid-stream under its settings. No by default."""
@@ -267,6 +290,7 @@ class StructureLearner(Estimator):
     def _inferred(self, data) -> Schema:
         """The schema of rows in memory (:func:`~streammn.schema.inference.infer_rows_schema`
         over all of them)."""
+        dense(data)  # a sparse matrix is refused by name
         rows = getattr(data, "rows", data)  # a batch no source validated
         if not (isinstance(rows, (np.ndarray, list)) or table_of(rows) is not None):
             raise self.param_error(
@@ -276,13 +300,15 @@ class StructureLearner(Estimator):
             )
         return infer_rows_schema(rows, first_rows=None)
 
-    def partial_fit(self, batch) -> "StructureLearner":
+    def partial_fit(self, batch, y=None) -> "StructureLearner":
         """Learn from one batch (a validated ``Batch`` or a raw matrix, validated first; a
-        rejected batch leaves the learner untouched)."""
+        rejected batch leaves the learner untouched). ``y`` is ignored, here and in ``fit``
+        and ``score``: scikit-learn's place for a target, where a Markov network models every
+        column."""
         raise NotImplementedError
 
-    def fit(self, source) -> "StructureLearner":
-        """Learn from scratch from a finite source (or a row matrix)."""
+    def fit(self, source, y=None) -> "StructureLearner":
+        """Learn from scratch from a finite source (or a row matrix); ``y`` is ignored."""
         raise NotImplementedError
 
     # a prompt stop ------------------------------------------------------------------------
@@ -451,8 +477,9 @@ class StructureLearner(Estimator):
         """Each row's pseudo-log-likelihood under the current model (scikit-learn's name)."""
         return self.pll_terms(rows).sum(axis=1)
 
-    def score(self, rows) -> float:
-        """Mean pseudo-log-likelihood per row: higher is better (scikit-learn's convention)."""
+    def score(self, rows, y=None) -> float:
+        """Mean pseudo-log-likelihood per row: higher is better (scikit-learn's convention;
+        ``y`` is ignored)."""
         return float(self.score_samples(rows).mean())
 
     def snapshot_files(self) -> dict:

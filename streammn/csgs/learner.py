@@ -165,7 +165,7 @@ class CSGS(StructureLearner):
         return self.counts.n_seen
 
     # learning -----------------------------------------------------------------------------
-    def partial_fit(self, batch) -> "CSGS":
+    def partial_fit(self, batch, y=None) -> "CSGS":
         """Count one batch (a :class:`~streammn.stream.source.Batch` or a row matrix). Rows are
         validated first; a bad batch leaves the state untouched."""
         self._schema_for_batch(batch)
@@ -178,9 +178,10 @@ class CSGS(StructureLearner):
 
     learn_many = partial_fit
 
-    def fit(self, source, count_pass=None) -> "CSGS":
-        """Learn from scratch from a row matrix or a finite source of batches; returns self.
-        (``count_pass`` is DTSL's multi-pass hook: CSGS reads its source once.)"""
+    def fit(self, source, y=None, *, count_pass=None) -> "CSGS":
+        """Learn from scratch from rows in memory or a finite source of batches; returns self.
+        (``y`` is ignored; ``count_pass`` is DTSL's multi-pass hook: CSGS reads its source
+        once.)"""
         if count_pass is not None:
             raise CSGSError("CSGS counts its source in one pass; it takes no count_pass")
         self._schema_for_fit(source)

@@ -228,7 +228,7 @@ class EnsembleOfTrees(StructureLearner):
         self.counts.update(batch)
         self.sample.update(batch)
 
-    def partial_fit(self, batch) -> "EnsembleOfTrees":
+    def partial_fit(self, batch, y=None) -> "EnsembleOfTrees":
         """Count a batch (validated first); every ``update_every`` rows run a learning phase
         when one is due (:meth:`phase_due`)."""
         self._schema_for_batch(batch)
@@ -259,9 +259,9 @@ class EnsembleOfTrees(StructureLearner):
         that a stop request finds the phase at the end of a batch and may abandon it."""
         return max(self.update_every - self.rows_since_update, 0)
 
-    def fit(self, source) -> "EnsembleOfTrees":
+    def fit(self, source, y=None) -> "EnsembleOfTrees":
         """Learn from scratch on a finite source (batches, or rows in memory: a matrix, table
-        or data frame)."""
+        or data frame); ``y`` is ignored."""
         self._schema_for_fit(source)
         self._reset()
         if isinstance(source, np.ndarray) or table_of(source) is not None:

@@ -637,7 +637,7 @@ class EdgeGrafting(StructureLearner):
                 callback(self)
         return done
 
-    def partial_fit(self, batch) -> "EdgeGrafting":
+    def partial_fit(self, batch, y=None) -> "EdgeGrafting":
         """Count a batch (a :class:`~streammn.stream.source.Batch` or a row matrix, validated
         first); every ``update_every`` rows check whether the statistics moved enough for a
         structure update (:meth:`change`) and if so re-optimise and run up to ``steps_per_update``
@@ -803,9 +803,9 @@ class EdgeGrafting(StructureLearner):
     def _validate(self, batch) -> np.ndarray:
         return self.schema.rows_of(batch, row_offset=self.stats.n_rows)
 
-    def fit(self, source, callback=None) -> "EdgeGrafting":
+    def fit(self, source, y=None, *, callback=None) -> "EdgeGrafting":
         """Learn from scratch on a finite source (batches, or rows in memory: a matrix, table or
-        data frame): count, then graft until max_edges or no edge passes."""
+        data frame): count, then graft until max_edges or no edge passes (``y`` is ignored)."""
         self._schema_for_fit(source)
         self._reset()
         in_memory = isinstance(source, np.ndarray) or table_of(source) is not None

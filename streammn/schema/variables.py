@@ -39,6 +39,23 @@ MIN_CARDINALITY = 1  # a one-state variable is a constant (Libra's msweb.mn has 
 MIN_INFERRED_CARDINALITY = 2  # inferred from data: a column seen constant may vary later
 
 
+def is_sparse(values) -> bool:
+    """Whether ``values`` is a scipy sparse matrix (told by its module: scipy is not imported)."""
+    return type(values).__module__.startswith("scipy.sparse")
+
+
+def dense(values, source: str | None = None) -> np.ndarray:
+    """``values`` as a numpy array; a scipy sparse matrix, which numpy would read as one object,
+    is refused by name (rows of states are dense: ``.toarray()``)."""
+    if is_sparse(values):
+        raise SchemaError(
+            f"rows as a sparse matrix ({type(values).__name__}) are not supported: give them "
+            f"dense (.toarray())",
+            source=source,
+        )
+    return np.asarray(values)
+
+
 def require_observed(
     rows: np.ndarray, what: str, row_offset: int = 0, source: str | None = None
 ) -> None:
@@ -260,7 +277,7 @@ class Schema:
 
         The returned schema is then fixed; later rows with larger values are errors.
         """
-        rows = np.asarray(rows)
+        rows = dense(rows, source)
         if rows.ndim != 2 or rows.shape[0] == 0:
             raise SchemaError("cannot infer a schema from an empty or non-2-D chunk", source=source)
         n_cols = rows.shape[1]
@@ -508,7 +525,7 @@ class Schema:
         (numbered from its ``start``) and any raw block go through :meth:`validate`.
         """
         rows = getattr(data, "rows", None)  # duck-typed Batch: the schema knows no connectors
-        if isinstance(rows, np.ndarray):
+        if isinstance(rows, np.ndarray) and not is_sparse(data):  # (a lil_matrix has rows)
             checked = getattr(data, "schema", None)
             if checked is self or (
                 isinstance(checked, Schema) and checked.ceiling() == self.ceiling()
@@ -532,7 +549,7 @@ class Schema:
         table = table_of(values)
         if table is not None:
             return encode_table(table, self, row_offset, source)
-        arr = np.asarray(values)
+        arr = dense(values, source)
         if self.named and arr.dtype.kind in "OUS" and arr.ndim == 2 and arr.shape[1] == self.n_vars:
             return encode_table(matrix_table(arr, self, source), self, row_offset, source)
         if arr.ndim == 1 and arr.size == 0:
@@ -589,7 +606,16 @@ class Schema:
         elif nan.any():
             r, c = np.argwhere(nan)[0]
             raise SchemaError(
-                f"null value for variable {self[c].name!r}",
+                f"null value for variable {self[c].name!r} (NaN)",
+                row=row_offset + int(r),
+                column=int(c),
+                source=source,
+            )
+        infinite = np.isinf(arr)
+        if infinite.any():
+            r, c = np.argwhere(infinite)[0]
+            raise SchemaError(
+                f"infinite value {arr[r, c].item()!r} for variable {self[c].name!r}",
                 row=row_offset + int(r),
                 column=int(c),
                 source=source,
