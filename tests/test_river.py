@@ -1,4 +1,5 @@
-"""streammn.river: river's own estimator checks, pipelines, evaluation, and row errors."""
+"""streammn.river: river's own estimator checks, pipelines, evaluation, row errors, and the
+estimators built with no argument (schema from the first rows, warm-up)."""
 
 import importlib.util
 
@@ -13,13 +14,19 @@ from streammn.demo import planted_network
 from streammn.dtsl import DTSL
 from streammn.grafting import EdgeGrafting
 from streammn.inference import sample
-from streammn.river import MarkovNetworkAnomalyDetector, MarkovNetworkLearner, RiverRowError
+from streammn.river import (
+    WARM_UP_ROWS,
+    MarkovNetworkAnomalyDetector,
+    MarkovNetworkLearner,
+    RiverRowError,
+)
 from streammn.errors import SettingsError
 from streammn.schema import SchemaError
 
-# river's dataset checks run on this discrete stream instead of river's numeric datasets; the
-# ones about features appearing or disappearing do not apply: a row must fit the schema
-# (learn_many against learn_one on a fixed schema is tested below).
+# river's dataset checks run on this discrete stream instead of river's datasets (the anomaly
+# detectors' is a download); the estimators' _unit_test_skips name those that do not apply
+# (streammn.river.NOT_APPLICABLE; learn_many against learn_one is tested below). River's own
+# check_estimator runs as it is on the transformer, over river's TrumpApproval.
 DATASET_CHECKS = {
     "check_learn_one",
     "check_pickling",
@@ -31,13 +38,6 @@ DATASET_CHECKS = {
     "check_roc_auc",
     "check_transform_one",
     "check_transform_many_matches_transform_one",
-}
-NOT_APPLICABLE = {
-    "check_emerging_features",
-    "check_disappearing_features",
-    "check_radically_disappearing_features",
-    "check_bounded_memory_growth",
-    "check_learn_many_matches_learn_one",
 }
 NEEDS = {"check_roc_auc": "sklearn", "check_transform_many_matches_transform_one": "pandas"}
 
@@ -70,14 +70,17 @@ def river_checks(model):
             yield name, getattr(common_checks, name, None) or getattr(anomaly_checks, name), True
 
 
-@pytest.mark.parametrize("cpd", ["tree", "auto"])
+@pytest.mark.parametrize("learner", ["none", "tree", "auto"])
 @pytest.mark.parametrize("estimator", [MarkovNetworkLearner, MarkovNetworkAnomalyDetector])
-def test_river_checks(estimator, cpd, stream):
+def test_river_checks(estimator, learner, stream):
     schema, data = stream
-    model = estimator(DTSL(schema, kappa=0.01, cpd=cpd), batch_size=100)
+    if learner == "none":  # built with no argument: DTSL(), its schema from the first rows
+        model = estimator()
+    else:
+        model = estimator(DTSL(schema, kappa=0.01, cpd=learner), batch_size=100)
     ran = set()
     for name, check, takes_dataset in river_checks(model):
-        if name in ran or name in NOT_APPLICABLE:
+        if name in ran or name in model._unit_test_skips():
             continue
         if takes_dataset:
             assert name in DATASET_CHECKS, f"river has a new check {name}: decide if it applies"
@@ -204,3 +207,67 @@ def test_rows_of_names_booleans_and_numbers_learn_as_their_states():
     assert list(got) == schema.names and np.allclose(list(got.values()), list(want.values()))
     with pytest.raises(SchemaError, match="row 600, column 0: unknown value 'BR'"):
         named.learn_one({**row, "country": "BR"})
+
+
+def test_rivers_check_estimator_on_rivers_own_data():
+    """river's check_estimator as it is: the transformer built with no argument learns
+    river's TrumpApproval (numbers: bins read from the first rows)."""
+    pytest.importorskip("sklearn")  # river makes its datasets' list with scikit-learn
+    from river.checks import check_estimator
+
+    for params in MarkovNetworkLearner._unit_test_params():
+        check_estimator(MarkovNetworkLearner(**params))
+    assert list(MarkovNetworkAnomalyDetector._unit_test_params())[0] == {}
+
+
+def test_scores_start_after_the_warm_up_and_batches_double(stream):
+    """The first batch is learned at row 32 and the next ones when the rows double, up to
+    batch_size; the model is the one a single batch of the same rows gives."""
+    schema, data = stream
+    detector = MarkovNetworkAnomalyDetector(DTSL(schema, kappa=0.01), batch_size=100)
+    scores, learned = [], []
+    for x, _ in data[:400]:
+        scores.append(detector.score_one(x))
+        detector.learn_one(x)
+        learned.append(detector.rows_.n_rows_learned_)
+    assert scores[:WARM_UP_ROWS] == [0.0] * WARM_UP_ROWS and scores[WARM_UP_ROWS] > 0
+    assert sorted(set(learned)) == [0, 32, 64, 128, 228, 328]
+    rows = np.array([[x[n] for n in schema.names] for x, _ in data[:328]], dtype=np.uint8)
+    at_once = DTSL(schema, kappa=0.01).partial_fit(rows)
+    assert detector.rows_.learner_.to_markov_network().features.equals(
+        at_once.to_markov_network().features
+    )
+
+
+def test_built_with_no_argument_the_first_rows_give_the_schema():
+    """Words, booleans and numbers from dict rows: a variable per feature of the first row, in
+    the order of the names; later words become new states; rows must keep the features."""
+    rng = np.random.default_rng(4)
+    rows = [
+        {
+            "latency": float(rng.gamma(2.0, 20.0)),
+            "country": str(rng.choice(["DE", "FR", "US"])),
+            "clicked": bool(rng.random() < 0.3),
+            "hour": int(rng.integers(0, 24)),
+        }
+        for _ in range(300)
+    ]
+    rows[200]["country"] = "BR"
+    model = MarkovNetworkLearner(batch_size=64)
+    assert model.transform_one(rows[0]) == dict.fromkeys(rows[0], 0.0)  # no model yet
+    for x in rows:
+        model.learn_one(x)
+    schema = model.learner_.schema
+    assert schema.names == ["clicked", "country", "hour", "latency"] == model.names
+    assert schema["clicked"].states == (False, True) and schema["latency"].bins is not None
+    assert schema["country"].states == ("DE", "FR", "US", "BR")  # grown by name at row 200
+    assert schema.grows and schema["hour"].cardinality <= 24
+    out = model.transform_one({**rows[0], "country": "BR"})
+    assert list(out) == schema.names and all(v < 0 for v in out.values())
+    with pytest.raises(RiverRowError, match="row 300: feature 'hour' of the schema is missing"):
+        model.learn_one({k: v for k, v in rows[0].items() if k != "hour"})
+    with pytest.raises(RiverRowError, match="row 1: feature 'b' of the first row is missing"):
+        fresh = MarkovNetworkLearner()
+        fresh.learn_one({"a": 1, "b": 0})
+        fresh.learn_one({"a": 1})
+        fresh.flush()
