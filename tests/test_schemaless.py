@@ -46,6 +46,19 @@ def test_fit_infers_from_all_rows_of_a_frame(frame):
     assert learner.get_params()["schema"] is None
 
 
+def test_a_column_of_one_word_is_a_name_in_memory_not_in_a_file(tmp_path):
+    """In a frame a column's values are typed: one word is a state name (a constant), where a
+    file's single word may be a stray cell in a column of states (refused where it is)."""
+    frame = pd.DataFrame({"country": ["US"] * 40, "x": [0, 1] * 20})
+    assert DTSL().fit(frame).schema["country"].states == ("US",)
+    path = tmp_path / "one.csv"
+    frame.to_csv(path, index=False)
+    with pytest.raises(SchemaError, match="'US'"):
+        from connectors import open_source
+
+        open_source(str(path)).read_all()
+
+
 def test_each_fit_infers_anew_and_partial_fit_continues():
     learner = DTSL(kappa=0.01)
     learner.fit(np.zeros((50, 3), dtype=np.uint8))

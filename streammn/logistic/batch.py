@@ -806,7 +806,11 @@ def intercepts_only(problem: Problem, smoothed: bool = True) -> np.ndarray:
         other = np.where(coding.binary[coding.out_var], 1.0 - exact, exact)
         inside = np.minimum.reduceat(np.minimum(exact, other), coding.out_start[:-1]) > 0
         freq = np.where(inside[coding.out_var], exact, freq)
-    return np.where(coding.binary[coding.out_var], np.log(freq / (1.0 - freq)), np.log(freq))
+    binary = coding.binary[coding.out_var]
+    out = np.log(freq)
+    # log odds of the binary outputs only: a one-state variable's frequency is 1
+    out[binary] = np.log(freq[binary] / (1.0 - freq[binary]))
+    return out
 
 
 def largest_penalties(problem: Problem) -> np.ndarray:

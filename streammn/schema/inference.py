@@ -7,8 +7,10 @@ least :data:`ODD_VALUES` distinct values is named states, sorted; numbers with a
 :data:`ODD_VALUES` distinct values that are no state numbers (fractions, negatives, values
 beyond 254) become :data:`DEFAULT_BINS` bins at their quantiles. Anything else stays state
 numbers, as streammn has always read them, and a cell that is none is refused where it is: a
-stray ``1.5`` or ``abc`` in a column of states is a bad cell, not a new kind of column. A
-schema file (:mod:`streammn.schema.file`) says otherwise where the data cannot.
+stray ``1.5`` or ``abc`` in a column of states is a bad cell, not a new kind of column. Rows in
+memory (:func:`infer_rows_schema`: a learner built without a schema, an ``ArraySource``) have
+typed values, so there a column of text is named states even when it holds one word. A schema
+file (:mod:`streammn.schema.file`) says otherwise where the data cannot.
 """
 
 from __future__ import annotations
@@ -46,11 +48,15 @@ def check_kinds(kinds: dict, names: list[str], source: str | None) -> None:
         )
 
 
-def infer_variable(name: str, col, declared: Variable | dict | None = None) -> Variable | None:
+def infer_variable(
+    name: str, col, declared: Variable | dict | None = None, min_words: int = ODD_VALUES
+) -> Variable | None:
     """A named or binned variable for the first rows of a column (see the module docstring),
     or None when the column holds state numbers (or values no variable can hold, which the
     reader of state numbers then refuses where they are). ``declared`` is what a schema file
-    says of it (:mod:`streammn.schema.file`): the variable itself, or its ``kind``."""
+    says of it (:mod:`streammn.schema.file`): the variable itself, or its ``kind``.
+    ``min_words``: the distinct words a text column needs to be named states (a file's one word
+    may be a stray cell; in typed rows in memory one word is a name)."""
     if isinstance(declared, Variable):
         return declared
     declared = declared or {}
@@ -84,7 +90,7 @@ def infer_variable(name: str, col, declared: Variable | dict | None = None) -> V
     lowered = pc.utf8_lower(pc.utf8_trim_whitespace(distinct))
     if pc.all(pc.is_in(lowered, value_set=pa.array(["false", "true"]))).as_py():
         return Variable(name, states=(False, True))
-    return _categories(name, distinct) if len(distinct) >= ODD_VALUES else None
+    return _categories(name, distinct) if len(distinct) >= min_words else None
 
 
 def _numeric_values(col: pa.Array) -> np.ndarray | None:
@@ -127,18 +133,23 @@ def quantile_edges(values: np.ndarray, n_bins: int = DEFAULT_BINS) -> tuple[floa
 
 
 def infer_schema(
-    table, names=None, source: str | None = None, first_rows: int | None = INFER_ROWS
+    table,
+    names=None,
+    source: str | None = None,
+    first_rows: int | None = INFER_ROWS,
+    min_words: int = ODD_VALUES,
 ) -> Schema:
     """The schema of a first block: a variable per column (named ``names`` when given), with
     names or bins where :func:`infer_variable` finds them in its ``first_rows`` rows (None:
-    all), else the largest state number + 1 (at least 2)."""
+    all; ``min_words`` as there), else the largest state number + 1 (at least 2)."""
     names = [str(n) for n in (names if names is not None else table.column_names)]
     if len(names) != table.num_columns or not names:
         raise SchemaError(f"{len(names)} names for {table.num_columns} columns", source=source)
     variables = []
     for j, name in enumerate(names):
         col = table.column(j)
-        var = infer_variable(name, col if first_rows is None else col.slice(0, first_rows))
+        first = col if first_rows is None else col.slice(0, first_rows)
+        var = infer_variable(name, first, min_words=min_words)
         variables.append(var or numbered_variable(name, col, source))
     return Schema(variables)
 
@@ -147,12 +158,13 @@ def infer_rows_schema(
     data, source: str | None = None, first_rows: int | None = INFER_ROWS
 ) -> Schema:
     """The schema of rows in memory: a table or data frame's by :func:`infer_schema` (names,
-    booleans and bins from its ``first_rows`` rows, None: all), a matrix's by
-    :meth:`Schema.infer <streammn.schema.Schema.infer>` (state numbers, as a ``.data`` file's)."""
+    booleans and bins from its ``first_rows`` rows, None: all; a column of text is named states
+    even when it holds one word, as its values are typed), a matrix's by :meth:`Schema.infer
+    <streammn.schema.Schema.infer>` (state numbers, as a ``.data`` file's)."""
     table = table_of(data)
     if table is None:
         return Schema.infer(data, source=source)
-    return infer_schema(table, source=source, first_rows=first_rows)
+    return infer_schema(table, source=source, first_rows=first_rows, min_words=1)
 
 
 def numbered_variable(name: str, col, source: str | None = None) -> Variable:
