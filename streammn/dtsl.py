@@ -28,9 +28,10 @@ import numpy as np
 from streammn.stream.source import Source, as_source
 from streammn.dn import DependencyNetwork
 from streammn.dn.conversion import dn2mn
-from streammn.schema import Schema, SchemaError
+from streammn.features import FeatureSet
+from streammn.schema import Rows, Schema, SchemaError
 from streammn.trees.criterion import AUTO, DEFAULT_ALPHA, DEFAULT_MIN_GAIN_PER_ROW
-from streammn.trees.exact import SourcePasses, grow_level_wise
+from streammn.trees.exact import CountPass, SourcePasses, grow_level_wise
 from streammn.trees.to_features import forest_features
 from streammn.trees.forest import Forest
 from streammn.trees.adaptive import DETECTORS, DriftAdapter
@@ -42,7 +43,7 @@ from streammn.trees.settings import TreeSettings
 from streammn.trees.budget import MemoryPlan
 from streammn.trees.leaf_stats import LeafStats
 from streammn.errors import DTSLError, DTSLStateError
-from streammn.learner import WEIGHTS_PARAM, StructureLearner
+from streammn.learner import WEIGHTS_PARAM, Data, StructureLearner
 from streammn.logistic.choice import Choice, choice_rows, regressions_win
 from streammn.logistic.coding import Coding
 from streammn.logistic.conditionals import LogisticConditionals, batch_fit_affordable
@@ -484,7 +485,7 @@ class DTSL(StructureLearner):
     def _validate(self, batch) -> np.ndarray:
         return self.schema.rows_of(batch, row_offset=self.rows_seen)
 
-    def partial_fit(self, batch, y=None) -> "DTSL":
+    def partial_fit(self, batch: Rows, y: object = None) -> "DTSL":
         """Learn from one batch (Hoeffding mode): a :class:`~streammn.stream.source.Batch` or a
         matrix.
 
@@ -559,7 +560,7 @@ class DTSL(StructureLearner):
         self._schema = schema
         self._load(extend_state(arrays, self.forest.schema, schema))
 
-    def fit(self, source, y=None, *, count_pass=None) -> "DTSL":
+    def fit(self, source: Data, y: object = None, *, count_pass: CountPass | None = None) -> "DTSL":
         """Learn from scratch from ``source`` and return self (``y`` is ignored: a Markov
         network has no target; the name is scikit-learn's).
 
@@ -644,12 +645,12 @@ class DTSL(StructureLearner):
         mask = regressions_win(self.forest, self._logistic)
         return self._choice.finish(mask, self.rows_seen) or fitted
 
-    def learn_many(self, rows) -> "DTSL":
+    def learn_many(self, rows: Rows) -> "DTSL":
         """river-style alias of :meth:`partial_fit`."""
         return self.partial_fit(rows)
 
     # results --------------------------------------------------------------------------------
-    def features(self, method: str = "default"):
+    def features(self, method: str = "default") -> list[FeatureSet]:
         """One :class:`~streammn.features.FeatureSet` per tree (paper Section III.B
         methods)."""
         return forest_features(self.forest, method)
@@ -693,7 +694,7 @@ class DTSL(StructureLearner):
         form that :meth:`to_markov_network` refines."""
         return dn2mn(self.to_dependency_network())
 
-    def pll_terms(self, rows) -> np.ndarray:
+    def pll_terms(self, rows: Rows) -> np.ndarray:
         """``log P(x_i | x_-i)`` of the current trees for every row and variable, straight from
         the leaves (no feature generation): what the engine's prequential score uses. With a
         growing schema, a value not added yet gets the leaf's prior share (trees.growth)."""

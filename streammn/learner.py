@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+from typing import TYPE_CHECKING, Iterable, Self, TypeAlias
 
 import numpy as np
 
@@ -63,7 +64,7 @@ from streammn.network.model import MarkovNetwork
 from streammn.packed_state import pack_state, unpack_state
 from streammn.params import OneOf, Param, check_params, new_names, renamed_to
 from streammn.network.published import WEIGHTS, Published, publish_sample
-from streammn.schema import MAX_CARDINALITY, Schema
+from streammn.schema import MAX_CARDINALITY, Rows, Schema
 from streammn.schema.variables import dense
 from streammn.schema.encoding import table_of
 from streammn.schema.inference import infer_rows_schema
@@ -78,6 +79,12 @@ WEIGHTS_PARAM = Param(
     "publishes the learner's own (DTSL: DN2MN's closed form) and keeps no sample",
     flag="--weights",
 )
+if TYPE_CHECKING:
+    from streammn.stream.source import Source
+
+#: what ``fit`` learns from: a finite source, rows in memory, or an iterable of batches
+Data: TypeAlias = "Source | Rows | Iterable[Rows]"
+
 SAMPLE_KEY = "weight_sample"  # the sample's bytes in a saved state
 INFERRED_KEY = "schema_inferred"  # in a saved state: the schema was taken from the data
 #: the most states a variable of a schema that ``partial_fit`` inferred may grow to (the
@@ -117,11 +124,13 @@ class Estimator:
 
             cls.__init__ = __init__
 
-    def __getattr__(self, name: str):
-        """A renamed parameter read by its old name (deprecated)."""
-        if name not in type(self).renamed:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        return getattr(self, renamed_to(type(self), name))
+    if not TYPE_CHECKING:  # a type checker sees the declared attributes only
+
+        def __getattr__(self, name: str):
+            """A renamed parameter read by its old name (deprecated)."""
+            if name not in type(self).renamed:
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            return getattr(self, renamed_to(type(self), name))
 
     def _check_params(self, values: dict) -> None:
         """Refuse a setting its table does not allow (``values``: ``__init__``'s
@@ -152,7 +161,7 @@ class Estimator:
         None); ``deep`` is accepted for scikit-learn (a learner holds no estimators)."""
         return {"schema": self._declared_schema, **self.settings()}
 
-    def set_params(self, **params):
+    def set_params(self, **params) -> Self:
         """This learner, unfitted, with ``params`` changed (scikit-learn's convention: the
         settings are checked as ``__init__`` checks them, and learned state starts over)."""
         params = new_names(type(self), params, self.param_error)
@@ -164,7 +173,7 @@ class Estimator:
         self.__dict__.update(fresh.__dict__)
         return self
 
-    def clone(self, **overrides):
+    def clone(self, **overrides) -> Self:
         """A fresh, unfitted learner with the same parameters (``overrides`` win)."""
         return type(self)(**{**self.get_params(), **overrides})
 
@@ -199,12 +208,14 @@ class StructureLearner(Estimator):
             raise self._not_fitted("schema")
         return self._schema
 
-    def __getattr__(self, name: str):
-        """A learner built without a schema has no learned attributes before it takes one
-        (its model, statistics, scores): asking for one raises :class:`NotFittedError`."""
-        if name.startswith("_") or name in type(self).renamed or self._schema is not None:
-            return super().__getattr__(name)
-        raise self._not_fitted(name)
+    if not TYPE_CHECKING:  # (as Estimator's)
+
+        def __getattr__(self, name: str):
+            """A learner built without a schema has no learned attributes before it takes one
+            (its model, statistics, scores): asking for one raises :class:`NotFittedError`."""
+            if name.startswith("_") or name in type(self).renamed or self._schema is not None:
+                return super().__getattr__(name)
+            raise self._not_fitted(name)
 
     def _not_fitted(self, name: str) -> NotFittedError:
         learner = type(self).__name__
@@ -300,14 +311,14 @@ class StructureLearner(Estimator):
             )
         return infer_rows_schema(rows, first_rows=None)
 
-    def partial_fit(self, batch, y=None) -> "StructureLearner":
+    def partial_fit(self, batch: Rows, y: object = None) -> Self:
         """Learn from one batch (a validated ``Batch`` or a raw matrix, validated first; a
         rejected batch leaves the learner untouched). ``y`` is ignored, here and in ``fit``
         and ``score``: scikit-learn's place for a target, where a Markov network models every
         column."""
         raise NotImplementedError
 
-    def fit(self, source, y=None) -> "StructureLearner":
+    def fit(self, source: Data, y: object = None) -> Self:
         """Learn from scratch from a finite source (or a row matrix); ``y`` is ignored."""
         raise NotImplementedError
 
@@ -346,7 +357,7 @@ class StructureLearner(Estimator):
         again if it did; ``fit`` calls it itself. Nothing by default."""
         return False
 
-    def pll_terms(self, rows) -> np.ndarray:
+    def pll_terms(self, rows: Rows) -> np.ndarray:
         """``log P(x_i | x_-i)`` under the current model: shape ``(n_rows, n_vars)``."""
         raise NotImplementedError
 
@@ -391,7 +402,7 @@ class StructureLearner(Estimator):
         if self._weight_sample is not None:
             self._weight_sample.update(rows, first)
 
-    def publish(self, validation=None) -> Published:
+    def publish(self, validation: Rows | None = None) -> Published:
         """The network :meth:`to_markov_network` gives, with the record of how its weights
         were chosen (:class:`~streammn.network.published.Published`): :meth:`learned_network`'s
         weights refined on the sample and kept only if they score its held-out rows (or
@@ -473,11 +484,11 @@ class StructureLearner(Estimator):
         except WeightStateError as error:  # from_bytes raises the learner's state error
             raise ValueError(str(error)) from None
 
-    def score_samples(self, rows) -> np.ndarray:
+    def score_samples(self, rows: Rows) -> np.ndarray:
         """Each row's pseudo-log-likelihood under the current model (scikit-learn's name)."""
         return self.pll_terms(rows).sum(axis=1)
 
-    def score(self, rows, y=None) -> float:
+    def score(self, rows: Rows, y: object = None) -> float:
         """Mean pseudo-log-likelihood per row: higher is better (scikit-learn's convention;
         ``y`` is ignored)."""
         return float(self.score_samples(rows).mean())

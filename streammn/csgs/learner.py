@@ -32,12 +32,12 @@ import numpy as np
 
 from streammn.csgs.canonical import Abandoned, CanonicalModel, learn_canonical_model
 from streammn.csgs.pll import fit_pattern_weights, fit_sample
-from streammn.learner import WEIGHTS_PARAM, StructureLearner
+from streammn.learner import WEIGHTS_PARAM, Data, StructureLearner
 from streammn.params import Boolean, Interval, Param
 from streammn.errors import CSGSError, CSGSStateError
 from streammn.features import FeatureSet
 from streammn.network.model import MarkovNetwork
-from streammn.schema import Schema
+from streammn.schema import Rows, Schema
 from streammn.schema.encoding import table_of
 from streammn.stats import PatternCounts
 
@@ -165,7 +165,7 @@ class CSGS(StructureLearner):
         return self.counts.n_seen
 
     # learning -----------------------------------------------------------------------------
-    def partial_fit(self, batch, y=None) -> "CSGS":
+    def partial_fit(self, batch: Rows, y: object = None) -> "CSGS":
         """Count one batch (a :class:`~streammn.stream.source.Batch` or a row matrix). Rows are
         validated first; a bad batch leaves the state untouched."""
         self._schema_for_batch(batch)
@@ -178,7 +178,7 @@ class CSGS(StructureLearner):
 
     learn_many = partial_fit
 
-    def fit(self, source, y=None, *, count_pass=None) -> "CSGS":
+    def fit(self, source: Data, y: object = None, *, count_pass: None = None) -> "CSGS":
         """Learn from scratch from rows in memory or a finite source of batches; returns self.
         (``y`` is ignored; ``count_pass`` is DTSL's multi-pass hook: CSGS reads its source
         once.)"""
@@ -249,7 +249,7 @@ class CSGS(StructureLearner):
         }
         return model
 
-    def pll_terms(self, rows) -> np.ndarray:
+    def pll_terms(self, rows: Rows) -> np.ndarray:
         """``log P(x_i | x_-i)`` of the last learned model for every row and variable."""
         rows = self.schema.rows_of(rows)
         model = self.model_ if self.model_ is not None else self.learned_network()

@@ -30,16 +30,22 @@ passes (count, then fill in parallel) followed by a hash-based merge of duplicat
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Sequence
+
 import numba as nb
 import numpy as np
+import numpy.typing as npt
 
 from streammn.dn.network import DependencyNetwork
 from streammn.features import FeatureSet
 from streammn.network.model import MarkovNetwork
-from streammn.schema import Schema
+from streammn.schema import Rows, Schema
 from streammn.errors import DN2MNError
 from streammn.network.published import check_weights, refine_on_rows
 from streammn.kernel_mode import parallel_pays
+
+if TYPE_CHECKING:
+    from streammn.stats import MarginalCounts
 
 BASES = ("marginals", "single", "uniform")
 ORDERINGS = ("rotations2", "rotations", "two", "one")
@@ -53,7 +59,7 @@ PARALLEL_FEATURES = 2**17
 # ---------------------------------------------------------------------------------------------
 
 
-def marginals_from_rows(rows, schema: Schema, smoothing: float = 1.0) -> list[np.ndarray]:
+def marginals_from_rows(rows: Rows, schema: Schema, smoothing: float = 1.0) -> list[np.ndarray]:
     """Libra's smoothed marginals ``(count(x_i = v) + smoothing/d_i) / (N + smoothing)``."""
     rows = schema.rows_of(rows)
     return smoothed(
@@ -340,14 +346,14 @@ def dn2mn(
     dn: DependencyNetwork,
     base: str = "marginals",
     orderings: str = "rotations2",
-    base_instance=None,
-    marginals=None,
-    order=None,
+    base_instance: npt.ArrayLike | None = None,
+    marginals: npt.ArrayLike | MarginalCounts | None = None,
+    order: Sequence[int] | None = None,
     merge: bool = True,
     zero_tol: float = 1e-12,
     refine: int | None = None,
-    train=None,
-    valid=None,
+    train: Rows | None = None,
+    valid: Rows | None = None,
     refine_stddev: float = 1.0,
     parallel: bool | None = None,
     weights: str | None = None,

@@ -16,14 +16,18 @@ product-of-marginals base distribution needs when no training rows are at hand (
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from streammn.network import loglinear
 from streammn.features import FeatureSet
 from streammn.schema import Schema
 from streammn.errors import ModelError, NoRowsError
+
+if TYPE_CHECKING:
+    from streammn.trees.forest import Forest
 
 
 class DependencyNetwork:
@@ -31,7 +35,13 @@ class DependencyNetwork:
     or with ``counts``, each variable's value counts, for a DN whose conditionals are not all
     trees)."""
 
-    def __init__(self, schema: Schema, cpds: Sequence[FeatureSet], trees=None, counts=None):
+    def __init__(
+        self,
+        schema: Schema,
+        cpds: Sequence[FeatureSet],
+        trees: Forest | None = None,
+        counts: Sequence[npt.ArrayLike] | None = None,
+    ):
         if len(cpds) != schema.n_vars:
             raise ModelError(f"expected {schema.n_vars} CPDs, got {len(cpds)}")
         for i, cpd in enumerate(cpds):

@@ -68,9 +68,9 @@ from streammn.et.density import (
 from streammn.et.edge_tables import learn_jointly
 from streammn.et.kernels import Abandoned, ratio_table, structure_objective
 from streammn.grafting.mrf import PairwiseLayout, to_markov_network
-from streammn.learner import WEIGHTS_PARAM, StructureLearner
+from streammn.learner import WEIGHTS_PARAM, Data, StructureLearner
 from streammn.params import NONE, Boolean, Interval, Param
-from streammn.schema import Schema, Validated
+from streammn.schema import Rows, Schema, Validated
 from streammn.schema.encoding import table_of
 from streammn.stats import PairCounts, RowReservoir
 from streammn.network.weights import fit_weights
@@ -228,7 +228,7 @@ class EnsembleOfTrees(StructureLearner):
         self.counts.update(batch)
         self.sample.update(batch)
 
-    def partial_fit(self, batch, y=None) -> "EnsembleOfTrees":
+    def partial_fit(self, batch: Rows, y: object = None) -> "EnsembleOfTrees":
         """Count a batch (validated first); every ``update_every`` rows run a learning phase
         when one is due (:meth:`phase_due`)."""
         self._schema_for_batch(batch)
@@ -259,7 +259,7 @@ class EnsembleOfTrees(StructureLearner):
         that a stop request finds the phase at the end of a batch and may abandon it."""
         return max(self.update_every - self.rows_since_update, 0)
 
-    def fit(self, source, y=None) -> "EnsembleOfTrees":
+    def fit(self, source: Data, y: object = None) -> "EnsembleOfTrees":
         """Learn from scratch on a finite source (batches, or rows in memory: a matrix, table
         or data frame); ``y`` is ignored."""
         self._schema_for_fit(source)
@@ -405,7 +405,7 @@ class EnsembleOfTrees(StructureLearner):
         model = to_markov_network(self.schema, layout, np.concatenate(start))
         return fit_weights(model, self.sample.rows) if self.sample.size else model
 
-    def pll_terms(self, rows) -> np.ndarray:
+    def pll_terms(self, rows: Rows) -> np.ndarray:
         """``log P(x_i | x_-i)`` of the current Markov network for every row and variable."""
         return self.learned_network().pll_terms(self.schema.rows_of(rows))
 

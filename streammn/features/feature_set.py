@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Iterable, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from streammn.schema import Schema
 from streammn.schema.vocabulary import name_text
@@ -88,7 +89,16 @@ class FeatureSet:
     arrays derived from an already validated set (selection, merging, DN2MN output).
     """
 
-    def __init__(self, schema: Schema, weights, ptr, var, val, eq, validate: bool = True):
+    def __init__(
+        self,
+        schema: Schema,
+        weights: npt.ArrayLike,
+        ptr: npt.ArrayLike,
+        var: npt.ArrayLike,
+        val: npt.ArrayLike,
+        eq: npt.ArrayLike,
+        validate: bool = True,
+    ):
         self.schema = schema
         self.weights = np.ascontiguousarray(weights, dtype=np.float64)
         self.ptr = np.ascontiguousarray(ptr, dtype=np.int64)
@@ -216,7 +226,7 @@ class FeatureSet:
         var_ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         return var_ptr, np.ascontiguousarray(keys % max(self.n_features, 1), dtype=np.int64)
 
-    def with_weights(self, weights) -> "FeatureSet":
+    def with_weights(self, weights: npt.ArrayLike) -> "FeatureSet":
         weights = np.asarray(weights, dtype=np.float64)
         if weights.shape != self.weights.shape:
             raise ModelError(f"expected {self.n_features} weights, got {weights.shape}")
@@ -224,7 +234,7 @@ class FeatureSet:
             self.schema, weights, self.ptr, self.var, self.val, self.eq, validate=False
         )
 
-    def select(self, mask_or_index) -> "FeatureSet":
+    def select(self, mask_or_index: npt.ArrayLike) -> "FeatureSet":
         """The features picked by a boolean mask or an index array, in that order."""
         idx = np.arange(self.n_features)[mask_or_index]
         lengths = self.lengths()[idx]

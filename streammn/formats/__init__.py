@@ -112,7 +112,9 @@ def _umask() -> int:
     return mask
 
 
-def read_model(path: str | os.PathLike, schema: Schema | None = None):
+def read_model(
+    path: str | os.PathLike, schema: Schema | None = None
+) -> tuple[Schema, FeatureSet | list[FeatureSet]]:
     """Read a model file; the format is chosen by suffix.
 
     Returns ``(schema, FeatureSet)`` for .json, .mn and .uai, and ``(schema, [FeatureSet per

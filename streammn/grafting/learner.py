@@ -66,6 +66,7 @@ or one a drift brings forward, is awaited.
 from __future__ import annotations
 
 import math
+from typing import Callable
 import time
 
 import numpy as np
@@ -83,10 +84,10 @@ from streammn.grafting.objective import (
 )
 from streammn.grafting.pseudo_score import PseudoScorer
 from streammn.schema.encoding import table_of
-from streammn.schema import Schema, Validated
+from streammn.schema import Rows, Schema, Validated
 from streammn.stats import OnDemandPairCounts
 from streammn.errors import GraftingError, GraftingStateError
-from streammn.learner import WEIGHTS_PARAM, StructureLearner
+from streammn.learner import WEIGHTS_PARAM, Data, StructureLearner
 from streammn.params import NONE, Boolean, Interval, OneOf, Param
 
 STRATEGIES = ("best_choice", "first_hit", "exhaustive")
@@ -637,7 +638,7 @@ class EdgeGrafting(StructureLearner):
                 callback(self)
         return done
 
-    def partial_fit(self, batch, y=None) -> "EdgeGrafting":
+    def partial_fit(self, batch: Rows, y: object = None) -> "EdgeGrafting":
         """Count a batch (a :class:`~streammn.stream.source.Batch` or a row matrix, validated
         first); every ``update_every`` rows check whether the statistics moved enough for a
         structure update (:meth:`change`) and if so re-optimise and run up to ``steps_per_update``
@@ -803,7 +804,13 @@ class EdgeGrafting(StructureLearner):
     def _validate(self, batch) -> np.ndarray:
         return self.schema.rows_of(batch, row_offset=self.stats.n_rows)
 
-    def fit(self, source, y=None, *, callback=None) -> "EdgeGrafting":
+    def fit(
+        self,
+        source: Data,
+        y: object = None,
+        *,
+        callback: Callable[["EdgeGrafting"], object] | None = None,
+    ) -> "EdgeGrafting":
         """Learn from scratch on a finite source (batches, or rows in memory: a matrix, table or
         data frame): count, then graft until max_edges or no edge passes (``y`` is ignored)."""
         self._schema_for_fit(source)
@@ -828,7 +835,7 @@ class EdgeGrafting(StructureLearner):
             self._model = to_markov_network(self.schema, self.layout, self.model_theta)
         return self._model
 
-    def pll_terms(self, rows) -> np.ndarray:
+    def pll_terms(self, rows: Rows) -> np.ndarray:
         """``log P(x_i | x_-i)`` of the current model for every row and variable."""
         return pseudo_loglik(self.layout, self.model_theta, self.schema.rows_of(rows))
 

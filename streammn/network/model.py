@@ -12,12 +12,18 @@ from __future__ import annotations
 
 import itertools
 
+from typing import TYPE_CHECKING, Iterable
+
 import numpy as np
+import numpy.typing as npt
 
 from streammn.network import loglinear
 from streammn.features import FeatureSet
-from streammn.schema import Schema, require_observed
+from streammn.schema import Rows, Schema, require_observed
 from streammn.errors import EnumerationTooLarge, ModelError, NoRowsError
+
+if TYPE_CHECKING:
+    from pgmpy.models import DiscreteMarkovNetwork
 
 DEFAULT_MAX_STATES = 2**20  # 20 binary variables
 
@@ -76,7 +82,7 @@ class MarkovNetwork:
     def weights(self) -> np.ndarray:
         return self.features.weights
 
-    def with_weights(self, weights) -> "MarkovNetwork":
+    def with_weights(self, weights: npt.ArrayLike) -> "MarkovNetwork":
         """The same features with new weights."""
         return MarkovNetwork(self.schema, self.features.with_weights(weights), self.max_states)
 
@@ -102,7 +108,7 @@ class MarkovNetwork:
         order = np.argsort(-total, kind="stable")
         return [(float(total[k]), int(codes[k] // n), int(codes[k] % n)) for k in order]
 
-    def strongest_features(self, pairs) -> list[int]:
+    def strongest_features(self, pairs: Iterable[tuple[int, int]]) -> list[int]:
         """For each edge ``(i, j)``, ``i < j``, of ``pairs``, the feature testing both whose
         weight is largest in absolute value (the first such feature on a tie)."""
         i, j, f = self.features.variable_pairs()
@@ -133,11 +139,11 @@ class MarkovNetwork:
     # Every method taking rows validates them against the schema (a SchemaError naming the row
     # and column), except a Batch its source already validated: the kernels index tables by
     # value and would read out of bounds on a value beyond a cardinality.
-    def log_score(self, rows) -> np.ndarray:
+    def log_score(self, rows: Rows) -> np.ndarray:
         """Unnormalised log probability of each row."""
         return loglinear.log_scores(self.features, self.schema.rows_of(rows))
 
-    def log_conditional(self, rows, i: int) -> np.ndarray:
+    def log_conditional(self, rows: Rows, i: int | str) -> np.ndarray:
         """``log P(X_i = a | x_-i)`` for each row and value: shape (n, card_i)."""
         i = self.schema.variable_index(i)
         var_ptr, var_feats = self.index
@@ -150,11 +156,11 @@ class MarkovNetwork:
         m = logits.max(axis=1, keepdims=True)
         return logits - m - np.log(np.exp(logits - m).sum(axis=1, keepdims=True))
 
-    def conditional(self, rows, i: int) -> np.ndarray:
+    def conditional(self, rows: Rows, i: int | str) -> np.ndarray:
         """``P(X_i = a | x_-i)`` for each row and value: shape (n, card_i)."""
         return np.exp(self.log_conditional(rows, i))
 
-    def pll_terms(self, rows) -> np.ndarray:
+    def pll_terms(self, rows: Rows) -> np.ndarray:
         """``log P(x_i | x_-i)`` for every row and variable: shape (n_rows, n_vars).
 
         Uses the row-bitset kernel of :func:`streammn.network.loglinear.all_conditionals`. A model
@@ -167,14 +173,14 @@ class MarkovNetwork:
             require_observed(rows, "a Markov network's pseudo-likelihood")
         return loglinear.all_conditionals(self.features, rows)[1]
 
-    def pll(self, rows) -> float:
+    def pll(self, rows: Rows) -> float:
         """Pseudo-log-likelihood per example: mean over rows of ``sum_i log P(x_i | x_-i)``."""
         terms = self.pll_terms(rows)
         if not terms.shape[0]:
             raise NoRowsError("no rows to score: the pseudo-log-likelihood is a mean over rows")
         return float(terms.sum(axis=1).mean())
 
-    def conditional_log_likelihoods(self, rows) -> np.ndarray:
+    def conditional_log_likelihoods(self, rows: Rows) -> np.ndarray:
         """Mean over rows of ``log P(x_i | x_-i)`` for each variable i: shape (n_vars,)."""
         return self.pll_terms(rows).mean(axis=0)
 
@@ -202,7 +208,7 @@ class MarkovNetwork:
             self._log_z = float(np.logaddexp.reduce(scores))
         return self._log_z
 
-    def log_probability(self, rows) -> np.ndarray:
+    def log_probability(self, rows: Rows) -> np.ndarray:
         """Exact ``log P(x)`` of each row (enumerates the state space once for ``log Z``)."""
         return self.log_score(rows) - self.log_partition()
 
@@ -222,7 +228,7 @@ class MarkovNetwork:
         ]
 
     # other toolkits ------------------------------------------------------------------------
-    def to_pgmpy(self):
+    def to_pgmpy(self) -> "DiscreteMarkovNetwork":
         """The model as a ``pgmpy.models.DiscreteMarkovNetwork`` with equal factors (needs the
         ``pgmpy`` extra; see :mod:`streammn.pgmpy_bridge`)."""
         from streammn.pgmpy_bridge import to_pgmpy
@@ -230,7 +236,7 @@ class MarkovNetwork:
         return to_pgmpy(self)
 
     @classmethod
-    def from_pgmpy(cls, net) -> "MarkovNetwork":
+    def from_pgmpy(cls, net: "DiscreteMarkovNetwork") -> "MarkovNetwork":
         """A pgmpy ``DiscreteMarkovNetwork`` as a MarkovNetwork (same distribution)."""
         from streammn.pgmpy_bridge import from_pgmpy
 

@@ -19,6 +19,7 @@ evaluations. Row chunks run on all cores, with the same bits at any thread count
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 from threadpoolctl import threadpool_limits
 
 from streammn.network import reach_lists
@@ -26,7 +27,7 @@ from streammn.network.lbfgs import minimise as lbfgs_minimise
 from streammn.features import FeatureSet
 from streammn.network.model import MarkovNetwork
 from streammn.errors import WeightLearningError, WeightLearningTypeError
-from streammn.schema import require_observed
+from streammn.schema import Rows, require_observed
 
 
 def _as_rows(data, schema) -> np.ndarray:
@@ -117,14 +118,14 @@ def penalised(pll_and_gradient, n_rows: int, stddev: float, prior_mean: np.ndarr
 
 
 def fit_weights(
-    model,
-    rows,
+    model: MarkovNetwork | FeatureSet,
+    rows: Rows,
     stddev: float = 1.0,
     max_iter: int = 100,
     tol: float = 1e-10,
-    init=None,
-    prior_mean=None,
-    counts=None,
+    init: npt.ArrayLike | None = None,
+    prior_mean: npt.ArrayLike | None = None,
+    counts: npt.ArrayLike | None = None,
 ) -> MarkovNetwork:
     """Maximise pseudo-likelihood with a Gaussian prior by L-BFGS.
 
@@ -201,7 +202,13 @@ class StochasticPLL:
     current weights.
     """
 
-    def __init__(self, model, stddev: float = 1.0, learning_rate: float = 0.5, eps: float = 1e-8):
+    def __init__(
+        self,
+        model: MarkovNetwork | FeatureSet,
+        stddev: float = 1.0,
+        learning_rate: float = 0.5,
+        eps: float = 1e-8,
+    ):
         if not stddev > 0 or not learning_rate > 0:
             raise WeightLearningError("stddev and learning_rate must be positive")
         self.model = _as_model(model)
@@ -211,7 +218,7 @@ class StochasticPLL:
         self.n_seen = 0
         self._g2 = np.zeros(self.model.n_features)
 
-    def partial_fit(self, rows) -> "StochasticPLL":
+    def partial_fit(self, rows: Rows) -> "StochasticPLL":
         rows = _as_rows(rows, self.model.schema)
         self.n_seen += rows.shape[0]
         fs = self.model.features

@@ -14,6 +14,7 @@ from streammn.errors import GrowthUnsupported, SchemaError
 from streammn.schema.variables import (
     MIN_CARDINALITY,
     MIN_INFERRED_CARDINALITY,
+    Rows,
     Schema,
     Validated,
     Variable,
@@ -29,6 +30,7 @@ __all__ = [
     "MIN_INFERRED_CARDINALITY",
     "MISSING",
     "GrowthUnsupported",
+    "Rows",
     "Schema",
     "SchemaError",
     "Validated",

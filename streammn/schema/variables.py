@@ -15,9 +15,10 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Protocol, Sequence, TypeAlias
 
 import numpy as np
+import numpy.typing as npt
 
 from streammn.schema.encoding import encode_table, matrix_table, table_of
 from streammn.schema.vocabulary import (
@@ -34,6 +35,21 @@ from streammn.errors import (
     SchemaFileUnavailable,
     VariableIndexError,
 )
+
+
+class HoldsRows(Protocol):
+    """Rows of states under ``rows``: a source's ``Batch``, a :class:`Validated`, a row
+    reservoir."""
+
+    @property
+    def rows(self) -> np.ndarray: ...
+
+
+#: rows of states as the public entries take them: a matrix (anything numpy reads as one:
+#: arrays, nested lists, and tables and data frames of Arrow, pandas or polars, which
+#: :meth:`Schema.validate` encodes by column), or an object holding them (:meth:`Schema.rows_of`
+#: trusts a batch its source validated)
+Rows: TypeAlias = "npt.ArrayLike | HoldsRows"
 
 MIN_CARDINALITY = 1  # a one-state variable is a constant (Libra's msweb.mn has them)
 MIN_INFERRED_CARDINALITY = 2  # inferred from data: a column seen constant may vary later
@@ -298,7 +314,7 @@ class Schema:
             _names_met=self._names_met,
         )
 
-    def with_growth(self, maxima) -> "Schema":
+    def with_growth(self, maxima: int | Sequence[int] | Mapping[str, int]) -> "Schema":
         """This schema in growth mode: variable ``j`` may grow up to ``maxima[j]`` states.
 
         ``maxima``: one int for every variable, a sequence of ints, or a dict from variable
@@ -348,7 +364,7 @@ class Schema:
             and self.ceiling() == other.ceiling()
         )
 
-    def grown_to(self, cardinalities) -> "Schema":
+    def grown_to(self, cardinalities: npt.ArrayLike) -> "Schema":
         """This schema with cardinalities raised to ``cardinalities`` (elementwise maximum;
         within the maxima, which :meth:`validate` already enforced) and the version one up;
         itself when nothing grows."""
@@ -468,7 +484,7 @@ class Schema:
         except KeyError:
             raise SchemaError(f"no variable named {name!r}") from None
 
-    def variable_index(self, i) -> int:
+    def variable_index(self, i: int | str) -> int:
         """``i`` as a variable index, checked: an integer in ``0 .. n_vars - 1`` (a negative
         index would silently pick a variable from the end), or a variable's name."""
         if isinstance(i, str):
@@ -516,7 +532,7 @@ class Schema:
         return f"Schema({inner}{', missing' if self.missing else ''}{growth})"
 
     # validation ---------------------------------------------------------------------------
-    def rows_of(self, data, row_offset: int = 0, source: str | None = None) -> np.ndarray:
+    def rows_of(self, data: Rows, row_offset: int = 0, source: str | None = None) -> np.ndarray:
         """The row matrix of ``data``, checked once: the single door of every public entry.
 
         ``data`` is a :class:`~streammn.stream.source.Batch` or a raw block of rows. A batch whose
@@ -535,7 +551,9 @@ class Schema:
             return self.validate(rows, row_offset=getattr(data, "start", row_offset), source=source)
         return self.validate(data, row_offset=row_offset, source=source)
 
-    def validate(self, values, row_offset: int = 0, source: str | None = None) -> np.ndarray:
+    def validate(
+        self, values: npt.ArrayLike, row_offset: int = 0, source: str | None = None
+    ) -> np.ndarray:
         """Check a 2-D block of rows and return it as a C-contiguous ``uint8`` matrix.
 
         ``row_offset`` is the absolute position of the first row in its source, so that errors
@@ -580,7 +598,9 @@ class Schema:
             np.ascontiguousarray(data, dtype=np.uint8), arr, row_offset, source
         )
 
-    def column_states(self, values: np.ndarray, j: int, row_offset: int, source) -> np.ndarray:
+    def column_states(
+        self, values: np.ndarray, j: int, row_offset: int, source: str | None
+    ) -> np.ndarray:
         """One column of state numbers of variable ``j`` (a 1-D array), validated."""
         probe = Schema([Variable(self[j].name, int(self.value_limits[j]))], missing=self.missing)
         try:
@@ -694,7 +714,7 @@ class Schema:
             limits[j] = min(limits[j], len(names))
         return limits
 
-    def range_error(self, value, row: int, column: int, source: str | None) -> SchemaError:
+    def range_error(self, value: object, row: int, column: int, source: str | None) -> SchemaError:
         """The error for ``value`` at ``row``/``column``, outside :attr:`value_limits`; a
         ``str`` value is a text cell, shown as written
         (``streammn.connectors.tokens.shown_value``)."""

@@ -72,11 +72,12 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import signal
 import sys
 import time
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, Sequence, TextIO
 
 import numpy as np
 
@@ -103,6 +104,9 @@ from streammn.stream.snapshot import (
 )
 from streammn.schema import Validated
 from streammn.errors import EngineError, NoRowsError, NotFittedError
+
+if TYPE_CHECKING:
+    from connectors.distributed import DaskPasses
 
 LEARNER_FILE = "learner.bin"
 WEIGHT_STATE_FILE = "weight_state.bin"
@@ -166,13 +170,13 @@ class StreamLearner:
         self,
         source: Source,
         learner: StructureLearner,
-        snapshot_dir,
+        snapshot_dir: str | os.PathLike,
         every_rows: int | None = None,
         every_seconds: float | None = None,
         keep: int = 5,
         validation: np.ndarray | None = None,
         prequential_rows: int | None = 4096,
-        formats=("json", "mn", "uai"),
+        formats: Sequence[str] = ("json", "mn", "uai"),
         progress: TextIO | str | None = STDERR,
         progress_interval: float = 2.0,
         background: bool = True,
@@ -273,7 +277,7 @@ class StreamLearner:
         return True
 
     # the loop -----------------------------------------------------------------------------
-    def run(self):
+    def run(self) -> Path:
         """Consume the source until it ends or a signal arrives; returns the last snapshot path.
 
         A :class:`~streammn.schema.SchemaError` (or any source error) from a batch stops the
@@ -370,7 +374,7 @@ class StreamLearner:
                 signal.signal(s, handler)
             self.writer.release()
 
-    def run_multipass(self, passes=None):
+    def run_multipass(self, passes: DaskPasses | None = None) -> Path:
         """Exact learning over a finite, rewindable source (``learner.fit`` makes its passes),
         after one pass that counts the rows; then one snapshot. Returns its path.
 

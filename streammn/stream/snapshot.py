@@ -85,7 +85,7 @@ import warnings
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Mapping, TypeVar, Union
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping, TypeVar, Union
 
 try:
     import fcntl
@@ -94,6 +94,9 @@ except ImportError:  # Windows: no advisory locks; one writer per directory is t
 
 
 from streammn import __version__
+
+if TYPE_CHECKING:
+    from streammn.network.model import MarkovNetwork
 from streammn.features import FeatureSet, distinct_sorted
 from streammn.formats import MODEL_FILES, model_files, read_json  # noqa: F401 (re-exported)
 from streammn.schema import Schema
@@ -303,7 +306,7 @@ class SnapshotWriter:
             self._lock = None
 
     @contextlib.contextmanager
-    def holding(self):
+    def holding(self) -> Iterator[None]:
         """Hold the lock for a block (kept if it was already held)."""
         held = self._lock is not None
         self.acquire()
@@ -818,7 +821,7 @@ def model_summary(schema: Schema, features: FeatureSet) -> dict:
     }
 
 
-def load_snapshot(path: str | os.PathLike):
+def load_snapshot(path: str | os.PathLike) -> MarkovNetwork:
     """Validate a snapshot and return its :class:`~streammn.network.model.MarkovNetwork`.
 
     ``path`` is a snapshot directory, a snapshot root (its ``LATEST`` is followed), a
@@ -829,7 +832,7 @@ def load_snapshot(path: str | os.PathLike):
     return with_snapshot(path, _network)
 
 
-def _network(snap: Snapshot):
+def _network(snap: Snapshot) -> MarkovNetwork:
     from streammn.network.model import MarkovNetwork
 
     return MarkovNetwork(*read_json(snap.file(MODEL_FILES["json"])))
