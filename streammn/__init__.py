@@ -1,14 +1,13 @@
 """streammn: learn Markov networks from data streams and files too large for memory.
 
 The names below are imported on first use, so that ``import streammn`` stays cheap (the
-learners and the model load numba kernels); type checkers read them from the
-``TYPE_CHECKING`` imports (``tests/test_public_api.py`` keeps the two lists equal). The package
-ships ``py.typed``: its public API is annotated.
+learners and the model load numba kernels); type checkers, which cannot follow the module's
+``__getattr__``, read them from the stub ``__init__.pyi`` (``tests/test_public_api.py`` keeps
+the two lists equal). The package ships ``py.typed``: its public API is annotated.
 """
 
 import os
 from importlib import import_module
-from typing import TYPE_CHECKING
 
 # numba's OpenMP workers sleep instead of spinning while they wait between parallel steps
 # (unless the user chose otherwise): on a machine shared with other work, spinning workers take
@@ -50,45 +49,6 @@ _LAZY = {
 }
 
 __all__ = ["Schema", "SchemaError", "Variable", "__version__", *_LAZY]
-
-if TYPE_CHECKING:  # the names above, for type checkers (which cannot follow __getattr__)
-    from streammn.dn import DependencyNetwork as DependencyNetwork
-    from streammn.dn.conversion import (
-        dn2mn as dn2mn,
-        DN2MNError as DN2MNError,
-        marginals_from_rows as marginals_from_rows,
-    )
-    from streammn.dtsl import (
-        DTSL as DTSL,
-        DTSLError as DTSLError,
-    )
-    from streammn.features import FeatureSet as FeatureSet
-    from streammn.formats import (
-        ModelFormatError as ModelFormatError,
-        read_model as read_model,
-        write_model as write_model,
-    )
-    from streammn.learner import StructureLearner as StructureLearner
-    from streammn.network.model import (
-        EnumerationTooLarge as EnumerationTooLarge,
-        MarkovNetwork as MarkovNetwork,
-    )
-    from streammn.network.weights import (
-        fit_weights as fit_weights,
-        StochasticPLL as StochasticPLL,
-        WeightLearningError as WeightLearningError,
-    )
-    from streammn.stream.engine import (
-        EngineError as EngineError,
-        StreamLearner as StreamLearner,
-    )
-    from streammn.stream.snapshot import (
-        latest_valid_snapshot as latest_valid_snapshot,
-        load_snapshot as load_snapshot,
-        read_snapshot as read_snapshot,
-        SnapshotError as SnapshotError,
-        SnapshotWriter as SnapshotWriter,
-    )
 
 
 def __getattr__(name):

@@ -79,11 +79,8 @@ WEIGHTS_PARAM = Param(
     "publishes the learner's own (DTSL: DN2MN's closed form) and keeps no sample",
     flag="--weights",
 )
-if TYPE_CHECKING:
-    from streammn.stream.source import Source
-
-#: what ``fit`` learns from: a finite source, rows in memory, or an iterable of batches
-Data: TypeAlias = "Source | Rows | Iterable[Rows]"
+#: what ``fit`` learns from: rows in memory, or a finite source (an iterable of batches)
+Data: TypeAlias = "Rows | Iterable[Rows]"
 
 SAMPLE_KEY = "weight_sample"  # the sample's bytes in a saved state
 INFERRED_KEY = "schema_inferred"  # in a saved state: the schema was taken from the data

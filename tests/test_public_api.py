@@ -1,7 +1,7 @@
 """The public API (the names of ``streammn/__init__.py``) is typed: every function and public
-method of those names annotates its parameters and its result, the type checkers' imports of
-the lazily loaded names list exactly those names, and ``py.typed`` ships with the package
-(issue 38)."""
+method of those names annotates its parameters and its result, the stub type checkers read
+for the lazily loaded names lists exactly those names, and ``py.typed`` and the stub ship with
+the package (issue 38)."""
 
 import ast
 import inspect
@@ -59,19 +59,22 @@ def test_public_functions_are_annotated():
     assert {name: gaps for name, gaps in missing.items() if gaps} == {}
 
 
-def test_type_checkers_import_the_lazy_names():
-    tree = ast.parse((ROOT / "__init__.py").read_text())
+def test_type_checkers_see_the_lazy_names():
+    """The stub ``__init__.pyi`` imports exactly the names ``__init__.py`` exports, each from
+    the module it loads it from."""
     imported = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
-            for statement in node.body:
-                for alias in statement.names:
-                    assert alias.asname == alias.name  # an explicit re-export
-                    imported[alias.name] = statement.module
-    assert imported == _LAZY
+    for node in ast.parse((ROOT / "__init__.pyi").read_text()).body:
+        if isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                assert alias.asname == alias.name  # an explicit re-export
+                imported[alias.name] = node.module
+    assert set(imported) | {"__version__"} == set(streammn.__all__)
+    assert {name: imported[name] for name in _LAZY} == _LAZY
 
 
 def test_py_typed_ships_with_the_package():
     assert (ROOT / "py.typed").is_file()
     pyproject = tomllib.loads((ROOT.parent / "pyproject.toml").read_text())
-    assert "py.typed" in pyproject["tool"]["setuptools"]["package-data"]["streammn"]
+    assert {"py.typed", "__init__.pyi"} <= set(
+        pyproject["tool"]["setuptools"]["package-data"]["streammn"]
+    )

@@ -77,7 +77,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence, TextIO
+from typing import Protocol, Sequence, TextIO
 
 import numpy as np
 
@@ -105,13 +105,23 @@ from streammn.stream.snapshot import (
 from streammn.schema import Validated
 from streammn.errors import EngineError, NoRowsError, NotFittedError
 
-if TYPE_CHECKING:
-    from connectors.distributed import DaskPasses
-
 LEARNER_FILE = "learner.bin"
 WEIGHT_STATE_FILE = "weight_state.bin"
 ENGINE_KEY = "engine"
 WHEN_BUSY = ("wait", "skip")
+
+
+class RemotePasses(Protocol):
+    """Passes of exact DTSL made elsewhere (:class:`connectors.distributed.DaskPasses`): DTSL's
+    ``count_pass`` (:data:`streammn.trees.exact.CountPass`), which also counts the rows and
+    says where a local pass would end."""
+
+    def count_rows(self) -> int: ...
+
+    @property
+    def n_batches(self) -> int: ...
+
+    def end_position(self, n_rows: int) -> object: ...
 
 
 class StreamLearner:
@@ -374,7 +384,7 @@ class StreamLearner:
                 signal.signal(s, handler)
             self.writer.release()
 
-    def run_multipass(self, passes: DaskPasses | None = None) -> Path:
+    def run_multipass(self, passes: RemotePasses | None = None) -> Path:
         """Exact learning over a finite, rewindable source (``learner.fit`` makes its passes),
         after one pass that counts the rows; then one snapshot. Returns its path.
 
