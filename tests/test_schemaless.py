@@ -7,7 +7,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from connectors import ArraySource
+from streammn.connectors import ArraySource, open_source
 from streammn.csgs import CSGS
 from streammn.dtsl import DTSL
 from streammn.errors import EngineError, NotFittedError, SettingsError
@@ -54,8 +54,6 @@ def test_a_column_of_one_word_is_a_name_in_memory_not_in_a_file(tmp_path):
     path = tmp_path / "one.csv"
     frame.to_csv(path, index=False)
     with pytest.raises(SchemaError, match="'US'"):
-        from connectors import open_source
-
         open_source(str(path)).read_all()
 
 
