@@ -49,6 +49,7 @@ from streammn.logistic.coding import Coding
 from streammn.logistic.conditionals import LogisticConditionals, batch_fit_affordable
 from streammn.network.model import MarkovNetwork
 from streammn.params import AUTOMATIC, NONE, Interval, OneOf, Param
+from streammn.progress_bar import progress_bar
 
 MODES = ("hoeffding", "exact")
 CPDS = ("tree", "lr", "auto")
@@ -560,7 +561,14 @@ class DTSL(StructureLearner):
         self._schema = schema
         self._load(extend_state(arrays, self.forest.schema, schema))
 
-    def fit(self, source: Data, y: object = None, *, count_pass: CountPass | None = None) -> "DTSL":
+    def fit(
+        self,
+        source: Data,
+        y: object = None,
+        *,
+        count_pass: CountPass | None = None,
+        progress: bool = False,
+    ) -> "DTSL":
         """Learn from scratch from ``source`` and return self (``y`` is ignored: a Markov
         network has no target; the name is scikit-learn's).
 
@@ -569,7 +577,9 @@ class DTSL(StructureLearner):
         iterable of batches. Exact mode rewinds the source once per tree level, unless
         ``count_pass`` makes the passes elsewhere
         (:class:`streammn.connectors.distributed.DaskPasses`: on a Dask cluster, over the partitions
-        of ``source``'s files); the trees are the same.
+        of ``source``'s files); the trees are the same. ``progress``: a progress bar on stderr
+        (:mod:`streammn.progress_bar`), of the rows learned (Hoeffding mode) or the levels grown
+        (exact mode).
         """
         if count_pass is not None and self.mode != "exact":
             raise DTSLError("count_pass applies to mode='exact' only")
@@ -596,25 +606,35 @@ class DTSL(StructureLearner):
         if self.mode == "hoeffding":
             if isinstance(source, Source):
                 source.rewind()
-            for batch in source:
-                self.partial_fit(batch)
-            self.n_passes = 1
-            self.finish()
+            with progress_bar(progress, "learning DTSL") as bar:
+                for batch in source:
+                    self.partial_fit(batch)
+                    bar.update(len(batch))
+                bar.set_description_str("fitting the conditionals")
+                self.n_passes = 1
+                self.finish()
             return self
         if not isinstance(source, Source) or not source.rewindable:
             raise DTSLError(
                 "exact mode needs a re-iterable connectors Source (one pass per "
                 "tree level), e.g. ArraySource or a file source"
             )
-        self.n_passes = grow_level_wise(
-            self.forest,
-            source,
-            self.tree_settings,
-            self.leaf_budget,
-            self.threads,
-            count_pass=count_pass
-            or SourcePasses(source, int(self.memory_mb * 2**20), on_first_pass=self._first_pass),
-        )
+        with progress_bar(progress, "growing exact DTSL", unit="levels") as bar:
+            self.n_passes = grow_level_wise(
+                self.forest,
+                source,
+                self.tree_settings,
+                self.leaf_budget,
+                self.threads,
+                count_pass=count_pass
+                or SourcePasses(
+                    source, int(self.memory_mb * 2**20), on_first_pass=self._first_pass
+                ),
+                on_pass=lambda level, leaves: (
+                    bar.update(1),
+                    bar.set_postfix_str(f"level {level}: {leaves:,} leaves counted"),
+                ),
+            )
         self.rows_seen = int(self.forest.counts[self.forest.roots].sum(axis=1).max())
         if self.forest.observed is not None:  # missing mode: one more pass (trees.missing)
             source.rewind()

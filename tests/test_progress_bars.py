@@ -50,3 +50,18 @@ def test_blocked_gibbs_marginals_equal_one_run():
         )
         np.testing.assert_array_equal(blocked, once)
         assert sum(done) == 1100 and len(done) > 1
+
+
+def test_dtsl_fit_shows_a_bar_only_when_asked_and_learns_the_same(capsys):
+    from streammn.connectors import ArraySource
+    from streammn.dtsl import DTSL
+
+    rows = np.random.default_rng(2).integers(0, 2, (3000, 6)).astype(np.uint8)
+    schema = Schema.binary(6)
+    for mode, what in (("hoeffding", "learning DTSL"), ("exact", "growing exact DTSL")):
+        learners = []
+        for progress in (True, False):
+            learner = DTSL(schema, mode=mode, cpd="tree", weights="closed-form", grace_period=50)
+            learners.append(learner.fit(ArraySource(rows, schema, 500), progress=progress))
+            assert (what in capsys.readouterr().err) == progress
+        assert learners[0].to_bytes() == learners[1].to_bytes()

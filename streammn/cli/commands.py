@@ -23,6 +23,7 @@ from streammn.schema import Schema, SchemaError, require_observed
 from streammn.schema.file import read_schema_file
 from streammn.schema.vocabulary import name_text
 from streammn.model_spec import load_model, load_model_and_density
+from streammn.progress_bar import progress_bar
 from streammn.stream.snapshot import read_snapshot
 
 SCORE_BATCH = 65536
@@ -240,7 +241,8 @@ def score(args) -> int:
     n = 0
     pll_sum = cmll_sum = ll_sum = 0.0
     schema = model.schema if model is not None else density.schema
-    bar = progress_bar(args.quiet, f"scoring {Path(args.data).name}", "rows")
+    # on a terminal only, never with --quiet
+    bar = progress_bar(not args.quiet and sys.stderr.isatty(), f"scoring {Path(args.data).name}")
     with open_source(args.data, batch_size=SCORE_BATCH, schema=schema) as source, bar:
         _check_width(source, schema)
         for k, batch in enumerate(source):
@@ -280,15 +282,6 @@ def score(args) -> int:
             if key in result:
                 print(f"{key} {result[key]:.6f} per example")
     return EXIT_OK
-
-
-def progress_bar(quiet: bool, what: str, unit: str):
-    """A progress bar on stderr (tqdm) for work a person waits for: shown only on a terminal
-    and without ``--quiet``; its ``update(n)`` counts units of work done."""
-    from tqdm import tqdm
-
-    shown = not quiet and sys.stderr.isatty()
-    return tqdm(desc=what, unit=f" {unit}", unit_scale=True, disable=not shown, leave=False)
 
 
 # convert, sample, inspect -------------------------------------------------------------------
