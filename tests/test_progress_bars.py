@@ -65,3 +65,22 @@ def test_dtsl_fit_shows_a_bar_only_when_asked_and_learns_the_same(capsys):
             learners.append(learner.fit(ArraySource(rows, schema, 500), progress=progress))
             assert (what in capsys.readouterr().err) == progress
         assert learners[0].to_bytes() == learners[1].to_bytes()
+
+
+def test_every_learner_fit_takes_progress_and_learns_the_same(capsys):
+    from streammn.csgs import CSGS
+    from streammn.et import EnsembleOfTrees
+    from streammn.grafting import EdgeGrafting
+
+    rows = np.random.default_rng(3).integers(0, 2, (600, 5)).astype(np.uint8)
+    schema = Schema.binary(5)
+    for make, what in (
+        (lambda: EdgeGrafting(schema), "grafting"),
+        (lambda: CSGS(schema, max_iter=20), "CSGS"),
+        (lambda: EnsembleOfTrees(schema, sample_rows=300), "ET"),
+    ):
+        shown = make().fit(rows, progress=True)
+        assert what in capsys.readouterr().err
+        quiet = make().fit(rows)
+        assert capsys.readouterr().err == ""
+        assert shown.to_bytes() == quiet.to_bytes(), what

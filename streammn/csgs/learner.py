@@ -33,6 +33,7 @@ import numpy as np
 from streammn.csgs.canonical import Abandoned, CanonicalModel, learn_canonical_model
 from streammn.csgs.pll import fit_pattern_weights, fit_sample
 from streammn.learner import WEIGHTS_PARAM, Data, StructureLearner
+from streammn.progress_bar import progress_bar
 from streammn.params import Boolean, Interval, Param
 from streammn.errors import CSGSError, CSGSStateError
 from streammn.features import FeatureSet
@@ -178,23 +179,28 @@ class CSGS(StructureLearner):
 
     learn_many = partial_fit
 
-    def fit(self, source: Data, y: object = None, *, count_pass: None = None) -> "CSGS":
+    def fit(
+        self, source: Data, y: object = None, *, count_pass: None = None, progress: bool = False
+    ) -> "CSGS":
         """Learn from scratch from rows in memory or a finite source of batches; returns self.
         (``y`` is ignored; ``count_pass`` is DTSL's multi-pass hook: CSGS reads its source
-        once.)"""
+        once.) ``progress``: a progress bar on stderr of the rows counted, then of the
+        structure's learning (:mod:`streammn.progress_bar`)."""
         if count_pass is not None:
             raise CSGSError("CSGS counts its source in one pass; it takes no count_pass")
         self._schema_for_fit(source)
         self._reset()
-        if isinstance(source, (np.ndarray, list)) or table_of(source) is not None:
-            self.partial_fit(source)
-        else:
+        in_memory = isinstance(source, (np.ndarray, list)) or table_of(source) is not None
+        if not in_memory:
             rewind = getattr(source, "rewind", None)
             if rewind is not None and getattr(source, "rewindable", True):
                 rewind()
-            for batch in source:
+        with progress_bar(progress, "counting patterns (CSGS)") as bar:
+            for batch in [source] if in_memory else source:
                 self.partial_fit(batch)
-        self.learned_network()
+                bar.update(self.n_rows - bar.n)
+            bar.set_description_str("learning the context-specific graphs (CSGS)")
+            self.learned_network()
         return self
 
     def learn_structure(self, should_stop=None) -> CanonicalModel:

@@ -69,6 +69,7 @@ from streammn.et.edge_tables import learn_jointly
 from streammn.et.kernels import Abandoned, ratio_table, structure_objective
 from streammn.grafting.mrf import PairwiseLayout, to_markov_network
 from streammn.learner import WEIGHTS_PARAM, Data, StructureLearner
+from streammn.progress_bar import progress_bar
 from streammn.params import NONE, Boolean, Interval, Param
 from streammn.schema import Rows, Schema, Validated
 from streammn.schema.encoding import table_of
@@ -259,17 +260,20 @@ class EnsembleOfTrees(StructureLearner):
         that a stop request finds the phase at the end of a batch and may abandon it."""
         return max(self.update_every - self.rows_since_update, 0)
 
-    def fit(self, source: Data, y: object = None) -> "EnsembleOfTrees":
+    def fit(self, source: Data, y: object = None, *, progress: bool = False) -> "EnsembleOfTrees":
         """Learn from scratch on a finite source (batches, or rows in memory: a matrix, table
-        or data frame); ``y`` is ignored."""
+        or data frame); ``y`` is ignored. ``progress``: a progress bar on stderr of the rows
+        counted, then of the mixture weights' learning (:mod:`streammn.progress_bar`)."""
         self._schema_for_fit(source)
         self._reset()
-        if isinstance(source, np.ndarray) or table_of(source) is not None:
-            self._count(self.schema.rows_of(source))
-        else:
-            for batch in source:
-                self._count(self._validate(batch))
-        self.learn_beta()
+        in_memory = isinstance(source, np.ndarray) or table_of(source) is not None
+        with progress_bar(progress, "counting pairs (ET)") as bar:
+            for batch in [source] if in_memory else source:
+                rows = self.schema.rows_of(batch) if in_memory else self._validate(batch)
+                self._count(rows)
+                bar.update(len(rows))
+            bar.set_description_str("learning the mixture weights (ET)")
+            self.learn_beta()
         return self
 
     def theta(self):

@@ -88,6 +88,7 @@ from streammn.schema import Rows, Schema, Validated
 from streammn.stats import OnDemandPairCounts
 from streammn.errors import GraftingError, GraftingStateError
 from streammn.learner import WEIGHTS_PARAM, Data, StructureLearner
+from streammn.progress_bar import progress_bar
 from streammn.params import NONE, Boolean, Interval, OneOf, Param
 
 STRATEGIES = ("best_choice", "first_hit", "exhaustive")
@@ -810,18 +811,31 @@ class EdgeGrafting(StructureLearner):
         y: object = None,
         *,
         callback: Callable[["EdgeGrafting"], object] | None = None,
+        progress: bool = False,
     ) -> "EdgeGrafting":
         """Learn from scratch on a finite source (batches, or rows in memory: a matrix, table or
-        data frame): count, then graft until max_edges or no edge passes (``y`` is ignored)."""
+        data frame): count, then graft until max_edges or no edge passes (``y`` is ignored).
+        ``progress``: a progress bar on stderr of the rows counted, then of the edges grafted
+        (:mod:`streammn.progress_bar`)."""
         self._schema_for_fit(source)
         self._reset()
         in_memory = isinstance(source, np.ndarray) or table_of(source) is not None
-        for batch in [source] if in_memory else source:
-            rows = self._validate(batch)
-            self._sample(rows, self.stats.n_rows)
-            self.stats.update(Validated(rows, self.schema))
-        self.optimise()
-        self.graft(callback=callback)
+        with progress_bar(progress, "counting pairs (grafting)") as bar:
+            for batch in [source] if in_memory else source:
+                rows = self._validate(batch)
+                self._sample(rows, self.stats.n_rows)
+                self.stats.update(Validated(rows, self.schema))
+                bar.update(len(rows))
+        with progress_bar(progress, "grafting edges", unit="steps") as bar:
+
+            def step(learner):
+                bar.update(1)
+                bar.set_postfix_str(f"{len(learner.edges):,} edges")
+                if callback is not None:
+                    callback(learner)
+
+            self.optimise()
+            self.graft(callback=step)
         self.updates += 1
         self.last_update_rows = self.stats.n_rows
         self._last_counts = np.asarray(self.stats.marginals.flat, dtype=np.int64).copy()
