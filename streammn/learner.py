@@ -315,8 +315,9 @@ class StructureLearner(Estimator):
         column."""
         raise NotImplementedError
 
-    def fit(self, source: Data, y: object = None) -> Self:
-        """Learn from scratch from a finite source (or a row matrix); ``y`` is ignored."""
+    def fit(self, source: Data, y: object = None, *, progress: bool = False) -> Self:
+        """Learn from scratch from a finite source (or a row matrix); ``y`` is ignored.
+        ``progress``: a progress bar on stderr (:mod:`streammn.progress_bar`)."""
         raise NotImplementedError
 
     # a prompt stop ------------------------------------------------------------------------
