@@ -620,6 +620,11 @@ class DTSL(StructureLearner):
                 "tree level), e.g. ArraySource or a file source"
             )
         with progress_bar(progress, "growing exact DTSL", unit="levels") as bar:
+
+            def level_done(level: int, leaves: int) -> None:
+                bar.update(1)
+                bar.set_postfix_str(f"level {level}: {leaves:,} leaves counted")
+
             self.n_passes = grow_level_wise(
                 self.forest,
                 source,
@@ -630,10 +635,7 @@ class DTSL(StructureLearner):
                 or SourcePasses(
                     source, int(self.memory_mb * 2**20), on_first_pass=self._first_pass
                 ),
-                on_pass=lambda level, leaves: (
-                    bar.update(1),
-                    bar.set_postfix_str(f"level {level}: {leaves:,} leaves counted"),
-                ),
+                on_pass=level_done,
             )
         self.rows_seen = int(self.forest.counts[self.forest.roots].sum(axis=1).max())
         if self.forest.observed is not None:  # missing mode: one more pass (trees.missing)

@@ -42,6 +42,7 @@ class MixedRunsWarning(UserWarning):
 EDGES_PER_VAR = 1.5
 NOTED_EDGES = 3  # the strongest edges whose strongest feature is written under the graph
 NOTE_INCHES = 0.17
+TABLED_EDGES = 50  # the strongest edges an .html page's table lists
 
 
 def _imports():
@@ -126,30 +127,34 @@ def draw_network(
     """
     fig, info = network_figure(model, title, seed, top_edges, min_strength)
     names = model.schema.names
-    top = model.pair_strengths()[:50]
-    strongest = model.strongest_features([(i, j) for _, i, j in top])
     table = _table(
         ["a", "b", "strength", "strongest feature", "its weight"],
         [
             (names[i], names[j], f"{s:.4f}", model.features.text(f), _weight(model, f))
-            for (s, i, j), f in zip(top, strongest)
+            for s, i, j, f in info["strongest"]
         ],
     )
     _save(fig, out, info["heading"], "<h2>Strongest interactions</h2>" + table)
-    return {k: v for k, v in info.items() if k not in ("heading", "label_boxes")}
+    return {k: v for k, v in info.items() if k not in ("heading", "label_boxes", "strongest")}
 
 
-def _strongest_notes(model, edges) -> list[str]:
-    """A line for each of ``edges`` (``(strength, i, j)``): the two variables and their
+def _strongest(model, strengths, top: int = TABLED_EDGES) -> list[tuple]:
+    """``(strength, i, j, f)`` for the ``top`` strongest edges of ``strengths`` (strongest
+    first), ``f`` their strongest feature."""
+    edges = strengths[:top]
+    return [(*e, f) for e, f in zip(edges, model.strongest_features([e[1:] for e in edges]))]
+
+
+def _strongest_notes(model, strongest) -> list[str]:
+    """A line for each edge of ``strongest`` (:func:`_strongest`): the two variables and their
     strongest feature, in the names of the variables' states."""
     names = model.schema.names
-    strongest = model.strongest_features([(i, j) for _, i, j in edges])
     return [
         _short_note(
             f"{names[i]} - {names[j]}: strongest feature {model.features.text(f)} "
             f"(weight {_weight(model, f)})"
         )
-        for (_, i, j), f in zip(edges, strongest)
+        for _, i, j, f in strongest
     ]
 
 
@@ -163,7 +168,8 @@ def _weight(model, f: int) -> str:
 
 def network_figure(model, title=None, seed=0, top_edges=None, min_strength=None):
     """The figure of :func:`draw_network` and what it drew (``label_boxes``: each placed
-    label's extent in display units, for checking that none overlap)."""
+    label's extent in display units, for checking that none overlap; ``strongest``: the
+    table's edges, :func:`_strongest`)."""
     nx, Figure = _imports()
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.cm import ScalarMappable
@@ -181,7 +187,8 @@ def network_figure(model, title=None, seed=0, top_edges=None, min_strength=None)
     pos, community = _community_layout(nx, graph, seed) if placed else ({}, {})
     n_placed = max(len(placed), 1)
     side = 7.0 if n_placed <= 30 else 9.0 if n_placed <= 80 else 12.0 if n_placed <= 250 else 16.0
-    notes = _strongest_notes(model, shown[:NOTED_EDGES])
+    strongest = _strongest(model, strengths)  # the drawn edges are its first ones
+    notes = _strongest_notes(model, strongest[: min(NOTED_EDGES, len(shown))])
     below = NOTE_INCHES * len(notes) + (0.3 if notes else 0.0)  # under the colour bar
     footer = (0.9 if unplaced else 0.5) + below
     fig = Figure(figsize=(side, side + footer))
@@ -273,6 +280,7 @@ def network_figure(model, title=None, seed=0, top_edges=None, min_strength=None)
         "unplaced": len(unplaced),
         "communities": n_comm,
         "heading": heading,
+        "strongest": strongest,
         "label_boxes": boxes,
     }
 
