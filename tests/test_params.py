@@ -138,6 +138,23 @@ def test_other_commands_do_not_load_the_learners():
     assert out.strip() == "[]"
 
 
+def test_learn_options_do_not_load_scipy_sparse():
+    """`learn` imports every learner's module for its options; none may bring scipy.sparse
+    (ET's spanning tree: 5 MB of the floor of `--memory-mb`) at import."""
+    code = (
+        "import sys, contextlib, io\n"
+        "from streammn.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    main(['learn', '--help'])\n"
+        "assert 'streammn.et' in sys.modules\n"
+        "print(sorted(m for m in sys.modules if m.startswith('scipy.sparse')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"
+
+
 def test_set_params_and_resume_settings_come_from_the_table():
     dtsl = learner_class("dtsl")(SCHEMA, kappa=0.01)
     dtsl.partial_fit(np.zeros((300, 4), dtype=np.uint8))

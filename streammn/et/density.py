@@ -94,7 +94,6 @@ from __future__ import annotations
 
 
 import numpy as np
-from scipy.sparse.csgraph import minimum_spanning_tree
 
 from streammn.errors import ETDensityError
 from streammn.packed_state import pack_state, unpack_state
@@ -212,6 +211,10 @@ def mutual_information(node, pair, cards) -> np.ndarray:
 
 def chow_liu_beta(node, pair, cards) -> np.ndarray:
     """beta spread evenly over the maximum mutual-information spanning tree (Chow-Liu)."""
+    # imported here: scipy.sparse.csgraph brings scipy.linalg (9 MB of the process floor), and
+    # `streammn learn` imports every learner's module to build its options
+    from scipy.sparse.csgraph import minimum_spanning_tree
+
     mi = mutual_information(node, pair, cards)
     m = len(cards)
     # maximum spanning tree = minimum spanning tree of (big - mi) on the complete graph
