@@ -10,7 +10,7 @@ from that one place:
 
 - ``__init__`` validation (:func:`check_params`): a value outside its constraint raises the
   learner's error class, naming the parameter, the allowed values and the value given;
-- the ``streammn learn`` options (:mod:`streammn.learn_options`): flag, parse-time range check
+- the ``streammn learn`` options (:mod:`streammn.cli.learners`): flag, parse-time range check
   (exit code 2), ``--help`` text with the default;
 - resume checks (:func:`resume_may_change`).
 

@@ -191,3 +191,28 @@ def test_named_repository_files_exist(page):
         r"`((?:streammn|connectors|benchmarks|tests|examples)/[\w./-]*)`", page.read_text()
     )
     assert [path for path in named if not (ROOT / path).exists()] == []
+
+
+def test_a_role_that_names_nothing_fails_the_strict_build(caplog):
+    """The reference's griffe extension warns (so `mkdocs build --strict` fails) on a role
+    whose target does not exist, and links an inherited member or a module constant."""
+    griffe = pytest.importorskip("griffe")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("sphinx_roles", ROOT / "docs/sphinx_roles.py")
+    roles = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(roles)
+    pkg = griffe.load("streammn", search_paths=[ROOT])
+    dtsl, kafka = pkg["dtsl.DTSL"], roles._package("connectors")["kafka.KafkaSource"]
+    with caplog.at_level("WARNING", logger=roles.LOG.name):
+        assert 'identifier="streammn.dtsl.DTSL.drift_summary"' in roles._link(dtsl, "drift_summary")
+        roles._link(kafka, "stop")  # inherited from MessageLogSource
+        roles._link(pkg["trees.leaf_counting._routes"], "BY_BITS")  # `A, B = 0, 1`
+        roles._link(dtsl, "ValueError")
+        assert not caplog.records
+        roles._link(dtsl, "no_such_method")
+        roles._link(dtsl, "streammn.no_such_module")
+    assert [r.getMessage().split(": ", 1)[1] for r in caplog.records] == [
+        "the role's target 'no_such_method' names nothing in streammn",
+        "the role's target 'streammn.no_such_module' names nothing in streammn",
+    ]

@@ -13,7 +13,7 @@ sample (on a planted 100-variable tree the Eq. 14 start scores 10.0 nats per row
 phases warm-start from the current beta (the
 projection lets zero weights come back when the data asks for them). A batch is counted up to
 each ``update_every`` boundary before the phase there, so the model does not depend on how the
-stream is cut. :meth:`fit` counts a finite source and runs one phase at the end.
+stream is cut. :meth:`~EnsembleOfTrees.fit` counts a finite source and runs one phase at the end.
 
 Phases that cost what changed (issue 41). After ``n`` rows the sample is uniform over them, so
 the share of it drawn from the rows since the last phase (at ``n_0`` rows) is

@@ -11,11 +11,11 @@ scores (:mod:`streammn.grafting.pseudo_score`) are computed on. Why the defaults
 are (pseudo-likelihood scores at unpenalised weights, climbing best-choice, data-scaled lambda,
 refit weights) is issue 16's diagnosis, summarised in docs/learners.md (grafting).
 
-Streaming: :meth:`partial_fit` counts each batch; every ``update_every`` rows it checks whether
-a structure update is due, and if so re-optimises on the current statistics and runs activation
-steps, so edges are added as data arrives. :meth:`fit` counts a finite source, then grafts to the
-end. The model is a :class:`~streammn.network.model.MarkovNetwork` with pairwise features, so
-snapshots, scoring and file formats work unchanged.
+Streaming: :meth:`~EdgeGrafting.partial_fit` counts each batch; every ``update_every`` rows it
+checks whether a structure update is due, and if so re-optimises on the current statistics and runs
+activation steps, so edges are added as data arrives. :meth:`~EdgeGrafting.fit` counts a finite
+source, then grafts to the end. The model is a :class:`~streammn.network.model.MarkovNetwork` with
+pairwise features, so snapshots, scoring and file formats work unchanged.
 
 Updates that cost what changed (issue 41). Counting a row is cheap (millions of rows a second);
 an update is not (a few passes of the pseudo-likelihood over the row sample per weight fit), and
@@ -29,12 +29,12 @@ about a thousand rows a second. So:
   stops once the gradient is a small fraction (``tol``) of its sampling noise on the rows the
   fit sees, not after a fixed number of iterations; from a warm start on statistics that moved
   little that is a few iterations. The data-scaled lambda uses the same row count
-  (:attr:`n_sample`): the pseudo-likelihood sees the statistics' reservoir however long the
-  stream, and a lambda scaled to every row counted fell below the reservoir's noise on long
+  (:attr:`~EdgeGrafting.n_sample`): the pseudo-likelihood sees the statistics' reservoir however
+  long the stream, and a lambda scaled to every row counted fell below the reservoir's noise on long
   streams (false edges past a few hundred thousand rows).
 - *Skipped updates.* An update runs only when the statistics moved by at least ``min_change``
-  of their own noise since the last one (:meth:`change`): the fits' row sample, as it grows
-  (by ``sqrt((a - b) / b)`` from ``b`` to ``a`` rows) and once full as Algorithm R replaces
+  of their own noise since the last one (:meth:`~EdgeGrafting.change`): the fits' row sample, as it
+  grows (by ``sqrt((a - b) / b)`` from ``b`` to ``a`` rows) and once full as Algorithm R replaces
   rows (``sqrt(2 ln(n / n0))``), and the node marginals, measured (a drift test, so a
   stream that changes is not left to the geometric cadence). On a stationary stream updates
   come at a geometric sequence of rows (x2 while the sample fills, then x1.65): a 1M-row
@@ -53,14 +53,14 @@ time spent, for the benchmark, and decides nothing.
 A prompt stop. :meth:`~streammn.learner.StructureLearner.stop` (the engine calls it from its
 SIGINT/SIGTERM handler) makes the weight fit in flight raise at its next evaluation
 (:class:`~streammn.grafting.objective.Abandoned`); the update is abandoned, everything it
-changed is put back (:meth:`_search_state`), and it is left *pending*: the state is the one
-after the rows up to the update and before it, which is what the final snapshot holds, and the
-first thing learning does next (after ``clear_stop``, or in a resumed run) is that update, so
+changed is put back (:meth:`~EdgeGrafting._search_state`), and it is left *pending*: the state is
+the one after the rows up to the update and before it, which is what the final snapshot holds, and
+the first thing learning does next (after ``clear_stop``, or in a resumed run) is that update, so
 the model is the uninterrupted run's. Only an update at the end of a batch can be abandoned
-(rows after it cannot be counted before it has run): :meth:`rows_to_pause` tells the engine
-where the next one is planned, and it cuts batches there when the source can name the position
-(as it does at snapshot rows); an update inside a batch that could not be cut (message logs),
-or one a drift brings forward, is awaited.
+(rows after it cannot be counted before it has run): :meth:`~EdgeGrafting.rows_to_pause` tells the
+engine where the next one is planned, and it cuts batches there when the source can name the
+position (as it does at snapshot rows); an update inside a batch that could not be cut (message
+logs), or one a drift brings forward, is awaited.
 """
 
 from __future__ import annotations
@@ -544,7 +544,7 @@ class EdgeGrafting(StructureLearner):
         the group L1 (L2 only). The group L1 selects the edges; its shrinkage of the kept edges
         only biases the model (a test PLL below that of the same structure with unpenalised
         weights, issue 16). With ``score_refit`` too that is the refit every optimisation
-        makes for the scores (:attr:`refit_theta`, warm-started from the previous one and
+        makes for the scores (``refit_theta``, warm-started from the previous one and
         saved with the state), so the published weights are a function of the updates alone;
         otherwise (or before the first optimisation) a fit from the grafting optimum."""
         if self._model_theta is None:

@@ -6,11 +6,11 @@ at once. Online, from the stream (:mod:`streammn.logistic.online`: FTRL-Proximal
 cut at fixed stream positions, the penalty chosen per variable by prequential loss), which is
 what a stream uses. And from a uniform sample of the rows (a
 :class:`~streammn.network.weight_sample.WeightSample` of its own, one row in five held out by a
-hash of its stream index): when a finite source ends (:meth:`finish`) and the sample holds every
-one of its rows, the batch optimum on them (:mod:`streammn.logistic.batch`: each variable's penalty
-chosen on the held-out rows, then a fit on all), which then replaces FTRL's weights until more
-rows arrive. Not beyond about 300 binary variables (``BATCH_FIT_COST``), where the fit would
-cost minutes: there FTRL's weights stay.
+hash of its stream index): when a finite source ends (:meth:`~LogisticConditionals.finish`) and the
+sample holds every one of its rows, the batch optimum on them (:mod:`streammn.logistic.batch`: each
+variable's penalty chosen on the held-out rows, then a fit on all), which then replaces FTRL's
+weights until more rows arrive. Not beyond about 300 binary variables (``BATCH_FIT_COST``), where
+the fit would cost minutes: there FTRL's weights stay.
 
 Why both. One pass of FTRL over a short file is far from the optimum (jester, 9,000 rows: -55
 test PLL after one pass, -49.4 after twenty, the batch fit -48.6), and on such a file "revisit
@@ -21,9 +21,9 @@ cannot wait for one every few thousand rows; FTRL costs a fixed amount per row a
 row. Both are functions of the rows and their stream positions only, so batch cuts never change
 them and a saved state resumes exactly.
 
-Which variables use it. :meth:`held_out_losses` is each variable's log-loss on the sample's
-held-out rows under the weights in use; a learner with ``cpd='auto'`` compares it with its
-tree's on the same rows (:class:`~streammn.dtsl.DTSL`).
+Which variables use it. :meth:`~LogisticConditionals.held_out_losses` is each variable's log-loss on
+the sample's held-out rows under the weights in use; a learner with ``cpd='auto'`` compares it with
+its tree's on the same rows (:class:`~streammn.dtsl.DTSL`).
 """
 
 from __future__ import annotations
