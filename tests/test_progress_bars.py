@@ -1,10 +1,13 @@
-"""Progress bars where a person waits (score): on a terminal only, silent with --quiet, and
-the CMLL's blocked runs give the same marginals as one run."""
+"""Progress bars where a person waits (score, every learner's fit, with the phases after the
+rows): on a terminal only, silent with --quiet, and the CMLL's blocked runs give the same
+marginals as one run."""
 
 import io
 import sys
 
 import numpy as np
+
+from tqdm import tqdm
 
 from helpers.helpers_mn import random_featureset
 from streammn import Schema
@@ -12,6 +15,7 @@ from streammn.cli import main
 from streammn.formats import write_model
 from streammn.inference.gibbs import gibbs_marginals
 from streammn.network.model import MarkovNetwork
+from streammn.progress_bar import counting_steps, next_phase
 
 
 class Terminal(io.StringIO):
@@ -74,13 +78,31 @@ def test_every_learner_fit_takes_progress_and_learns_the_same(capsys):
 
     rows = np.random.default_rng(3).integers(0, 2, (600, 5)).astype(np.uint8)
     schema = Schema.binary(5)
-    for make, what in (
-        (lambda: EdgeGrafting(schema), "grafting"),
-        (lambda: CSGS(schema, max_iter=20), "CSGS"),
-        (lambda: EnsembleOfTrees(schema, sample_rows=300), "ET"),
+    for make, phases in (
+        (lambda: EdgeGrafting(schema), ["grafting edges"]),
+        (
+            lambda: CSGS(schema, max_iter=20),
+            ["graphs (CSGS): 0 steps", "fitting the weights (CSGS): 0 evaluations"],
+        ),
+        (lambda: EnsembleOfTrees(schema, sample_rows=300), ["weights (ET): 0 iterations"]),
     ):
         shown = make().fit(rows, progress=True)
-        assert what in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert all(phase in err for phase in phases), err
         quiet = make().fit(rows)
         assert capsys.readouterr().err == ""
-        assert shown.to_bytes() == quiet.to_bytes(), what
+        assert shown.to_bytes() == quiet.to_bytes(), phases
+        published = (shown.to_markov_network(), quiet.to_markov_network())
+        assert published[0].features.equals(published[1].features), phases
+
+
+def test_a_phase_counts_the_steps_its_search_asks_about():
+    bar = tqdm(file=io.StringIO(), total=10, unit=" rows", unit_scale=True)
+    bar.update(10)
+    stops = iter([False, False, True])
+    next_phase(bar, "searching", "steps")
+    step = counting_steps(bar, lambda: next(stops))
+    assert [step(), step(), step()] == [False, False, True]
+    assert (bar.n, bar.total, bar.desc, bar.unit) == (3, None, "searching", " steps")
+    never = counting_steps(bar)
+    assert not never() and bar.n == 4

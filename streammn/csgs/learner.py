@@ -33,7 +33,7 @@ import numpy as np
 from streammn.csgs.canonical import Abandoned, CanonicalModel, learn_canonical_model
 from streammn.csgs.pll import fit_pattern_weights, fit_sample
 from streammn.learner import WEIGHTS_PARAM, Data, StructureLearner
-from streammn.progress_bar import progress_bar
+from streammn.progress_bar import counting_steps, next_phase, progress_bar
 from streammn.params import Boolean, Interval, Param
 from streammn.errors import CSGSError, CSGSStateError
 from streammn.features import FeatureSet
@@ -184,8 +184,8 @@ class CSGS(StructureLearner):
     ) -> "CSGS":
         """Learn from scratch from rows in memory or a finite source of batches; returns self.
         (``y`` is ignored; ``count_pass`` is DTSL's multi-pass hook: CSGS reads its source
-        once.) ``progress``: a progress bar on stderr of the rows counted, then of the
-        structure's learning (:mod:`streammn.progress_bar`)."""
+        once.) ``progress``: a progress bar on stderr of the rows counted, then of the steps
+        of the graphs' and the weights' learning (:mod:`streammn.progress_bar`)."""
         if count_pass is not None:
             raise CSGSError("CSGS counts its source in one pass; it takes no count_pass")
         self._schema_for_fit(source)
@@ -199,8 +199,7 @@ class CSGS(StructureLearner):
             for batch in [source] if in_memory else source:
                 self.partial_fit(batch)
                 bar.update(self.n_rows - bar.n)
-            bar.set_description_str("learning the context-specific graphs (CSGS)")
-            self.learned_network()
+            self._network(bar)
         return self
 
     def learn_structure(self, should_stop=None) -> CanonicalModel:
@@ -223,6 +222,12 @@ class CSGS(StructureLearner):
     def learned_network(self) -> MarkovNetwork:
         """The Markov network of the current counts: CSGS structure, features, PLL weights
         (re-learned only when rows arrived since the last call)."""
+        return self._network()
+
+    def _network(self, bar=None) -> MarkovNetwork:
+        """:meth:`learned_network`; ``bar``: a progress bar that counts the steps of the
+        graphs' learning (a node over every context, or a block of contexts), then the
+        evaluations of the weights' objective."""
         if self.model_ is not None and self._model_rows == self.n_rows:
             return self.model_
         if self.n_rows == 0 or (self._stop_requested and self.model_ is None):
@@ -231,18 +236,28 @@ class CSGS(StructureLearner):
             return MarkovNetwork(self.schema, FeatureSet.empty(self.schema))
         if self._stop_requested:  # a prompt stop: the last model learned (module docstring)
             return self.model_
+
+        def should_stop() -> bool:
+            return self._stop_requested
+
+        if bar is not None:
+            next_phase(bar, "learning the context-specific graphs (CSGS)", "steps")
         t0 = time.perf_counter()
         try:
-            canonical = self.learn_structure(lambda: self._stop_requested)
+            canonical = self.learn_structure(
+                should_stop if bar is None else counting_steps(bar, should_stop)
+            )
             t1 = time.perf_counter()
             features = canonical.features()
             t2 = time.perf_counter()
+            if bar is not None:
+                next_phase(bar, "fitting the weights (CSGS)", "evaluations")
             model = fit_pattern_weights(
                 MarkovNetwork(self.schema, features),
                 *fit_sample(self.counts.patterns, self.counts.counts),
                 stddev=self.stddev,
                 max_iter=self.max_iter,
-                should_stop=lambda: self._stop_requested,
+                should_stop=should_stop if bar is None else counting_steps(bar, should_stop),
             )
         except Abandoned:  # stopped while learning: as above, nothing is kept of it
             return self.learned_network()

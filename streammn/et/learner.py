@@ -69,7 +69,7 @@ from streammn.et.edge_tables import learn_jointly
 from streammn.et.kernels import Abandoned, ratio_table, structure_objective
 from streammn.grafting.mrf import PairwiseLayout, to_markov_network
 from streammn.learner import WEIGHTS_PARAM, Data, StructureLearner
-from streammn.progress_bar import progress_bar
+from streammn.progress_bar import counting_steps, next_phase, progress_bar
 from streammn.params import NONE, Boolean, Interval, Param
 from streammn.schema import Rows, Schema, Validated
 from streammn.schema.encoding import table_of
@@ -263,7 +263,7 @@ class EnsembleOfTrees(StructureLearner):
     def fit(self, source: Data, y: object = None, *, progress: bool = False) -> "EnsembleOfTrees":
         """Learn from scratch on a finite source (batches, or rows in memory: a matrix, table
         or data frame); ``y`` is ignored. ``progress``: a progress bar on stderr of the rows
-        counted, then of the mixture weights' learning (:mod:`streammn.progress_bar`)."""
+        counted, then of the mixture weights' iterations (:mod:`streammn.progress_bar`)."""
         self._schema_for_fit(source)
         self._reset()
         in_memory = isinstance(source, np.ndarray) or table_of(source) is not None
@@ -272,8 +272,8 @@ class EnsembleOfTrees(StructureLearner):
                 rows = self.schema.rows_of(batch) if in_memory else self._validate(batch)
                 self._count(rows)
                 bar.update(len(rows))
-            bar.set_description_str("learning the mixture weights (ET)")
-            self.learn_beta()
+            next_phase(bar, "learning the mixture weights (ET)", "iterations")
+            self._learn_beta(abandonable=False, bar=bar)
         return self
 
     def theta(self):
@@ -307,17 +307,20 @@ class EnsembleOfTrees(StructureLearner):
         """One learning phase: theta from the counts, then PGD on the sample (Eq. 14 start the
         first time, warm start after); with ``learn_theta``, then the joint fit of the edge
         tables and beta (history: its objective per round)."""
-        if self.counts.n_rows == 0:
-            raise ETError("EnsembleOfTrees has seen no rows: call partial_fit or fit first")
         self._learn_beta(abandonable=False)
         return self
 
-    def _learn_beta(self, abandonable: bool) -> None:
+    def _learn_beta(self, abandonable: bool, bar=None) -> None:
         """A learning phase; when ``abandonable`` (it falls at the end of a batch) a stop
         request abandons it between PGD iterations: the state stays as before it, with the
         phase pending, so it runs first when learning continues (here or in a run resumed
-        from a snapshot of this state) and the model is the one an uninterrupted run makes."""
+        from a snapshot of this state) and the model is the one an uninterrupted run makes.
+        ``bar``: a progress bar that counts the PGD iterations."""
+        if self.counts.n_rows == 0:
+            raise ETError("EnsembleOfTrees has seen no rows: call partial_fit or fit first")
         should_stop = (lambda: self._stop_requested) if abandonable else None
+        if bar is not None:
+            should_stop = counting_steps(bar, should_stop)
         try:
             self.beta, self.learned_pair_probs, history = self._phase(should_stop)
         except Abandoned:
