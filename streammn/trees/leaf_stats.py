@@ -462,10 +462,9 @@ class LeafStats:
             self.stats,
             row_node,
         )
-        if n_blocks == 1:  # a parallel launch costs milliseconds on a busy machine
-            kernels.accumulate_cached(*args)
-        else:
-            kernels.accumulate_cached_parallel(*args, n_blocks)
+        # a parallel launch costs milliseconds on a busy machine
+        count = kernels.accumulate_cached if n_blocks == 1 else kernels.accumulate_cached_parallel
+        count(*args, n_blocks)
 
     def replay(
         self,
@@ -536,9 +535,8 @@ class LeafStats:
             bool((cards == 2).all()),
         )
         n_blocks = self._blocks(slots.size, slots.size * (SLOT_NS + self.K * SLOT_COLUMN_NS))
-        if n_blocks == 1:
-            return kernels.score_slots(*args)
-        return kernels.score_slots_parallel(*args, n_blocks)
+        score = kernels.score_slots if n_blocks == 1 else kernels.score_slots_parallel
+        return score(*args, n_blocks)
 
     def _count_blocks(self, n_rows: int, trees: np.ndarray) -> int:
         """Blocks the count of ``n_rows`` rows into ``trees`` runs in (see :meth:`_blocks`)."""
