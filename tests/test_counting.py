@@ -89,7 +89,7 @@ def check_count(cards, missing, route, rows, sums, rng):
 
     n = f.n_nodes
     due = np.empty((1, st.slot_node.shape[0]), dtype=np.int64)
-    n_due = leaf_counting.accumulate(
+    count = leaf_counting.Count(
         rows,
         leaf_counting.value_bits(rows, f.max_card),
         leaf_counting.lanes(st.indicators(rows)),
@@ -112,6 +112,7 @@ def check_count(cards, missing, route, rows, sums, rng):
         0 if sums == "lanes" else 2**40,
         leaf_counting.BY_ROWS if route == "rows" else leaf_counting.BY_BITS,
     )
+    n_due = leaf_counting.accumulate(count)
     counts, tot, stats, slot_n, due_slots = expected
     np.testing.assert_array_equal(f.counts, counts)
     np.testing.assert_array_equal(st.tot, tot)

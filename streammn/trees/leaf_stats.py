@@ -281,10 +281,10 @@ class LeafStats:
         no particular order).
         ``node_slot``: count only at the leaves it gives a slot (default: every active leaf);
         ``prepared``: :meth:`prepare` of ``rows``."""
-        due, args = self._count_args(rows, grace, count_leaves, trees, node_slot, prepared)
+        due, count = self._count_args(rows, grace, count_leaves, trees, node_slot, prepared)
         if due.shape[0] == 1:
-            return due[0, : leaf_counting.accumulate(*args)]
-        return due[0, : leaf_counting.accumulate_parallel(*args)]
+            return due[0, : leaf_counting.accumulate(count)]
+        return due[0, : leaf_counting.accumulate_parallel(count)]
 
     def _count_args(
         self,
@@ -294,9 +294,9 @@ class LeafStats:
         trees: np.ndarray | None,
         node_slot: np.ndarray | None,
         prepared: tuple[np.ndarray, np.ndarray] | None,
-    ) -> tuple[np.ndarray, tuple]:
-        """The arguments of the count of :meth:`add` (as :func:`leaf_counting.accumulate` takes
-        them), with its array of due slots, one row per parallel block."""
+    ) -> tuple[np.ndarray, leaf_counting.Count]:
+        """The count of :meth:`add` (a :class:`leaf_counting.Count`), with its array of due
+        slots, one row per parallel block."""
         f = self.forest
         if self.tot.shape[0] == 0:  # kernels need at least one (unused) slot row
             self._grow(1)
@@ -306,29 +306,26 @@ class LeafStats:
         due = np.empty((n_blocks, self.slot_node.shape[0] if grace > 0 else 1), dtype=np.int64)
         bits, lanes = self.prepare(rows) if prepared is None else prepared
         n = f.n_nodes
-        # every argument given, none by keyword (see replay)
-        return due, (
-            rows,
-            bits,
-            lanes,
-            self.K,
-            f.cards,
-            trees,
-            f.roots,
-            f.links,
-            f.tree[:n],
-            f.depth[:n],
-            f.slot if node_slot is None else node_slot,
-            f.counts,
-            count_leaves,
-            self.tot,
-            self.stats,
-            self.n,
-            self.last_attempt,
-            grace,
-            due,
-            leaf_counting.BLOCK_COST,
-            leaf_counting.BY_COST,
+        return due, leaf_counting.Count(
+            rows=rows,
+            bits=bits,
+            lanes=lanes,
+            K=self.K,
+            cards=f.cards,
+            trees=trees,
+            roots=f.roots,
+            links=f.links,
+            node_tree=f.tree[:n],
+            node_depth=f.depth[:n],
+            node_slot=f.slot if node_slot is None else node_slot,
+            node_counts=f.counts,
+            count_leaves=count_leaves,
+            tot=self.tot,
+            stats=self.stats,
+            slot_n=self.n,
+            slot_last=self.last_attempt,
+            grace=grace,
+            due=due,
         )
 
     def add_and_stage(
@@ -363,9 +360,9 @@ class LeafStats:
             return due, None
         self._stage_turn = 1 - self._stage_turn  # not the arrays ``prepared`` may be
         ahead_bits, ahead_lanes = self._kept_arrays(1 + self._stage_turn, ahead)
-        due, args = self._count_args(rows, grace, True, trees, None, prepared)
+        due, count = self._count_args(rows, grace, True, trees, None, prepared)
         n_due = pipeline.count_and_stage(
-            *args,
+            count,
             ahead,
             self.indicators(ahead),
             not self.missing,
