@@ -528,22 +528,8 @@ def _due(s, c, slot_n, slot_last, grace, due, n_due):
 @nb.njit(cache=True)
 def _tree_by_bits(
     t,
-    n,
-    bits,
-    cards,
+    count,
     offsets,
-    lanes,
-    K,
-    root,
-    links,
-    node_slot,
-    node_counts,
-    count_leaves,
-    tot,
-    stats,
-    slot_n,
-    slot_last,
-    grace,
     due,
     n_due,
     listing,
@@ -560,11 +546,10 @@ def _tree_by_bits(
     group_y,
     acc,
     sizes,
-    block_cost,
 ):
-    """Bit-sliced routing of the batch through tree ``t`` and counting at its leaves; return
-    the number of due slots (the rows are numbered, to be summed by the caller, unless
-    ``listing``).
+    """Bit-sliced routing of the batch of ``count`` (a :class:`Count`) through tree ``t`` and
+    counting at its leaves; return the number of due slots (the rows are numbered, to be
+    summed by the caller, unless ``listing``).
 
     Two ways to find the rows of each group (leaf, target value), chosen by the caller:
 
@@ -588,6 +573,11 @@ def _tree_by_bits(
     A listed group big enough that :func:`_by_bits` says so is counted from the bitmaps
     instead (:func:`_count_bits`). A numbered leaf never is: in the caller's sweep a row costs
     its lane adds whether it is summed or sent to the trash."""
+    n, bits, cards, lanes, K = count.rows.shape[0], count.bits, count.cards, count.lanes, count.K
+    root, links = count.roots[t], count.links
+    node_slot, node_counts = count.node_slot, count.node_counts
+    tot, stats, slot_n, slot_last = count.tot, count.stats, count.slot_n, count.slot_last
+    count_leaves, grace, block_cost = count.count_leaves, count.grace, count.block_cost
     C = stats.shape[1]
     card = cards[t]
     W = masks.shape[1]
@@ -695,18 +685,9 @@ def _tree_by_bits(
 @nb.njit(cache=True)
 def _tree_by_rows(
     t,
-    rows,
-    root,
+    count,
     steps,
     table,
-    node_slot,
-    node_counts,
-    count_leaves,
-    tot,
-    stats,
-    slot_n,
-    slot_last,
-    grace,
     due,
     n_due,
     group_of_key,
@@ -715,9 +696,13 @@ def _tree_by_rows(
     group_y,
     group_rows,
 ):
-    """Row routing of the batch through tree ``t``, its rows' groups found with a table of
-    (leaf, target value) keys, and counting at the leaves; the caller sums the rows into their
-    groups (as after :func:`_tree_by_bits`)."""
+    """Row routing of the batch of ``count`` (a :class:`Count`) through tree ``t``, its rows'
+    groups found with a table of (leaf, target value) keys, and counting at the leaves; the
+    caller sums the rows into their groups (as after :func:`_tree_by_bits`)."""
+    rows, root = count.rows, count.roots[t]
+    node_slot, node_counts = count.node_slot, count.node_counts
+    tot, stats, slot_n, slot_last = count.tot, count.stats, count.slot_n, count.slot_last
+    count_leaves, grace = count.count_leaves, count.grace
     n = rows.shape[0]
     C = stats.shape[1]
     route_fixed(rows, root, steps, table, group_of_row)
@@ -822,11 +807,7 @@ def add_rows(count, planned, q0, q1, due):
     (:func:`_sum_rows`); return the number of due slots written to ``due`` (a row of
     ``count.due``)."""
     trees, tree_steps, tree_by_bits, tree_leaves, tree_listing, table = planned
-    rows, bits, lanes, K, cards = count.rows, count.bits, count.lanes, count.K, count.cards
-    roots, links = count.roots, count.links
-    node_slot, node_counts = count.node_slot, count.node_counts
-    tot, stats, slot_n, slot_last = count.tot, count.stats, count.slot_n, count.slot_last
-    count_leaves, grace, block_cost = count.count_leaves, count.grace, count.block_cost
+    rows, lanes, K, cards, stats = count.rows, count.lanes, count.K, count.cards, count.stats
     n = rows.shape[0]
     C = stats.shape[1]
     W = (n + 63) // 64
@@ -872,22 +853,8 @@ def add_rows(count, planned, q0, q1, due):
             numbered = not tree_listing[t]
             n_due = _tree_by_bits(
                 t,
-                n,
-                bits,
-                cards,
+                count,
                 offsets,
-                lanes,
-                K,
-                roots[t],
-                links,
-                node_slot,
-                node_counts,
-                count_leaves,
-                tot,
-                stats,
-                slot_n,
-                slot_last,
-                grace,
                 due,
                 n_due,
                 tree_listing[t],
@@ -904,25 +871,15 @@ def add_rows(count, planned, q0, q1, due):
                 tree_y,
                 acc[trash + SWEEP_TREES :],
                 sizes,
-                block_cost,
             )
         else:
             if group_of_key.shape[0] == 0:
-                group_of_key = np.full(node_counts.shape[0] * C, -1, dtype=np.int32)
+                group_of_key = np.full(count.node_counts.shape[0] * C, -1, dtype=np.int32)
             n_due = _tree_by_rows(
                 t,
-                rows,
-                roots[t],
+                count,
                 tree_steps[t],
                 table,
-                node_slot,
-                node_counts,
-                count_leaves,
-                tot,
-                stats,
-                slot_n,
-                slot_last,
-                grace,
                 due,
                 n_due,
                 group_of_key,
