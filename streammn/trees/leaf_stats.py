@@ -480,28 +480,26 @@ class LeafStats:
         if n <= first or parents.size == 0:
             return
         f = self.forest
-        args = (
-            packed,
-            bits,
-            n,
-            self.offsets,
-            parents.astype(np.int64),
-            f.links,
-            f.parent,
-            f.tree,
-            f.cards,
-            f.slot if node_slot is None else node_slot,
-            self.tot,
-            self.stats,
-            self.n,
+        job = replay.Replay(
+            packed=packed,
+            bits=bits,
+            n=n,
+            offsets=self.offsets,
+            parents=parents.astype(np.int64),
+            links=f.links,
+            node_parent=f.parent,
+            node_tree=f.tree,
+            cards=f.cards,
+            node_slot=f.slot if node_slot is None else node_slot,
+            tot=self.tot,
+            stats=self.stats,
+            slot_n=self.n,
+            first=first,
         )
         n_blocks = self._blocks(parents.size, (n - first) * parents.size // REPLAY_ROWS_PER_NS)
-        # every argument given, none by keyword: numba's dispatcher then finds the compiled
-        # kernel in C, not by typing each argument in Python (~0.1 ms a call)
-        if n_blocks == 1:  # a parallel launch wakes (and spins) every thread
-            replay.replay(*args, -1, first)
-        else:
-            replay.replay_parallel(*args, n_blocks, -1, first)
+        # a parallel launch wakes (and spins) every thread
+        kernel = replay.replay if n_blocks == 1 else replay.replay_parallel
+        kernel(job, n_blocks)
 
     def pack(self, rows: np.ndarray, first: int, count: int, packed: np.ndarray) -> None:
         """Pack rows ``first .. first + count - 1`` of ``rows`` into the same rows of
