@@ -89,7 +89,7 @@ def check_count(cards, missing, route, rows, sums, rng):
 
     n = f.n_nodes
     due = np.empty((1, st.slot_node.shape[0]), dtype=np.int64)
-    n_due = leaf_counting.accumulate(
+    count = leaf_counting.Count(
         rows,
         leaf_counting.value_bits(rows, f.max_card),
         leaf_counting.lanes(st.indicators(rows)),
@@ -112,6 +112,7 @@ def check_count(cards, missing, route, rows, sums, rng):
         0 if sums == "lanes" else 2**40,
         leaf_counting.BY_ROWS if route == "rows" else leaf_counting.BY_BITS,
     )
+    n_due = leaf_counting.accumulate(count)
     counts, tot, stats, slot_n, due_slots = expected
     np.testing.assert_array_equal(f.counts, counts)
     np.testing.assert_array_equal(st.tot, tot)
@@ -200,9 +201,9 @@ def test_replay_equals_row_by_row(cards, missing, n_blocks, sums, first):
     )
     row_cost = {"rows": 0, "bits": 2**40, "either": -1}[sums]
     if n_blocks == 1:
-        replay.replay(*args, row_cost, first)
+        replay.replay(replay.Replay(*args, row_cost, first), n_blocks)
     else:
-        replay.replay_parallel(*args, n_blocks, row_cost, first)
+        replay.replay_parallel(replay.Replay(*args, row_cost, first), n_blocks)
     np.testing.assert_array_equal(st.tot, tot)
     np.testing.assert_array_equal(st.stats, stats)
     np.testing.assert_array_equal(st.n, n)
@@ -297,7 +298,7 @@ def test_replay_sums_flush_before_uint8_overflows():
         st.stats,
         st.n,
     )
-    replay.replay(*args, 0)  # every row summed
+    replay.replay(replay.Replay(*args, 0), 1)  # every row summed
     s = f.slot[f.links[f.roots[0], 2]]
     assert (st.stats[s, 1] == 600).all() and st.tot[s, 1] == 600
 

@@ -30,34 +30,24 @@ def test_a_look_schedules_counts_and_tests_as_the_numpy_steps_did():
     np.testing.assert_array_equal(attempts, want_attempts)
     assert most == attempts[slots].max()
 
-    best_var = rng.integers(-1, 30, slots.size)
-    best_gain = rng.exponential(20.0, slots.size)
-    best_var[0], best_gain[0] = 3, 1e3
-    thresholds = SignificanceThresholds(0.05, cards).up_to(most)
+    var = rng.integers(-1, 30, slots.size)
+    gain = rng.exponential(20.0, slots.size)
+    var[0], gain[0] = 3, 1e3
+    limits = SignificanceThresholds(0.05, cards).up_to(most)
     floor = 0.002 * 123_456.0
     go = looks.passing(
-        slots,
-        best_var,
-        best_gain,
-        slot_n,
-        slot_target,
-        attempts,
-        thresholds,
-        slot_node,
-        counts,
-        floor,
+        slots, var, gain, slot_n, slot_target, attempts, limits, slot_node, counts, floor
     )
     targets = slot_target[slots]
-    want = (best_var >= 0) & (
-        best_gain
+    want = (var >= 0) & (
+        gain
         > significance_threshold(
             0.05, cards[targets], n_candidates(cards)[targets], attempts[slots]
         )
     )
     with np.errstate(divide="ignore", invalid="ignore"):
         want &= (
-            best_gain / slot_n[slots].astype(np.float64) * counts[slot_node[slots]].sum(axis=1)
-            >= floor
+            gain / slot_n[slots].astype(np.float64) * counts[slot_node[slots]].sum(axis=1) >= floor
         )
     np.testing.assert_array_equal(go, want)
     assert 0 < go.sum() < go.size

@@ -75,20 +75,12 @@ def test_count_and_stage_equals_the_steps_one_after_another(cards, missing, n_bl
             f.counts,
         )
         due = np.empty((n_blocks, st.slot_node.shape[0]), dtype=np.int64)
+        count = leaf_counting.Count(*args, True, st.tot, st.stats, st.n, st.last_attempt, 3, due)
         if staged:
             ahead_bits = np.zeros((len(cards), f.max_card, 3), dtype=np.uint64)
             ahead_lanes = leaf_counting.aligned_zeros(150, lanes.shape[1])
             n_due = pipeline.count_and_stage(
-                *args,
-                True,
-                st.tot,
-                st.stats,
-                st.n,
-                st.last_attempt,
-                3,
-                due,
-                leaf_counting.BLOCK_COST,
-                leaf_counting.BY_COST,
+                count,
                 ahead,
                 st.indicators(ahead),
                 not missing,
@@ -100,9 +92,7 @@ def test_count_and_stage_equals_the_steps_one_after_another(cards, missing, n_bl
             )
             prepared_ahead = ahead_bits, ahead_lanes
         else:
-            n_due = leaf_counting.accumulate(
-                *args, True, st.tot, st.stats, st.n, st.last_attempt, 3, due
-            )
+            n_due = leaf_counting.accumulate(count)
             pipeline.remember(chunk, bits, *buffer, runs, f.cards, st.offsets)
             prepared_ahead = tuple(a.copy() for a in st.prepare(ahead))
         results.append(

@@ -156,26 +156,14 @@ def _conditional_test(P, c, a, b, blanket, n_blanket, cards, table, crit, min_ro
 
 
 @nb.njit(cache=True)
-def _edge_test(
-    P,
-    c,
-    a,
-    b,
-    left_out,
-    x,
-    mismatch,
-    adj,
-    blanket,
-    cards,
-    table,
-    crit,
-    min_rows_per_cell,
-    context_specific,
-    counters,
-):
+def _edge_test(tester, a, b, left_out):
     """The verdict on ``I(X_a, X_b | blanket of a)`` for :func:`grow_shrink`, the blanket
     without ``left_out`` (``b`` in the shrink phase, ``-1`` in the grow phase, where ``b`` is
-    not in it); counts it in ``counters`` (all but the phase counts)."""
+    not in it); counts it in ``counters`` (all but the phase counts). ``tester``: the
+    arguments and scratch of :func:`grow_shrink` that a test reads, in the order unpacked
+    below."""
+    P, c, x, cards, crit, min_rows_per_cell, context_specific = tester[:7]
+    adj, counters, table, mismatch, blanket = tester[7:]
     if context_specific:
         verdict = _context_test(
             P, c, a, b, x, mismatch, left_out, cards, table, crit, min_rows_per_cell
@@ -230,6 +218,20 @@ def grow_shrink(
     table = np.zeros(int(cards.max()) ** 2, dtype=np.int64)
     mismatch = np.zeros(m, dtype=np.int64)
     blanket = np.zeros(n, dtype=np.int64)
+    tester = (
+        P,
+        c,
+        x,
+        cards,
+        crit,
+        min_rows_per_cell,
+        context_specific,
+        adj,
+        counters,
+        table,
+        mismatch,
+        blanket,
+    )
     for a in range(n):
         if context_specific:
             mismatch[:] = 0
@@ -244,23 +246,7 @@ def grow_shrink(
             for b in range(n):
                 if b == a or adj[a, b]:
                     continue
-                verdict = _edge_test(
-                    P,
-                    c,
-                    a,
-                    b,
-                    -1,
-                    x,
-                    mismatch,
-                    adj,
-                    blanket,
-                    cards,
-                    table,
-                    crit,
-                    min_rows_per_cell,
-                    context_specific,
-                    counters,
-                )
+                verdict = _edge_test(tester, a, b, -1)
                 counters[2] += 1
                 if verdict == DEPENDENT:
                     added = True
@@ -271,23 +257,7 @@ def grow_shrink(
         for b in range(n):
             if not adj[a, b]:
                 continue
-            verdict = _edge_test(
-                P,
-                c,
-                a,
-                b,
-                b,
-                x,
-                mismatch,
-                adj,
-                blanket,
-                cards,
-                table,
-                crit,
-                min_rows_per_cell,
-                context_specific,
-                counters,
-            )
+            verdict = _edge_test(tester, a, b, b)
             counters[3] += 1
             if verdict != DEPENDENT:
                 _set_edge(P, x, a, b, False, adj, mismatch, context_specific)
@@ -402,11 +372,14 @@ def _agree_on(agree, columns, mask, x):
 
 
 @nb.njit(cache=True)
-def _bitset_verdict(columns, planes, plane_words, a, b, agree, crit, min_rows_per_cell, table):
+def _bitset_verdict(tester, a, b, agree):
     """The verdict on ``I(X_a, X_b | x_S)`` from the bitset ``agree`` of the patterns that
-    agree with the context on ``S`` (:func:`pack_patterns`): the table's counts are popcounts
-    of ``agree`` with the columns of ``a`` and ``b``, 64 patterns a word, count bit by count
-    bit (``planes``; most counts are small, so the higher bits take few words)."""
+    agree with the context on ``S``; ``tester``: the patterns' ``columns``, ``planes`` and
+    ``plane_words`` (:func:`pack_patterns`), then ``crit``, ``min_rows_per_cell`` and the
+    ``table`` scratch of :func:`_binary_verdict`. The table's counts are popcounts of
+    ``agree`` with the columns of ``a`` and ``b``, 64 patterns a word, count bit by count bit
+    (``planes``; most counts are small, so the higher bits take few words)."""
+    columns, planes, plane_words, crit, min_rows_per_cell, table = tester
     col_a, col_b = columns[a], columns[b]
     n_all = n_a = n_b = n_ab = 0
     for k in range(planes.shape[0]):
@@ -449,29 +422,14 @@ def _binary_verdict(n_all, n_a, n_b, n_ab, crit, min_rows_per_cell, table):
 
 
 @nb.njit(cache=True)
-def _grow_verdict(
-    columns,
-    planes,
-    plane_words,
-    agree,
-    words,
-    c,
-    start,
-    stop,
-    a,
-    b,
-    crit,
-    min_rows_per_cell,
-    table,
-):
+def _grow_verdict(tester, agree, words, c, start, stop, a, b):
     """The verdict on ``I(X_a, X_b | x_S)`` in the grow pass of a tree node: from its
     patterns ``words[start:stop]`` (counts ``c``), those that agree with the context on
     ``S``, in one pass over them; or, when ``stop`` is ``-1`` (many of them), from their
-    bitset ``agree`` (:func:`_bitset_verdict`)."""
+    bitset ``agree`` (:func:`_bitset_verdict`, which says what ``tester`` holds)."""
     if stop < 0:
-        return _bitset_verdict(
-            columns, planes, plane_words, a, b, agree, crit, min_rows_per_cell, table
-        )
+        return _bitset_verdict(tester, a, b, agree)
+    crit, min_rows_per_cell, table = tester[3], tester[4], tester[5]
     ja, sa, jb, sb = a >> 6, a & 63, b >> 6, b & 63
     n_all = n_a = n_b = n_ab = 0
     for p in range(start, stop):  # sums, not table cells: no dependence from row to row
@@ -532,29 +490,16 @@ def _count_test(counters, order, c0, c1, phase, verdict):
 
 
 @nb.njit(cache=True)
-def _shrink(
-    columns,
-    planes,
-    plane_words,
-    a,
-    mask,
-    x,
-    crit,
-    min_rows_per_cell,
-    table,
-    counters,
-    order,
-    c0,
-    c1,
-    bits,
-):
+def _shrink(tester, a, mask, x, counters, order, c0, c1, bits):
     """The shrink phase of node ``a`` for the contexts ``order[c0:c1]``, which share the
-    blanket ``mask`` and its values ``x``; leaves the blanket left in ``mask``. The patterns
+    blanket ``mask`` and its values ``x``; leaves the blanket left in ``mask`` (``tester``:
+    see :func:`_bitset_verdict`). The patterns
     of the test of member ``b`` agree with ``x`` on the members kept before it and on all
     those after it, which are no range of the grow tree: the tests are counted by bitsets
     (:func:`_bitset_verdict`), ``bits[1]`` the patterns that agree on the members kept so far
     and ``bits[2 + b]`` those that agree on the members after ``b``
     (:func:`_suffix_bitsets`)."""
+    columns = tester[0]
     n = columns.shape[0]
     bits[1] = -1
     _suffix_bitsets(bits, columns, mask, x)
@@ -565,9 +510,7 @@ def _shrink(
         mask[b >> 6] &= ~bit  # the blanket less b: the test's conditioning set
         for t in range(bits.shape[1]):
             bits[0, t] = bits[1, t] & bits[2 + b, t]
-        verdict = _bitset_verdict(
-            columns, planes, plane_words, a, b, bits[0], crit, min_rows_per_cell, table
-        )
+        verdict = _bitset_verdict(tester, a, b, bits[0])
         _count_test(counters, order, c0, c1, 3, verdict)
         if verdict == DEPENDENT:
             mask[b >> 6] |= bit
@@ -634,7 +577,7 @@ def tree_graphs_into(
     k, w = xs.shape
     m = words.shape[0]
     n = adj.shape[1]
-    table = np.zeros(4, dtype=np.int64)
+    tester = (columns, planes, plane_words, crit, min_rows_per_cell, np.zeros(4, dtype=np.int64))
     bits = np.empty((n + 2, columns.shape[1]), dtype=np.int64)
     many = (columns.shape[1] + plane_words.sum()) // 2  # rows that cost what bitsets do
     local = np.empty((m, w), dtype=np.int64)
@@ -697,21 +640,7 @@ def tree_graphs_into(
                     while b < n:
                         bit = np.int64(1) << (b & 63)
                         if b != a and not mask[b >> 6] & bit:
-                            verdict = _grow_verdict(
-                                columns,
-                                planes,
-                                plane_words,
-                                bits[0],
-                                local,
-                                local_c,
-                                p0,
-                                stop,
-                                a,
-                                b,
-                                crit,
-                                min_rows_per_cell,
-                                table,
-                            )
+                            verdict = _grow_verdict(tester, bits[0], local, local_c, p0, stop, a, b)
                             _count_test(counters, order, c0, c1, 2, verdict)
                             if verdict == DEPENDENT:
                                 split = True
@@ -732,22 +661,7 @@ def tree_graphs_into(
                             st_next[sp], st_added[sp] = b + 1, True
                             sp += 1
                     continue
-                _shrink(
-                    columns,
-                    planes,
-                    plane_words,
-                    a,
-                    mask,
-                    x,
-                    crit,
-                    min_rows_per_cell,
-                    table,
-                    counters,
-                    order,
-                    c0,
-                    c1,
-                    bits,
-                )
+                _shrink(tester, a, mask, x, counters, order, c0, c1, bits)
                 for t in range(c0, c1):
                     i = order[t]
                     for v in range(n):

@@ -51,9 +51,8 @@ class CSGS(StructureLearner):
     Parameters
     ----------
     schema : Schema or None, default None
-        The variables (any cardinalities). None: taken from the data (:mod:`streammn.learner`):
-        ``fit`` infers it from all of its rows, ``partial_fit`` from the first batch (and keeps
-        it: a later new value is a ``SchemaError``, as CSGS cannot add values).
+        The variables (any cardinalities); None: taken from the data, then fixed, as
+        :mod:`streammn.learner` says of a learner that cannot add values.
     significance : float, default 0.05
         Significance level of Pearson's chi-square tests (the paper's ``alpha``; ``alpha=`` is
         still accepted, deprecated).
@@ -78,8 +77,7 @@ class CSGS(StructureLearner):
     seed : int, default 0
         Randomness of the counts' fallback to a row sample.
     weights : {'refined', 'closed-form'}, default 'refined'
-        What :meth:`to_markov_network` publishes: the learner's weights refined on a sample of
-        its rows where that scores better, or its own (see ``StructureLearner.publish``).
+        What :meth:`to_markov_network` publishes (``StructureLearner.publish``).
 
     Attributes
     ----------

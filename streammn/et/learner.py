@@ -87,9 +87,8 @@ class EnsembleOfTrees(StructureLearner):
     Parameters
     ----------
     schema : Schema or None, default None
-        The variables (any cardinalities). None: taken from the data (:mod:`streammn.learner`):
-        ``fit`` infers it from all of its rows, ``partial_fit`` from the first batch (and keeps
-        it: a later new value is a ``SchemaError``, as ET cannot add values).
+        The variables (any cardinalities); None: taken from the data, then fixed, as
+        :mod:`streammn.learner` says of a learner that cannot add values.
     pseudo_count : float, default 1.0
         Dirichlet pseudo-count of every node and pair table (see :mod:`streammn.et.density`;
         ``alpha=`` is still accepted, deprecated).
@@ -122,8 +121,8 @@ class EnsembleOfTrees(StructureLearner):
     seed : int, default 0
         Seed of the row reservoir.
     weights : {'refined', 'closed-form'}, default 'refined'
-        What :meth:`to_markov_network` publishes: the learner's weights refined on a sample of
-        its rows where that scores better, or its own (see ``StructureLearner.publish``).
+        What :meth:`to_markov_network` publishes: the mixture's own weights, or refined ones
+        where they score better (``StructureLearner.publish``).
 
     Examples
     --------
@@ -131,8 +130,7 @@ class EnsembleOfTrees(StructureLearner):
     >>> from streammn.et import EnsembleOfTrees
     >>> from streammn.inference import sample
     >>> planted, planted_edges = planted_network(8, seed=0)
-    >>> rows = sample(planted, 2000, seed=1)
-    >>> learner = EnsembleOfTrees(planted.schema).fit(rows)
+    >>> learner = EnsembleOfTrees(planted.schema).fit(sample(planted, 2000, seed=1))
     >>> set(learner.edges) == planted_edges, round(float(learner.rho.sum()), 6)
     (True, 14.0)
     """

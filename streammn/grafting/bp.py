@@ -151,48 +151,34 @@ def _run_bp(cards, uoff, theta, edges, eoff, adj_ptr, adj_edge, damping, tol, ma
         delta = 0.0
         for k in range(m):
             i, j = edges[k, 0], edges[k, 1]
-            ci, cj = cards[i], cards[j]
-            base = eoff[k]
-            for a in range(ci):  # i -> j: h = belief_i - message j -> i
-                h[a] = logb[uoff[i] + a] - msgs[moff_i[k] + a]
-            d = _send(
-                h,
-                ci,
-                ecol,
-                base,
-                cj,
-                1,
-                cj,
-                shift[moff_j[k] : moff_j[k] + cj],
-                damping,
-                msgs,
-                moff_j[k],
-                tmp,
-                out,
-            )
-            for b in range(cj):
-                new[moff_j[k] + b] = out[b]
-            delta = max(delta, d)
-            for b in range(cj):  # j -> i
-                h[b] = logb[uoff[j] + b] - msgs[moff_j[k] + b]
-            d = _send(
-                h,
-                cj,
-                erow,
-                base,
-                1,
-                cj,
-                ci,
-                shift[moff_i[k] : moff_i[k] + ci],
-                damping,
-                msgs,
-                moff_i[k],
-                tmp,
-                out,
-            )
-            for a in range(ci):
-                new[moff_i[k] + a] = out[a]
-            delta = max(delta, d)
+            for to_i in range(2):  # i -> j, then j -> i: from u to w
+                u, w = (j, i) if to_i else (i, j)
+                into, off = (moff_j[k], moff_i[k]) if to_i else (moff_i[k], moff_j[k])
+                ex = erow if to_i else ecol
+                cu, cw = cards[u], cards[w]
+                # the edge's entry for (u = a, w = b) sits at a * stride_in + b * stride_out
+                stride_in, stride_out = (1, cu) if to_i else (cw, 1)
+                for a in range(cu):  # h = belief_u - message w -> u
+                    h[a] = logb[uoff[u] + a] - msgs[into + a]
+                shift_w = shift[off : off + cw]
+                d = _send(
+                    h,
+                    cu,
+                    ex,
+                    eoff[k],
+                    stride_in,
+                    stride_out,
+                    cw,
+                    shift_w,
+                    damping,
+                    msgs,
+                    off,
+                    tmp,
+                    out,
+                )
+                for b in range(cw):
+                    new[off + b] = out[b]
+                delta = max(delta, d)
         msgs[:] = new
         converged = delta < tol
     # marginals and the Bethe log partition function

@@ -133,9 +133,8 @@ class EdgeGrafting(StructureLearner):
     Parameters
     ----------
     schema : Schema or None, default None
-        The variables (any cardinalities). None: taken from the data (:mod:`streammn.learner`):
-        ``fit`` infers it from all of its rows, ``partial_fit`` from the first batch (and keeps
-        it: a later new value is a ``SchemaError``, as grafting cannot add values).
+        The variables (any cardinalities); None: taken from the data, then fixed, as
+        :mod:`streammn.learner` says of a learner that cannot add values.
     lambda_ : float or None, default None
         Group-L1 strength (per-row scale); also the activation threshold of test C2. None: the
         data-scaled default ``lambda_c * sqrt(log(n_vars) / n_rows) / mean(card)^2`` (see
@@ -231,8 +230,7 @@ class EdgeGrafting(StructureLearner):
     seed : int, default 0
         Randomness (edge sampling, row reservoir).
     weights : {'refined', 'closed-form'}, default 'refined'
-        What :meth:`to_markov_network` publishes: the learner's weights refined on a sample of
-        its rows where that scores better, or its own (see ``StructureLearner.publish``).
+        What :meth:`to_markov_network` publishes (``StructureLearner.publish``).
 
     Examples
     --------

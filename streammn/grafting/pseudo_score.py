@@ -68,20 +68,8 @@ def _fill_residuals(wanted, cols, cards, uoff, theta, etab, edges, eoff, adj_ptr
     """Residuals of the variables ``wanted`` into their rows ``res[uoff[v]:uoff[v + 1]]``."""
     logp = np.empty(cols.shape[1])
     for v in wanted:
-        residuals(
-            v,
-            cols,
-            cards,
-            uoff,
-            theta,
-            etab,
-            edges,
-            eoff,
-            adj_ptr,
-            adj_edge,
-            res[uoff[v] : uoff[v + 1]],
-            logp,
-        )
+        out = res[uoff[v] : uoff[v + 1]]
+        residuals(v, cols, cards, uoff, theta, etab, edges, eoff, adj_ptr, adj_edge, out, logp)
 
 
 @nb.njit(cache=True)

@@ -35,20 +35,18 @@ def cmll_terms(
     model,
     rows,
     groups: int = 4,
-    burn_in: int = 100,
-    samples: int = 1000,
-    chains: int = 1,
-    seed: int = 0,
-    method: str = "auto",
     progress: Callable[[float], None] | None = None,
+    **sampling,
 ) -> np.ndarray:
     """``log P(x_i | x_E)`` per row and variable, ``E`` = the variables outside ``X_i``'s group.
 
     The protocol of Davis & Domingos used by the DTSL and DN2MN papers: the variables are split
     into ``groups`` sets; each set in turn is the query with all other variables as evidence;
-    marginals come from the Rao-Blackwellised Gibbs sampler (:func:`gibbs_marginals`, whose
-    ``method`` is passed on). ``progress``, when given, is called with the rows' worth of
-    queries finished as they finish (a row is done when its ``groups`` queries are).
+    marginals come from the Rao-Blackwellised Gibbs sampler (:func:`gibbs_marginals`, which
+    takes the ``sampling`` settings: ``burn_in``, ``samples``, ``chains``, ``seed`` and
+    ``method``, by default 100 burn-in sweeps and 1000 samples, the papers' protocol).
+    ``progress``, when given, is called with the rows' worth of queries finished as they finish
+    (a row is done when its ``groups`` queries are).
     """
     rows = model.schema.rows_of(rows)
     m, n = rows.shape
@@ -61,12 +59,8 @@ def cmll_terms(
     marg = gibbs_marginals(
         model,
         evidence.reshape(-1, n),
-        burn_in=burn_in,
-        samples=samples,
-        chains=chains,
-        seed=seed,
-        method=method,
         progress=None if progress is None else lambda k: progress(k / len(blocks)),
+        **sampling,
     ).reshape(len(blocks), m, -1)
     offs = loglinear.value_offsets(model.schema.cardinalities)
     out = np.empty((m, n))
@@ -76,18 +70,10 @@ def cmll_terms(
     return out
 
 
-def cmll(
-    model,
-    rows,
-    groups: int = 4,
-    burn_in: int = 100,
-    samples: int = 1000,
-    chains: int = 1,
-    seed: int = 0,
-    method: str = "auto",
-) -> float:
-    """Conditional marginal log-likelihood per example (see :func:`cmll_terms`)."""
-    terms = cmll_terms(model, rows, groups, burn_in, samples, chains, seed, method)
+def cmll(model, rows, **options) -> float:
+    """Conditional marginal log-likelihood per example: the mean over ``rows`` of the sums of
+    :func:`cmll_terms`, which takes the ``options`` (``groups`` and the sampler's settings)."""
+    terms = cmll_terms(model, rows, **options)
     if not terms.shape[0]:
         raise NoRowsError("no rows to score: the CMLL is a mean over rows")
     return float(terms.sum(axis=1).mean())

@@ -82,8 +82,17 @@ def _router(loop):
     return route
 
 
-route = nb.njit(cache=True, parallel=True)(_router(nb.prange))
-route_serial = nb.njit(cache=True)(_router(range))
+def twins(body):
+    """A kernel with a loop over independent blocks, compiled twice from one ``body``: the
+    serial twin with ``range`` for its loop and the parallel one with ``nb.prange`` (numba's
+    thread pool), as ``(serial, parallel)``. Both give the same bits; the caller picks one
+    (:func:`streammn.kernel_mode.parallel_pays`: a parallel launch wakes every thread, and a
+    forked snapshot writer must not start the pool). Numba's on-disk cache tells the two apart
+    by the closure's contents (its index key hashes them), so both are cached and reloaded."""
+    return nb.njit(cache=True)(body(range)), nb.njit(cache=True, parallel=True)(body(nb.prange))
+
+
+route_serial, route = twins(_router)
 
 
 LANES = 8  # rows routed in lockstep by route_fixed
@@ -170,138 +179,62 @@ def _loglik(c, d, alpha, prior, logs, row):
     return ll
 
 
-@nb.njit(cache=True)
-def score_slots(
-    slots,
-    slot_target,
-    tot,
-    stats,
-    cards,
-    offsets,
-    min_count,
-    prior,
-    zero_tests,
-    logs,
-    log_row,
-    binary=False,
-):
-    """Best and runner-up split of each listed slot by gain in training log-likelihood.
+def _slot_scorer(loop):
+    """The split scoring kernel, its loop over blocks of slots run by ``loop`` (:func:`twins`)."""
 
-    Candidates are ``X_j = a`` for every variable ``j`` other than the target and, for binary
-    ``j``, only ``a = 1`` (``X_j = 0`` is the same partition); for ``card_j > 2`` every value
-    (``a >= 1`` only without ``zero_tests``: missing mode, see :mod:`streammn.trees.missing`).
-    They are visited in order of ``j`` then ``a`` and a later candidate wins only with a strictly
-    larger gain, so ties go to the first. A candidate needs ``min_count`` rows on each side.
-    Leaves are smoothed as ``(count + prior/d) / (total + prior)``; ``logs`` are
-    :func:`log_tables` of ``prior``, the row of a ``d``-valued target at ``log_row[d]``.
+    def score_slots(
+        slots,
+        slot_target,
+        tot,
+        stats,
+        cards,
+        offsets,
+        min_count,
+        prior,
+        zero_tests,
+        logs,
+        log_row,
+        binary=False,
+        n_blocks=1,
+    ):
+        """Best and runner-up split of each listed slot by gain in training log-likelihood.
 
-    ``binary``: every variable is binary, so a slot is scored by :func:`_score_binary_slot`,
-    the same arithmetic in fewer steps.
+        Candidates are ``X_j = a`` for every variable ``j`` other than the target and, for
+        binary ``j``, only ``a = 1`` (``X_j = 0`` is the same partition); for ``card_j > 2``
+        every value (``a >= 1`` only without ``zero_tests``: missing mode, see
+        :mod:`streammn.trees.missing`). They are visited in order of ``j`` then ``a`` and a
+        later candidate wins only with a strictly larger gain, so ties go to the first. A
+        candidate needs ``min_count`` rows on each side. Leaves are smoothed as
+        ``(count + prior/d) / (total + prior)``; ``logs`` are :func:`log_tables` of ``prior``,
+        the row of a ``d``-valued target at ``log_row[d]``.
 
-    Returns per slot: best variable (-1 when no candidate qualifies), best value, best gain, the
-    best gain among the other variables (``-inf`` when none), and the target counts on the true
-    side of the best test, shape (n, max_card).
-    """
-    out = _score_outputs(slots.shape[0], tot.shape[1])
-    for q in range(slots.shape[0]):
-        _score_any_slot(
-            q,
-            slots[q],
-            slot_target,
-            tot,
-            stats,
-            cards,
-            offsets,
-            min_count,
-            prior,
-            zero_tests,
-            logs,
-            log_row,
-            binary,
-            out,
-        )
-    return out
+        ``binary``: every variable is binary, so a slot is scored by
+        :func:`_score_binary_slot`, the same arithmetic in fewer steps. ``n_blocks``: the
+        slots are cut into this many blocks, each run on its own (in parallel in the parallel
+        twin; each slot is scored on its own, so the blocks do not change the result).
 
+        Returns per slot: best variable (-1 when no candidate qualifies), best value, best
+        gain, the best gain among the other variables (``-inf`` when none), and the target
+        counts on the true side of the best test, shape (n, max_card).
+        """
+        S = slots.shape[0]
+        out = _score_outputs(S, tot.shape[1])
+        scoring = (slot_target, tot, stats, cards, offsets, min_count, prior, zero_tests, logs)
+        for b in loop(n_blocks):
+            for q in range(b * S // n_blocks, (b + 1) * S // n_blocks):
+                s = slots[q]
+                if binary:
+                    _score_binary_slot(
+                        q, s, slot_target[s], tot, stats, min_count, prior, logs, log_row[2], out
+                    )
+                else:
+                    _score_slot(q, s, scoring, log_row, out)
+        return out
 
-@nb.njit(cache=True, parallel=True)
-def score_slots_parallel(
-    slots,
-    slot_target,
-    tot,
-    stats,
-    cards,
-    offsets,
-    min_count,
-    prior,
-    zero_tests,
-    logs,
-    log_row,
-    binary,
-    n_blocks,
-):
-    """:func:`score_slots` with the slots cut into ``n_blocks`` blocks run in parallel (each
-    slot is scored on its own)."""
-    S = slots.shape[0]
-    out = _score_outputs(S, tot.shape[1])
-    for b in nb.prange(n_blocks):
-        for q in range(b * S // n_blocks, (b + 1) * S // n_blocks):
-            _score_any_slot(
-                q,
-                slots[q],
-                slot_target,
-                tot,
-                stats,
-                cards,
-                offsets,
-                min_count,
-                prior,
-                zero_tests,
-                logs,
-                log_row,
-                binary,
-                out,
-            )
-    return out
+    return score_slots
 
 
-@nb.njit(cache=True, inline="always")
-def _score_any_slot(
-    q,
-    s,
-    slot_target,
-    tot,
-    stats,
-    cards,
-    offsets,
-    min_count,
-    prior,
-    zero_tests,
-    logs,
-    log_row,
-    binary,
-    out,
-):
-    """Score slot ``s`` into entry ``q`` of the outputs ``out``, by the binary path or not."""
-    if binary:
-        _score_binary_slot(
-            q, s, slot_target[s], tot, stats, min_count, prior, logs, log_row[2], *out
-        )
-    else:
-        _score_slot(
-            q,
-            s,
-            slot_target,
-            tot,
-            stats,
-            cards,
-            offsets,
-            min_count,
-            prior,
-            zero_tests,
-            logs,
-            log_row,
-            *out,
-        )
+score_slots, score_slots_parallel = twins(_slot_scorer)
 
 
 @nb.njit(cache=True)
@@ -317,26 +250,11 @@ def _score_outputs(S, C):
 
 
 @nb.njit(cache=True)
-def _score_slot(
-    q,
-    s,
-    slot_target,
-    tot,
-    stats,
-    cards,
-    offsets,
-    min_count,
-    prior,
-    zero_tests,
-    logs,
-    log_row,
-    best_var,
-    best_val,
-    best_gain,
-    second_gain,
-    true_counts,
-):
-    """Score slot ``s`` into entry ``q`` of the outputs (see :func:`score_slots`)."""
+def _score_slot(q, s, scoring, log_row, out):
+    """Score slot ``s`` into entry ``q`` of the outputs ``out`` (:func:`_score_outputs`);
+    ``scoring``: the arguments of :func:`score_slots` from ``slot_target`` to ``logs``."""
+    slot_target, tot, stats, cards, offsets, min_count, prior, zero_tests, logs = scoring
+    best_var, best_val, best_gain, second_gain, true_counts = out
     n_vars = cards.shape[0]
     t = slot_target[s]
     d = cards[t]
@@ -437,11 +355,7 @@ def _score_binary_slot(
     prior,
     logs,
     row,
-    best_var,
-    best_val,
-    best_gain,
-    second_gain,
-    true_counts,
+    out,
 ):
     """:func:`_score_slot` when every variable is binary (target ``t``): candidate ``j`` is
     ``X_j = 1``, its true-side counts are ``stats[s, :, j]``, and each variable has one
@@ -455,6 +369,7 @@ def _score_binary_slot(
     table reads would be gathers, which LLVM does not emit for this CPU), and a separate
     loop over stored gains cost 10% more. A candidate that does not beat the runner-up is
     dropped before its row counts are tested."""
+    best_var, best_val, best_gain, second_gain, true_counts = out
     alpha = prior / 2
     p0 = np.int64(tot[s, 0])
     p1 = np.int64(tot[s, 1])
@@ -555,33 +470,24 @@ def _advance_rows(rows, indicators, trees, q0, q1, links, node_slot, tot, stats,
                 dst[k] += src[k]
 
 
-@nb.njit(cache=True)
-def accumulate_cached(rows, indicators, trees, links, node_slot, tot, stats, row_node):
-    """Exact mode: like :func:`streammn.trees.leaf_counting.accumulate` (active slots' statistics
-    only), with every row's current node per tree remembered in ``row_node[t, r]`` (rows of
-    this batch), so each level moves a row down from where it was instead of routing it from
-    the root."""
-    _advance_rows(
-        rows, indicators, trees, 0, trees.shape[0], links, node_slot, tot, stats, row_node
-    )
+def _cached_counter(loop):
+    """Exact mode's count kernel, its loop over blocks of trees run by ``loop``
+    (:func:`twins`)."""
+
+    def accumulate_cached(
+        rows, indicators, trees, links, node_slot, tot, stats, row_node, n_blocks=1
+    ):
+        """Exact mode: like :func:`streammn.trees.leaf_counting.accumulate` (active slots'
+        statistics only), with every row's current node per tree remembered in
+        ``row_node[t, r]`` (rows of this batch), so each level moves a row down from where it
+        was instead of routing it from the root; the trees cut into ``n_blocks`` blocks (each
+        tree's nodes and slots are its own, so the blocks do not change the result)."""
+        T = trees.shape[0]
+        for b in loop(n_blocks):
+            q0, q1 = b * T // n_blocks, (b + 1) * T // n_blocks
+            _advance_rows(rows, indicators, trees, q0, q1, links, node_slot, tot, stats, row_node)
+
+    return accumulate_cached
 
 
-@nb.njit(cache=True, parallel=True)
-def accumulate_cached_parallel(
-    rows, indicators, trees, links, node_slot, tot, stats, row_node, n_blocks
-):
-    """:func:`accumulate_cached` over ``n_blocks`` blocks of trees in parallel."""
-    T = trees.shape[0]
-    for b in nb.prange(n_blocks):
-        _advance_rows(
-            rows,
-            indicators,
-            trees,
-            b * T // n_blocks,
-            (b + 1) * T // n_blocks,
-            links,
-            node_slot,
-            tot,
-            stats,
-            row_node,
-        )
+accumulate_cached, accumulate_cached_parallel = twins(_cached_counter)

@@ -62,6 +62,8 @@ any order (only the order of the due slots in ``due`` differs; callers sort them
 
 from __future__ import annotations
 
+from collections import namedtuple
+
 import numba as nb
 import numpy as np
 from llvmlite import ir
@@ -70,7 +72,7 @@ from numba.core import cgutils
 from numba.cpython.unsafe.numbers import trailing_zeros
 from numba.extending import intrinsic
 
-from streammn.trees.kernels import MISSING, route_fixed, routing_table
+from streammn.trees.kernels import MISSING, route_fixed, routing_table, twins
 
 LANE_BLOCK = 64  # uint8 lanes per vector instruction (the padding of the lane matrix)
 LANE_ROWS = 255  # rows summed in uint8 lanes before they are flushed to the counters
@@ -526,22 +528,8 @@ def _due(s, c, slot_n, slot_last, grace, due, n_due):
 @nb.njit(cache=True)
 def _tree_by_bits(
     t,
-    n,
-    bits,
-    cards,
+    count,
     offsets,
-    lanes,
-    K,
-    root,
-    links,
-    node_slot,
-    node_counts,
-    count_leaves,
-    tot,
-    stats,
-    slot_n,
-    slot_last,
-    grace,
     due,
     n_due,
     listing,
@@ -558,11 +546,10 @@ def _tree_by_bits(
     group_y,
     acc,
     sizes,
-    block_cost,
 ):
-    """Bit-sliced routing of the batch through tree ``t`` and counting at its leaves; return
-    the number of due slots (the rows are numbered, to be summed by the caller, unless
-    ``listing``).
+    """Bit-sliced routing of the batch of ``count`` (a :class:`Count`) through tree ``t`` and
+    counting at its leaves; return the number of due slots (the rows are numbered, to be
+    summed by the caller, unless ``listing``).
 
     Two ways to find the rows of each group (leaf, target value), chosen by the caller:
 
@@ -586,6 +573,11 @@ def _tree_by_bits(
     A listed group big enough that :func:`_by_bits` says so is counted from the bitmaps
     instead (:func:`_count_bits`). A numbered leaf never is: in the caller's sweep a row costs
     its lane adds whether it is summed or sent to the trash."""
+    n, bits, cards, lanes, K = count.rows.shape[0], count.bits, count.cards, count.lanes, count.K
+    root, links = count.roots[t], count.links
+    node_slot, node_counts = count.node_slot, count.node_counts
+    tot, stats, slot_n, slot_last = count.tot, count.stats, count.slot_n, count.slot_last
+    count_leaves, grace, block_cost = count.count_leaves, count.grace, count.block_cost
     C = stats.shape[1]
     card = cards[t]
     W = masks.shape[1]
@@ -693,18 +685,9 @@ def _tree_by_bits(
 @nb.njit(cache=True)
 def _tree_by_rows(
     t,
-    rows,
-    root,
+    count,
     steps,
     table,
-    node_slot,
-    node_counts,
-    count_leaves,
-    tot,
-    stats,
-    slot_n,
-    slot_last,
-    grace,
     due,
     n_due,
     group_of_key,
@@ -713,9 +696,13 @@ def _tree_by_rows(
     group_y,
     group_rows,
 ):
-    """Row routing of the batch through tree ``t``, its rows' groups found with a table of
-    (leaf, target value) keys, and counting at the leaves; the caller sums the rows into their
-    groups (as after :func:`_tree_by_bits`)."""
+    """Row routing of the batch of ``count`` (a :class:`Count`) through tree ``t``, its rows'
+    groups found with a table of (leaf, target value) keys, and counting at the leaves; the
+    caller sums the rows into their groups (as after :func:`_tree_by_bits`)."""
+    rows, root = count.rows, count.roots[t]
+    node_slot, node_counts = count.node_slot, count.node_counts
+    tot, stats, slot_n, slot_last = count.tot, count.stats, count.slot_n, count.slot_last
+    count_leaves, grace = count.count_leaves, count.grace
     n = rows.shape[0]
     C = stats.shape[1]
     route_fixed(rows, root, steps, table, group_of_row)
@@ -813,38 +800,14 @@ def _routes(trees, n, links, tree_steps, tree_nodes, route):
 
 
 @nb.njit(cache=True)
-def add_rows(
-    rows,
-    bits,
-    lanes,
-    K,
-    cards,
-    trees,
-    q0,
-    q1,
-    roots,
-    links,
-    table,
-    tree_steps,
-    tree_by_bits,
-    tree_leaves,
-    tree_listing,
-    node_slot,
-    node_counts,
-    count_leaves,
-    tot,
-    stats,
-    slot_n,
-    slot_last,
-    grace,
-    due,
-    block_cost,
-):
-    """Count the batch into trees ``trees[q0:q1]``, routed one tree after another (its nodes
-    and slots stay in cache), the rows of numbered trees summed ``SWEEP_TREES`` trees per
-    sweep (:func:`_sum_rows`); return the number of due slots written to ``due``.
-    ``tree_by_bits``, ``table``: :func:`_routes`; ``tree_leaves``, ``tree_listing``:
-    :func:`_census` of every tree."""
+def add_rows(count, planned, q0, q1, due):
+    """Count the batch of ``count`` (a :class:`Count`) into trees ``trees[q0:q1]`` of its
+    :func:`plan` ``planned``, routed one tree after another (its nodes and slots stay in
+    cache), the rows of numbered trees summed ``SWEEP_TREES`` trees per sweep
+    (:func:`_sum_rows`); return the number of due slots written to ``due`` (a row of
+    ``count.due``)."""
+    trees, tree_steps, tree_by_bits, tree_leaves, tree_listing, table = planned
+    rows, lanes, K, cards, stats = count.rows, count.lanes, count.K, count.cards, count.stats
     n = rows.shape[0]
     C = stats.shape[1]
     W = (n + 63) // 64
@@ -890,22 +853,8 @@ def add_rows(
             numbered = not tree_listing[t]
             n_due = _tree_by_bits(
                 t,
-                n,
-                bits,
-                cards,
+                count,
                 offsets,
-                lanes,
-                K,
-                roots[t],
-                links,
-                node_slot,
-                node_counts,
-                count_leaves,
-                tot,
-                stats,
-                slot_n,
-                slot_last,
-                grace,
                 due,
                 n_due,
                 tree_listing[t],
@@ -922,25 +871,15 @@ def add_rows(
                 tree_y,
                 acc[trash + SWEEP_TREES :],
                 sizes,
-                block_cost,
             )
         else:
             if group_of_key.shape[0] == 0:
-                group_of_key = np.full(node_counts.shape[0] * C, -1, dtype=np.int32)
+                group_of_key = np.full(count.node_counts.shape[0] * C, -1, dtype=np.int32)
             n_due = _tree_by_rows(
                 t,
-                rows,
-                roots[t],
+                count,
                 tree_steps[t],
                 table,
-                node_slot,
-                node_counts,
-                count_leaves,
-                tot,
-                stats,
-                slot_n,
-                slot_last,
-                grace,
                 due,
                 n_due,
                 group_of_key,
@@ -963,85 +902,77 @@ def add_rows(
     return n_due
 
 
-@nb.njit(cache=True)
-def accumulate(
-    rows,
-    bits,
-    lanes,
-    K,
-    cards,
-    trees,
-    roots,
-    links,
-    node_tree,
-    node_depth,
-    node_slot,
-    node_counts,
-    count_leaves,
-    tot,
-    stats,
-    slot_n,
-    slot_last,
-    grace,
-    due,
-    block_cost=BLOCK_COST,
-    route=BY_COST,
-):
-    """Count ``rows`` (with their :func:`value_bits` and :func:`lanes`) into the listed trees:
-    the target counts of every leaf with ``count_leaves``, the statistics of active leaves.
-    ``node_tree`` and ``node_depth`` are the tree and the depth of every node of the forest
-    (its first ``node_tree.shape[0]`` nodes are all there are). With ``grace > 0``, slots
-    whose row count since ``slot_last`` passes ``grace`` are written to ``due[0]``; returns
-    how many. The groups of trees whose groups are listed are counted from the bitmaps or by
-    their lanes as ``block_cost`` says (:func:`_by_bits`); ``route``: see :func:`_routes`."""
-    trees, steps, by_bits, leaves, listing, table = plan(
-        rows.shape[0], trees, roots, links, node_tree, node_depth, node_slot, node_counts, 1, route
-    )
-    return add_rows(
-        rows,
-        bits,
-        lanes,
-        K,
-        cards,
-        trees,
-        0,
-        trees.shape[0],
-        roots,
-        links,
-        table,
-        steps,
-        by_bits,
-        leaves,
-        listing,
-        node_slot,
-        node_counts,
-        count_leaves,
-        tot,
-        stats,
-        slot_n,
-        slot_last,
-        grace,
-        due[0],
-        block_cost,
-    )
+#: A count of a batch into the trees (:func:`accumulate`): the batch's ``rows`` with their
+#: :func:`value_bits` ``bits`` and :func:`lanes` ``lanes`` (``K`` indicator columns, the
+#: variables' ``cards``); the ``trees`` to count into, the forest's ``roots`` and ``links``,
+#: ``node_tree`` and ``node_depth`` (the tree and the depth of every node of the forest: its
+#: first ``node_tree.shape[0]`` nodes are all there are), ``node_slot`` (the active leaves'
+#: slots) and ``node_counts``; the leaves' target counts are counted with ``count_leaves``,
+#: the active slots' ``tot`` and ``stats`` always, and their row counts ``slot_n``; with
+#: ``grace > 0``, slots whose row count since ``slot_last`` passes ``grace`` are written to
+#: ``due``, a row per parallel block. ``block_cost``: when a listed group is counted from the
+#: bitmaps (:func:`_by_bits`); ``route``: see :func:`_routes`.
+Count = namedtuple(
+    "Count",
+    "rows bits lanes K cards trees roots links node_tree node_depth node_slot node_counts "
+    "count_leaves tot stats slot_n slot_last grace due block_cost route",
+    defaults=(BLOCK_COST, BY_COST),
+)
+
+
+def _counter(loop):
+    """The count kernel, its loop over blocks of trees run by ``loop`` (:func:`twins`)."""
+
+    def accumulate(count):
+        """Count the batch of ``count`` (a :class:`Count`) into its trees: the target counts
+        of every leaf with ``count_leaves``, the statistics of active leaves; returns how many
+        due slots it wrote to ``due[0]``. The trees, dealt by their number of nodes
+        (:func:`_dealt`), are cut into ``due.shape[0]`` blocks (each block writes only its
+        own trees' nodes and slots, and its own ``due[block]``; the due slots are then
+        gathered into ``due[0]``). The groups of trees whose groups are listed are counted
+        from the bitmaps or by their lanes as ``block_cost`` says."""
+        n_blocks = count.due.shape[0]
+        planned = plan(count, n_blocks)
+        n_due = zero_counts(n_blocks)
+        for b in loop(n_blocks):
+            n_due[b] = add_block(count, planned, b, n_blocks)
+        return gather(count.due, n_due)
+
+    return accumulate
+
+
+accumulate, accumulate_parallel = twins(_counter)
 
 
 @nb.njit(cache=True)
-def plan(
-    n_rows, trees, roots, links, node_tree, node_depth, node_slot, node_counts, n_blocks, route
-):
-    """What a count of ``n_rows`` rows into ``trees`` in ``n_blocks`` parallel blocks needs
-    before it starts: the trees in block order (dealt by their number of nodes when
-    ``n_blocks > 1``, :func:`_dealt`), every tree's depth, route, leaves and whether its groups
-    are listed (:func:`_census`, :func:`_routes`), and the routing table."""
-    n_nodes = node_tree.shape[0]
+def plan(count, n_blocks):
+    """What the count ``count`` in ``n_blocks`` parallel blocks needs before it starts: its
+    trees in block order (dealt by their number of nodes when ``n_blocks > 1``,
+    :func:`_dealt`), every tree's depth, route, leaves and whether its groups are listed
+    (:func:`_census`, :func:`_routes`), and the routing table."""
+    links = count.links
+    n_nodes = count.node_tree.shape[0]
     steps, nodes, leaves, listing = _census(
-        node_tree, node_depth, links, node_slot, node_counts, roots.shape[0]
+        count.node_tree,
+        count.node_depth,
+        links,
+        count.node_slot,
+        count.node_counts,
+        count.roots.shape[0],
     )
+    trees = count.trees
     if n_blocks > 1:
         trees = _dealt(trees, nodes, n_blocks)
-    by_bits, table = _routes(trees, n_rows, links[:n_nodes], steps, nodes, route)
+    by_bits, table = _routes(trees, count.rows.shape[0], links[:n_nodes], steps, nodes, count.route)
     return trees, steps, by_bits, leaves, listing, table
+
+
+@nb.njit(cache=True)
+def add_block(count, planned, b, n_blocks):
+    """:func:`add_rows` of block ``b`` of ``n_blocks`` of the planned trees (``planned``:
+    :func:`plan`), into ``count.due[b]``."""
+    T = planned[0].shape[0]
+    return add_rows(count, planned, b * T // n_blocks, (b + 1) * T // n_blocks, count.due[b])
 
 
 @nb.njit(cache=True)
@@ -1059,80 +990,6 @@ def _dealt(items, sizes, n_blocks):
             dealt[i] = order[j]
             i += 1
     return dealt
-
-
-@nb.njit(cache=True, parallel=True)
-def accumulate_parallel(
-    rows,
-    bits,
-    lanes,
-    K,
-    cards,
-    trees,
-    roots,
-    links,
-    node_tree,
-    node_depth,
-    node_slot,
-    node_counts,
-    count_leaves,
-    tot,
-    stats,
-    slot_n,
-    slot_last,
-    grace,
-    due,
-    block_cost=BLOCK_COST,
-    route=BY_COST,
-):
-    """:func:`accumulate` with the trees, dealt by their number of nodes (:func:`_dealt`),
-    cut into ``due.shape[0]`` blocks run in parallel (each block writes only its own trees'
-    nodes and slots, and its own ``due[block]``; the due slots are then gathered into
-    ``due[0]``)."""
-    T = trees.shape[0]
-    n_blocks = due.shape[0]
-    trees, steps, by_bits, leaves, listing, table = plan(
-        rows.shape[0],
-        trees,
-        roots,
-        links,
-        node_tree,
-        node_depth,
-        node_slot,
-        node_counts,
-        n_blocks,
-        route,
-    )
-    n_due = zero_counts(n_blocks)
-    for b in nb.prange(n_blocks):
-        n_due[b] = add_rows(
-            rows,
-            bits,
-            lanes,
-            K,
-            cards,
-            trees,
-            b * T // n_blocks,
-            (b + 1) * T // n_blocks,
-            roots,
-            links,
-            table,
-            steps,
-            by_bits,
-            leaves,
-            listing,
-            node_slot,
-            node_counts,
-            count_leaves,
-            tot,
-            stats,
-            slot_n,
-            slot_last,
-            grace,
-            due[b],
-            block_cost,
-        )
-    return gather(due, n_due)
 
 
 @nb.njit(cache=True)

@@ -281,10 +281,10 @@ class LeafStats:
         no particular order).
         ``node_slot``: count only at the leaves it gives a slot (default: every active leaf);
         ``prepared``: :meth:`prepare` of ``rows``."""
-        due, args = self._count_args(rows, grace, count_leaves, trees, node_slot, prepared)
+        due, count = self._count_args(rows, grace, count_leaves, trees, node_slot, prepared)
         if due.shape[0] == 1:
-            return due[0, : leaf_counting.accumulate(*args)]
-        return due[0, : leaf_counting.accumulate_parallel(*args)]
+            return due[0, : leaf_counting.accumulate(count)]
+        return due[0, : leaf_counting.accumulate_parallel(count)]
 
     def _count_args(
         self,
@@ -294,9 +294,9 @@ class LeafStats:
         trees: np.ndarray | None,
         node_slot: np.ndarray | None,
         prepared: tuple[np.ndarray, np.ndarray] | None,
-    ) -> tuple[np.ndarray, tuple]:
-        """The arguments of the count of :meth:`add` (as :func:`leaf_counting.accumulate` takes
-        them), with its array of due slots, one row per parallel block."""
+    ) -> tuple[np.ndarray, leaf_counting.Count]:
+        """The count of :meth:`add` (a :class:`leaf_counting.Count`), with its array of due
+        slots, one row per parallel block."""
         f = self.forest
         if self.tot.shape[0] == 0:  # kernels need at least one (unused) slot row
             self._grow(1)
@@ -306,29 +306,26 @@ class LeafStats:
         due = np.empty((n_blocks, self.slot_node.shape[0] if grace > 0 else 1), dtype=np.int64)
         bits, lanes = self.prepare(rows) if prepared is None else prepared
         n = f.n_nodes
-        # every argument given, none by keyword (see replay)
-        return due, (
-            rows,
-            bits,
-            lanes,
-            self.K,
-            f.cards,
-            trees,
-            f.roots,
-            f.links,
-            f.tree[:n],
-            f.depth[:n],
-            f.slot if node_slot is None else node_slot,
-            f.counts,
-            count_leaves,
-            self.tot,
-            self.stats,
-            self.n,
-            self.last_attempt,
-            grace,
-            due,
-            leaf_counting.BLOCK_COST,
-            leaf_counting.BY_COST,
+        return due, leaf_counting.Count(
+            rows=rows,
+            bits=bits,
+            lanes=lanes,
+            K=self.K,
+            cards=f.cards,
+            trees=trees,
+            roots=f.roots,
+            links=f.links,
+            node_tree=f.tree[:n],
+            node_depth=f.depth[:n],
+            node_slot=f.slot if node_slot is None else node_slot,
+            node_counts=f.counts,
+            count_leaves=count_leaves,
+            tot=self.tot,
+            stats=self.stats,
+            slot_n=self.n,
+            slot_last=self.last_attempt,
+            grace=grace,
+            due=due,
         )
 
     def add_and_stage(
@@ -363,9 +360,9 @@ class LeafStats:
             return due, None
         self._stage_turn = 1 - self._stage_turn  # not the arrays ``prepared`` may be
         ahead_bits, ahead_lanes = self._kept_arrays(1 + self._stage_turn, ahead)
-        due, args = self._count_args(rows, grace, True, trees, None, prepared)
+        due, count = self._count_args(rows, grace, True, trees, None, prepared)
         n_due = pipeline.count_and_stage(
-            *args,
+            count,
             ahead,
             self.indicators(ahead),
             not self.missing,
@@ -462,10 +459,9 @@ class LeafStats:
             self.stats,
             row_node,
         )
-        if n_blocks == 1:  # a parallel launch costs milliseconds on a busy machine
-            kernels.accumulate_cached(*args)
-        else:
-            kernels.accumulate_cached_parallel(*args, n_blocks)
+        # a parallel launch costs milliseconds on a busy machine
+        count = kernels.accumulate_cached if n_blocks == 1 else kernels.accumulate_cached_parallel
+        count(*args, n_blocks)
 
     def replay(
         self,
@@ -484,28 +480,26 @@ class LeafStats:
         if n <= first or parents.size == 0:
             return
         f = self.forest
-        args = (
-            packed,
-            bits,
-            n,
-            self.offsets,
-            parents.astype(np.int64),
-            f.links,
-            f.parent,
-            f.tree,
-            f.cards,
-            f.slot if node_slot is None else node_slot,
-            self.tot,
-            self.stats,
-            self.n,
+        job = replay.Replay(
+            packed=packed,
+            bits=bits,
+            n=n,
+            offsets=self.offsets,
+            parents=parents.astype(np.int64),
+            links=f.links,
+            node_parent=f.parent,
+            node_tree=f.tree,
+            cards=f.cards,
+            node_slot=f.slot if node_slot is None else node_slot,
+            tot=self.tot,
+            stats=self.stats,
+            slot_n=self.n,
+            first=first,
         )
         n_blocks = self._blocks(parents.size, (n - first) * parents.size // REPLAY_ROWS_PER_NS)
-        # every argument given, none by keyword: numba's dispatcher then finds the compiled
-        # kernel in C, not by typing each argument in Python (~0.1 ms a call)
-        if n_blocks == 1:  # a parallel launch wakes (and spins) every thread
-            replay.replay(*args, -1, first)
-        else:
-            replay.replay_parallel(*args, n_blocks, -1, first)
+        # a parallel launch wakes (and spins) every thread
+        kernel = replay.replay if n_blocks == 1 else replay.replay_parallel
+        kernel(job, n_blocks)
 
     def pack(self, rows: np.ndarray, first: int, count: int, packed: np.ndarray) -> None:
         """Pack rows ``first .. first + count - 1`` of ``rows`` into the same rows of
@@ -536,9 +530,8 @@ class LeafStats:
             bool((cards == 2).all()),
         )
         n_blocks = self._blocks(slots.size, slots.size * (SLOT_NS + self.K * SLOT_COLUMN_NS))
-        if n_blocks == 1:
-            return kernels.score_slots(*args)
-        return kernels.score_slots_parallel(*args, n_blocks)
+        score = kernels.score_slots if n_blocks == 1 else kernels.score_slots_parallel
+        return score(*args, n_blocks)
 
     def _count_blocks(self, n_rows: int, trees: np.ndarray) -> int:
         """Blocks the count of ``n_rows`` rows into ``trees`` runs in (see :meth:`_blocks`)."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numba as nb
 
 from streammn.trees import leaf_counting, replay
-from streammn.trees.leaf_counting import add_rows, gather, zero_counts
+from streammn.trees.leaf_counting import add_block, gather, zero_counts
 
 
 @nb.njit(cache=True)
@@ -59,27 +59,7 @@ def prepare(rows, indicators, complete, bits, lanes):
 
 @nb.njit(cache=True, parallel=True)
 def count_and_stage(
-    rows,
-    bits,
-    lanes,
-    K,
-    cards,
-    trees,
-    roots,
-    links,
-    node_tree,
-    node_depth,
-    node_slot,
-    node_counts,
-    count_leaves,
-    tot,
-    stats,
-    slot_n,
-    slot_last,
-    grace,
-    due,
-    block_cost,
-    route,
+    count,
     ahead,
     ahead_indicators,
     complete,
@@ -91,55 +71,20 @@ def count_and_stage(
     runs,
     offsets,
 ):
-    """:func:`leaf_counting.accumulate_parallel` (its arguments first), with the first block also
-    preparing the rows ``ahead`` (:func:`prepare`, into ``ahead_bits`` and ``ahead_lanes``)
-    and the last also writing ``rows`` to the replay buffer (:func:`remember`); returns the
-    number of due slots gathered in ``due[0]``."""
-    T = trees.shape[0]
-    n_blocks = due.shape[0]
-    trees, steps, by_bits, leaves, listing, table = leaf_counting.plan(
-        rows.shape[0],
-        trees,
-        roots,
-        links,
-        node_tree,
-        node_depth,
-        node_slot,
-        node_counts,
-        n_blocks,
-        route,
-    )
+    """:func:`leaf_counting.accumulate_parallel` of ``count`` (a :class:`leaf_counting.Count`),
+    with the first block also preparing the rows ``ahead`` (:func:`prepare`, into
+    ``ahead_bits`` and ``ahead_lanes``) and the last also writing the count's rows to the
+    replay buffer (:func:`remember`); returns the number of due slots gathered in
+    ``count.due[0]``."""
+    n_blocks = count.due.shape[0]
+    planned = leaf_counting.plan(count, n_blocks)
     n_due = zero_counts(n_blocks)
     for b in nb.prange(n_blocks):
         if b == 0:
             prepare(ahead, ahead_indicators, complete, ahead_bits, ahead_lanes)
         if b == n_blocks - 1:
-            remember(rows, bits, ring, ring_bits, ring_packed, runs, cards, offsets)
-        n_due[b] = add_rows(
-            rows,
-            bits,
-            lanes,
-            K,
-            cards,
-            trees,
-            b * T // n_blocks,
-            (b + 1) * T // n_blocks,
-            roots,
-            links,
-            table,
-            steps,
-            by_bits,
-            leaves,
-            listing,
-            node_slot,
-            node_counts,
-            count_leaves,
-            tot,
-            stats,
-            slot_n,
-            slot_last,
-            grace,
-            due[b],
-            block_cost,
-        )
-    return gather(due, n_due)
+            remember(
+                count.rows, count.bits, ring, ring_bits, ring_packed, runs, count.cards, offsets
+            )
+        n_due[b] = add_block(count, planned, b, n_blocks)
+    return gather(count.due, n_due)

@@ -33,6 +33,8 @@ them.
 
 from __future__ import annotations
 
+from collections import namedtuple
+
 import numba as nb
 import numpy as np
 
@@ -41,7 +43,7 @@ from numba import types
 from numba.extending import intrinsic
 
 from streammn.trees.leaf_counting import LANE_ROWS, extract, flush, pointer_at, popcount, prefetch
-from streammn.trees.kernels import MISSING
+from streammn.trees.kernels import MISSING, twins
 
 # listing a buffered row costs about as much as counting 40 words of bitmaps, and adding each
 # 64-bit word of its packed indicators 15 more (measured on replays of 100 binary and 100
@@ -227,27 +229,13 @@ def _keep_rows(mask, n, first):
 
 
 @nb.njit(cache=True)
-def _replay_splits(
-    packed,
-    bits,
-    n,
-    offsets,
-    parents,
-    p0,
-    p1,
-    links,
-    node_parent,
-    node_tree,
-    cards,
-    node_slot,
-    tot,
-    stats,
-    slot_n,
-    row_cost,
-    first,
-):
-    """Replay the buffered rows ``first .. n - 1`` of split nodes ``parents[p0:p1]`` into
-    their children."""
+def _replay_splits(job, p0, p1):
+    """Replay the buffered rows ``job.first .. job.n - 1`` of the split nodes
+    ``job.parents[p0:p1]`` into their children (``job``: a :class:`Replay`)."""
+    packed, bits, n, offsets, parents = job.packed, job.bits, job.n, job.offsets, job.parents
+    links, node_parent, node_tree, cards = job.links, job.node_parent, job.node_tree, job.cards
+    node_slot, tot, stats, slot_n = job.node_slot, job.tot, job.stats, job.slot_n
+    row_cost, first = job.row_cost, job.first
     K = stats.shape[2]
     W = (n + 63) // 64
     start = first // 64  # the first word holding rows to count
@@ -354,93 +342,38 @@ def count_roots(bits, n, first, trees, root_slot, cards, offsets, tot, stats):
         )
 
 
-@nb.njit(cache=True)
-def replay(
-    packed,
-    bits,
-    n,
-    offsets,
-    parents,
-    links,
-    node_parent,
-    node_tree,
-    cards,
-    node_slot,
-    tot,
-    stats,
-    slot_n,
-    row_cost=-1,
-    first=0,
-):
-    """Add the buffered rows (``packed[:n]``, packed by :func:`pack_rows`, with their value
-    bitmaps ``bits``; from row ``first`` on) that reach each just-split node of ``parents`` to
-    the statistics of its children that are active (Hoeffding replay; the children are
-    leaves). A (child, target value) group whose rows would cost more than counting every
-    indicator column from the bitmaps (:func:`_count_groups_bits`; ``row_cost``: a row's
-    listing and sum in bitmap words, by default :data:`ROW_COST` plus :data:`WORD_COST` a
-    packed word) is counted from the bitmaps; the rows of the others are listed from its mask
-    and summed (:func:`_sum_packed`)."""
-    _replay_splits(
-        packed,
-        bits,
-        n,
-        offsets,
-        parents,
-        0,
-        parents.shape[0],
-        links,
-        node_parent,
-        node_tree,
-        cards,
-        node_slot,
-        tot,
-        stats,
-        slot_n,
-        row_cost,
-        first,
-    )
+#: A replay (:func:`replay`): the buffered rows ``packed[:n]`` (packed by :func:`pack_rows`,
+#: with their value bitmaps ``bits`` and the indicator columns' ``offsets``), from row
+#: ``first`` on, that reach each just-split node of ``parents`` (the forest's ``links``,
+#: ``node_parent``, ``node_tree``, the variables' ``cards``) are added to ``tot``, ``stats``
+#: and ``slot_n`` of its children's slots (``node_slot``). ``row_cost``: a row's listing and
+#: sum in bitmap words (-1: :data:`ROW_COST` plus :data:`WORD_COST` a packed word).
+Replay = namedtuple(
+    "Replay",
+    "packed bits n offsets parents links node_parent node_tree cards node_slot tot stats slot_n "
+    "row_cost first",
+    defaults=(-1, 0),
+)
 
 
-@nb.njit(cache=True, parallel=True)
-def replay_parallel(
-    packed,
-    bits,
-    n,
-    offsets,
-    parents,
-    links,
-    node_parent,
-    node_tree,
-    cards,
-    node_slot,
-    tot,
-    stats,
-    slot_n,
-    n_blocks,
-    row_cost=-1,
-    first=0,
-):
-    """:func:`replay` with the split nodes cut into ``n_blocks`` blocks run in parallel (a
-    node's children and their slots are its own, so the result does not depend on the
-    blocks)."""
-    P = parents.shape[0]
-    for b in nb.prange(n_blocks):
-        _replay_splits(
-            packed,
-            bits,
-            n,
-            offsets,
-            parents,
-            b * P // n_blocks,
-            (b + 1) * P // n_blocks,
-            links,
-            node_parent,
-            node_tree,
-            cards,
-            node_slot,
-            tot,
-            stats,
-            slot_n,
-            row_cost,
-            first,
-        )
+def _replayer(loop):
+    """The replay kernel, its loop over blocks of split nodes run by ``loop``
+    (:func:`~streammn.trees.kernels.twins`)."""
+
+    def replay(job, n_blocks):
+        """Add the buffered rows of the replay ``job`` (a :class:`Replay`) that reach each
+        just-split node to the statistics of its children that are active (Hoeffding replay;
+        the children are leaves), the split nodes cut into ``n_blocks`` blocks (a node's
+        children and their slots are its own, so the result does not depend on the blocks).
+        A (child, target value) group whose rows would cost more than counting every
+        indicator column from the bitmaps (:func:`_count_groups_bits`, by ``row_cost``) is
+        counted from the bitmaps; the rows of the others are listed from its mask and summed
+        (:func:`_sum_packed`)."""
+        P = job.parents.shape[0]
+        for b in loop(n_blocks):
+            _replay_splits(job, b * P // n_blocks, (b + 1) * P // n_blocks)
+
+    return replay
+
+
+replay, replay_parallel = twins(_replayer)
