@@ -113,14 +113,21 @@ def _names_nothing(obj: griffe.Object, target: str) -> bool:
     if "." in target or target in PACKAGES:
         if _lookup(target) is not None:
             return False
-        owner, _, name = target.rpartition(".")  # a class's inherited member?
-        cls = _lookup(owner)
-        return not (isinstance(cls, griffe.Object) and cls.is_class and _member_of(cls, name))
-    if hasattr(builtins, target):
-        return False
-    # a module constant griffe does not list (``A, B = 0, 1``)
-    assigned = re.compile(rf"^(?:\w+\s*,\s*)*{re.escape(target)}(?:\s*,\s*\w+)*\s*=", re.M)
-    return not assigned.search(obj.module.filepath.read_text())
+        owner_path, _, name = target.rpartition(".")
+        owner = _lookup(owner_path)
+        if not isinstance(owner, griffe.Object):
+            return True
+        if owner.is_class:  # an inherited member?
+            return _member_of(owner, name) is None
+        return not (owner.is_module and _assigns(owner, name))
+    return not (hasattr(builtins, target) or _assigns(obj.module, target))
+
+
+def _assigns(module: griffe.Module, name: str) -> bool:
+    """Whether ``module`` assigns ``name`` at its top level in a way griffe does not list
+    (``A, B = 0, 1``; ``serial, parallel = twins(body)``)."""
+    assigned = re.compile(rf"^(?:\w+\s*,\s*)*{re.escape(name)}(?:\s*,\s*\w+)*\s*=", re.M)
+    return bool(assigned.search(module.filepath.read_text()))
 
 
 def _link(obj: griffe.Object, body: str) -> str:

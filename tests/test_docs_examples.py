@@ -208,6 +208,7 @@ def test_a_role_that_names_nothing_fails_the_strict_build(caplog):
         assert 'identifier="streammn.dtsl.DTSL.drift_summary"' in roles._link(dtsl, "drift_summary")
         roles._link(kafka, "stop")  # inherited from MessageLogSource
         roles._link(pkg["trees.leaf_counting._routes"], "BY_BITS")  # `A, B = 0, 1`
+        roles._link(pkg["trees.leaf_stats.LeafStats.score"], "kernels.score_slots")  # twins()
         roles._link(dtsl, "ValueError")
         assert not caplog.records
         roles._link(dtsl, "no_such_method")
