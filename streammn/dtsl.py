@@ -31,7 +31,7 @@ from streammn.dn.conversion import dn2mn
 from streammn.features import FeatureSet
 from streammn.schema import Rows, Schema, SchemaError
 from streammn.trees.criterion import AUTO, DEFAULT_ALPHA, DEFAULT_MIN_GAIN_PER_ROW
-from streammn.trees.exact import CountPass, SourcePasses, grow_level_wise
+from streammn.trees.exact import CountPass, SamplingPasses, SourcePasses, grow_level_wise
 from streammn.trees.to_features import forest_features
 from streammn.trees.forest import Forest
 from streammn.trees.adaptive import DETECTORS, DriftAdapter
@@ -171,16 +171,19 @@ class DTSL(StructureLearner):
         online (FTRL-Proximal, the penalty chosen per variable by prequential loss, late
         mini-batches thinned) and, when a finite source ends within the 25,000 rows a sample
         keeps, fitted to the batch optimum on them (up to about 300 binary variables, where
-        the fit costs seconds; :mod:`streammn.logistic`). ``'auto'``: the
+        the fit costs seconds; :mod:`streammn.logistic`). Exact mode fits the batch optimum
+        on a uniform sample of up to 25,000 rows of the file (all of a shorter one), a sample
+        the passes on Dask take as well (``count_pass``: the same model). ``'auto'``: the
         trees and the regressions both, each variable using whichever scores the sample's
         held-out rows better, chosen at rows 4,096 * 2**k and at the end of a finite source
         (:mod:`streammn.logistic.choice`). Regressions win on many weak pairwise effects
         (jester: published MN -48.63 test PLL against -49.88 with trees), trees on
         context-specific ones; ``'auto'`` is within 0.3% of the better of the two on every
         shared dataset (``benchmarks/results/cpds.md``). Regressions do not learn yet with
-        drift, forgetting, a growing schema, missing values or ``count_pass``: ``'auto'``
-        keeps the trees there and ``'lr'`` is refused; nor with ``'auto'`` beyond about 300
-        binary variables, where the batch fit is not made. ``'tree'`` is Libra's DTSL exactly.
+        drift, forgetting, a growing schema, missing values or a ``count_pass`` that cannot
+        sample its rows: ``'auto'`` keeps the trees there and ``'lr'`` is refused; nor with
+        ``'auto'`` beyond about 300 binary variables, where the batch fit is not made.
+        ``'tree'`` is Libra's DTSL exactly.
 
     Examples
     --------
@@ -475,7 +478,11 @@ class DTSL(StructureLearner):
         )
         self._new_weight_sample()
         self._logistic = (
-            LogisticConditionals(self.schema, self.memory_plan.logistic_mb) if regressions else None
+            LogisticConditionals(
+                self.schema, self.memory_plan.logistic_mb, exact=self.mode == "exact"
+            )
+            if regressions
+            else None
         )
         self._choice = Choice(self.schema.n_vars) if regressions and self.cpd == "auto" else None
         if self.mode == "hoeffding":
@@ -577,16 +584,25 @@ class DTSL(StructureLearner):
         iterable of batches. Exact mode rewinds the source once per tree level, unless
         ``count_pass`` makes the passes elsewhere
         (:class:`streammn.connectors.distributed.DaskPasses`: on a Dask cluster, over the partitions
-        of ``source``'s files); the trees are the same. ``progress``: a progress bar on stderr
+        of ``source``'s files); the trees are the same, and so are the logistic conditionals
+        when ``count_pass`` is a :class:`~streammn.trees.exact.SamplingPasses` (DaskPasses is):
+        their sample is taken there and merges into the one a local pass takes
+        (:mod:`streammn.logistic.sample`), and the batch fit on it is made here; another
+        ``count_pass`` gets trees only (``cpd='auto'``). ``progress``: a progress bar on stderr
         (:mod:`streammn.progress_bar`), of the rows learned (Hoeffding mode) or the levels grown
         (exact mode).
         """
         if count_pass is not None and self.mode != "exact":
             raise DTSLError("count_pass applies to mode='exact' only")
-        if count_pass is not None and self.cpd == "lr":
+        if (
+            count_pass is not None
+            and self.cpd == "lr"
+            and not isinstance(count_pass, SamplingPasses)
+        ):
             raise DTSLError(
-                "cpd='lr' learns its regressions from the rows in this process; with passes "
-                "made elsewhere (count_pass, e.g. Dask) learn with cpd='tree' or 'auto' (trees)"
+                "cpd='lr' fits its regressions on a sample of the rows; this count_pass "
+                f"({type(count_pass).__name__}) cannot sample them (a SamplingPasses, "
+                "e.g. DaskPasses, can): learn with cpd='tree' or 'auto' (trees)"
             )
         if count_pass is not None and self.weights == "refined":
             raise DTSLError(
@@ -594,6 +610,16 @@ class DTSL(StructureLearner):
                 "elsewhere (count_pass, e.g. Dask) learn with weights='closed-form'"
             )
         self._schema_for_fit(source)
+        if (
+            count_pass is not None
+            and self.cpd == "lr"
+            and not batch_fit_affordable(Coding(self.schema))
+        ):
+            raise DTSLError(
+                "cpd='lr' beyond the batch fit's reach (about 300 binary variables) "
+                "learns FTRL in one pass over the rows in this process; with passes made "
+                "elsewhere (count_pass, e.g. Dask) learn with cpd='tree' or 'auto' (trees)"
+            )
         source = as_source(source, self.schema)
         if isinstance(source, Source) and not self.schema.same_stream(source.schema):
             raise SchemaError(
@@ -601,8 +627,10 @@ class DTSL(StructureLearner):
                 source=source.describe(),
             )
         self._reset()
-        if count_pass is not None:  # the rows are read elsewhere: 'auto' keeps the trees
-            self._logistic = self._choice = None
+        if count_pass is not None and not isinstance(count_pass, SamplingPasses):
+            self._logistic = self._choice = None  # the rows cannot be sampled: trees
+        elif count_pass is not None and self._logistic is not None:
+            count_pass.offer_rows(self._logistic.sample)  # the first pass's sample, elsewhere
         if self.mode == "hoeffding":
             if isinstance(source, Source):
                 source.rewind()
