@@ -35,7 +35,7 @@ from streammn.trees.exact import CountPass, SamplingPasses, SourcePasses, grow_l
 from streammn.trees.to_features import forest_features
 from streammn.trees.forest import Forest
 from streammn.trees.adaptive import DETECTORS, DriftAdapter
-from streammn.trees.decay import ForgettingGrower
+from streammn.trees.decay import ForgettingGrower, halving_interval
 from streammn.trees.missing import recount_observed
 from streammn.trees.growth import cardinalities_of, extend_state, first_new_value
 from streammn.trees.hoeffding import HoeffdingGrower
@@ -44,7 +44,7 @@ from streammn.trees.budget import MemoryPlan
 from streammn.trees.leaf_stats import LeafStats
 from streammn.errors import DTSLError, DTSLStateError
 from streammn.learner import WEIGHTS_PARAM, Data, StructureLearner
-from streammn.logistic.choice import Choice, choice_rows, regressions_win
+from streammn.logistic.choice import Choice, choice_rows, forgetting_period, regressions_win
 from streammn.logistic.coding import Coding
 from streammn.logistic.conditionals import LogisticConditionals, batch_fit_affordable
 from streammn.network.model import MarkovNetwork
@@ -155,8 +155,8 @@ class DTSL(StructureLearner):
         :meth:`drift_summary`.
     half_life : float or None, default None
         Hoeffding: forget old rows, halving every count every ``half_life`` rows (rounded up
-        to a multiple of ``grace_period``; :mod:`streammn.trees.decay`). None or ``inf``: no
-        forgetting.
+        to a multiple of ``grace_period``; :mod:`streammn.trees.decay`); the logistic
+        regressions' state halves with them (``cpd``). None or ``inf``: no forgetting.
     weights : {'refined', 'closed-form'}, default 'refined'
         The weights :meth:`to_markov_network` gives: ``'refined'`` keeps a uniform sample of
         the rows learned (:mod:`streammn.network.weight_sample`, at most 25,000 rows in an
@@ -179,9 +179,12 @@ class DTSL(StructureLearner):
         (:mod:`streammn.logistic.choice`). Regressions win on many weak pairwise effects
         (jester: published MN -48.63 test PLL against -49.88 with trees), trees on
         context-specific ones; ``'auto'`` is within 0.3% of the better of the two on every
-        shared dataset (``benchmarks/results/cpds.md``). Regressions do not learn yet with
-        drift, forgetting, a growing schema, missing values or a ``count_pass`` that cannot
-        sample its rows: ``'auto'`` keeps the trees there and ``'lr'`` is refused; nor with
+        shared dataset (``benchmarks/results/cpds.md``). With ``half_life`` the regressions
+        forget as the trees do (FTRL's state halved at the trees' halvings, no batch fit) and
+        ``'auto'`` chooses again every half-life or so on a sample leaning toward recent rows
+        (:mod:`streammn.logistic.conditionals`). Regressions do not learn yet with drift, a
+        growing schema, missing values or a ``count_pass`` that cannot sample its rows:
+        ``'auto'`` keeps the trees there and ``'lr'`` is refused; nor with
         ``'auto'`` beyond about 300 binary variables, where the batch fit is not made.
         ``'tree'`` is Libra's DTSL exactly.
 
@@ -297,7 +300,8 @@ class DTSL(StructureLearner):
         ),
         "half_life": Param(
             NONE | Interval(float, 1),
-            "hoeffding: forget old rows, halving all counts every this many rows (default: never)",
+            "hoeffding: forget old rows, halving all counts (and the regressions' FTRL "
+            "state) every this many rows (default: never)",
             flag="--half-life",
         ),
         "weights": WEIGHTS_PARAM,
@@ -366,10 +370,10 @@ class DTSL(StructureLearner):
         self._init_schema(schema)
 
     def _check_schema(self, schema: Schema) -> None:
-        if self.cpd == "lr" and not _regressions_apply(schema, self.drift, self.half_life):
+        if self.cpd == "lr" and not _regressions_apply(schema, self.drift):
             raise DTSLError(
-                "cpd='lr' learns with a fixed schema, no missing values, no drift and no "
-                "forgetting for now; use cpd='tree' or 'auto' (trees, there) for those"
+                "cpd='lr' learns with a fixed schema, no missing values and no drift for "
+                "now; use cpd='tree' or 'auto' (trees, there) for those"
             )
         if self.mode == "exact" and schema.grows:
             raise DTSLError(
@@ -462,9 +466,7 @@ class DTSL(StructureLearner):
         self.n_passes = 0
         self._grower = None
         self._drift = None
-        regressions = self.cpd != "tree" and _regressions_apply(
-            self.schema, self.drift, self.half_life
-        )
+        regressions = self.cpd != "tree" and _regressions_apply(self.schema, self.drift)
         # beyond the batch fit's reach the regressions would be FTRL's, judged on held-out rows
         # they learned from: 'auto' keeps the trees there
         if self.cpd == "auto" and not batch_fit_affordable(Coding(self.schema)):
@@ -479,7 +481,10 @@ class DTSL(StructureLearner):
         self._new_weight_sample()
         self._logistic = (
             LogisticConditionals(
-                self.schema, self.memory_plan.logistic_mb, exact=self.mode == "exact"
+                self.schema,
+                self.memory_plan.logistic_mb,
+                exact=self.mode == "exact",
+                interval=self._halving_interval,
             )
             if regressions
             else None
@@ -517,10 +522,19 @@ class DTSL(StructureLearner):
         """The published weights' sample is sized by its share of ``memory_mb``."""
         return self.memory_plan.weight_mb
 
+    @property
+    def _halving_interval(self) -> int | None:
+        """Rows between halvings under forgetting (:mod:`streammn.trees.decay`), else None."""
+        if self.half_life is None:
+            return None
+        return halving_interval(self.half_life, self.grace_period)
+
     def _learn_piece(self, rows: np.ndarray) -> None:
         """Learn validated ``rows``, making the choices of conditionals due among them."""
         if self._choice is not None:  # choose at fixed rows (streammn.logistic.choice)
-            for at in choice_rows(self.rows_seen, self.rows_seen + rows.shape[0]):
+            interval = self._halving_interval
+            every = None if interval is None else forgetting_period(interval)
+            for at in choice_rows(self.rows_seen, self.rows_seen + rows.shape[0], every):
                 head, rows = np.split(rows, [at - self.rows_seen])
                 self._learn_rows(head)
                 self._choice.at_rows = regressions_win(self.forest, self._logistic)
@@ -841,8 +855,7 @@ class DTSL(StructureLearner):
         )
 
 
-def _regressions_apply(schema: Schema, drift: str | None, half_life: float | None) -> bool:
-    """Whether logistic conditionals learn under these settings: not yet with drift,
-    forgetting, a growing schema or missing values (``cpd='auto'`` keeps the trees there)."""
-    forgets = half_life is not None and not math.isinf(half_life)
-    return drift is None and not forgets and not schema.grows and not schema.missing
+def _regressions_apply(schema: Schema, drift: str | None) -> bool:
+    """Whether logistic conditionals learn under these settings: not yet with drift, a
+    growing schema or missing values (``cpd='auto'`` keeps the trees there)."""
+    return drift is None and not schema.grows and not schema.missing

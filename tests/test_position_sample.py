@@ -50,28 +50,47 @@ def test_the_sample_is_the_rows_of_smallest_priority_in_position_order():
     assert np.intersect1d(other.index, sample.index).size < 60  # another seed, another sample
 
 
+@pytest.mark.parametrize("half_life", [None, 700.0], ids=["uniform", "forgetting"])
 @pytest.mark.parametrize("cuts", [[0, 1, 2, 999, 1000, 4096, 5000], [0, 2500, 5000]])
-def test_cuts_merges_and_resume_leave_the_sample_one_process_keeps(cuts):
+def test_cuts_merges_and_resume_leave_the_sample_one_process_keeps(cuts, half_life):
     x, schema = rows_of(5000), Schema.binary(4)
-    whole = PositionSample(schema, 300)
+    whole = PositionSample(schema, 300, half_life=half_life)
     whole.update(x, 0)
-    cut = PositionSample(schema, 300)
+    cut = PositionSample(schema, 300, half_life=half_life)
     parts = []
     for a, b in zip(cuts[:-1], cuts[1:]):
         cut.update(x[a:b], a)
-        part = PositionSample(schema, 300)
+        part = PositionSample(schema, 300, half_life=half_life)
         part.update(x[a:b], a)
         parts.append(part)
     assert cut.to_bytes() == whole.to_bytes()
-    merged = PositionSample(schema, 300)
+    merged = PositionSample(schema, 300, half_life=half_life)
     for part in parts[::-1]:  # any order
         merged.merge(part)
     assert merged.to_bytes() == whole.to_bytes()
-    resumed = PositionSample(schema, 300)
+    resumed = PositionSample(schema, 300, half_life=half_life)
     resumed.update(x[:1234], 0)
     resumed = PositionSample.from_bytes(resumed.to_bytes())
     resumed.update(x[1234:], 1234)
     assert resumed.to_bytes() == whole.to_bytes()
+
+
+def test_a_forgetting_sample_leans_toward_recent_rows_at_its_half_life():
+    """Efraimidis-Spirakis keys with weights doubling every half-life: the kept rows' ages
+    fall off as the weights do (each half-life older, about half as many)."""
+    x, schema = rows_of(200_000, n_vars=2), Schema.binary(2)
+    sample = PositionSample(schema, 1000, seed=1, half_life=1000.0)
+    sample.update(x, 0)
+    age = 200_000 - 1 - sample.index
+    counts = np.bincount(age // 1000, minlength=8)[:8].astype(float)
+    assert age.max() < 20_000  # nothing from the far past
+    ratios = counts[1:5] / counts[0:4]  # each half-life older, about half as many
+    assert np.all((ratios > 0.3) & (ratios < 0.75)), counts
+    # the keys as the module docstring writes them: the 1,000 smallest are the ones kept
+    t = np.arange(200_000)
+    u = ((splitmix_priority(t, 1) >> np.uint64(11)).astype(float) + 0.5) / 2.0**53
+    keys = np.log(-np.log(u)) - t * np.log(2.0) / 1000.0
+    np.testing.assert_array_equal(sample.index, np.sort(np.argsort(keys)[:1000]))
 
 
 def test_a_source_within_the_capacity_is_held_whole_in_order():
@@ -94,6 +113,10 @@ def test_samples_of_other_settings_or_the_same_rows_do_not_merge():
         a.merge(PositionSample(schema, 50, seed=1))
     with pytest.raises(ValueError, match="capacity"):
         PositionSample(schema, 0)
+    with pytest.raises(ValueError, match="other settings"):
+        a.merge(PositionSample(schema, 50, half_life=100.0))
+    with pytest.raises(ValueError, match="half_life"):
+        PositionSample(schema, 50, half_life=0.0)
 
 
 def test_a_damaged_sample_state_names_what_is_wrong():

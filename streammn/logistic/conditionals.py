@@ -31,6 +31,18 @@ the partitions. A file the sample holds whole gives the same rows in the same or
 one-pass sample, so the same fit. FTRL runs there only where the batch fit is out of reach
 (``cpd='lr'`` beyond ``BATCH_FIT_COST``, in one process).
 
+Forgetting. With a halving interval (DTSL's ``half_life`` in one pass) FTRL halves its state
+where the trees halve their counts (:mod:`streammn.logistic.online`), and the sample is a
+:class:`~streammn.logistic.sample.PositionSample` leaning toward recent rows at the same
+half-life and holding at most ``FORGETTING_WINDOW`` half-lives' worth of rows, so
+``cpd='auto'`` judges trees and regressions on the stream as it is now: a sample of the usual
+25,000 rows would reach back far beyond what the forgetting models still count (on a planted
+stream that changed 20,000 rows before, with a half-life of 4,000, half its held-out rows were
+older than 12,000 rows, from before the change, and ``auto`` chose the regressions for all 12
+variables where the trees predicted the new rows better for every one). No batch fit
+is made then: it would weigh every row of a finite source alike, which is what forgetting is
+asked not to do; the regressions are FTRL's.
+
 Which variables use it. :meth:`held_out_losses` is each variable's log-loss on the sample's
 held-out rows under the weights in use; a learner with ``cpd='auto'`` compares it with its
 tree's on the same rows (:class:`~streammn.dtsl.DTSL`).
@@ -57,6 +69,8 @@ STATE_FORMAT = "streammn-logistic-3"
 BATCH_FIT_COST = 300**3
 SAMPLE_SEED = 0x4C52  # the sample's own random numbers (the weight sample's are seed 0)
 POSITION_SAMPLE = "position"  # a state's sample kind in exact mode (absent: algorithm L's)
+FORGETTING_SAMPLE = "forgetting"  # and with a halving interval (saved as "interval")
+FORGETTING_WINDOW = 2  # under forgetting the sample keeps at most this many intervals' rows
 
 
 def batch_fit_affordable(coding: Coding) -> bool:
@@ -79,18 +93,30 @@ class LogisticConditionals:
     fitted_rows : the rows offered when the batch fit was made (0: never).
     exact : a finite source read in passes (module docstring): a mergeable sample, and the
         batch fit on it whatever the source's length.
+    interval : rows between halvings (forgetting, module docstring); None: no forgetting.
     """
 
-    def __init__(self, schema: Schema, memory_mb: float = MEMORY_MB, exact: bool = False):
+    def __init__(
+        self,
+        schema: Schema,
+        memory_mb: float = MEMORY_MB,
+        exact: bool = False,
+        interval: int | None = None,
+    ):
+        if exact and interval is not None:
+            raise ValueError("exact mode's conditionals do not forget (a finite source)")
         self.schema = schema
         self.coding = Coding(schema)
         self.exact = bool(exact)
-        if self.exact:
-            capacity = sample_capacity(schema.n_vars, memory_mb)
-            self.sample = PositionSample(schema, capacity, seed=SAMPLE_SEED)
+        self.interval = None if interval is None else int(interval)
+        capacity = sample_capacity(schema.n_vars, memory_mb)
+        if self.interval is not None:  # the rows the counts mostly reflect (module docstring)
+            capacity = max(min(capacity, FORGETTING_WINDOW * self.interval), 1)
+        if self.exact or self.interval is not None:
+            self.sample = PositionSample(schema, capacity, SAMPLE_SEED, self.interval)
         else:
             self.sample = WeightSample(schema, memory_mb, seed=SAMPLE_SEED)
-        self.online = OnlineConditionals(self.coding)
+        self.online = OnlineConditionals(self.coding, self.interval)
         self.weights = self.bias = self.penalties = self.held_out_loss = None
         self.fitted_rows = 0
 
@@ -113,7 +139,7 @@ class LogisticConditionals:
         if self.sample.size == 0 or self.fitted_rows == self.n_seen:
             return False
         whole = self.exact or self.n_seen <= self.sample.capacity
-        if not whole or not batch_fit_affordable(self.coding):
+        if not whole or self.interval is not None or not batch_fit_affordable(self.coding):
             return False
         self.weights, self.bias, self.penalties, self.held_out_loss = fit_with_held_out(
             self.coding, self.sample.rows, self._held_out_slots()
@@ -138,6 +164,16 @@ class LogisticConditionals:
     def held_out_rows(self) -> np.ndarray:
         """The sample's held-out rows (what the batch fit's penalties were chosen on)."""
         return self.sample.rows[self._held_out_slots()]
+
+    def held_out_weights(self) -> np.ndarray | None:
+        """Under forgetting, each held-out row's weight in the trees' counts now (``2 ** -k``
+        after ``k`` halvings since it was learned: :mod:`streammn.trees.decay`), so a tree can
+        leave it out of its leaves as far as they still count it; None without forgetting
+        (every row counts 1)."""
+        if self.interval is None:
+            return None
+        index = self.sample.index[self._held_out_slots()]
+        return 0.5 ** (self.n_seen // self.interval - index // self.interval)
 
     def held_out_losses(self) -> np.ndarray:
         """Each variable's mean log-loss on the held-out rows: the batch fit's from its path
@@ -178,6 +214,8 @@ class LogisticConditionals:
         meta = {"format": STATE_FORMAT, "fitted_rows": self.fitted_rows}
         if self.exact:
             meta["sample"] = POSITION_SAMPLE
+        if self.interval is not None:
+            meta.update(sample=FORGETTING_SAMPLE, interval=self.interval)
         return pack_state(meta, arrays)
 
     @classmethod
@@ -189,14 +227,17 @@ class LogisticConditionals:
         if meta.get("format") != STATE_FORMAT:
             raise ValueError(f"logistic state format {meta.get('format')!r}")
         kind = meta.get("sample")
-        if kind not in (None, POSITION_SAMPLE):
+        if kind not in (None, POSITION_SAMPLE, FORGETTING_SAMPLE):
             raise ValueError(f"logistic sample kind {kind!r}")
-        out = cls(schema, exact=kind == POSITION_SAMPLE)
-        sample_class = PositionSample if out.exact else WeightSample
+        interval = int(meta["interval"]) if kind == FORGETTING_SAMPLE else None
+        out = cls(schema, exact=kind == POSITION_SAMPLE, interval=interval)
+        sample_class = WeightSample if kind is None else PositionSample
         try:
             out.sample = sample_class.from_bytes(arrays["sample"].tobytes())
         except WeightStateError as error:
             raise ValueError(str(error)) from None
+        if out.interval is not None and out.sample.half_life != out.interval:
+            raise ValueError("the logistic sample forgets at another half-life")
         if out.sample.schema != schema:
             raise ValueError("the logistic sample is over another schema")
         out.online.load(arrays)

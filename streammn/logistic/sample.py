@@ -25,9 +25,21 @@ passes may be made elsewhere, so it uses this sample; a source within the capaci
 by both, in position order, and gives the same fit. The cost: one hash and a comparison per row
 (:func:`_candidates`, a numba kernel over the batch), the rows under the current ``k``-th
 priority merged in; on a long source few rows qualify.
+
+Forgetting. With a ``half_life`` (rows) the sample leans toward recent rows as the learner's
+counts do (:mod:`streammn.trees.decay`): row ``t`` weighs ``2 ** (t / half_life)`` and its
+priority is ``log(-log u_t) - t ln 2 / half_life``, ``u_t`` the hash as a number in (0, 1):
+Efraimidis and Spirakis's weighted-sampling key (``u ** (1 / weight)``, largest kept) in a form
+that does not overflow, the ``k`` smallest kept: taken in priority order, each row of the sample
+is drawn from those not drawn yet with a chance proportional to its weight. A stream that
+changed is then judged on rows mostly of the last few half-lives (at 1,000 rows kept with a
+half-life of 5,000, 90% of them are at most 3,500 rows old), and the priorities are still
+functions of the positions, so the sample still merges, resumes and ignores batch cuts.
 """
 
 from __future__ import annotations
+
+import math
 
 import numba
 import numpy as np
@@ -74,6 +86,38 @@ def _candidates(first, n, key, threshold):
     return which[:count], priority[:count]
 
 
+@numba.njit(cache=True, inline="always")
+def _decayed(h, t, rate):
+    """The forgetting priority of position ``t`` with hash ``h``: ``log(-log u) - rate t``,
+    ``u`` the hash's top 53 bits as a number in (0, 1)."""
+    u = (np.float64(h >> np.uint64(11)) + 0.5) * (1.0 / 9007199254740992.0)
+    return math.log(-math.log(u)) - rate * t
+
+
+@numba.njit(cache=True)
+def _decayed_priorities(index, key, rate):
+    """The forgetting priorities of the positions ``index``."""
+    out = np.empty(index.size, dtype=np.float64)
+    for r in range(index.size):
+        out[r] = _decayed(_mix(np.uint64(index[r]) ^ key), index[r], rate)
+    return out
+
+
+@numba.njit(cache=True)
+def _decayed_candidates(first, n, key, threshold, rate):
+    """:func:`_candidates` with the forgetting priorities."""
+    which = np.empty(n, dtype=np.int64)
+    priority = np.empty(n, dtype=np.float64)
+    count = 0
+    for r in range(n):
+        p = _decayed(_mix(np.uint64(first + r) ^ key), first + r, rate)
+        if p < threshold:
+            which[count] = r
+            priority[count] = p
+            count += 1
+    return which[:count], priority[:count]
+
+
 def _key(seed: int) -> np.uint64:
     """The 64-bit key the positions are mixed with (itself mixed: nearby seeds differ)."""
     return _mix(np.uint64(seed & 0xFFFFFFFFFFFFFFFF) ^ np.uint64(0x9E3779B97F4A7C15))
@@ -84,23 +128,34 @@ class PositionSample:
     docstring); the interface of :class:`~streammn.network.weight_sample.WeightSample` that
     the logistic conditionals read, plus :meth:`merge`.
 
+    ``half_life``: rows over which a row's weight halves as it ages (None: a uniform sample).
+
     Attributes
     ----------
     n_seen : rows offered.
     index : the kept rows' stream positions, ascending.
     """
 
-    def __init__(self, schema: Schema, capacity: int, seed: int = 0):
+    def __init__(
+        self, schema: Schema, capacity: int, seed: int = 0, half_life: float | None = None
+    ):
         if capacity < 1:
             raise ValueError(f"a position sample needs a capacity of at least 1, got {capacity}")
+        if half_life is not None and not half_life > 0:
+            raise ValueError(f"a position sample's half_life must be positive, got {half_life}")
         self.schema = schema
         self.capacity = int(capacity)
         self.seed = int(seed)
+        self.half_life = None if half_life is None else float(half_life)
         self._key = _key(self.seed)
         self._rows = np.zeros((0, schema.n_vars), dtype=np.uint8)
         self.index = np.zeros(0, dtype=np.int64)
-        self._priority = np.zeros(0, dtype=np.uint64)
+        self._priority = np.zeros(0, dtype=np.uint64 if half_life is None else np.float64)
         self.n_seen = 0
+
+    @property
+    def _rate(self) -> float:
+        return math.log(2.0) / self.half_life
 
     @property
     def size(self) -> int:
@@ -116,12 +171,17 @@ class PositionSample:
         """Which of :attr:`rows` are held out (by a hash of their position)."""
         return held_out_index(self.index)
 
-    def _threshold(self) -> np.uint64:
-        return self._priority.max() if self.size == self.capacity else _NONE
-
     def update(self, rows: np.ndarray, first: int) -> None:
         """Offer validated ``rows``, stream positions ``first .. first + len(rows) - 1``."""
-        which, priority = _candidates(int(first), rows.shape[0], self._key, self._threshold())
+        full = self.size == self.capacity
+        if self.half_life is None:
+            threshold = self._priority.max() if full else _NONE
+            which, priority = _candidates(int(first), rows.shape[0], self._key, threshold)
+        else:
+            threshold = self._priority.max() if full else np.inf
+            which, priority = _decayed_candidates(
+                int(first), rows.shape[0], self._key, threshold, self._rate
+            )
         self.n_seen += rows.shape[0]
         if which.size:
             self._keep(rows[which], first + which, priority)
@@ -129,7 +189,8 @@ class PositionSample:
     def merge(self, other: "PositionSample") -> "PositionSample":
         """Add the rows ``other`` sampled from other positions of the same source (the same
         seed and capacity); the result is the sample of all those positions. Returns self."""
-        if (other.capacity, other.seed, other.schema) != (self.capacity, self.seed, self.schema):
+        settings = ("capacity", "seed", "half_life", "schema")
+        if any(getattr(other, name) != getattr(self, name) for name in settings):
             raise ValueError("position samples of other settings or schemas do not merge")
         if np.isin(other.index, self.index).any():
             raise ValueError("position samples of overlapping rows do not merge")
@@ -163,6 +224,7 @@ class PositionSample:
             "schema": self.schema.to_dict(),
             "capacity": self.capacity,
             "seed": self.seed,
+            "half_life": self.half_life,
             "n_seen": self.n_seen,
         }
         return pack_state(meta, {"rows": self._rows, "index": self.index})
@@ -175,7 +237,13 @@ class PositionSample:
             meta, arrays = unpack_state(data)
             if meta.get("format") != STATE_FORMAT:
                 raise ValueError(f"format {meta.get('format')!r}, not {STATE_FORMAT!r}")
-            sample = cls(Schema.from_dict(meta["schema"]), int(meta["capacity"]), int(meta["seed"]))
+            half_life = meta.get("half_life")
+            sample = cls(
+                Schema.from_dict(meta["schema"]),
+                int(meta["capacity"]),
+                int(meta["seed"]),
+                None if half_life is None else float(half_life),
+            )
             rows, index = arrays["rows"], arrays["index"]
             n = index.shape[0] if index.ndim == 1 else -1
             if n > sample.capacity or rows.shape != (n, sample.schema.n_vars):
@@ -191,7 +259,10 @@ class PositionSample:
         except (ValueError, OSError, KeyError, TypeError) as e:
             raise WeightStateError(f"not a position sample: {e}") from None
         sample._rows, sample.index = np.ascontiguousarray(rows), np.array(index)
-        sample._priority = _priorities(sample.index, sample._key)
+        if sample.half_life is None:
+            sample._priority = _priorities(sample.index, sample._key)
+        else:
+            sample._priority = _decayed_priorities(sample.index, sample._key, sample._rate)
         sample.n_seen = int(meta["n_seen"])
         return sample
 
