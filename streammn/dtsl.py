@@ -34,7 +34,7 @@ from streammn.trees.criterion import AUTO, DEFAULT_ALPHA, DEFAULT_MIN_GAIN_PER_R
 from streammn.trees.exact import CountPass, SamplingPasses, SourcePasses, grow_level_wise
 from streammn.trees.to_features import forest_features
 from streammn.trees.forest import Forest
-from streammn.trees.adaptive import DETECTORS, DriftAdapter
+from streammn.trees.adaptive import DETECTORS, EVENTS, DriftAdapter
 from streammn.trees.decay import ForgettingGrower, halving_interval
 from streammn.trees.missing import recount_observed
 from streammn.trees.growth import cardinalities_of, extend_state, first_new_value
@@ -151,7 +151,8 @@ class DTSL(StructureLearner):
         Hoeffding: watch every tree's prequential log-loss with a one-sided change detector
         and, when a tree's loss rises, grow an alternate tree from the estimated change point
         and swap it in once it is better on the rows since (the Hoeffding Adaptive Tree
-        scheme, :mod:`streammn.trees.adaptive`); other trees keep their statistics. Events:
+        scheme, :mod:`streammn.trees.adaptive`); other trees keep their statistics. A
+        variable whose tree alarms restarts its logistic regression (``cpd``). Events:
         :meth:`drift_summary`.
     half_life : float or None, default None
         Hoeffding: forget old rows, halving every count every ``half_life`` rows (rounded up
@@ -182,9 +183,12 @@ class DTSL(StructureLearner):
         shared dataset (``benchmarks/results/cpds.md``). With ``half_life`` the regressions
         forget as the trees do (FTRL's state halved at the trees' halvings, no batch fit) and
         ``'auto'`` chooses again every half-life or so on a sample leaning toward recent rows
-        (:mod:`streammn.logistic.conditionals`). Regressions do not learn yet with drift, a
-        growing schema, missing values or a ``count_pass`` that cannot sample its rows:
-        ``'auto'`` keeps the trees there and ``'lr'`` is refused; nor with
+        (:mod:`streammn.logistic.conditionals`). With ``drift`` a variable whose tree alarms
+        restarts its regression, which relearns from the rows after the alarm (no batch fit);
+        ``'auto'`` keeps the trees under drift without a half-life (its sample would be of the
+        whole stream). Regressions do not learn yet with a growing schema, missing values or
+        a ``count_pass`` that cannot sample its rows: ``'auto'`` keeps the trees there and
+        ``'lr'`` is refused; nor with
         ``'auto'`` beyond about 300 binary variables, where the batch fit is not made.
         ``'tree'`` is Libra's DTSL exactly.
 
@@ -295,7 +299,8 @@ class DTSL(StructureLearner):
             NONE | OneOf(*DETECTORS),
             "hoeffding: detect drift per tree "
             "(prequential log-loss, one-sided CUSUM) and swap in alternate trees "
-            "grown since the change (default: off)",
+            "grown since the change; an alarmed variable's regression restarts "
+            "(default: off)",
             flag="--drift",
         ),
         "half_life": Param(
@@ -370,10 +375,10 @@ class DTSL(StructureLearner):
         self._init_schema(schema)
 
     def _check_schema(self, schema: Schema) -> None:
-        if self.cpd == "lr" and not _regressions_apply(schema, self.drift):
+        if self.cpd == "lr" and not _regressions_apply(schema):
             raise DTSLError(
-                "cpd='lr' learns with a fixed schema, no missing values and no drift for "
-                "now; use cpd='tree' or 'auto' (trees, there) for those"
+                "cpd='lr' learns with a fixed schema and no missing values for now; use "
+                "cpd='tree' or 'auto' (trees, there) for those"
             )
         if self.mode == "exact" and schema.grows:
             raise DTSLError(
@@ -466,7 +471,11 @@ class DTSL(StructureLearner):
         self.n_passes = 0
         self._grower = None
         self._drift = None
-        regressions = self.cpd != "tree" and _regressions_apply(self.schema, self.drift)
+        regressions = self.cpd != "tree" and _regressions_apply(self.schema)
+        # drift alone: 'auto' would choose on a sample of the whole stream, mostly from before
+        # a change; with a half-life the sample is the recent rows' (streammn.logistic.choice)
+        if self.cpd == "auto" and self.drift is not None and self.half_life is None:
+            regressions = False
         # beyond the batch fit's reach the regressions would be FTRL's, judged on held-out rows
         # they learned from: 'auto' keeps the trees there
         if self.cpd == "auto" and not batch_fit_affordable(Coding(self.schema)):
@@ -485,6 +494,7 @@ class DTSL(StructureLearner):
                 self.memory_plan.logistic_mb,
                 exact=self.mode == "exact",
                 interval=self._halving_interval,
+                restarts=self.drift is not None,
             )
             if regressions
             else None
@@ -560,6 +570,9 @@ class DTSL(StructureLearner):
     def _learn_rows(self, rows: np.ndarray) -> None:
         """Learn validated ``rows``: the samples, the regressions, the trees."""
         self._sample(rows, self.rows_seen)
+        if self._logistic is not None and self._drift is not None:
+            self._learn_restarting(rows)
+            return
         if self._logistic is not None:
             self._logistic.update(rows, self.rows_seen)
         while self.schema.grows:  # a new value: grow at its row (streammn.trees.growth)
@@ -570,6 +583,24 @@ class DTSL(StructureLearner):
             self._grow_schema(self.schema.grown_to(cards))
             rows = rows[row:]
         self._learn(rows)
+
+    def _learn_restarting(self, rows: np.ndarray) -> None:
+        """Under drift, ``rows`` a monitoring period at a time, the regressions first: a
+        variable whose tree alarmed at the period's end restarts its regression there
+        (:mod:`streammn.logistic.conditionals`), at a stream position, so batch cuts do not
+        matter. (No growing schema here: regressions need a fixed one.)"""
+        period, start = self._drift.period, 0
+        while start < rows.shape[0]:
+            stop = min(rows.shape[0], start + period - self.rows_seen % period)
+            piece = rows[start:stop]
+            self._logistic.update(piece, self.rows_seen)
+            seen = self._drift.events.shape[0]
+            self._learn(piece)
+            events = self._drift.events[seen:]
+            alarmed = events[events[:, 2] == EVENTS.index("alarm"), 1]
+            if alarmed.size:
+                self._logistic.online.restart(alarmed)
+            start = stop
 
     def _learn(self, rows: np.ndarray) -> None:
         (self._drift or self._grower).learn(rows)
@@ -855,7 +886,7 @@ class DTSL(StructureLearner):
         )
 
 
-def _regressions_apply(schema: Schema, drift: str | None) -> bool:
-    """Whether logistic conditionals learn under these settings: not yet with drift, a
-    growing schema or missing values (``cpd='auto'`` keeps the trees there)."""
-    return drift is None and not schema.grows and not schema.missing
+def _regressions_apply(schema: Schema) -> bool:
+    """Whether logistic conditionals learn over ``schema``: not yet with a growing schema or
+    missing values (``cpd='auto'`` keeps the trees there)."""
+    return not schema.grows and not schema.missing

@@ -473,8 +473,9 @@ def test_auto_chooses_at_fixed_rows_whatever_the_cuts_and_again_at_the_end():
 
 def test_lr_conditionals_refuse_what_they_do_not_handle_yet_and_auto_keeps_trees():
     with pytest.raises(DTSLError, match="cpd='lr'"):
-        DTSL(Schema.binary(3), cpd="lr", drift="page-hinkley")
+        DTSL(Schema.binary(3).with_missing(), cpd="lr")
     schema, x = lr_data(5000, seed=4)
+    # drift without a half-life: the choice's sample would be of the whole stream
     auto = DTSL(schema, cpd="auto", drift="page-hinkley").partial_fit(x)
     assert not auto.logistic_variables().any()
     assert auto.conditionals() == {"lr": [], "tree": schema.names}
@@ -611,9 +612,9 @@ def test_forgetting_halves_ftrl_where_the_trees_halve_and_keeps_the_weights():
     forgetting.update(x[:1024])  # the mini-batch reaching row 1,000 ends at 1,024: one halving
     np.testing.assert_array_equal(forgetting.w, plain.w)  # the weights stay at a halving
     np.testing.assert_array_equal(forgetting.n, plain.n / 2)
-    assert forgetting.decayed_steps == 1024 // MINI_BATCH / 2 and plain.steps == 8
+    assert (forgetting.column_steps == 1024 // MINI_BATCH / 2).all() and plain.steps == 8
     forgetting.update(x[1024:2048])  # rows 1,024 .. 2,047: the halving at 2,000 at 2,048
-    assert forgetting.decayed_steps == (8 / 2 + 8) / 2
+    assert (forgetting.column_steps == (8 / 2 + 8) / 2).all()
     assert not np.array_equal(forgetting.w, plain.w)
 
 
@@ -650,3 +651,36 @@ def test_auto_chooses_per_variable_under_forgetting_on_recent_rows():
     weights = auto._logistic.held_out_weights()
     held = auto._logistic.sample.index[auto._logistic._held_out_slots()]
     np.testing.assert_array_equal(weights, 0.5 ** (10 - held // 3000))
+
+
+def test_drift_restarts_the_regressions_of_alarmed_variables_which_recover():
+    """The changing chain of the forgetting test: with drift detection, the variables whose
+    trees alarm relearn their regressions from the rows after the alarm, and 30,000 rows after
+    the change they predict nearly as well as regressions of the new rows alone."""
+    schema, before, after, test = changing_chain(60_000, 30_000, seed=1)
+    plain = DTSL(schema, cpd="lr").partial_fit(before).partial_fit(after).score(test)
+    drifting = DTSL(schema, cpd="lr", drift="page-hinkley").partial_fit(before)
+    restarted = drifting._logistic.online.column_steps.copy()
+    assert (restarted == drifting._logistic.online.steps).all()  # no alarm before the change
+    drifting.partial_fit(after)
+    alarmed = np.unique(drifting._drift.events[drifting._drift.events[:, 2] == 0, 1])
+    assert 5 <= alarmed.size < 12 and 0 not in alarmed  # x0 is independent throughout
+    steps = drifting._logistic.online.column_steps
+    columns_of = drifting._logistic.coding.out_var
+    assert (steps[np.isin(columns_of, alarmed)] < 30_000 / 128).all()  # restarted since
+    assert (steps[~np.isin(columns_of, alarmed)] == drifting._logistic.online.steps).all()
+    fresh = DTSL(schema, cpd="lr").partial_fit(after).score(test)
+    score = drifting.score(test)
+    assert score > plain + 0.05 and score > fresh - 0.05
+
+
+def test_drift_regressions_do_not_depend_on_the_cuts_and_resume_exactly_across_alarms():
+    schema, before, after, _ = changing_chain(20_000, 8_000, seed=2)
+    x = np.concatenate([before, after])
+    whole = DTSL(schema, cpd="lr", drift="page-hinkley").partial_fit(x)
+    assert (whole._drift.events[:, 2] == 0).sum() > 0  # alarms in the run
+    cut = DTSL(schema, cpd="lr", drift="page-hinkley")
+    for a, b in [(0, 999), (999, 1001), (1001, 19_950), (19_950, 20_500), (20_500, 28_000)]:
+        cut = DTSL.from_bytes(cut.to_bytes()).partial_fit(x[a:b])
+    assert whole.to_bytes() == cut.to_bytes()
+    assert not whole.finish()  # no batch fit under drift: FTRL's weights stay

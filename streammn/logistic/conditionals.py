@@ -43,6 +43,12 @@ variables where the trees predicted the new rows better for every one). No batch
 is made then: it would weigh every row of a finite source alike, which is what forgetting is
 asked not to do; the regressions are FTRL's.
 
+Drift. With restarts (DTSL's ``drift``) a variable whose tree's change detector alarms gets its
+regression restarted (:meth:`OnlineConditionals.restart
+<streammn.logistic.online.OnlineConditionals.restart>`): it relearns from the rows after the
+alarm while the others go on, and no batch fit is made (a finite source's rows would again
+weigh alike across the change).
+
 Which variables use it. :meth:`held_out_losses` is each variable's log-loss on the sample's
 held-out rows under the weights in use; a learner with ``cpd='auto'`` compares it with its
 tree's on the same rows (:class:`~streammn.dtsl.DTSL`).
@@ -94,6 +100,7 @@ class LogisticConditionals:
     exact : a finite source read in passes (module docstring): a mergeable sample, and the
         batch fit on it whatever the source's length.
     interval : rows between halvings (forgetting, module docstring); None: no forgetting.
+    restarts : whether variables' regressions may restart (drift, module docstring).
     """
 
     def __init__(
@@ -102,6 +109,7 @@ class LogisticConditionals:
         memory_mb: float = MEMORY_MB,
         exact: bool = False,
         interval: int | None = None,
+        restarts: bool = False,
     ):
         if exact and interval is not None:
             raise ValueError("exact mode's conditionals do not forget (a finite source)")
@@ -109,6 +117,7 @@ class LogisticConditionals:
         self.coding = Coding(schema)
         self.exact = bool(exact)
         self.interval = None if interval is None else int(interval)
+        self.restarts = bool(restarts)
         capacity = sample_capacity(schema.n_vars, memory_mb)
         if self.interval is not None:  # the rows the counts mostly reflect (module docstring)
             capacity = max(min(capacity, FORGETTING_WINDOW * self.interval), 1)
@@ -116,7 +125,7 @@ class LogisticConditionals:
             self.sample = PositionSample(schema, capacity, SAMPLE_SEED, self.interval)
         else:
             self.sample = WeightSample(schema, memory_mb, seed=SAMPLE_SEED)
-        self.online = OnlineConditionals(self.coding, self.interval)
+        self.online = OnlineConditionals(self.coding, self.interval, self.restarts)
         self.weights = self.bias = self.penalties = self.held_out_loss = None
         self.fitted_rows = 0
 
@@ -139,7 +148,8 @@ class LogisticConditionals:
         if self.sample.size == 0 or self.fitted_rows == self.n_seen:
             return False
         whole = self.exact or self.n_seen <= self.sample.capacity
-        if not whole or self.interval is not None or not batch_fit_affordable(self.coding):
+        moving = self.interval is not None or self.restarts  # the stream's rows not alike
+        if not whole or moving or not batch_fit_affordable(self.coding):
             return False
         self.weights, self.bias, self.penalties, self.held_out_loss = fit_with_held_out(
             self.coding, self.sample.rows, self._held_out_slots()
@@ -216,6 +226,8 @@ class LogisticConditionals:
             meta["sample"] = POSITION_SAMPLE
         if self.interval is not None:
             meta.update(sample=FORGETTING_SAMPLE, interval=self.interval)
+        if self.restarts:
+            meta["restarts"] = True
         return pack_state(meta, arrays)
 
     @classmethod
@@ -230,7 +242,8 @@ class LogisticConditionals:
         if kind not in (None, POSITION_SAMPLE, FORGETTING_SAMPLE):
             raise ValueError(f"logistic sample kind {kind!r}")
         interval = int(meta["interval"]) if kind == FORGETTING_SAMPLE else None
-        out = cls(schema, exact=kind == POSITION_SAMPLE, interval=interval)
+        restarts = bool(meta.get("restarts", False))
+        out = cls(schema, exact=kind == POSITION_SAMPLE, interval=interval, restarts=restarts)
         sample_class = WeightSample if kind is None else PositionSample
         try:
             out.sample = sample_class.from_bytes(arrays["sample"].tobytes())

@@ -54,13 +54,19 @@ function of the stream position) ``n`` is halved, so a mini-batch's squared grad
 ``2 ** -k`` after ``k`` halvings, the trees' step decay, and every coordinate gets the larger
 steps of a younger stream back: the weights follow the recent gradients at the pace of the
 last few half-lives, and an input that stopped mattering is pulled to the L1 threshold and out.
-The threshold follows the decayed number of steps (``decayed_steps``: the penalty's
+The threshold follows the decayed number of steps (``column_steps``: the penalty's
 ``sqrt(T)``, ``T`` the steps' total weight, halved too). ``z`` is rewritten so that the weights
 stay where they are at a halving (:func:`_rebase`): halving it as well measured worse (a
 12-variable planted stream whose structure changes, test PLL after the change -6.46 against
 -6.42 for no forgetting: every halving shrank the weights by about a square root of two, which
 the next steps had to win back). No mini-batch is thinned (a changing stream must keep its late
 steps). With no interval, nothing of this runs and the state is as before.
+
+Restarts (DTSL's ``drift``). :meth:`OnlineConditionals.restart` starts some variables'
+regressions afresh: their columns' state zeroed and their steps' weight (``column_steps``, one
+per column, so the penalty threshold restarts with them) set to zero; every other column goes
+on. With restarts possible no mini-batch is thinned either: a regression restarted late in a long
+stream must learn from every mini-batch after it.
 """
 
 from __future__ import annotations
@@ -234,7 +240,7 @@ def _learn(
     free,
     column_penalty,
     steps,
-    decayed,
+    column_steps,
     size,
     scale,
     decay,
@@ -244,8 +250,8 @@ def _learn(
     """FTRL steps on every whole mini-batch of ``size`` rows, row ``r`` given by its active
     input columns ``active[active_ptr[r]:active_ptr[r + 1]]`` (the intercept, the last row of
     ``w``, always on) and its values in ``rows`` (column ``c`` of ``w`` predicts
-    ``x[column_var[c]] == column_val[c]``); ``steps`` taken before (``decayed``: their total
-    weight, ``steps`` without forgetting),
+    ``x[column_var[c]] == column_val[c]``); ``steps`` taken before (``column_steps``: their
+    total weight for each column, ``steps`` without forgetting or restarts),
     ``scale`` the penalty scale per ``sqrt`` of that weight. ``losses`` (per
     block) is decayed by ``decay`` per scored step and gets the log-loss of every
     ``SCORE_EVERY``-th mini-batch before it is learned (progressive validation);
@@ -269,9 +275,8 @@ def _learn(
         _backward(active_ptr, active, start, residual, grad)
         grad /= size
         taken += 1
-        level = scale * math.sqrt(decayed + taken)
         for c in range(m_cols):
-            threshold[c] = column_penalty[c] * level
+            threshold[c] = column_penalty[c] * (scale * math.sqrt(column_steps[c] + taken))
         _ftrl_step(z, n, w, grad, threshold, free, alpha, beta)
 
 
@@ -287,15 +292,20 @@ class OnlineConditionals:
     choice : after the race, each variable's penalty (an index into ``PENALTIES``); None
         before.
     interval : rows between halvings of the state (forgetting); None: none.
-    decayed_steps : the steps' total weight, each halved at every halving after it.
+    restarts : whether :meth:`restart` may be called (drift).
+    column_steps : with forgetting or restarts, each column's steps' total weight (each step
+        halved at every halving after it, none before the column's last restart); else None
+        (every column's is ``steps``).
     """
 
-    def __init__(self, coding: Coding, interval: int | None = None):
+    def __init__(self, coding: Coding, interval: int | None = None, restarts: bool = False):
         self.coding = coding
         self.interval = None if interval is None else int(interval)
-        self.decayed_steps = 0.0
+        self.restarts = bool(restarts)
         self.choice = None
         self._layout()
+        tracked = self.interval is not None or self.restarts
+        self.column_steps = np.zeros(self._columns.size) if tracked else None
         shape = (coding.n_inputs + 1, self._columns.size)  # the models side by side
         self.z = np.zeros(shape)
         self.n = np.zeros(shape)
@@ -347,7 +357,7 @@ class OnlineConditionals:
         """FTRL steps on the mini-batches of ``rows`` (whole ones) that :func:`learned` keeps."""
         coding, count = self.coding, rows.shape[0] // MINI_BATCH
         keep = learned(np.arange(self.rows // MINI_BATCH, self.rows // MINI_BATCH + count))
-        if self.interval is not None:  # forgetting: every mini-batch (module docstring)
+        if self.column_steps is not None:  # forgetting or restarts: every mini-batch
             keep[:] = True
         self.rows += rows.shape[0]
         if not keep.all():
@@ -370,7 +380,7 @@ class OnlineConditionals:
             self._free,
             self._column_penalty,
             self.steps,
-            float(self.steps) if self.interval is None else self.decayed_steps,
+            self._column_steps(),
             MINI_BATCH,
             math.sqrt(math.log(coding.n_inputs + 2) / MINI_BATCH),  # as _thresholds()
             0.5 ** (SCORE_EVERY * MINI_BATCH / LOSS_HALF_LIFE),
@@ -378,7 +388,24 @@ class OnlineConditionals:
             BETA,
         )
         self.steps += rows.shape[0] // MINI_BATCH
-        self.decayed_steps += rows.shape[0] // MINI_BATCH
+        if self.column_steps is not None:
+            self.column_steps += rows.shape[0] // MINI_BATCH
+
+    def _column_steps(self) -> np.ndarray:
+        """Each column's steps' weight (:attr:`column_steps`, or ``steps`` for all)."""
+        if self.column_steps is None:
+            return np.full(self._columns.size, float(self.steps))
+        return self.column_steps
+
+    def restart(self, variables: np.ndarray) -> None:
+        """Start the regressions of ``variables`` afresh (module docstring): their columns'
+        ``z``, ``n`` and weights zeroed, their steps' weight too."""
+        if not self.restarts:
+            raise ValueError("restart needs OnlineConditionals(..., restarts=True)")
+        columns = np.isin(self.coding.out_var[self._columns], variables)
+        for array in (self.z, self.n, self.w):
+            array[:, columns] = 0.0
+        self.column_steps[columns] = 0.0
 
     def _halve(self, times: int) -> None:
         """Forget: ``times`` halvings of ``n`` and the steps' weight, ``z`` rewritten to keep
@@ -388,13 +415,13 @@ class OnlineConditionals:
         factor = 0.5**times
         old = self._thresholds()
         self.n *= factor
-        self.decayed_steps *= factor
+        self.column_steps *= factor
         _rebase(self.z, self.n, self.w, old, self._thresholds(), self._free, ALPHA, BETA)
 
     def _thresholds(self) -> np.ndarray:
         """Each column's L1 threshold at the steps' weight now (as :func:`_learn` sets it)."""
         scale = math.sqrt(math.log(self.coding.n_inputs + 2) / MINI_BATCH)
-        return self._column_penalty * scale * math.sqrt(self.decayed_steps)
+        return self._column_penalty * (scale * np.sqrt(self._column_steps()))
 
     def _end_race(self) -> None:
         """Keep each variable's winning model only (its columns, state and losses)."""
@@ -404,6 +431,8 @@ class OnlineConditionals:
             np.ascontiguousarray(a[:, columns]) for a in (self.z, self.n, self.w)
         )
         self.losses = self.losses[self.choice, np.arange(self.losses.shape[1])][None, :].copy()
+        if self.column_steps is not None:
+            self.column_steps = self.column_steps[columns]
         self._layout()
 
     def chosen(self) -> np.ndarray:
@@ -432,7 +461,7 @@ class OnlineConditionals:
             "ftrl_pending": self.pending,
             "ftrl_rows": np.array([self.rows, self.steps], dtype=np.int64),
             "ftrl_choice": np.array([] if self.choice is None else self.choice, dtype=np.int64),
-        } | ({} if self.interval is None else {"ftrl_decayed": np.array([self.decayed_steps])})
+        } | ({} if self.column_steps is None else {"ftrl_column_steps": self.column_steps})
 
     def load(self, arrays: dict[str, np.ndarray]) -> None:
         """The state of :meth:`arrays` (``ValueError`` on arrays of the wrong shape)."""
@@ -460,8 +489,11 @@ class OnlineConditionals:
         if counts.shape != (2,):
             raise ValueError(f"FTRL row and step counts of shape {counts.shape}")
         self.rows, self.steps = int(counts[0]), int(counts[1])
-        if self.interval is not None:
-            decayed = arrays["ftrl_decayed"]
-            if decayed.shape != (1,) or not 0 <= decayed[0] <= self.steps:
-                raise ValueError(f"FTRL decayed steps {decayed!r}")
-            self.decayed_steps = float(decayed[0])
+        if self.column_steps is not None:
+            weights = arrays["ftrl_column_steps"]
+            if (
+                weights.shape != (self._columns.size,)
+                or not ((weights >= 0) & (weights <= self.steps)).all()
+            ):
+                raise ValueError(f"FTRL column steps of shape {weights.shape} or out of range")
+            self.column_steps = np.array(weights, dtype=np.float64)
