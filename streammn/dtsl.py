@@ -152,7 +152,8 @@ class DTSL(StructureLearner):
         and, when a tree's loss rises, grow an alternate tree from the estimated change point
         and swap it in once it is better on the rows since (the Hoeffding Adaptive Tree
         scheme, :mod:`streammn.trees.adaptive`); other trees keep their statistics. A
-        variable whose tree alarms restarts its logistic regression (``cpd``). Events:
+        variable whose tree alarms restarts its logistic regression from the buffered rows
+        since the change (``cpd``). Events:
         :meth:`drift_summary`.
     half_life : float or None, default None
         Hoeffding: forget old rows, halving every count every ``half_life`` rows (rounded up
@@ -181,16 +182,16 @@ class DTSL(StructureLearner):
         (jester: published MN -48.63 test PLL against -49.88 with trees), trees on
         context-specific ones; ``'auto'`` is within 0.3% of the better of the two on every
         shared dataset (``benchmarks/results/cpds.md``). With ``half_life`` the regressions
-        forget as the trees do (FTRL's state halved at the trees' halvings, no batch fit) and
-        ``'auto'`` chooses again every half-life or so on a sample leaning toward recent rows
-        (:mod:`streammn.logistic.conditionals`). With ``drift`` a variable whose tree alarms
-        restarts its regression, which relearns from the rows after the alarm (no batch fit);
-        ``'auto'`` keeps the trees under drift without a half-life (its sample would be of the
-        whole stream). Regressions do not learn yet with a growing schema, missing values or
-        a ``count_pass`` that cannot sample its rows: ``'auto'`` keeps the trees there and
-        ``'lr'`` is refused; nor with
-        ``'auto'`` beyond about 300 binary variables, where the batch fit is not made.
-        ``'tree'`` is Libra's DTSL exactly.
+        forget as the trees do (FTRL's squared-gradient sums halved at the trees' halvings, no
+        batch fit) and ``'auto'`` chooses again every half-life or so on a sample leaning toward
+        recent rows (:mod:`streammn.logistic.conditionals`). With ``drift`` a variable whose
+        tree alarms restarts its regression, which relearns from the replay buffer's rows
+        since the change and the rows after the alarm (no batch fit); ``'auto'`` keeps the
+        trees under drift without a half-life (its sample would be of the whole stream).
+        Regressions do not learn yet with a growing schema, missing values or a
+        ``count_pass`` that cannot sample its rows: ``'auto'`` keeps the trees there and
+        ``'lr'`` is refused; nor with ``'auto'`` beyond about 300 binary variables, where the
+        batch fit is not made. ``'tree'`` is Libra's DTSL exactly.
 
     Examples
     --------
@@ -586,8 +587,9 @@ class DTSL(StructureLearner):
 
     def _learn_restarting(self, rows: np.ndarray) -> None:
         """Under drift, ``rows`` a monitoring period at a time, the regressions first: a
-        variable whose tree alarmed at the period's end restarts its regression there
-        (:mod:`streammn.logistic.conditionals`), at a stream position, so batch cuts do not
+        variable whose tree alarmed at the period's end restarts its regression there,
+        relearning it from the replay buffer's rows since the estimated change point
+        (:mod:`streammn.logistic.online`), at a stream position, so batch cuts do not
         matter. (No growing schema here: regressions need a fixed one.)"""
         period, start = self._drift.period, 0
         while start < rows.shape[0]:
@@ -598,8 +600,8 @@ class DTSL(StructureLearner):
             self._learn(piece)
             events = self._drift.events[seen:]
             alarmed = events[events[:, 2] == EVENTS.index("alarm"), 1]
-            if alarmed.size:
-                self._logistic.online.restart(alarmed)
+            if alarmed.size:  # relearned from the buffered rows since the change
+                self._logistic.online.restart(alarmed, self._drift.rows_since_change(alarmed))
             start = stop
 
     def _learn(self, rows: np.ndarray) -> None:

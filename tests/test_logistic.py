@@ -655,20 +655,27 @@ def test_auto_chooses_per_variable_under_forgetting_on_recent_rows():
 
 def test_drift_restarts_the_regressions_of_alarmed_variables_which_recover():
     """The changing chain of the forgetting test: with drift detection, the variables whose
-    trees alarm relearn their regressions from the rows after the alarm, and 30,000 rows after
-    the change they predict nearly as well as regressions of the new rows alone."""
+    trees alarm relearn their regressions from the buffered rows since the change and the rows
+    after the alarm, and 30,000 rows after the change they predict nearly as well as
+    regressions of the new rows alone."""
     schema, before, after, test = changing_chain(60_000, 30_000, seed=1)
     plain = DTSL(schema, cpd="lr").partial_fit(before).partial_fit(after).score(test)
     drifting = DTSL(schema, cpd="lr", drift="page-hinkley").partial_fit(before)
     restarted = drifting._logistic.online.column_steps.copy()
     assert (restarted == drifting._logistic.online.steps).all()  # no alarm before the change
-    drifting.partial_fit(after)
-    alarmed = np.unique(drifting._drift.events[drifting._drift.events[:, 2] == 0, 1])
+    drifting.partial_fit(after[:2000])  # the alarms come at the end of row 62,000
+    events = drifting._drift.events
+    alarmed = np.unique(events[events[:, 2] == 0, 1])
     assert 5 <= alarmed.size < 12 and 0 not in alarmed  # x0 is independent throughout
+    assert (events[events[:, 2] == 0, 0] == 62_000).all()
+    # restarted and relearned from the buffered rows since the estimated change point
+    since = drifting._drift.calm_row[alarmed].max()
+    assert since == 60_000
     steps = drifting._logistic.online.column_steps
     columns_of = drifting._logistic.coding.out_var
-    assert (steps[np.isin(columns_of, alarmed)] < 30_000 / 128).all()  # restarted since
+    assert (steps[np.isin(columns_of, alarmed)] == 2000 // 128).all()
     assert (steps[~np.isin(columns_of, alarmed)] == drifting._logistic.online.steps).all()
+    drifting.partial_fit(after[2000:])
     fresh = DTSL(schema, cpd="lr").partial_fit(after).score(test)
     score = drifting.score(test)
     assert score > plain + 0.05 and score > fresh - 0.05

@@ -64,9 +64,11 @@ steps). With no interval, nothing of this runs and the state is as before.
 
 Restarts (DTSL's ``drift``). :meth:`OnlineConditionals.restart` starts some variables'
 regressions afresh: their columns' state zeroed and their steps' weight (``column_steps``, one
-per column, so the penalty threshold restarts with them) set to zero; every other column goes
-on. With restarts possible no mini-batch is thinned either: a regression restarted late in a long
-stream must learn from every mini-batch after it.
+per column, so the penalty threshold restarts with them) set to zero, then FTRL steps on the
+recent rows given (the replay buffer's since the change point: the whole mini-batches of its
+latest rows) for those columns only; every other column goes on, not learning those rows
+twice. With restarts possible no mini-batch is thinned either: a regression restarted late in a
+long stream must learn from every mini-batch after it.
 """
 
 from __future__ import annotations
@@ -397,15 +399,53 @@ class OnlineConditionals:
             return np.full(self._columns.size, float(self.steps))
         return self.column_steps
 
-    def restart(self, variables: np.ndarray) -> None:
-        """Start the regressions of ``variables`` afresh (module docstring): their columns'
-        ``z``, ``n`` and weights zeroed, their steps' weight too."""
+    def restart(self, variables: np.ndarray, recent: np.ndarray) -> None:
+        """Start the regressions of ``variables`` afresh and learn them from the ``recent``
+        rows (module docstring): their columns' ``z``, ``n`` and weights zeroed, their steps'
+        weight too, then FTRL steps on the whole mini-batches of ``recent``'s latest rows for
+        those columns alone (``steps`` and the other columns unchanged)."""
         if not self.restarts:
             raise ValueError("restart needs OnlineConditionals(..., restarts=True)")
-        columns = np.isin(self.coding.out_var[self._columns], variables)
+        columns = np.flatnonzero(np.isin(self.coding.out_var[self._columns], variables))
         for array in (self.z, self.n, self.w):
             array[:, columns] = 0.0
         self.column_steps[columns] = 0.0
+        count = recent.shape[0] // MINI_BATCH
+        if count == 0 or columns.size == 0:
+            return
+        rows = np.ascontiguousarray(recent[recent.shape[0] - count * MINI_BATCH :])
+        coding, outputs = self.coding, self._columns[columns]
+        # the blocks (a softmax's columns, per model during the race) of the columns kept
+        model = columns // coding.n_outputs
+        key = model * coding.schema.n_vars + coding.out_var[outputs]
+        starts = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
+        block_start = np.concatenate([starts, [columns.size]]).astype(np.int64)
+        z, n, w = (np.ascontiguousarray(a[:, columns]) for a in (self.z, self.n, self.w))
+        steps = np.zeros(columns.size)
+        active_ptr, active = _active_inputs(rows, coding.in_start)
+        _learn(
+            active_ptr,
+            active,
+            rows,
+            coding.out_var[outputs],
+            coding.out_val[outputs],
+            z,
+            n,
+            w,
+            np.zeros(starts.size),  # their prequential losses stay the stream's
+            block_start,
+            np.ascontiguousarray(self._free[:, columns]),
+            self._column_penalty[columns],
+            0,
+            steps,
+            MINI_BATCH,
+            math.sqrt(math.log(coding.n_inputs + 2) / MINI_BATCH),  # as _thresholds()
+            1.0,
+            ALPHA,
+            BETA,
+        )
+        self.z[:, columns], self.n[:, columns], self.w[:, columns] = z, n, w
+        self.column_steps[columns] = count
 
     def _halve(self, times: int) -> None:
         """Forget: ``times`` halvings of ``n`` and the steps' weight, ``z`` rewritten to keep
