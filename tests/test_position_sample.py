@@ -15,6 +15,7 @@ from streammn.schema import Schema
 from streammn.trees.exact import SourcePasses
 
 OLD_STATES = Path(__file__).parent / "data" / "exact_logistic_state_3.npz"
+OLD_STREAM_STATES = Path(__file__).parent / "data" / "stream_logistic_state_3.npz"
 
 
 def splitmix_priority(index: np.ndarray, seed: int) -> np.ndarray:
@@ -206,6 +207,19 @@ def test_old_exact_states_load_and_score_as_they_were_saved():
         assert again._logistic.exact
         np.testing.assert_array_equal(again.pll_terms(x), saved[f"{cpd}_terms"])
         assert DTSL.from_bytes(again.to_bytes()).equals(again)
+
+
+def test_old_one_pass_states_resume_byte_identically():
+    """One-pass cpd='lr' and 'auto' learners saved at row 2,500 of 5,000 by the code before
+    the mergeable sample (c9b0001), with the states that code reached at row 5,000: resumed
+    now, they reach the same bytes (the choice at row 4,096 included)."""
+    saved = np.load(OLD_STREAM_STATES)
+    x = saved["rows"]
+    for cpd in ("lr", "auto"):
+        resumed = DTSL.from_bytes(saved[f"{cpd}_midway"].tobytes())
+        assert not resumed._logistic.exact and resumed._logistic.interval is None
+        resumed.partial_fit(x[2500:])
+        assert resumed.to_bytes() == saved[f"{cpd}_end"].tobytes()
 
 
 def test_count_pass_that_cannot_sample_gets_trees_or_a_refusal():
