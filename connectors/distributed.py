@@ -17,6 +17,10 @@ reduction on the workers, so only one result travels back to the driver.
   frontier leaf; the sums are scored and split by the driver exactly as in a local pass, so the
   trees are identical to the single-process ones. Workers remember their rows' nodes between
   passes (within a memory budget), so deep trees cost no more per level than shallow ones.
+- :meth:`DaskPasses.offer_rows`: a mergeable sample of the rows
+  (:class:`~streammn.logistic.sample.PositionSample`), each task sampling its partitions at
+  their positions in the single-process order, merged in the tree reduction: the sample one
+  process reading the files in order keeps, for exact DTSL's logistic conditionals.
 - :func:`dask_client`: ``local[N]`` (a LocalCluster of N single-threaded worker processes, BLAS
   and numba pinned to one thread each) or a scheduler address.
 
@@ -44,6 +48,7 @@ from streammn.connectors.parquet import ParquetSource
 from streammn.schema import Schema, Validated
 from streammn.stream.source import SourceError, SourceUnavailable
 from streammn.stats import MarginalCounts
+from streammn.trees.exact import SamplingPasses
 from streammn.trees.forest import Forest
 from streammn.trees.leaf_stats import LeafStats
 from streammn.errors import DistributedError
@@ -268,7 +273,21 @@ def _add_leaf_stats(a, b):
     return a[0] + b[0], a[1] + b[1]
 
 
-class DaskPasses:
+def _sample_task(sample, schema, columns, batch_size, parts, first):
+    """This task's partitions offered to a copy of the empty ``sample``, the first row at
+    stream position ``first``."""
+    sample, end = copy.deepcopy(sample), first + sum(p.n_rows for p in parts)
+    for rows in read_partitions(parts, schema, columns, batch_size):
+        sample.update(rows, first)
+        first += rows.shape[0]
+    if first != end:  # the positions come from the metadata: they must hold
+        raise SourceError(
+            f"{parts[-1].path}: {first - end:+,} rows against what its metadata declares"
+        )
+    return sample
+
+
+class DaskPasses(SamplingPasses):
     """Exact-DTSL passes on a Dask cluster: ``DTSL(..., mode='exact').fit(source,
     count_pass=DaskPasses(client, source))`` grows the same trees as ``fit(source)``.
 
@@ -328,6 +347,30 @@ class DaskPasses:
     def end_position(self, n_rows: int) -> dict:
         """The position a single process reading all ``n_rows`` rows ends at."""
         return {"file_index": len(self.source.paths), "row": 0, "offset": int(n_rows)}
+
+    def offer_rows(self, sample) -> None:
+        """Every row of the dataset into the empty mergeable ``sample`` (a
+        :class:`~streammn.logistic.sample.PositionSample`): each task group samples its rows at
+        their positions in the order a single process reads them (the groups are contiguous,
+        in that order), and the groups' samples merge in a tree reduction; ``sample`` ends as
+        one process offering every row would leave it. Not a pass: ``n_passes`` stays."""
+        src = self.source
+        sizes = [sum(p.n_rows for p in parts) for parts in self.groups]
+        firsts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)[:-1]])
+        futures = [
+            self.client.submit(
+                _sample_task,
+                sample,
+                src.schema,
+                src.columns,
+                src.batch_size,
+                parts,
+                int(first),
+                pure=False,
+            )
+            for parts, first in zip(self.groups, firsts)
+        ]
+        sample.merge(_tree_reduce(self.client, futures, _merge_stores))
 
     def __call__(
         self, forest: Forest, stats: LeafStats, chunk: np.ndarray, trees: np.ndarray

@@ -31,11 +31,11 @@ from streammn.dn.conversion import dn2mn
 from streammn.features import FeatureSet
 from streammn.schema import Rows, Schema, SchemaError
 from streammn.trees.criterion import AUTO, DEFAULT_ALPHA, DEFAULT_MIN_GAIN_PER_ROW
-from streammn.trees.exact import CountPass, SourcePasses, grow_level_wise
+from streammn.trees.exact import CountPass, SamplingPasses, SourcePasses, grow_level_wise
 from streammn.trees.to_features import forest_features
 from streammn.trees.forest import Forest
-from streammn.trees.adaptive import DETECTORS, DriftAdapter
-from streammn.trees.decay import ForgettingGrower
+from streammn.trees.adaptive import DETECTORS, EVENTS, DriftAdapter
+from streammn.trees.decay import ForgettingGrower, halving_interval
 from streammn.trees.missing import recount_observed
 from streammn.trees.growth import cardinalities_of, extend_state, first_new_value
 from streammn.trees.hoeffding import HoeffdingGrower
@@ -44,7 +44,7 @@ from streammn.trees.budget import MemoryPlan
 from streammn.trees.leaf_stats import LeafStats
 from streammn.errors import DTSLError, DTSLStateError
 from streammn.learner import WEIGHTS_PARAM, Data, StructureLearner
-from streammn.logistic.choice import Choice, choice_rows, regressions_win
+from streammn.logistic.choice import Choice, choice_rows, forgetting_period, regressions_win
 from streammn.logistic.coding import Coding
 from streammn.logistic.conditionals import LogisticConditionals, batch_fit_affordable
 from streammn.network.model import MarkovNetwork
@@ -151,12 +151,14 @@ class DTSL(StructureLearner):
         Hoeffding: watch every tree's prequential log-loss with a one-sided change detector
         and, when a tree's loss rises, grow an alternate tree from the estimated change point
         and swap it in once it is better on the rows since (the Hoeffding Adaptive Tree
-        scheme, :mod:`streammn.trees.adaptive`); other trees keep their statistics. Events:
+        scheme, :mod:`streammn.trees.adaptive`); other trees keep their statistics. A
+        variable whose tree alarms restarts its logistic regression from the buffered rows
+        since the change (``cpd``). Events:
         :meth:`drift_summary`.
     half_life : float or None, default None
         Hoeffding: forget old rows, halving every count every ``half_life`` rows (rounded up
-        to a multiple of ``grace_period``; :mod:`streammn.trees.decay`). None or ``inf``: no
-        forgetting.
+        to a multiple of ``grace_period``; :mod:`streammn.trees.decay`); the logistic
+        regressions' state halves with them (``cpd``). None or ``inf``: no forgetting.
     weights : {'refined', 'closed-form'}, default 'refined'
         The weights :meth:`to_markov_network` gives: ``'refined'`` keeps a uniform sample of
         the rows learned (:mod:`streammn.network.weight_sample`, at most 25,000 rows in an
@@ -171,16 +173,25 @@ class DTSL(StructureLearner):
         online (FTRL-Proximal, the penalty chosen per variable by prequential loss, late
         mini-batches thinned) and, when a finite source ends within the 25,000 rows a sample
         keeps, fitted to the batch optimum on them (up to about 300 binary variables, where
-        the fit costs seconds; :mod:`streammn.logistic`). ``'auto'``: the
+        the fit costs seconds; :mod:`streammn.logistic`). Exact mode fits the batch optimum
+        on a uniform sample of up to 25,000 rows of the file (all of a shorter one), a sample
+        the passes on Dask take as well (``count_pass``: the same model). ``'auto'``: the
         trees and the regressions both, each variable using whichever scores the sample's
         held-out rows better, chosen at rows 4,096 * 2**k and at the end of a finite source
         (:mod:`streammn.logistic.choice`). Regressions win on many weak pairwise effects
         (jester: published MN -48.63 test PLL against -49.88 with trees), trees on
         context-specific ones; ``'auto'`` is within 0.3% of the better of the two on every
-        shared dataset (``benchmarks/results/cpds.md``). Regressions do not learn yet with
-        drift, forgetting, a growing schema, missing values or ``count_pass``: ``'auto'``
-        keeps the trees there and ``'lr'`` is refused; nor with ``'auto'`` beyond about 300
-        binary variables, where the batch fit is not made. ``'tree'`` is Libra's DTSL exactly.
+        shared dataset (``benchmarks/results/cpds.md``). With ``half_life`` the regressions
+        forget as the trees do (FTRL's squared-gradient sums halved at the trees' halvings, no
+        batch fit) and ``'auto'`` chooses again every half-life or so on a sample leaning toward
+        recent rows (:mod:`streammn.logistic.conditionals`). With ``drift`` a variable whose
+        tree alarms restarts its regression, which relearns from the replay buffer's rows
+        since the change and the rows after the alarm (no batch fit); ``'auto'`` keeps the
+        trees under drift without a half-life (its sample would be of the whole stream).
+        Regressions do not learn yet with a growing schema, missing values or a
+        ``count_pass`` that cannot sample its rows: ``'auto'`` keeps the trees there and
+        ``'lr'`` is refused; nor with ``'auto'`` beyond about 300 binary variables, where the
+        batch fit is not made. ``'tree'`` is Libra's DTSL exactly.
 
     Examples
     --------
@@ -289,12 +300,14 @@ class DTSL(StructureLearner):
             NONE | OneOf(*DETECTORS),
             "hoeffding: detect drift per tree "
             "(prequential log-loss, one-sided CUSUM) and swap in alternate trees "
-            "grown since the change (default: off)",
+            "grown since the change; an alarmed variable's regression restarts "
+            "(default: off)",
             flag="--drift",
         ),
         "half_life": Param(
             NONE | Interval(float, 1),
-            "hoeffding: forget old rows, halving all counts every this many rows (default: never)",
+            "hoeffding: forget old rows, halving all counts (and the regressions' FTRL "
+            "state) every this many rows (default: never)",
             flag="--half-life",
         ),
         "weights": WEIGHTS_PARAM,
@@ -363,10 +376,10 @@ class DTSL(StructureLearner):
         self._init_schema(schema)
 
     def _check_schema(self, schema: Schema) -> None:
-        if self.cpd == "lr" and not _regressions_apply(schema, self.drift, self.half_life):
+        if self.cpd == "lr" and not _regressions_apply(schema):
             raise DTSLError(
-                "cpd='lr' learns with a fixed schema, no missing values, no drift and no "
-                "forgetting for now; use cpd='tree' or 'auto' (trees, there) for those"
+                "cpd='lr' learns with a fixed schema and no missing values for now; use "
+                "cpd='tree' or 'auto' (trees, there) for those"
             )
         if self.mode == "exact" and schema.grows:
             raise DTSLError(
@@ -459,9 +472,11 @@ class DTSL(StructureLearner):
         self.n_passes = 0
         self._grower = None
         self._drift = None
-        regressions = self.cpd != "tree" and _regressions_apply(
-            self.schema, self.drift, self.half_life
-        )
+        regressions = self.cpd != "tree" and _regressions_apply(self.schema)
+        # drift alone: 'auto' would choose on a sample of the whole stream, mostly from before
+        # a change; with a half-life the sample is the recent rows' (streammn.logistic.choice)
+        if self.cpd == "auto" and self.drift is not None and self.half_life is None:
+            regressions = False
         # beyond the batch fit's reach the regressions would be FTRL's, judged on held-out rows
         # they learned from: 'auto' keeps the trees there
         if self.cpd == "auto" and not batch_fit_affordable(Coding(self.schema)):
@@ -475,7 +490,15 @@ class DTSL(StructureLearner):
         )
         self._new_weight_sample()
         self._logistic = (
-            LogisticConditionals(self.schema, self.memory_plan.logistic_mb) if regressions else None
+            LogisticConditionals(
+                self.schema,
+                self.memory_plan.logistic_mb,
+                exact=self.mode == "exact",
+                interval=self._halving_interval,
+                restarts=self.drift is not None,
+            )
+            if regressions
+            else None
         )
         self._choice = Choice(self.schema.n_vars) if regressions and self.cpd == "auto" else None
         if self.mode == "hoeffding":
@@ -510,10 +533,19 @@ class DTSL(StructureLearner):
         """The published weights' sample is sized by its share of ``memory_mb``."""
         return self.memory_plan.weight_mb
 
+    @property
+    def _halving_interval(self) -> int | None:
+        """Rows between halvings under forgetting (:mod:`streammn.trees.decay`), else None."""
+        if self.half_life is None:
+            return None
+        return halving_interval(self.half_life, self.grace_period)
+
     def _learn_piece(self, rows: np.ndarray) -> None:
         """Learn validated ``rows``, making the choices of conditionals due among them."""
         if self._choice is not None:  # choose at fixed rows (streammn.logistic.choice)
-            for at in choice_rows(self.rows_seen, self.rows_seen + rows.shape[0]):
+            interval = self._halving_interval
+            every = None if interval is None else forgetting_period(interval)
+            for at in choice_rows(self.rows_seen, self.rows_seen + rows.shape[0], every):
                 head, rows = np.split(rows, [at - self.rows_seen])
                 self._learn_rows(head)
                 self._choice.at_rows = regressions_win(self.forest, self._logistic)
@@ -539,6 +571,9 @@ class DTSL(StructureLearner):
     def _learn_rows(self, rows: np.ndarray) -> None:
         """Learn validated ``rows``: the samples, the regressions, the trees."""
         self._sample(rows, self.rows_seen)
+        if self._logistic is not None and self._drift is not None:
+            self._learn_restarting(rows)
+            return
         if self._logistic is not None:
             self._logistic.update(rows, self.rows_seen)
         while self.schema.grows:  # a new value: grow at its row (streammn.trees.growth)
@@ -549,6 +584,25 @@ class DTSL(StructureLearner):
             self._grow_schema(self.schema.grown_to(cards))
             rows = rows[row:]
         self._learn(rows)
+
+    def _learn_restarting(self, rows: np.ndarray) -> None:
+        """Under drift, ``rows`` a monitoring period at a time, the regressions first: a
+        variable whose tree alarmed at the period's end restarts its regression there,
+        relearning it from the replay buffer's rows since the estimated change point
+        (:mod:`streammn.logistic.online`), at a stream position, so batch cuts do not
+        matter. (No growing schema here: regressions need a fixed one.)"""
+        period, start = self._drift.period, 0
+        while start < rows.shape[0]:
+            stop = min(rows.shape[0], start + period - self.rows_seen % period)
+            piece = rows[start:stop]
+            self._logistic.update(piece, self.rows_seen)
+            seen = self._drift.events.shape[0]
+            self._learn(piece)
+            events = self._drift.events[seen:]
+            alarmed = events[events[:, 2] == EVENTS.index("alarm"), 1]
+            if alarmed.size:  # relearned from the buffered rows since the change
+                self._logistic.online.restart(alarmed, self._drift.rows_since_change(alarmed))
+            start = stop
 
     def _learn(self, rows: np.ndarray) -> None:
         (self._drift or self._grower).learn(rows)
@@ -577,16 +631,25 @@ class DTSL(StructureLearner):
         iterable of batches. Exact mode rewinds the source once per tree level, unless
         ``count_pass`` makes the passes elsewhere
         (:class:`streammn.connectors.distributed.DaskPasses`: on a Dask cluster, over the partitions
-        of ``source``'s files); the trees are the same. ``progress``: a progress bar on stderr
+        of ``source``'s files); the trees are the same, and so are the logistic conditionals
+        when ``count_pass`` is a :class:`~streammn.trees.exact.SamplingPasses` (DaskPasses is):
+        their sample is taken there and merges into the one a local pass takes
+        (:mod:`streammn.logistic.sample`), and the batch fit on it is made here; another
+        ``count_pass`` gets trees only (``cpd='auto'``). ``progress``: a progress bar on stderr
         (:mod:`streammn.progress_bar`), of the rows learned (Hoeffding mode) or the levels grown
         (exact mode).
         """
         if count_pass is not None and self.mode != "exact":
             raise DTSLError("count_pass applies to mode='exact' only")
-        if count_pass is not None and self.cpd == "lr":
+        if (
+            count_pass is not None
+            and self.cpd == "lr"
+            and not isinstance(count_pass, SamplingPasses)
+        ):
             raise DTSLError(
-                "cpd='lr' learns its regressions from the rows in this process; with passes "
-                "made elsewhere (count_pass, e.g. Dask) learn with cpd='tree' or 'auto' (trees)"
+                "cpd='lr' fits its regressions on a sample of the rows; this count_pass "
+                f"({type(count_pass).__name__}) cannot sample them (a SamplingPasses, "
+                "e.g. DaskPasses, can): learn with cpd='tree' or 'auto' (trees)"
             )
         if count_pass is not None and self.weights == "refined":
             raise DTSLError(
@@ -594,6 +657,16 @@ class DTSL(StructureLearner):
                 "elsewhere (count_pass, e.g. Dask) learn with weights='closed-form'"
             )
         self._schema_for_fit(source)
+        if (
+            count_pass is not None
+            and self.cpd == "lr"
+            and not batch_fit_affordable(Coding(self.schema))
+        ):
+            raise DTSLError(
+                "cpd='lr' beyond the batch fit's reach (about 300 binary variables) "
+                "learns FTRL in one pass over the rows in this process; with passes made "
+                "elsewhere (count_pass, e.g. Dask) learn with cpd='tree' or 'auto' (trees)"
+            )
         source = as_source(source, self.schema)
         if isinstance(source, Source) and not self.schema.same_stream(source.schema):
             raise SchemaError(
@@ -601,8 +674,10 @@ class DTSL(StructureLearner):
                 source=source.describe(),
             )
         self._reset()
-        if count_pass is not None:  # the rows are read elsewhere: 'auto' keeps the trees
-            self._logistic = self._choice = None
+        if count_pass is not None and not isinstance(count_pass, SamplingPasses):
+            self._logistic = self._choice = None  # the rows cannot be sampled: trees
+        elif count_pass is not None and self._logistic is not None:
+            count_pass.offer_rows(self._logistic.sample)  # the first pass's sample, elsewhere
         if self.mode == "hoeffding":
             if isinstance(source, Source):
                 source.rewind()
@@ -813,8 +888,7 @@ class DTSL(StructureLearner):
         )
 
 
-def _regressions_apply(schema: Schema, drift: str | None, half_life: float | None) -> bool:
-    """Whether logistic conditionals learn under these settings: not yet with drift,
-    forgetting, a growing schema or missing values (``cpd='auto'`` keeps the trees there)."""
-    forgets = half_life is not None and not math.isinf(half_life)
-    return drift is None and not forgets and not schema.grows and not schema.missing
+def _regressions_apply(schema: Schema) -> bool:
+    """Whether logistic conditionals learn over ``schema``: not yet with a growing schema or
+    missing values (``cpd='auto'`` keeps the trees there)."""
+    return not schema.grows and not schema.missing

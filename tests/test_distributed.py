@@ -29,6 +29,7 @@ from streammn.connectors.distributed import (
     parquet_partitions,
 )
 from streammn.dtsl import DTSL, DTSLError  # noqa: E402
+from streammn.logistic.sample import PositionSample  # noqa: E402
 from streammn.schema import Schema, SchemaError  # noqa: E402
 from streammn.stats import MarginalCounts, PairCounts, RowReservoir  # noqa: E402
 
@@ -152,7 +153,6 @@ def test_remembered_nodes_do_not_change_the_trees(client, dataset, room):
         for g in group_partitions(parquet_partitions(path), 3)
     ]
     cache_bytes = {"none": 0, "one group": max(table_bytes), "all": 2**30}[room]
-    # passes elsewhere: no sample, and the trees (cpd='auto' keeps them there)
     params = dict(kappa=0.2, min_count=5, weights="closed-form", cpd="tree")
     local = DTSL(schema, mode="exact", **params).fit(source)
     passes = DaskPasses(client, source, n_tasks=3, cache_bytes=cache_bytes)
@@ -167,23 +167,54 @@ def test_remembered_nodes_do_not_change_the_trees(client, dataset, room):
         assert (local.forest.depth[table] > 1).mean() > 0.5
 
 
-def test_count_pass_is_for_exact_mode(client, dataset):
+def test_count_pass_is_for_exact_mode(client, dataset, tmp_path):
     path, schema, _ = dataset
     source = ParquetSource(path)
     with pytest.raises(DTSLError, match="exact"):
         DTSL(schema).fit(source, count_pass=DaskPasses(client, source))
-    with pytest.raises(DTSLError, match="weights='closed-form'"):  # no row sample on Dask
+    with pytest.raises(DTSLError, match="weights='closed-form'"):  # no weight sample on Dask
         DTSL(schema, mode="exact").fit(source, count_pass=DaskPasses(client, source))
-    with pytest.raises(DTSLError, match="cpd='lr'"):  # nor regressions
-        DTSL(schema, mode="exact", weights="closed-form", cpd="lr").fit(
-            source, count_pass=DaskPasses(client, source)
+    # beyond the batch fit's reach 'lr' is FTRL, sequential in the rows' order: refused there
+    wide = Schema.binary(301)
+    rows = np.random.default_rng(0).integers(0, 2, (50, 301)).astype(np.uint8)
+    write_parquet(tmp_path / "wide.parquet", rows, wide)
+    wide_source = ParquetSource(tmp_path / "wide.parquet", schema=wide)
+    with pytest.raises(DTSLError, match="batch fit's reach"):
+        DTSL(wide, mode="exact", weights="closed-form", cpd="lr").fit(
+            wide_source, count_pass=DaskPasses(client, wide_source)
         )
-    # cpd='auto' keeps the trees there: the trees of cpd='tree'
-    auto = DTSL(schema, mode="exact", weights="closed-form", kappa=0.3)
-    auto.fit(source, count_pass=DaskPasses(client, source))
-    trees = DTSL(schema, mode="exact", weights="closed-form", kappa=0.3, cpd="tree")
-    assert not auto.logistic_variables().any()
-    assert auto.forest.equals(trees.fit(source).forest)
+
+
+@pytest.mark.parametrize("by", ["row_group", "file"])
+def test_partition_samples_merge_to_the_single_process_sample(client, dataset, by):
+    path, schema, rows = dataset
+    local = PositionSample(schema, 700, seed=3)
+    local.update(rows, 0)
+    remote = PositionSample(schema, 700, seed=3)
+    passes = DaskPasses(client, ParquetSource(path, batch_size=333), by=by, n_tasks=3)
+    passes.offer_rows(remote)
+    assert remote.to_bytes() == local.to_bytes()
+    assert passes.n_passes == 0
+
+
+@pytest.mark.parametrize("cpd", ["lr", "auto"])
+@pytest.mark.parametrize("memory_mb", [1024.0, 2.0], ids=["whole file", "sample of it"])
+def test_exact_regressions_on_dask_equal_single_process(client, dataset, cpd, memory_mb):
+    """The regressions' sample taken on the workers merges into the one-process sample (the
+    whole 6,000-row file, or about 1,800 rows of it at memory_mb=2), so the batch fit in the
+    client, the choice per variable and the whole state are the one-process ones."""
+    path, schema, _ = dataset
+    source = ParquetSource(path, batch_size=512)
+    params = dict(mode="exact", kappa=0.3, weights="closed-form", cpd=cpd, memory_mb=memory_mb)
+    local = DTSL(schema, **params).fit(source)
+    remote = DTSL(schema, **params).fit(source, count_pass=DaskPasses(client, source, n_tasks=3))
+    assert remote.to_bytes() == local.to_bytes()
+    sample = remote._logistic.sample
+    assert sample.n_seen == len(dataset[2]) and (sample.size < 3000) == (memory_mb == 2.0)
+    assert remote._logistic.batch_current
+    chosen = remote.logistic_variables()
+    assert chosen.all() if cpd == "lr" else 0 < chosen.sum() < schema.n_vars
+    np.testing.assert_array_equal(remote.pll_terms(dataset[2]), local.pll_terms(dataset[2]))
 
 
 def test_unreachable_scheduler_is_source_unavailable():
@@ -199,8 +230,9 @@ def _learn(args) -> int:
 @pytest.mark.slow
 def test_cli_dask_local_cluster_gives_the_same_snapshot(dataset, tmp_path):
     path, _, _ = dataset
-    # Dask runs publish the trees' closed form (their rows stay on the workers): so does this
-    one = ["--mode", "exact", "--weights", "closed-form", "--cpd", "tree"]
+    # Dask runs publish the closed form (the weight sample is not taken on the workers): so
+    # does this one; the conditionals are the default's (auto: trees and regressions)
+    one = ["--mode", "exact", "--weights", "closed-form"]
     assert _learn([path, "--out", str(tmp_path / "one"), *one]) == EXIT_OK
     assert (
         _learn([path, "--out", str(tmp_path / "dask"), "--mode", "exact", "--dask", "local[2]"])
@@ -212,6 +244,7 @@ def test_cli_dask_local_cluster_gives_the_same_snapshot(dataset, tmp_path):
     m1, m2 = (json.loads((d / "manifest.json").read_text()) for d in (one, dask))
     for key in ("rows_seen", "source", "model"):
         assert m1[key] == m2[key], key
+    assert m2["conditionals"]["lr"]  # some variables chose their regression
 
 
 def test_cli_dask_usage_errors(dataset, tmp_path, capsys):

@@ -473,12 +473,12 @@ def test_auto_chooses_at_fixed_rows_whatever_the_cuts_and_again_at_the_end():
 
 def test_lr_conditionals_refuse_what_they_do_not_handle_yet_and_auto_keeps_trees():
     with pytest.raises(DTSLError, match="cpd='lr'"):
-        DTSL(Schema.binary(3), cpd="lr", drift="page-hinkley")
+        DTSL(Schema.binary(3).with_missing(), cpd="lr")
     schema, x = lr_data(5000, seed=4)
-    for settings in ({"drift": "page-hinkley"}, {"half_life": 1000.0}):
-        auto = DTSL(schema, cpd="auto", **settings).partial_fit(x)
-        assert not auto.logistic_variables().any()
-        assert auto.conditionals() == {"lr": [], "tree": schema.names}
+    # drift without a half-life: the choice's sample would be of the whole stream
+    auto = DTSL(schema, cpd="auto", drift="page-hinkley").partial_fit(x)
+    assert not auto.logistic_variables().any()
+    assert auto.conditionals() == {"lr": [], "tree": schema.names}
     with pytest.raises(DTSLError, match="cpd"):
         DTSL(Schema.binary(3), cpd="trees")
     with pytest.raises(DTSLError, match="count_pass"):
@@ -565,3 +565,129 @@ def test_beyond_the_batch_fits_reach_auto_keeps_the_trees_and_lr_keeps_ftrl():
     lr = DTSL(Schema.binary(301), mode="exact", cpd="lr").fit(rows)
     assert lr._logistic.weights is None and lr._logistic.online.rows > 0  # (whole mini-batches)
     assert lr.logistic_variables().all()
+
+
+def changing_chain(n_before, n_after, seed):
+    """Twelve binary variables: a chain, each copying its predecessor (noisily), for
+    ``n_before`` rows; then each the noisy negation of the variable six before it (the first
+    six independent), for ``n_after`` rows, and 5,000 more rows of that for a test."""
+    rng = np.random.default_rng(seed)
+
+    def phase(n, shift, sign):
+        x = rng.integers(0, 2, (n, 12)).astype(np.uint8)
+        for j in range(shift, 12):
+            logit = sign * (2.5 * x[:, j - shift] - 1.25)
+            x[:, j] = rng.random(n) < 1 / (1 + np.exp(-logit))
+        return x
+
+    before, after, test = phase(n_before, 1, 1.0), phase(n_after, 6, -1.0), phase(5000, 6, -1.0)
+    return Schema.binary(12), before, after, test
+
+
+def test_forgetting_regressions_recover_a_changed_structure():
+    """After 60,000 rows of one structure and 30,000 of another, the regressions with a
+    half-life of 2,000 rows predict the new rows nearly as well as regressions learned from
+    the new rows alone, and clearly better than the same learner without forgetting."""
+    schema, before, after, test = changing_chain(60_000, 30_000, seed=1)
+    scores = {}
+    for half_life in (None, 2000.0):
+        learner = DTSL(schema, cpd="lr", half_life=half_life).partial_fit(before)
+        stale = learner.score(test)
+        learner.partial_fit(after)
+        scores[half_life] = learner.score(test)
+        assert scores[half_life] > stale + 4  # both learn the new structure at all ...
+    fresh = DTSL(schema, cpd="lr").partial_fit(after).score(test)
+    assert scores[2000.0] > scores[None] + 0.04  # ... forgetting much sooner
+    assert scores[2000.0] > fresh - 0.08
+    assert scores[None] < fresh - 0.08
+
+
+def test_forgetting_halves_ftrl_where_the_trees_halve_and_keeps_the_weights():
+    from streammn.logistic.online import MINI_BATCH, OnlineConditionals
+
+    schema, x = lr_data(3000, seed=7)
+    coding = Coding(schema)
+    plain, forgetting = OnlineConditionals(coding), OnlineConditionals(coding, interval=1000)
+    plain.update(x[:1024])
+    forgetting.update(x[:1024])  # the mini-batch reaching row 1,000 ends at 1,024: one halving
+    np.testing.assert_array_equal(forgetting.w, plain.w)  # the weights stay at a halving
+    np.testing.assert_array_equal(forgetting.n, plain.n / 2)
+    assert (forgetting.column_steps == 1024 // MINI_BATCH / 2).all() and plain.steps == 8
+    forgetting.update(x[1024:2048])  # rows 1,024 .. 2,047: the halving at 2,000 at 2,048
+    assert (forgetting.column_steps == (8 / 2 + 8) / 2).all()
+    assert not np.array_equal(forgetting.w, plain.w)
+
+
+def test_forgetting_regressions_do_not_depend_on_the_cuts_and_resume_exactly():
+    schema, x = lr_data(12_000, seed=8)
+    settings = dict(cpd="auto", half_life=1500.0, grace_period=100)
+    cuts = [(0, 1499), (1499, 1537), (1537, 4096), (4096, 4100), (4100, 9000), (9000, 12_000)]
+    whole = DTSL(schema, **settings).partial_fit(x)
+    cut = DTSL(schema, **settings)
+    for a, b in cuts:
+        cut = DTSL.from_bytes(cut.to_bytes()).partial_fit(x[a:b])  # saved and resumed each time
+    assert whole.equals(cut) and whole.to_bytes() == cut.to_bytes()
+    assert whole._logistic.interval == 1500 and whole._logistic.online.steps == 12_000 // 128
+    assert whole._logistic.sample.half_life == 1500
+    assert not whole.finish() or not whole._logistic.batch_current  # no batch fit: forgetting
+
+
+def test_auto_chooses_per_variable_under_forgetting_on_recent_rows():
+    """x0 (an xor) is a tree's variable, x3 (a sum of eight) a regression's, and they stay so
+    under forgetting: chosen every 4,096 rows (the half-life rounded up) on a sample of about
+    two half-lives' rows, mostly recent."""
+    from streammn.logistic.choice import choice_rows, forgetting_period
+
+    assert forgetting_period(3000) == 4096 and forgetting_period(5000) == 8192
+    assert choice_rows(4000, 13_000, every=4096) == [4096, 8192, 12_288]
+    schema, x = lr_data(30_000, seed=9)
+    auto = DTSL(schema, cpd="auto", half_life=3000.0).partial_fit(x)
+    chosen = auto.logistic_variables()
+    assert chosen[3] and not chosen[0]
+    sample = auto._logistic.sample
+    assert sample.capacity == 2 * 3000 and sample.size == sample.capacity
+    age = 30_000 - sample.index  # mostly recent: half within 1.4 half-lives, 95% within 5
+    assert np.median(age) < 1.4 * 3000 and np.mean(age > 5 * 3000) < 0.06
+    weights = auto._logistic.held_out_weights()
+    held = auto._logistic.sample.index[auto._logistic._held_out_slots()]
+    np.testing.assert_array_equal(weights, 0.5 ** (10 - held // 3000))
+
+
+def test_drift_restarts_the_regressions_of_alarmed_variables_which_recover():
+    """The changing chain of the forgetting test: with drift detection, the variables whose
+    trees alarm relearn their regressions from the buffered rows since the change and the rows
+    after the alarm, and 30,000 rows after the change they predict nearly as well as
+    regressions of the new rows alone."""
+    schema, before, after, test = changing_chain(60_000, 30_000, seed=1)
+    plain = DTSL(schema, cpd="lr").partial_fit(before).partial_fit(after).score(test)
+    drifting = DTSL(schema, cpd="lr", drift="page-hinkley").partial_fit(before)
+    restarted = drifting._logistic.online.column_steps.copy()
+    assert (restarted == drifting._logistic.online.steps).all()  # no alarm before the change
+    drifting.partial_fit(after[:2000])  # the alarms come at the end of row 62,000
+    events = drifting._drift.events
+    alarmed = np.unique(events[events[:, 2] == 0, 1])
+    assert 5 <= alarmed.size < 12 and 0 not in alarmed  # x0 is independent throughout
+    assert (events[events[:, 2] == 0, 0] == 62_000).all()
+    # restarted and relearned from the buffered rows since the estimated change point
+    since = drifting._drift.calm_row[alarmed].max()
+    assert since == 60_000
+    steps = drifting._logistic.online.column_steps
+    columns_of = drifting._logistic.coding.out_var
+    assert (steps[np.isin(columns_of, alarmed)] == 2000 // 128).all()
+    assert (steps[~np.isin(columns_of, alarmed)] == drifting._logistic.online.steps).all()
+    drifting.partial_fit(after[2000:])
+    fresh = DTSL(schema, cpd="lr").partial_fit(after).score(test)
+    score = drifting.score(test)
+    assert score > plain + 0.05 and score > fresh - 0.05
+
+
+def test_drift_regressions_do_not_depend_on_the_cuts_and_resume_exactly_across_alarms():
+    schema, before, after, _ = changing_chain(20_000, 8_000, seed=2)
+    x = np.concatenate([before, after])
+    whole = DTSL(schema, cpd="lr", drift="page-hinkley").partial_fit(x)
+    assert (whole._drift.events[:, 2] == 0).sum() > 0  # alarms in the run
+    cut = DTSL(schema, cpd="lr", drift="page-hinkley")
+    for a, b in [(0, 999), (999, 1001), (1001, 19_950), (19_950, 20_500), (20_500, 28_000)]:
+        cut = DTSL.from_bytes(cut.to_bytes()).partial_fit(x[a:b])
+    assert whole.to_bytes() == cut.to_bytes()
+    assert not whole.finish()  # no batch fit under drift: FTRL's weights stay

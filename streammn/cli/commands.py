@@ -132,9 +132,9 @@ def learn(args) -> int:
     if args.validation:
         with open_source(args.validation, schema=source.schema) as v:
             validation = v.read_all()
-    # with --dask the rows are read on the workers: no sample and no regressions here, the
-    # closed form of the trees is published
-    closed = {"weights": "closed-form", "cpd": "tree"} if args.dask is not None else {}
+    # with --dask the rows are read on the workers: no weight sample here, the closed form is
+    # published (the regressions' sample is taken on the workers: streammn.logistic.sample)
+    closed = {"weights": "closed-form"} if args.dask is not None else {}
     learner = learner_from_args(args, source.schema, defaults=closed)
     engine = StreamLearner(
         source,

@@ -121,7 +121,9 @@ def _parser(with_learners: bool = True) -> argparse.ArgumentParser:
         help="exact mode on a Parquet dataset: run the passes on Dask, on a "
         "running scheduler or a local cluster of N single-threaded "
         "workers (bare --dask: one per CPU); the rows are read on the workers, so "
-        "the trees' closed-form weights are published (--cpd tree); needs the dask extra",
+        "the closed-form weights are published; the regressions (--cpd lr, auto) are "
+        "fitted here on a sample the workers take, the same model as without --dask; "
+        "needs the dask extra",
     )
     learn.add_argument(
         "--batch-size",

@@ -14,6 +14,12 @@ source ends (:meth:`Choice.finish`), so a file's model uses the choice of all it
 choice at fixed rows is a function of the rows only: the learner cuts its batches there, batch
 cuts never change it, and a resumed run makes the same choices as one run. The end's choice
 holds only until more rows arrive (a run resumed after an end then continues as one run would).
+
+Under forgetting (DTSL's ``half_life``) the stream's model moves with it, so the choice is made
+again at every multiple of :func:`forgetting_period` (the halving interval rounded up to a
+multiple of ``CHOICE_FROM``: at most one choice per half-life, never more often than every 4,096
+rows), on the sample that leans toward recent rows (:mod:`streammn.logistic.sample`), each tree
+leaving a held-out row out of its leaves by what it still counts for.
 """
 
 from __future__ import annotations
@@ -23,8 +29,16 @@ import numpy as np
 CHOICE_FROM = 4096  # the first row where a choice is made; then at every doubling
 
 
-def choice_rows(first: int, last: int) -> list[int]:
-    """The rows ``CHOICE_FROM * 2**k`` in ``(first, last]``, in order."""
+def forgetting_period(interval: int) -> int:
+    """Rows between choices under forgetting with halvings every ``interval`` rows."""
+    return -(-interval // CHOICE_FROM) * CHOICE_FROM
+
+
+def choice_rows(first: int, last: int, every: int | None = None) -> list[int]:
+    """The rows ``CHOICE_FROM * 2**k`` in ``(first, last]``, in order; with ``every`` (under
+    forgetting) the multiples of ``every`` there instead."""
+    if every is not None:
+        return list(range((first // every + 1) * every, last + 1, every))
     out, at = [], CHOICE_FROM
     while at <= last:
         if at > first:
@@ -40,7 +54,7 @@ def regressions_win(forest, logistic) -> np.ndarray:
     held = logistic.held_out_rows()
     if not logistic.fitted or held.shape[0] == 0:
         return np.zeros(n, dtype=bool)
-    tree_loss = -forest.left_out_log_prob(held).mean(axis=0)
+    tree_loss = -forest.left_out_log_prob(held, logistic.held_out_weights()).mean(axis=0)
     return logistic.held_out_losses() < tree_loss
 
 

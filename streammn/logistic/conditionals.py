@@ -21,6 +21,34 @@ cannot wait for one every few thousand rows; FTRL costs a fixed amount per row a
 row. Both are functions of the rows and their stream positions only, so batch cuts never change
 them and a saved state resumes exactly.
 
+Exact mode. A learner reading a finite file in passes (``exact=True``: DTSL's ``mode='exact'``)
+keeps a :class:`~streammn.logistic.sample.PositionSample` instead, a uniform sample that
+partitions of the file sampled apart merge into (so the passes can be made on Dask), and its
+regressions are the batch fit on that sample whatever the file's length: a file longer than the
+sample gets the optimum on a uniform sample of it (the penalty chosen on the sample's held-out
+rows), not one pass of FTRL, which is sequential in the rows' order and could not be made from
+the partitions. A file the sample holds whole gives the same rows in the same order as the
+one-pass sample, so the same fit. FTRL runs there only where the batch fit is out of reach
+(``cpd='lr'`` beyond ``BATCH_FIT_COST``, in one process).
+
+Forgetting. With a halving interval (DTSL's ``half_life`` in one pass) FTRL halves its state
+where the trees halve their counts (:mod:`streammn.logistic.online`), and the sample is a
+:class:`~streammn.logistic.sample.PositionSample` leaning toward recent rows at the same
+half-life and holding at most ``FORGETTING_WINDOW`` half-lives' worth of rows, so
+``cpd='auto'`` judges trees and regressions on the stream as it is now: a sample of the usual
+25,000 rows would reach back far beyond what the forgetting models still count (on a planted
+stream that changed 20,000 rows before, with a half-life of 4,000, half its held-out rows were
+older than 12,000 rows, from before the change, and ``auto`` chose the regressions for all 12
+variables where the trees predicted the new rows better for every one). No batch fit
+is made then: it would weigh every row of a finite source alike, which is what forgetting is
+asked not to do; the regressions are FTRL's.
+
+Drift. With restarts (DTSL's ``drift``) a variable whose tree's change detector alarms gets its
+regression restarted (:meth:`OnlineConditionals.restart
+<streammn.logistic.online.OnlineConditionals.restart>`): it relearns from the rows after the
+alarm while the others go on, and no batch fit is made (a finite source's rows would again
+weigh alike across the change).
+
 Which variables use it. :meth:`~LogisticConditionals.held_out_losses` is each variable's log-loss on
 the sample's held-out rows under the weights in use; a learner with ``cpd='auto'`` compares it with
 its tree's on the same rows (:class:`~streammn.dtsl.DTSL`).
@@ -36,7 +64,8 @@ from streammn.logistic.online import OnlineConditionals
 from streammn.packed_state import pack_state, unpack_state
 from streammn.schema import Schema
 from streammn.errors import WeightStateError
-from streammn.network.weight_sample import MEMORY_MB, WeightSample
+from streammn.logistic.sample import PositionSample
+from streammn.network.weight_sample import MEMORY_MB, WeightSample, sample_capacity
 
 STATE_FORMAT = "streammn-logistic-3"
 # The batch fit's cost grows about as outputs x inputs^2 (each proximal step solves a quadratic
@@ -45,6 +74,9 @@ STATE_FORMAT = "streammn-logistic-3"
 # source keeps FTRL's weights.
 BATCH_FIT_COST = 300**3
 SAMPLE_SEED = 0x4C52  # the sample's own random numbers (the weight sample's are seed 0)
+POSITION_SAMPLE = "position"  # a state's sample kind in exact mode (absent: algorithm L's)
+FORGETTING_SAMPLE = "forgetting"  # and with a halving interval (saved as "interval")
+FORGETTING_WINDOW = 2  # under forgetting the sample keeps at most this many intervals' rows
 
 
 def batch_fit_affordable(coding: Coding) -> bool:
@@ -65,13 +97,35 @@ class LogisticConditionals:
     held_out_loss : each variable's mean log-loss on the held-out rows at that penalty, fitted
         without them.
     fitted_rows : the rows offered when the batch fit was made (0: never).
+    exact : a finite source read in passes (module docstring): a mergeable sample, and the
+        batch fit on it whatever the source's length.
+    interval : rows between halvings (forgetting, module docstring); None: no forgetting.
+    restarts : whether variables' regressions may restart (drift, module docstring).
     """
 
-    def __init__(self, schema: Schema, memory_mb: float = MEMORY_MB):
+    def __init__(
+        self,
+        schema: Schema,
+        memory_mb: float = MEMORY_MB,
+        exact: bool = False,
+        interval: int | None = None,
+        restarts: bool = False,
+    ):
+        if exact and interval is not None:
+            raise ValueError("exact mode's conditionals do not forget (a finite source)")
         self.schema = schema
         self.coding = Coding(schema)
-        self.sample = WeightSample(schema, memory_mb, seed=SAMPLE_SEED)
-        self.online = OnlineConditionals(self.coding)
+        self.exact = bool(exact)
+        self.interval = None if interval is None else int(interval)
+        self.restarts = bool(restarts)
+        capacity = sample_capacity(schema.n_vars, memory_mb)
+        if self.interval is not None:  # the rows the counts mostly reflect (module docstring)
+            capacity = max(min(capacity, FORGETTING_WINDOW * self.interval), 1)
+        if self.exact or self.interval is not None:
+            self.sample = PositionSample(schema, capacity, SAMPLE_SEED, self.interval)
+        else:
+            self.sample = WeightSample(schema, memory_mb, seed=SAMPLE_SEED)
+        self.online = OnlineConditionals(self.coding, self.interval, self.restarts)
         self.weights = self.bias = self.penalties = self.held_out_loss = None
         self.fitted_rows = 0
 
@@ -80,17 +134,22 @@ class LogisticConditionals:
         return self.sample.n_seen
 
     def update(self, rows: np.ndarray, first: int) -> None:
-        """Learn from validated ``rows``, stream rows ``first ..``."""
+        """Learn from validated ``rows``, stream rows ``first ..`` (exact mode within the
+        batch fit's reach: only the sample, FTRL's weights would never be used)."""
         self.sample.update(rows, first)
-        self.online.update(rows)
+        if not (self.exact and batch_fit_affordable(self.coding)):
+            self.online.update(rows)
 
     def finish(self) -> bool:
-        """A finite source has ended: when the sample holds every row, fit the batch optimum
-        on it (from scratch: a function of the rows only, so a run resumed after an earlier
-        end ends as one run would); a longer source keeps FTRL's weights. Whether it fitted."""
+        """A finite source has ended: when the sample holds every row (in exact mode: always),
+        fit the batch optimum on it (from scratch: a function of the rows only, so a run
+        resumed after an earlier end ends as one run would); a longer stream keeps FTRL's
+        weights. Whether it fitted."""
         if self.sample.size == 0 or self.fitted_rows == self.n_seen:
             return False
-        if self.n_seen > self.sample.capacity or not batch_fit_affordable(self.coding):
+        whole = self.exact or self.n_seen <= self.sample.capacity
+        moving = self.interval is not None or self.restarts  # the stream's rows not alike
+        if not whole or moving or not batch_fit_affordable(self.coding):
             return False
         self.weights, self.bias, self.penalties, self.held_out_loss = fit_with_held_out(
             self.coding, self.sample.rows, self._held_out_slots()
@@ -115,6 +174,16 @@ class LogisticConditionals:
     def held_out_rows(self) -> np.ndarray:
         """The sample's held-out rows (what the batch fit's penalties were chosen on)."""
         return self.sample.rows[self._held_out_slots()]
+
+    def held_out_weights(self) -> np.ndarray | None:
+        """Under forgetting, each held-out row's weight in the trees' counts now (``2 ** -k``
+        after ``k`` halvings since it was learned: :mod:`streammn.trees.decay`), so a tree can
+        leave it out of its leaves as far as they still count it; None without forgetting
+        (every row counts 1)."""
+        if self.interval is None:
+            return None
+        index = self.sample.index[self._held_out_slots()]
+        return 0.5 ** (self.n_seen // self.interval - index // self.interval)
 
     def held_out_losses(self) -> np.ndarray:
         """Each variable's mean log-loss on the held-out rows: the batch fit's from its path
@@ -152,19 +221,36 @@ class LogisticConditionals:
                 penalties=self.penalties,
                 held_out_loss=self.held_out_loss,
             )
-        return pack_state({"format": STATE_FORMAT, "fitted_rows": self.fitted_rows}, arrays)
+        meta = {"format": STATE_FORMAT, "fitted_rows": self.fitted_rows}
+        if self.exact:
+            meta["sample"] = POSITION_SAMPLE
+        if self.interval is not None:
+            meta.update(sample=FORGETTING_SAMPLE, interval=self.interval)
+        if self.restarts:
+            meta["restarts"] = True
+        return pack_state(meta, arrays)
 
     @classmethod
     def from_bytes(cls, schema: Schema, data: bytes) -> "LogisticConditionals":
-        """The conditionals saved by :meth:`to_bytes` (``ValueError`` on anything else)."""
+        """The conditionals saved by :meth:`to_bytes` (``ValueError`` on anything else); a
+        state without a sample kind (every one saved before exact mode had its own) has
+        algorithm L's sample and finishes as it did."""
         meta, arrays = unpack_state(data)
         if meta.get("format") != STATE_FORMAT:
             raise ValueError(f"logistic state format {meta.get('format')!r}")
-        out = cls(schema)
+        kind = meta.get("sample")
+        if kind not in (None, POSITION_SAMPLE, FORGETTING_SAMPLE):
+            raise ValueError(f"logistic sample kind {kind!r}")
+        interval = int(meta["interval"]) if kind == FORGETTING_SAMPLE else None
+        restarts = bool(meta.get("restarts", False))
+        out = cls(schema, exact=kind == POSITION_SAMPLE, interval=interval, restarts=restarts)
+        sample_class = WeightSample if kind is None else PositionSample
         try:
-            out.sample = WeightSample.from_bytes(arrays["sample"].tobytes())
+            out.sample = sample_class.from_bytes(arrays["sample"].tobytes())
         except WeightStateError as error:
             raise ValueError(str(error)) from None
+        if out.interval is not None and out.sample.half_life != out.interval:
+            raise ValueError("the logistic sample forgets at another half-life")
         if out.sample.schema != schema:
             raise ValueError("the logistic sample is over another schema")
         out.online.load(arrays)

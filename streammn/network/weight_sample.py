@@ -72,6 +72,13 @@ def sample_rows(n_vars: int, memory_mb: float) -> int:
     return int(max(min(SAMPLE_ROWS, share * (HELD_OUT_EVERY - 1) / HELD_OUT_EVERY / per_row), 1))
 
 
+def sample_capacity(n_vars: int, memory_mb: float) -> int:
+    """Rows the sample keeps under a budget of ``memory_mb``: its training rows and the
+    held-out rows that go with them."""
+    train = sample_rows(n_vars, memory_mb)
+    return train + max(train // (HELD_OUT_EVERY - 1), 1)
+
+
 class WeightSample:
     """A uniform sample of a stream's rows: ``train`` to fit the published weights on,
     ``held_out`` to judge them (module docstring).
@@ -91,8 +98,7 @@ class WeightSample:
             raise WeightsError(f"memory_mb must be positive, got {memory_mb}")
         self.schema = schema
         self.memory_mb = float(memory_mb)
-        train = sample_rows(schema.n_vars, memory_mb)
-        self.capacity = train + max(train // (HELD_OUT_EVERY - 1), 1)
+        self.capacity = sample_capacity(schema.n_vars, memory_mb)
         self._rows = np.zeros((self.capacity, schema.n_vars), dtype=np.uint8)
         self._index = np.zeros(self.capacity, dtype=np.int64)
         self._counters = np.array([0, -1], dtype=np.int64)  # rows offered, next row to enter

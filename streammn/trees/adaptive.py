@@ -520,6 +520,14 @@ class DriftAdapter:
             due = alt.stats.add(alt._buf[:n], grace=alt._look_gap, trees=trees)
             alt._grow(np.sort(due))
 
+    def rows_since_change(self, trees: np.ndarray) -> np.ndarray:
+        """The replay buffer's rows since the estimated change point of ``trees`` (the latest
+        of theirs, as an episode's alternates start from), in stream order: what a
+        conditional restarted at their alarm relearns from (DTSL's regressions)."""
+        main = self.grower
+        earliest = max(int(self.calm_row[trees].max()), main.rows_seen - main._buf_len)
+        return self._buffered_since(earliest)
+
     def _buffered_since(self, row: int) -> np.ndarray:
         """The replay buffer's rows from stream row ``row`` on, in stream order."""
         main = self.grower

@@ -27,6 +27,7 @@ routing it from the root: deep trees then cost no more per level than shallow on
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Callable
 
 import numpy as np
@@ -40,6 +41,28 @@ from streammn.trees.leaf_stats import LeafStats
 # count_pass(forest, stats, chunk, trees): add one pass over the data to the statistics slots
 # that ``stats`` holds for the frontier leaves ``chunk`` (activated and empty) of ``trees``.
 CountPass = Callable[[Forest, LeafStats, np.ndarray, np.ndarray], None]
+
+
+class SamplingPasses(ABC):
+    """A :data:`CountPass` whose rows are read elsewhere
+    (:class:`streammn.connectors.distributed.DaskPasses`) and that can also sample them: the
+    role exact DTSL's logistic conditionals need from passes made elsewhere, whose fit is on a
+    sample of the rows (:mod:`streammn.logistic.sample`). A pass that cannot sample gets trees
+    only."""
+
+    @abstractmethod
+    def __call__(
+        self, forest: Forest, stats: LeafStats, chunk: np.ndarray, trees: np.ndarray
+    ) -> None:
+        """One pass: the frontier statistics (:data:`CountPass`)."""
+
+    @abstractmethod
+    def offer_rows(self, sample) -> None:
+        """Offer every row of the data, at its position in the order a single process reads
+        it, to the empty mergeable ``sample``
+        (:class:`~streammn.logistic.sample.PositionSample`): parts of the data offered to
+        copies of it, merged into it. It ends as one process offering every row would leave
+        it."""
 
 
 def _can_split(forest: Forest, nodes: np.ndarray, min_count: int, max_depth) -> np.ndarray:

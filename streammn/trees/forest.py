@@ -168,17 +168,19 @@ class Forest:
         in :meth:`log_probs`."""
         return kernels.leaf_log_prob(rows, self.roots, self.links, self.log_probs(cards))
 
-    def left_out_log_prob(self, rows: np.ndarray) -> np.ndarray:
+    def left_out_log_prob(self, rows: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
         """Like :meth:`leaf_log_prob`, with each leaf's counts leaving ``rows`` out (clipped at
         zero: a stream's leaf may not have counted a row that reaches it now): how the leaves
         score rows they did not learn from, as far as their counts go (the tests were chosen
-        with them)."""
+        with them). ``weights``: what each row still counts for (forgetting halves old rows,
+        :mod:`streammn.trees.decay`); default 1."""
         counts = (self.counts if self.observed is None else self.observed)[: self.n_nodes]
         own = np.zeros_like(counts, dtype=np.float64)
         pieces = range(0, rows.shape[0], SCORE_CHUNK_ROWS)  # bounded temporaries, same result
         for a in pieces:
             part = rows[a : a + SCORE_CHUNK_ROWS]
-            np.add.at(own, (self.route(part), part.astype(np.int64)), 1.0)
+            weight = 1.0 if weights is None else weights[a : a + SCORE_CHUNK_ROWS, None]
+            np.add.at(own, (self.route(part), part.astype(np.int64)), weight)
         left = np.maximum(counts - own, 0.0)
         out = np.empty(rows.shape, dtype=np.float64)
         for a in pieces:
