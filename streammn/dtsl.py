@@ -637,7 +637,7 @@ class DTSL(StructureLearner):
         (:mod:`streammn.logistic.sample`), and the batch fit on it is made here; another
         ``count_pass`` gets trees only (``cpd='auto'``). ``progress``: a progress bar on stderr
         (:mod:`streammn.progress_bar`), of the rows learned (Hoeffding mode) or the levels grown
-        (exact mode).
+        (exact mode), then of the regressions' batch fits where they are made.
         """
         if count_pass is not None and self.mode != "exact":
             raise DTSLError("count_pass applies to mode='exact' only")
@@ -685,9 +685,8 @@ class DTSL(StructureLearner):
                 for batch in source:
                     self.partial_fit(batch)
                     bar.update(len(batch))
-                bar.set_description_str("fitting the conditionals")
                 self.n_passes = 1
-                self.finish()
+                self._finish(bar)
             return self
         if not isinstance(source, Source) or not source.rewindable:
             raise DTSLError(
@@ -712,12 +711,12 @@ class DTSL(StructureLearner):
                 ),
                 on_pass=level_done,
             )
-        self.rows_seen = int(self.forest.counts[self.forest.roots].sum(axis=1).max())
-        if self.forest.observed is not None:  # missing mode: one more pass (trees.missing)
-            source.rewind()
-            recount_observed(self.forest, (batch.rows for batch in source))
-            self.n_passes += 1
-        self.finish()
+            self.rows_seen = int(self.forest.counts[self.forest.roots].sum(axis=1).max())
+            if self.forest.observed is not None:  # missing mode: one more pass (trees.missing)
+                source.rewind()
+                recount_observed(self.forest, (batch.rows for batch in source))
+                self.n_passes += 1
+            self._finish(bar)
         return self
 
     def _first_pass(self, rows: np.ndarray, first: int) -> None:
@@ -734,9 +733,13 @@ class DTSL(StructureLearner):
         (:mod:`streammn.logistic.conditionals`), and with ``cpd='auto'`` each variable
         chooses again between them (:mod:`streammn.logistic.choice`). Whether the model
         changed."""
+        return self._finish()
+
+    def _finish(self, bar=None) -> bool:
+        """:meth:`finish`; ``bar``: a progress bar that counts the regressions' batch fits."""
         if self._logistic is None:
             return False
-        fitted = self._logistic.finish()
+        fitted = self._logistic.finish(bar)
         if self._choice is None:
             return fitted
         mask = regressions_win(self.forest, self._logistic)

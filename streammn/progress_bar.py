@@ -30,10 +30,10 @@ def progress_bar(shown: bool, what: str, unit: str = "rows", total: int | None =
     )
 
 
-def next_phase(bar: tqdm, what: str, unit: str) -> None:
+def next_phase(bar: tqdm, what: str, unit: str, total: int | None = None) -> None:
     """Count the next phase of the work on ``bar``: from 0 again, titled ``what``, in units
-    of ``unit``."""
-    bar.unit, bar.unit_scale, bar.total = f" {unit}", False, None  # a length not known ahead
+    of ``unit``, ``total`` of them when known."""
+    bar.unit, bar.unit_scale, bar.total = f" {unit}", False, total
     bar.miniters = 0  # tqdm learned to draw every some thousand rows: draw every step again
     bar.set_description_str(what, refresh=False)
     bar.reset()

@@ -71,6 +71,23 @@ def test_dtsl_fit_shows_a_bar_only_when_asked_and_learns_the_same(capsys):
         assert learners[0].to_bytes() == learners[1].to_bytes()
 
 
+def test_dtsl_fit_counts_the_regressions_batch_fits(capsys):
+    from streammn.dtsl import DTSL
+    from streammn.logistic.batch import PATH_STEPS
+
+    rows = np.random.default_rng(4).integers(0, 2, (2000, 6)).astype(np.uint8)
+    for mode in ("hoeffding", "exact"):
+        shown = DTSL(Schema.binary(6), mode=mode, cpd="lr", weights="closed-form")
+        shown.fit(rows, progress=True)
+        assert (
+            f"fitting the regressions:   0%|          | 0/{PATH_STEPS + 1}"
+            in capsys.readouterr().err
+        )
+        quiet = DTSL(Schema.binary(6), mode=mode, cpd="lr", weights="closed-form").fit(rows)
+        assert capsys.readouterr().err == ""
+        assert shown.to_bytes() == quiet.to_bytes()
+
+
 def test_every_learner_fit_takes_progress_and_learns_the_same(capsys):
     from streammn.csgs import CSGS
     from streammn.et import EnsembleOfTrees

@@ -824,12 +824,14 @@ def largest_penalties(problem: Problem) -> np.ndarray:
     return np.maximum.reduceat(per_output, coding.out_start[:-1])
 
 
-def fit_with_held_out(coding: Coding, rows: np.ndarray, held_out: np.ndarray):
+def fit_with_held_out(coding: Coding, rows: np.ndarray, held_out: np.ndarray, on_fit=None):
     """Each variable's L1 conditional on all ``rows``, its penalty chosen on the ``held_out``
     rows (a boolean mask) along the path of the module docstring, from zero weights (so the
     fit is a function of the rows alone). Returns ``(weights, bias, lam, held_out_loss)``:
     ``lam`` per variable, and ``held_out_loss`` each variable's mean log-loss on the held-out
-    rows at its chosen penalty (fitted without them).
+    rows at its chosen penalty (fitted without them). ``on_fit``: called after each of the
+    ``PATH_STEPS + 1`` fits (the path's, then the one on all rows), e.g. a progress bar's
+    count.
     """
     fit, judge = Problem(coding, rows[~held_out]), Problem(coding, rows[held_out])
     top = np.maximum(largest_penalties(fit), 1e-8)
@@ -855,6 +857,8 @@ def fit_with_held_out(coding: Coding, rows: np.ndarray, held_out: np.ndarray):
         best_loss[better], best_lam[better] = loss[better], lam[better]
         columns = better[coding.out_var]
         best_w[:, columns], best_b[columns] = weights[:, columns], bias[columns]
+        if on_fit is not None:
+            on_fit()
     everything = Problem(coding, rows)
     lam = best_lam * np.sqrt(fit.n / max(everything.n, 1))
     # a variable no weight moves on the fitting rows (constant there, or its inputs are) had
@@ -865,4 +869,6 @@ def fit_with_held_out(coding: Coding, rows: np.ndarray, held_out: np.ndarray):
         lam[silent] = np.maximum(largest_penalties(everything)[silent], 1e-8)
         best_w[:, silent[coding.out_var]] = 0.0
     weights, bias, _ = fit_l1(everything, lam[coding.out_var], best_w, best_b, tol=TOLERANCE)
+    if on_fit is not None:
+        on_fit()
     return weights, bias, lam, best_loss

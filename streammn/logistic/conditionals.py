@@ -58,10 +58,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from streammn.logistic.batch import fit_with_held_out
+from streammn.logistic.batch import PATH_STEPS, fit_with_held_out
 from streammn.logistic.coding import Coding
 from streammn.logistic.online import OnlineConditionals
 from streammn.packed_state import pack_state, unpack_state
+from streammn.progress_bar import next_phase
 from streammn.schema import Schema
 from streammn.errors import WeightStateError
 from streammn.logistic.sample import PositionSample
@@ -140,19 +141,24 @@ class LogisticConditionals:
         if not (self.exact and batch_fit_affordable(self.coding)):
             self.online.update(rows)
 
-    def finish(self) -> bool:
+    def finish(self, bar=None) -> bool:
         """A finite source has ended: when the sample holds every row (in exact mode: always),
         fit the batch optimum on it (from scratch: a function of the rows only, so a run
         resumed after an earlier end ends as one run would); a longer stream keeps FTRL's
-        weights. Whether it fitted."""
+        weights. Whether it fitted. ``bar``: a progress bar that counts the fits."""
         if self.sample.size == 0 or self.fitted_rows == self.n_seen:
             return False
         whole = self.exact or self.n_seen <= self.sample.capacity
         moving = self.interval is not None or self.restarts  # the stream's rows not alike
         if not whole or moving or not batch_fit_affordable(self.coding):
             return False
+        if bar is not None:
+            next_phase(bar, "fitting the regressions", "fits", total=PATH_STEPS + 1)
         self.weights, self.bias, self.penalties, self.held_out_loss = fit_with_held_out(
-            self.coding, self.sample.rows, self._held_out_slots()
+            self.coding,
+            self.sample.rows,
+            self._held_out_slots(),
+            on_fit=None if bar is None else bar.update,
         )
         self.fitted_rows = self.n_seen
         return True
