@@ -184,14 +184,16 @@ def markdown(results: list[dict], m: dict) -> str:
         "stream, `/usr/bin/time`).",
         "",
         "What the floor is made of (300 variables, RSS stepped through a run): imports about "
-        "180 MB (Python and numpy 25, pyarrow 48, numba and llvmlite 60, scipy 20, streammn and "
-        "connectors 30; pandas, 37 more, which pyarrow's `to_numpy` imports on its first call, "
-        "is no longer loaded: the Parquet path reads the Arrow buffers, streammn.connectors.arrow."
-        "plain_values; floor 315 and 347 MB before); the numba kernels loaded, those of "
-        "learning and those "
-        "the snapshot writer runs (loaded in this process beside the first batches), about "
-        "90; Arrow's Parquet reader buffers, about 30 at 300 columns of 65,536-row groups; "
-        "the least shares (FTRL state 6.5 MB at 300 variables, 1,024-row batches), about 15.",
+        "170 MB (Python and numpy 29, pyarrow 42, numba and llvmlite 62, scipy.special 11 for "
+        "the significance test's chi-square quantile, the learners' modules the rest; pandas "
+        "(37 MB, which pyarrow's `to_numpy` imports on its first call) is not loaded: the "
+        "Parquet path reads the Arrow buffers, streammn.connectors.arrow.plain_values; nor is "
+        "scipy.sparse, which ET imports where it builds its spanning tree: floor 321 -> 316 MB "
+        "at 300 variables); the numba kernels loaded, those of learning and those the snapshot "
+        "writer runs (loaded in this process beside the first batches), about 80; Arrow's "
+        "Parquet reader buffers, about 30 at 300 columns of 65,536-row groups (its mimalloc "
+        "pool keeps 40 MB where the system allocator keeps 16, but decodes 15-30% slower); the "
+        "least shares (FTRL state 6.5 MB at 300 variables, 1,024-row batches), about 15.",
         "",
         "| variables | --memory-mb | floor MB | peak RSS MB | budget + floor | within | "
         "writer peak MB | tree floor MB | tree peak MB | tree within | rows/s |",
