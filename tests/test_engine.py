@@ -214,3 +214,31 @@ def test_a_run_with_one_snapshot_publishes_what_the_learner_publishes(tmp_path, 
     assert record["published"] == "refined" and record["choice"] == "refined"
     assert engine.model.features.equals(engine.learner.to_markov_network().features)
     assert engine.learner.weight_sample.n_seen == 2000
+
+
+def test_batches_are_learned_on_one_blas_thread_and_the_end_on_all(tmp_path, monkeypatch):
+    """OpenBLAS restarts its pool after every fork of a snapshot writer: the loop keeps it to
+    one thread (StreamLearner.run); the end (batch fit, last snapshot) has them all again."""
+    from threadpoolctl import threadpool_info
+
+    def blas_threads_now():
+        return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+
+    seen = {}
+    learn, finish = DTSL.partial_fit, DTSL.finish
+
+    def partial_fit(self, batch):
+        seen.setdefault("batch", blas_threads_now())
+        return learn(self, batch)
+
+    def finish_seen(self):
+        seen.setdefault("end", blas_threads_now())
+        return finish(self)
+
+    monkeypatch.setattr(DTSL, "partial_fit", partial_fit)
+    monkeypatch.setattr(DTSL, "finish", finish_seen)
+    before = blas_threads_now()
+    assert before  # numpy's BLAS is there to be limited
+    make(tmp_path, chain_rows(1000), every_rows=500).run()
+    assert seen["batch"] == [1] * len(before) and seen["end"] == before
+    assert blas_threads_now() == before
