@@ -8,7 +8,7 @@ import pytest
 
 from streammn.connectors.array import ArraySource
 from streammn.dtsl import DTSL, DTSLError
-from streammn.errors import WeightStateError
+from streammn.errors import SettingsError, StatsMergeError, WeightStateError
 from streammn.logistic.conditionals import SAMPLE_SEED, LogisticConditionals
 from streammn.logistic.sample import PositionSample
 from streammn.schema import Schema
@@ -108,15 +108,15 @@ def test_samples_of_other_settings_or_the_same_rows_do_not_merge():
     a, b = PositionSample(schema, 50), PositionSample(schema, 50)
     a.update(x, 0)
     b.update(x, 0)
-    with pytest.raises(ValueError, match="overlapping"):
+    with pytest.raises(StatsMergeError, match="overlapping"):
         a.merge(b)
-    with pytest.raises(ValueError, match="other settings"):
+    with pytest.raises(StatsMergeError, match="other settings"):
         a.merge(PositionSample(schema, 50, seed=1))
-    with pytest.raises(ValueError, match="capacity"):
+    with pytest.raises(SettingsError, match="capacity"):
         PositionSample(schema, 0)
-    with pytest.raises(ValueError, match="other settings"):
+    with pytest.raises(StatsMergeError, match="other settings"):
         a.merge(PositionSample(schema, 50, half_life=100.0))
-    with pytest.raises(ValueError, match="half_life"):
+    with pytest.raises(SettingsError, match="half_life"):
         PositionSample(schema, 50, half_life=0.0)
 
 

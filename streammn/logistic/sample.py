@@ -44,7 +44,7 @@ import math
 import numba
 import numpy as np
 
-from streammn.errors import WeightStateError
+from streammn.errors import SettingsError, StatsMergeError, WeightStateError
 from streammn.network.weight_sample import held_out_index
 from streammn.packed_state import pack_state, unpack_state
 from streammn.schema import Schema
@@ -140,9 +140,9 @@ class PositionSample:
         self, schema: Schema, capacity: int, seed: int = 0, half_life: float | None = None
     ):
         if capacity < 1:
-            raise ValueError(f"a position sample needs a capacity of at least 1, got {capacity}")
+            raise SettingsError(f"a position sample needs a capacity of at least 1, got {capacity}")
         if half_life is not None and not half_life > 0:
-            raise ValueError(f"a position sample's half_life must be positive, got {half_life}")
+            raise SettingsError(f"a position sample's half_life must be positive, got {half_life}")
         self.schema = schema
         self.capacity = int(capacity)
         self.seed = int(seed)
@@ -191,9 +191,9 @@ class PositionSample:
         seed and capacity); the result is the sample of all those positions. Returns self."""
         settings = ("capacity", "seed", "half_life", "schema")
         if any(getattr(other, name) != getattr(self, name) for name in settings):
-            raise ValueError("position samples of other settings or schemas do not merge")
+            raise StatsMergeError("position samples of other settings or schemas do not merge")
         if np.isin(other.index, self.index).any():
-            raise ValueError("position samples of overlapping rows do not merge")
+            raise StatsMergeError("position samples of overlapping rows do not merge")
         self.n_seen += other.n_seen
         if other.size:
             self._keep(other._rows, other.index, other._priority)
