@@ -352,19 +352,10 @@ class StreamLearner:
                         self._finish_in_flight(block=False)
                         now = time.monotonic()
                         if self._due(now, last_snapshot_time):
-                            if (
-                                learned == len(batch)
-                                and self.source.rewindable
-                                and batches.at_end()
-                            ):
+                            batch_done = learned == len(batch)
+                            if batch_done and self.source.rewindable and batches.at_end():
                                 break  # the end's snapshot follows: the model a run leaves behind
-                            if self._skips():
-                                self._advance_cadence()
-                                self.state.snapshots_skipped += 1
-                                self.state.skipped_in_a_row += 1
-                                self.publisher.hurry()  # the writer falls behind
-                            else:
-                                self._snapshot("periodic", background=True)
+                            if self._periodic_snapshot():
                                 last_snapshot_time = time.monotonic()
                     if (
                         self.progress_stream is not None
@@ -616,6 +607,18 @@ class StreamLearner:
             and self.publisher.busy
             and self.state.skipped_in_a_row < self.max_skipped
         )
+
+    def _periodic_snapshot(self) -> bool:
+        """A due snapshot: skipped (:meth:`_skips`; the writer, fallen behind, is hurried) or
+        cut in the background; whether it was cut."""
+        if self._skips():
+            self._advance_cadence()
+            self.state.snapshots_skipped += 1
+            self.state.skipped_in_a_row += 1
+            self.publisher.hurry()
+            return False
+        self._snapshot("periodic", background=True)
+        return True
 
     def _kernels_loaded(self) -> None:
         """Wait for the writer's kernels being loaded beside the first batches, if they are."""
