@@ -8,6 +8,8 @@ many planted edges the learned trees found (recall and precision of the tested v
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from streammn.connectors.synthetic import SyntheticSource
@@ -57,28 +59,44 @@ def dependency_edges(dn) -> set[tuple[int, int]]:
 
 
 def run_demo(
-    out: str, n_rows: int = 100_000, n_vars: int = 16, seed: int = 0, progress=None
+    out: str,
+    n_rows: int = 100_000,
+    n_vars: int = 16,
+    seed: int = 0,
+    progress=None,
+    compile_ahead: bool = False,
 ) -> str:
-    """Run the demo into snapshot directory ``out``; returns the report text."""
+    """Run the demo into snapshot directory ``out``; returns the report text.
+    ``compile_ahead``: on a first run, compile the snapshots' kernels in a second process
+    from the start (:mod:`streammn.stream.compile_ahead`), beside the sampler's and the
+    learner's."""
     from streammn.dtsl import DTSL
+    from streammn.stream.compile_ahead import CompileAhead
     from streammn.stream.engine import StreamLearner
     from streammn.inference import sample
     from streammn.stream.snapshot import load_snapshot
 
     planted, truth = planted_network(n_vars, seed=seed)
-    validation = sample(planted, 5000, seed=seed + 1)
-    source = SyntheticSource(planted, n_rows=n_rows, batch_size=4096, seed=seed)
-    learner = DTSL(source.schema, mode="hoeffding", seed=seed)
-    engine = StreamLearner(
-        source,
-        learner,
-        out,
-        every_rows=max(n_rows // 5, 1),
-        keep=10,
-        validation=validation,
-        progress=progress,
-    )
-    engine.run()
+    learner = DTSL(planted.schema, mode="hoeffding", seed=seed)
+    formats = ("json", "mn", "uai")
+    with (
+        CompileAhead(learner, formats, refine=True, validate=True)
+        if compile_ahead
+        else contextlib.nullcontext()
+    ):
+        validation = sample(planted, 5000, seed=seed + 1)
+        source = SyntheticSource(planted, n_rows=n_rows, batch_size=4096, seed=seed)
+        engine = StreamLearner(
+            source,
+            learner,
+            out,
+            every_rows=max(n_rows // 5, 1),
+            keep=10,
+            validation=validation,
+            formats=formats,
+            progress=progress,
+        )
+        engine.run()
     model = load_snapshot(out)
     found = dependency_edges(engine.learner.to_dependency_network())
     hits = len(found & truth)

@@ -52,6 +52,13 @@ def _progress(args) -> object | None:
     return None if getattr(args, "quiet", False) else sys.stderr
 
 
+def _person_waiting(args) -> bool:
+    """Whether a person waits at a terminal (whom the compile notice tells): then a first run
+    compiles the snapshot's kernels in a second process meanwhile
+    (:mod:`streammn.stream.compile_ahead`)."""
+    return not getattr(args, "quiet", False) and sys.stderr.isatty()
+
+
 # learn --------------------------------------------------------------------------------------
 def _missing_options(args) -> dict:
     """Source options of ``--missing``/``--missing-token`` (none by default)."""
@@ -149,6 +156,7 @@ def learn(args) -> int:
         when_busy=args.when_busy,
         max_skipped=args.max_skipped,
         background=not args.foreground_snapshots,
+        compile_ahead=_person_waiting(args),
     )
     with source:
         if args.dask is not None:
@@ -441,7 +449,12 @@ def demo(args) -> int:
     out = args.out or tempfile.mkdtemp(prefix="streammn-demo-")
     os.makedirs(out, exist_ok=True)
     report = run_demo(
-        out, n_rows=args.rows, n_vars=args.vars, seed=args.seed, progress=_progress(args)
+        out,
+        n_rows=args.rows,
+        n_vars=args.vars,
+        seed=args.seed,
+        progress=_progress(args),
+        compile_ahead=_person_waiting(args),
     )
     print(report)
     return EXIT_OK

@@ -70,6 +70,7 @@ uninterrupted one.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import os
@@ -93,6 +94,7 @@ from streammn.stream.progress import STDERR, Progress, peak_rss_mb, progress_lin
 from streammn.blas import blas_threads
 from streammn.stream.publishing import Publisher
 from streammn.stream.warmup import WriterKernels
+from streammn.stream.compile_ahead import CompileAhead
 from streammn.stream.snapshot import (
     NO_SNAPSHOT,
     RESUME_HINT,
@@ -153,6 +155,10 @@ class StreamLearner:
         previous one is still being written (see the module docstring).
     max_skipped:
         With ``"skip"``: due snapshots skipped in a row at most before one waits (default 3).
+    compile_ahead:
+        When numba's cache misses a kernel (a first run), compile the snapshot's kernels in a
+        second process meanwhile (:mod:`streammn.stream.compile_ahead`; the CLI's choice for
+        a person at a terminal). Default off.
 
     Examples
     --------
@@ -193,6 +199,7 @@ class StreamLearner:
         background: bool = True,
         when_busy: str = "wait",
         max_skipped: int = 3,
+        compile_ahead: bool = False,
     ):
         if every_rows is not None and every_rows < 1:
             raise EngineError(f"every_rows must be positive, got {every_rows}")
@@ -239,6 +246,7 @@ class StreamLearner:
         self.when_busy = when_busy
         self.max_skipped = max_skipped
         self.publisher = Publisher(background)
+        self.compile_ahead = compile_ahead
         self._writer_kernels: WriterKernels | None = None  # loading beside the first batches
         self.published: list[dict] = []  # this run's durable snapshots, in order
         # (history entry, position, perf_counter at the cut) of the snapshot being written
@@ -301,6 +309,10 @@ class StreamLearner:
         cores. The end of the source (the regressions' batch fit, the last snapshot) runs as
         before, on every BLAS thread.
         """
+        with self._compiling_ahead():
+            return self._run()
+
+    def _run(self) -> Path:
         self.writer.acquire()  # one run per snapshot directory, refused at once
         previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
@@ -406,8 +418,15 @@ class StreamLearner:
                 f"{self.source.describe()} cannot be read again: multi-pass "
                 f"learning needs a finite file source"
             )
-        with self.writer.holding():
+        with self.writer.holding(), self._compiling_ahead():
             return self._run_multipass(passes)
+
+    def _compiling_ahead(self):
+        """Where ``compile_ahead`` asks for it, the snapshot's kernels compiled in a second
+        process on a first run."""
+        if not self.compile_ahead:
+            return contextlib.nullcontext()
+        return CompileAhead(self.learner, self.formats, self._refines, self.validation is not None)
 
     def _run_multipass(self, passes):
         started = time.monotonic()
