@@ -36,6 +36,7 @@ import numpy as np
 from numba.core import event
 from numba.core.event import Listener
 
+from streammn.kernel_mode import serial_kernels
 from streammn.network.loglinear import MASK_VALUES
 from streammn.network.reach_lists import pll_evaluator
 from streammn.schema import Schema
@@ -46,14 +47,16 @@ NICENESS = 10
 
 def compile_snapshot_kernels(learner, formats, refine: bool, validate: bool) -> None:
     """Run once what a snapshot of ``learner`` (fitted or not: the kernels depend on its types)
-    runs, in the order a run first needs it: a forked writer's conversion, refinement and files
-    (serial kernels), with ``validate`` the scoring of validation rows, and the parallel twins
-    of the pseudo-likelihood a full fit of the weights runs on a large sample."""
-    load_writer_kernels(learner, formats, refine)  # the first snapshot's (in this order)
-    model = learner.learned_network()
+    runs, about in the order a run first needs it: with ``validate`` the scoring of validation
+    rows, a forked writer's conversion, refinement and files (serial kernels), and the
+    parallel twins of the pseudo-likelihood a full fit of the weights runs on a large
+    sample."""
+    with serial_kernels():  # the model a forked writer converts
+        model = learner.learned_network()
     rows = np.zeros((2, model.schema.n_vars), dtype=np.uint8)
-    if validate:
+    if validate:  # scored on the learning thread at the first snapshot
         model.pll(rows)
+    load_writer_kernels(learner, formats, refine)  # loaded beside the first batches
     fs = model.features  # the end's
     if refine and fs.n_features and model.schema.cardinalities.max() <= MASK_VALUES:
         pll_evaluator(fs, rows, parallel=True)(fs.weights)
