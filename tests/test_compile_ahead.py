@@ -99,3 +99,14 @@ def test_the_cli_compiles_ahead_for_a_person_at_a_terminal_only(monkeypatch):
     Args.quiet = False
     monkeypatch.setattr(sys, "stderr", io.StringIO())  # a pipe, a log file, a test
     assert not _person_waiting(Args())
+
+
+def test_a_second_process_that_cannot_start_changes_nothing(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise OSError("no interpreter to start")
+
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+    learner = DTSL(Schema.binary(4), memory_mb=4)
+    with CompileAhead(learner, ("json",), refine=False, validate=False) as ahead:
+        ahead.on_start(None)  # inside numba's compiler: must not raise
+    assert ahead.process is None

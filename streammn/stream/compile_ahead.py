@@ -72,7 +72,10 @@ class CompileAhead(Listener):
         # the kernels are compiled for (a pickled array comes back writable, another type)
         params = {k: v for k, v in learner.get_params().items() if k != "schema"}
         job = (type(learner), params, learner.schema.to_dict(), tuple(formats), refine, validate)
-        self._job: bytes | None = pickle.dumps(job)
+        try:
+            self._job: bytes | None = pickle.dumps(job)
+        except (pickle.PicklingError, TypeError, AttributeError):  # a parameter that will not
+            self._job = None  # travel: no second process, this one compiles all as before
         self._lock = threading.Lock()
         self.process: subprocess.Popen | None = None
 
@@ -84,22 +87,26 @@ class CompileAhead(Listener):
         self.stop()
 
     def on_start(self, ev) -> None:
+        """numba compiles a kernel here: start the second process, the first time. Runs inside
+        numba's compiler, so it raises nothing: without a second process this one compiles
+        everything, as it did before."""
         with self._lock:
             if self.process is not None or self._job is None:
                 return
             job, self._job = self._job, None
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", __name__],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        try:
-            self.process.stdin.write(job)
-            self.process.stdin.close()
-        except OSError:  # it died at once: this process compiles everything, as without it
-            pass
+            try:
+                self.process = subprocess.Popen(
+                    [sys.executable, "-m", __name__],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,  # Ctrl-C reaches this process, which stops it
+                )
+            except OSError:
+                return
+        # the job is sent by a thread: a large schema may not fit the pipe's buffer, and the
+        # second process reads it only once its imports are done
+        threading.Thread(target=_send, args=(self.process, job), daemon=True).start()
 
     def on_end(self, ev) -> None:
         pass
@@ -111,6 +118,14 @@ class CompileAhead(Listener):
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+
+
+def _send(process: subprocess.Popen, job: bytes) -> None:
+    try:
+        process.stdin.write(job)
+        process.stdin.close()
+    except OSError:  # it died or was stopped: this process compiles what it needs
+        pass
 
 
 def _main() -> None:
