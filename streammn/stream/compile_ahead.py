@@ -92,6 +92,7 @@ class CompileAhead(Listener):
                 stderr=subprocess.DEVNULL,
                 start_new_session=True,
             )
+        assert self.process.stdin is not None  # piped
         try:
             self.process.stdin.write(job)
             self.process.stdin.close()
