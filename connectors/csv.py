@@ -29,7 +29,7 @@ any block is, and yielded first. Only the error path pays for that.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Iterator, Sequence
+from typing import Iterator, Sequence, cast
 
 import numpy as np
 import pyarrow as pa
@@ -165,7 +165,8 @@ class CsvSource(FileSource):
             return head
         line, _ = next_line(stream, head)
         cell = _text(line, row, path).split(self.delimiter)[0]
-        column = self.columns.index(name) if self.columns is not None else 0
+        # name is one of self.columns (so not None) when these are given
+        column = self.columns.index(cast(str, name)) if self.columns is not None else 0
         raise refused(cell, name, row, column, path)
 
     def _header(self, line: bytes | None, path: str) -> list[str]:

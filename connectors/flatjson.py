@@ -276,7 +276,9 @@ class FlatJsonRows:
     def __init__(self, schema: Schema):
         self.schema = schema
         encoded = [n.encode("utf-8") for n in schema.names]  # distinct: a schema's names
-        self._names, self._name_starts, self._table = text_table(encoded)
+        table = text_table(encoded)
+        assert table is not None  # None only for repeated texts
+        self._names, self._name_starts, self._table = table
 
     def decode(self, values) -> tuple[np.ndarray, np.ndarray]:
         """``(rows, declined)``: a ``uint8`` row per payload in ``values`` (bytes or ``None``)

@@ -37,6 +37,7 @@ import math
 import time
 from itertools import repeat
 from operator import is_not
+from typing import cast
 
 import numpy as np
 
@@ -203,6 +204,7 @@ class KafkaSource(MessageLogSource):
         """Partition numbers of the topic, retrying an unreachable cluster."""
         deadline = time.monotonic() + self.broker_timeout
         backoff = 0.1
+        assert self._consumer is not None  # open
         while True:
             try:
                 md = self._consumer.list_topics(
@@ -238,6 +240,7 @@ class KafkaSource(MessageLogSource):
         the start, so replays know where they end and commits never skip unread rows."""
         todo = [p for p in partitions if p not in self._fetched and p not in self._offsets]
         if todo:
+            assert self._consumer is not None  # open
             try:
                 committed = self._consumer.committed(
                     [TopicPartition(self.topic, p) for p in todo], timeout=self.broker_timeout
@@ -263,6 +266,7 @@ class KafkaSource(MessageLogSource):
         return out
 
     def _watermarks(self, p: int) -> tuple[int, int]:
+        assert self._consumer is not None  # open
         try:
             return self._consumer.get_watermark_offsets(
                 TopicPartition(self.topic, p), timeout=self.broker_timeout
@@ -291,6 +295,7 @@ class KafkaSource(MessageLogSource):
         )
 
     def _assign(self, partitions) -> None:
+        assert self._consumer is not None  # open
         self._consumer.assign(self._start_offsets(partitions))
         self._assigned = set(partitions)
 
@@ -366,15 +371,18 @@ class KafkaSource(MessageLogSource):
                 continue
             failed = [tp for tp in result or [] if tp.error is not None]
             if failed:
+                error = failed[0].error
+                assert error is not None  # what failed holds
                 raise SourceError(
                     f"{self.describe()}: commit failed for partition "
-                    f"{failed[0].partition} ({failed[0].error.str()})"
+                    f"{failed[0].partition} ({error.str()})"
                 )
             return
 
     def committed(self) -> dict:
         """The group's committed offsets ``{partition: offset}`` (partitions with one)."""
         parts = self.partitions if self.partitions is not None else self.topic_partitions
+        assert self._consumer is not None  # open
         tps = self._consumer.committed(
             [TopicPartition(self.topic, p) for p in parts], timeout=self.broker_timeout
         )
@@ -415,6 +423,7 @@ class KafkaSource(MessageLogSource):
     def _poll(self, n: int, timeout: float) -> tuple[list, dict]:
         """Up to ``n`` data messages and the next offset of each partition they come from;
         tracks cluster reachability."""
+        assert self._consumer is not None  # open
         try:
             msgs = self._consumer.consume(n, timeout)
         except KafkaException as e:
@@ -423,7 +432,10 @@ class KafkaSource(MessageLogSource):
         failed = any(map(is_not, map(Message.error, msgs), repeat(None)))
         data = [m for m in msgs if m.error() is None] if failed else msgs
         # the last message of each partition wins: the next offsets after this poll
-        nexts = dict(zip(map(Message.partition, data), map(Message.offset, data)))
+        # a data message has its partition and offset (None only in some errors)
+        nexts = cast(
+            "dict[int, int]", dict(zip(map(Message.partition, data), map(Message.offset, data)))
+        )
         nexts = {p: o + 1 for p, o in nexts.items()}
         self._fetched.update(nexts)
         resets = []
@@ -432,7 +444,7 @@ class KafkaSource(MessageLogSource):
             if err is None:
                 continue
             if err.code() == KafkaError._AUTO_OFFSET_RESET:
-                resets.append((m.partition(), m.offset(), err))
+                resets.append((cast(int, m.partition()), m.offset(), err))
             elif err.code() in _UNREACHABLE:
                 self._on_error(err)
             else:
@@ -457,6 +469,7 @@ class KafkaSource(MessageLogSource):
                     f"{self.broker_timeout:g} s ({self._down_error}); batches up to position "
                     f"{self.position()} were delivered"
                 )
+            assert self._consumer is not None  # open
             try:
                 self._consumer.list_topics(self.topic, timeout=backoff)
             except KafkaException:

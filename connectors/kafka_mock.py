@@ -118,6 +118,7 @@ class MockKafkaCluster:
             text=True,
             cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
         )
+        assert self._proc.stdin is not None and self._proc.stdout is not None  # both piped
         first = self._proc.stdout.readline().split()
         if len(first) != 2 or first[0] != "bootstrap":
             self.stop()
@@ -125,6 +126,7 @@ class MockKafkaCluster:
         self.bootstrap = first[1]
 
     def create_topic(self, topic: str, partitions: int) -> None:
+        assert self._proc.stdin is not None and self._proc.stdout is not None  # both piped
         self._proc.stdin.write(f"create {topic} {partitions}\n")
         self._proc.stdin.flush()
         answer = self._proc.stdout.readline().strip()
@@ -138,6 +140,7 @@ class MockKafkaCluster:
     def stop(self) -> None:
         """Destroy the cluster: its ports close and every client sees the brokers go down."""
         if self._proc.poll() is None:
+            assert self._proc.stdin is not None  # piped
             try:
                 self._proc.stdin.close()
                 self._proc.wait(timeout=10)

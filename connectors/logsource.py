@@ -199,8 +199,9 @@ class MessageLogSource(Source):
     # housekeeping -------------------------------------------------------------------------
     def close(self) -> None:
         """Close the dead-letter file (a subclass releases its client first)."""
-        if getattr(self, "_dead", None) is not None:
-            self._dead.close()
+        dead = getattr(self, "_dead", None)
+        if dead is not None:
+            dead.close()
 
     def _repr_args(self) -> tuple[list[str], list[str]]:  # pragma: no cover - abstract
         """For ``__repr__``: the arguments before ``group`` and the keyword arguments between

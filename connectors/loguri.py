@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
 from streammn.schema import Schema
@@ -40,7 +41,7 @@ def parse_log_uri(
     name = unquote(parsed.path.lstrip("/"))
     if not parsed.netloc or not name:
         raise SettingsError(f"{uri}: expected {scheme}://host:port/<name>?options")
-    options = {}
+    options: dict[str, Any] = {}
     for key, values in parse_qs(parsed.query, keep_blank_values=True).items():
         if client_settings and "." in key:
             options.setdefault("config", {})[key] = values[-1]

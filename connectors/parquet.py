@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Iterator, Sequence
+from typing import Iterator, Sequence, cast
 
 import numpy as np
 import pyarrow as pa
@@ -112,6 +112,7 @@ def _infer_schema(pf: pq.ParquetFile, columns: list[str], path: str, kinds: dict
         if plain
         else None
     )
+    numbered = cast(Schema, numbered)  # None only when every column is named
     return Schema(named.get(c) or numbered[numbered.index(c)] for c in columns)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import queue
 import threading
+from typing import Any
 
 POLL_SECONDS = 0.05  # how often a thread blocked on a full queue checks for close()
 
@@ -30,7 +31,7 @@ class ReadAhead:
     def _run(self) -> None:
         while not self._closing.is_set():
             try:
-                item = (self._reader.read_next_batch(), None)
+                item: tuple[Any, BaseException | None] = (self._reader.read_next_batch(), None)
             except BaseException as e:  # StopIteration too: handed to the caller in order
                 item = (None, e)
             while not self._closing.is_set():

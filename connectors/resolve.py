@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import os
+from typing import cast
 from urllib.parse import parse_qs, urlparse
 
 from streammn.connectors.base import DEFAULT_BATCH_SIZE, Source, SourceError
@@ -49,9 +50,10 @@ def _kind_of(paths: list[str]) -> str:
     if None in kinds:
         bad = next(p for p in paths if not p.endswith(SUFFIXES))
         raise SourceError(f"{bad}: unknown file type (expected {', '.join(SUFFIXES)})")
-    if len(kinds) > 1:
-        raise SourceError(f"input mixes {' and '.join(sorted(kinds))} files; give one kind")
-    return kinds.pop()
+    known = cast("set[str]", kinds)  # None refused above
+    if len(known) > 1:
+        raise SourceError(f"input mixes {' and '.join(sorted(known))} files; give one kind")
+    return known.pop()
 
 
 def _sibling_libra_schema(path: str) -> Schema | None:

@@ -9,6 +9,7 @@ many planted edges the learned trees found (recall and precision of the tested v
 from __future__ import annotations
 
 import contextlib
+from typing import cast
 
 import numpy as np
 
@@ -98,7 +99,7 @@ def run_demo(
         )
         engine.run()
     model = load_snapshot(out)
-    found = dependency_edges(engine.learner.to_dependency_network())
+    found = dependency_edges(cast(DTSL, engine.learner).to_dependency_network())
     hits = len(found & truth)
     lines = [
         f"Planted network: {n_vars} binary variables, {len(truth)} edges; streamed "

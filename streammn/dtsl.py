@@ -21,6 +21,7 @@ structure prior ``P(S) ∝ kappa^parameters`` (gain above ``(d - 1) * -ln(kappa)
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import numba
 import numpy as np
@@ -397,7 +398,7 @@ class DTSL(StructureLearner):
     @property
     def threads(self) -> int:
         """The parallel blocks ``n_threads`` stands for on this machine."""
-        return numba.get_num_threads() if self.n_threads == AUTO else self.n_threads
+        return numba.get_num_threads() if self.n_threads == AUTO else cast(int, self.n_threads)
 
     @property
     def leaf_budget(self) -> int:
@@ -414,7 +415,7 @@ class DTSL(StructureLearner):
         """Rows a test needs on each side: ``min_count``, or for ``'auto'`` 1 with the
         significance test and 10 (Libra's) with a fixed ``kappa``."""
         if self.min_count != AUTO:
-            return self.min_count
+            return cast(int, self.min_count)
         return 1 if self.kappa == AUTO else 10
 
     @property
@@ -591,6 +592,7 @@ class DTSL(StructureLearner):
         relearning it from the replay buffer's rows since the estimated change point
         (:mod:`streammn.logistic.online`), at a stream position, so batch cuts do not
         matter. (No growing schema here: regressions need a fixed one.)"""
+        assert self._drift is not None and self._logistic is not None  # see _learn_rows
         period, start = self._drift.period, 0
         while start < rows.shape[0]:
             stop = min(rows.shape[0], start + period - self.rows_seen % period)
@@ -605,6 +607,7 @@ class DTSL(StructureLearner):
             start = stop
 
     def _learn(self, rows: np.ndarray) -> None:
+        assert self._grower is not None  # built with the schema
         (self._drift or self._grower).learn(rows)
         self.rows_seen = self._grower.rows_seen
 
@@ -684,7 +687,7 @@ class DTSL(StructureLearner):
             with progress_bar(progress, "learning DTSL") as bar:
                 for batch in source:
                     self.partial_fit(batch)
-                    bar.update(len(batch))
+                    bar.update(len(batch))  # type: ignore[arg-type]  # (a batch of a source)
                 self.n_passes = 1
                 self._finish(bar)
             return self
@@ -770,6 +773,7 @@ class DTSL(StructureLearner):
         if features.lower() != "default" or not logistic.any():
             return DependencyNetwork(self.forest.schema, cpds, trees=trees)
         counts = DependencyNetwork(self.forest.schema, cpds, trees=trees).marginal_counts()
+        assert self._logistic is not None  # some variables are logistic
         regressions = self._logistic.cpds()
         for i in np.flatnonzero(logistic):
             cpds[i] = regressions[i]
@@ -804,6 +808,7 @@ class DTSL(StructureLearner):
         terms = self.forest.leaf_log_prob(rows)
         logistic = np.flatnonzero(self.logistic_variables())
         if logistic.size:
+            assert self._logistic is not None  # some variables are logistic
             terms[:, logistic] = self._logistic.log_conditionals(rows, logistic)
         return terms
 

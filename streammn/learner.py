@@ -454,7 +454,8 @@ class StructureLearner(Estimator):
             if meta["schema"] is None:  # built without a schema, saved before it took one
                 return cls(**params)
             schema = Schema.from_dict(meta["schema"])
-            learner = cls(None if meta.get(INFERRED_KEY) else schema, **params)
+            # every learner takes the schema first (StructureLearner declares no __init__)
+            learner = cls(None if meta.get(INFERRED_KEY) else schema, **params)  # type: ignore[call-arg]
             if learner._schema is None:
                 learner._use_schema(schema)
             learner._restore(meta, arrays)

@@ -16,9 +16,11 @@ corrupt; what ``score`` needs comes from one snapshot, not from two read one aft
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 from streammn.dn import DependencyNetwork
 from streammn.errors import ModelFileMissing, ModelFormatError
+from streammn.features import FeatureSet
 from streammn.formats import MODEL_FILES, read_model
 from streammn.network.model import MarkovNetwork
 from streammn.stream.snapshot import LATEST, Snapshot, with_snapshot
@@ -60,7 +62,8 @@ def load_model_and_density(spec):
 
 def _network(snap: Snapshot):
     schema, features = read_model(snap.file(MODEL_FILES["json"]))
-    return MarkovNetwork(schema, features), snap.manifest
+    # (a list of FeatureSets is a .dn file's)
+    return MarkovNetwork(schema, cast(FeatureSet, features)), snap.manifest
 
 
 def _snapshot_density(snap: Snapshot, spec):

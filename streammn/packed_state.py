@@ -35,7 +35,8 @@ def pack_state(meta: dict, arrays: dict[str, np.ndarray]) -> bytes:
         else:
             stored[name] = array
     buf = io.BytesIO()
-    np.savez(buf, __meta__=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **stored)
+    # (numpy's stub takes the named arrays for its allow_pickle flag)
+    np.savez(buf, __meta__=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **stored)  # type: ignore[arg-type]
     return buf.getvalue()
 
 

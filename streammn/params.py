@@ -75,7 +75,8 @@ class Interval(Constraint):
     closed: str = "both"
 
     def allows(self, value) -> bool:
-        wanted = numbers.Integral if self.kind is int else numbers.Real
+        # type[Any]: typeshed's numbers.Real declares no comparisons
+        wanted: type[Any] = numbers.Integral if self.kind is int else numbers.Real
         if isinstance(value, bool) or not isinstance(value, wanted) or math.isnan(value):
             return False
         low_ok = self.low is None or (

@@ -126,11 +126,11 @@ class MarkovNetworkLearner(base.MiniBatchTransformer):
         self.learner = learner
         self.batch_size = batch_size
         self.learner_ = DTSL() if learner is None else learner.clone()
-        self.names = None
+        self.names: list | None = None
         self._first_rows: list[dict] = []  # rows before the schema is known (copies)
         self._n_buffered = 0
         self.n_rows_learned_ = 0
-        self.last_batch_ = None
+        self.last_batch_: np.ndarray | None = None
         declared = self.learner_.get_params()["schema"]
         if declared is not None:
             self._schema_known(declared.names)
@@ -163,6 +163,7 @@ class MarkovNetworkLearner(base.MiniBatchTransformer):
     def _row(self, x: dict) -> np.ndarray:
         """The dict as a validated ``(1, n_vars)`` matrix; errors name the row and feature."""
         position = self.n_rows_learned_ + self._n_buffered
+        assert self.names is not None  # called once the schema is known
         try:
             values = [x[name] for name in self.names]
         except KeyError as e:
@@ -182,6 +183,7 @@ class MarkovNetworkLearner(base.MiniBatchTransformer):
         """A pandas DataFrame (columns by name) or a row matrix, validated."""
         columns = getattr(X, "columns", None)
         if columns is not None:
+            assert self.names is not None  # called once the schema is known
             missing = [n for n in self.names if n not in columns]
             if missing:
                 raise RiverRowError(f"the frame lacks the schema's columns {missing}")
@@ -373,6 +375,7 @@ class MarkovNetworkAnomalyDetector(base.AnomalyDetector):
         learned = self.rows_.n_rows_learned_
         self.rows_.learn_one(x)
         if self.rows_.n_rows_learned_ != learned:
+            assert self.rows_.last_batch_ is not None  # a batch was learned
             self._reference = np.sort(self._npll(self.rows_.last_batch_))
 
     def _npll(self, rows: np.ndarray) -> np.ndarray:

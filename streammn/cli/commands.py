@@ -9,6 +9,7 @@ import signal
 import sys
 import tempfile
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 
@@ -28,7 +29,7 @@ from streammn.stream.snapshot import read_snapshot
 
 SCORE_BATCH = 65536
 # a run stopped by a signal ends cleanly, after a snapshot, but says so: 128 + the signal
-SIGNAL_EXIT = {signal.SIGTERM: EXIT_SIGTERM, signal.SIGINT: EXIT_SIGINT}
+SIGNAL_EXIT: dict[int | None, int] = {signal.SIGTERM: EXIT_SIGTERM, signal.SIGINT: EXIT_SIGINT}
 
 
 # models -------------------------------------------------------------------------------------
@@ -48,7 +49,7 @@ def _json(value, indent=None) -> str:
     return json.dumps(finite(value), indent=indent, allow_nan=False)
 
 
-def _progress(args) -> object | None:
+def _progress(args) -> TextIO | None:
     return None if getattr(args, "quiet", False) else sys.stderr
 
 
@@ -275,7 +276,7 @@ def score(args) -> int:
                 bar.update(len(batch))
     if n == 0:
         raise DataError(f"{args.data}: no rows to score")
-    result = {"rows": n}
+    result: dict[str, float | None] = {"rows": n}
     if want_pll:
         result["pll"] = pll_sum / n if n else None
     if args.cmll and model is not None:

@@ -44,7 +44,8 @@ class CompileNotice(Listener):
     def __init__(self, command: str, stream):
         self.command, self.stream = command, stream
         self.kernels = 0
-        self.first_start = self.last_end = None
+        self.first_start: float | None = None
+        self.last_end: float | None = None
         self._lock = threading.Lock()
         self._depth = threading.local()
 
@@ -71,6 +72,7 @@ class CompileNotice(Listener):
     def summarise(self) -> None:
         """Say how many kernels compiled and over how long (nothing if none did)."""
         if self.kernels and self.last_end is not None:
+            assert self.first_start is not None  # set as the first kernel started
             seconds = self.last_end - self.first_start
             self._say(f"compiled {self.kernels} kernels over {seconds:.0f} s (once)")
 

@@ -17,9 +17,13 @@ import argparse
 import importlib
 import sys
 from collections import defaultdict
+from typing import TYPE_CHECKING, Any
 
 from streammn.errors import UsageError
 from streammn.params import NONE, Boolean, Either, OneOf, Param, default_of
+
+if TYPE_CHECKING:
+    from streammn.learner import StructureLearner
 
 LEARNERS = {
     "dtsl": ("streammn.dtsl", "DTSL"),
@@ -34,7 +38,7 @@ ALGO_HELP = (
 )
 
 
-def learner_class(algo: str) -> type:
+def learner_class(algo: str) -> type[StructureLearner]:
     """The learner class named ``algo`` (imported on demand: learners load numba kernels)."""
     module, name = LEARNERS[algo]
     return getattr(importlib.import_module(module), name)
@@ -90,7 +94,7 @@ def add_learner_options(parser: argparse.ArgumentParser) -> None:
                 default=None,
                 help=_help(owners),
             )
-            takes = {"nargs": 0, "const": True}
+            takes: dict[str, Any] = {"nargs": 0, "const": True}
         else:
             choices = _choices(allowed)
             metavar = (
@@ -165,4 +169,5 @@ def learner_from_args(args, schema, defaults: dict | None = None):
                 f"{flag} is an option of {owners}, not of {args.algo} (--algo {args.algo})"
             )
         params[own[flag]] = value
-    return cls(schema, **params)
+    # every learner takes the schema first (StructureLearner declares no __init__)
+    return cls(schema, **params)  # type: ignore[call-arg]

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Callable
+from typing import Callable, TypeVar
+
+Number = TypeVar("Number", int, float)
 
 
-def _number(kind: Callable, test: Callable[[float], bool], wanted: str) -> Callable[[str], float]:
+def _number(
+    kind: Callable[[str], Number], test: Callable[[Number], bool], wanted: str
+) -> Callable[[str], Number]:
     def parse(text: str):
         try:
             value = kind(text)

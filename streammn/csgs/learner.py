@@ -27,6 +27,7 @@ than its rows.
 from __future__ import annotations
 
 import time
+from typing import Iterable, cast
 
 import numpy as np
 
@@ -170,7 +171,8 @@ class CSGS(StructureLearner):
         self._schema_for_batch(batch)
         rows = getattr(batch, "rows", batch)
         start = getattr(batch, "start", None)
-        rows = self.schema.validate(rows, row_offset=self.n_rows if start is None else start)
+        # (a batch's rows, or the rows given)
+        rows = self.schema.validate(rows, row_offset=self.n_rows if start is None else start)  # type: ignore[arg-type]
         self._sample(rows, self.n_rows)
         self.counts.update(rows)
         return self
@@ -194,7 +196,8 @@ class CSGS(StructureLearner):
             if rewind is not None and getattr(source, "rewindable", True):
                 rewind()
         with progress_bar(progress, "counting patterns (CSGS)") as bar:
-            for batch in [source] if in_memory else source:
+            # (Data: rows in memory, or an iterable of batches)
+            for batch in [cast(Rows, source)] if in_memory else cast("Iterable[Rows]", source):
                 self.partial_fit(batch)
                 bar.update(self.n_rows - bar.n)
             self._network(bar)
@@ -233,6 +236,7 @@ class CSGS(StructureLearner):
             # learners give
             return MarkovNetwork(self.schema, FeatureSet.empty(self.schema))
         if self._stop_requested:  # a prompt stop: the last model learned (module docstring)
+            assert self.model_ is not None  # (else the uniform model above)
             return self.model_
 
         def should_stop() -> bool:

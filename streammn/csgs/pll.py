@@ -87,7 +87,7 @@ def _row_hashes(patterns):
     return out
 
 
-def fit_sample(patterns, counts, size: int = FIT_PATTERNS):
+def fit_sample(patterns, counts, size: int = FIT_PATTERNS) -> tuple[np.ndarray, np.ndarray]:
     """The patterns (with their counts) the weights are fit on: all of them up to ``size``,
     else the ``size`` whose hashes are smallest, a uniform sample of the distinct patterns that
     depends on the patterns alone (not on their order, nor on how the stream was cut), so the

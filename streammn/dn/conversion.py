@@ -445,7 +445,8 @@ def dn2mn(
         n,
         max(max_len, 1),
     )
-    features = FeatureSet(schema, *out, validate=False)  # conditions copied from the DN's
+    # conditions copied from the DN's (out: the kernel's five feature arrays)
+    features = FeatureSet(schema, *out, validate=False)  # type: ignore[misc]
     if merge:
         features = features.merge_duplicates(drop_zero=True, tol=zero_tol)
     model = MarkovNetwork(schema, features)
@@ -456,7 +457,8 @@ def dn2mn(
     if check_weights(weights) == "refined":
         if train is None:
             raise DN2MNError("weights='refined' needs train= rows to learn the weights on")
-        return refine_on_rows(model, train, valid).model
+        # (refine_on_rows reads any Rows: it takes them through Schema.rows_of)
+        return refine_on_rows(model, train, valid).model  # type: ignore[arg-type]
     return model
 
 

@@ -51,6 +51,7 @@ pseudo-likelihood on the sample (:func:`streammn.network.weights.fit_weights`).
 
 from __future__ import annotations
 
+from typing import Any, Iterable, cast
 
 import numpy as np
 
@@ -210,7 +211,7 @@ class EnsembleOfTrees(StructureLearner):
         self.phase_rows = 0  # rows seen at the last phase
         self.phases = 0
         self.history: list[float] = []
-        self._cache = {}
+        self._cache: dict[tuple, Any] = {}
         self._new_weight_sample()
 
     @property
@@ -266,7 +267,8 @@ class EnsembleOfTrees(StructureLearner):
         self._reset()
         in_memory = isinstance(source, np.ndarray) or table_of(source) is not None
         with progress_bar(progress, "counting pairs (ET)") as bar:
-            for batch in [source] if in_memory else source:
+            # (Data: rows in memory, or an iterable of batches)
+            for batch in [cast(Rows, source)] if in_memory else cast("Iterable[Rows]", source):
                 rows = self.schema.rows_of(batch) if in_memory else self._validate(batch)
                 self._count(rows)
                 bar.update(len(rows))

@@ -130,6 +130,7 @@ class FeatureSet:
         can never hold are dropped. Duplicates are kept; see :meth:`merge_duplicates`.
         """
         weights, ptr, var, val, eq = [], [0], [], [], []
+        conds: Sequence[Condition] | None
         for w, conds in features:
             conds = tuple((int(v), int(a), bool(e)) for v, a, e in conds)
             if canonical:
@@ -236,7 +237,7 @@ class FeatureSet:
 
     def select(self, mask_or_index: npt.ArrayLike) -> "FeatureSet":
         """The features picked by a boolean mask or an index array, in that order."""
-        idx = np.arange(self.n_features)[mask_or_index]
+        idx = np.arange(self.n_features)[mask_or_index]  # type: ignore[index]  # numpy's stub
         lengths = self.lengths()[idx]
         ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         # condition c of the k-th picked feature is self.ptr[idx[k]] + (c - ptr[k])

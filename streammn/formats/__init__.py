@@ -28,7 +28,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -48,10 +48,20 @@ SUFFIX_HELP = (
     f"{', '.join(MN_SUFFIXES[:-1])} or {MN_SUFFIXES[-1]} "
     f"(a dependency network: {', '.join(DN_SUFFIXES)})"
 )
-_WRITERS = {".json": write_json, ".mn": write_libra_mn, ".uai": write_uai, ".dn": write_libra_dn}
+_WRITERS: dict[str, Callable[..., None]] = {
+    ".json": write_json,
+    ".mn": write_libra_mn,
+    ".uai": write_uai,
+    ".dn": write_libra_dn,
+}
 MODEL_FILES = {"json": "model.json", "mn": "model.mn", "uai": "model.uai"}
 SNAPSHOT_UAI_MAX_ENTRIES = UAI_MAX_ENTRIES  # one limit: snapshots refuse what convert refuses
-_READERS = {".json": read_json, ".mn": read_libra_mn, ".uai": read_uai, ".dn": read_libra_dn}
+_READERS: dict[str, Callable[..., Any]] = {
+    ".json": read_json,
+    ".mn": read_libra_mn,
+    ".uai": read_uai,
+    ".dn": read_libra_dn,
+}
 
 
 def _suffix(path, table: dict, action: str) -> str:

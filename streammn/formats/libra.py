@@ -431,8 +431,10 @@ def _number(lines: _Lines, line: int, tok: str) -> float:
     return check_weight(float(tok), path=lines.path, line=line)
 
 
-def _var_value(lines: _Lines, line: int, schema: Schema, v: str, a: str) -> tuple[int, int]:
-    v, a = int(v), int(a)
+def _var_value(
+    lines: _Lines, line: int, schema: Schema, v_text: str, a_text: str
+) -> tuple[int, int]:
+    v, a = int(v_text), int(a_text)
     if v >= schema.n_vars:
         raise lines.error(line, f"variable v{v} does not exist (the schema has {schema.n_vars})")
     if a >= schema.cardinalities[v]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from typing import Any
 
 import numba as nb
 import numpy as np
@@ -142,7 +143,7 @@ def _ascii_ints(values):
 def write_json(path: str | os.PathLike, schema: Schema, features: FeatureSet) -> None:
     """Write the model to ``path`` in the native JSON format."""
     check_weights(features.weights)
-    compact = {"allow_nan": False, "separators": (",", ":")}
+    compact: dict[str, Any] = {"allow_nan": False, "separators": (",", ":")}
     head = json.dumps({"format": FORMAT, "version": VERSION, "schema": schema.to_dict()}, **compact)
     weights = ["-inf" if w == -math.inf else w for w in features.weights.tolist()]
     with open(path, "wb") as f:

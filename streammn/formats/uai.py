@@ -39,6 +39,7 @@ state is the same as the file's; variable names are not stored (pass ``schema=``
 
 from __future__ import annotations
 
+import builtins
 import math
 import os
 import re
@@ -449,7 +450,8 @@ def _checked_log_tables(
             path=path,
         )
     constant = float(features.weights[features.lengths() == 0].sum())
-    tab_ptr = np.concatenate([[0], np.cumsum(factors.sizes)]).astype(np.int64)
+    # sizes is None only for a total over 2**62, beyond any sane max_entries (not checked)
+    tab_ptr = np.concatenate([[0], np.cumsum(factors.sizes)]).astype(np.int64)  # type: ignore[arg-type]
     log_tables = _log_tables(
         factors.scope_ptr,
         factors.scope_var,
@@ -638,7 +640,7 @@ def _placed(scopes: list[tuple[int, ...]], tables: list[np.ndarray], cards: np.n
         c_j = int(cards[j])  # last variable of the scope changes fastest
         keep_scopes.append((i, j) if i < j else (j, i))
         keep_tables.append(np.repeat(unary[i], c_j) if i < j else np.tile(unary[i], c_j))
-        unary[i] = None
+        unary[i] = None  # type: ignore[call-overload]  # its table is placed: dropped
         placed[[i, j]] = True
     for i in range(n_vars):  # placed variables keep their one-variable tables
         if unary[i] is not None and placed[i] and (unary[i] != 0).any():
@@ -689,7 +691,7 @@ class _Tokens:
     def at_end(self) -> bool:
         return self._pos >= len(self._toks)
 
-    def line(self) -> int:
+    def line(self) -> builtins.int:  # (int here is the method above)
         """Line of the next token (of the last one at the end of the file)."""
         if not self._toks:
             return 1

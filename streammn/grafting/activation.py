@@ -401,7 +401,7 @@ class BestChoice:
                 want = max(self.reservoir.capacity - len(self.reservoir), 1)
             else:  # R still empty: another t_max tests
                 want = self.t_max
-            batch = []
+            batch: list[tuple[int, int]] = []
             while len(batch) < min(want, 4096):
                 e = self.queue.pop()
                 if e is None:
@@ -428,7 +428,8 @@ class BestChoice:
             return []
         tau = self.reservoir.tau(self.threshold)
         ranked = sorted(self.reservoir.scores.items(), key=lambda kv: (-kv[1], kv[0]))
-        chosen, touched = [], set()
+        chosen: list[tuple[int, int]] = []
+        touched: set[int] = set()
         for e, s in ranked:
             if s < tau or len(chosen) >= limit:
                 break
@@ -458,8 +459,8 @@ class BestChoice:
         n = ctx.n_vars
         while True:
             i, k = edge
-            around = {edge_key(a, v) for a in (i, k) for v in range(n) if v != a}
-            around = sorted(e for e in around if e not in ctx.active and e != edge)
+            near = {edge_key(a, v) for a in (i, k) for v in range(n) if v != a}
+            around = sorted(e for e in near if e not in ctx.active and e != edge)
             if not around:
                 return edge, score
             _, scores = ctx.score_pairs(np.array(around, dtype=np.int64))

@@ -22,6 +22,8 @@ the right table:
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from streammn.grafting.bp import belief_propagation
@@ -105,7 +107,7 @@ class BPInference:
         messages: np.ndarray | None = None,
     ):
         self.layout, self.theta = layout, np.asarray(theta, dtype=np.float64)
-        self.bp = dict(damping=damping, tol=tol, max_iter=max_iter)
+        self.bp: dict[str, Any] = dict(damping=damping, tol=tol, max_iter=max_iter)
         res = belief_propagation(layout, self.theta, messages=messages, **self.bp)
         self.result = res
         self.marginals, self.log_z, self.messages = res.marginals, res.log_z, res.messages
@@ -165,7 +167,7 @@ def infer(
     tol: float,
     max_iter: int,
     messages: np.ndarray | None = None,
-):
+) -> ExactInference | BPInference:
     """:class:`ExactInference` or :class:`BPInference` of ``(layout, theta)``."""
     if exact:
         return ExactInference(layout, np.asarray(theta, dtype=np.float64))

@@ -66,13 +66,20 @@ logs), or one a drift brings forward, is awaited.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Iterable, cast
 import time
 
 import numpy as np
 
 from streammn.grafting.activation import BestChoice, Exhaustive, activation_scores
-from streammn.grafting.inference import INFERENCE, infer, pair_offsets, use_exact
+from streammn.grafting.inference import (
+    INFERENCE,
+    BPInference,
+    ExactInference,
+    infer,
+    pair_offsets,
+    use_exact,
+)
 from streammn.grafting.mrf import PairwiseLayout, to_markov_network
 from streammn.grafting.objective import (
     OBJECTIVES,
@@ -90,6 +97,9 @@ from streammn.errors import GraftingError, GraftingStateError
 from streammn.learner import WEIGHTS_PARAM, Data, StructureLearner
 from streammn.progress_bar import progress_bar
 from streammn.params import NONE, Boolean, Interval, OneOf, Param
+
+if TYPE_CHECKING:
+    from streammn.network.model import MarkovNetwork
 
 STRATEGIES = ("best_choice", "first_hit", "exhaustive")
 STANDARDISE = (False, True, "either")
@@ -427,7 +437,8 @@ class EdgeGrafting(StructureLearner):
         self.layout = PairwiseLayout(self.cards, np.empty((0, 2), np.int64))
         self.theta = np.zeros(self.layout.size)
         self.score_theta = self.refit_theta = self.theta
-        self._inference = None  # model marginals at the current weights (inference module)
+        # model marginals at the current weights (inference module), or scores (pseudo)
+        self._inference: ExactInference | BPInference | PseudoScorer | None = None
         self._messages: np.ndarray | None = None
         self._infer_from: np.ndarray | None = None
         self._scored = np.zeros((self.n_vars, self.n_vars), dtype=np.bool_)
@@ -439,12 +450,13 @@ class EdgeGrafting(StructureLearner):
         self.last_update_rows = 0  # rows counted at the last structure update
         self._last_counts = np.zeros(int(self.layout.uoff[-1]), dtype=np.int64)
         self.pending_update = False  # an update abandoned by a stop, to run first
-        self._planned = None  # cache of rows_to_pause's search
+        self._planned: tuple[tuple[int, int], int | None] | None = None  # rows_to_pause's cache
         self._abandonable = False  # inside an update that a stop may abandon
         self.structure_seconds = 0.0  # time in structure updates (measured, not state)
         self.history: list[dict] = []
         self._strategy = self._make_strategy()
-        self._model = self._model_theta = None
+        self._model: MarkovNetwork | None = None
+        self._model_theta: np.ndarray | None = None
         self._new_weight_sample()
 
     # context offered to the strategies -----------------------------------------------------
@@ -819,7 +831,8 @@ class EdgeGrafting(StructureLearner):
         self._reset()
         in_memory = isinstance(source, np.ndarray) or table_of(source) is not None
         with progress_bar(progress, "counting pairs (grafting)") as bar:
-            for batch in [source] if in_memory else source:
+            # (Data: rows in memory, or an iterable of batches)
+            for batch in [cast(Rows, source)] if in_memory else cast("Iterable[Rows]", source):
                 rows = self._validate(batch)
                 self._sample(rows, self.stats.n_rows)
                 self.stats.update(Validated(rows, self.schema))
@@ -871,7 +884,7 @@ class EdgeGrafting(StructureLearner):
             "last_update_rows": self.last_update_rows,
             "pending_update": self.pending_update,
         }
-        arrays = {
+        arrays: dict[str, np.ndarray] = {
             "theta": self.theta,
             "refit_theta": self.refit_theta,
             "last_counts": self._last_counts,

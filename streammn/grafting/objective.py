@@ -23,6 +23,7 @@ test, not from exact zeros inside the active set.
 from __future__ import annotations
 
 import math
+from typing import Any, Callable
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -115,7 +116,7 @@ class GraftingObjective:
         self.exact = exact
         self.rows = None if rows is None else np.ascontiguousarray(rows, dtype=np.uint8)
         self._cols = None if rows is None else columns(self.rows)
-        self.bp = dict(damping=damping, tol=tol, max_iter=max_iter)
+        self.bp: dict[str, Any] = dict(damping=damping, tol=tol, max_iter=max_iter)
         starts, sizes = layout.group_bounds()
         self._starts = starts
         self._scale = lambda_ * sizes.astype(np.float64)  # lambda * d_g
@@ -141,6 +142,7 @@ class GraftingObjective:
             return res.log_z - float(theta @ self.data), res.marginals - self.data, res
         grad = np.zeros(self.layout.size)
         total = _pseudo_pass(self.layout, theta, self._cols, grad, np.empty((0, 0)))
+        assert self.rows is not None  # the pseudo-likelihood's rows
         n = self.rows.shape[0]
         return -total / n, grad / n, None
 
@@ -202,7 +204,7 @@ def minimise(
     """
     from scipy.optimize import minimize  # 0.27 s to import: not at `streammn learn` start-up
 
-    function = objective
+    function: Callable[[Any], Any] = objective
     if should_stop is not None:
 
         def function(theta):

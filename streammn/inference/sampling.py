@@ -302,5 +302,6 @@ class _Progress:
 
     def close(self) -> None:
         if self.tty and self.width:
+            assert self.stream is not None  # a terminal
             self.stream.write("\r" + " " * self.width + "\r")
             self.stream.flush()

@@ -405,10 +405,10 @@ class Problem:
         self.constant = np.logical_and.reduceat(same, coding.out_start[:-1])
         softmax = ~coding.binary[coding.out_var] & ~self.constant[coding.out_var]
         self.unseen = softmax & ~self.targets.any(axis=0)
-        self._nonzero = None
+        self._nonzero: tuple[np.ndarray, np.ndarray] | None = None
 
     @property
-    def nonzero(self):
+    def nonzero(self) -> tuple[np.ndarray, np.ndarray]:
         """``(row_ptr, row_inputs)``: row ``r``'s nonzero indicators are
         ``row_inputs[row_ptr[r]:row_ptr[r + 1]]``, ascending (made when first asked for)."""
         if self._nonzero is None:
@@ -588,7 +588,7 @@ class _Running:
         self.live = np.ones(self.variables.size, dtype=bool)
         self.newton = np.zeros(self.variables.size, dtype=bool)
         self._hessians, self._hessian_columns, self._age = None, None, 0
-        self._buffers = {}
+        self._buffers: dict[str, np.ndarray] = {}
         self._layout(problem.targets)
 
     def _layout(self, targets):

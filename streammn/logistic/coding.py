@@ -160,7 +160,7 @@ class Coding:
         variables = np.arange(self.schema.n_vars) if variables is None else variables
         variables = np.asarray(variables, dtype=np.int64)
         starts, stops = self.out_start[variables], self.out_start[variables + 1]
-        columns = np.concatenate([np.arange(a, b) for a, b in zip(starts, stops)] or [[]])
+        columns = np.concatenate([np.arange(a, b) for a, b in zip(starts, stops)] or [[]])  # type: ignore[list-item]
         columns = columns.astype(np.int64)
         logits = self.indicators(rows) @ weights[:, columns] + bias[columns]
         block_start = np.concatenate([[0], np.cumsum(stops - starts)]).astype(np.int64)

@@ -122,12 +122,16 @@ class LogisticConditionals:
         capacity = sample_capacity(schema.n_vars, memory_mb)
         if self.interval is not None:  # the rows the counts mostly reflect (module docstring)
             capacity = max(min(capacity, FORGETTING_WINDOW * self.interval), 1)
+        self.sample: PositionSample | WeightSample
         if self.exact or self.interval is not None:
             self.sample = PositionSample(schema, capacity, SAMPLE_SEED, self.interval)
         else:
             self.sample = WeightSample(schema, memory_mb, seed=SAMPLE_SEED)
         self.online = OnlineConditionals(self.coding, self.interval, self.restarts)
-        self.weights = self.bias = self.penalties = self.held_out_loss = None
+        self.weights: np.ndarray | None = None
+        self.bias: np.ndarray | None = None
+        self.penalties: np.ndarray | None = None
+        self.held_out_loss: np.ndarray | None = None
         self.fitted_rows = 0
 
     @property
@@ -170,7 +174,8 @@ class LogisticConditionals:
 
     def current(self) -> tuple[np.ndarray, np.ndarray]:
         """The ``(weights, bias)`` in use: the batch fit while it is current, else FTRL's."""
-        return (self.weights, self.bias) if self.batch_current else self.online.weights()
+        # (a current batch fit has its weights and bias)
+        return (self.weights, self.bias) if self.batch_current else self.online.weights()  # type: ignore[return-value]
 
     @property
     def fitted(self) -> bool:
@@ -188,6 +193,7 @@ class LogisticConditionals:
         (every row counts 1)."""
         if self.interval is None:
             return None
+        assert isinstance(self.sample, PositionSample)  # the sample of forgetting
         index = self.sample.index[self._held_out_slots()]
         return 0.5 ** (self.n_seen // self.interval - index // self.interval)
 
@@ -196,6 +202,7 @@ class LogisticConditionals:
         (fitted without them); FTRL's measured now (it learned from them too, one row among
         the stream's many)."""
         if self.batch_current:
+            assert self.held_out_loss is not None  # set with the batch fit
             return self.held_out_loss
         held = self.held_out_rows()
         weights, bias = self.online.weights()
@@ -221,6 +228,9 @@ class LogisticConditionals:
         arrays = {"sample": np.frombuffer(self.sample.to_bytes(), dtype=np.uint8)}
         arrays.update(self.online.arrays())
         if self.weights is not None:
+            # set with the weights, by the batch fit
+            assert self.bias is not None and self.penalties is not None
+            assert self.held_out_loss is not None
             arrays.update(
                 weights=self.weights,
                 bias=self.bias,
@@ -255,7 +265,8 @@ class LogisticConditionals:
             out.sample = sample_class.from_bytes(arrays["sample"].tobytes())
         except WeightStateError as error:
             raise ValueError(str(error)) from None
-        if out.interval is not None and out.sample.half_life != out.interval:
+        # (a forgetting learner's sample is a PositionSample)
+        if out.interval is not None and out.sample.half_life != out.interval:  # type: ignore[union-attr]
             raise ValueError("the logistic sample forgets at another half-life")
         if out.sample.schema != schema:
             raise ValueError("the logistic sample is over another schema")

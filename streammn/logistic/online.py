@@ -304,10 +304,10 @@ class OnlineConditionals:
         self.coding = coding
         self.interval = None if interval is None else int(interval)
         self.restarts = bool(restarts)
-        self.choice = None
+        self.choice: np.ndarray | None = None
         self._layout()
         tracked = self.interval is not None or self.restarts
-        self.column_steps = np.zeros(self._columns.size) if tracked else None
+        self.column_steps: np.ndarray | None = np.zeros(self._columns.size) if tracked else None
         shape = (coding.n_inputs + 1, self._columns.size)  # the models side by side
         self.z = np.zeros(shape)
         self.n = np.zeros(shape)
@@ -406,6 +406,7 @@ class OnlineConditionals:
         those columns alone (``steps`` and the other columns unchanged)."""
         if not self.restarts:
             raise ValueError("restart needs OnlineConditionals(..., restarts=True)")
+        assert self.column_steps is not None  # tracked with restarts
         columns = np.flatnonzero(np.isin(self.coding.out_var[self._columns], variables))
         for array in (self.z, self.n, self.w):
             array[:, columns] = 0.0
@@ -455,6 +456,7 @@ class OnlineConditionals:
         factor = 0.5**times
         old = self._thresholds()
         self.n *= factor
+        assert self.column_steps is not None  # tracked with forgetting
         self.column_steps *= factor
         _rebase(self.z, self.n, self.w, old, self._thresholds(), self._free, ALPHA, BETA)
 
@@ -493,7 +495,7 @@ class OnlineConditionals:
 
     # state ----------------------------------------------------------------------------------
     def arrays(self) -> dict[str, np.ndarray]:
-        return {
+        arrays: dict[str, np.ndarray] = {
             "ftrl_z": self.z,
             "ftrl_n": self.n,
             "ftrl_w": self.w,
@@ -501,7 +503,10 @@ class OnlineConditionals:
             "ftrl_pending": self.pending,
             "ftrl_rows": np.array([self.rows, self.steps], dtype=np.int64),
             "ftrl_choice": np.array([] if self.choice is None else self.choice, dtype=np.int64),
-        } | ({} if self.column_steps is None else {"ftrl_column_steps": self.column_steps})
+        }
+        return arrays | (
+            {} if self.column_steps is None else {"ftrl_column_steps": self.column_steps}
+        )
 
     def load(self, arrays: dict[str, np.ndarray]) -> None:
         """The state of :meth:`arrays` (``ValueError`` on arrays of the wrong shape)."""

@@ -155,6 +155,7 @@ class PositionSample:
 
     @property
     def _rate(self) -> float:
+        assert self.half_life is not None  # asked with forgetting only
         return math.log(2.0) / self.half_life
 
     @property

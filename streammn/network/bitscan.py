@@ -410,7 +410,7 @@ def groups_for(fs: FeatureSet, rows: np.ndarray, cards: np.ndarray, owner: np.nd
     lit_rate = np.empty(2 * offs[-1])
     lit_rate[0::2] = rate_eq
     lit_rate[1::2] = 1.0 - rate_eq
-    _order_groups(*groups, lit_rate)
+    _order_groups(*groups, lit_rate)  # type: ignore[call-arg]  # (group_structure's 7 arrays)
     gptr, _, _, g_var, g_mask, g_slot, _ = groups
     return (gptr, g_slot) + _distinct_groups(g_var, g_mask)
 

@@ -317,7 +317,11 @@ def feature_owners(fs: FeatureSet, owner) -> np.ndarray:
     return np.ascontiguousarray(owner, dtype=np.int64)
 
 
-def row_kernel_features(fs: FeatureSet, owner) -> tuple:
+def row_kernel_features(
+    fs: FeatureSet, owner
+) -> tuple[
+    np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray
+]:
     """``(var_ptr, var_feats, owners, weights, ptr, var, val, eq)``: the feature arrays the
     row-by-row kernels (:func:`_logits_rows`, :func:`gradient_rows`) take, in their order.
 

@@ -69,9 +69,9 @@ class MarkovNetwork:
         self.schema = schema
         self.features = features
         self.max_states = int(max_states)
-        self._index = None
-        self._log_z = None
-        self.fit_info = None  # set by streammn.network.weights.fit_weights
+        self._index: tuple[np.ndarray, np.ndarray] | None = None
+        self._log_z: float | None = None
+        self.fit_info: dict | None = None  # set by streammn.network.weights.fit_weights
 
     # structure ----------------------------------------------------------------------------
     @property
@@ -121,7 +121,8 @@ class MarkovNetwork:
         found = at < codes.size
         found[found] = codes[at[found]] == wanted[found]
         if not found.all():
-            a, b = pairs[int(np.flatnonzero(~found)[0])]
+            # pairs is indexed here: an Iterable that is not a sequence fails (TypeError)
+            a, b = pairs[int(np.flatnonzero(~found)[0])]  # type: ignore[index]
             raise ModelError(f"no feature tests variables {a} and {b} together")
         return f[at].tolist()
 

@@ -71,6 +71,7 @@ sample, so a run killed and resumed continues exactly as it would have.
 from __future__ import annotations
 
 import time
+from typing import Any, Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -219,7 +220,7 @@ class _Search:
         self.evaluations = 0.0
         self.iterations = 0
         self.held_out = held_out
-        self._judge = None
+        self._judge: Callable[[np.ndarray], float] | None = None
         self._evaluate = None
         self.scores: dict[int, tuple[float, np.ndarray]] = {}
 
@@ -301,7 +302,7 @@ def publish(
     t0 = time.perf_counter()
     state = state or WeightState()
     warm = state.features is not None
-    record = {
+    record: dict[str, Any] = {
         "published": "closed-form",
         "train_rows": int(train.shape[0]),
         "held_out_rows": int(held_out.shape[0]),
@@ -340,26 +341,28 @@ def publish(
     if probe and not warm and train.shape[0] > PROBE_ROWS:  # a cheap look: does a sample help?
         rows = held_out[:: -(-held_out.shape[0] // PROBE_HELD_OUT)]
         look = held_out_pll(fs, rows, search.budget_bytes)
-        probe = search.fit(train[:: -(-train.shape[0] // PROBE_ROWS)], w, STDDEVS[0])
-        scores = (look(fs.weights), None if probe is None else look(probe))
-        if probe is None or not scores[1] > scores[0]:
+        probed = search.fit(train[:: -(-train.shape[0] // PROBE_ROWS)], w, STDDEVS[0])
+        scores = (look(fs.weights), None if probed is None else look(probed))
+        if probed is None or not scores[1] > scores[0]:
             record["probe"] = {
-                "result": "no work left" if probe is None else "no better than the closed form",
+                "result": "no work left" if probed is None else "no better than the closed form",
                 "held_out_rows": int(rows.shape[0]),
                 "held_out_pll": {"closed_form": scores[0], "probe": scores[1]},
             }
             after = _decide(model, (None, None, None), record, state, search, max_evaluations)
-            if probe is not None and rows_seen is not None:
+            if probed is not None and rows_seen is not None:
                 after.state.probe_after = 2 * rows_seen
             return done(after)
-        w = probe
+        w = probed
     pll = record["held_out_pll"]
     pll["closed_form"] = search.held_pll(fs.weights)
-    best = (pll["closed_form"], None, None)  # (held-out PLL, weights, prior width)
+    # (held-out PLL, weights, prior width)
+    best: tuple[float, np.ndarray | None, float | None] = (pll["closed_form"], None, None)
     if warm:
         pll["carried_over"] = search.held_pll(w)
         best = max(best, (pll["carried_over"], w, state.stddev), key=lambda b: b[0])
-    k0 = int(np.argmin(np.abs(np.log(STDDEVS) - np.log(state.stddev)))) if warm else 0
+    # (a warm state has the prior width chosen last time)
+    k0 = int(np.argmin(np.abs(np.log(STDDEVS) - np.log(state.stddev)))) if warm else 0  # type: ignore[arg-type]
     if search.fit_at(k0, w) and not search.climb(k0, 1) and warm:
         search.climb(k0, -1)
     if search.scores:
@@ -440,7 +443,8 @@ def sample_split(
     network over ``schema`` can score (:func:`scorable_rows`)."""
     train = sample.rows if validation is not None else sample.train
     held = sample.held_out if validation is None else validation
-    return scorable_rows(schema, train), scorable_rows(schema, held)
+    # (scorable_rows gives None for None rows only)
+    return scorable_rows(schema, train), scorable_rows(schema, held)  # type: ignore[return-value]
 
 
 def scorable_rows(schema: Schema, rows: np.ndarray | None) -> np.ndarray | None:

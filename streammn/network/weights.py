@@ -102,7 +102,7 @@ def _row_counts(counts, rows: np.ndarray):
     return float(counts.sum()), counts
 
 
-def penalised(pll_and_gradient, n_rows: int, stddev: float, prior_mean: np.ndarray):
+def penalised(pll_and_gradient, n_rows: float, stddev: float, prior_mean: np.ndarray):
     """``weights -> (value, gradient)`` of the module's objective, from a function giving the
     summed PLL of ``n_rows`` rows and its gradient."""
 

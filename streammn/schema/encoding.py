@@ -177,6 +177,7 @@ def _positions(keys: pa.Array, names) -> np.ndarray:
 def _named(col, j: int, schema, nulls, row_offset: int, source):
     """States of a column of names (``uint8``; nulls as 0 for the caller) and the names added."""
     known = schema.known_states(j)
+    index: np.ndarray | None
     if pa.types.is_dictionary(col.type):  # look up the dictionary once, then take
         index = _positions(_keys(col.dictionary, schema, j, row_offset, source), known)
         index = index[col.indices.fill_null(0).to_numpy(zero_copy_only=False)]

@@ -31,7 +31,7 @@ def _head(data: np.ndarray, start: int, stop: int) -> int:
     w = np.int64(0)
     for p in range(start, start + (n if n < 8 else 8)):
         w = (w << 8) | np.int64(data[p])
-    return w
+    return w  # type: ignore[return-value]  # numba's int is int64
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
@@ -81,22 +81,23 @@ def _match(offsets, data, valid, bit_offset, text_bytes, text_ptr, slots, out) -
             if not (valid[bit >> 3] >> (bit & 7)) & 1:
                 out[i] = 0
                 continue
+        # numba's int is int64, which the annotations of the kernels called here mean
         a, b = np.int64(offsets[i]), np.int64(offsets[i + 1])
-        w = _head(data, a, b)
-        s = _slot(w, b - a, mask)
+        w = _head(data, a, b)  # type: ignore[arg-type]
+        s = _slot(w, b - a, mask)  # type: ignore[arg-type]
         while True:
             k = slots[2 * s]
             if k < 0:
                 return i
             if slots[2 * s + 1] == w and text_ptr[k + 1] - text_ptr[k] == b - a:
-                if b - a <= 8 or _same_tail(text_bytes, text_ptr[k], data, a, b - a):
+                if b - a <= 8 or _same_tail(text_bytes, text_ptr[k], data, a, b - a):  # type: ignore[arg-type]
                     out[i] = k
                     break
             s = (s + 1) & mask
     return -1
 
 
-def text_table(texts) -> tuple | None:
+def text_table(texts) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """A hash table of distinct byte strings, for :func:`find_text`: ``(text_bytes,
     text_ptr, slots)``: the texts joined, where each starts, and an open-addressed table at
     most half full, two entries a slot: a text's number (-1: empty) and its first 8 bytes as
@@ -118,7 +119,7 @@ def text_table(texts) -> tuple | None:
 
 
 @lru_cache(maxsize=1024)
-def _names_table(texts: tuple) -> tuple | None:
+def _names_table(texts: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """:func:`text_table` of names' texts (keyed by the texts, not the names:
     ``(False, True) == (0, 1)`` in Python)."""
     return text_table([t.encode("utf-8") for t in texts])

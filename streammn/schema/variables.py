@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Protocol, Sequence, TypeAlias
+from typing import Iterable, Protocol, Sequence, TypeAlias, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -152,7 +152,7 @@ class Variable:
         return self.states if self.bins is None else bin_labels(self.bins)
 
     def to_dict(self) -> dict:
-        d = {"name": self.name, "cardinality": self.cardinality}
+        d: dict[str, object] = {"name": self.name, "cardinality": self.cardinality}
         if self.states is not None:
             d["states"] = list(self.states)
         if self.bins is not None:
@@ -198,7 +198,7 @@ class Schema:
         self,
         variables: Iterable[Variable],
         missing: bool = False,
-        max_cardinalities: Sequence[int] | None = None,
+        max_cardinalities: Sequence[int] | np.ndarray | None = None,
         version: int = 0,
         _names_met: dict[int, list] | None = None,
     ):
@@ -213,9 +213,9 @@ class Schema:
         self._index = {n: i for i, n in enumerate(names)}
         self.cardinalities = np.array([v.cardinality for v in self._variables], dtype=np.int64)
         self.cardinalities.setflags(write=False)
-        self.max_cardinalities = None
+        self.max_cardinalities: np.ndarray | None = None
         self.version = int(version)
-        self._ceiling = None
+        self._ceiling: Schema | None = None
         if max_cardinalities is not None:
             maxima = np.array(list(max_cardinalities), dtype=np.int64)
             if maxima.shape != self.cardinalities.shape:
@@ -231,7 +231,7 @@ class Schema:
                     )
             maxima.setflags(write=False)
             self.max_cardinalities = maxima
-        self._names_met = None
+        self._names_met: dict[int, list] | None = None
         if self.grows:
             self._names_met = _names_met or {
                 j: list(v.states) for j, v in enumerate(self._variables) if v.states is not None
@@ -314,12 +314,13 @@ class Schema:
             _names_met=self._names_met,
         )
 
-    def with_growth(self, maxima: int | Sequence[int] | Mapping[str, int]) -> "Schema":
+    def with_growth(self, maxima: int | Sequence[int] | dict[str, int]) -> "Schema":
         """This schema in growth mode: variable ``j`` may grow up to ``maxima[j]`` states.
 
         ``maxima``: one int for every variable, a sequence of ints, or a dict from variable
         names to ints (the others keep their cardinality: they cannot grow). A number's bins
         and a boolean's two states never grow."""
+        per_var: np.ndarray | Sequence[int]
         if isinstance(maxima, dict):
             per_var = self.cardinalities.copy()
             for name, m in maxima.items():
@@ -328,8 +329,11 @@ class Schema:
             per_var = np.full(self.n_vars, int(maxima), dtype=np.int64)
         else:
             per_var = maxima
+        # a variable's cardinality is an int once built (None only asks __post_init__ for it)
         per_var = [
-            v.cardinality if v.bins is not None or isinstance((v.states or (0,))[0], bool) else m
+            v.cardinality  # type: ignore[misc]
+            if v.bins is not None or isinstance((v.states or (0,))[0], bool)
+            else m
             for v, m in zip(self._variables, list(per_var))
         ]
         return Schema(self._variables, missing=self.missing, max_cardinalities=per_var)
@@ -346,7 +350,7 @@ class Schema:
     def ceiling(self) -> "Schema":
         """The fixed schema at the maximum cardinalities (a growing schema's largest): what
         validation checks, and what stores that do not grow are allocated at."""
-        if not self.grows:
+        if self.max_cardinalities is None:  # not growing
             return self
         if self._ceiling is None:
             self._ceiling = Schema.from_cardinalities(
@@ -384,11 +388,13 @@ class Schema:
 
     def _states_up_to(self, j: int, cardinality: int) -> tuple | None:
         """The names of the first ``cardinality`` states of variable ``j`` (None: unnamed)."""
-        return None if self[j].states is None else tuple(self._names_met[j][:cardinality])
+        # a named variable of a growing schema has its names met
+        return None if self[j].states is None else tuple(self._names_met[j][:cardinality])  # type: ignore[index]
 
-    def known_states(self, j: int) -> tuple:
+    def known_states(self, j: int) -> tuple | None:
         """The names of variable ``j``'s states: its own, and in growth mode those met in the
-        stream since (numbered after them, in the order they first appeared)."""
+        stream since (numbered after them, in the order they first appeared); None for plain
+        numbers."""
         return self[j].states if self._names_met is None else tuple(self._names_met[j])
 
     def share_names(self, other: "Schema") -> None:
@@ -417,7 +423,8 @@ class Schema:
     def add_states(self, j: int, names: Sequence) -> None:
         """Record ``names`` met in the stream as the next states of the named variable ``j``
         of a growing schema (:mod:`streammn.schema.encoding`, once their block is accepted)."""
-        self._names_met[j].extend(n for n in names if n not in self._names_met[j])
+        met = self._names_met[j]  # type: ignore[index]  # a growing schema's names met
+        met.extend(n for n in names if n not in met)
 
     @property
     def named(self) -> bool:
@@ -439,10 +446,10 @@ class Schema:
             )
 
     def to_dict(self) -> dict:
-        d = {"variables": [v.to_dict() for v in self._variables]}
+        d: dict[str, object] = {"variables": [v.to_dict() for v in self._variables]}
         if self.missing:
             d["missing"] = True
-        if self.grows:
+        if self.max_cardinalities is not None:  # growth mode
             d["max_cardinalities"] = self.max_cardinalities.tolist()
             d["version"] = self.version
         return d
@@ -549,7 +556,8 @@ class Schema:
                 self.share_names(checked)  # names a source met are this schema's too
                 return rows
             return self.validate(rows, row_offset=getattr(data, "start", row_offset), source=source)
-        return self.validate(data, row_offset=row_offset, source=source)
+        # not a batch: a block of values
+        return self.validate(cast(npt.ArrayLike, data), row_offset=row_offset, source=source)
 
     def validate(
         self, values: npt.ArrayLike, row_offset: int = 0, source: str | None = None
@@ -705,7 +713,7 @@ class Schema:
         """Per variable, the number of values rows may hold: the cardinality, or in growth
         mode the maximum cardinality (a named variable's: the names met so far, since a
         state number beyond them would have no name)."""
-        if not self.grows:
+        if self.max_cardinalities is None:  # not growing
             return self.cardinalities
         if not self._names_met:
             return self.max_cardinalities
@@ -719,9 +727,10 @@ class Schema:
         ``str`` value is a text cell, shown as written
         (``streammn.connectors.tokens.shown_value``)."""
         var = self[column]
+        assert var.cardinality is not None  # set by Variable.__post_init__
         value = value.item() if isinstance(value, np.generic) else value
         shown = value if isinstance(value, str) else repr(value)
-        if self.grows:
+        if self.max_cardinalities is not None:  # growing
             limit = int(self.max_cardinalities[column])
             return SchemaError(
                 f"value {shown} beyond the {limit} values variable "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 
 from streammn.schema import Schema
@@ -107,6 +109,7 @@ class MarginalCounts:
         )
         n_rows = meta.get("n_rows")
         expect(isinstance(n_rows, int) and n_rows >= 0, cls, f"n_rows {n_rows!r}")
+        n_rows = cast(int, n_rows)  # checked above
         per_variable = np.add.reduceat(counts, store._offsets[:-1])
         expect(
             bool((counts >= 0).all())

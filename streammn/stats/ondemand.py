@@ -14,6 +14,7 @@ the pair was requested).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -310,6 +311,7 @@ class OnDemandPairCounts:
         n_rows, capacity = meta.get("n_rows"), meta.get("reservoir_capacity")
         expect(isinstance(n_rows, int) and n_rows >= 0, cls, f"n_rows {n_rows!r}")
         expect(isinstance(capacity, int) and capacity >= 1, cls, f"capacity {capacity!r}")
+        n_rows, capacity = cast(int, n_rows), cast(int, capacity)  # checked above
         store = cls(schema, reservoir_capacity=capacity)
         marginals = MarginalCounts.from_bytes(arrays["marginals"].tobytes())
         reservoir = RowReservoir.from_bytes(arrays["reservoir"].tobytes())

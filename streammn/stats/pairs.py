@@ -17,6 +17,8 @@ no larger than the number of rows in the chunk, and float32 represents all integ
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 
 from streammn.schema import Schema
@@ -183,6 +185,7 @@ class PairCounts:
             f"chunk_rows {chunk_rows!r}",
         )
         expect(isinstance(n_rows, int) and n_rows >= 0, cls, f"n_rows {n_rows!r}")
+        n_rows = cast(int, n_rows)  # checked above
         store = cls(schema, chunk_rows=chunk_rows)
         gram = arrays["gram"]
         expect(

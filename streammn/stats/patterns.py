@@ -38,6 +38,8 @@ in order of first occurrence, which depends only on the sequence of rows.
 
 from __future__ import annotations
 
+from typing import cast
+
 import numba as nb
 import numpy as np
 
@@ -246,6 +248,7 @@ class PatternCounts:
     def _offer(self, rows: np.ndarray, weights: np.ndarray) -> None:
         if weights.shape[0]:
             rows = np.repeat(rows, weights, axis=0)
+        assert self.reservoir is not None  # sampled mode
         self.reservoir.update(rows)
         self.n_seen = self.reservoir.n_seen
         self._summary = None
@@ -260,6 +263,7 @@ class PatternCounts:
             return self
         if self.reservoir is None:
             self._to_sampled()
+        assert self.reservoir is not None  # sampled now
         self.reservoir.merge(other.reservoir)
         self.n_seen = self.reservoir.n_seen
         self._summary = None
@@ -303,7 +307,7 @@ class PatternCounts:
     @property
     def n_rows(self) -> int:
         """Rows the counts stand for: all rows seen (exact) or the sample size (sampled)."""
-        return self.n_seen if self.exact else self.reservoir.size
+        return self.n_seen if self.reservoir is None else self.reservoir.size  # (exact: None)
 
     def table(self, a_vars, b_vars=(), context=None) -> np.ndarray:
         """Counts of ``X_A = a, X_B = b`` among the rows with ``X_W = x_W``.
@@ -347,7 +351,8 @@ class PatternCounts:
             "exact": self.exact,
             "rng_state": jsonable(self._rng.bit_generator.state),
         }
-        if self.exact:
+        arrays: dict[str, np.ndarray]
+        if self.reservoir is None:  # exact
             arrays = {"patterns": self._patterns[: self._n], "counts": self._counts[: self._n]}
         else:
             arrays = {"reservoir": np.frombuffer(self.reservoir.to_bytes(), dtype=np.uint8)}
@@ -367,6 +372,7 @@ class PatternCounts:
         expect(seed is None or isinstance(seed, int), cls, f"seed {seed!r}")
         expect(isinstance(n_seen, int) and n_seen >= 0, cls, f"n_seen {n_seen!r}")
         expect(isinstance(exact, bool), cls, f"exact {exact!r}")
+        max_patterns, n_seen = cast(int, max_patterns), cast(int, n_seen)  # checked above
         store = cls(schema, max_patterns=max_patterns, seed=seed)
         store._rng = generator_from_state(meta.get("rng_state"), cls)
         if exact:

@@ -12,6 +12,8 @@ element; the tests check this).
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 
 from streammn.schema import MISSING, Schema
@@ -142,6 +144,7 @@ class RowReservoir:
         expect(isinstance(capacity, int) and capacity >= 1, cls, f"capacity {capacity!r}")
         expect(isinstance(n_seen, int) and n_seen >= 0, cls, f"n_seen {n_seen!r}")
         expect(seed is None or isinstance(seed, int), cls, f"seed {seed!r}")
+        capacity, n_seen = cast(int, capacity), cast(int, n_seen)  # checked above
         store = cls(schema, capacity=capacity, seed=seed)
         store._rng = generator_from_state(meta.get("rng_state"), cls)
         sample = arrays["sample"]

@@ -67,7 +67,7 @@ def pack(store, meta: dict, arrays: dict[str, np.ndarray]) -> bytes:
         {"kind": type(store).__name__, "schema": store.schema.to_dict(), "meta": meta}
     ).encode("utf-8")
     buf = io.BytesIO()
-    np.savez(buf, **arrays)
+    np.savez(buf, **arrays)  # type: ignore[arg-type]  # numpy's stub: the arrays as allow_pickle
     payload = buf.getvalue()
     crc = zlib.crc32(payload, zlib.crc32(header))
     return _PREFIX.pack(MAGIC, FORMAT_VERSION, len(header), len(payload), crc) + header + payload

@@ -121,9 +121,12 @@ class CompileAhead(Listener):
 
 
 def _send(process: subprocess.Popen, job: bytes) -> None:
+    pipe = process.stdin
+    if pipe is None:  # not piped: cannot happen, the process was started with stdin=PIPE
+        return
     try:
-        process.stdin.write(job)
-        process.stdin.close()
+        pipe.write(job)
+        pipe.close()
     except OSError:  # it died or was stopped: this process compiles what it needs
         pass
 

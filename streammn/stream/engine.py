@@ -78,7 +78,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Protocol, Sequence, TextIO
+from typing import Protocol, Sequence, TextIO, cast
 
 import numpy as np
 
@@ -98,6 +98,7 @@ from streammn.stream.compile_ahead import CompileAhead
 from streammn.stream.snapshot import (
     NO_SNAPSHOT,
     RESUME_HINT,
+    FileContent,
     Keyed,
     SnapshotWriteFailed,
     SnapshotWriter,
@@ -253,7 +254,7 @@ class StreamLearner:
         self._in_flight: tuple[dict, object, float] | None = None
         self._position = None  # the source position after the last row learned
         self._last_path: Path | None = None
-        self._resumed_from = None
+        self._resumed_from: Path | None = None
         self._stop_signal: int | None = None
 
     def __repr__(self) -> str:
@@ -495,8 +496,9 @@ class StreamLearner:
         n, start = len(batch), 0
         while start < n:
             stop, end = n, batch.end
+            # next_snapshot_rows is None with every_rows after resuming a run that had none
             room = (
-                self.state.next_snapshot_rows - self.state.rows_seen
+                self.state.next_snapshot_rows - self.state.rows_seen  # type: ignore[operator]
                 if self.every_rows is not None
                 else 0
             )
@@ -525,13 +527,14 @@ class StreamLearner:
 
     def _advance_cadence(self) -> None:
         st = self.state
-        if self.every_rows is not None:
-            while st.next_snapshot_rows <= st.rows_seen:
-                st.next_snapshot_rows += self.every_rows
+        if self.every_rows is not None:  # (next_snapshot_rows: see _pieces)
+            while st.next_snapshot_rows <= st.rows_seen:  # type: ignore[operator]
+                st.next_snapshot_rows += self.every_rows  # type: ignore[operator]
 
     def _due(self, now: float, last_time: float) -> bool:
         st = self.state
-        if self.every_rows is not None and st.rows_seen >= st.next_snapshot_rows:
+        # (next_snapshot_rows: see _pieces)
+        if self.every_rows is not None and st.rows_seen >= st.next_snapshot_rows:  # type: ignore[operator]
             return True
         return self.every_seconds is not None and now - last_time >= self.every_seconds
 
@@ -566,7 +569,7 @@ class StreamLearner:
         """The rows the published weights are judged on: the validation rows, else the
         sample's held-out share."""
         if self._refines and self.validation is None:
-            return self.learner.weight_sample.held_out
+            return self.learner.weight_sample.held_out  # type: ignore[union-attr]  # (_refines)
         return self.validation
 
     def _learner_pll(self) -> float | None:
@@ -593,6 +596,7 @@ class StreamLearner:
                 model, {"published": "closed-form", "refinement": "off"}, self.weight_state
             )
         sample = self.learner.weight_sample
+        assert sample is not None  # _refines
         train, held = sample_split(model.schema, sample, self.validation)
         limit = (
             None
@@ -719,7 +723,9 @@ class StreamLearner:
         )
         skipped = made.skipped  # UAI, when its tables would be too large
         # a model unchanged since the last snapshot shares its files (snapshot module doc)
-        files = {name: Keyed(made.key, write) for name, write in made.items()}
+        files: dict[str, FileContent] = {
+            name: Keyed(made.key, write) for name, write in made.items()
+        }
         files[LEARNER_FILE] = self.learner.to_bytes()
         files.update(self.learner.snapshot_files())  # e.g. ET's model.et
         if self._refines:
@@ -830,7 +836,8 @@ class StreamLearner:
     @property
     def progress_stream(self) -> TextIO | None:
         """Where progress lines go now (see ``progress``)."""
-        return sys.stderr if self._progress == STDERR else self._progress
+        # (the one str __init__ accepts is STDERR)
+        return sys.stderr if self._progress == STDERR else cast("TextIO | None", self._progress)
 
     def _print_progress(self, elapsed: float, rows: int, final: bool = False) -> None:
         memory = self.learner.memory_binding()  # what the budget holds back

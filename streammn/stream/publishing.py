@@ -62,7 +62,7 @@ if sys.platform.startswith("linux"):
     import ctypes
 
     try:
-        _LIBC = ctypes.CDLL(None, use_errno=True)
+        _LIBC: ctypes.CDLL | None = ctypes.CDLL(None, use_errno=True)
     except OSError:  # pragma: no cover - a libc without dlopen(NULL)
         _LIBC = None
 else:  # pragma: no cover - other platforms
@@ -132,6 +132,7 @@ class Publisher:
 
     def _collect(self, block: bool) -> dict | None:
         if self._done is None and self._pid is not None:
+            assert self._fd is not None  # open while a child runs
             while True:
                 ready, _, _ = select.select([self._fd], [], [], None if block else 0)
                 if not ready:
@@ -159,6 +160,7 @@ class Publisher:
                 os.waitpid(self._pid, 0)
             except (ProcessLookupError, ChildProcessError):
                 pass
+            assert self._fd is not None  # open while a child runs
             os.close(self._fd)
         self._pid = self._fd = self._done = None
 

@@ -85,12 +85,12 @@ import warnings
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, Mapping, TypeVar, Union
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterator, Mapping, TypeVar, Union
 
 try:
     import fcntl
 except ImportError:  # Windows: no advisory locks; one writer per directory is then on the user
-    fcntl = None
+    fcntl = None  # type: ignore[assignment]
 
 
 from streammn import __version__
@@ -264,7 +264,7 @@ class SnapshotWriter:
         self.directory = Path(directory)
         self.keep = keep
         self._last = 0
-        self._lock = None  # the open lock file while this writer holds the directory
+        self._lock: IO[str] | None = None  # the open lock file while this writer holds it
         self.last_write = {"bytes_written": 0, "bytes_shared": 0}  # of the last snapshot
 
     def acquire(self) -> None:
@@ -398,6 +398,7 @@ class SnapshotWriter:
             key = None
             if isinstance(content, Keyed):
                 key, content = content.key, content.write
+            entry: dict[str, Any]
             if isinstance(content, (bytes, bytearray, memoryview)):
                 content = bytes(content)
                 entry = {"size": len(content), "sha256": hashlib.sha256(content).hexdigest()}
@@ -485,7 +486,7 @@ def _share(previous: tuple[Path, dict] | None, name: str, entry: dict, path: Pat
 
 # reading ------------------------------------------------------------------------------------
 def _sequence(path: Path) -> int:
-    return int(_NAME.fullmatch(path.name).group(1))
+    return int(_NAME.fullmatch(path.name).group(1))  # type: ignore[union-attr]  # (listed snapshots match)
 
 
 def list_snapshots(directory: str | os.PathLike) -> list[Path]:

@@ -15,7 +15,7 @@ can store them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 
@@ -210,7 +210,7 @@ class ArraySource(NumberedRows):
         )
 
 
-def as_source(data, schema: Schema):
+def as_source(data, schema: Schema) -> Iterable[Any]:
     """What a learner's ``fit`` reads from ``data``: a :class:`Source` as it is, rows in memory
     (a matrix, a table, a data frame) as an :class:`ArraySource` over ``schema``, and anything
     else (an iterable of batches) as it is."""

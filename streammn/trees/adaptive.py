@@ -286,7 +286,7 @@ def _ewma_weight(n_obs: np.ndarray, horizon: int) -> np.ndarray:
     return np.maximum(1.0 / np.maximum(n_obs, 1), 1.0 / horizon)
 
 
-def transplant(main: Forest, donor: Forest, trees: np.ndarray) -> np.ndarray:
+def transplant(main: Forest, donor: Forest, trees: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Replace ``trees`` of ``main`` by ``donor``'s trees of the same targets, in place,
     compacting the node arrays (roots stay nodes ``0..n-1``; kept nodes keep their order, the
     donor's follow). Returns the new id of each old node of ``main`` and of ``donor`` (-1: not
@@ -458,6 +458,7 @@ class DriftAdapter:
     def _compare(self, main_mean: np.ndarray, alt_mean: np.ndarray) -> None:
         """Update the main-minus-alternate loss difference of the trees under alternation;
         swap the alternates that are better, drop those that ran out of time."""
+        assert self.alt is not None  # called during an episode
         trees = self.alt.trees
         d = main_mean[trees] - alt_mean[trees]
         self.alt_periods[trees] += 1
@@ -512,6 +513,7 @@ class DriftAdapter:
         alternate grower's buffer (the episode's rows, or its last ``replay_rows``), so every
         buffered row the replay may move is counted in the tree."""
         alt = self.alt
+        assert alt is not None  # called during an episode
         f = alt.forest
         _replace_trees(alt, Forest(f.schema, prior=f.prior), trees)
         alt._enforce_budget(alt._eligible(f.roots[trees]))
@@ -541,6 +543,7 @@ class DriftAdapter:
         """Put the alternate trees of ``trees`` into the main forest; their leaves keep the
         alternate's split statistics where the main budget gives them a slot."""
         main, f, st = self.grower, self.grower.forest, self.grower.stats
+        assert self.alt is not None  # called during an episode
         donor, donor_st = self.alt.forest, self.alt.stats
         self._forget_buffer_before(self._alternates_full_weight_row())
         map_donor = _replace_trees(main, donor, trees)
@@ -565,7 +568,7 @@ class DriftAdapter:
         interval = getattr(self.alt, "interval", None)
         if interval is None:
             return self.episode_start
-        return self.episode_start + self.alt.rows_seen // interval * interval
+        return self.episode_start + self.alt.rows_seen // interval * interval  # type: ignore[union-attr]  # (None has no interval)
 
     def _forget_buffer_before(self, row: int) -> None:
         """Keep only the buffered rows from stream row ``row`` on (moved to the front of the
@@ -584,6 +587,7 @@ class DriftAdapter:
         """Stop growing the alternates of ``done``; the episode ends with the last one."""
         self._record(dropped, "drop")
         alt = self.alt
+        assert alt is not None  # called during an episode
         alt.trees = np.setdiff1d(alt.trees, done)
         if alt.trees.size == 0:
             self.alt = None

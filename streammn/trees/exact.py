@@ -93,7 +93,8 @@ class SourcePasses:
         self.cache_bytes = int(cache_bytes)
         self.on_first_pass = on_first_pass
         self.n_passes = 0
-        self.row_node = None  # current node per tree and row, once the first pass gave the count
+        # current node per tree and row, once the first pass gave the count
+        self.row_node: np.ndarray | None = None
 
     def __call__(
         self, forest: Forest, stats: LeafStats, chunk: np.ndarray, trees: np.ndarray

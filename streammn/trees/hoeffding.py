@@ -73,6 +73,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import cast
 
 import numpy as np
 
@@ -138,14 +139,15 @@ class HoeffdingGrower:
         if settings.kappa == AUTO:
             self._significance = SignificanceThresholds(settings.split_alpha, forest.cards)
         else:
-            self._penalty = split_penalty(settings.kappa, forest.cards)
+            self._penalty = split_penalty(cast(float, settings.kappa), forest.cards)  # not AUTO
         self._range = np.log(forest.cards.astype(np.float64))
         self._has_inactive = False  # some eligible leaf was denied statistics by the budget
         self._due = []  # due slots found since the last grace-period boundary
         self._buf = _padded_buffer(settings.replay_rows, forest.schema.n_vars)
         self._buf_len = 0  # rows held (at most replay_rows)
         self._buf_pos = 0  # next row to overwrite
-        self._earlier = None  # the last rebuild's growth, while the buffer's rows are the same
+        # the last rebuild's growth, while the buffer's rows are the same
+        self._earlier: EarlierGrowth | None = None
         # value bitmaps of the buffered rows (leaf_counting.value_bits), bit i: buffer row i
         self._buf_bits = np.zeros(
             (forest.schema.n_vars, forest.max_card, -(-settings.replay_rows // 64)), dtype=np.uint64

@@ -132,7 +132,7 @@ class LeafStats:
         self.last_attempt = np.zeros(0, dtype=np.int64)  # self.n at the last split attempt
         self.attempts = np.zeros(0, dtype=np.int64)  # split attempts on this slot's rows
         # the logarithms scoring takes of counts (kernels.log_tables), at the first score
-        self._logs = None
+        self._logs: np.ndarray | None = None
         self._log_row = np.zeros(forest.max_card + 1, dtype=np.int64)
 
     @staticmethod

@@ -94,6 +94,7 @@ class BufferPasses:
                 if of.size:
                     stats.count_roots(self.bits, self.packed.shape[0], of, first=start)
         else:
+            assert parents is not None  # None at the roots only
             self.replay(stats, parents[resumed], first=first)
             self.replay(stats, parents[~resumed])
 

@@ -48,7 +48,7 @@ def _parse(method: str) -> tuple[str, int | None]:
 
 def _paths(forest: Forest, t: int, max_depth):
     """Yield ``(node, path conditions, is_leaf)`` for tree ``t`` in depth-first order."""
-    stack = [(int(forest.roots[t]), ())]
+    stack: list[tuple[int, tuple[tuple[int, int, bool], ...]]] = [(int(forest.roots[t]), ())]
     while stack:
         node, path = stack.pop()
         leaf = forest.var[node] < 0 or (max_depth is not None and forest.depth[node] >= max_depth)
