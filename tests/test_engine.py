@@ -96,6 +96,17 @@ def test_resume_in_process_equals_one_run(tmp_path, cpd):
     assert len(list_snapshots(tmp_path / "b" / "out")) == 4
 
 
+def test_a_row_cadence_given_on_resume_starts_at_its_next_multiple(tmp_path):
+    """A run without ``every_rows`` resumed with it: the cadence starts at the first multiple
+    after the rows already learned (it used to fail on the first batch: no next cut)."""
+    rows = chain_rows(3000)
+    make(tmp_path, rows[:1200]).run()  # the end's snapshot only
+    resumed = make(tmp_path, rows, every_rows=700)
+    assert resumed.resume() and resumed.state.rows_seen == 1200
+    resumed.run()
+    assert [h["rows_seen"] for h in resumed.state.history] == [1200, 1400, 2100, 2800, 3000]
+
+
 def test_resume_without_snapshots_starts_fresh_and_rejects_other_schemas(tmp_path):
     eng = make(tmp_path, chain_rows(500))
     assert not eng.resume()

@@ -292,6 +292,10 @@ class StreamLearner:
         self.source.seek(manifest["source"]["position"])
         self.learner = learner
         self.state = Progress.from_dict(engine)
+        if self.every_rows is not None and self.state.next_snapshot_rows is None:
+            # the run resumed had no row cadence: this one's starts at its next multiple
+            rows = self.state.rows_seen
+            self.state.next_snapshot_rows = (rows // self.every_rows + 1) * self.every_rows
         self.writer.point_latest(snap.path)  # repairs a LATEST a killed writer left behind
         self._resumed_from = snap.path
         return True
@@ -496,7 +500,7 @@ class StreamLearner:
         n, start = len(batch), 0
         while start < n:
             stop, end = n, batch.end
-            # next_snapshot_rows is None with every_rows after resuming a run that had none
+            # next_snapshot_rows is set wherever every_rows is (__init__, resume)
             room = (
                 self.state.next_snapshot_rows - self.state.rows_seen  # type: ignore[operator]
                 if self.every_rows is not None
