@@ -7,6 +7,8 @@ below. Each check then runs on it:
 - it is a :class:`~streammn.learner.StructureLearner`;
 - state round trip: a restored learner continues exactly as the original;
 - batch-cut independence: the same rows cut into different batches give the same model;
+- a caller that refills one buffer for every batch teaches what fresh arrays teach (the
+  learner keeps copies, never views, of the rows it holds on to);
 - a bad batch raises a ``SchemaError`` and leaves the state untouched;
 - ``get_params`` rebuilds an equal learner (same repr, same model on the same rows);
 - built without a schema (the factory given None), it takes the schema from the data, and
@@ -98,6 +100,17 @@ def test_batch_cut_independence(make, rows):
     cut = feed(make(schema), data, [1, 97, 700, 701, 1999, 2100])
     same_model(whole, cut, data[:300])
     assert whole.to_markov_network().n_features > 0
+
+
+def test_a_buffer_refilled_for_every_batch_teaches_what_fresh_arrays_teach(make, rows):
+    schema, data = rows
+    fresh = feed(make(schema), data, list(range(250, N_ROWS, 250)))
+    refilled, buffer = make(schema), np.empty((250, data.shape[1]), dtype=data.dtype)
+    for a in range(0, N_ROWS, 250):
+        buffer[:] = data[a : a + 250]
+        refilled.partial_fit(Batch(buffer, end=a + 250, start=a))
+    same_model(fresh, refilled, data[:300])
+    assert refilled.to_bytes() == fresh.to_bytes()
 
 
 def test_bad_batch_leaves_state_untouched(make, rows):

@@ -353,7 +353,8 @@ class OnlineConditionals:
                 self._halve(self.rows // self.interval - before // self.interval)
             if self.choice is None and self.rows >= RACE_ROWS:
                 self._end_race()
-        self.pending = np.ascontiguousarray(rows[whole:])
+        # a copy, never a view: the caller may refill its batch's buffer for the next batch
+        self.pending = rows[whole:].copy()
 
     def _learn(self, rows: np.ndarray) -> None:
         """FTRL steps on the mini-batches of ``rows`` (whole ones) that :func:`learned` keeps."""
