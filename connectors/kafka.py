@@ -381,8 +381,11 @@ class KafkaSource(MessageLogSource):
 
     def committed(self) -> dict:
         """The group's committed offsets ``{partition: offset}`` (partitions with one)."""
+        if self._consumer is None:
+            raise SourceError(
+                f"{self.describe()}: cannot read the committed offsets, the source is closed"
+            )
         parts = self.partitions if self.partitions is not None else self.topic_partitions
-        assert self._consumer is not None  # open
         tps = self._consumer.committed(
             [TopicPartition(self.topic, p) for p in parts], timeout=self.broker_timeout
         )

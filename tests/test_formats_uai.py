@@ -168,6 +168,14 @@ def test_table_size_limit(tmp_path):
     assert ".mn (Libra) and .json" in str(refused.value)
 
 
+def test_tables_beyond_two_to_the_62_are_refused_whatever_the_limit(tmp_path):
+    schema = Schema.binary(70)
+    fs = FeatureSet.from_features(schema, [(1.0, [(v, 1, True) for v in range(70)])])
+    with pytest.raises(ModelFormatError, match=r"1.18e\+21 entries, more than 2\*\*62"):
+        write_uai(tmp_path / "m.uai", schema, fs, max_entries=2**70)
+    assert not (tmp_path / "m.uai").exists()
+
+
 def test_convert_has_one_uai_limit_and_says_what_works(tmp_path, capsys):
     """Snapshots and convert refuse the same tables, convert names what works instead and the
     option that raises the limit, and an unknown suffix lists what --help lists."""

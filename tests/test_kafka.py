@@ -143,6 +143,9 @@ def test_commit_then_restarted_member_starts_after_committed_offsets(cluster, pa
     with source(cluster, topic, group, batch_size=100, partitions=partitions) as second:
         rows, _ = read(second)
         assert second.committed() == committed  # reading alone commits nothing
+    for closed_call in (second.committed, lambda: second.commit(committed)):
+        with pytest.raises(SourceError, match="the source is closed"):
+            closed_call()
     for p, got in enumerate(split_by_partition(rows)):
         if partitions is not None and p not in partitions:
             assert got.shape[0] == 0

@@ -116,10 +116,11 @@ def test_strongest_feature_of_each_edge_matches_a_loop_over_the_features():
                 if (a, b) not in best or abs(w) > abs(mn.features.weights[best[a, b]]):
                     best[a, b] = f
     assert mn.strongest_features(pairs) == [best[p] for p in pairs]
-    with pytest.raises(ModelError, match="no feature tests variables"):
-        MarkovNetwork(
-            schema, FeatureSet.from_features(schema, [(1.0, [(0, 1, True)])])
-        ).strongest_features([(0, 1)])
+    assert mn.strongest_features(iter(pairs)) == [best[p] for p in pairs]
+    lone = MarkovNetwork(schema, FeatureSet.from_features(schema, [(1.0, [(0, 1, True)])]))
+    for missing in ([(0, 1)], iter([(0, 1)])):  # named as well from a generator
+        with pytest.raises(ModelError, match="no feature tests variables 0 and 1"):
+            lone.strongest_features(missing)
 
 
 def test_a_feature_reads_with_the_names_of_variables_and_states():

@@ -449,9 +449,15 @@ def _checked_log_tables(
             f"streammn convert --uai-max-entries N)",
             path=path,
         )
+    if factors.sizes is None:  # a limit raised past 2**62 entries: no file holds them
+        raise ModelFormatError(
+            f"the UAI tables would hold {factors.total:.3g} entries, more than 2**62: no "
+            f"file can hold them. The .mn (Libra) and .json formats hold the features "
+            f"without tables",
+            path=path,
+        )
     constant = float(features.weights[features.lengths() == 0].sum())
-    # sizes is None only for a total over 2**62, beyond any sane max_entries (not checked)
-    tab_ptr = np.concatenate([[0], np.cumsum(factors.sizes)]).astype(np.int64)  # type: ignore[arg-type]
+    tab_ptr = np.concatenate([[0], np.cumsum(factors.sizes)]).astype(np.int64)
     log_tables = _log_tables(
         factors.scope_ptr,
         factors.scope_var,

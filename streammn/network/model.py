@@ -111,6 +111,7 @@ class MarkovNetwork:
     def strongest_features(self, pairs: Iterable[tuple[int, int]]) -> list[int]:
         """For each edge ``(i, j)``, ``i < j``, of ``pairs``, the feature testing both whose
         weight is largest in absolute value (the first such feature on a tie)."""
+        pairs = list(pairs)  # read twice: a generator is welcome
         i, j, f = self.features.variable_pairs()
         n = self.schema.n_vars
         codes = i * n + j
@@ -121,8 +122,7 @@ class MarkovNetwork:
         found = at < codes.size
         found[found] = codes[at[found]] == wanted[found]
         if not found.all():
-            # pairs is indexed here: an Iterable that is not a sequence fails (TypeError)
-            a, b = pairs[int(np.flatnonzero(~found)[0])]  # type: ignore[index]
+            a, b = pairs[int(np.flatnonzero(~found)[0])]
             raise ModelError(f"no feature tests variables {a} and {b} together")
         return f[at].tolist()
 
