@@ -24,6 +24,7 @@ MODEL model.uai``.
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
@@ -35,8 +36,12 @@ from streammn.schema import Schema, Variable
 
 def _pgmpy():
     try:
-        from pgmpy.factors.discrete import DiscreteFactor
-        from pgmpy.models import DiscreteMarkovNetwork
+        with warnings.catch_warnings():
+            # pgmpy's own modules import its deprecated estimators (pgmpy 1.1): its notice,
+            # not one about the caller's code
+            warnings.filterwarnings("ignore", category=FutureWarning, module=r"pgmpy\.")
+            from pgmpy.factors.discrete import DiscreteFactor
+            from pgmpy.models import DiscreteMarkovNetwork
     except ImportError as e:
         raise PgmpyMissing(
             f"pgmpy is needed for this ({e}); install the extra: pip install 'streammn[pgmpy]'"
