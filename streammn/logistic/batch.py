@@ -109,6 +109,11 @@ EXTRAPOLATE = 0.5  # a path fit starts this far beyond the last one, along the l
 HESSIAN_MB = 256.0  # Newton steps for at most the columns whose Hessians fit in this
 RIDGE = 1e-6  # times the Gram bound, added to a Hessian: no direction is flat (see hessians)
 
+# No kernel here (nor in coding.py, online.py) is compiled with fastmath: it let LLVM take a
+# vectorised path with its sums in another order, or not, by a run-time check of how close the
+# arrays lie in memory, so a fit's last bits depended on where numpy put them (the same rows
+# twice over fitted apart in 4 processes of 40). Measured without it: no slower.
+
 
 @nb.njit(cache=True, nogil=True)
 def _cd_sweep(h, g, start, pen, k, x, u, coords, count, everywhere):
@@ -224,7 +229,7 @@ def _proximal_steps(
         terms[o, 0], terms[o, 1] = linear, quadratic
 
 
-@nb.njit(cache=True, nogil=True, fastmath=True)
+@nb.njit(cache=True, nogil=True)
 def _weighted_pairs(row_ptr, row_inputs, weight, pairs, singles):
     """``pairs[a, b, q] += weight[r, q]`` for every row ``r`` and pair ``a <= b`` of its
     nonzero indicators ``row_inputs[row_ptr[r]:row_ptr[r + 1]]`` (ascending), and
@@ -262,7 +267,7 @@ def _centred_hessians(pairs, singles, total, mean, scale, out):
         out[q, p, p] = s * scale
 
 
-@nb.njit(cache=True, nogil=True, fastmath=True)
+@nb.njit(cache=True, nogil=True)
 def _momentum_point(new, old, beta, look, negative):
     """``look = new + beta (new - old)``, columnwise ``beta``, and ``negative = -|look|`` (for
     numpy's vectorised ``exp``: its AVX-512 loops are ten times numba's scalar one)."""
@@ -273,7 +278,7 @@ def _momentum_point(new, old, beta, look, negative):
             negative[r, c] = -abs(v)
 
 
-@nb.njit(cache=True, nogil=True, fastmath=True)
+@nb.njit(cache=True, nogil=True)
 def _sigmoid_residuals(look, e, targets, weight, residual, residual_sum):
     """Every column taken as a sigmoid output, at the logits ``look`` (``e = exp(-|look|)``
     given) with 0/1 ``targets``: the residuals (predicted minus observed) times the row's
@@ -286,7 +291,7 @@ def _sigmoid_residuals(look, e, targets, weight, residual, residual_sum):
             residual_sum[c] += value
 
 
-@nb.njit(cache=True, nogil=True, fastmath=True)
+@nb.njit(cache=True, nogil=True)
 def _softmax_terms(look, targets, blocks, weight, residual, residual_sum, loss):
     """:func:`_sigmoid_residuals` redone for the softmax blocks ``blocks[b, 0] .. blocks[b, 1]``
     (columns of ``look``): their residuals, column sums, and each block's weighted log-loss
@@ -314,7 +319,7 @@ def _softmax_terms(look, targets, blocks, weight, residual, residual_sum, loss):
             loss[lo] += (top + math.log(norm) - observed) * weight[r]
 
 
-@nb.njit(cache=True, nogil=True, fastmath=True)
+@nb.njit(cache=True, nogil=True)
 def _step_logits(look, step, step_b, sub, out, negative):
     """``out[:, sub[s]] = look[:, sub[s]] + step[:, s] + step_b[s]`` (``step`` the float32
     product of the weights' step) and ``negative[:, s]`` minus its absolute value."""
@@ -325,7 +330,7 @@ def _step_logits(look, step, step_b, sub, out, negative):
             negative[r, s] = -abs(v)
 
 
-@nb.njit(cache=True, nogil=True, fastmath=True)
+@nb.njit(cache=True, nogil=True)
 def _sigmoid_losses(out, softplus, targets, weight, sub, loss):
     """The weighted log-loss of each column ``sub[s]`` taken as a sigmoid at the logits
     ``out`` added to ``loss[s]`` (``softplus[:, s] = log1p(exp(-|out[:, sub[s]]|))``)."""
@@ -335,7 +340,7 @@ def _sigmoid_losses(out, softplus, targets, weight, sub, loss):
             loss[s] += (max(z, 0.0) + softplus[r, s] - targets[r, sub[s]] * z) * weight[r]
 
 
-@nb.njit(cache=True, nogil=True, fastmath=True)
+@nb.njit(cache=True, nogil=True)
 def _softmax_losses(out, targets, blocks, weight, loss):
     """Each softmax block's weighted log-loss at the logits ``out`` into ``loss`` at its first
     column (zero at the others), as :func:`_softmax_terms` lays it."""

@@ -32,7 +32,7 @@ from streammn.features import FeatureSet
 from streammn.schema import Schema
 
 
-@nb.njit(cache=True, nogil=True, fastmath=True)
+@nb.njit(cache=True, nogil=True)
 def _binary_outputs(logits, targets, columns, variables, residual, log_probs, scoring):
     """Sigmoid residuals and, when ``scoring``, log probabilities of the binary outputs
     ``columns`` (variables ``variables``), row by row: one pass where numpy takes five

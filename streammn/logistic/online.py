@@ -99,7 +99,7 @@ def learned(index: np.ndarray) -> np.ndarray:
     return index % stride == 0
 
 
-@nb.njit(cache=True, nogil=True, fastmath=True)
+@nb.njit(cache=True, nogil=True)
 def _ftrl_step(z, n, w, grad, threshold, free, alpha, beta):
     """One FTRL-Proximal step for every coordinate: ``grad`` the mean gradient, ``threshold``
     the L1 threshold of each column (rows: inputs, the last the intercept, never penalised),
@@ -199,7 +199,7 @@ def _active_inputs(rows, in_start):
     return active_ptr, active
 
 
-@nb.njit(cache=True, nogil=True, fastmath=True, inline="always")
+@nb.njit(cache=True, nogil=True, inline="always")
 def _add(into, values):
     for c in range(into.size):
         into[c] += values[c]
