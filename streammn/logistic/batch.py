@@ -786,8 +786,10 @@ class _Running:
         """Keep the ``variables`` and ``keep`` columns (masks over those laid out)."""
         self.live, self.newton = self.live[variables], self.newton[variables]
         self.variables, self.columns = self.variables[variables], self.columns[keep]
-        self.x_w, self.x_b = self.x_w[:, keep], self.x_b[keep]
-        self.y_w, self.y_b = self.y_w[:, keep], self.y_b[keep]
+        # C order as laid out (numpy gives a column selection in F order): one specialisation
+        # of the kernels that take them, not a second to compile on a first run
+        self.x_w, self.x_b = np.ascontiguousarray(self.x_w[:, keep]), self.x_b[keep]
+        self.y_w, self.y_b = np.ascontiguousarray(self.y_w[:, keep]), self.y_b[keep]
         self.z_x = np.ascontiguousarray(self.z_x[:, keep])
         self.z_new = np.ascontiguousarray(self.z_new[:, keep])
         self.z_y, self.beta = np.empty_like(self.z_x), self.beta[keep]

@@ -316,6 +316,7 @@ class HoeffdingGrower:
             st.n_threads,
             count_pass=passes,
             on_stats=lambda *node_stats: counted.append(node_stats),
+            max_rows=self.rows_seen,  # no count exceeds the rows seen
         )
         st.release_all()
         f.replace_with(fresh)
