@@ -16,10 +16,23 @@ from typing import Callable
 from tqdm import tqdm
 
 
+class _Bar(tqdm):
+    """tqdm, counting in whole units below a thousand: its scaled count reads ``0.00 rows``
+    before the first batch (and ``5.00 rows``); scaled from a thousand on (``1.23M rows``).
+    The rate waits for the thousand too (unscaled it would read ``101234.56 rows/s``)."""
+
+    @property
+    def format_dict(self):
+        shown = super().format_dict
+        if shown["unit_scale"] is True and shown["n"] < 1000:
+            shown["unit_scale"], shown["rate"] = False, 0  # a rate of 0 reads "?"
+        return shown
+
+
 def progress_bar(shown: bool, what: str, unit: str = "rows", total: int | None = None) -> tqdm:
     """A bar titled ``what`` counting ``unit``\\ s (``update(n)``; ``total`` when known), drawn
     only when ``shown``."""
-    return tqdm(
+    return _Bar(
         desc=what,
         total=total,
         unit=f" {unit}",

@@ -15,7 +15,7 @@ from streammn.cli import main
 from streammn.formats import write_model
 from streammn.inference.gibbs import gibbs_marginals
 from streammn.network.model import MarkovNetwork
-from streammn.progress_bar import counting_steps, next_phase
+from streammn.progress_bar import counting_steps, next_phase, progress_bar
 
 
 class Terminal(io.StringIO):
@@ -123,3 +123,20 @@ def test_a_phase_counts_the_steps_its_search_asks_about():
     assert (bar.n, bar.total, bar.desc, bar.unit) == (3, None, "searching", " steps")
     never = counting_steps(bar)
     assert not never() and bar.n == 4
+
+
+def test_a_row_count_reads_whole_below_a_thousand_and_scaled_above():
+    """tqdm's scaled count would read '0.00 rows' before the first batch."""
+    seen = []
+    for n in (0, 5, 999, 1_234_567):
+        bar = progress_bar(True, "learning")
+        bar.fp = Terminal()
+        bar.update(n)
+        seen.append(str(bar).split(" [")[0])
+        bar.close()
+    assert seen == [
+        "learning: 0 rows",
+        "learning: 5 rows",
+        "learning: 999 rows",
+        "learning: 1.23M rows",
+    ]
