@@ -116,6 +116,9 @@ def markdown(result: dict) -> str:
         "kernels, compiled in the one process that learns: the leaf counting kernel alone takes "
         "about 13 s.",
         "",
+        "The same commands measured up to 30% apart on different days of this machine class "
+        "(the warm runs too): compare versions on the same day, one after the other.",
+        "",
     ]
     return "\n".join(lines)
 
