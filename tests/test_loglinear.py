@@ -9,6 +9,7 @@ from streammn import Schema
 from streammn.network import loglinear
 from streammn.dn import DependencyNetwork
 from streammn.features import FeatureSet, canonical_conditions
+from streammn.features._canonical import canonical_flat
 
 
 def random_featureset(rng, schema, n_features, max_len=3):
@@ -68,6 +69,33 @@ def test_canonical_form_preserves_truth():
         canon = canonical_conditions(raw, schema.cardinalities)
         for row in all_rows(schema):
             assert holds(raw, row) == (canon is not None and holds(canon, row))
+
+
+def test_the_flat_kernel_gives_each_conjunctions_canonical_form():
+    """canonical_flat over many conjunctions at once (tree paths: up to dozens of conditions,
+    repeated variables) equals canonical_conditions on each."""
+    rng = np.random.default_rng(3)
+    cards = np.array([2, 3, 4, 2, 5, 3], dtype=np.int64)
+    raws = [
+        [
+            (int(v), int(rng.integers(cards[v])), bool(rng.random() < 0.5))
+            for v in rng.integers(0, len(cards), size=rng.integers(0, 40))
+        ]
+        for _ in range(300)
+    ]
+    ptr = np.concatenate([[0], np.cumsum([len(r) for r in raws])]).astype(np.int64)
+    flat = [c for r in raws for c in r]
+    var = np.array([c[0] for c in flat], dtype=np.int32)
+    val = np.array([c[1] for c in flat], dtype=np.uint8)
+    eq = np.array([c[2] for c in flat], dtype=np.bool_)
+    keep, out_ptr, out_var, out_val, out_eq = canonical_flat(ptr, var, val, eq, cards)
+    expected = [canonical_conditions(r, cards) for r in raws]
+    assert keep.tolist() == [e is not None for e in expected]
+    got = [
+        tuple(zip(out_var[a:b].tolist(), out_val[a:b].tolist(), out_eq[a:b].tolist()))
+        for a, b in zip(out_ptr[:-1], out_ptr[1:])
+    ]
+    assert got == [e for e in expected if e is not None]
 
 
 def test_scores_and_conditionals_match_brute_force():

@@ -16,6 +16,21 @@ import numpy as np
 
 
 @nb.njit(cache=True)
+def _by_variable(var, lo, hi, order):
+    """The positions ``lo .. hi - 1`` into ``order``, stably sorted by ``var``; how many. An
+    insertion sort: a conjunction holds a few conditions, and numba's ``argsort`` costs a
+    first run a second of compiling for each type it sorts."""
+    for i in range(hi - lo):
+        v = var[lo + i]
+        j = i
+        while j > 0 and var[order[j - 1]] > v:
+            order[j] = order[j - 1]
+            j -= 1
+        order[j] = lo + i
+    return hi - lo
+
+
+@nb.njit(cache=True)
 def canonical_flat(ptr, var, val, eq, cards):
     """``(keep, out_ptr, out_var, out_val, out_eq)``: ``keep[k]`` is False for a conjunction
     that can never hold (it has no entry in the output); values must be in range."""
@@ -26,18 +41,19 @@ def canonical_flat(ptr, var, val, eq, cards):
     out_val = np.empty(var.shape[0], dtype=np.uint8)
     out_eq = np.empty(var.shape[0], dtype=np.bool_)
     allowed = np.empty(256, dtype=np.bool_)
+    order = np.empty(var.shape[0], dtype=np.int64)
     m = 0  # conjunctions kept
     c = 0  # conditions written
     for k in range(n):
         start = c
-        order = np.argsort(var[ptr[k] : ptr[k + 1]], kind="mergesort") + ptr[k]
+        length = _by_variable(var, ptr[k], ptr[k + 1], order)
         i = 0
-        while i < order.shape[0]:
+        while i < length:
             v = var[order[i]]
             card = cards[v]
             allowed[:card] = True
             j = i
-            while j < order.shape[0] and var[order[j]] == v:
+            while j < length and var[order[j]] == v:
                 a = val[order[j]]
                 if eq[order[j]]:
                     for b in range(card):
