@@ -982,7 +982,7 @@ def _dealt(items, sizes, n_blocks):
     in turn. A forest's trees differ in size tenfold (on a planted network the trees of the
     first half of the variables held 90% of the leaves), and a parallel step waits for its
     slowest block."""
-    order = items[np.argsort(-sizes[items], kind="mergesort")]
+    order = largest_first(items, sizes)
     dealt = np.empty_like(order)
     i = 0
     for b in range(n_blocks):
@@ -990,6 +990,29 @@ def _dealt(items, sizes, n_blocks):
             dealt[i] = order[j]
             i += 1
     return dealt
+
+
+@nb.njit(cache=True)
+def largest_first(items, sizes):
+    """``items`` stably sorted by ``sizes[items]``, largest first: a bottom-up merge sort,
+    which a first run compiles in a fraction of the time numba's ``argsort`` takes."""
+    n = items.shape[0]
+    a, b = items.copy(), np.empty_like(items)
+    width = 1
+    while width < n:
+        for lo in range(0, n, 2 * width):
+            mid, hi = min(lo + width, n), min(lo + 2 * width, n)
+            i, j = lo, mid
+            for k in range(lo, hi):
+                if j >= hi or (i < mid and sizes[a[i]] >= sizes[a[j]]):  # ties: left first
+                    b[k] = a[i]
+                    i += 1
+                else:
+                    b[k] = a[j]
+                    j += 1
+        a, b = b, a
+        width *= 2
+    return a
 
 
 @nb.njit(cache=True)
