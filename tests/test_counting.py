@@ -367,12 +367,3 @@ def test_scoring_log_tables_leave_every_gain_unchanged(cards, prior):
                     np.testing.assert_array_equal(a, b)
         for a, b in zip(computed, st.score(slots, min_count)):
             np.testing.assert_array_equal(a, b)
-
-
-@pytest.mark.parametrize("n", [0, 1, 2, 7, 64, 1000])
-def test_largest_first_is_a_stable_sort_by_size(n):
-    rng = np.random.default_rng(n)
-    sizes = rng.integers(0, 6, n + 5).astype(np.int64)  # few sizes: many ties
-    items = rng.permutation(n + 5)[:n].astype(np.int64)
-    expected = items[np.argsort(-sizes[items], kind="stable")]
-    np.testing.assert_array_equal(leaf_counting.largest_first(items, sizes), expected)

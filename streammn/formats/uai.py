@@ -50,6 +50,7 @@ import numpy as np
 from streammn.features import FeatureSet, distinct_sorted
 from streammn.formats.errors import ModelFormatError, check_weights
 from streammn.features.grouping import group_keys
+from streammn.kernel_sorts import largest_first
 from streammn.schema import Schema, SchemaError
 
 # The one limit on the entries of a UAI file's tables, for snapshots and ``convert`` alike: 4M
@@ -231,7 +232,7 @@ def _maximal_scopes(ptr, var, n_vars, max_bit_words=1 << 23):
     scope would take more than ``max_bit_words``, 64 MB, by counting its variables that the
     scope marks)."""
     n = ptr.shape[0] - 1
-    order = np.argsort(-(ptr[1:] - ptr[:-1]), kind="mergesort")
+    order = largest_first(np.arange(n), ptr[1:] - ptr[:-1])
     cover = np.empty(n, dtype=np.int64)
     head = np.full(n_vars, -1, dtype=np.int64)  # per variable, a list of maximal scopes
     tail = np.full(n_vars, -1, dtype=np.int64)

@@ -72,6 +72,7 @@ from numba.core import cgutils
 from numba.cpython.unsafe.numbers import trailing_zeros
 from numba.extending import intrinsic
 
+from streammn.kernel_sorts import largest_first
 from streammn.trees.kernels import MISSING, route_fixed, routing_table, twins
 
 LANE_BLOCK = 64  # uint8 lanes per vector instruction (the padding of the lane matrix)
@@ -990,29 +991,6 @@ def _dealt(items, sizes, n_blocks):
             dealt[i] = order[j]
             i += 1
     return dealt
-
-
-@nb.njit(cache=True)
-def largest_first(items, sizes):
-    """``items`` stably sorted by ``sizes[items]``, largest first: a bottom-up merge sort,
-    which a first run compiles in a fraction of the time numba's ``argsort`` takes."""
-    n = items.shape[0]
-    a, b = items.copy(), np.empty_like(items)
-    width = 1
-    while width < n:
-        for lo in range(0, n, 2 * width):
-            mid, hi = min(lo + width, n), min(lo + 2 * width, n)
-            i, j = lo, mid
-            for k in range(lo, hi):
-                if j >= hi or (i < mid and sizes[a[i]] >= sizes[a[j]]):  # ties: left first
-                    b[k] = a[i]
-                    i += 1
-                else:
-                    b[k] = a[j]
-                    j += 1
-        a, b = b, a
-        width *= 2
-    return a
 
 
 @nb.njit(cache=True)
