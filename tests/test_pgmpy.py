@@ -83,8 +83,6 @@ def test_learned_model_round_trip_and_uai_file_route(tmp_path):
     assert again.log_partition() == pytest.approx(model.log_partition(), abs=1e-6)
 
 
-# pgmpy.inference imports pgmpy's deprecated estimators (pgmpy 1.1): pgmpy's notice to itself
-@pytest.mark.filterwarnings(r"ignore:`pgmpy\.estimators\.StructureScore` is deprecated")
 def test_named_states_travel_as_state_names_and_queries_use_them():
     """A model learned from ordinary events: pgmpy's factors carry the names and bin labels,
     a query by names gives the model's exact conditional (by enumeration), and reading back

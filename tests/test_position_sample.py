@@ -11,6 +11,7 @@ from streammn.dtsl import DTSL, DTSLError
 from streammn.errors import SettingsError, StatsMergeError, WeightStateError
 from streammn.logistic.conditionals import SAMPLE_SEED, LogisticConditionals
 from streammn.logistic.sample import PositionSample
+from streammn.packed_state import unpack_state
 from streammn.schema import Schema
 from streammn.trees.exact import SourcePasses
 
@@ -202,24 +203,43 @@ def test_old_exact_states_load_and_score_as_they_were_saved():
         np.testing.assert_array_equal(learner.logistic_variables(), saved[f"{cpd}_mask"])
         assert not learner.finish()  # already fitted on every row: nothing to do
         assert learner.to_bytes() == saved[f"{cpd}_state"].tobytes()
-        # learned again now, the model is the same (the file is within the sample)
+        # learned again now, the model is the same (the file is within the sample), to the
+        # batch fit's tolerance (3e-8 relative on its objectives): the fit's kernels round
+        # otherwise since they lost fastmath, which moved the terms by up to 3e-7
         again = DTSL(learner.schema, mode="exact", cpd=cpd, weights="closed-form").fit(x)
         assert again._logistic.exact
-        np.testing.assert_array_equal(again.pll_terms(x), saved[f"{cpd}_terms"])
+        np.testing.assert_allclose(again.pll_terms(x), saved[f"{cpd}_terms"], rtol=1e-6)
         assert DTSL.from_bytes(again.to_bytes()).equals(again)
 
 
-def test_old_one_pass_states_resume_byte_identically():
+def test_old_one_pass_states_resume_to_the_same_state():
     """One-pass cpd='lr' and 'auto' learners saved at row 2,500 of 5,000 by the code before
     the mergeable sample (c9b0001), with the states that code reached at row 5,000: resumed
-    now, they reach the same bytes (the choice at row 4,096 included)."""
+    now, they reach the same state (the choice at row 4,096 included), every array to the
+    bit but FTRL's, which agree to rounding: its step rounds otherwise since it lost
+    fastmath."""
     saved = np.load(OLD_STREAM_STATES)
     x = saved["rows"]
     for cpd in ("lr", "auto"):
         resumed = DTSL.from_bytes(saved[f"{cpd}_midway"].tobytes())
         assert not resumed._logistic.exact and resumed._logistic.interval is None
         resumed.partial_fit(x[2500:])
-        assert resumed.to_bytes() == saved[f"{cpd}_end"].tobytes()
+        (meta, state), (end_meta, end) = (
+            resumed.get_state(),
+            DTSL.from_bytes(saved[f"{cpd}_end"].tobytes()).get_state(),
+        )
+        assert meta == end_meta and state.keys() == end.keys()
+        for key in state.keys() - {"logistic"}:
+            np.testing.assert_array_equal(state[key], end[key])
+        (lr_meta, lr), (end_lr_meta, end_lr) = (
+            unpack_state(s["logistic"].tobytes()) for s in (state, end)
+        )
+        assert lr_meta == end_lr_meta and lr.keys() == end_lr.keys()
+        for key in lr:
+            if key in ("ftrl_z", "ftrl_n", "ftrl_w"):
+                np.testing.assert_allclose(lr[key], end_lr[key], rtol=0, atol=1e-12)
+            else:
+                np.testing.assert_array_equal(lr[key], end_lr[key])
 
 
 def test_count_pass_that_cannot_sample_gets_trees_or_a_refusal():
