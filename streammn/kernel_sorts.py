@@ -1,5 +1,6 @@
 """Sorts for numba kernels that a first run compiles in a fraction of the time numba's own
-``argsort`` takes (a second or more for each type it sorts, on the first run's critical path).
+``argsort`` takes (a second or more for each type it sorts, on the first run's critical path):
+a merge sort for long arrays, an insertion sort for the few items of a short range.
 """
 
 from __future__ import annotations
@@ -29,3 +30,17 @@ def largest_first(items, sizes):
         a, b = b, a
         width *= 2
     return a
+
+
+@nb.njit(cache=True)
+def smallest_first(keys, lo, hi, order):
+    """The positions ``lo .. hi - 1`` into ``order``, stably sorted by ``keys``, smallest first;
+    returns how many. An insertion sort: for short ranges (a conjunction's few conditions)."""
+    for i in range(hi - lo):
+        key = keys[lo + i]
+        j = i
+        while j > 0 and keys[order[j - 1]] > key:
+            order[j] = order[j - 1]
+            j -= 1
+        order[j] = lo + i
+    return hi - lo

@@ -14,20 +14,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-
-@nb.njit(cache=True)
-def _by_variable(var, lo, hi, order):
-    """The positions ``lo .. hi - 1`` into ``order``, stably sorted by ``var``; how many. An
-    insertion sort: a conjunction holds a few conditions, and numba's ``argsort`` costs a
-    first run a second of compiling for each type it sorts."""
-    for i in range(hi - lo):
-        v = var[lo + i]
-        j = i
-        while j > 0 and var[order[j - 1]] > v:
-            order[j] = order[j - 1]
-            j -= 1
-        order[j] = lo + i
-    return hi - lo
+from streammn.kernel_sorts import smallest_first
 
 
 @nb.njit(cache=True)
@@ -46,7 +33,7 @@ def canonical_flat(ptr, var, val, eq, cards):
     c = 0  # conditions written
     for k in range(n):
         start = c
-        length = _by_variable(var, ptr[k], ptr[k + 1], order)
+        length = smallest_first(var, ptr[k], ptr[k + 1], order)
         i = 0
         while i < length:
             v = var[order[i]]
