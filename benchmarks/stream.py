@@ -42,6 +42,7 @@ sys.path.insert(0, str(ROOT))
 from streammn.connectors.arrow import schema_to_metadata  # noqa: E402
 from streammn import Schema, read_snapshot  # noqa: E402
 from streammn.stream.snapshot import list_snapshots  # noqa: E402
+from streammn.stream.publishing import IN_PLACE_UNDER  # noqa: E402
 
 
 def write_stream(path: Path, n_rows: int, n_vars: int, seed: int, chunk: int = 1_000_000):
@@ -118,6 +119,7 @@ def run(data: Path, n_rows: int, every: int, n_vars: int) -> dict:
                 "weights_seconds": m["timings"]["weights_seconds"],
                 "write_seconds": h.get("write_seconds"),
                 "pause_seconds": h.get("pause_seconds"),
+                "in_place": h.get("in_place"),
                 "wait_seconds": h.get("wait_seconds"),
                 "latency_rows": h.get("latency_rows"),
                 "bytes_written": h.get("bytes_written"),
@@ -148,6 +150,7 @@ def run(data: Path, n_rows: int, every: int, n_vars: int) -> dict:
         "mean_wait_seconds": mean("wait_seconds"),
         "mean_bytes_written": mean("bytes_written"),
         "mean_bytes_shared": mean("bytes_shared"),
+        "in_place": sum(bool(s["in_place"]) for s in periodic),
         "peak_rss_mb_first_snapshot": per_snapshot[0]["peak_rss_mb"],
         "peak_rss_mb_last_snapshot": per_snapshot[-1]["peak_rss_mb"],
         "last_snapshot_bytes": per_snapshot[-1]["bytes"],
@@ -199,10 +202,13 @@ def snapshot_section(r: dict, alone: float, every_line: bool) -> list[str]:
         f"- end to end: {r['wall_seconds']:.1f} s, **{r['rows_per_s_end_to_end']:,.0f} "
         f"rows/s** (process start and every snapshot included); the learner alone on the same "
         f"file: {alone:,.0f} rows/s",
-        f"- per periodic snapshot, on the learning thread: the cut (fork) "
+        f"- {r['in_place']} of {len(r['snapshots']) - 1} periodic snapshots written in place "
+        f"(on the learning thread, the last one having taken under {IN_PLACE_UNDER} s), the "
+        f"others by a "
+        f"forked child; per forked snapshot, on the learning thread: the cut (fork) "
         f"{_s(r['mean_pause_seconds'], 3)} s mean, {_s(r['max_pause_seconds'], 3)} s max; "
         f"waiting for the previous snapshot {_s(r['mean_wait_seconds'], 3)} s mean",
-        f"- per periodic snapshot, in the background writer: convert "
+        f"- per periodic snapshot, in place or in the child: convert "
         f"{_s(r['mean_convert_seconds'])} s (of which the weights' probe and fit "
         f"{_s(r['mean_weights_seconds'])} s), write {_s(r['mean_write_seconds'])} s; "
         f"{_mb(r['mean_bytes_written'])} MB written and {_mb(r['mean_bytes_shared'])} MB "
@@ -215,19 +221,24 @@ def snapshot_section(r: dict, alone: float, every_line: bool) -> list[str]:
     if not every_line:
         return lines
     lines += [
-        "| rows seen | peak RSS MB | cut s | waited s | convert s | weights s | write s | "
-        "MB written | MB shared | features | snapshot MB | prequential PLL |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| rows seen | written | peak RSS MB | cut s | waited s | convert s | weights s | "
+        "write s | MB written | MB shared | features | snapshot MB | prequential PLL |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for s in r["snapshots"]:
         lines.append(
-            f"| {s['rows_seen']:,} | {s['peak_rss_mb']:.0f} | {_s(s['pause_seconds'], 3)} | "
+            f"| {s['rows_seen']:,} | {_written(s.get('in_place'))} | {s['peak_rss_mb']:.0f} | "
+            f"{_s(s['pause_seconds'], 3)} | "
             f"{_s(s['wait_seconds'], 3)} | {s['convert_seconds']:.2f} | "
             f"{s['weights_seconds']:.2f} | {_s(s['write_seconds'])} | "
             f"{_mb(s['bytes_written'])} | {_mb(s['bytes_shared'])} | {s['n_features']:,} | "
             f"{s['bytes'] / 1e6:.1f} | {s['prequential_pll']:.4f} |"
         )
     return lines + [""]
+
+
+def _written(in_place: bool | None) -> str:
+    return {True: "in place", False: "forked", None: "end"}[in_place]
 
 
 def markdown(result: dict, m: dict) -> str:

@@ -30,6 +30,9 @@ TIMING_KEYS = ("created", "timings", "peak_rss_mb", "engine")
 
 
 def make(out, rows, batch_size=250, cpd="tree", **kw):
+    """An engine over ``rows`` whose periodic snapshots all come from a forked writer (unless
+    ``in_place_under`` is given: cheap ones are written in place by default)."""
+    kw.setdefault("in_place_under", 0)
     source = ArraySource(rows, schema=Schema.binary(rows.shape[1]), batch_size=batch_size)
     learner = DTSL(source.schema, kappa=0.1, grace_period=100, cpd=cpd)
     return StreamLearner(source, learner, out, progress=None, **kw)
@@ -80,6 +83,37 @@ def test_background_snapshots_equal_the_blocking_writers(tmp_path, validation, c
     history = read_snapshot(list_snapshots(tmp_path / "bg")[-1]).manifest["engine"]["history"]
     assert [h["rows_seen"] for h in history] == cuts
     assert all(h["pause_seconds"] >= 0 for h in history[:2])
+    assert [h.get("in_place") for h in history] == [False, False, None]  # None: the end's
+    assert [h.get("in_place") for h in blocking.state.history] == [True, True, None]
+
+
+def test_cheap_periodic_snapshots_are_written_in_place_and_costly_ones_forked(
+    tmp_path, monkeypatch
+):
+    """A periodic snapshot is written in the learning thread when the one before took less
+    than ``in_place_under`` seconds to convert and write, else by a forked child; the files
+    are the same either way. The second snapshot's writes are slowed past the threshold, so
+    the third goes back to a child."""
+    write = snapshot_module._write_durably
+
+    def slow_second(path, data):
+        if "snap-000002" in str(path):
+            time.sleep(0.4)
+        write(path, data)
+
+    monkeypatch.setattr(snapshot_module, "_write_durably", slow_second)
+    rows = chain_rows(5000)
+    mixed = make(tmp_path / "mixed", rows, every_rows=1000, in_place_under=1.0)
+    forked = make(tmp_path / "forked", rows, every_rows=1000, in_place_under=0)
+    mixed.run()
+    forked.run()
+    in_place = [h.get("in_place") for h in mixed.state.history]
+    assert in_place == [False, True, False, True, None]  # the first has nothing to go by
+    assert mixed.state.history[1]["write_seconds"] > 1.0
+    assert [h.get("in_place") for h in forked.state.history] == [False] * 4 + [None]
+    assert snapshot_contents(tmp_path / "mixed") == snapshot_contents(tmp_path / "forked")
+    with pytest.raises(EngineError, match="in_place_under"):
+        make(tmp_path / "x", rows, in_place_under=-1)
 
 
 def test_every_rows_cuts_batches_at_exact_multiples(tmp_path):

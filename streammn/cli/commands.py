@@ -157,6 +157,7 @@ def learn(args) -> int:
         when_busy=args.when_busy,
         max_skipped=args.max_skipped,
         background=not args.foreground_snapshots,
+        in_place_under=args.in_place_under,
         compile_ahead=_person_waiting(args),
     )
     with source:

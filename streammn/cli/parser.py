@@ -16,6 +16,7 @@ import warnings
 
 from streammn.cli import options as opt
 from streammn.errors import EXIT_USAGE, UsageError, exit_code
+from streammn.stream.publishing import IN_PLACE_UNDER
 
 
 def _examples(text: str) -> str:
@@ -94,8 +95,17 @@ def _parser(with_learners: bool = True) -> argparse.ArgumentParser:
     learn.add_argument(
         "--foreground-snapshots",
         action="store_true",
-        help="write snapshots before learning continues instead of from a "
+        help="write every snapshot before learning continues instead of from a "
         "forked background process",
+    )
+    learn.add_argument(
+        "--in-place-under",
+        type=opt.non_negative,
+        default=IN_PLACE_UNDER,
+        metavar="SECONDS",
+        help="write a periodic snapshot before learning continues, not from a forked "
+        "process, when the last one took less than this to convert and write: cheaper "
+        f"than a fork (0: fork every one) (default: {IN_PLACE_UNDER})",
     )
     learn.add_argument(
         "--resume",

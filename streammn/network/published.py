@@ -59,7 +59,13 @@ snapshot at the end of a finite source, have no other limit; every other snapsho
 what the rows learned have earned, ``WORK_PER_ROW`` evaluations of one training row per row
 (:meth:`WeightState.affordable`), so frequent snapshots of a fast stream cost the stream a
 bounded share instead of a full fit each (msnbc, 60,000 rows, a snapshot every 5,000: 57 s
-with a full fit at each, 8 s so). Between snapshots the weights carry over
+with a full fit at each, 8 s at half an evaluation per row). An evaluation of a sample row
+costs more than learning a row does (at 100 binary variables and 1,500 features about 8 us,
+where ``streammn learn`` takes about 3 us a row, reading included), so half an evaluation per
+row let a snapshot every 100k rows spend more time on its fit than the stream took to learn
+those rows; a tenth bounds it to about a quarter, and as the weights carry over, a fit cut
+short continues at the next snapshot. Between
+snapshots the weights carry over
 (:func:`start_weights`: features that survived keep their weights, new ones start from the
 closed form): the carried-over weights are a candidate of their own, and the start of the
 next fit, whose width search begins at the width chosen last. The optimum of each width does
@@ -91,7 +97,7 @@ PROBE_HELD_OUT = 500  # held-out rows that judge the probe, at most
 STDDEVS = (0.03, 0.1, 0.3, 1.0, 3.0)
 MAX_ITER = 50  # L-BFGS iterations per prior width, at most (warm starts carry on from there)
 TOL = 1e-7
-WORK_PER_ROW = 0.5  # training-row evaluations each learned row earns the fits after the first
+WORK_PER_ROW = 0.1  # training-row evaluations each learned row earns the fits after the first
 
 
 def check_weights(weights: str) -> str:

@@ -38,7 +38,9 @@ the state on the learning thread, and a process start. The fork needs care:
   one.
 
 Where ``os.fork`` does not exist (Windows) the work runs in the calling thread, as it does when
-background publishing is switched off: the snapshot is then written before learning continues.
+background publishing is switched off, and as the engine does for a periodic snapshot whose
+predecessor was cheap (``IN_PLACE_UNDER``): the snapshot is then written before learning
+continues.
 """
 
 from __future__ import annotations
@@ -55,6 +57,9 @@ from streammn.stream.snapshot import SnapshotWriteFailed
 from streammn.errors import SnapshotInFlight
 
 CAN_FORK = hasattr(os, "fork")
+# seconds: a periodic snapshot whose predecessor's work took less is written in the learning
+# thread, a fork costing the stream more (streammn.stream.engine's docstring)
+IN_PLACE_UNDER = 0.25
 WRITER_NICENESS = 10
 _PR_SET_PDEATHSIG = 1
 
