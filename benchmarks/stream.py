@@ -276,14 +276,23 @@ def markdown(result: dict, m: dict) -> str:
 
 
 NOTES = [
-    "Where a snapshot every 100k rows goes (1M rows, rusage of the run with and without them): "
-    "the cut, a fork of the ~550 MB learning process, 0.02 s; about 33,000 copy-on-write page "
-    "faults in the learning process per snapshot (about 0.08 s of system time: heap pages it "
-    "writes again after the fork; freezing Python's GC before the fork changed nothing); and "
-    "the child's own work, about 0.1 s of CPU (the model, its three files, the 3 MB checkpoint, "
-    "checksums, fsyncs), run at a lower priority but on the two cores the learner's threads use. "
-    "A writer that does not fork (the state serialised here, written on a thread) is the next "
-    "step for the 0.85 target.",
+    "Where a forked snapshot's cost goes (1M rows, a snapshot every 100k rows, every one forked, "
+    "rusage of the run against the final snapshot only): the cut itself, a fork of the ~500 MB "
+    "learning process, 0.02 s; then about 21,000 more page faults in the learning process per "
+    "snapshot, about 0.24 s of system time: after a fork every page the learner writes (its "
+    "heap, above all: arrays made for every batch) is write-protected, and while the child "
+    "lives each write copies the page (about 6 us a fault on this machine; after the child's "
+    "exit a fault only takes the page back). The child's own work is about 0.1 s of CPU on the "
+    "two cores the learner's threads use. Written in place the same snapshot costs its work "
+    "alone, about 0.05-0.08 s here, so the engine writes a periodic snapshot in place when the "
+    "last one took under 0.25 s (`--in-place-under`), and forks the costly ones, which would "
+    "otherwise stall learning for their whole length.",
+    "A snapshot whose weight fit turns out long is written in place once (it went by the last "
+    "one's time), stalling learning for that long: above, the one at 8M rows (1.2 s: the "
+    "budget the rows learned had earned and no fit had spent yet); the next one is forked. The "
+    "periodic fits earn 0.1 sample-row evaluations per row learned (0.5 before: an evaluation "
+    "costs about 8 us a row here, so a snapshot every 100k rows could spend more on its fit "
+    "than learning the rows took).",
     "Bytes: a snapshot is the model files (0.15 MB at 1.4k features) and the checkpoint "
     "(2.9 MB): the replay buffer of the last 100,000 rows and the two row samples, stored as "
     "bits. The replay buffer is a ring rewritten whole every 100,000 rows and the samples change "
@@ -292,6 +301,8 @@ NOTES = [
     "hard-linked instead of written.",
     "Conversion: DN2MN's closed form itself costs 0.01-0.03 s here; the rest of 'convert' is the "
     "published weights' budgeted probe and fit.",
+    "This machine ran the learner alone at 1.4M rows/s today where it ran at 2.26M on the day of "
+    "the last committed run: compare figures from the same run (the targets' ratios are).",
 ]
 
 
