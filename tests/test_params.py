@@ -13,8 +13,9 @@ import pytest
 
 from streammn import Schema
 from streammn.cli import main
-from streammn.cli.parser import _parser
+from streammn.cli.parser import _parse, _parser
 from streammn.cli.learners import LEARNERS, learner_class, learner_flags
+from streammn.cli.learners import given_learner_options, named_algo
 from streammn.params import AUTOMATIC, NONE, Boolean, Interval, OneOf, default_of
 from streammn.params import resume_may_change
 
@@ -143,6 +144,53 @@ def modules_loaded_by(command: str, prefixes: tuple[str, ...]) -> list[str]:
 def test_other_commands_do_not_load_the_learners():
     learners = ("streammn.dtsl", "streammn.grafting", "streammn.csgs", "streammn.et")
     assert modules_loaded_by("score", learners) == []
+
+
+def modules_loaded_parsing(argv: list[str], prefixes: tuple[str, ...]) -> list[str]:
+    """The modules starting with ``prefixes`` that parsing ``streammn argv`` has loaded, in a
+    fresh interpreter."""
+    code = (
+        "import sys\n"
+        "from streammn.cli.parser import _parse\n"
+        f"_parse({argv!r})\n"
+        f"print(sorted(m for m in sys.modules if m.startswith({prefixes!r})))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    return ast.literal_eval(out)
+
+
+def test_learn_loads_the_chosen_learner_only():
+    """Parsing a ``learn`` command imports the module of the learner ``--algo`` names and no
+    other (each loads numba kernels: the memory floor of ``--memory-mb``); a command line with
+    something only every learner's options explain is parsed with all of them."""
+    others = ("streammn.grafting", "streammn.csgs", "streammn.et")
+    assert modules_loaded_parsing(["learn", "x", "--out", "o", "--kappa", "0.1"], others) == []
+    learners = ("streammn.dtsl", "streammn.csgs", "streammn.et")  # ET builds on grafting's MRF
+    et = modules_loaded_parsing(["learn", "x", "--out", "o", "--algo=et"], learners)
+    assert {m.split(".")[1] for m in et} == {"et"}
+    # an abbreviation (of dtsl's --grace-period) needs the parser that takes them
+    assert modules_loaded_parsing(["learn", "x", "--out", "o", "--grace", "5"], others) != []
+
+
+def test_the_chosen_learners_parser_reads_what_the_full_one_does():
+    full = _parser()
+    for argv in (
+        ["learn", "x", "--out", "o"],
+        ["learn", "x", "--out", "o", "--algo", "grafting", "--threshold", "0.3"],
+        ["learn", "x", "--out", "o", "--algo=csgs", "--seed", "3", "--every-rows", "10"],
+        ["learn", "x", "--out", "o", "--grace-period", "50", "--kappa", "0.01"],
+    ):
+        args = _parse(argv)
+        expected = vars(full.parse_args(argv))
+        assert args.learner_algos == (named_algo(argv),)
+        assert {k: v for k, v in vars(args).items() if k != "learner_algos"} == {
+            k: v for k, v in expected.items() if k in vars(args) and k != "learner_algos"
+        }
+        assert given_learner_options(args) == given_learner_options(full.parse_args(argv))
+    args = _parse(["learn", "x", "--out", "o", "--grace", "50"])  # abbreviated: all learners
+    assert args.learner_algos == tuple(LEARNERS) and args.learner_grace_period == 50
 
 
 def test_learn_options_do_not_load_scipy_sparse():

@@ -9,6 +9,12 @@ in a group of its own), each parsed and range-checked by the parameter's constra
 with the default of ``__init__``. Every such option defaults to "not given", so the learner's
 own default applies; :func:`learner_from_args` builds the chosen learner from the options given
 and refuses an option of another learner instead of ignoring it.
+
+A parser may hold the options of some learners only (``algos``): ``streammn learn`` first tries
+one with the learner ``--algo`` names alone, whose module is the only one it imports (each
+loads its numba kernels: importing the three others cost the learning process 3 MB of its
+memory floor), and falls back to every learner's options when the command line holds anything
+that parser does not know (``streammn.cli.parser``).
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import argparse
 import importlib
 import sys
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterable
 
 from streammn.errors import UsageError
 from streammn.params import NONE, Boolean, Either, OneOf, Param, default_of
@@ -31,6 +37,7 @@ LEARNERS = {
     "csgs": ("streammn.csgs", "CSGS"),
     "et": ("streammn.et", "EnsembleOfTrees"),
 }
+DEFAULT_ALGO = "dtsl"
 ALGO_HELP = (
     "structure learner: dtsl (trees -> DN -> MN), grafting (best-choice edge grafting "
     "of a pairwise MRF), csgs (context-specific Grow-Shrink) or et (ensemble of trees, "
@@ -44,10 +51,11 @@ def learner_class(algo: str) -> type[StructureLearner]:
     return getattr(importlib.import_module(module), name)
 
 
-def learner_flags() -> dict[str, list[tuple[str, str, Param]]]:
-    """Every learner flag and who declares it: ``{flag: [(algo, parameter, Param), ...]}``."""
+def learner_flags(algos: Iterable[str] = LEARNERS) -> dict[str, list[tuple[str, str, Param]]]:
+    """Every flag of the learners ``algos`` (default: all) and who declares it:
+    ``{flag: [(algo, parameter, Param), ...]}``."""
     flags = defaultdict(list)
-    for algo in LEARNERS:
+    for algo in algos:
         for name, param in learner_class(algo).parameters.items():
             if param.flag is not None:
                 flags[param.flag].append((algo, name, param))
@@ -75,12 +83,15 @@ def _help(owners) -> str:
     return text
 
 
-def add_learner_options(parser: argparse.ArgumentParser) -> None:
-    """``--algo`` and every learner's flags, in one group per learner; a flag's deprecated
-    spellings (``Param.old_flags``) are accepted too, left out of ``--help``."""
-    parser.add_argument("--algo", choices=list(LEARNERS), default="dtsl", help=ALGO_HELP)
-    flags = learner_flags()
-    groups = {algo: parser.add_argument_group(f"{algo} options") for algo in LEARNERS}
+def add_learner_options(parser: argparse.ArgumentParser, algos: Iterable[str] = LEARNERS) -> None:
+    """``--algo`` and the flags of the learners ``algos`` (default: every learner's), in one
+    group per learner; a flag's deprecated spellings (``Param.old_flags``) are accepted too,
+    left out of ``--help``."""
+    algos = tuple(algos)
+    parser.add_argument("--algo", choices=list(LEARNERS), default=DEFAULT_ALGO, help=ALGO_HELP)
+    parser.set_defaults(learner_algos=algos)  # whose flags the parsed options can hold
+    flags = learner_flags(algos)
+    groups = {algo: parser.add_argument_group(f"{algo} options") for algo in algos}
     shared = parser.add_argument_group("options of several learners")
     for flag, owners in flags.items():
         group = shared if len(owners) > 1 else groups[owners[0][0]]
@@ -141,11 +152,28 @@ def _choices(allowed) -> list[str] | None:
     return None
 
 
+def named_algo(argv: list[str]) -> str:
+    """The learner ``--algo`` names in ``argv`` spelled out (``--algo X`` or ``--algo=X``), else
+    the default; an abbreviated ``--algo`` is not seen here (the parser of every learner's
+    options reads it)."""
+    for k, arg in enumerate(argv):
+        if arg == "--algo" and k + 1 < len(argv):
+            return argv[k + 1]
+        if arg.startswith("--algo="):
+            return arg.partition("=")[2]
+    return DEFAULT_ALGO
+
+
+def _algos(args) -> tuple[str, ...]:
+    """The learners whose flags ``args`` was parsed with."""
+    return getattr(args, "learner_algos", tuple(LEARNERS))
+
+
 def given_learner_options(args) -> dict[str, object]:
     """The learner flags given on the command line, with their values."""
     return {
         flag: getattr(args, _dest(flag))
-        for flag in learner_flags()
+        for flag in learner_flags(_algos(args))
         if getattr(args, _dest(flag), None) is not None
     }
 
@@ -160,7 +188,7 @@ def learner_from_args(args, schema, defaults: dict | None = None):
     ``defaults``, else the learner's). An option of another learner is a :class:`UsageError`."""
     cls = learner_class(args.algo)
     own = {p.flag: name for name, p in cls.parameters.items() if p.flag is not None}
-    flags = learner_flags()
+    flags = learner_flags(_algos(args))
     params = dict(defaults or {})
     for flag, value in given_learner_options(args).items():
         if flag not in own:

@@ -23,11 +23,13 @@ def _examples(text: str) -> str:
     return "examples:\n" + textwrap.indent(textwrap.dedent(text).strip(), "  ")
 
 
-def _parser(with_learners: bool = True) -> argparse.ArgumentParser:
+def _parser(with_learners: bool = True, algos: tuple[str, ...] | None = None):
     """The command's parser; ``with_learners=False`` leaves out ``learn``'s learner options
-    (:mod:`streammn.cli.learners`), which only ``learn`` reads, so other commands start fast."""
+    (:mod:`streammn.cli.learners`), which only ``learn`` reads, so other commands start fast;
+    ``algos`` keeps those of the learners named only, and takes no abbreviated option (see
+    :func:`_parse`)."""
     from streammn import __version__
-    from streammn.cli.learners import add_learner_options
+    from streammn.cli.learners import LEARNERS, add_learner_options
 
     p = argparse.ArgumentParser(
         prog="streammn",
@@ -45,13 +47,14 @@ def _parser(with_learners: bool = True) -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
-    def command(name, help_, examples):
+    def command(name, help_, examples, allow_abbrev=True):
         return sub.add_parser(
             name,
             help=help_,
             description=help_,
             epilog=_examples(examples),
             formatter_class=argparse.RawDescriptionHelpFormatter,
+            allow_abbrev=allow_abbrev,
         )
 
     learn = command(
@@ -65,6 +68,7 @@ def _parser(with_learners: bool = True) -> argparse.ArgumentParser:
         streammn learn train.parquet --out snaps --every-rows 100000 --resume
         streammn learn train.data --out snaps --algo csgs
     """,
+        allow_abbrev=algos is None,
     )
     learn.add_argument("source", help="Parquet/CSV/.data file, directory or glob")
     learn.add_argument("--out", required=True, help="snapshot directory")
@@ -179,7 +183,7 @@ def _parser(with_learners: bool = True) -> argparse.ArgumentParser:
     )
     learn.add_argument("--quiet", action="store_true", help="no progress output")
     if with_learners:  # their options come from the learner classes, which load numba
-        add_learner_options(learn)
+        add_learner_options(learn, LEARNERS if algos is None else algos)
 
     score = command(
         "score",
@@ -372,10 +376,8 @@ def main(argv=None) -> int:
     from streammn.cli import commands
 
     argv = sys.argv[1:] if argv is None else list(argv)
-    command = next((a for a in argv if not a.startswith("-")), None)
-    parser = _parser(with_learners=command == "learn")
     try:
-        args = parser.parse_args(argv)
+        args = _parse(argv)
     except SystemExit as e:  # argparse exits 2 on usage errors, 0 on --help
         return int(e.code or 0)
     from streammn.cli.compile_notice import compile_notice
@@ -391,6 +393,23 @@ def main(argv=None) -> int:
         except (Exception, KeyboardInterrupt) as e:  # one mapping; the message names the place
             print(f"streammn {args.command}: error: {str(e) or type(e).__name__}", file=sys.stderr)
             return exit_code(e)
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    """``argv`` parsed. ``learn`` is parsed with the options of the learner ``--algo`` names
+    alone first, so that only its module is imported; when ``argv`` holds anything that parser
+    does not take (help, an abbreviated option, another learner's option: it takes no
+    abbreviation, so none can be read as one of its own), by the parser of every learner's
+    options, which reads them as it always has."""
+    from streammn.cli.learners import LEARNERS, named_algo
+
+    command = next((a for a in argv if not a.startswith("-")), None)
+    algo = named_algo(argv)
+    if command == "learn" and algo in LEARNERS and not {"-h", "--help"} & set(argv):
+        args, unknown = _parser(algos=(algo,)).parse_known_args(argv)
+        if not unknown:
+            return args
+    return _parser(with_learners=command == "learn").parse_args(argv)
 
 
 def _show_warning(command, message, category, filename, lineno, file=None, line=None):
