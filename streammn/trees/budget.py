@@ -17,9 +17,10 @@ Hoeffding-mode run its share of the budget:
 - ``logistic``: with ``cpd`` 'lr' or 'auto', the regressions' sample (and the workspace of its
   batch fit and of scoring its held-out rows, in chunks), up to ``MEMORY_MB``, plus the FTRL
   state, counted exactly (three models during the penalty race).
-- ``snapshot``: a snapshot cut in this process (the final one, or any with ``validation``
-  rows): the learner's state serialised (a copy of its arrays, and the archive) and the model
-  converted. A periodic snapshot is written by a forked child, whose own peak is its own.
+- ``snapshot``: a snapshot cut in this process (the final one, a periodic one written in
+  place, or any with ``validation`` rows): the learner's state serialised (a copy of its
+  arrays, and the archive) and the model converted. A periodic snapshot written by a forked
+  child has the child's own peak.
 - ``allocator``: memory freed but kept by the allocators (glibc's arenas, one per thread that
   allocates; Arrow's pool), which the measured peak counts and no array does.
 - ``replay``: the replay buffer's rows, their value bitmaps and their packed indicator rows,
