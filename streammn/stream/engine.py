@@ -22,10 +22,10 @@ about 0.2 s of system time a snapshot, on this project's 2-core machines). So wh
 periodic snapshot's work (conversion, weights, files) took less than ``in_place_under``
 seconds (default ``IN_PLACE_UNDER``, 0.25 s), the next one is written on the learning thread,
 before learning continues, and the first that takes longer sends the next back to a child;
-each history entry says which (``in_place``).
-Measured on 1M rows of 100 binary variables with a snapshot every 100k rows: every snapshot
-forked ran at 0.80-0.86 of the rate with only the final snapshot, written in place at
-0.86-0.92 (``benchmarks/results/stream.md``). The snapshot holds exactly the
+each history entry says which (``in_place``). On 1M rows of 100 binary variables with a
+snapshot every 100k rows, a run ran at 0.80-0.86 of the rate of one with the final snapshot
+only when every snapshot was forked, at 0.885 with this rule (``benchmarks/results/stream.md``).
+The snapshot holds exactly the
 state at the cut, so it equals the one a blocking writer would produce and resume stays
 byte-identical. At most one snapshot is in flight; when the next one is due before the previous one
 is durable, ``when_busy`` decides: ``"wait"`` (default) blocks learning until it is, so every due

@@ -53,8 +53,7 @@ import sys
 from typing import Callable
 
 from streammn.kernel_mode import use_serial_kernels
-from streammn.stream.snapshot import SnapshotWriteFailed
-from streammn.errors import SnapshotInFlight
+from streammn.errors import SnapshotInFlight, SnapshotWriteFailed
 
 CAN_FORK = hasattr(os, "fork")
 # seconds: a periodic snapshot whose predecessor's work took less is written in the learning
