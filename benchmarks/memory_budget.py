@@ -193,8 +193,10 @@ def markdown(results: list[dict], m: dict) -> str:
         "scipy.sparse, which ET imports where it builds its spanning tree: floor 321 -> 316 MB "
         "at 300 variables); the numba kernels loaded, those of learning and those the snapshot "
         "writer runs (loaded in this process beside the first batches), about 80; Arrow's "
-        "Parquet reader buffers, about 30 at 300 columns of 65,536-row groups (its mimalloc "
-        "pool keeps 40 MB where the system allocator keeps 16, but decodes 15-30% slower); the "
+        "Parquet reader buffers, about 30 at 300 columns of 65,536-row groups (in Arrow's jemalloc "
+        "pool, which streammn makes the default where it is first to load pyarrow: mimalloc, "
+        "Arrow's own default, kept 6-8 MB more at 300 variables and decoded 15% slower; the "
+        "system allocator kept the least but decoded 15-30% slower); the "
         "least shares (FTRL state 6.5 MB at 300 variables, 1,024-row batches), about 15.",
         "",
         "| variables | --memory-mb | floor MB | peak RSS MB | budget + floor | within | "
