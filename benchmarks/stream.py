@@ -301,8 +301,10 @@ NOTES = [
     "hard-linked instead of written.",
     "Conversion: DN2MN's closed form itself costs 0.01-0.03 s here; the rest of 'convert' is the "
     "published weights' budgeted probe and fit.",
-    "This machine ran the learner alone at 1.4M rows/s today where it ran at 2.26M on the day of "
-    "the last committed run: compare figures from the same run (the targets' ratios are).",
+    "This machine ran the learner alone at 1.4-1.5M rows/s today where it ran at 2.26M on the day "
+    "of the last committed run: compare figures from the same run (the targets' ratios are). The "
+    "ratios move by a few hundredths between runs: an hour earlier, before Arrow's jemalloc pool, "
+    "the same benchmark gave 0.989 and 0.885.",
 ]
 
 
