@@ -125,20 +125,25 @@ def test_learn_help_shows_each_learner_group_with_its_defaults(capsys):
     assert "grafting, et: rows between two structure updates (default: 10000)" in out
 
 
-def modules_loaded_by(command: str, prefixes: tuple[str, ...]) -> list[str]:
-    """The modules starting with ``prefixes`` that ``streammn <command> --help`` has loaded,
-    in a fresh interpreter."""
-    code = (
-        "import sys, contextlib, io\n"
-        "from streammn.cli import main\n"
-        "with contextlib.redirect_stdout(io.StringIO()):\n"
-        f"    main([{command!r}, '--help'])\n"
-        f"print(sorted(m for m in sys.modules if m.startswith({prefixes!r})))"
-    )
+def modules_loaded(code: str, prefixes: tuple[str, ...]) -> list[str]:
+    """The modules starting with ``prefixes`` that running ``code`` has loaded, in a fresh
+    interpreter."""
+    code += f"\nimport sys\nprint(sorted(m for m in sys.modules if m.startswith({prefixes!r})))"
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     return ast.literal_eval(out)
+
+
+def modules_loaded_by(command: str, prefixes: tuple[str, ...]) -> list[str]:
+    """The modules starting with ``prefixes`` that ``streammn <command> --help`` has loaded."""
+    code = (
+        "import contextlib, io\n"
+        "from streammn.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    main([{command!r}, '--help'])"
+    )
+    return modules_loaded(code, prefixes)
 
 
 def test_other_commands_do_not_load_the_learners():
@@ -147,18 +152,8 @@ def test_other_commands_do_not_load_the_learners():
 
 
 def modules_loaded_parsing(argv: list[str], prefixes: tuple[str, ...]) -> list[str]:
-    """The modules starting with ``prefixes`` that parsing ``streammn argv`` has loaded, in a
-    fresh interpreter."""
-    code = (
-        "import sys\n"
-        "from streammn.cli.parser import _parse\n"
-        f"_parse({argv!r})\n"
-        f"print(sorted(m for m in sys.modules if m.startswith({prefixes!r})))"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    ).stdout
-    return ast.literal_eval(out)
+    """The modules starting with ``prefixes`` that parsing ``streammn argv`` has loaded."""
+    return modules_loaded(f"from streammn.cli.parser import _parse\n_parse({argv!r})", prefixes)
 
 
 def test_learn_loads_the_chosen_learner_only():
