@@ -95,21 +95,23 @@ def test_cheap_periodic_snapshots_are_written_in_place_and_costly_ones_forked(
     are the same either way. The second snapshot's writes are slowed past the threshold, so
     the third goes back to a child."""
     write = snapshot_module._write_durably
+    slowed = []
 
     def slow_second(path, data):
-        if "snap-000002" in str(path):
-            time.sleep(0.4)
+        if "snap-000002" in str(path) and not slowed:  # its first file
+            slowed.append(path)
+            time.sleep(2.5)
         write(path, data)
 
     monkeypatch.setattr(snapshot_module, "_write_durably", slow_second)
     rows = chain_rows(5000)
-    mixed = make(tmp_path / "mixed", rows, every_rows=1000, in_place_under=1.0)
+    mixed = make(tmp_path / "mixed", rows, every_rows=1000, in_place_under=2.0)
     forked = make(tmp_path / "forked", rows, every_rows=1000, in_place_under=0)
     mixed.run()
     forked.run()
     in_place = [h.get("in_place") for h in mixed.state.history]
     assert in_place == [False, True, False, True, None]  # the first has nothing to go by
-    assert mixed.state.history[1]["write_seconds"] > 1.0
+    assert mixed.state.history[1]["write_seconds"] > 2.0
     assert [h.get("in_place") for h in forked.state.history] == [False] * 4 + [None]
     assert snapshot_contents(tmp_path / "mixed") == snapshot_contents(tmp_path / "forked")
     with pytest.raises(EngineError, match="in_place_under"):

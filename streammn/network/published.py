@@ -64,8 +64,7 @@ costs more than learning a row does (at 100 binary variables and 1,500 features 
 where ``streammn learn`` takes about 3 us a row, reading included), so half an evaluation per
 row let a snapshot every 100k rows spend more time on its fit than the stream took to learn
 those rows; a tenth bounds it to about a quarter, and as the weights carry over, a fit cut
-short continues at the next snapshot. Between
-snapshots the weights carry over
+short continues at the next snapshot. Between snapshots the weights carry over
 (:func:`start_weights`: features that survived keep their weights, new ones start from the
 closed form): the carried-over weights are a candidate of their own, and the start of the
 next fit, whose width search begins at the width chosen last. The optimum of each width does
