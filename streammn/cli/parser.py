@@ -108,8 +108,8 @@ def _parser(with_learners: bool = True, algos: tuple[str, ...] | None = None):
         default=IN_PLACE_UNDER,
         metavar="SECONDS",
         help="write a periodic snapshot before learning continues, not from a forked "
-        "process, when the last one took less than this to convert and write: cheaper "
-        f"than a fork (0: fork every one) (default: {IN_PLACE_UNDER})",
+        "process, when the last one took less than this to convert and write, which costs "
+        f"less than a fork; 0 forks every one (default: {IN_PLACE_UNDER})",
     )
     learn.add_argument(
         "--resume",
