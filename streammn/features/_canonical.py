@@ -28,7 +28,10 @@ def canonical_flat(ptr, var, val, eq, cards):
     out_val = np.empty(var.shape[0], dtype=np.uint8)
     out_eq = np.empty(var.shape[0], dtype=np.bool_)
     allowed = np.empty(256, dtype=np.bool_)
-    order = np.empty(var.shape[0], dtype=np.int64)
+    longest = 0
+    for k in range(n):
+        longest = max(longest, ptr[k + 1] - ptr[k])
+    order = np.empty(longest, dtype=np.int64)  # one conjunction's conditions, sorted
     m = 0  # conjunctions kept
     c = 0  # conditions written
     for k in range(n):
